@@ -1,0 +1,80 @@
+#pragma once
+// kiln::Tensor: a dense, row-major n-d array. Either owns its storage (shared,
+// so copies of a Tensor alias the same data) or wraps user memory without a copy.
+#include <kiln/dtype.hpp>
+#include <kiln/error.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+using Shape = std::vector<int64_t>;
+
+int64_t shape_size(const Shape& s);  // product of dims (1 for a scalar)
+std::string shape_to_string(const Shape& s);  // "[1,3,224,224]"
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Allocates zero-initialised storage.
+  Tensor(DType dtype, Shape shape);
+  // Wraps memory the caller owns; the caller keeps it alive while the tensor is used.
+  static Tensor wrap(DType dtype, Shape shape, void* data);
+  // Copies a vector into a new tensor.
+  template <typename T>
+  static Tensor from_vector(const std::vector<T>& v, Shape shape);
+  template <typename T>
+  static Tensor scalar(T v) { return from_vector<T>(std::vector<T>{v}, Shape{}); }
+
+  bool defined() const { return dtype_ != DType::undefined; }
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  size_t rank() const { return shape_.size(); }
+  int64_t size() const { return shape_size(shape_); }  // element count
+  size_t byte_size() const { return static_cast<size_t>(size()) * dtype_size(dtype_); }
+
+  void* raw() { return data_; }
+  const void* raw() const { return data_; }
+  template <typename T>
+  T* data() {
+    check_type(dtype_of<T>::value);
+    return static_cast<T*>(data_);
+  }
+  template <typename T>
+  const T* data() const {
+    check_type(dtype_of<T>::value);
+    return static_cast<const T*>(data_);
+  }
+
+  // Deep copy into new owned storage.
+  Tensor clone() const;
+  // Same data, another shape with the same element count (no copy).
+  Tensor reshaped(Shape shape) const;
+  // Values as int64 / double whatever the dtype (for shape inputs, attributes, printing).
+  std::vector<int64_t> to_i64() const;
+  std::vector<double> to_f64() const;
+  std::string to_string(size_t max_elems = 8) const;
+
+ private:
+  void check_type(DType want) const;
+  DType dtype_ = DType::undefined;
+  Shape shape_;
+  std::shared_ptr<void> owner_;
+  void* data_ = nullptr;
+};
+
+template <typename T>
+Tensor Tensor::from_vector(const std::vector<T>& v, Shape shape) {
+  Tensor t(dtype_of<T>::value, std::move(shape));
+  if (static_cast<int64_t>(v.size()) != t.size())
+    throw Error("Tensor::from_vector: " + std::to_string(v.size()) + " values for shape " +
+                shape_to_string(t.shape()));
+  T* d = t.data<T>();
+  for (size_t i = 0; i < v.size(); ++i) d[i] = v[i];
+  return t;
+}
+
+}  // namespace kiln

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs everything kiln needs to build, test and benchmark, from Debian 12 packages
+# only. Idempotent: installs only what is missing; runs `apt-get update` once, only
+# when something must be installed.
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake ninja-build pkg-config
+  libdnnl-dev libxbyak-dev
+  libonnx-dev libprotobuf-dev protobuf-compiler
+  nlohmann-json3-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev
+  libonnx-testdata
+  python3-numpy python3-onnx python3-torch python3-torchvision libopenblas0-openmp
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "[kiln] all dependencies are installed"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "[kiln] installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

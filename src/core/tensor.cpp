@@ -1,0 +1,96 @@
+#include <kiln/tensor.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "core/dispatch.hpp"
+#include "core/strings.hpp"
+
+namespace kiln {
+
+int64_t shape_size(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::string shape_to_string(const Shape& s) { return "[" + join(s) + "]"; }
+
+Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+  for (int64_t d : shape_)
+    KILN_CHECK(d >= 0, cat("Tensor: negative dimension in shape ", shape_to_string(shape_)));
+  size_t bytes = byte_size();
+  // Aligned for vector loads; at least one byte so data() is never null.
+  size_t alloc = ((bytes + 63) / 64) * 64;
+  if (alloc == 0) alloc = 64;
+  void* p = std::aligned_alloc(64, alloc);
+  if (!p) throw Error(cat("Tensor: cannot allocate ", bytes, " bytes"));
+  std::memset(p, 0, alloc);
+  owner_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  data_ = p;
+}
+
+Tensor Tensor::wrap(DType dtype, Shape shape, void* data) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  for (int64_t d : t.shape_)
+    KILN_CHECK(d >= 0, cat("Tensor::wrap: negative dimension in shape ", shape_to_string(t.shape_)));
+  KILN_CHECK(data != nullptr || t.size() == 0, "Tensor::wrap: null data pointer");
+  t.data_ = data;
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t(dtype_, shape_);
+  if (byte_size()) std::memcpy(t.data_, data_, byte_size());
+  return t;
+}
+
+Tensor Tensor::reshaped(Shape shape) const {
+  KILN_CHECK(shape_size(shape) == size(), cat("Tensor::reshaped: cannot view ", shape_to_string(shape_),
+                                              " as ", shape_to_string(shape)));
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+void Tensor::check_type(DType want) const {
+  KILN_CHECK(want == dtype_, cat("Tensor: element type is ", dtype_name(dtype_), ", accessed as ",
+                                 dtype_name(want)));
+}
+
+std::vector<int64_t> Tensor::to_i64() const {
+  std::vector<int64_t> out(static_cast<size_t>(size()));
+  dispatch_all(dtype_, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* d = static_cast<const T*>(data_);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int64_t>(static_cast<double>(d[i]));
+  });
+  return out;
+}
+
+std::vector<double> Tensor::to_f64() const {
+  std::vector<double> out(static_cast<size_t>(size()));
+  dispatch_all(dtype_, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* d = static_cast<const T*>(data_);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(d[i]);
+  });
+  return out;
+}
+
+std::string Tensor::to_string(size_t max_elems) const {
+  std::ostringstream os;
+  os << dtype_name(dtype_) << shape_to_string(shape_);
+  if (!defined()) return os.str();
+  auto v = to_f64();
+  os << " {";
+  for (size_t i = 0; i < v.size() && i < max_elems; ++i) os << (i ? ", " : "") << v[i];
+  if (v.size() > max_elems) os << ", ...";
+  os << "}";
+  return os.str();
+}
+
+}  // namespace kiln

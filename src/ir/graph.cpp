@@ -1,0 +1,263 @@
+#include "ir/graph.hpp"
+
+#include <kiln/error.hpp>
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "core/strings.hpp"
+
+namespace kiln::ir {
+
+// ---------------- Value ----------------
+
+void Value::set_constant(Tensor t) {
+  type.dtype = t.dtype();
+  type.shape = PartialShape(t.shape());
+  constant_ = std::move(t);
+}
+
+// ---------------- Node attributes ----------------
+
+std::string Node::describe() const {
+  std::string s = cat("node '", name_, "' (", op_type_);
+  if (!domain_.empty()) s += cat(", domain ", domain_);
+  return s + ")";
+}
+
+template <typename T>
+const T& Node::get(const std::string& n) const {
+  auto it = attrs.find(n);
+  if (it == attrs.end()) throw Error(cat(describe(), ": missing required attribute '", n, "'"));
+  const T* v = std::get_if<T>(&it->second.value);
+  if (!v)
+    throw Error(cat(describe(), ": attribute '", n, "' has type ", attr_type_name(it->second.type()),
+                    ", expected another type"));
+  return *v;
+}
+
+int64_t Node::attr_i(const std::string& n) const { return get<int64_t>(n); }
+int64_t Node::attr_i(const std::string& n, int64_t def) const { return has_attr(n) ? get<int64_t>(n) : def; }
+float Node::attr_f(const std::string& n) const { return get<float>(n); }
+float Node::attr_f(const std::string& n, float def) const { return has_attr(n) ? get<float>(n) : def; }
+std::string Node::attr_s(const std::string& n) const { return get<std::string>(n); }
+std::string Node::attr_s(const std::string& n, const std::string& def) const {
+  return has_attr(n) ? get<std::string>(n) : def;
+}
+std::vector<int64_t> Node::attr_ints(const std::string& n) const { return get<std::vector<int64_t>>(n); }
+std::vector<int64_t> Node::attr_ints(const std::string& n, const std::vector<int64_t>& def) const {
+  return has_attr(n) ? get<std::vector<int64_t>>(n) : def;
+}
+std::vector<float> Node::attr_floats(const std::string& n) const { return get<std::vector<float>>(n); }
+std::vector<float> Node::attr_floats(const std::string& n, const std::vector<float>& def) const {
+  return has_attr(n) ? get<std::vector<float>>(n) : def;
+}
+std::vector<std::string> Node::attr_strings(const std::string& n) const {
+  return get<std::vector<std::string>>(n);
+}
+const Tensor& Node::attr_tensor(const std::string& n) const { return get<Tensor>(n); }
+std::shared_ptr<Graph> Node::attr_graph(const std::string& n) const { return get<std::shared_ptr<Graph>>(n); }
+
+// ---------------- Graph construction ----------------
+
+Value* Graph::new_value(const std::string& name) {
+  std::string n = name.empty() ? unique_name("v") : name;
+  KILN_CHECK(!value_by_name_.count(n), cat("graph '", this->name, "': value name '", n, "' defined twice"));
+  auto v = std::make_unique<Value>();
+  v->name_ = n;
+  Value* p = v.get();
+  values_.push_back(std::move(v));
+  value_by_name_[n] = p;
+  return p;
+}
+
+std::string Graph::unique_name(const std::string& prefix) {
+  std::string n;
+  do {
+    n = cat(prefix, "_", name_counter_++);
+  } while (value_by_name_.count(n) || find_node(n));
+  return n;
+}
+
+Value* Graph::add_input(const std::string& name, ValueType type) {
+  Value* v = new_value(name);
+  v->type = std::move(type);
+  v->is_input_ = true;
+  inputs_.push_back(v);
+  return v;
+}
+
+Value* Graph::add_constant(const std::string& name, Tensor t) {
+  Value* v = new_value(name);
+  v->set_constant(std::move(t));
+  return v;
+}
+
+Node* Graph::add_node(const std::string& op_type, const std::vector<Value*>& inputs,
+                      const std::vector<std::string>& output_names, const std::string& name,
+                      const std::string& domain) {
+  auto n = std::make_unique<Node>();
+  n->op_type_ = op_type;
+  n->domain_ = domain;
+  n->name_ = name.empty() ? unique_name(op_type) : name;
+  n->opset_ = opset_for(domain);
+  Node* p = n.get();
+  nodes_.push_back(std::move(n));
+  for (Value* v : inputs) append_node_input(p, v);
+  for (size_t i = 0; i < output_names.size(); ++i) {
+    Value* v = new_value(output_names[i]);
+    v->producer_ = p;
+    v->producer_output_ = i;
+    p->outputs_.push_back(v);
+  }
+  return p;
+}
+
+Node* Graph::add_node(const std::string& op_type, const std::vector<Value*>& inputs, size_t num_outputs,
+                      const std::string& name, const std::string& domain) {
+  return add_node(op_type, inputs, std::vector<std::string>(num_outputs), name, domain);
+}
+
+void Graph::add_output(Value* v) { outputs_.push_back(v); }
+void Graph::set_output(size_t i, Value* v) { outputs_.at(i) = v; }
+
+int Graph::opset_for(const std::string& domain) const {
+  auto it = opset_imports.find(domain);
+  if (it == opset_imports.end() && domain == "ai.onnx") it = opset_imports.find("");
+  return it == opset_imports.end() ? 0 : it->second;
+}
+
+// ---------------- queries ----------------
+
+std::vector<Node*> Graph::nodes() const {
+  std::vector<Node*> out;
+  for (auto& n : nodes_) out.push_back(n.get());
+  return out;
+}
+
+std::vector<Node*> Graph::topo_order() const {
+  // Kahn's algorithm, stable with respect to insertion order.
+  std::unordered_map<const Node*, size_t> pending;
+  std::vector<Node*> ready, order;
+  for (auto& n : nodes_) {
+    size_t deps = 0;
+    for (Value* v : n->inputs_)
+      if (v && v->producer_) ++deps;
+    pending[n.get()] = deps;
+    if (deps == 0) ready.push_back(n.get());
+  }
+  std::reverse(ready.begin(), ready.end());
+  while (!ready.empty()) {
+    Node* n = ready.back();
+    ready.pop_back();
+    order.push_back(n);
+    std::vector<Node*> next;
+    for (Value* out : n->outputs_)
+      for (const Use& u : out->uses_)
+        if (--pending[u.node] == 0) next.push_back(u.node);
+    for (auto it = next.rbegin(); it != next.rend(); ++it) ready.push_back(*it);
+  }
+  if (order.size() != nodes_.size()) {
+    for (auto& n : nodes_)
+      if (pending[n.get()] != 0)
+        throw Error(cat("graph '", name, "' has a cycle (or an input produced by a missing node) through ",
+                        n->describe()));
+  }
+  return order;
+}
+
+Value* Graph::find_value(const std::string& n) const {
+  auto it = value_by_name_.find(n);
+  return it == value_by_name_.end() ? nullptr : it->second;
+}
+
+Node* Graph::find_node(const std::string& n) const {
+  for (auto& node : nodes_)
+    if (node->name_ == n) return node.get();
+  return nullptr;
+}
+
+bool Graph::is_output(const Value* v) const {
+  return std::find(outputs_.begin(), outputs_.end(), v) != outputs_.end();
+}
+
+// ---------------- mutation ----------------
+
+void Graph::remove_use(Value* v, Node* node, size_t i) {
+  auto& u = v->uses_;
+  u.erase(std::remove(u.begin(), u.end(), Use{node, i}), u.end());
+}
+
+void Graph::set_node_input(Node* node, size_t i, Value* v) {
+  if (i >= node->inputs_.size()) node->inputs_.resize(i + 1, nullptr);
+  if (Value* old = node->inputs_[i]) remove_use(old, node, i);
+  node->inputs_[i] = v;
+  if (v) v->uses_.push_back(Use{node, i});
+}
+
+void Graph::append_node_input(Node* node, Value* v) { set_node_input(node, node->inputs_.size(), v); }
+
+void Graph::replace_all_uses(Value* from, Value* to) {
+  if (from == to) return;
+  auto uses = from->uses_;
+  for (const Use& u : uses) set_node_input(u.node, u.input_index, to);
+  for (auto& o : outputs_)
+    if (o == from) o = to;
+}
+
+void Graph::erase_node(Node* node) {
+  for (Value* out : node->outputs_) {
+    KILN_CHECK(out->uses_.empty() && !is_output(out),
+               cat("cannot erase ", node->describe(), ": its output '", out->name_, "' is still used"));
+  }
+  for (size_t i = 0; i < node->inputs_.size(); ++i)
+    if (node->inputs_[i]) remove_use(node->inputs_[i], node, i);
+  for (Value* out : node->outputs_) {
+    value_by_name_.erase(out->name_);
+    values_.remove_if([&](const std::unique_ptr<Value>& v) { return v.get() == out; });
+  }
+  nodes_.remove_if([&](const std::unique_ptr<Node>& n) { return n.get() == node; });
+}
+
+Node* Graph::replace_node(Node* old, const std::string& op_type, const std::vector<Value*>& inputs,
+                          const std::string& domain) {
+  Node* n = add_node(op_type, inputs, old->num_outputs(), "", domain);
+  n->name_ = old->name_ + "/" + op_type;
+  for (size_t i = 0; i < old->num_outputs(); ++i) {
+    n->outputs_[i]->type = old->outputs_[i]->type;
+    replace_all_uses(old->outputs_[i], n->outputs_[i]);
+  }
+  std::string name = old->name_;
+  erase_node(old);
+  n->name_ = name;
+  return n;
+}
+
+void Graph::remove_dead() {
+  std::unordered_set<const Node*> live;
+  std::vector<const Value*> stack(outputs_.begin(), outputs_.end());
+  while (!stack.empty()) {
+    const Value* v = stack.back();
+    stack.pop_back();
+    if (v && v->producer_ && live.insert(v->producer_).second)
+      for (Value* in : v->producer_->inputs_) stack.push_back(in);
+  }
+  auto order = topo_order();
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    Node* n = *it;
+    if (live.count(n)) continue;
+    for (size_t i = 0; i < n->inputs_.size(); ++i)
+      if (n->inputs_[i]) remove_use(n->inputs_[i], n, i);
+    n->inputs_.clear();
+    for (Value* out : n->outputs_) out->uses_.clear();
+    // outputs of dead nodes may only be used by other dead nodes, already detached
+    erase_node(n);
+  }
+  values_.remove_if([&](const std::unique_ptr<Value>& v) {
+    bool dead = v->is_constant() && v->uses_.empty() && !is_output(v.get()) && !v->producer_;
+    if (dead) value_by_name_.erase(v->name_);
+    return dead;
+  });
+}
+
+}  // namespace kiln::ir

@@ -1,0 +1,161 @@
+#pragma once
+// ir::Graph: the model-level graph. Values (edges) and Nodes (ops) are owned by the
+// graph; constants own their data. Passes mutate it through the API below.
+#include <kiln/tensor.hpp>
+
+#include <list>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/attribute.hpp"
+#include "ir/types.hpp"
+
+namespace kiln::ir {
+
+class Node;
+class Graph;
+
+struct Use {
+  Node* node;
+  size_t input_index;
+  bool operator==(const Use& o) const { return node == o.node && input_index == o.input_index; }
+};
+
+class Value {
+ public:
+  const std::string& name() const { return name_; }
+  ValueType type;
+
+  Node* producer() const { return producer_; }
+  size_t producer_output() const { return producer_output_; }
+  const std::vector<Use>& uses() const { return uses_; }
+  bool is_constant() const { return constant_.defined(); }
+  const Tensor& constant() const { return constant_; }
+  // Makes this value a constant (e.g. after folding); its dtype/shape follow the tensor.
+  void set_constant(Tensor t);
+  bool is_graph_input() const { return is_input_; }
+
+ private:
+  friend class Graph;
+  std::string name_;
+  Node* producer_ = nullptr;
+  size_t producer_output_ = 0;
+  std::vector<Use> uses_;
+  Tensor constant_;
+  bool is_input_ = false;
+};
+
+class Node {
+ public:
+  const std::string& name() const { return name_; }
+  const std::string& op_type() const { return op_type_; }
+  const std::string& domain() const { return domain_; }
+  // Version of the op's domain that the model imports (ONNX opset); kernels may
+  // read it where semantics changed across versions.
+  int opset() const { return opset_; }
+  void set_opset(int v) { opset_ = v; }
+
+  size_t num_inputs() const { return inputs_.size(); }
+  size_t num_outputs() const { return outputs_.size(); }
+  // nullptr for an omitted optional input.
+  Value* input(size_t i) const { return i < inputs_.size() ? inputs_[i] : nullptr; }
+  bool has_input(size_t i) const { return input(i) != nullptr; }
+  Value* output(size_t i) const { return outputs_.at(i); }
+  const std::vector<Value*>& inputs() const { return inputs_; }
+  const std::vector<Value*>& outputs() const { return outputs_; }
+
+  std::map<std::string, Attribute> attrs;
+  bool has_attr(const std::string& n) const { return attrs.count(n) != 0; }
+  // Typed getters: throw kiln::Error naming the node if the attribute is missing
+  // (no default given) or has another type.
+  int64_t attr_i(const std::string& n) const;
+  int64_t attr_i(const std::string& n, int64_t def) const;
+  float attr_f(const std::string& n) const;
+  float attr_f(const std::string& n, float def) const;
+  std::string attr_s(const std::string& n) const;
+  std::string attr_s(const std::string& n, const std::string& def) const;
+  std::vector<int64_t> attr_ints(const std::string& n) const;
+  std::vector<int64_t> attr_ints(const std::string& n, const std::vector<int64_t>& def) const;
+  std::vector<float> attr_floats(const std::string& n) const;
+  std::vector<float> attr_floats(const std::string& n, const std::vector<float>& def) const;
+  std::vector<std::string> attr_strings(const std::string& n) const;
+  const Tensor& attr_tensor(const std::string& n) const;
+  std::shared_ptr<Graph> attr_graph(const std::string& n) const;
+
+  // "node 'conv_1' (Conv)" — used as the prefix of every error message about it.
+  std::string describe() const;
+
+ private:
+  friend class Graph;
+  template <typename T>
+  const T& get(const std::string& n) const;
+  std::string name_, op_type_, domain_;
+  int opset_ = 0;
+  std::vector<Value*> inputs_;
+  std::vector<Value*> outputs_;
+};
+
+class Graph {
+ public:
+  Graph() = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  std::string name;
+  // Domain -> version the model imports ("" is the default ONNX domain).
+  std::map<std::string, int> opset_imports;
+
+  // --- construction ---
+  Value* add_input(const std::string& name, ValueType type);
+  Value* add_constant(const std::string& name, Tensor t);
+  // Creates a node; output values are named `output_names` (generated when empty).
+  Node* add_node(const std::string& op_type, const std::vector<Value*>& inputs,
+                 const std::vector<std::string>& output_names, const std::string& name = "",
+                 const std::string& domain = "");
+  Node* add_node(const std::string& op_type, const std::vector<Value*>& inputs, size_t num_outputs,
+                 const std::string& name = "", const std::string& domain = "");
+  void add_output(Value* v);
+  void set_output(size_t i, Value* v);
+
+  // --- queries ---
+  const std::vector<Value*>& inputs() const { return inputs_; }
+  const std::vector<Value*>& outputs() const { return outputs_; }
+  size_t num_nodes() const { return nodes_.size(); }
+  std::vector<Node*> nodes() const;  // insertion order
+  std::vector<Node*> topo_order() const;  // throws kiln::Error on a cycle
+  Value* find_value(const std::string& name) const;  // nullptr if absent
+  Node* find_node(const std::string& name) const;
+  bool is_output(const Value* v) const;
+  std::string unique_name(const std::string& prefix);
+  int opset_for(const std::string& domain) const;
+
+  // --- mutation (what passes use) ---
+  // Rewire one consumer: node's input i now reads `v` (nullptr = omit).
+  void set_node_input(Node* node, size_t i, Value* v);
+  void append_node_input(Node* node, Value* v);
+  // Every consumer of `from` (and graph outputs) now reads `to`.
+  void replace_all_uses(Value* from, Value* to);
+  // Removes a node whose outputs have no uses and are not graph outputs.
+  void erase_node(Node* node);
+  // Replaces `old` by a new node of `op_type` over `inputs`; old outputs' uses move to
+  // the new node's outputs (same count). Returns the new node.
+  Node* replace_node(Node* old, const std::string& op_type, const std::vector<Value*>& inputs,
+                     const std::string& domain = "");
+  // Removes nodes and constants that no graph output depends on.
+  void remove_dead();
+
+ private:
+  Value* new_value(const std::string& name);
+  static void remove_use(Value* v, Node* node, size_t i);
+  std::list<std::unique_ptr<Node>> nodes_;
+  std::list<std::unique_ptr<Value>> values_;
+  std::unordered_map<std::string, Value*> value_by_name_;
+  std::vector<Value*> inputs_;
+  std::vector<Value*> outputs_;
+  size_t name_counter_ = 0;
+};
+
+}  // namespace kiln::ir

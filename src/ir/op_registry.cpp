@@ -1,0 +1,118 @@
+#include "ir/op_registry.hpp"
+
+#include <mutex>
+
+#include "ops/op_families.hpp"
+
+namespace kiln::ir {
+
+// ---------------- contexts ----------------
+
+const ValueType& InferContext::input_type(size_t i) const {
+  Value* v = node_.input(i);
+  if (!v) throw error("input ", i, " is required here but absent");
+  return v->type;
+}
+
+const Tensor* InferContext::input_constant(size_t i) const {
+  Value* v = node_.input(i);
+  return v && v->is_constant() ? &v->constant() : nullptr;
+}
+
+void InferContext::set_output(size_t i, DType dtype, PartialShape shape) {
+  if (i >= node_.num_outputs()) return;  // optional output not requested
+  Value* v = node_.output(i);
+  v->type.dtype = dtype;
+  v->type.shape = std::move(shape);
+}
+
+const Tensor& RunContext::input(size_t i) const {
+  if (!has_input(i)) throw error("input ", i, " is required here but absent");
+  return *inputs_[i];
+}
+
+Tensor& RunContext::allocate_output(size_t i, DType dtype, Shape shape) {
+  if (i >= outputs_.size()) throw error("kernel wrote output ", i, " but the node has ", outputs_.size());
+  outputs_[i] = Tensor(dtype, std::move(shape));
+  return outputs_[i];
+}
+
+void RunContext::set_output(size_t i, Tensor t) {
+  if (i >= outputs_.size()) throw error("kernel wrote output ", i, " but the node has ", outputs_.size());
+  outputs_[i] = std::move(t);
+}
+
+// ---------------- registry ----------------
+
+OpRegistry& OpRegistry::instance() {
+  static OpRegistry* reg = [] {
+    auto* r = new OpRegistry();
+    ops::register_all_ops(*r);
+    return r;
+  }();
+  return *reg;
+}
+
+void OpRegistry::add(OpSchema schema) {
+  auto key = std::make_pair(schema.domain, schema.name);
+  ops_[key] = std::move(schema);
+}
+
+const OpSchema* OpRegistry::find(const std::string& domain, const std::string& name) const {
+  std::string d = domain == "ai.onnx" ? "" : domain;
+  auto it = ops_.find({d, name});
+  return it == ops_.end() ? nullptr : &it->second;
+}
+
+std::vector<const OpSchema*> OpRegistry::all() const {
+  std::vector<const OpSchema*> out;
+  for (auto& [k, v] : ops_) out.push_back(&v);
+  return out;
+}
+
+const OpSchema& validate_node(const Node& node) {
+  const OpSchema* s = OpRegistry::instance().find(node.domain(), node.op_type());
+  if (!s) {
+    throw Error(cat("unsupported op '", node.op_type(), "' (domain '",
+                    node.domain().empty() ? "ai.onnx" : node.domain(), "', opset ", node.opset(), ") at ",
+                    node.describe()));
+  }
+  if (node.opset() != 0 && node.opset() < s->since_version)
+    throw Error(cat(node.describe(), ": op ", node.op_type(), " needs opset >= ", s->since_version,
+                    ", the model imports opset ", node.opset()));
+  size_t nin = node.num_inputs();
+  KILN_CHECK(nin >= s->min_inputs && nin <= s->max_inputs,
+             cat(node.describe(), ": expected ", s->min_inputs,
+                 s->max_inputs == s->min_inputs ? std::string() : cat("..", s->max_inputs), " inputs, got ", nin));
+  for (size_t i = 0; i < s->min_inputs; ++i)
+    KILN_CHECK(node.has_input(i), cat(node.describe(), ": required input ", i, " is missing"));
+  size_t nout = node.num_outputs();
+  KILN_CHECK(nout >= s->min_outputs && nout <= s->max_outputs,
+             cat(node.describe(), ": expected ", s->min_outputs,
+                 s->max_outputs == s->min_outputs ? std::string() : cat("..", s->max_outputs), " outputs, got ",
+                 nout));
+  for (auto& [name, attr] : node.attrs) {
+    const AttrSpec* spec = nullptr;
+    for (auto& a : s->attrs)
+      if (a.name == name) spec = &a;
+    KILN_CHECK(spec, cat(node.describe(), ": unknown attribute '", name, "'"));
+    KILN_CHECK(spec->type == attr.type(), cat(node.describe(), ": attribute '", name, "' must be ",
+                                              attr_type_name(spec->type), ", got ", attr_type_name(attr.type())));
+  }
+  for (auto& a : s->attrs)
+    KILN_CHECK(!a.required || node.has_attr(a.name),
+               cat(node.describe(), ": missing required attribute '", a.name, "'"));
+  if (s->validate) s->validate(node);
+  return *s;
+}
+
+void infer_shapes(Graph& graph) {
+  for (Node* n : graph.topo_order()) {
+    const OpSchema& s = validate_node(*n);
+    if (!s.infer) throw Error(cat(n->describe(), ": op has no shape inference"));
+    InferContext ctx(*n);
+    s.infer(ctx);
+  }
+}
+
+}  // namespace kiln::ir

@@ -1,0 +1,104 @@
+#pragma once
+// The op registry: every op kiln knows declares its inputs, outputs and attributes,
+// a static shape/dtype inference function (symbolic dims propagate) and a reference
+// kernel that runs on concrete tensors.
+#include <kiln/error.hpp>
+#include <kiln/tensor.hpp>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/strings.hpp"
+#include "ir/graph.hpp"
+
+namespace kiln::ir {
+
+struct AttrSpec {
+  std::string name;
+  AttrType type;
+  bool required = false;
+};
+
+// Static inference over ir types (dims may be symbolic or unknown).
+class InferContext {
+ public:
+  explicit InferContext(Node& node) : node_(node) {}
+  const Node& node() const { return node_; }
+  size_t num_inputs() const { return node_.num_inputs(); }
+  size_t num_outputs() const { return node_.num_outputs(); }
+  bool has_input(size_t i) const { return node_.has_input(i); }
+  const ValueType& input_type(size_t i) const;  // throws if the input is absent
+  DType input_dtype(size_t i) const { return input_type(i).dtype; }
+  const PartialShape& input_shape(size_t i) const { return input_type(i).shape; }
+  // The input's value when it is a constant (initializer / folded), else nullptr.
+  const Tensor* input_constant(size_t i) const;
+  void set_output(size_t i, DType dtype, PartialShape shape);
+  // An error whose message starts with the node's description.
+  template <typename... Args>
+  Error error(const Args&... args) const {
+    return Error(cat(node_.describe(), ": ", args...));
+  }
+
+ private:
+  Node& node_;
+};
+
+// Execution of the reference kernel on concrete tensors.
+class RunContext {
+ public:
+  RunContext(const Node& node, std::vector<const Tensor*> inputs, std::vector<Tensor>& outputs)
+      : node_(node), inputs_(std::move(inputs)), outputs_(outputs) {}
+  const Node& node() const { return node_; }
+  size_t num_inputs() const { return inputs_.size(); }
+  size_t num_outputs() const { return outputs_.size(); }
+  bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
+  const Tensor& input(size_t i) const;  // throws if absent
+  // Allocates (zeroed) output i and returns it.
+  Tensor& allocate_output(size_t i, DType dtype, Shape shape);
+  // Sets output i to an existing tensor (may alias an input, e.g. Reshape / Identity).
+  void set_output(size_t i, Tensor t);
+  template <typename... Args>
+  Error error(const Args&... args) const {
+    return Error(cat(node_.describe(), ": ", args...));
+  }
+
+ private:
+  const Node& node_;
+  std::vector<const Tensor*> inputs_;
+  std::vector<Tensor>& outputs_;
+};
+
+struct OpSchema {
+  std::string domain;  // "" = default ONNX domain
+  std::string name;
+  int since_version = 1;  // oldest opset of the domain this op exists in
+  size_t min_inputs = 1, max_inputs = 1;
+  size_t min_outputs = 1, max_outputs = 1;
+  std::vector<AttrSpec> attrs;  // every attribute the op accepts
+  // Optional extra validation of attribute values (ranges, consistency); throw kiln::Error.
+  std::function<void(const Node&)> validate;
+  std::function<void(InferContext&)> infer;
+  std::function<void(RunContext&)> run;
+};
+
+class OpRegistry {
+ public:
+  static OpRegistry& instance();  // populated with every built-in op on first use
+  void add(OpSchema schema);
+  const OpSchema* find(const std::string& domain, const std::string& name) const;
+  std::vector<const OpSchema*> all() const;
+
+ private:
+  std::map<std::pair<std::string, std::string>, OpSchema> ops_;
+};
+
+// Checks a node against its schema: op known (error names op, domain, opset and node),
+// input/output counts, attribute names/types/required, then schema.validate.
+const OpSchema& validate_node(const Node& node);
+
+// Runs validate_node + infer for every node in topological order, filling value types.
+void infer_shapes(Graph& graph);
+
+}  // namespace kiln::ir

@@ -1,0 +1,38 @@
+#include "ir/types.hpp"
+
+#include <kiln/error.hpp>
+
+#include "core/strings.hpp"
+
+namespace kiln::ir {
+
+std::string Dim::to_string() const {
+  if (is_static()) return std::to_string(value);
+  if (is_symbolic()) return symbol;
+  return "?";
+}
+
+bool PartialShape::is_static() const {
+  if (!rank_known) return false;
+  for (const Dim& d : dims)
+    if (!d.is_static()) return false;
+  return true;
+}
+
+Shape PartialShape::to_shape() const {
+  KILN_CHECK(is_static(), cat("shape ", to_string(), " is not static"));
+  Shape s;
+  for (const Dim& d : dims) s.push_back(d.value);
+  return s;
+}
+
+std::string PartialShape::to_string() const {
+  if (!rank_known) return "[...]";
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + dims[i].to_string();
+  return s + "]";
+}
+
+std::string ValueType::to_string() const { return std::string(dtype_name(dtype)) + shape.to_string(); }
+
+}  // namespace kiln::ir

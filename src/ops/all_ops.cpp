@@ -1,0 +1,16 @@
+#include "ir/op_registry.hpp"
+#include "ops/op_families.hpp"
+
+namespace kiln::ops {
+
+void register_all_ops(ir::OpRegistry& r) {
+  register_elementwise_ops(r);
+  register_nn_ops(r);
+  register_linalg_ops(r);
+  register_shape_ops(r);
+  register_reduction_ops(r);
+  register_quant_ops(r);
+  register_misc_ops(r);
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,56 @@
+#pragma once
+// Helpers shared by the reference kernels: strides, broadcasting iteration, axis
+// normalisation. Keep kernels simple; these make them short.
+#include <kiln/tensor.hpp>
+
+#include <array>
+#include <vector>
+
+#include "core/dispatch.hpp"
+#include "core/strings.hpp"
+#include "ir/op_registry.hpp"
+
+namespace kiln::ops {
+
+using ir::RunContext;
+
+// Row-major strides (in elements).
+std::vector<int64_t> strides_of(const Shape& s);
+
+// Numpy broadcast of concrete shapes; throws kiln::Error naming the node on mismatch.
+Shape broadcast_shape(const std::vector<Shape>& shapes, const ir::Node& node);
+
+// Strides of `in` as seen from `out` after broadcasting (0 where broadcast).
+std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out);
+
+// Calls fn(out_index, offsets) for every element of `out`, where offsets[k] is the
+// element offset in operand k (shapes broadcast to `out`).
+template <size_t K, typename Fn>
+void for_each_broadcast(const Shape& out, const std::array<Shape, K>& ins, Fn&& fn) {
+  const int64_t n = shape_size(out);
+  if (n == 0) return;
+  const size_t r = out.size();
+  std::array<std::vector<int64_t>, K> st;
+  for (size_t k = 0; k < K; ++k) st[k] = broadcast_strides(ins[k], out);
+  std::vector<int64_t> idx(r, 0);
+  std::array<int64_t, K> off{};
+  for (int64_t i = 0; i < n; ++i) {
+    fn(i, off);
+    // increment the multi-index, updating offsets
+    for (size_t d = r; d-- > 0;) {
+      ++idx[d];
+      for (size_t k = 0; k < K; ++k) off[k] += st[k][d];
+      if (idx[d] < out[d]) break;
+      for (size_t k = 0; k < K; ++k) off[k] -= st[k][d] * idx[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+// Normalises axis into [0, rank) or throws an error naming the node.
+int64_t normalize_axis(int64_t axis, int64_t rank, const ir::Node& node);
+
+// Reads an optional 1-D int input as a vector (empty if absent).
+std::vector<int64_t> optional_ints(const RunContext& ctx, size_t i);
+
+}  // namespace kiln::ops

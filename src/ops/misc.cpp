@@ -1,0 +1,9 @@
+#include "ir/infer_util.hpp"
+#include "ops/kernel_util.hpp"
+#include "ops/op_families.hpp"
+
+namespace kiln::ops {
+
+void register_misc_ops(ir::OpRegistry& r) { (void)r; }
+
+}  // namespace kiln::ops

@@ -1,0 +1,16 @@
+#pragma once
+// Each file under src/ops/ registers one family of ops. register_all_ops calls them all.
+namespace kiln::ir {
+class OpRegistry;
+}
+
+namespace kiln::ops {
+void register_elementwise_ops(ir::OpRegistry& r);     // elementwise.cpp: unary/binary math, activations, compare, logic, Where, Cast, Clip
+void register_nn_ops(ir::OpRegistry& r);              // nn.cpp: Conv, ConvTranspose, pools, BatchNorm, InstanceNorm, LRN, ...
+void register_linalg_ops(ir::OpRegistry& r);          // linalg.cpp: Gemm, MatMul, Einsum, MatMulInteger, Det, ...
+void register_shape_ops(ir::OpRegistry& r);           // shape_ops.cpp: Reshape, Transpose, Concat, Slice, Gather, Pad, Resize, ...
+void register_reduction_ops(ir::OpRegistry& r);       // reduction.cpp: Reduce*, ArgMax/Min, Softmax, LayerNorm, TopK, CumSum, ...
+void register_quant_ops(ir::OpRegistry& r);           // quant.cpp: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, ...
+void register_misc_ops(ir::OpRegistry& r);            // misc.cpp: everything else the conformance suite needs
+void register_all_ops(ir::OpRegistry& r);
+}  // namespace kiln::ops

@@ -1,0 +1,43 @@
+#pragma once
+// The reference executor: runs an ir::Graph node by node with the registry's reference
+// kernels on concrete tensors. Symbolic dims are bound from the actual input shapes at
+// every run, so dynamic batch / sequence lengths work. Tensors are freed after their
+// last use. This is the correctness baseline the fast paths are tested against.
+#include <kiln/tensor.hpp>
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/graph.hpp"
+#include "ir/op_registry.hpp"
+
+namespace kiln::runtime {
+
+class ReferenceExecutor {
+ public:
+  // Validates every node (throws kiln::Error on an unsupported op / bad attributes).
+  explicit ReferenceExecutor(std::shared_ptr<const ir::Graph> graph);
+
+  // inputs: one tensor per graph input, in graph input order. Checks dtype, rank and
+  // dims (static dims must match; a symbolic dim must take one value across inputs).
+  // `outer` gives values of an enclosing graph (for control-flow bodies); may be null.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs,
+                          const std::unordered_map<const ir::Value*, Tensor>* outer = nullptr) const;
+
+  const ir::Graph& graph() const { return *graph_; }
+
+ private:
+  struct Step {
+    const ir::Node* node;
+    const ir::OpSchema* schema;
+    std::vector<const ir::Value*> release_after;  // values whose last use is this step
+  };
+  std::shared_ptr<const ir::Graph> graph_;
+  std::vector<Step> steps_;
+};
+
+// Checks one user tensor against a graph input's declared type; binds symbolic dims.
+void check_input(const ir::Value& input, const Tensor& t, std::unordered_map<std::string, int64_t>& symbols);
+
+}  // namespace kiln::runtime
