@@ -5,6 +5,7 @@
 #include "core/strings.hpp"
 #include "frontend/onnx/onnx_frontend.hpp"
 #include "ir/graph.hpp"
+#include "ir/op_registry.hpp"
 #include "ir/printer.hpp"
 #include "runtime/reference_executor.hpp"
 
@@ -45,12 +46,18 @@ std::string Model::to_string() const { return ir::graph_to_string(*graph_); }
 
 // ---------------- Core ----------------
 
+// Validates every node against the op registry and infers static types.
+static std::shared_ptr<Model> make_model(std::shared_ptr<ir::Graph> g) {
+  ir::infer_shapes(*g);
+  return std::make_shared<Model>(std::move(g));
+}
+
 std::shared_ptr<Model> Core::read_model(const std::string& path) const {
-  return std::make_shared<Model>(frontend::load_onnx_file(path));
+  return make_model(frontend::load_onnx_file(path));
 }
 
 std::shared_ptr<Model> Core::read_model_from_memory(const std::string& bytes, const std::string& base_dir) const {
-  return std::make_shared<Model>(frontend::load_onnx_bytes(bytes, base_dir));
+  return make_model(frontend::load_onnx_bytes(bytes, base_dir));
 }
 
 struct CompiledModel::Impl {

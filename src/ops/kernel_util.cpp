@@ -38,13 +38,6 @@ std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out) {
   return st;
 }
 
-int64_t normalize_axis(int64_t axis, int64_t rank, const ir::Node& node) {
-  int64_t a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= std::max<int64_t>(rank, 1))
-    throw Error(cat(node.describe(), ": axis ", axis, " is out of range for rank ", rank));
-  return a;
-}
-
 std::vector<int64_t> optional_ints(const RunContext& ctx, size_t i) {
   if (!ctx.has_input(i)) return {};
   return ctx.input(i).to_i64();

@@ -8,6 +8,7 @@
 
 #include "core/dispatch.hpp"
 #include "core/strings.hpp"
+#include "ir/infer_util.hpp"
 #include "ir/op_registry.hpp"
 
 namespace kiln::ops {
@@ -47,8 +48,8 @@ void for_each_broadcast(const Shape& out, const std::array<Shape, K>& ins, Fn&& 
   }
 }
 
-// Normalises axis into [0, rank) or throws an error naming the node.
-int64_t normalize_axis(int64_t axis, int64_t rank, const ir::Node& node);
+// normalize_axis(axis, rank, node[, allow_end]) from ir/infer_util.hpp serves kernels too.
+using ir::normalize_axis;
 
 // Reads an optional 1-D int input as a vector (empty if absent).
 std::vector<int64_t> optional_ints(const RunContext& ctx, size_t i);

@@ -1,10 +1,101 @@
-#include <kiln/core.hpp>
+// kiln command line: run / info / zoo.
+#include <kiln/error.hpp>
 
+#include <CLI/CLI.hpp>
+
+#include <exception>
 #include <iostream>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+
+bool is_subcommand(const std::string& s) { return s == "run" || s == "info" || s == "zoo"; }
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  (void)argc;
-  (void)argv;
-  std::cerr << "kiln: command line not built yet\n";
-  return 2;
+  using namespace kiln::cli;
+  std::vector<std::string> args(argv, argv + argc);
+  if (args.empty()) args.push_back("kiln");
+  // `kiln MODEL.onnx [...]` means `kiln run MODEL.onnx [...] --random-inputs`.
+  if (args.size() >= 2 && !args[1].empty() && args[1][0] != '-' && !is_subcommand(args[1])) {
+    args.insert(args.begin() + 1, "run");
+    args.push_back("--random-inputs");
+  }
+
+  CLI::App app{"kiln: a CPU inference engine for ONNX models", "kiln"};
+  app.set_version_flag("--version", std::string("kiln ") + kVersion);
+  app.footer("Run `kiln MODEL.onnx` to run a model on random inputs.\n"
+             "Exit codes: 0 success, 1 error (bad model, bad input file, unsupported op), 2 bad usage.");
+
+  RunOptions run;
+  CLI::App* run_cmd = app.add_subcommand("run", "Run a model and summarize (optionally save) its outputs");
+  run_cmd->add_option("model", run.model, "ONNX model file")->required();
+  run_cmd->add_option("-i,--input", run.inputs,
+                      "Input tensor NAME=FILE (.npy or ONNX TensorProto .pb); a single-input model also takes FILE")
+      ->allow_extra_args(false);
+  run_cmd->add_option("-o,--output-dir", run.output_dir, "Write each output as DIR/<name>.npy");
+  run_cmd->add_flag("-r,--random-inputs", run.random_inputs, "Generate random data for inputs not given");
+  run_cmd->add_option("--shape", run.shapes,
+                      "Shape of a random input, NAME=[1,128]; or the value of a symbolic dim, SYMBOL=4 "
+                      "(unset dynamic dims default to 1)")
+      ->allow_extra_args(false);
+  run_cmd->add_option("--seed", run.seed, "Random seed for --random-inputs (default 0)");
+  run_cmd->add_option("-n,--iterations", run.iterations, "Run inference N times and report the timing")
+      ->check(CLI::Range(1, 1000000000));
+
+  InfoOptions info;
+  CLI::App* info_cmd = app.add_subcommand("info", "Describe a model: inputs, outputs, opsets, ops, parameters");
+  info_cmd->add_option("model", info.model, "ONNX model file")->required();
+  info_cmd->add_flag("-g,--graph", info.graph, "Also print the graph, one line per node");
+
+  ZooOptions zoo;
+  CLI::App* zoo_cmd = app.add_subcommand("zoo", "Write a built-in model with fixed random weights (--list shows them)");
+  zoo_cmd->add_option("name", zoo.name, "Model name: resnet18, mlp, bert_tiny");
+  zoo_cmd->add_option("-o,--output", zoo.output, "Output .onnx file");
+  zoo_cmd->add_option("--seed", zoo.seed, "Weight seed (default 0)");
+  zoo_cmd->add_flag("-l,--list", zoo.list, "List the available models");
+
+  if (args.size() == 1) {
+    std::cout << app.help();
+    return 0;
+  }
+
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  try {
+    app.parse(static_cast<int>(cargs.size()), cargs.data());
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+
+  try {
+    if (run_cmd->parsed()) return cmd_run(run);
+    if (info_cmd->parsed()) return cmd_info(info);
+    if (zoo_cmd->parsed()) return cmd_zoo(zoo);
+    std::cerr << app.help();
+    return 2;
+  } catch (const kiln::Error& e) {
+    std::cerr << "kiln: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "kiln: error: out of memory\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "kiln: error: internal error: " << e.what() << "\n";
+    return 1;
+  }
 }

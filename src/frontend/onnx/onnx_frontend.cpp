@@ -1,15 +1,173 @@
 #include "frontend/onnx/onnx_frontend.hpp"
 
 #include <kiln/error.hpp>
+#include <onnx/onnx_pb.h>
+
+#include <filesystem>
+#include <fstream>
+#include <unordered_map>
+
+#include "core/strings.hpp"
+#include "frontend/onnx/opset_normalize.hpp"
+#include "frontend/onnx/tensor_proto.hpp"
 
 namespace kiln::frontend {
 
-std::shared_ptr<ir::Graph> load_onnx_file(const std::string& path) {
-  throw Error("ONNX frontend: loading '" + path + "' is not available in this build yet");
+namespace {
+
+constexpr int kMinOpset = 1;
+constexpr int kMaxOpset = 17;
+
+ir::ValueType value_type_from_proto(const onnx::ValueInfoProto& vi) {
+  ir::ValueType ty;
+  const auto& tp = vi.type();
+  KILN_CHECK(tp.has_tensor_type(),
+             cat("graph input/output '", vi.name(), "' is not a tensor (sequence, map and optional types are not supported)"));
+  const auto& tt = tp.tensor_type();
+  ty.dtype = dtype_from_onnx(tt.elem_type(), cat("graph input/output '", vi.name(), "'"));
+  if (!tt.has_shape()) return ty;  // unknown rank
+  ty.shape = ir::PartialShape(std::vector<ir::Dim>{});
+  for (const auto& d : tt.shape().dim()) {
+    if (d.has_dim_value()) {
+      KILN_CHECK(d.dim_value() >= 0, cat("graph input/output '", vi.name(), "' has a negative dim ", d.dim_value()));
+      ty.shape.dims.emplace_back(d.dim_value());
+    } else if (d.has_dim_param() && !d.dim_param().empty()) {
+      ty.shape.dims.push_back(ir::Dim::sym(d.dim_param()));
+    } else {
+      ty.shape.dims.push_back(ir::Dim::unknown());
+    }
+  }
+  return ty;
 }
 
-std::shared_ptr<ir::Graph> load_onnx_bytes(const std::string&, const std::string&) {
-  throw Error("ONNX frontend: not available in this build yet");
+ir::Attribute attribute_from_proto(const onnx::AttributeProto& a, const std::string& where, const std::string& base_dir) {
+  using AP = onnx::AttributeProto;
+  switch (a.type()) {
+    case AP::INT: return ir::Attribute(static_cast<int64_t>(a.i()));
+    case AP::FLOAT: return ir::Attribute(a.f());
+    case AP::STRING: return ir::Attribute(a.s());
+    case AP::INTS: return ir::Attribute(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
+    case AP::FLOATS: return ir::Attribute(std::vector<float>(a.floats().begin(), a.floats().end()));
+    case AP::STRINGS: return ir::Attribute(std::vector<std::string>(a.strings().begin(), a.strings().end()));
+    case AP::TENSOR: return ir::Attribute(tensor_from_proto(a.t(), base_dir));
+    case AP::GRAPH:
+      throw Error(cat(where, ": attribute '", a.name(), "' is a subgraph; control flow (If/Loop/Scan) is not supported yet"));
+    default: break;
+  }
+  throw Error(cat(where, ": attribute '", a.name(), "' has unsupported type ", AP::AttributeType_Name(a.type())));
+}
+
+// Value of a Constant node (opset 1..17 forms).
+Tensor constant_value(const onnx::NodeProto& n, const std::string& where, const std::string& base_dir) {
+  KILN_CHECK(n.attribute_size() == 1, cat(where, ": Constant needs exactly one value attribute"));
+  const auto& a = n.attribute(0);
+  const std::string& k = a.name();
+  if (k == "value") return tensor_from_proto(a.t(), base_dir);
+  if (k == "value_float") return Tensor::scalar<float>(a.f());
+  if (k == "value_int") return Tensor::scalar<int64_t>(a.i());
+  if (k == "value_floats")
+    return Tensor::from_vector<float>({a.floats().begin(), a.floats().end()}, Shape{a.floats_size()});
+  if (k == "value_ints")
+    return Tensor::from_vector<int64_t>({a.ints().begin(), a.ints().end()}, Shape{a.ints_size()});
+  throw Error(cat(where, ": Constant attribute '", k, "' is not supported (string and sparse constants)"));
+}
+
+}  // namespace
+
+std::shared_ptr<ir::Graph> load_onnx_bytes(const std::string& bytes, const std::string& base_dir) {
+  onnx::ModelProto model;
+  KILN_CHECK(!bytes.empty(), "not an ONNX model: the file is empty");
+  KILN_CHECK(model.ParseFromString(bytes), "not an ONNX model: the protobuf cannot be parsed (corrupt or truncated file?)");
+  KILN_CHECK(model.has_graph() && model.ir_version() > 0 && model.opset_import_size() > 0,
+             "not an ONNX model: no graph, IR version or opset import");
+  auto g = std::make_shared<ir::Graph>();
+  const auto& gp = model.graph();
+  g->name = gp.name();
+  for (const auto& op : model.opset_import()) {
+    std::string d = op.domain() == "ai.onnx" ? "" : op.domain();
+    g->opset_imports[d] = static_cast<int>(op.version());
+  }
+  int opset = g->opset_for("");
+  if (g->opset_imports.count("")) {
+    KILN_CHECK(opset >= kMinOpset && opset <= kMaxOpset,
+               cat("the model imports ONNX opset ", opset, "; kiln supports opsets ", kMinOpset, " to ", kMaxOpset));
+  }
+
+  // initializers, then graph inputs that are not initializers
+  for (const auto& init : gp.initializer()) {
+    KILN_CHECK(!init.name().empty(), "an initializer has no name");
+    g->add_constant(init.name(), tensor_from_proto(init, base_dir));
+  }
+  KILN_CHECK(gp.sparse_initializer_size() == 0, "sparse initializers are not supported");
+  for (const auto& in : gp.input()) {
+    if (ir::Value* v = g->find_value(in.name())) {
+      KILN_CHECK(v->is_constant(), cat("graph input '", in.name(), "' is declared twice"));
+      continue;  // an input with a default value: kiln treats it as the constant
+    }
+    g->add_input(in.name(), value_type_from_proto(in));
+  }
+
+  // nodes: create all nodes with their outputs first, then connect inputs, so that a
+  // node order that is not topological still loads (the cycle check comes later).
+  std::vector<std::pair<ir::Node*, const onnx::NodeProto*>> created;
+  int index = 0;
+  for (const auto& np : gp.node()) {
+    std::string name = np.name().empty() ? cat(np.op_type(), "_", index) : np.name();
+    ++index;
+    std::string domain = np.domain() == "ai.onnx" ? "" : np.domain();
+    std::string where = cat("node '", name, "' (", np.op_type(), ")");
+    if (np.op_type() == "Constant" && domain.empty()) {
+      KILN_CHECK(np.output_size() == 1, cat(where, ": Constant must have one output"));
+      g->add_constant(np.output(0), constant_value(np, where, base_dir));
+      continue;
+    }
+    KILN_CHECK(domain.empty() || g->opset_imports.count(domain),
+               cat(where, ": domain '", domain, "' is not imported by the model"));
+    std::vector<std::string> outs;
+    for (const auto& o : np.output()) outs.push_back(o.empty() ? g->unique_name(name + "_unused") : o);
+    KILN_CHECK(!g->find_node(name), cat("two nodes are named '", name, "'"));
+    ir::Node* n = g->add_node(np.op_type(), {}, outs, name, domain);
+    for (const auto& a : np.attribute()) {
+      KILN_CHECK(!a.name().empty(), cat(where, ": attribute without a name"));
+      n->attrs[a.name()] = attribute_from_proto(a, where, base_dir);
+    }
+    created.emplace_back(n, &np);
+  }
+  for (auto& [n, np] : created) {
+    for (int i = 0; i < np->input_size(); ++i) {
+      const std::string& in = np->input(i);
+      if (in.empty()) {
+        g->append_node_input(n, nullptr);
+        continue;
+      }
+      ir::Value* v = g->find_value(in);
+      KILN_CHECK(v, cat(n->describe(), ": input '", in, "' is not produced by any node, initializer or graph input"));
+      g->append_node_input(n, v);
+    }
+  }
+  for (const auto& out : gp.output()) {
+    ir::Value* v = g->find_value(out.name());
+    KILN_CHECK(v, cat("graph output '", out.name(), "' is not produced by any node, initializer or input"));
+    g->add_output(v);
+  }
+  g->topo_order();  // throws on a cycle
+  normalize_opset(*g);
+  return g;
+}
+
+std::shared_ptr<ir::Graph> load_onnx_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  KILN_CHECK(fs::is_regular_file(path, ec), cat("cannot open model '", path, "': no such file"));
+  std::ifstream f(path, std::ios::binary);
+  KILN_CHECK(f, cat("cannot open model '", path, "'"));
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string dir = fs::path(path).parent_path().string();
+  try {
+    return load_onnx_bytes(bytes, dir.empty() ? "." : dir);
+  } catch (const Error& e) {
+    throw Error(cat(path, ": ", e.what()));
+  }
 }
 
 }  // namespace kiln::frontend

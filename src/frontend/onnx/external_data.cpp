@@ -1,0 +1,66 @@
+#include "frontend/onnx/external_data.hpp"
+
+#include <kiln/error.hpp>
+#include <onnx/onnx_pb.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/strings.hpp"
+
+namespace fs = std::filesystem;
+
+namespace kiln::frontend {
+
+std::string resolve_inside(const std::string& base_dir, const std::string& location) {
+  KILN_CHECK(!location.empty(), "external data: empty location");
+  fs::path loc(location);
+  KILN_CHECK(!loc.is_absolute() && !loc.has_root_name() && !loc.has_root_directory(),
+             cat("external data location '", location, "' is an absolute path; it must be relative to the model's folder"));
+  std::error_code ec;
+  fs::path base = fs::weakly_canonical(fs::absolute(base_dir.empty() ? "." : base_dir), ec);
+  KILN_CHECK(!ec, cat("external data: cannot resolve the model folder '", base_dir, "'"));
+  fs::path full = fs::weakly_canonical(base / loc, ec);
+  KILN_CHECK(!ec, cat("external data: cannot resolve '", location, "'"));
+  // full must be base itself + more components
+  auto b = base.begin(), f = full.begin();
+  for (; b != base.end(); ++b, ++f)
+    KILN_CHECK(f != full.end() && *b == *f,
+               cat("external data location '", location, "' escapes the model's folder '", base.string(), "'"));
+  KILN_CHECK(f != full.end(), cat("external data location '", location, "' is the model folder itself"));
+  return full.string();
+}
+
+std::string read_external_data(const onnx::TensorProto& p, const std::string& base_dir, size_t expected_bytes) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : p.external_data()) {
+    try {
+      if (kv.key() == "location") location = kv.value();
+      else if (kv.key() == "offset") offset = std::stoll(kv.value());
+      else if (kv.key() == "length") length = std::stoll(kv.value());
+    } catch (const std::exception&) {
+      throw Error(cat("tensor '", p.name(), "': external data key '", kv.key(), "' has a bad value '", kv.value(), "'"));
+    }
+  }
+  KILN_CHECK(!location.empty(), cat("tensor '", p.name(), "': external data without a location"));
+  KILN_CHECK(offset >= 0, cat("tensor '", p.name(), "': negative external data offset"));
+  if (length >= 0)
+    KILN_CHECK(static_cast<size_t>(length) == expected_bytes,
+               cat("tensor '", p.name(), "': external data length ", length, " but the tensor needs ", expected_bytes, " bytes"));
+  std::string path = resolve_inside(base_dir, location);
+  std::ifstream f(path, std::ios::binary);
+  KILN_CHECK(f, cat("tensor '", p.name(), "': cannot open external data file '", path, "'"));
+  f.seekg(0, std::ios::end);
+  auto size = static_cast<int64_t>(f.tellg());
+  KILN_CHECK(offset + static_cast<int64_t>(expected_bytes) <= size,
+             cat("tensor '", p.name(), "': external data file '", location, "' has ", size, " bytes, need ",
+                 expected_bytes, " at offset ", offset));
+  std::string data(expected_bytes, '\0');
+  f.seekg(offset);
+  f.read(data.data(), static_cast<std::streamsize>(expected_bytes));
+  KILN_CHECK(f, cat("tensor '", p.name(), "': reading external data from '", location, "' failed"));
+  return data;
+}
+
+}  // namespace kiln::frontend

@@ -1,0 +1,127 @@
+#include "frontend/onnx/tensor_proto.hpp"
+
+#include <onnx/onnx_pb.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/dispatch.hpp"
+#include "core/strings.hpp"
+#include "frontend/onnx/external_data.hpp"
+
+namespace kiln::frontend {
+
+DType dtype_from_onnx(int t, const std::string& what) {
+  using TP = onnx::TensorProto;
+  switch (t) {
+    case TP::FLOAT: return DType::f32;
+    case TP::UINT8: return DType::u8;
+    case TP::INT8: return DType::i8;
+    case TP::UINT16: return DType::u16;
+    case TP::INT16: return DType::i16;
+    case TP::INT32: return DType::i32;
+    case TP::INT64: return DType::i64;
+    case TP::BOOL: return DType::boolean;
+    case TP::FLOAT16: return DType::f16;
+    case TP::DOUBLE: return DType::f64;
+    case TP::UINT32: return DType::u32;
+    case TP::UINT64: return DType::u64;
+    case TP::BFLOAT16: return DType::bf16;
+    default: break;
+  }
+  std::string name = TP::DataType_IsValid(t) ? TP::DataType_Name(static_cast<TP::DataType>(t)) : cat("#", t);
+  throw Error(cat(what, ": element type ", name, " is not supported by kiln"));
+}
+
+int dtype_to_onnx(DType t) {
+  using TP = onnx::TensorProto;
+  switch (t) {
+    case DType::f32: return TP::FLOAT;
+    case DType::u8: return TP::UINT8;
+    case DType::i8: return TP::INT8;
+    case DType::u16: return TP::UINT16;
+    case DType::i16: return TP::INT16;
+    case DType::i32: return TP::INT32;
+    case DType::i64: return TP::INT64;
+    case DType::boolean: return TP::BOOL;
+    case DType::f16: return TP::FLOAT16;
+    case DType::f64: return TP::DOUBLE;
+    case DType::u32: return TP::UINT32;
+    case DType::u64: return TP::UINT64;
+    case DType::bf16: return TP::BFLOAT16;
+    case DType::undefined: break;
+  }
+  return TP::UNDEFINED;
+}
+
+// Copies typed repeated-field values into the tensor, checking the count.
+template <typename Field>
+static void copy_field(const Field& field, Tensor& t, const std::string& what) {
+  KILN_CHECK(static_cast<int64_t>(field.size()) == t.size(),
+             cat(what, ": has ", field.size(), " values for shape ", shape_to_string(t.shape())));
+  dispatch_all(t.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* d = t.data<T>();
+    for (int i = 0; i < field.size(); ++i) {
+      if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
+        // 16-bit floats are stored as their bit patterns in int32_data
+        d[i].bits = static_cast<uint16_t>(field.Get(i));
+      } else {
+        d[i] = static_cast<T>(field.Get(i));
+      }
+    }
+  });
+}
+
+Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir) {
+  std::string what = cat("tensor '", p.name(), "'");
+  KILN_CHECK(!p.has_segment(), cat(what, ": segmented tensors are not supported"));
+  DType dt = dtype_from_onnx(p.data_type(), what);
+  Shape shape;
+  for (int64_t d : p.dims()) {
+    KILN_CHECK(d >= 0, cat(what, ": negative dimension ", d));
+    KILN_CHECK(d < (int64_t(1) << 40), cat(what, ": dimension ", d, " is too large"));
+    shape.push_back(d);
+  }
+  Tensor t(dt, shape);
+  size_t bytes = t.byte_size();
+  if (p.data_location() == onnx::TensorProto::EXTERNAL) {
+    std::string data = read_external_data(p, base_dir, bytes);
+    std::memcpy(t.raw(), data.data(), bytes);
+    return t;
+  }
+  if (p.has_raw_data()) {
+    KILN_CHECK(p.raw_data().size() == bytes, cat(what, ": raw_data has ", p.raw_data().size(), " bytes, shape ",
+                                                 shape_to_string(shape), " of ", dtype_name(dt), " needs ", bytes));
+    if (bytes) std::memcpy(t.raw(), p.raw_data().data(), bytes);
+    return t;
+  }
+  switch (dt) {
+    case DType::f32: copy_field(p.float_data(), t, what); break;
+    case DType::f64: copy_field(p.double_data(), t, what); break;
+    case DType::i64: copy_field(p.int64_data(), t, what); break;
+    case DType::u32: case DType::u64: copy_field(p.uint64_data(), t, what); break;
+    default: copy_field(p.int32_data(), t, what); break;  // i8/u8/i16/u16/i32/bool/f16/bf16
+  }
+  return t;
+}
+
+Tensor tensor_from_proto_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  KILN_CHECK(f, cat("cannot open tensor file '", path, "'"));
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  onnx::TensorProto p;
+  KILN_CHECK(p.ParseFromString(bytes), cat("'", path, "' is not a serialized ONNX TensorProto"));
+  KILN_CHECK(p.has_data_type(), cat("'", path, "' is not a serialized ONNX TensorProto (no data type)"));
+  return tensor_from_proto(p, std::filesystem::path(path).parent_path().string());
+}
+
+void tensor_to_proto(const Tensor& t, onnx::TensorProto& p) {
+  p.set_data_type(dtype_to_onnx(t.dtype()));
+  p.clear_dims();
+  for (int64_t d : t.shape()) p.add_dims(d);
+  p.set_raw_data(std::string(static_cast<const char*>(t.raw()), t.byte_size()));
+}
+
+}  // namespace kiln::frontend

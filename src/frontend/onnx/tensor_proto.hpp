@@ -1,0 +1,26 @@
+#pragma once
+// ONNX TensorProto <-> kiln::Tensor.
+#include <kiln/tensor.hpp>
+
+#include <string>
+
+namespace onnx {
+class TensorProto;
+}
+
+namespace kiln::frontend {
+
+// ONNX TensorProto.DataType -> DType; throws kiln::Error for types kiln does not
+// support (string, complex, ...), naming `what`.
+DType dtype_from_onnx(int onnx_type, const std::string& what);
+int dtype_to_onnx(DType t);
+
+// Converts a TensorProto; external data (data_location = EXTERNAL) is read from a file
+// that must resolve inside `base_dir` (no absolute paths, no escaping with "..").
+Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir);
+// Reads a serialized TensorProto file (.pb, as in the ONNX backend test data).
+Tensor tensor_from_proto_file(const std::string& path);
+// Fills a TensorProto (raw_data form) from a tensor.
+void tensor_to_proto(const Tensor& t, onnx::TensorProto& proto);
+
+}  // namespace kiln::frontend

@@ -1,0 +1,223 @@
+// Elementwise ops, part 3: Cast, CastLike, Clip.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "ir/infer_util.hpp"
+#include "ops/kernel_util.hpp"
+#include "ops/op_families.hpp"
+
+namespace kiln::ops {
+
+void register_elementwise_cast_ops(ir::OpRegistry& r);
+
+namespace {
+
+template <class T>
+constexpr bool is_half_v = std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
+template <class T>
+using calc_t = std::conditional_t<is_half_v<T>, float, T>;
+
+// ONNX TensorProto::DataType -> kiln dtype; string and unknown codes throw.
+DType dtype_from_onnx(int64_t code, const ir::Node& n) {
+  switch (code) {
+    case 1: return DType::f32;
+    case 2: return DType::u8;
+    case 3: return DType::i8;
+    case 4: return DType::u16;
+    case 5: return DType::i16;
+    case 6: return DType::i32;
+    case 7: return DType::i64;
+    case 9: return DType::boolean;
+    case 10: return DType::f16;
+    case 11: return DType::f64;
+    case 12: return DType::u32;
+    case 13: return DType::u64;
+    case 16: return DType::bf16;
+    case 8: throw Error(cat(n.describe(), ": casting to string (to=8) is not supported"));
+    default: throw Error(cat(n.describe(), ": attribute 'to' = ", code, " is not a supported ONNX data type"));
+  }
+}
+
+// float -> integer: truncation toward zero; NaN -> 0; values beyond int64 saturate, others
+// wrap modulo 2^bits (what a C cast does on common hardware for in-range values).
+template <class To>
+To float_to_int(double v) {
+  if (std::isnan(v)) return To(0);
+  if constexpr (std::is_same_v<To, uint64_t>) {
+    if (v >= 18446744073709551616.0) return std::numeric_limits<uint64_t>::max();
+    if (v >= 9223372036854775808.0) return static_cast<uint64_t>(v);
+  }
+  if (v >= 9223372036854775808.0) return static_cast<To>(std::numeric_limits<int64_t>::max());
+  if (v < -9223372036854775808.0) return static_cast<To>(std::numeric_limits<int64_t>::min());
+  return static_cast<To>(static_cast<int64_t>(v));
+}
+
+// double -> float rounded to odd: converting that float to a 16-bit float then rounds
+// exactly as a direct double -> half conversion would (no double rounding).
+float to_float_round_odd(double d) {
+  float f = static_cast<float>(d);
+  if (std::isnan(d) || static_cast<double>(f) == d) return f;
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (std::fabs(static_cast<double>(f)) > std::fabs(d)) --u;  // rounded away from zero: step back
+  u |= 1u;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+template <class To, class From>
+To convert(From v) {
+  using CF = calc_t<From>;
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return static_cast<CF>(v) != CF(0);
+  } else if constexpr (std::is_same_v<From, bool>) {
+    return static_cast<To>(static_cast<calc_t<To>>(v ? 1 : 0));
+  } else if constexpr (std::is_integral_v<To>) {
+    if constexpr (std::is_integral_v<From>) return static_cast<To>(v);  // modular (C++20)
+    else return float_to_int<To>(static_cast<double>(static_cast<CF>(v)));
+  } else if constexpr (is_half_v<To>) {
+    if constexpr (std::is_same_v<From, double>) return To(to_float_round_odd(v));
+    else if constexpr (std::is_integral_v<From> && sizeof(From) >= 4)
+      return To(to_float_round_odd(static_cast<double>(v)));
+    else return To(static_cast<float>(static_cast<CF>(v)));
+  } else {  // float / double
+    return static_cast<To>(static_cast<CF>(v));
+  }
+}
+
+void cast_tensor(const Tensor& x, Tensor& y) {
+  dispatch_all(x.dtype(), [&](auto ft) {
+    using From = typename decltype(ft)::type;
+    dispatch_all(y.dtype(), [&](auto tt) {
+      using To = typename decltype(tt)::type;
+      const From* px = x.data<From>();
+      To* py = y.data<To>();
+      const int64_t n = x.size();
+      for (int64_t i = 0; i < n; ++i) py[i] = convert<To>(px[i]);
+    }, "Cast");
+  }, "Cast");
+}
+
+void register_cast(ir::OpRegistry& r) {
+  {
+    ir::OpSchema s;
+    s.name = "Cast";
+    s.since_version = 1;
+    s.attrs = {{"to", ir::AttrType::i, true}, {"saturate", ir::AttrType::i}};
+    s.validate = [](const ir::Node& n) { dtype_from_onnx(n.attr_i("to"), n); };
+    s.infer = [](ir::InferContext& ctx) {
+      ctx.set_output(0, dtype_from_onnx(ctx.node().attr_i("to"), ctx.node()), ctx.input_shape(0));
+    };
+    s.run = [](RunContext& ctx) {
+      const Tensor& x = ctx.input(0);
+      DType to = dtype_from_onnx(ctx.node().attr_i("to"), ctx.node());
+      if (to == x.dtype()) {
+        ctx.set_output(0, x);
+        return;
+      }
+      Tensor& y = ctx.allocate_output(0, to, x.shape());
+      cast_tensor(x, y);
+    };
+    r.add(std::move(s));
+  }
+  {
+    ir::OpSchema s;
+    s.name = "CastLike";
+    s.since_version = 15;
+    s.min_inputs = s.max_inputs = 2;
+    s.attrs = {{"saturate", ir::AttrType::i}};
+    s.infer = [](ir::InferContext& ctx) { ctx.set_output(0, ctx.input_dtype(1), ctx.input_shape(0)); };
+    s.run = [](RunContext& ctx) {
+      const Tensor& x = ctx.input(0);
+      DType to = ctx.input(1).dtype();
+      if (to == x.dtype()) {
+        ctx.set_output(0, x);
+        return;
+      }
+      Tensor& y = ctx.allocate_output(0, to, x.shape());
+      cast_tensor(x, y);
+    };
+    r.add(std::move(s));
+  }
+}
+
+// Clip(X, min?, max?); opset < 11 gives min/max as float attributes instead.
+void register_clip(ir::OpRegistry& r) {
+  ir::OpSchema s;
+  s.name = "Clip";
+  s.since_version = 1;
+  s.min_inputs = 1;
+  s.max_inputs = 3;
+  s.attrs = {{"min", ir::AttrType::f}, {"max", ir::AttrType::f}};
+  s.infer = [](ir::InferContext& ctx) {
+    DType t = ctx.input_dtype(0);
+    if (t == DType::boolean) throw ctx.error("input 0 has element type bool, expected a numeric type");
+    for (size_t i = 1; i < 3; ++i) {
+      if (!ctx.has_input(i)) continue;
+      DType ti = ctx.input_dtype(i);
+      if (t != DType::undefined && ti != DType::undefined && ti != t)
+        throw ctx.error("input ", i, " has element type ", dtype_name(ti), ", expected ", dtype_name(t),
+                        " like input 0");
+      const ir::PartialShape& ps = ctx.input_shape(i);
+      if (ps.rank_known && ps.is_static() && shape_size(ps.to_shape()) != 1)
+        throw ctx.error("input ", i, " must be a scalar, got shape ", ps.to_string());
+    }
+    ctx.set_output(0, t, ctx.input_shape(0));
+  };
+  s.run = [](RunContext& ctx) {
+    const Tensor& x = ctx.input(0);
+    const ir::Node& n = ctx.node();
+    Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
+    dispatch_numeric(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using C = calc_t<T>;
+      C lo = std::numeric_limits<C>::lowest();
+      C hi = std::numeric_limits<C>::max();
+      auto bound = [&](size_t i, const char* attr, C& v) {
+        if (ctx.has_input(i)) {
+          const Tensor& b = ctx.input(i);
+          if (b.dtype() != x.dtype())
+            throw ctx.error("input ", i, " has element type ", dtype_name(b.dtype()), ", expected ",
+                            dtype_name(x.dtype()));
+          if (b.size() != 1) throw ctx.error("input ", i, " must be a scalar, got shape ", shape_to_string(b.shape()));
+          v = static_cast<C>(b.data<T>()[0]);
+        } else if (n.has_attr(attr)) {
+          float a = n.attr_f(attr);
+          if constexpr (std::is_integral_v<C>) {
+            double d = std::nearbyint(static_cast<double>(a));
+            v = d <= static_cast<double>(std::numeric_limits<C>::lowest()) ? std::numeric_limits<C>::lowest()
+                : d >= static_cast<double>(std::numeric_limits<C>::max()) ? std::numeric_limits<C>::max()
+                                                                          : static_cast<C>(d);
+          } else {
+            v = static_cast<C>(a);
+          }
+        }
+      };
+      bound(1, "min", lo);
+      bound(2, "max", hi);
+      const T* px = x.data<T>();
+      T* py = y.data<T>();
+      const int64_t cnt = x.size();
+      for (int64_t i = 0; i < cnt; ++i) {
+        C v = static_cast<C>(px[i]);
+        v = v < lo ? lo : v;  // NaN stays NaN
+        v = v > hi ? hi : v;  // min > max: everything becomes max
+        py[i] = static_cast<T>(v);
+      }
+    }, "Clip");
+  };
+  r.add(std::move(s));
+}
+
+}  // namespace
+
+void register_elementwise_cast_ops(ir::OpRegistry& r) {
+  register_cast(r);
+  register_clip(r);
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,417 @@
+// Detection / sampling ops: NonMaxSuppression, RoiAlign, GridSample.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "ir/infer_util.hpp"
+#include "ops/kernel_util.hpp"
+#include "ops/op_families.hpp"
+
+namespace kiln::ops {
+
+void misc_store_f64(Tensor& t, const std::vector<double>& v, const char* what);  // misc.cpp
+
+namespace {
+
+std::vector<double> load_f64(const Tensor& t) { return t.to_f64(); }
+
+// floor(v) as an integer, clamped far outside any tensor extent (NaN maps low) so
+// that converting never overflows.
+int64_t safe_floor(double v) {
+  if (!(v > -1e15)) return static_cast<int64_t>(-1e15);
+  if (v > 1e15) return static_cast<int64_t>(1e15);
+  return static_cast<int64_t>(std::floor(v));
+}
+
+ir::Dim dim_or_unknown(const ir::PartialShape& s, size_t i) {
+  return s.rank_known && i < s.rank() ? s.dims[i] : ir::Dim::unknown();
+}
+
+// ---------------------------------------------------------------- NonMaxSuppression
+
+struct Box {
+  double y1, x1, y2, x2;
+};
+
+Box make_box(const double* p, bool center) {
+  if (center) {
+    double xc = p[0], yc = p[1], w = p[2], h = p[3];
+    return {yc - h / 2, xc - w / 2, yc + h / 2, xc + w / 2};
+  }
+  return {std::min(p[0], p[2]), std::min(p[1], p[3]), std::max(p[0], p[2]), std::max(p[1], p[3])};
+}
+
+// True when IOU(a, b) > threshold.
+bool suppress_by_iou(const Box& a, const Box& b, double threshold) {
+  double iy1 = std::max(a.y1, b.y1), ix1 = std::max(a.x1, b.x1);
+  double iy2 = std::min(a.y2, b.y2), ix2 = std::min(a.x2, b.x2);
+  double inter = std::max(0.0, iy2 - iy1) * std::max(0.0, ix2 - ix1);
+  if (inter <= 0) return false;
+  double area_a = (a.y2 - a.y1) * (a.x2 - a.x1);
+  double area_b = (b.y2 - b.y1) * (b.x2 - b.x1);
+  double uni = area_a + area_b - inter;
+  if (area_a <= 0 || area_b <= 0 || uni <= 0) return false;
+  return inter / uni > threshold;
+}
+
+void register_nms(ir::OpRegistry& r) {
+  ir::OpSchema s;
+  s.name = "NonMaxSuppression";
+  s.since_version = 10;
+  s.min_inputs = 2;
+  s.max_inputs = 5;
+  s.attrs = {{"center_point_box", ir::AttrType::i}};
+  s.validate = [](const ir::Node& n) {
+    int64_t c = n.attr_i("center_point_box", 0);
+    KILN_CHECK(c == 0 || c == 1, cat(n.describe(), ": attribute 'center_point_box' must be 0 or 1, got ", c));
+  };
+  s.infer = [](ir::InferContext& ctx) {
+    ctx.set_output(0, DType::i64, ir::PartialShape({ir::Dim::unknown(), 3}));
+  };
+  s.run = [](RunContext& ctx) {
+    const Tensor& boxes = ctx.input(0);
+    const Tensor& scores = ctx.input(1);
+    if (!is_floating(boxes.dtype()) || !is_floating(scores.dtype()))
+      throw ctx.error("boxes and scores must be floating point tensors");
+    if (boxes.rank() != 3 || boxes.shape()[2] != 4)
+      throw ctx.error("boxes must have shape [num_batches, spatial_dimension, 4], got ",
+                      shape_to_string(boxes.shape()));
+    if (scores.rank() != 3) throw ctx.error("scores must have rank 3, got ", shape_to_string(scores.shape()));
+    const int64_t nb = boxes.shape()[0], ns = boxes.shape()[1], nc = scores.shape()[1];
+    if (scores.shape()[0] != nb || scores.shape()[2] != ns)
+      throw ctx.error("scores shape ", shape_to_string(scores.shape()), " does not match boxes shape ",
+                      shape_to_string(boxes.shape()));
+    auto scalar_of = [&](size_t i, const char* name) -> const Tensor* {
+      if (!ctx.has_input(i)) return nullptr;
+      const Tensor& t = ctx.input(i);
+      if (t.size() != 1) throw ctx.error("input ", name, " must hold one value, got shape ", shape_to_string(t.shape()));
+      return &t;
+    };
+    int64_t max_out = 0;
+    if (const Tensor* t = scalar_of(2, "max_output_boxes_per_class")) max_out = t->to_i64()[0];
+    double iou_th = 0;
+    if (const Tensor* t = scalar_of(3, "iou_threshold")) iou_th = t->to_f64()[0];
+    const Tensor* st = scalar_of(4, "score_threshold");
+    const bool has_score_th = st != nullptr;
+    const double score_th = st ? st->to_f64()[0] : 0.0;
+    if (iou_th < 0 || iou_th > 1) throw ctx.error("iou_threshold must be in [0, 1], got ", iou_th);
+    const bool center = ctx.node().attr_i("center_point_box", 0) == 1;
+
+    const std::vector<double> bv = load_f64(boxes), sv = load_f64(scores);
+    std::vector<int64_t> selected_out;
+    std::vector<int64_t> cand, sel;
+    for (int64_t b = 0; b < nb && max_out > 0; ++b) {
+      for (int64_t c = 0; c < nc; ++c) {
+        const double* sc = sv.data() + (b * nc + c) * ns;
+        cand.clear();
+        for (int64_t i = 0; i < ns; ++i)
+          if (!has_score_th || sc[i] > score_th) cand.push_back(i);
+        std::stable_sort(cand.begin(), cand.end(), [&](int64_t a, int64_t bb) { return sc[a] > sc[bb]; });
+        sel.clear();
+        for (int64_t i : cand) {
+          if (static_cast<int64_t>(sel.size()) >= max_out) break;
+          Box bi = make_box(bv.data() + (b * ns + i) * 4, center);
+          bool keep = true;
+          for (int64_t j : sel)
+            if (suppress_by_iou(bi, make_box(bv.data() + (b * ns + j) * 4, center), iou_th)) {
+              keep = false;
+              break;
+            }
+          if (keep) sel.push_back(i);
+        }
+        for (int64_t i : sel) {
+          selected_out.push_back(b);
+          selected_out.push_back(c);
+          selected_out.push_back(i);
+        }
+      }
+    }
+    const int64_t n = static_cast<int64_t>(selected_out.size() / 3);
+    Tensor& y = ctx.allocate_output(0, DType::i64, {n, 3});
+    std::copy(selected_out.begin(), selected_out.end(), y.data<int64_t>());
+  };
+  r.add(std::move(s));
+}
+
+// ---------------------------------------------------------------- RoiAlign
+
+std::string roi_ctm(const ir::Node& n) {
+  return n.attr_s("coordinate_transformation_mode", n.opset() >= 16 || n.opset() == 0 ? "half_pixel"
+                                                                                     : "output_half_pixel");
+}
+
+void register_roialign(ir::OpRegistry& r) {
+  ir::OpSchema s;
+  s.name = "RoiAlign";
+  s.since_version = 10;
+  s.min_inputs = 3;
+  s.max_inputs = 3;
+  s.attrs = {{"coordinate_transformation_mode", ir::AttrType::s}, {"mode", ir::AttrType::s},
+             {"output_height", ir::AttrType::i}, {"output_width", ir::AttrType::i},
+             {"sampling_ratio", ir::AttrType::i}, {"spatial_scale", ir::AttrType::f}};
+  s.validate = [](const ir::Node& n) {
+    std::string m = n.attr_s("mode", "avg");
+    KILN_CHECK(m == "avg" || m == "max", cat(n.describe(), ": attribute 'mode' must be avg or max, got '", m, "'"));
+    std::string c = roi_ctm(n);
+    KILN_CHECK(c == "half_pixel" || c == "output_half_pixel",
+               cat(n.describe(), ": attribute 'coordinate_transformation_mode' must be half_pixel or "
+                                 "output_half_pixel, got '", c, "'"));
+    KILN_CHECK(n.attr_i("output_height", 1) > 0 && n.attr_i("output_width", 1) > 0,
+               cat(n.describe(), ": output_height and output_width must be positive"));
+    KILN_CHECK(n.attr_i("sampling_ratio", 0) >= 0, cat(n.describe(), ": sampling_ratio must be >= 0"));
+  };
+  s.infer = [](ir::InferContext& ctx) {
+    const ir::Node& n = ctx.node();
+    const auto& xs = ctx.input_shape(0);
+    if (xs.rank_known && xs.rank() != 4) throw ctx.error("input X must have rank 4, got ", xs.to_string());
+    ctx.set_output(0, ctx.input_dtype(0),
+                   ir::PartialShape({dim_or_unknown(ctx.input_shape(1), 0), dim_or_unknown(xs, 1),
+                                     n.attr_i("output_height", 1), n.attr_i("output_width", 1)}));
+  };
+  s.run = [](RunContext& ctx) {
+    const ir::Node& n = ctx.node();
+    const Tensor& X = ctx.input(0);
+    const Tensor& rois = ctx.input(1);
+    const Tensor& bidx = ctx.input(2);
+    if (!is_floating(X.dtype())) throw ctx.error("input X must be a floating point tensor");
+    if (X.rank() != 4) throw ctx.error("input X must have rank 4, got ", shape_to_string(X.shape()));
+    if (rois.rank() != 2 || rois.shape()[1] != 4)
+      throw ctx.error("rois must have shape [num_rois, 4], got ", shape_to_string(rois.shape()));
+    const int64_t R = rois.shape()[0];
+    if (bidx.rank() != 1 || bidx.shape()[0] != R || !is_integral(bidx.dtype()))
+      throw ctx.error("batch_indices must be an integer tensor of shape [", R, "], got ",
+                      shape_to_string(bidx.shape()));
+    const int64_t N = X.shape()[0], C = X.shape()[1], H = X.shape()[2], W = X.shape()[3];
+    const int64_t ph_n = n.attr_i("output_height", 1), pw_n = n.attr_i("output_width", 1);
+    const int64_t sampling = n.attr_i("sampling_ratio", 0);
+    const double scale = n.attr_f("spatial_scale", 1.0f);
+    const bool is_max = n.attr_s("mode", "avg") == "max";
+    const bool half_pixel = roi_ctm(n) == "half_pixel";
+    const std::vector<double> x = load_f64(X), rv = load_f64(rois);
+    const std::vector<int64_t> bi = bidx.to_i64();
+    std::vector<double> y(static_cast<size_t>(R * C * ph_n * pw_n), 0.0);
+
+    struct Tap {
+      int64_t o1, o2, o3, o4;
+      double w1, w2, w3, w4;
+    };
+    std::vector<Tap> taps;
+    for (int64_t ri = 0; ri < R; ++ri) {
+      const int64_t b = bi[static_cast<size_t>(ri)];
+      if (b < 0 || b >= N) throw ctx.error("batch index ", b, " is out of range [0, ", N, ")");
+      const double off = half_pixel ? 0.5 : 0.0;
+      const double* roi = rv.data() + ri * 4;
+      const double sw = roi[0] * scale - off, sh = roi[1] * scale - off;
+      const double ew = roi[2] * scale - off, eh = roi[3] * scale - off;
+      double rw = ew - sw, rh = eh - sh;
+      if (!std::isfinite(rw) || !std::isfinite(rh) || !std::isfinite(sw) || !std::isfinite(sh))
+        throw ctx.error("roi ", ri, " has non-finite coordinates");
+      if (!half_pixel) {
+        rw = std::max(rw, 1.0);
+        rh = std::max(rh, 1.0);
+      }
+      const double bin_h = rh / static_cast<double>(ph_n), bin_w = rw / static_cast<double>(pw_n);
+      const int64_t gh = sampling > 0 ? sampling : static_cast<int64_t>(std::ceil(rh / static_cast<double>(ph_n)));
+      const int64_t gw = sampling > 0 ? sampling : static_cast<int64_t>(std::ceil(rw / static_cast<double>(pw_n)));
+      const double count = static_cast<double>(std::max<int64_t>(gh * gw, 1));
+      for (int64_t ph = 0; ph < ph_n; ++ph) {
+        for (int64_t pw = 0; pw < pw_n; ++pw) {
+          // bilinear taps of every sample point in this bin (shared by all channels)
+          taps.clear();
+          for (int64_t iy = 0; iy < gh; ++iy) {
+            const double yy = sh + static_cast<double>(ph) * bin_h +
+                              (static_cast<double>(iy) + 0.5) * bin_h / static_cast<double>(gh);
+            for (int64_t ix = 0; ix < gw; ++ix) {
+              const double xx = sw + static_cast<double>(pw) * bin_w +
+                                (static_cast<double>(ix) + 0.5) * bin_w / static_cast<double>(gw);
+              double yv = yy, xv = xx;
+              if (yv < -1.0 || yv > static_cast<double>(H) || xv < -1.0 || xv > static_cast<double>(W)) {
+                taps.push_back({0, 0, 0, 0, 0, 0, 0, 0});
+                continue;
+              }
+              yv = std::max(yv, 0.0);
+              xv = std::max(xv, 0.0);
+              int64_t yl = static_cast<int64_t>(yv), xl = static_cast<int64_t>(xv), yhi, xhi;
+              if (yl >= H - 1) {
+                yhi = yl = H - 1;
+                yv = static_cast<double>(yl);
+              } else {
+                yhi = yl + 1;
+              }
+              if (xl >= W - 1) {
+                xhi = xl = W - 1;
+                xv = static_cast<double>(xl);
+              } else {
+                xhi = xl + 1;
+              }
+              const double ly = yv - static_cast<double>(yl), lx = xv - static_cast<double>(xl);
+              const double hy = 1 - ly, hx = 1 - lx;
+              taps.push_back({yl * W + xl, yl * W + xhi, yhi * W + xl, yhi * W + xhi, hy * hx, hy * lx, ly * hx,
+                              ly * lx});
+            }
+          }
+          for (int64_t c = 0; c < C; ++c) {
+            const double* plane = x.data() + (b * C + c) * H * W;
+            double acc = 0;
+            bool first = true;
+            for (const Tap& t : taps) {
+              const double v1 = t.w1 * plane[t.o1], v2 = t.w2 * plane[t.o2];
+              const double v3 = t.w3 * plane[t.o3], v4 = t.w4 * plane[t.o4];
+              if (is_max) {
+                const double m = std::max(std::max(std::max(v1, v2), v3), v4);
+                acc = first ? m : std::max(acc, m);
+                first = false;
+              } else {
+                acc += v1 + v2 + v3 + v4;
+              }
+            }
+            y[static_cast<size_t>(((ri * C + c) * ph_n + ph) * pw_n + pw)] = is_max ? acc : acc / count;
+          }
+        }
+      }
+    }
+    Tensor& out = ctx.allocate_output(0, X.dtype(), {R, C, ph_n, pw_n});
+    misc_store_f64(out, y, "RoiAlign");
+  };
+  r.add(std::move(s));
+}
+
+// ---------------------------------------------------------------- GridSample
+
+enum class Pad { zeros, border, reflection };
+
+// Reflects x into [lo, hi] given as twice the bounds (PyTorch's reflect_coordinates).
+double reflect(double x, double twice_lo, double twice_hi) {
+  if (twice_lo == twice_hi) return 0;
+  const double mn = twice_lo / 2, span = (twice_hi - twice_lo) / 2;
+  x = std::fabs(x - mn);
+  const double extra = std::fmod(x, span);
+  const double flips = std::floor(x / span);
+  return std::fmod(flips, 2.0) == 0 ? extra + mn : span - extra + mn;
+}
+
+double unnormalize(double c, int64_t size, bool align) {
+  return align ? (c + 1) / 2 * static_cast<double>(size - 1) : ((c + 1) * static_cast<double>(size) - 1) / 2;
+}
+
+// Applies the padding mode to a source coordinate (border: clip; reflection: reflect + clip).
+double apply_padding(double c, int64_t size, Pad pad, bool align) {
+  const double hi = static_cast<double>(size - 1);
+  if (pad == Pad::border) {
+    c = std::clamp(c, 0.0, hi);
+  } else if (pad == Pad::reflection) {
+    c = align ? reflect(c, 0, 2 * hi) : reflect(c, -1, 2 * static_cast<double>(size) - 1);
+    c = std::clamp(c, 0.0, hi);
+  }
+  return c;
+}
+
+double cubic1(double x, double A) { return ((A + 2) * x - (A + 3)) * x * x + 1; }         // |x| <= 1
+double cubic2(double x, double A) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; }  // 1 < |x| < 2
+
+void register_gridsample(ir::OpRegistry& r) {
+  ir::OpSchema s;
+  s.name = "GridSample";
+  s.since_version = 16;
+  s.min_inputs = 2;
+  s.max_inputs = 2;
+  s.attrs = {{"align_corners", ir::AttrType::i}, {"mode", ir::AttrType::s}, {"padding_mode", ir::AttrType::s}};
+  s.validate = [](const ir::Node& n) {
+    std::string m = n.attr_s("mode", "bilinear");
+    KILN_CHECK(m == "bilinear" || m == "nearest" || m == "bicubic",
+               cat(n.describe(), ": attribute 'mode' must be bilinear, nearest or bicubic, got '", m, "'"));
+    std::string p = n.attr_s("padding_mode", "zeros");
+    KILN_CHECK(p == "zeros" || p == "border" || p == "reflection",
+               cat(n.describe(), ": attribute 'padding_mode' must be zeros, border or reflection, got '", p, "'"));
+  };
+  s.infer = [](ir::InferContext& ctx) {
+    const auto& xs = ctx.input_shape(0);
+    const auto& gs = ctx.input_shape(1);
+    if (xs.rank_known && xs.rank() != 4) throw ctx.error("input X must have rank 4, got ", xs.to_string());
+    if (gs.rank_known && gs.rank() != 4) throw ctx.error("input grid must have rank 4, got ", gs.to_string());
+    ir::Dim nd = dim_or_unknown(xs, 0);
+    if (!nd.is_static()) nd = dim_or_unknown(gs, 0);
+    ctx.set_output(0, ctx.input_dtype(0),
+                   ir::PartialShape({nd, dim_or_unknown(xs, 1), dim_or_unknown(gs, 1), dim_or_unknown(gs, 2)}));
+  };
+  s.run = [](RunContext& ctx) {
+    const ir::Node& n = ctx.node();
+    const Tensor& X = ctx.input(0);
+    const Tensor& G = ctx.input(1);
+    if (X.rank() != 4) throw ctx.error("input X must have rank 4, got ", shape_to_string(X.shape()));
+    if (!is_floating(G.dtype())) throw ctx.error("input grid must be a floating point tensor");
+    if (G.rank() != 4 || G.shape()[3] != 2 || G.shape()[0] != X.shape()[0])
+      throw ctx.error("grid must have shape [", X.shape()[0], ", H_out, W_out, 2], got ", shape_to_string(G.shape()));
+    const int64_t N = X.shape()[0], C = X.shape()[1], H = X.shape()[2], W = X.shape()[3];
+    const int64_t Ho = G.shape()[1], Wo = G.shape()[2];
+    const std::string mode = n.attr_s("mode", "bilinear");
+    const std::string pm = n.attr_s("padding_mode", "zeros");
+    const Pad pad = pm == "border" ? Pad::border : pm == "reflection" ? Pad::reflection : Pad::zeros;
+    const bool align = n.attr_i("align_corners", 0) != 0;
+    const std::vector<double> x = load_f64(X), g = load_f64(G);
+    std::vector<double> y(static_cast<size_t>(N * C * Ho * Wo), 0.0);
+    auto pixel = [&](const double* plane, int64_t yy, int64_t xx) -> double {
+      return (yy >= 0 && yy < H && xx >= 0 && xx < W) ? plane[yy * W + xx] : 0.0;
+    };
+    // bicubic reads every tap through the padding mode
+    auto pixel_padded = [&](const double* plane, int64_t yy, int64_t xx) -> double {
+      if (pad != Pad::zeros) {
+        xx = safe_floor(apply_padding(static_cast<double>(xx), W, pad, align));
+        yy = safe_floor(apply_padding(static_cast<double>(yy), H, pad, align));
+      }
+      return pixel(plane, yy, xx);
+    };
+    for (int64_t b = 0; b < N; ++b) {
+      for (int64_t oh = 0; oh < Ho; ++oh) {
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          const double* gp = g.data() + ((b * Ho + oh) * Wo + ow) * 2;
+          double ix = unnormalize(gp[0], W, align), iy = unnormalize(gp[1], H, align);
+          for (int64_t c = 0; c < C; ++c) {
+            const double* plane = x.data() + (b * C + c) * H * W;
+            double v = 0;
+            if (mode == "bicubic") {
+              const double fx = std::floor(ix), fy = std::floor(iy);
+              const double tx = ix - fx, ty = iy - fy;
+              const double A = -0.75;
+              const double wx[4] = {cubic2(tx + 1, A), cubic1(tx, A), cubic1(1 - tx, A), cubic2(2 - tx, A)};
+              const double wy[4] = {cubic2(ty + 1, A), cubic1(ty, A), cubic1(1 - ty, A), cubic2(2 - ty, A)};
+              const int64_t x0 = safe_floor(fx) - 1, y0 = safe_floor(fy) - 1;
+              for (int64_t i = 0; i < 4; ++i) {
+                double row = 0;
+                for (int64_t j = 0; j < 4; ++j) row += wx[j] * pixel_padded(plane, y0 + i, x0 + j);
+                v += wy[i] * row;
+              }
+            } else {
+              const double px = apply_padding(ix, W, pad, align), py = apply_padding(iy, H, pad, align);
+              if (mode == "nearest") {
+                v = pixel(plane, safe_floor(std::nearbyint(py)), safe_floor(std::nearbyint(px)));
+              } else {
+                const double fx = std::floor(px), fy = std::floor(py);
+                const int64_t x0 = safe_floor(fx), y0 = safe_floor(fy);
+                const double lx = px - fx, ly = py - fy;
+                v = (1 - ly) * ((1 - lx) * pixel(plane, y0, x0) + lx * pixel(plane, y0, x0 + 1)) +
+                    ly * ((1 - lx) * pixel(plane, y0 + 1, x0) + lx * pixel(plane, y0 + 1, x0 + 1));
+              }
+            }
+            y[static_cast<size_t>(((b * C + c) * Ho + oh) * Wo + ow)] = v;
+          }
+        }
+      }
+    }
+    Tensor& out = ctx.allocate_output(0, X.dtype(), {N, C, Ho, Wo});
+    misc_store_f64(out, y, "GridSample");
+  };
+  r.add(std::move(s));
+}
+
+}  // namespace
+
+void register_misc_vision_ops(ir::OpRegistry& r) {
+  register_nms(r);
+  register_roialign(r);
+  register_gridsample(r);
+}
+
+}  // namespace kiln::ops

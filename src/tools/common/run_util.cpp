@@ -1,0 +1,165 @@
+#include "tools/common/run_util.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "core/dispatch.hpp"
+#include "core/strings.hpp"
+
+namespace kiln::tools {
+
+namespace {
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string trim(const std::string& s) {
+  size_t a = s.find_first_not_of(" \t");
+  if (a == std::string::npos) return "";
+  size_t b = s.find_last_not_of(" \t");
+  return s.substr(a, b - a + 1);
+}
+
+std::string fmt(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+}  // namespace
+
+std::pair<std::string, std::string> split_assignment(const std::string& spec) {
+  size_t eq = spec.find('=');
+  if (eq == std::string::npos) return {"", spec};
+  return {spec.substr(0, eq), spec.substr(eq + 1)};
+}
+
+std::pair<std::string, Shape> parse_shape_spec(const std::string& spec) {
+  auto [name, value] = split_assignment(spec);
+  KILN_CHECK(!name.empty(), cat("--shape '", spec, "': expected NAME=[d0,d1,...]"));
+  std::string v = trim(value);
+  if (!v.empty() && v.front() == '[') {
+    KILN_CHECK(v.back() == ']', cat("--shape '", spec, "': missing ']'"));
+    v = v.substr(1, v.size() - 2);
+  }
+  Shape shape;
+  if (trim(v).empty()) return {name, shape};
+  size_t pos = 0;
+  while (pos <= v.size()) {
+    size_t comma = v.find(',', pos);
+    std::string tok = trim(v.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+    KILN_CHECK(!tok.empty() && tok.size() <= 12 && tok.find_first_not_of("0123456789") == std::string::npos,
+               cat("--shape '", spec, "': '", tok, "' is not a non-negative dimension"));
+    shape.push_back(std::stoll(tok));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return {name, shape};
+}
+
+Shape concrete_shape(const PortInfo& port, const std::map<std::string, int64_t>& symbols) {
+  KILN_CHECK(port.rank_known, cat("input '", port.name, "' has an unknown rank: give its shape with --shape ",
+                                  port.name, "=[d0,d1,...]"));
+  Shape s;
+  for (size_t i = 0; i < port.shape.size(); ++i) {
+    if (port.shape[i] >= 0) {
+      s.push_back(port.shape[i]);
+      continue;
+    }
+    const std::string& sym = i < port.dim_names.size() ? port.dim_names[i] : std::string();
+    auto it = sym.empty() ? symbols.end() : symbols.find(sym);
+    s.push_back(it != symbols.end() ? it->second : 1);
+  }
+  return s;
+}
+
+Tensor random_tensor(const std::string& name, DType dtype, const Shape& shape, std::mt19937& rng) {
+  Tensor t(dtype, shape);
+  const int64_t n = t.size();
+  if (dtype == DType::boolean) {
+    bool* p = t.data<bool>();
+    std::bernoulli_distribution d(0.5);
+    for (int64_t i = 0; i < n; ++i) p[i] = d(rng);
+    return t;
+  }
+  if (is_floating(dtype)) {
+    std::uniform_real_distribution<float> d(-1.f, 1.f);
+    dispatch_float(dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* p = t.data<T>();
+      for (int64_t i = 0; i < n; ++i) p[i] = T(d(rng));
+    }, "random input");
+    return t;
+  }
+  const std::string lname = lower(name);
+  int64_t lo = 0, hi = 10;  // [lo, hi)
+  if (lname.find("mask") != std::string::npos) lo = 1, hi = 2;
+  else if (lname.find("type_ids") != std::string::npos || lname.find("segment") != std::string::npos) hi = 2;
+  else if (lname.find("ids") != std::string::npos) hi = 100;
+  else if (dtype == DType::u8) hi = 256;
+  std::uniform_int_distribution<int64_t> d(lo, hi - 1);
+  dispatch_int(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(d(rng));
+  }, "random input");
+  return t;
+}
+
+TensorStats tensor_stats(const Tensor& t) {
+  TensorStats s;
+  s.count = t.size();
+  if (s.count == 0) return s;
+  double mn = std::numeric_limits<double>::infinity(), mx = -mn, sum = 0;
+  int64_t finite_or_inf = 0;
+  auto visit = [&](double v) {
+    if (std::isnan(v)) {
+      ++s.nan;
+      return;
+    }
+    if (std::isinf(v)) ++s.inf;
+    mn = std::min(mn, v);
+    mx = std::max(mx, v);
+    sum += v;
+    ++finite_or_inf;
+  };
+  dispatch_all(t.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* p = t.data<T>();
+    for (int64_t i = 0; i < s.count; ++i) visit(static_cast<double>(p[i]));
+  }, "tensor summary");
+  if (finite_or_inf > 0) {
+    s.min = mn;
+    s.max = mx;
+    s.mean = sum / static_cast<double>(finite_or_inf);
+  }
+  return s;
+}
+
+std::string summarize_tensor(const std::string& name, const Tensor& t) {
+  std::string out = cat(name, "  ", shape_to_string(t.shape()), "  ", dtype_name(t.dtype()));
+  TensorStats s = tensor_stats(t);
+  if (s.count == 0) return out + "  (empty)";
+  if (s.nan == s.count) return out + cat("  all NaN (", s.nan, ")");
+  out += cat("  min=", fmt(s.min), " max=", fmt(s.max), " mean=", fmt(s.mean));
+  if (s.nan) out += cat("  nan=", s.nan);
+  if (s.inf) out += cat("  inf=", s.inf);
+  return out;
+}
+
+std::string sanitize_file_name(const std::string& name) {
+  std::string r = name;
+  for (char& c : r) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (!(std::isalnum(u) || c == '.' || c == '-' || c == '_')) c = '_';
+  }
+  if (r.empty() || r == "." || r == "..") r = "_" + r;
+  return r;
+}
+
+}  // namespace kiln::tools

@@ -1,0 +1,42 @@
+#pragma once
+// Helpers behind `kiln run` (in the library so tests can use them): random input
+// tensors, tensor summaries, parsing of NAME=VALUE options and output file names.
+#include <kiln/core.hpp>
+#include <kiln/tensor.hpp>
+
+#include <cstdint>
+#include <map>
+#include <random>
+#include <string>
+#include <utility>
+
+namespace kiln::tools {
+
+// "NAME=[1,128]", "NAME=1,128", "NAME=[]" -> (NAME, shape). Throws kiln::Error.
+std::pair<std::string, Shape> parse_shape_spec(const std::string& spec);
+
+// Splits "NAME=VALUE" at the first '='; no '=' -> ("", spec).
+std::pair<std::string, std::string> split_assignment(const std::string& spec);
+
+// Concrete shape for a model input: `given` when non-empty-optional (has_value), else
+// the declared dims with dynamic ones taken from `symbols` (by dim name) or 1.
+// Throws when the rank is unknown and no shape was given.
+Shape concrete_shape(const PortInfo& port, const std::map<std::string, int64_t>& symbols);
+
+// Random data for an input: floats U[-1,1); bool 50/50; integers by name: names with
+// "mask" -> 1, "type_ids"/"segment" -> [0,2), "ids" -> [0,100), u8 -> [0,256), others [0,10).
+Tensor random_tensor(const std::string& name, DType dtype, const Shape& shape, std::mt19937& rng);
+
+// Statistics of a tensor's values (NaN excluded from min/max/mean).
+struct TensorStats {
+  int64_t count = 0, nan = 0, inf = 0;
+  double min = 0, max = 0, mean = 0;
+};
+TensorStats tensor_stats(const Tensor& t);
+// "output  [1,1000]  f32  min=-3.1 max=4.2 mean=0.001" (+ "  nan=3" / "  inf=1").
+std::string summarize_tensor(const std::string& name, const Tensor& t);
+
+// Output file name: characters other than letters, digits, '.', '-', '_' become '_'.
+std::string sanitize_file_name(const std::string& name);
+
+}  // namespace kiln::tools

@@ -1,0 +1,265 @@
+// ONNX frontend: parsing, opset normalisation, external data confinement, and the
+// errors a user gets for bad models and bad inputs.
+#include <gtest/gtest.h>
+#include <kiln/core.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "frontend/onnx/onnx_frontend.hpp"
+#include "ir/op_registry.hpp"
+#include "onnx_builder.hpp"
+
+namespace fs = std::filesystem;
+using kiln::test::OnnxBuilder;
+using namespace kiln;
+
+namespace {
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("kiln_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+void write_file(const fs::path& p, const std::string& bytes) {
+  std::ofstream f(p, std::ios::binary);
+  f << bytes;
+}
+
+// y = Relu(x + w), w an initializer.
+OnnxBuilder add_relu_model(int opset = 13) {
+  OnnxBuilder b(opset);
+  b.input("x", {2, 3});
+  b.initializer("w", Tensor::from_vector<float>({1, -1, 2, -2, 3, -3}, {2, 3}));
+  b.node("Add", {"x", "w"}, {"s"}, "add_0");
+  b.node("Relu", {"s"}, {"y"}, "relu_0");
+  b.output("y");
+  return b;
+}
+
+}  // namespace
+
+TEST(Frontend, LoadsAndRunsASmallModel) {
+  Core core;
+  auto model = core.read_model_from_memory(add_relu_model().bytes());
+  ASSERT_EQ(model->inputs().size(), 1u);
+  EXPECT_EQ(model->inputs()[0].name, "x");
+  EXPECT_EQ(model->outputs()[0].shape_string(), "[2,3]");
+  auto req = core.compile_model(model).create_infer_request();
+  std::vector<float> x = {0, 0, 0, 0, 0, 0};
+  req.set_input_tensor(Tensor::wrap(DType::f32, {2, 3}, x.data()));
+  req.infer();
+  auto y = req.get_output_tensor();
+  std::vector<float> want = {1, 0, 2, 0, 3, 0};
+  for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(y.data<float>()[i], want[static_cast<size_t>(i)]);
+}
+
+TEST(Frontend, ConstantNodesBecomeConstants) {
+  OnnxBuilder b;
+  b.input("x", {3});
+  auto* c = b.node("Constant", {}, {"k"}, "const_0");
+  OnnxBuilder::attr_f(c, "value_float", 2.0f);
+  b.node("Mul", {"x", "k"}, {"y"}, "mul_0");
+  b.output("y");
+  auto g = frontend::load_onnx_bytes(b.bytes(), ".");
+  EXPECT_EQ(g->num_nodes(), 1u);
+  ASSERT_TRUE(g->find_value("k")->is_constant());
+  EXPECT_FLOAT_EQ(g->find_value("k")->constant().data<float>()[0], 2.0f);
+}
+
+TEST(Frontend, OldOpsetAttributesBecomeInputs) {
+  OnnxBuilder b(11);
+  b.input("x", {1, 3, 1});
+  auto* sq = b.node("Squeeze", {"x"}, {"y"}, "squeeze_0");
+  OnnxBuilder::attr_ints(sq, "axes", {0, 2});
+  b.output("y");
+  auto g = frontend::load_onnx_bytes(b.bytes(), ".");
+  ir::Node* n = g->find_node("squeeze_0");
+  ASSERT_EQ(n->num_inputs(), 2u);
+  EXPECT_FALSE(n->has_attr("axes"));
+  ASSERT_TRUE(n->input(1)->is_constant());
+  EXPECT_EQ(n->input(1)->constant().to_i64(), (std::vector<int64_t>{0, 2}));
+}
+
+TEST(Frontend, SymbolicDimsRunWithAnyConcreteShape) {
+  OnnxBuilder b;
+  b.input("x", {-1, 4}, onnx::TensorProto::FLOAT, {"batch", ""});
+  b.node("Relu", {"x"}, {"y"}, "relu_0");
+  b.output("y");
+  Core core;
+  auto model = core.read_model_from_memory(b.bytes());
+  EXPECT_EQ(model->inputs()[0].shape_string(), "[batch,4]");
+  EXPECT_EQ(model->outputs()[0].shape_string(), "[batch,4]");
+  auto req = core.compile_model(model).create_infer_request();
+  for (int64_t batch : {1, 5}) {
+    Tensor x(DType::f32, {batch, 4});
+    x.data<float>()[0] = -1.0f;
+    x.data<float>()[1] = 2.0f;
+    req.set_input_tensor(x);
+    req.infer();
+    auto y = req.get_output_tensor();
+    EXPECT_EQ(y.shape(), (Shape{batch, 4}));
+    EXPECT_FLOAT_EQ(y.data<float>()[0], 0.0f);
+    EXPECT_FLOAT_EQ(y.data<float>()[1], 2.0f);
+  }
+}
+
+// ---------------- bad models ----------------
+
+TEST(FrontendErrors, NotAnOnnxFile) {
+  fs::path d = temp_dir("notonnx");
+  write_file(d / "a.onnx", "this is plain text, not a protobuf\n");
+  Core core;
+  EXPECT_NE(error_of([&] { core.read_model((d / "a.onnx").string()); }).find("not an ONNX model"), std::string::npos);
+  write_file(d / "empty.onnx", "");
+  EXPECT_NE(error_of([&] { core.read_model((d / "empty.onnx").string()); }).find("empty"), std::string::npos);
+  EXPECT_NE(error_of([&] { core.read_model((d / "missing.onnx").string()); }).find("no such file"), std::string::npos);
+}
+
+TEST(FrontendErrors, TruncatedProtobuf) {
+  std::string bytes = add_relu_model().bytes();
+  Core core;
+  // every truncation either fails to parse or yields an incomplete model: always an Error
+  for (size_t cut : {bytes.size() / 4, bytes.size() / 2, bytes.size() - 3}) {
+    std::string msg = error_of([&] { core.read_model_from_memory(bytes.substr(0, cut)); });
+    EXPECT_NE(msg, "<no error>") << "cut at " << cut;
+  }
+}
+
+TEST(FrontendErrors, UnknownOpNamesOpDomainOpsetAndNode) {
+  OnnxBuilder b(13);
+  b.input("x", {2});
+  b.node("FrobnicateTensor", {"x"}, {"y"}, "frob_7");
+  b.output("y");
+  Core core;
+  std::string msg = error_of([&] { core.read_model_from_memory(b.bytes()); });
+  EXPECT_NE(msg.find("FrobnicateTensor"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("ai.onnx"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("opset 13"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("frob_7"), std::string::npos) << msg;
+}
+
+TEST(FrontendErrors, UnknownDomain) {
+  OnnxBuilder b(13);
+  b.input("x", {2});
+  auto* n = b.node("Relu", {"x"}, {"y"}, "relu_0");
+  n->set_domain("com.example");
+  b.output("y");
+  std::string msg = error_of([&] { frontend::load_onnx_bytes(b.bytes(), "."); });
+  EXPECT_NE(msg.find("com.example"), std::string::npos) << msg;
+}
+
+TEST(FrontendErrors, UnsupportedOpset) {
+  OnnxBuilder b(99);
+  b.input("x", {2});
+  b.node("Relu", {"x"}, {"y"});
+  b.output("y");
+  std::string msg = error_of([&] { frontend::load_onnx_bytes(b.bytes(), "."); });
+  EXPECT_NE(msg.find("opset 99"), std::string::npos) << msg;
+}
+
+TEST(FrontendErrors, DanglingInputAndCycle) {
+  OnnxBuilder b;
+  b.input("x", {2});
+  b.node("Relu", {"nowhere"}, {"y"}, "relu_0");
+  b.output("y");
+  EXPECT_NE(error_of([&] { frontend::load_onnx_bytes(b.bytes(), "."); }).find("'nowhere'"), std::string::npos);
+
+  OnnxBuilder c;
+  c.input("x", {2});
+  c.node("Add", {"x", "b"}, {"a"}, "add_0");
+  c.node("Relu", {"a"}, {"b"}, "relu_0");
+  c.output("b");
+  EXPECT_NE(error_of([&] { frontend::load_onnx_bytes(c.bytes(), "."); }).find("cycle"), std::string::npos);
+}
+
+TEST(FrontendErrors, AttributeOfWrongType) {
+  OnnxBuilder b;
+  b.input("x", {2});
+  auto* n = b.node("LeakyRelu", {"x"}, {"y"}, "lrelu_3");
+  OnnxBuilder::attr_i(n, "alpha", 2);  // must be a float
+  b.output("y");
+  Core core;
+  std::string msg = error_of([&] { core.read_model_from_memory(b.bytes()); });
+  EXPECT_NE(msg.find("lrelu_3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("alpha"), std::string::npos) << msg;
+}
+
+TEST(FrontendErrors, RawDataSizeMismatch) {
+  OnnxBuilder b = add_relu_model();
+  b.graph->mutable_initializer(0)->mutable_raw_data()->resize(5);
+  std::string msg = error_of([&] { frontend::load_onnx_bytes(b.bytes(), "."); });
+  EXPECT_NE(msg.find("raw_data"), std::string::npos) << msg;
+}
+
+// ---------------- external data ----------------
+
+namespace {
+OnnxBuilder external_model(const std::string& location) {
+  OnnxBuilder b = add_relu_model();
+  auto* w = b.graph->mutable_initializer(0);
+  w->clear_raw_data();
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* kv = w->add_external_data();
+  kv->set_key("location");
+  kv->set_value(location);
+  return b;
+}
+}  // namespace
+
+TEST(ExternalData, LoadsFromTheModelFolder) {
+  fs::path d = temp_dir("ext_ok");
+  std::vector<float> w = {1, -1, 2, -2, 3, -3};
+  write_file(d / "weights.bin", std::string(reinterpret_cast<const char*>(w.data()), w.size() * 4));
+  write_file(d / "m.onnx", external_model("weights.bin").bytes());
+  auto g = frontend::load_onnx_file((d / "m.onnx").string());
+  EXPECT_FLOAT_EQ(g->find_value("w")->constant().data<float>()[2], 2.0f);
+}
+
+TEST(ExternalData, RefusesPathsOutsideTheModelFolder) {
+  fs::path d = temp_dir("ext_bad");
+  fs::create_directories(d / "model");
+  for (const std::string loc : {"../../etc/passwd", "/etc/passwd", "sub/../../outside.bin"}) {
+    write_file(d / "model" / "m.onnx", external_model(loc).bytes());
+    std::string msg = error_of([&] { frontend::load_onnx_file((d / "model" / "m.onnx").string()); });
+    EXPECT_TRUE(msg.find("escapes") != std::string::npos || msg.find("absolute") != std::string::npos)
+        << loc << ": " << msg;
+  }
+  // a symlink inside the folder that points outside is refused too
+  write_file(d / "secret.bin", std::string(24, 'x'));
+  fs::create_symlink(d / "secret.bin", d / "model" / "link.bin");
+  write_file(d / "model" / "m.onnx", external_model("link.bin").bytes());
+  std::string msg = error_of([&] { frontend::load_onnx_file((d / "model" / "m.onnx").string()); });
+  EXPECT_NE(msg.find("escapes"), std::string::npos) << msg;
+}
+
+// ---------------- bad inputs at infer time ----------------
+
+TEST(InferErrors, MissingExtraWrongDtypeRankDim) {
+  Core core;
+  auto compiled = core.compile_model(core.read_model_from_memory(add_relu_model().bytes()));
+  auto req = compiled.create_infer_request();
+  EXPECT_NE(error_of([&] { req.infer(); }).find("'x' was not set"), std::string::npos);
+  EXPECT_NE(error_of([&] { req.set_input_tensor(1, Tensor(DType::f32, {2, 3})); }).find("out of range"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { req.set_tensor("nope", Tensor(DType::f32, {2, 3})); }).find("no input named"),
+            std::string::npos);
+  req.set_input_tensor(Tensor(DType::i64, {2, 3}));
+  EXPECT_NE(error_of([&] { req.infer(); }).find("element type"), std::string::npos);
+  req.set_input_tensor(Tensor(DType::f32, {6}));
+  EXPECT_NE(error_of([&] { req.infer(); }).find("rank"), std::string::npos);
+  req.set_input_tensor(Tensor(DType::f32, {2, 4}));
+  EXPECT_NE(error_of([&] { req.infer(); }).find("dim 1 must be 3"), std::string::npos);
+  EXPECT_NE(error_of([&] { req.get_output_tensor(); }).find("has not run"), std::string::npos);
+}

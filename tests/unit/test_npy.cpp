@@ -1,0 +1,278 @@
+#include <gtest/gtest.h>
+
+#include <kiln/error.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+#include "core/dispatch.hpp"
+#include "tools/common/npy.hpp"
+#include "tools/common/run_util.hpp"
+#include "tools/common/tensor_file.hpp"
+
+using namespace kiln;
+using namespace kiln::tools;
+
+namespace {
+
+// A tensor of `dt` with values 0, 1, -2, 3, ... (mod a small range; bool alternates).
+Tensor sample(DType dt, const Shape& shape) {
+  Tensor t(dt, shape);
+  dispatch_all(dt, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < t.size(); ++i) {
+      if constexpr (std::is_same_v<T, bool>) p[i] = (i % 3) == 1;
+      else if constexpr (std::is_unsigned_v<T>) p[i] = static_cast<T>(i * 7 % 200);
+      else if constexpr (std::is_integral_v<T>) p[i] = static_cast<T>((i % 2 ? -1 : 1) * (i * 5 % 100));
+      else p[i] = T(static_cast<float>(i) * 0.25f - 1.5f);
+    }
+  });
+  return t;
+}
+
+void expect_same(const Tensor& a, const Tensor& b) {
+  ASSERT_EQ(a.dtype(), b.dtype());
+  ASSERT_EQ(a.shape(), b.shape());
+  ASSERT_EQ(a.byte_size(), b.byte_size());
+  if (a.byte_size()) EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.byte_size()), 0);
+}
+
+// Hand-made .npy bytes: header dict (padded), then data.
+std::string make_npy(const std::string& dict, const std::string& data, int major = 1) {
+  std::string h = dict;
+  size_t prefix = major == 1 ? 10 : 12;
+  while ((prefix + h.size() + 1) % 64) h += ' ';
+  h += '\n';
+  std::string out("\x93NUMPY", 6);
+  out += static_cast<char>(major);
+  out += '\0';
+  size_t n = h.size();
+  for (size_t i = 0; i < (major == 1 ? 2u : 4u); ++i) out += static_cast<char>((n >> (8 * i)) & 0xff);
+  return out + h + data;
+}
+
+std::string f32_bytes(std::initializer_list<float> v) {
+  std::string s(v.size() * 4, '\0');
+  std::memcpy(s.data(), std::data(v), s.size());
+  return s;
+}
+
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    path = std::filesystem::temp_directory_path() / ("kiln_test_npy_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+}  // namespace
+
+TEST(Npy, RoundTripEveryDtype) {
+  const DType all[] = {DType::f32, DType::f16, DType::bf16, DType::f64, DType::i8,  DType::u8,  DType::i16,
+                       DType::u16, DType::i32, DType::u32,  DType::i64, DType::u64, DType::boolean};
+  for (DType dt : all) {
+    SCOPED_TRACE(dtype_name(dt));
+    for (const Shape& shape : {Shape{2, 3}, Shape{}, Shape{5}, Shape{0, 4}, Shape{2, 1, 3, 2}}) {
+      Tensor t = sample(dt, shape);
+      std::string bytes = npy_to_bytes(t);
+      // Data is 64-byte aligned and the header ends with '\n'.
+      size_t hlen = static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8);
+      EXPECT_EQ((10 + hlen) % 64, 0u);
+      EXPECT_EQ(bytes[10 + hlen - 1], '\n');
+      expect_same(npy_from_bytes(bytes), t);
+    }
+  }
+}
+
+TEST(Npy, HeaderText) {
+  std::string b = npy_to_bytes(Tensor::from_vector<float>({1, 2, 3}, {3}));
+  EXPECT_NE(b.find("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }"), std::string::npos);
+  b = npy_to_bytes(Tensor::from_vector<int64_t>({1, 2, 3, 4, 5, 6}, {2, 3}));
+  EXPECT_NE(b.find("'descr': '<i8'"), std::string::npos);
+  EXPECT_NE(b.find("'shape': (2, 3)"), std::string::npos);
+  b = npy_to_bytes(Tensor::scalar<bool>(true));
+  EXPECT_NE(b.find("'descr': '|b1'"), std::string::npos);
+  EXPECT_NE(b.find("'shape': ()"), std::string::npos);
+  EXPECT_EQ(npy_descr(DType::bf16), "<V2");
+}
+
+TEST(Npy, ReadsNumpyWrittenVariants) {
+  // Version 2.0 header, keys in another order, double quotes, no trailing comma.
+  Tensor t = npy_from_bytes(make_npy("{\"shape\": (2,), \"fortran_order\": False, \"descr\": \"<f4\"}",
+                                     f32_bytes({1.5f, -2.f}), 2));
+  ASSERT_EQ(t.dtype(), DType::f32);
+  ASSERT_EQ(t.shape(), (Shape{2}));
+  EXPECT_FLOAT_EQ(t.data<float>()[0], 1.5f);
+  EXPECT_FLOAT_EQ(t.data<float>()[1], -2.f);
+  // Big-endian int32.
+  std::string be = {0, 0, 1, 2, static_cast<char>(0xff), static_cast<char>(0xff), static_cast<char>(0xff),
+                    static_cast<char>(0xfe)};
+  t = npy_from_bytes(make_npy("{'descr': '>i4', 'fortran_order': False, 'shape': (2,), }", be));
+  ASSERT_EQ(t.dtype(), DType::i32);
+  EXPECT_EQ(t.data<int32_t>()[0], 258);
+  EXPECT_EQ(t.data<int32_t>()[1], -2);
+  // Bool bytes other than 0/1 read as true.
+  t = npy_from_bytes(make_npy("{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", std::string("\0\x05\x01", 3)));
+  ASSERT_EQ(t.dtype(), DType::boolean);
+  EXPECT_FALSE(t.data<bool>()[0]);
+  EXPECT_TRUE(t.data<bool>()[1]);
+  EXPECT_TRUE(t.data<bool>()[2]);
+  // Version 1 with a Fortran-order 1-d array? still Fortran -> rejected below; here a 3-d C array.
+  t = npy_from_bytes(make_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 2), }", f32_bytes({3.f, 4.f})));
+  EXPECT_EQ(t.shape(), (Shape{1, 1, 2}));
+  EXPECT_FLOAT_EQ(t.data<float>()[1], 4.f);
+}
+
+TEST(Npy, LargeHeaderUsesVersion2) {
+  // A rank-10000 shape of ones needs a header longer than 65535 bytes.
+  Shape s(20000, 1);
+  Tensor t(DType::u8, s);
+  std::string b = npy_to_bytes(t);
+  EXPECT_EQ(b[6], 2);
+  expect_same(npy_from_bytes(b), t);
+}
+
+TEST(Npy, RejectsMalformed) {
+  const std::string ok_dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }";
+  const std::string data = f32_bytes({1.f, 2.f});
+  EXPECT_NO_THROW(npy_from_bytes(make_npy(ok_dict, data)));
+  // Not npy at all / empty.
+  EXPECT_THROW(npy_from_bytes(""), Error);
+  EXPECT_THROW(npy_from_bytes("hello world, not numpy"), Error);
+  // Truncated data, truncated header, trailing garbage.
+  EXPECT_THROW(npy_from_bytes(make_npy(ok_dict, data.substr(0, 7))), Error);
+  EXPECT_THROW(npy_from_bytes(make_npy(ok_dict, data).substr(0, 40)), Error);
+  EXPECT_THROW(npy_from_bytes(make_npy(ok_dict, data).substr(0, 9)), Error);
+  EXPECT_THROW(npy_from_bytes(make_npy(ok_dict, data + "xx")), Error);
+  // Fortran order.
+  try {
+    npy_from_bytes(make_npy("{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }", data));
+    FAIL() << "Fortran order accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Fortran"), std::string::npos) << e.what();
+  }
+  // Unsupported dtypes, structured dtypes, bad versions.
+  EXPECT_THROW(npy_from_bytes(make_npy("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", data)), Error);
+  EXPECT_THROW(npy_from_bytes(make_npy("{'descr': '|O', 'fortran_order': False, 'shape': (1,), }", data)), Error);
+  EXPECT_THROW(npy_from_bytes(make_npy("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }", data)),
+               Error);
+  std::string v9 = make_npy(ok_dict, data);
+  v9[6] = 9;
+  EXPECT_THROW(npy_from_bytes(v9), Error);
+  // Broken dicts.
+  for (const std::string& dict : {
+           std::string("{'descr': '<f4', 'fortran_order': False}"),                        // no shape
+           std::string("{'descr': '<f4', 'fortran_order': Maybe, 'shape': (2,), }"),       // bad bool
+           std::string("{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }"),      // negative dim
+           std::string("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}"), // unknown key
+           std::string("{'descr': '<f4, 'fortran_order': False, 'shape': (2,), }"),        // bad quote
+           std::string("['descr', '<f4']"),
+           std::string("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }"),
+           std::string("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 16), }"),
+       }) {
+    SCOPED_TRACE(dict);
+    EXPECT_THROW(npy_from_bytes(make_npy(dict, data)), Error);
+  }
+  // Header length pointing past the end of the file.
+  std::string big = make_npy(ok_dict, data);
+  big[8] = static_cast<char>(0xff);
+  big[9] = static_cast<char>(0xff);
+  EXPECT_THROW(npy_from_bytes(big), Error);
+}
+
+TEST(Npy, Files) {
+  TempDir dir;
+  auto path = (dir.path / "x.npy").string();
+  Tensor t = sample(DType::f32, {3, 4});
+  write_npy(path, t);
+  expect_same(read_npy(path), t);
+  expect_same(load_tensor_file(path), t);
+  // Sniffed by magic when the extension is unusual.
+  auto other = (dir.path / "x.bin").string();
+  std::filesystem::copy_file(path, other);
+  expect_same(load_tensor_file(other), t);
+  EXPECT_THROW(read_npy((dir.path / "missing.npy").string()), Error);
+  EXPECT_THROW(load_tensor_file((dir.path / "missing.npy").string()), Error);
+  EXPECT_THROW(load_tensor_file(dir.path.string()), Error);
+  EXPECT_THROW(write_npy((dir.path / "no_such_dir" / "y.npy").string(), t), Error);
+  {
+    std::ofstream f(dir.path / "bad.npy", std::ios::binary);
+    f << "\x93NUMPY garbage";
+  }
+  EXPECT_THROW(load_tensor_file((dir.path / "bad.npy").string()), Error);
+}
+
+TEST(CliUtil, ShapeSpecs) {
+  EXPECT_EQ(parse_shape_spec("x=[1,128]"), (std::pair<std::string, Shape>{"x", {1, 128}}));
+  EXPECT_EQ(parse_shape_spec("x=1, 3 ,224"), (std::pair<std::string, Shape>{"x", {1, 3, 224}}));
+  EXPECT_EQ(parse_shape_spec("s=[]"), (std::pair<std::string, Shape>{"s", {}}));
+  EXPECT_EQ(parse_shape_spec("batch=4"), (std::pair<std::string, Shape>{"batch", {4}}));
+  EXPECT_THROW(parse_shape_spec("[1,2]"), Error);
+  EXPECT_THROW(parse_shape_spec("x=[1,-2]"), Error);
+  EXPECT_THROW(parse_shape_spec("x=[1,,2]"), Error);
+  EXPECT_THROW(parse_shape_spec("x=[1,2"), Error);
+  EXPECT_THROW(parse_shape_spec("x=[a]"), Error);
+  EXPECT_THROW(parse_shape_spec("x=[99999999999999999999]"), Error);
+  EXPECT_EQ(split_assignment("a=b=c"), (std::pair<std::string, std::string>{"a", "b=c"}));
+  EXPECT_EQ(split_assignment("file.npy"), (std::pair<std::string, std::string>{"", "file.npy"}));
+}
+
+TEST(CliUtil, ConcreteShapeAndRandom) {
+  PortInfo p;
+  p.name = "input_ids";
+  p.dtype = DType::i64;
+  p.shape = {-1, -1, 3};
+  p.dim_names = {"batch", "", ""};
+  EXPECT_EQ(concrete_shape(p, {}), (Shape{1, 1, 3}));
+  EXPECT_EQ(concrete_shape(p, {{"batch", 4}}), (Shape{4, 1, 3}));
+  p.rank_known = false;
+  EXPECT_THROW(concrete_shape(p, {}), Error);
+
+  std::mt19937 rng(1);
+  Tensor ids = random_tensor("input_ids", DType::i64, {2, 50}, rng);
+  for (int64_t v : ids.to_i64()) {
+    EXPECT_GE(v, 0);
+    EXPECT_LT(v, 100);
+  }
+  Tensor mask = random_tensor("attention_mask", DType::i64, {2, 5}, rng);
+  for (int64_t v : mask.to_i64()) EXPECT_EQ(v, 1);
+  Tensor x = random_tensor("x", DType::f16, {1000}, rng);
+  double mn = 1, mx = -1;
+  for (double v : x.to_f64()) mn = std::min(mn, v), mx = std::max(mx, v);
+  EXPECT_GE(mn, -1.0);
+  EXPECT_LE(mx, 1.0);
+  EXPECT_LT(mn, -0.5);
+  EXPECT_GT(mx, 0.5);
+  Tensor b = random_tensor("flag", DType::boolean, {100}, rng);
+  int64_t trues = 0;
+  for (int64_t v : b.to_i64()) trues += v;
+  EXPECT_GT(trues, 10);
+  EXPECT_LT(trues, 90);
+  // Same seed, same data.
+  std::mt19937 r1(7), r2(7);
+  expect_same(random_tensor("x", DType::f32, {16}, r1), random_tensor("x", DType::f32, {16}, r2));
+}
+
+TEST(CliUtil, SummaryAndNames) {
+  Tensor t = Tensor::from_vector<float>({1.f, NAN, -3.f, 5.f}, {2, 2});
+  TensorStats s = tensor_stats(t);
+  EXPECT_EQ(s.nan, 1);
+  EXPECT_DOUBLE_EQ(s.min, -3.0);
+  EXPECT_DOUBLE_EQ(s.max, 5.0);
+  EXPECT_DOUBLE_EQ(s.mean, 1.0);
+  std::string line = summarize_tensor("y", t);
+  EXPECT_EQ(line, "y  [2,2]  f32  min=-3 max=5 mean=1  nan=1");
+  EXPECT_EQ(summarize_tensor("e", Tensor(DType::i32, {0, 3})), "e  [0,3]  i32  (empty)");
+  EXPECT_EQ(sanitize_file_name("a/b:c d.1-x_y"), "a_b_c_d.1-x_y");
+  EXPECT_EQ(sanitize_file_name(".."), "_..");
+  EXPECT_EQ(sanitize_file_name(""), "_");
+}

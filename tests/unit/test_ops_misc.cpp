@@ -1,0 +1,287 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <memory>
+
+#include "ir/graph.hpp"
+#include "ir/op_registry.hpp"
+#include "runtime/reference_executor.hpp"
+
+using namespace kiln;
+
+namespace {
+
+// Builds a one-node graph (inputs marked absent become omitted optional inputs), runs it.
+std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inputs,
+                           const std::map<std::string, ir::Attribute>& attrs = {}, size_t num_outputs = 1,
+                           std::vector<bool> absent = {}) {
+  auto g = std::make_shared<ir::Graph>();
+  g->opset_imports[""] = 17;
+  std::vector<ir::Value*> ins;
+  std::vector<Tensor> feeds;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i < absent.size() && absent[i]) {
+      ins.push_back(nullptr);
+      continue;
+    }
+    ins.push_back(g->add_input("in" + std::to_string(i), {inputs[i].dtype(), ir::PartialShape(inputs[i].shape())}));
+    feeds.push_back(inputs[i]);
+  }
+  ir::Node* n = g->add_node(op, ins, num_outputs, "n0");
+  n->set_opset(17);
+  n->attrs = attrs;
+  for (size_t i = 0; i < num_outputs; ++i) g->add_output(n->output(i));
+  ir::infer_shapes(*g);
+  runtime::ReferenceExecutor ex(g);
+  return ex.run(feeds);
+}
+
+template <typename T>
+std::vector<T> vals(const Tensor& t) {
+  const T* p = t.data<T>();
+  return std::vector<T>(p, p + t.size());
+}
+
+Tensor f32(std::vector<float> v, Shape s) { return Tensor::from_vector<float>(v, std::move(s)); }
+Tensor i64(std::vector<int64_t> v, Shape s) { return Tensor::from_vector<int64_t>(v, std::move(s)); }
+
+void expect_near(const Tensor& t, const std::vector<double>& want, double tol = 1e-5) {
+  ASSERT_EQ(t.size(), static_cast<int64_t>(want.size()));
+  auto got = t.to_f64();
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
+}
+
+double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+
+}  // namespace
+
+// ------------------------------------------------------------------ recurrent
+
+TEST(OpsMisc, RnnForwardAndReverse) {
+  Tensor X = f32({1, 2}, {2, 1, 1});  // seq 2, batch 1, input 1
+  Tensor W = f32({0.5f}, {1, 1, 1});
+  Tensor R = f32({0.25f}, {1, 1, 1});
+  auto y = run_op("RNN", {X, W, R}, {{"hidden_size", 1}}, 2);
+  EXPECT_EQ(y[0].shape(), (Shape{2, 1, 1, 1}));
+  EXPECT_EQ(y[1].shape(), (Shape{1, 1, 1}));
+  double h1 = std::tanh(0.5), h2 = std::tanh(1.0 + 0.25 * h1);
+  expect_near(y[0], {h1, h2});
+  expect_near(y[1], {h2});
+
+  auto yr = run_op("RNN", {X, W, R}, {{"hidden_size", 1}, {"direction", "reverse"}}, 2);
+  double r1 = std::tanh(1.0), r0 = std::tanh(0.5 + 0.25 * r1);
+  expect_near(yr[0], {r0, r1});
+  expect_near(yr[1], {r0});
+
+  // bidirectional stacks both; activations given once are shared by both directions
+  Tensor W2 = f32({0.5f, 0.5f}, {2, 1, 1});
+  Tensor R2 = f32({0.25f, 0.25f}, {2, 1, 1});
+  auto yb = run_op("RNN", {X, W2, R2}, {{"direction", "bidirectional"}}, 2);
+  EXPECT_EQ(yb[0].shape(), (Shape{2, 2, 1, 1}));
+  expect_near(yb[0], {h1, r0, h2, r1});
+  expect_near(yb[1], {h2, r0});
+}
+
+TEST(OpsMisc, RnnSequenceLensAndLayout) {
+  // batch 2: second sequence has length 1; layout 1 puts batch first.
+  Tensor X = f32({1, 2, 3, 4}, {2, 2, 1});  // [batch, seq, input]
+  Tensor W = f32({1.0f}, {1, 1, 1});
+  Tensor R = f32({0.0f}, {1, 1, 1});
+  Tensor B = f32({0.0f, 0.0f}, {1, 2});
+  Tensor L = Tensor::from_vector<int32_t>({2, 1}, {2});
+  auto y = run_op("RNN", {X, W, R, B, L}, {{"layout", 1}, {"activations", std::vector<std::string>{"Relu"}}}, 2);
+  EXPECT_EQ(y[0].shape(), (Shape{2, 2, 1, 1}));
+  expect_near(y[0], {1, 2, 3, 0});
+  EXPECT_EQ(y[1].shape(), (Shape{2, 1, 1}));
+  expect_near(y[1], {2, 3});
+}
+
+TEST(OpsMisc, LstmSingleStepAllOutputs) {
+  Tensor X = f32({0.5f}, {1, 1, 1});
+  Tensor W = f32({1, 1, 1, 1}, {1, 4, 1});
+  Tensor R = f32({0, 0, 0, 0}, {1, 4, 1});
+  auto y = run_op("LSTM", {X, W, R}, {{"hidden_size", 1}}, 3);
+  double s = sigmoid(0.5), c = s * std::tanh(0.5), h = s * std::tanh(c);
+  expect_near(y[0], {h});
+  expect_near(y[1], {h});
+  expect_near(y[2], {c});
+
+  // peepholes: P = [Pi, Po, Pf] with initial cell state 1
+  Tensor B = f32({0, 0, 0, 0, 0, 0, 0, 0}, {1, 8});
+  Tensor seq = Tensor::from_vector<int32_t>({1}, {1});
+  Tensor h0 = f32({0}, {1, 1, 1});
+  Tensor c0 = f32({1}, {1, 1, 1});
+  Tensor P = f32({0.1f, 0.2f, 0.3f}, {1, 3});
+  auto yp = run_op("LSTM", {X, W, R, B, seq, h0, c0, P}, {}, 3);
+  double i = sigmoid(0.5 + 0.1), f = sigmoid(0.5 + 0.3), cc = std::tanh(0.5);
+  double C = f * 1 + i * cc, o = sigmoid(0.5 + 0.2 * C), H = o * std::tanh(C);
+  expect_near(yp[1], {H});
+  expect_near(yp[2], {C});
+}
+
+TEST(OpsMisc, GruLinearBeforeReset) {
+  Tensor X = f32({1.0f}, {1, 1, 1});
+  Tensor W = f32({0.5f, -0.5f, 2.0f}, {1, 3, 1});  // z, r, h
+  Tensor R = f32({0, 0, 0}, {1, 3, 1});
+  Tensor B = f32({0, 0, 0, 0, 0, 0.7f}, {1, 6});  // Rbh = 0.7
+  double z = sigmoid(0.5), r = sigmoid(-0.5);
+  auto y0 = run_op("GRU", {X, W, R, B}, {{"hidden_size", 1}}, 2);
+  expect_near(y0[1], {(1 - z) * std::tanh(2.0 + 0.7)});
+  auto y1 = run_op("GRU", {X, W, R, B}, {{"hidden_size", 1}, {"linear_before_reset", 1}}, 2);
+  expect_near(y1[1], {(1 - z) * std::tanh(2.0 + r * 0.7)});
+}
+
+TEST(OpsMisc, RecurrentErrors) {
+  Tensor X = f32({1, 2}, {2, 1, 1});
+  Tensor W = f32({0.5f}, {1, 1, 1});
+  Tensor R = f32({0.25f}, {1, 1, 1});
+  EXPECT_THROW(run_op("RNN", {X, W, R}, {{"direction", "sideways"}}, 2), Error);
+  EXPECT_THROW(run_op("RNN", {X, W, R}, {{"activations", std::vector<std::string>{"Bogus"}}}, 2), Error);
+  EXPECT_THROW(run_op("RNN", {X, f32({1, 2}, {1, 2, 1}), R}, {}, 2), Error);              // W shape
+  EXPECT_THROW(run_op("LSTM", {X, W, R}, {}, 3), Error);                                  // W needs 4 gates
+  Tensor L = Tensor::from_vector<int32_t>({5}, {1});
+  EXPECT_THROW(run_op("RNN", {X, W, R, f32({0, 0}, {1, 2}), L}, {}, 2), Error);           // seq len > S
+}
+
+// ------------------------------------------------------------------ detection / sampling
+
+TEST(OpsMisc, NonMaxSuppression) {
+  Tensor boxes = f32({0.0f, 0.0f, 1.0f, 1.0f, 0.0f, 0.1f, 1.0f, 1.1f, 0.0f, -0.1f, 1.0f, 0.9f,
+                      0.0f, 10.0f, 1.0f, 11.0f, 0.0f, 10.1f, 1.0f, 11.1f, 0.0f, 100.0f, 1.0f, 101.0f},
+                     {1, 6, 4});
+  Tensor scores = f32({0.9f, 0.75f, 0.6f, 0.95f, 0.5f, 0.3f}, {1, 1, 6});
+  auto y = run_op("NonMaxSuppression",
+                  {boxes, scores, i64({3}, {1}), f32({0.5f}, {1}), f32({0.0f}, {1})});
+  EXPECT_EQ(y[0].shape(), (Shape{3, 3}));
+  EXPECT_EQ(vals<int64_t>(y[0]), (std::vector<int64_t>{0, 0, 3, 0, 0, 0, 0, 0, 5}));
+  // score threshold 0.4 drops box 5; max 2 keeps the first two
+  auto y2 = run_op("NonMaxSuppression", {boxes, scores, i64({2}, {1}), f32({0.5f}, {1}), f32({0.4f}, {1})});
+  EXPECT_EQ(vals<int64_t>(y2[0]), (std::vector<int64_t>{0, 0, 3, 0, 0, 0}));
+  // without max_output_boxes_per_class nothing is selected
+  auto y3 = run_op("NonMaxSuppression", {boxes, scores});
+  EXPECT_EQ(y3[0].shape(), (Shape{0, 3}));
+  EXPECT_THROW(run_op("NonMaxSuppression", {f32({0, 0, 1}, {1, 1, 3}), f32({1}, {1, 1, 1})}), Error);
+}
+
+TEST(OpsMisc, RoiAlign) {
+  std::vector<float> xs(16);
+  for (int i = 0; i < 16; ++i) xs[i] = static_cast<float>(i);
+  Tensor X = f32(xs, {1, 1, 4, 4});
+  Tensor rois = f32({0, 0, 3, 3}, {1, 4});
+  Tensor bi = i64({0}, {1});
+  auto y = run_op("RoiAlign", {X, rois, bi},
+                  {{"coordinate_transformation_mode", "output_half_pixel"}, {"sampling_ratio", 1}});
+  EXPECT_EQ(y[0].shape(), (Shape{1, 1, 1, 1}));
+  expect_near(y[0], {7.5});  // bilinear sample at (1.5, 1.5)
+  // 2x2 output, half_pixel: roi [0.5, 2.5] x [0.5, 2.5] minus 0.5 -> [0, 2]; bins of 1, samples at 0.5, 1.5
+  auto y2 = run_op("RoiAlign", {X, f32({0.5f, 0.5f, 2.5f, 2.5f}, {1, 4}), bi},
+                   {{"output_height", 2}, {"output_width", 2}, {"sampling_ratio", 1}});
+  expect_near(y2[0], {2.5, 3.5, 6.5, 7.5});
+  EXPECT_THROW(run_op("RoiAlign", {X, rois, i64({3}, {1})}), Error);  // batch index out of range
+  EXPECT_THROW(run_op("RoiAlign", {X, rois, bi}, {{"mode", "median"}}), Error);
+}
+
+TEST(OpsMisc, GridSample) {
+  Tensor X = f32({0, 1, 2, 3}, {1, 1, 2, 2});
+  Tensor grid = f32({-1, -1, 0, 0, 1, 1, 1, -1}, {1, 1, 4, 2});
+  auto y = run_op("GridSample", {X, grid}, {{"align_corners", 1}});
+  EXPECT_EQ(y[0].shape(), (Shape{1, 1, 1, 4}));
+  expect_near(y[0], {0, 1.5, 3, 1});
+  // align_corners=0, zeros padding: corner (-1,-1) lies half a pixel outside -> 1/4 of pixel 0
+  Tensor g2 = f32({-1, -1, 1, 1}, {1, 1, 2, 2});
+  auto y2 = run_op("GridSample", {X, g2}, {});
+  expect_near(y2[0], {0.0, 0.75});
+  auto y3 = run_op("GridSample", {X, g2}, {{"padding_mode", "border"}});
+  expect_near(y3[0], {0.0, 3.0});
+  auto y4 = run_op("GridSample", {X, f32({0.1f, 0.6f}, {1, 1, 1, 2})}, {{"mode", "nearest"}});
+  expect_near(y4[0], {3.0});
+  // bicubic on a linear ramp with border padding reproduces the ramp
+  auto y5 = run_op("GridSample", {X, f32({0, 0}, {1, 1, 1, 2})}, {{"mode", "bicubic"}, {"padding_mode", "border"}});
+  expect_near(y5[0], {1.5});
+  EXPECT_THROW(run_op("GridSample", {X, grid}, {{"mode", "area"}}), Error);
+  EXPECT_THROW(run_op("GridSample", {X, f32({0, 0, 0}, {1, 1, 1, 3})}), Error);
+}
+
+// ------------------------------------------------------------------ signal
+
+TEST(OpsMisc, Windows) {
+  auto h = run_op("HannWindow", {Tensor::scalar<int64_t>(4)});
+  EXPECT_EQ(h[0].dtype(), DType::f32);
+  expect_near(h[0], {0, 0.5, 1, 0.5});
+  auto hs = run_op("HannWindow", {Tensor::scalar<int32_t>(3)}, {{"periodic", 0}, {"output_datatype", 11}});
+  EXPECT_EQ(hs[0].dtype(), DType::f64);
+  expect_near(hs[0], {0, 1, 0});
+  auto hm = run_op("HammingWindow", {Tensor::scalar<int64_t>(2)});
+  expect_near(hm[0], {4.0 / 46, 1.0});
+  auto bm = run_op("BlackmanWindow", {Tensor::scalar<int64_t>(2)});
+  expect_near(bm[0], {0.0, 1.0});
+  EXPECT_THROW(run_op("HannWindow", {Tensor::scalar<int64_t>(-1)}), Error);
+  EXPECT_THROW(run_op("HannWindow", {Tensor::scalar<int64_t>(4)}, {{"output_datatype", 99}}), Error);
+}
+
+TEST(OpsMisc, Dft) {
+  Tensor x = f32({1, 2, 3, 4}, {1, 4, 1});
+  auto y = run_op("DFT", {x});
+  EXPECT_EQ(y[0].shape(), (Shape{1, 4, 2}));
+  expect_near(y[0], {10, 0, -2, 2, -2, 0, -2, -2});
+  auto yo = run_op("DFT", {x}, {{"onesided", 1}});
+  EXPECT_EQ(yo[0].shape(), (Shape{1, 3, 2}));
+  expect_near(yo[0], {10, 0, -2, 2, -2, 0});
+  auto yi = run_op("DFT", {y[0]}, {{"inverse", 1}});
+  expect_near(yi[0], {1, 0, 2, 0, 3, 0, 4, 0});
+  // dft_length pads with zeros: [1,2,0,0] -> [3, 1-2i, -1, 1+2i]
+  auto yl = run_op("DFT", {f32({1, 2}, {1, 2, 1}), i64({4}, {})});
+  expect_near(yl[0], {3, 0, 1, -2, -1, 0, 1, 2});
+  EXPECT_THROW(run_op("DFT", {x}, {{"axis", 2}}), Error);
+  EXPECT_THROW(run_op("DFT", {f32({1, 2, 3}, {1, 1, 3})}), Error);
+}
+
+TEST(OpsMisc, Stft) {
+  Tensor sig = f32({1, 2, 3, 4, 5, 6}, {1, 6, 1});
+  auto y = run_op("STFT", {sig, i64({2}, {}), Tensor(), i64({4}, {})}, {}, 1, {false, false, true, false});
+  EXPECT_EQ(y[0].shape(), (Shape{1, 2, 3, 2}));
+  expect_near(y[0], {10, 0, -2, 2, -2, 0, 18, 0, -2, 2, -2, 0});
+  auto yw = run_op("STFT", {sig, i64({2}, {}), f32({1, 0, 1, 0}, {4})});
+  expect_near(yw[0], {4, 0, -2, 0, 4, 0, 8, 0, -2, 0, 8, 0});
+  EXPECT_THROW(run_op("STFT", {sig, i64({0}, {}), f32({1, 0, 1, 0}, {4})}), Error);
+}
+
+TEST(OpsMisc, MelWeightMatrix) {
+  auto y = run_op("MelWeightMatrix", {Tensor::scalar<int32_t>(8), Tensor::scalar<int32_t>(16),
+                                      Tensor::scalar<int32_t>(8192), Tensor::scalar<float>(0),
+                                      Tensor::scalar<float>(4096)});
+  EXPECT_EQ(y[0].shape(), (Shape{9, 8}));
+  auto v = vals<float>(y[0]);
+  // ONNX reference: first rows are [1,1,0,...], [0,0,1,1,0,...]
+  EXPECT_FLOAT_EQ(v[0], 1);
+  EXPECT_FLOAT_EQ(v[1], 1);
+  EXPECT_FLOAT_EQ(v[2], 0);
+  EXPECT_FLOAT_EQ(v[8 + 2], 1);
+  EXPECT_FLOAT_EQ(v[8 + 3], 1);
+  EXPECT_FLOAT_EQ(v[8 * 5 + 7], 1);
+  EXPECT_FLOAT_EQ(v[8 * 8 + 7], 0);
+}
+
+// ------------------------------------------------------------------ random
+
+TEST(OpsMisc, RandomGenerators) {
+  auto u = run_op("RandomUniform", {}, {{"shape", std::vector<int64_t>{3, 4}}, {"low", 2.0f}, {"high", 3.0f},
+                                        {"seed", 5.0f}});
+  EXPECT_EQ(u[0].shape(), (Shape{3, 4}));
+  for (float v : vals<float>(u[0])) {
+    EXPECT_GE(v, 2.0f);
+    EXPECT_LE(v, 3.0f);
+  }
+  auto u2 = run_op("RandomUniform", {}, {{"shape", std::vector<int64_t>{3, 4}}, {"low", 2.0f}, {"high", 3.0f},
+                                         {"seed", 5.0f}});
+  EXPECT_EQ(vals<float>(u[0]), vals<float>(u2[0]));  // same seed, same values
+  auto n = run_op("RandomNormalLike", {f32({0, 0, 0, 0}, {2, 2})}, {{"dtype", 11}});
+  EXPECT_EQ(n[0].dtype(), DType::f64);
+  EXPECT_EQ(n[0].shape(), (Shape{2, 2}));
+  auto b = run_op("Bernoulli", {f32({0, 1, 0, 1}, {4})}, {{"dtype", 7}});
+  EXPECT_EQ(b[0].dtype(), DType::i64);
+  EXPECT_EQ(vals<int64_t>(b[0]), (std::vector<int64_t>{0, 1, 0, 1}));
+  EXPECT_THROW(run_op("Bernoulli", {f32({2}, {1})}), Error);
+  EXPECT_THROW(run_op("RandomNormal", {}, {{"shape", std::vector<int64_t>{2}}, {"dtype", 6}}), Error);
+}
