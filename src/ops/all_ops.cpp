@@ -11,6 +11,7 @@ void register_all_ops(ir::OpRegistry& r) {
   register_reduction_ops(r);
   register_quant_ops(r);
   register_misc_ops(r);
+  register_control_flow_ops(r);
 }
 
 }  // namespace kiln::ops

@@ -534,7 +534,9 @@ void register_prelu(ir::OpRegistry& r) {
     Shape ss = slope.shape();
     const Shape& xs = x.shape();
     // Older exporters (opset < 7) give a per-channel 1-D slope of size C for X [N, C, ...].
-    if (ss.size() == 1 && xs.size() >= 2 && ss[0] == xs[1] && ss[0] != 1 && xs.back() != ss[0]) {
+    const int opset = ctx.node().opset();
+    if (opset != 0 && opset < 7 && ss.size() == 1 && xs.size() >= 2 && ss[0] == xs[1] && ss[0] != 1 &&
+        xs.back() != ss[0]) {
       ss.assign(xs.size() - 1, 1);
       ss[0] = xs[1];
     }

@@ -174,7 +174,7 @@ std::vector<int64_t> label_sizes(const Resolved& r, const std::vector<const Tens
       if (cur < 0 || cur == s[d]) {
         cur = s[d];
       } else if (l >= kEllipsisBase && (cur == 1 || s[d] == 1)) {
-        cur = std::max(cur, s[d]);
+        if (cur == 1) cur = s[d];  // broadcast (a size-1 dim stretches, also to 0)
       } else {
         throw ctx.error("Einsum label '", letter_name(l), "' has inconsistent sizes ", cur, " and ", s[d],
                         " (input ", k, " has shape ", shape_to_string(s), ")");
@@ -351,7 +351,7 @@ void register_einsum_op(ir::OpRegistry& r) {
         else
           py[i] = static_cast<T>(static_cast<std::conditional_t<std::is_same_v<T, double>, double, float>>(acc[i]));
       }
-    }, "Einsum");
+    }, ctx.node().describe().c_str());
   };
   r.add(std::move(s));
 }

@@ -12,6 +12,7 @@ void register_misc_rnn_ops(ir::OpRegistry& r);     // misc_rnn.cpp: RNN, GRU, LS
 void register_misc_vision_ops(ir::OpRegistry& r);  // misc_vision.cpp: NonMaxSuppression, RoiAlign, GridSample
 void register_misc_signal_ops(ir::OpRegistry& r);  // misc_signal.cpp: windows, DFT, STFT, MelWeightMatrix
 void register_misc_random_ops(ir::OpRegistry& r);  // misc_random.cpp: Bernoulli, RandomNormal/Uniform(+Like)
+void register_misc_tfidf_ops(ir::OpRegistry& r);   // misc_tfidf.cpp: TfIdfVectorizer (integer tokens)
 
 // Element type for an ONNX TensorProto.DataType number given in attribute `attr`.
 DType misc_dtype_from_onnx(int64_t onnx_type, const ir::Node& node, const char* attr) {
@@ -64,6 +65,7 @@ void register_misc_ops(ir::OpRegistry& r) {
   register_misc_vision_ops(r);
   register_misc_signal_ops(r);
   register_misc_random_ops(r);
+  register_misc_tfidf_ops(r);
 }
 
 }  // namespace kiln::ops

@@ -109,8 +109,8 @@ void register_quantize_linear(ir::OpRegistry& r) {
           const float v = static_cast<float>(px[i]) / static_cast<float>(sc[c]);
           py[i] = saturate_round<Q>(std::nearbyint(v) + static_cast<float>(z[c]));
         }
-      }, "QuantizeLinear input");
-    }, "QuantizeLinear y_zero_point");
+      }, ctx.node().describe().c_str());
+    }, ctx.node().describe().c_str());
   };
   r.add(std::move(s));
 }

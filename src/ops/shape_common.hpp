@@ -60,6 +60,19 @@ inline int64_t wrap_index(const RunContext& ctx, int64_t idx, int64_t dim, const
   return idx < 0 ? idx + dim : idx;
 }
 
+// Element count of a shape a kernel is about to allocate; throws naming the node when a
+// dim is negative or the count is absurdly large (instead of overflowing).
+inline int64_t checked_numel(const RunContext& ctx, const Shape& s) {
+  constexpr int64_t kMax = int64_t{1} << 48;
+  int64_t n = 1;
+  for (int64_t d : s) {
+    if (d < 0) throw ctx.error("output shape ", shape_to_string(s), " has a negative dim");
+    if (d != 0 && n > kMax / d) throw ctx.error("output shape ", shape_to_string(s), " is too large");
+    n *= d;
+  }
+  return n;
+}
+
 // PartialShape of the given rank with unknown dims.
 inline ir::PartialShape unknown_dims(size_t rank) { return ir::PartialShape(std::vector<ir::Dim>(rank, ir::Dim::unknown())); }
 

@@ -371,6 +371,7 @@ void add_one_hot(ir::OpRegistry& r) {
     size_t axis = static_cast<size_t>(normalize_axis(ctx.node().attr_i("axis", -1), rank, ctx.node()));
     Shape os = ind.shape();
     os.insert(os.begin() + static_cast<std::ptrdiff_t>(axis), depth);
+    checked_numel(ctx, os);
     Tensor& y = ctx.allocate_output(0, vals.dtype(), os);
     const int64_t outer = prod(ind.shape(), 0, axis), inner = prod(ind.shape(), axis, ind.rank());
     auto iv = ind.to_f64();

@@ -153,7 +153,8 @@ Shape reshape_target(const ir::Node& node, const Shape& in, const std::vector<in
     }
     if (v == 0) has_zero = true;
     out[i] = v;
-    known *= v;
+    if (__builtin_mul_overflow(known, v, &known))
+      throw Error(cat(node.describe(), ": shape ", join(spec), " is too large"));
   }
   const int64_t total = shape_size(in);
   if (infer_at >= 0) {
@@ -229,17 +230,12 @@ void add_reshape(ir::OpRegistry& r) {
           if (static_cast<int64_t>(i) == infer_at) continue;
           auto it = std::find(rest.begin(), rest.end(), out[i]);
           if (it != rest.end()) rest.erase(it);
-          else if (out[i].is_static()) {
-            // try to divide a static input dim
-            ok = false;
-          } else {
-            ok = false;
-          }
+          else ok = false;
         }
         if (ok) {
           std::erase_if(rest, [](const Dim& x) { return x.is_static() && x.value == 1; });
           if (rest.size() == 1) d = rest[0];
-          else if (rest.empty()) d = Dim(1);
+          else d = ir::dim_product(rest);  // static product, or unknown
         }
       }
       out[static_cast<size_t>(infer_at)] = d;
@@ -377,7 +373,7 @@ void add_squeeze(ir::OpRegistry& r) {
       return;
     }
     if (!in.rank_known) {
-      ctx.set_output(0, dt, have_axes ? PartialShape::unknown_rank() : PartialShape::unknown_rank());
+      ctx.set_output(0, dt, PartialShape::unknown_rank());
       return;
     }
     int64_t rank = static_cast<int64_t>(in.rank());
@@ -694,11 +690,12 @@ SliceAxis slice_axis(int64_t start, int64_t end, int64_t step, int64_t dim) {
   if (step > 0) {
     start = std::clamp<int64_t>(start, 0, dim);
     end = std::clamp<int64_t>(end, 0, dim);
-    a.count = end > start ? (end - start + step - 1) / step : 0;
+    a.count = end > start ? (end - start - 1) / step + 1 : 0;
   } else {
     start = std::clamp<int64_t>(start, 0, dim - 1);
     end = std::clamp<int64_t>(end, -1, dim - 1);
-    a.count = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+    const int64_t neg = step == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max() : -step;
+    a.count = start > end ? (start - end - 1) / neg + 1 : 0;
   }
   a.start = start;
   return a;
@@ -777,7 +774,8 @@ void add_slice(ir::OpRegistry& r) {
       if (step == 0) throw ctx.error("steps must not be 0");
       if (!in.dims[k].is_static()) {
         // slicing the whole axis keeps a symbolic dim
-        bool whole = step == 1 && starts[i] == 0 && ends[i] >= std::numeric_limits<int32_t>::max();
+        bool whole = (step == 1 && starts[i] == 0 && ends[i] >= std::numeric_limits<int32_t>::max()) ||
+                     (step == -1 && starts[i] == -1 && ends[i] <= std::numeric_limits<int32_t>::min());
         out[k] = whole ? in.dims[k] : Dim::unknown();
         continue;
       }
@@ -810,7 +808,7 @@ void add_slice(ir::OpRegistry& r) {
       if (step == 0) throw ctx.error("steps must not be 0");
       SliceAxis a = slice_axis(starts[i], ends[i], step, in[k]);
       os[k] = a.count;
-      ost[k] = st[k] * step;
+      ost[k] = a.count > 1 ? st[k] * step : 0;
       if (a.count > 0) base += a.start * st[k];
     }
     Tensor& y = ctx.allocate_output(0, x.dtype(), os);
@@ -895,6 +893,7 @@ void add_constant_of_shape(ir::OpRegistry& r) {
     Shape shape = ctx.input(0).to_i64();
     for (auto d : shape)
       if (d < 0) throw ctx.error("shape ", shape_to_string(shape), " has a negative dim");
+    checked_numel(ctx, shape);
     if (!ctx.node().has_attr("value")) {
       ctx.allocate_output(0, DType::f32, shape);  // zero-filled
       return;
@@ -942,6 +941,7 @@ void add_expand(ir::OpRegistry& r) {
     for (auto d : shape)
       if (d < 0) throw ctx.error("shape ", shape_to_string(shape), " has a negative dim");
     Shape os = broadcast_shape({x.shape(), shape}, ctx.node());
+    checked_numel(ctx, os);
     Tensor& y = ctx.allocate_output(0, x.dtype(), os);
     strided_copy(x, 0, broadcast_strides(x.shape(), os), y);
   };
@@ -985,8 +985,10 @@ void add_tile(ir::OpRegistry& r) {
     Shape os(r);
     for (size_t k = 0; k < r; ++k) {
       if (rep[k] < 0) throw ctx.error("repeats [", join(rep), "] has a negative entry");
+      if (in[k] != 0 && rep[k] > (int64_t{1} << 48) / in[k]) throw ctx.error("repeats [", join(rep), "] are too large");
       os[k] = in[k] * rep[k];
     }
+    checked_numel(ctx, os);
     Tensor& y = ctx.allocate_output(0, x.dtype(), os);
     const int64_t n = y.size();
     if (n == 0) return;
@@ -1074,6 +1076,7 @@ void add_range(ir::OpRegistry& r) {
         }
         n = q > 0 ? static_cast<int64_t>(q) : 0;
       }
+      checked_numel(ctx, {n});
       Tensor& y = ctx.allocate_output(0, dt, {n});
       T* py = y.data<T>();
       for (int64_t i = 0; i < n; ++i) py[i] = static_cast<T>(start + static_cast<T>(i) * delta);

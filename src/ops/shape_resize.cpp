@@ -144,6 +144,7 @@ void add_pad(ir::OpRegistry& r) {
         map[k][static_cast<size_t>(o)] = c;
       }
     }
+    checked_numel(ctx, os);
     Tensor& y = ctx.allocate_output(0, x.dtype(), os);
     const int64_t n = y.size();
     if (n == 0) return;
@@ -343,6 +344,7 @@ struct ResizeSpec {
 void resize_run(RunContext& ctx, const Tensor& x, const ResizeSpec& spec, const ResizeParams& p) {
   const Shape& in = x.shape();
   const size_t rank = in.size();
+  checked_numel(ctx, spec.out);
   Tensor y(x.dtype(), spec.out);
   if (y.size() == 0) {
     ctx.set_output(0, y);
@@ -437,7 +439,9 @@ void resize_run(RunContext& ctx, const Tensor& x, const ResizeSpec& spec, const 
 
 // Output shape from scales: floor(in * scale), as the float product ONNX runtimes use.
 int64_t scaled_dim(int64_t in, double scale) {
-  return static_cast<int64_t>(std::floor(static_cast<float>(in) * static_cast<float>(scale)));
+  const double v = std::floor(static_cast<float>(in) * static_cast<float>(scale));
+  if (!(v >= 0) || v > 1e15) return -1;  // rejected by checked_numel / the callers
+  return static_cast<int64_t>(v);
 }
 
 void check_scales(const RunContext& ctx, const std::vector<double>& scales, size_t rank) {

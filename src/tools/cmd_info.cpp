@@ -1,7 +1,10 @@
 #include <kiln/error.hpp>
 
+#include <onnx/onnx_pb.h>
+
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <set>
@@ -10,6 +13,7 @@
 #include "commands.hpp"
 #include "core/strings.hpp"
 #include "frontend/onnx/onnx_frontend.hpp"
+#include "frontend/onnx/tensor_proto.hpp"
 #include "ir/graph.hpp"
 #include "ir/op_registry.hpp"
 #include "ir/printer.hpp"
@@ -62,8 +66,40 @@ struct Census {
   }
 };
 
-void print_port(const ir::Value& v) {
-  std::cout << "  " << v.name() << "  " << dtype_name(v.type.dtype) << "  " << v.type.shape.to_string() << "\n";
+std::string type_string(const ir::ValueType& t) {
+  return std::string(t.dtype == DType::undefined ? "?" : dtype_name(t.dtype)) + "  " + t.shape.to_string();
+}
+
+void print_port(const ir::Value& v) { std::cout << "  " << v.name() << "  " << type_string(v.type) << "\n"; }
+
+// The graph outputs' declared types, read from the ModelProto ("" where none is declared;
+// empty map if the file cannot be parsed here). The frontend keeps inferred types only.
+std::map<std::string, std::string> declared_outputs(const std::string& path) {
+  std::map<std::string, std::string> out;
+  onnx::ModelProto m;
+  std::ifstream f(path, std::ios::binary);
+  if (!f || !m.ParseFromIstream(&f)) return out;
+  for (const auto& vi : m.graph().output()) {
+    std::string s;
+    if (vi.type().has_tensor_type()) {
+      const auto& tt = vi.type().tensor_type();
+      std::string dt = "?";
+      try {
+        dt = dtype_name(frontend::dtype_from_onnx(tt.elem_type(), vi.name()));
+      } catch (const Error&) {
+      }
+      std::string shape = "[...]";
+      if (tt.has_shape()) {
+        std::vector<std::string> dims;
+        for (const auto& d : tt.shape().dim())
+          dims.push_back(d.has_dim_value() ? std::to_string(d.dim_value()) : d.has_dim_param() ? d.dim_param() : "?");
+        shape = "[" + join(dims) + "]";
+      }
+      s = dt + "  " + shape;
+    }
+    out[vi.name()] = s;
+  }
+  return out;
 }
 
 }  // namespace
@@ -94,7 +130,18 @@ int cmd_info(const InfoOptions& o) {
   std::cout << "inputs (" << graph->inputs().size() << "):\n";
   for (const ir::Value* v : graph->inputs()) print_port(*v);
   std::cout << "outputs (" << graph->outputs().size() << "):\n";
-  for (const ir::Value* v : graph->outputs()) print_port(*v);
+  auto declared = declared_outputs(o.model);
+  for (const ir::Value* v : graph->outputs()) {
+    auto it = declared.find(v->name());
+    if (it == declared.end() || it->second.empty()) {
+      print_port(*v);
+      continue;
+    }
+    std::cout << "  " << v->name() << "  " << it->second;
+    if (v->type.dtype != DType::undefined && type_string(v->type) != it->second)
+      std::cout << "  (inferred: " << type_string(v->type) << ")";
+    std::cout << "\n";
+  }
 
   Census c;
   c.visit(*graph);

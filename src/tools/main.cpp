@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   using namespace kiln::cli;
   std::vector<std::string> args(argv, argv + argc);
   if (args.empty()) args.push_back("kiln");
+  if (args.size() == 2 && args[1] == "help") args[1] = "--help";
   // `kiln MODEL.onnx [...]` means `kiln run MODEL.onnx [...] --random-inputs`.
   if (args.size() >= 2 && !args[1].empty() && args[1][0] != '-' && !is_subcommand(args[1])) {
     args.insert(args.begin() + 1, "run");

@@ -300,3 +300,29 @@ TEST(OpsElementwise, Errors) {
   // Where condition must be bool
   EXPECT_THROW(run_op("Where", {f32({1.f}), f32({1.f}), f32({1.f})}), Error);
 }
+
+TEST(OpsElementwise, SymbolicInference) {
+  ir::Graph g;
+  g.opset_imports[""] = 17;
+  auto* x = g.add_input("x", {DType::f32, ir::PartialShape({ir::Dim::sym("batch"), ir::Dim(3)})});
+  auto* y = g.add_input("y", {DType::f32, ir::PartialShape(Shape{3})});
+  auto* z = g.add_input("z", {DType::f32, ir::PartialShape::unknown_rank()});
+  ir::Node* add = g.add_node("Add", {x, y}, 1, "add");
+  ir::Node* gt = g.add_node("Greater", {add->output(0), y}, 1, "gt");
+  ir::Node* cast = g.add_node("Cast", {gt->output(0)}, 1, "cast");
+  cast->attrs["to"] = 10;
+  ir::Node* mul = g.add_node("Mul", {x, z}, 1, "mul");
+  ir::infer_shapes(g);
+  EXPECT_EQ(add->output(0)->type.shape.to_string(), "[batch,3]");
+  EXPECT_EQ(gt->output(0)->type.dtype, DType::boolean);
+  EXPECT_EQ(cast->output(0)->type.dtype, DType::f16);
+  EXPECT_EQ(cast->output(0)->type.shape.to_string(), "[batch,3]");
+  EXPECT_FALSE(mul->output(0)->type.shape.rank_known);
+  // a static mismatch is reported at inference time
+  ir::Graph bad;
+  bad.opset_imports[""] = 17;
+  auto* a = bad.add_input("a", {DType::f32, ir::PartialShape(Shape{2, 3})});
+  auto* b = bad.add_input("b", {DType::f32, ir::PartialShape(Shape{4})});
+  bad.add_node("Sub", {a, b}, 1, "sub");
+  EXPECT_THROW(ir::infer_shapes(bad), Error);
+}

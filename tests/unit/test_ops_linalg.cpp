@@ -234,3 +234,30 @@ TEST(OpsLinalg, EinsumDiagonalEllipsisAndErrors) {
   EXPECT_THROW(run_op("Einsum", {m}, {{"equation", "i1->i"}}), Error);    // bad character
   EXPECT_THROW(run_op("Einsum", {m, f32({1, 2}, {2})}, {{"equation", "ij,j->i"}}), Error);  // size mismatch
 }
+
+TEST(OpsLinalg, InferSymbolicShapes) {
+  ir::Graph g;
+  auto* x = g.add_input("x", {DType::f32, ir::PartialShape({ir::Dim::sym("batch"), ir::Dim::sym("seq"), ir::Dim(8)})});
+  auto* w = g.add_constant("w", Tensor(DType::f32, {8, 4}));
+  auto* mm = g.add_node("MatMul", {x, w}, 1, "mm");
+  auto* es = g.add_node("Einsum", {mm->output(0)}, 1, "es");
+  es->attrs["equation"] = "bsd->bds";
+  auto* gm = g.add_node("Gemm", {g.add_input("a", {DType::f32, ir::PartialShape({ir::Dim::sym("n"), ir::Dim(8)})}), w},
+                        1, "gm");
+  for (auto* n : {mm, es, gm}) n->set_opset(17);
+  ir::infer_shapes(g);
+  EXPECT_EQ(mm->output(0)->type.shape.to_string(), "[batch,seq,4]");
+  EXPECT_EQ(es->output(0)->type.shape.to_string(), "[batch,4,seq]");
+  EXPECT_EQ(gm->output(0)->type.shape.to_string(), "[n,4]");
+  EXPECT_EQ(gm->output(0)->type.dtype, DType::f32);
+}
+
+TEST(OpsLinalg, MatMulIntegerBatchedPerRowZeroPoint) {
+  // A [2,2,2] with zero point of shape [2,2,1] (per row of every batch).
+  Tensor a = Tensor::from_vector<uint8_t>({5, 5, 7, 7, 9, 9, 2, 2}, {2, 2, 2});
+  Tensor b = Tensor::from_vector<uint8_t>({1, 0, 0, 1}, {2, 2});
+  Tensor azp = Tensor::from_vector<uint8_t>({1, 2, 3, 4}, {2, 2, 1});
+  auto y = run_op("MatMulInteger", {a, b, azp}, {}, 1, {});
+  EXPECT_EQ(y[0].shape(), (Shape{2, 2, 2}));
+  EXPECT_EQ(vals<int32_t>(y[0]), (std::vector<int32_t>{4, 4, 5, 5, 6, 6, -2, -2}));
+}

@@ -285,3 +285,59 @@ TEST(OpsMisc, RandomGenerators) {
   EXPECT_THROW(run_op("Bernoulli", {f32({2}, {1})}), Error);
   EXPECT_THROW(run_op("RandomNormal", {}, {{"shape", std::vector<int64_t>{2}}, {"dtype", 6}}), Error);
 }
+
+// ------------------------------------------------------------------ text
+
+TEST(OpsMisc, TfIdfVectorizer) {
+  std::map<std::string, ir::Attribute> attrs = {
+      {"mode", "TF"},
+      {"min_gram_length", 2},
+      {"max_gram_length", 2},
+      {"max_skip_count", 0},
+      {"ngram_counts", std::vector<int64_t>{0, 4}},
+      {"ngram_indexes", std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6}},
+      {"pool_int64s", std::vector<int64_t>{2, 3, 5, 4, 5, 6, 7, 8, 6, 7}}};
+  Tensor x = Tensor::from_vector<int32_t>({1, 1, 3, 3, 3, 7, 8, 6, 7, 5, 6, 8}, {12});
+  auto y = run_op("TfIdfVectorizer", {x}, attrs);
+  EXPECT_EQ(y[0].shape(), (Shape{7}));
+  EXPECT_EQ(vals<float>(y[0]), (std::vector<float>{0, 0, 0, 0, 1, 1, 1}));
+  // unigrams + bigrams with skips, batched, TFIDF weights
+  attrs["min_gram_length"] = 1;
+  attrs["max_skip_count"] = 5;
+  attrs["mode"] = "TFIDF";
+  attrs["weights"] = std::vector<float>{1, 1, 1, 1, 2, 2, 2};
+  auto y2 = run_op("TfIdfVectorizer", {x.reshaped({2, 6})}, attrs);
+  EXPECT_EQ(y2[0].shape(), (Shape{2, 7}));
+  EXPECT_EQ(vals<float>(y2[0]), (std::vector<float>{0, 3, 0, 0, 0, 0, 0, 0, 0, 1, 0, 2, 2, 2}));
+  attrs["ngram_indexes"] = std::vector<int64_t>{0, 1};
+  EXPECT_THROW(run_op("TfIdfVectorizer", {x}, attrs), Error);
+}
+
+TEST(OpsMisc, GruDoubleBidirectionalMatchesPerDirection) {
+  // A bidirectional f64 GRU equals a forward and a reverse GRU run separately.
+  std::vector<double> xv = {0.1, -0.2, 0.3, 0.4, -0.5, 0.6};  // seq 3, batch 1, input 2
+  std::vector<double> wv(2 * 6 * 2), rv(2 * 6 * 2), bv(2 * 12);
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = 0.05 * static_cast<double>(i % 7) - 0.1;
+  for (size_t i = 0; i < rv.size(); ++i) rv[i] = 0.03 * static_cast<double>(i % 5) - 0.05;
+  for (size_t i = 0; i < bv.size(); ++i) bv[i] = 0.01 * static_cast<double>(i);
+  auto t = [](std::vector<double> v, Shape s) { return Tensor::from_vector<double>(v, std::move(s)); };
+  auto half = [](const std::vector<double>& v, int d) {
+    return std::vector<double>(v.begin() + d * v.size() / 2, v.begin() + (d + 1) * v.size() / 2);
+  };
+  auto yb = run_op("GRU", {t(xv, {3, 1, 2}), t(wv, {2, 6, 2}), t(rv, {2, 6, 2}), t(bv, {2, 12})},
+                   {{"direction", "bidirectional"}, {"hidden_size", 2}}, 2);
+  EXPECT_EQ(yb[0].dtype(), DType::f64);
+  auto yf = run_op("GRU", {t(xv, {3, 1, 2}), t(half(wv, 0), {1, 6, 2}), t(half(rv, 0), {1, 6, 2}), t(half(bv, 0), {1, 12})},
+                   {{"hidden_size", 2}}, 2);
+  auto yr = run_op("GRU", {t(xv, {3, 1, 2}), t(half(wv, 1), {1, 6, 2}), t(half(rv, 1), {1, 6, 2}), t(half(bv, 1), {1, 12})},
+                   {{"hidden_size", 2}, {"direction", "reverse"}}, 2);
+  auto b = vals<double>(yb[0]), f = vals<double>(yf[0]), r = vals<double>(yr[0]);
+  for (int s = 0; s < 3; ++s)
+    for (int h = 0; h < 2; ++h) {
+      EXPECT_DOUBLE_EQ(b[(s * 2 + 0) * 2 + h], f[s * 2 + h]);
+      EXPECT_DOUBLE_EQ(b[(s * 2 + 1) * 2 + h], r[s * 2 + h]);
+    }
+  auto bh = vals<double>(yb[1]);
+  EXPECT_DOUBLE_EQ(bh[0], f[4]);
+  EXPECT_DOUBLE_EQ(bh[2], r[0]);
+}

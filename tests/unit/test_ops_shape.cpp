@@ -350,3 +350,37 @@ TEST(ShapeOps, BoolAndFloat16DataMovement) {
   EXPECT_EQ(out[0].to_i64(), (std::vector<int64_t>{1, 0, 0, 1}));
   EXPECT_EQ(vals(out[1]), (std::vector<float>{1.5f, -2.f, 1.5f, -2.f}));
 }
+
+TEST(ShapeOps, ErrorsNameTheNode) {
+  OneOp t;
+  auto* r = t.node("Resize", {t.in(iota_f32({1, 1, 2, 2})), nullptr, t.c(f32({1, 1, 2, 2}, {4}))});
+  r->attrs["mode"] = std::string("bicubic");
+  EXPECT_THROW(t.run(), Error);
+
+  OneOp ge;
+  auto* n = ge.node("GatherElements", {ge.in(iota_f32({2, 2})), ge.in(i64({0, 2, 0, 0}, {2, 2}))});
+  n->attrs["axis"] = 1;
+  try {
+    ge.run();
+    FAIL() << "expected kiln::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("GatherElements"), std::string::npos) << e.what();
+  }
+
+  OneOp tile;
+  tile.node("Tile", {tile.in(iota_f32({2})), tile.in(i64v({-1}))});
+  EXPECT_THROW(tile.run(), Error);
+}
+
+TEST(ShapeOps, SliceAndFlattenInferenceKeepSymbols) {
+  OneOp t;
+  auto* x = t.in_sym(DType::f32, {ir::Dim::sym("N"), 6, 4});
+  auto* s = t.node("Slice", {x, t.c(i64v({1})), t.c(i64v({-1})), t.c(i64v({1}))});
+  auto* f = t.node("Flatten", {x});
+  auto* fl = t.node("Flatten", {x});
+  fl->attrs["axis"] = -1;
+  ir::infer_shapes(*t.g);
+  EXPECT_EQ(s->output(0)->type.shape.to_string(), "[N,4,4]");
+  EXPECT_EQ(f->output(0)->type.shape.to_string(), "[N,24]");
+  EXPECT_EQ(fl->output(0)->type.shape.dims[1], ir::Dim(4));
+}

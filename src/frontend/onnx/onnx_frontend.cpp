@@ -4,7 +4,9 @@
 #include <onnx/onnx_pb.h>
 
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <unordered_map>
 
 #include "core/strings.hpp"
@@ -21,9 +23,11 @@ constexpr int kMaxOpset = 17;
 ir::ValueType value_type_from_proto(const onnx::ValueInfoProto& vi) {
   ir::ValueType ty;
   const auto& tp = vi.type();
+  if (tp.value_case() == onnx::TypeProto::VALUE_NOT_SET) return ty;  // untyped (allowed in subgraphs)
   KILN_CHECK(tp.has_tensor_type(),
              cat("graph input/output '", vi.name(), "' is not a tensor (sequence, map and optional types are not supported)"));
   const auto& tt = tp.tensor_type();
+  if (tt.elem_type() == onnx::TensorProto::UNDEFINED) return ty;
   ty.dtype = dtype_from_onnx(tt.elem_type(), cat("graph input/output '", vi.name(), "'"));
   if (!tt.has_shape()) return ty;  // unknown rank
   ty.shape = ir::PartialShape(std::vector<ir::Dim>{});
@@ -40,7 +44,31 @@ ir::ValueType value_type_from_proto(const onnx::ValueInfoProto& vi) {
   return ty;
 }
 
-ir::Attribute attribute_from_proto(const onnx::AttributeProto& a, const std::string& where, const std::string& base_dir) {
+struct Scope;
+std::shared_ptr<ir::Graph> build_graph(const onnx::GraphProto& gp, const std::map<std::string, int>& opsets,
+                                       const std::string& base_dir, Scope* outer, std::vector<std::string>* captures);
+
+// Name resolution across nested graphs. A body graph that reads a value of an
+// enclosing graph gets a "capture" input of that name (appended after its declared
+// inputs); the node owning the body receives the value as an extra input and lists
+// the names in its `kiln_captures` attribute (see ops/control_flow.cpp).
+struct Scope {
+  ir::Graph* graph;
+  Scope* parent;
+  std::vector<std::string>* captures;  // names this graph captures from outside (null at top level)
+
+  ir::Value* resolve(const std::string& name) {
+    if (ir::Value* v = graph->find_value(name)) return v;
+    if (!parent || !parent->resolve(name)) return nullptr;
+    ir::Value* c = graph->add_input(name, ir::ValueType{});
+    captures->push_back(name);
+    return c;
+  }
+};
+
+ir::Attribute attribute_from_proto(const onnx::AttributeProto& a, const std::string& where, const std::string& base_dir,
+                                   const std::map<std::string, int>& opsets, Scope* scope,
+                                   std::vector<std::string>* node_captures) {
   using AP = onnx::AttributeProto;
   switch (a.type()) {
     case AP::INT: return ir::Attribute(static_cast<int64_t>(a.i()));
@@ -50,11 +78,17 @@ ir::Attribute attribute_from_proto(const onnx::AttributeProto& a, const std::str
     case AP::FLOATS: return ir::Attribute(std::vector<float>(a.floats().begin(), a.floats().end()));
     case AP::STRINGS: return ir::Attribute(std::vector<std::string>(a.strings().begin(), a.strings().end()));
     case AP::TENSOR: return ir::Attribute(tensor_from_proto(a.t(), base_dir));
-    case AP::GRAPH:
-      throw Error(cat(where, ": attribute '", a.name(), "' is a subgraph; control flow (If/Loop/Scan) is not supported yet"));
+    case AP::GRAPH: {
+      std::vector<std::string> caps;
+      auto body = build_graph(a.g(), opsets, base_dir, scope, &caps);
+      for (auto& c : caps)
+        if (std::find(node_captures->begin(), node_captures->end(), c) == node_captures->end())
+          node_captures->push_back(c);
+      return ir::Attribute(body);
+    }
     default: break;
   }
-  throw Error(cat(where, ": attribute '", a.name(), "' has unsupported type ", AP::AttributeType_Name(a.type())));
+  throw Error(cat(where, ": attribute '", a.name(), "' has type ", AP::AttributeType_Name(a.type()), ", which is not supported"));
 }
 
 // Value of a Constant node (opset 1..17 forms).
@@ -72,27 +106,12 @@ Tensor constant_value(const onnx::NodeProto& n, const std::string& where, const 
   throw Error(cat(where, ": Constant attribute '", k, "' is not supported (string and sparse constants)"));
 }
 
-}  // namespace
-
-std::shared_ptr<ir::Graph> load_onnx_bytes(const std::string& bytes, const std::string& base_dir) {
-  onnx::ModelProto model;
-  KILN_CHECK(!bytes.empty(), "not an ONNX model: the file is empty");
-  KILN_CHECK(model.ParseFromString(bytes), "not an ONNX model: the protobuf cannot be parsed (corrupt or truncated file?)");
-  KILN_CHECK(model.has_graph() && model.ir_version() > 0 && model.opset_import_size() > 0,
-             "not an ONNX model: no graph, IR version or opset import");
+std::shared_ptr<ir::Graph> build_graph(const onnx::GraphProto& gp, const std::map<std::string, int>& opsets,
+                                       const std::string& base_dir, Scope* outer, std::vector<std::string>* captures) {
   auto g = std::make_shared<ir::Graph>();
-  const auto& gp = model.graph();
   g->name = gp.name();
-  for (const auto& op : model.opset_import()) {
-    std::string d = op.domain() == "ai.onnx" ? "" : op.domain();
-    g->opset_imports[d] = static_cast<int>(op.version());
-  }
-  int opset = g->opset_for("");
-  if (g->opset_imports.count("")) {
-    KILN_CHECK(opset >= kMinOpset && opset <= kMaxOpset,
-               cat("the model imports ONNX opset ", opset, "; kiln supports opsets ", kMinOpset, " to ", kMaxOpset));
-  }
-
+  g->opset_imports = opsets;
+  Scope scope{g.get(), outer, captures};
   // initializers, then graph inputs that are not initializers
   for (const auto& init : gp.initializer()) {
     KILN_CHECK(!init.name().empty(), "an initializer has no name");
@@ -127,32 +146,65 @@ std::shared_ptr<ir::Graph> load_onnx_bytes(const std::string& bytes, const std::
     for (const auto& o : np.output()) outs.push_back(o.empty() ? g->unique_name(name + "_unused") : o);
     KILN_CHECK(!g->find_node(name), cat("two nodes are named '", name, "'"));
     ir::Node* n = g->add_node(np.op_type(), {}, outs, name, domain);
-    for (const auto& a : np.attribute()) {
-      KILN_CHECK(!a.name().empty(), cat(where, ": attribute without a name"));
-      n->attrs[a.name()] = attribute_from_proto(a, where, base_dir);
-    }
     created.emplace_back(n, &np);
   }
-  for (auto& [n, np] : created) {
+  // attributes after every node's outputs exist, so bodies can resolve outer names
+  std::vector<std::vector<std::string>> node_captures(created.size());
+  for (size_t k = 0; k < created.size(); ++k) {
+    auto& [n, np] = created[k];
+    for (const auto& a : np->attribute()) {
+      KILN_CHECK(!a.name().empty(), cat(n->describe(), ": attribute without a name"));
+      n->attrs[a.name()] = attribute_from_proto(a, n->describe(), base_dir, opsets, &scope, &node_captures[k]);
+    }
+    if (!node_captures[k].empty()) n->attrs["kiln_captures"] = ir::Attribute(node_captures[k]);
+  }
+  for (size_t k = 0; k < created.size(); ++k) {
+    auto& [n, np] = created[k];
     for (int i = 0; i < np->input_size(); ++i) {
       const std::string& in = np->input(i);
       if (in.empty()) {
         g->append_node_input(n, nullptr);
         continue;
       }
-      ir::Value* v = g->find_value(in);
+      ir::Value* v = scope.resolve(in);
       KILN_CHECK(v, cat(n->describe(), ": input '", in, "' is not produced by any node, initializer or graph input"));
+      g->append_node_input(n, v);
+    }
+    for (const std::string& c : node_captures[k]) {
+      ir::Value* v = scope.resolve(c);
+      KILN_CHECK(v, cat(n->describe(), ": its subgraph reads '", c, "', which no enclosing graph defines"));
       g->append_node_input(n, v);
     }
   }
   for (const auto& out : gp.output()) {
-    ir::Value* v = g->find_value(out.name());
+    ir::Value* v = scope.resolve(out.name());
     KILN_CHECK(v, cat("graph output '", out.name(), "' is not produced by any node, initializer or input"));
     g->add_output(v);
   }
   g->topo_order();  // throws on a cycle
   normalize_opset(*g);
   return g;
+}
+
+}  // namespace
+
+std::shared_ptr<ir::Graph> load_onnx_bytes(const std::string& bytes, const std::string& base_dir) {
+  onnx::ModelProto model;
+  KILN_CHECK(!bytes.empty(), "not an ONNX model: the file is empty");
+  KILN_CHECK(model.ParseFromString(bytes), "not an ONNX model: the protobuf cannot be parsed (corrupt or truncated file?)");
+  KILN_CHECK(model.has_graph() && model.ir_version() > 0 && model.opset_import_size() > 0,
+             "not an ONNX model: no graph, IR version or opset import");
+  std::map<std::string, int> opsets;
+  for (const auto& op : model.opset_import()) {
+    std::string d = op.domain() == "ai.onnx" ? "" : op.domain();
+    opsets[d] = static_cast<int>(op.version());
+  }
+  if (opsets.count("")) {
+    int opset = opsets[""];
+    KILN_CHECK(opset >= kMinOpset && opset <= kMaxOpset,
+               cat("the model imports ONNX opset ", opset, "; kiln supports opsets ", kMinOpset, " to ", kMaxOpset));
+  }
+  return build_graph(model.graph(), opsets, base_dir, nullptr, nullptr);
 }
 
 std::shared_ptr<ir::Graph> load_onnx_file(const std::string& path) {

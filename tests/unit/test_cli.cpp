@@ -1,0 +1,79 @@
+#include <gtest/gtest.h>
+
+#include <kiln/error.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "tools/common/run_util.hpp"
+
+using namespace kiln;
+using namespace kiln::tools;
+
+TEST(CliUtil, ShapeSpecs) {
+  EXPECT_EQ(parse_shape_spec("x=[1,128]"), (std::pair<std::string, Shape>{"x", {1, 128}}));
+  EXPECT_EQ(parse_shape_spec("x=1, 3 ,224"), (std::pair<std::string, Shape>{"x", {1, 3, 224}}));
+  EXPECT_EQ(parse_shape_spec("s=[]"), (std::pair<std::string, Shape>{"s", {}}));
+  EXPECT_EQ(parse_shape_spec("batch=4"), (std::pair<std::string, Shape>{"batch", {4}}));
+  EXPECT_THROW(parse_shape_spec("[1,2]"), Error);
+  EXPECT_THROW(parse_shape_spec("x=[1,-2]"), Error);
+  EXPECT_THROW(parse_shape_spec("x=[1,,2]"), Error);
+  EXPECT_THROW(parse_shape_spec("x=[1,2"), Error);
+  EXPECT_THROW(parse_shape_spec("x=[a]"), Error);
+  EXPECT_THROW(parse_shape_spec("x=[99999999999999999999]"), Error);
+  EXPECT_EQ(split_assignment("a=b=c"), (std::pair<std::string, std::string>{"a", "b=c"}));
+  EXPECT_EQ(split_assignment("file.npy"), (std::pair<std::string, std::string>{"", "file.npy"}));
+}
+
+TEST(CliUtil, ConcreteShapeAndRandom) {
+  PortInfo p;
+  p.name = "input_ids";
+  p.dtype = DType::i64;
+  p.shape = {-1, -1, 3};
+  p.dim_names = {"batch", "", ""};
+  EXPECT_EQ(concrete_shape(p, {}), (Shape{1, 1, 3}));
+  EXPECT_EQ(concrete_shape(p, {{"batch", 4}}), (Shape{4, 1, 3}));
+  p.rank_known = false;
+  EXPECT_THROW(concrete_shape(p, {}), Error);
+
+  std::mt19937 rng(1);
+  Tensor ids = random_tensor("input_ids", DType::i64, {2, 50}, rng);
+  for (int64_t v : ids.to_i64()) {
+    EXPECT_GE(v, 0);
+    EXPECT_LT(v, 100);
+  }
+  Tensor mask = random_tensor("attention_mask", DType::i64, {2, 5}, rng);
+  for (int64_t v : mask.to_i64()) EXPECT_EQ(v, 1);
+  Tensor x = random_tensor("x", DType::f16, {1000}, rng);
+  double mn = 1, mx = -1;
+  for (double v : x.to_f64()) mn = std::min(mn, v), mx = std::max(mx, v);
+  EXPECT_GE(mn, -1.0);
+  EXPECT_LE(mx, 1.0);
+  EXPECT_LT(mn, -0.5);
+  EXPECT_GT(mx, 0.5);
+  Tensor b = random_tensor("flag", DType::boolean, {100}, rng);
+  int64_t trues = 0;
+  for (int64_t v : b.to_i64()) trues += v;
+  EXPECT_GT(trues, 10);
+  EXPECT_LT(trues, 90);
+  // Same seed, same data.
+  std::mt19937 r1(7), r2(7);
+  Tensor a = random_tensor("x", DType::f32, {16}, r1), b2 = random_tensor("x", DType::f32, {16}, r2);
+  EXPECT_EQ(std::memcmp(a.raw(), b2.raw(), a.byte_size()), 0);
+}
+
+TEST(CliUtil, SummaryAndNames) {
+  Tensor t = Tensor::from_vector<float>({1.f, NAN, -3.f, 5.f}, {2, 2});
+  TensorStats s = tensor_stats(t);
+  EXPECT_EQ(s.nan, 1);
+  EXPECT_DOUBLE_EQ(s.min, -3.0);
+  EXPECT_DOUBLE_EQ(s.max, 5.0);
+  EXPECT_DOUBLE_EQ(s.mean, 1.0);
+  std::string line = summarize_tensor("y", t);
+  EXPECT_EQ(line, "y  [2,2]  f32  min=-3 max=5 mean=1  nan=1");
+  EXPECT_EQ(summarize_tensor("e", Tensor(DType::i32, {0, 3})), "e  [0,3]  i32  (empty)");
+  EXPECT_EQ(sanitize_file_name("a/b:c d.1-x_y"), "a_b_c_d.1-x_y");
+  EXPECT_EQ(sanitize_file_name(".."), "_..");
+  EXPECT_EQ(sanitize_file_name(""), "_");
+}
