@@ -106,12 +106,31 @@ const OpSchema& validate_node(const Node& node) {
   return *s;
 }
 
+// Where inference could not tell (unknown rank or dim), keep what the model declared.
+static ValueType merge_declared(const ValueType& inferred, const ValueType& declared) {
+  ValueType t = inferred;
+  if (t.dtype == DType::undefined) t.dtype = declared.dtype;
+  if (!t.shape.rank_known) {
+    t.shape = declared.shape;
+  } else if (declared.shape.rank_known && declared.shape.rank() == t.shape.rank()) {
+    for (size_t i = 0; i < t.shape.rank(); ++i)
+      if (t.shape.dims[i].is_unknown()) t.shape.dims[i] = declared.shape.dims[i];
+  }
+  return t;
+}
+
 void infer_shapes(Graph& graph) {
+  std::vector<ValueType> declared;
+  for (Value* v : graph.outputs()) declared.push_back(v->type);
   for (Node* n : graph.topo_order()) {
     const OpSchema& s = validate_node(*n);
     if (!s.infer) throw Error(cat(n->describe(), ": op has no shape inference"));
     InferContext ctx(*n);
     s.infer(ctx);
+  }
+  for (size_t i = 0; i < graph.outputs().size(); ++i) {
+    Value* v = graph.outputs()[i];
+    if (v->producer()) v->type = merge_declared(v->type, declared[i]);
   }
 }
 

@@ -99,6 +99,8 @@ class OpRegistry {
 const OpSchema& validate_node(const Node& node);
 
 // Runs validate_node + infer for every node in topological order, filling value types.
+// A graph output keeps the declared type (from the model) where inference left the
+// rank or a dim unknown.
 void infer_shapes(Graph& graph);
 
 }  // namespace kiln::ir

@@ -263,3 +263,109 @@ TEST(InferErrors, MissingExtraWrongDtypeRankDim) {
   EXPECT_NE(error_of([&] { req.infer(); }).find("dim 1 must be 3"), std::string::npos);
   EXPECT_NE(error_of([&] { req.get_output_tensor(); }).find("has not run"), std::string::npos);
 }
+
+// ---------------- control flow: bodies that read outer values ----------------
+
+namespace {
+onnx::GraphProto* graph_attr(onnx::NodeProto* n, const std::string& name) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  return a->mutable_g();
+}
+void body_io(google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* list, const std::string& name, int elem,
+             const std::vector<int64_t>& dims) {
+  auto* vi = list->Add();
+  vi->set_name(name);
+  OnnxBuilder::set_type(vi, elem, dims, {});
+}
+}  // namespace
+
+TEST(ControlFlow, IfBranchesReadOuterValues) {
+  OnnxBuilder b(13);
+  b.input("x", {3});
+  b.input("cond", {}, onnx::TensorProto::BOOL);
+  auto* n = b.node("If", {"cond"}, {"y"}, "if_0");
+  auto* then_g = graph_attr(n, "then_branch");
+  auto* t = then_g->add_node();
+  t->set_op_type("Relu");
+  t->add_input("x");  // outer value
+  t->add_output("t_out");
+  body_io(then_g->mutable_output(), "t_out", onnx::TensorProto::FLOAT, {3});
+  auto* else_g = graph_attr(n, "else_branch");
+  auto* e = else_g->add_node();
+  e->set_op_type("Neg");
+  e->add_input("x");
+  e->add_output("e_out");
+  body_io(else_g->mutable_output(), "e_out", onnx::TensorProto::FLOAT, {3});
+  b.output("y");
+
+  Core core;
+  auto model = core.read_model_from_memory(b.bytes());
+  EXPECT_EQ(model->outputs()[0].shape_string(), "[3]");
+  auto req = core.compile_model(model).create_infer_request();
+  req.set_tensor("x", Tensor::from_vector<float>({-1, 0, 2}, {3}));
+  req.set_tensor("cond", Tensor::scalar<bool>(true));
+  req.infer();
+  auto y = req.get_output_tensor();
+  EXPECT_EQ(y.to_f64(), (std::vector<double>{0, 0, 2}));
+  req.set_tensor("cond", Tensor::scalar<bool>(false));
+  req.infer();
+  EXPECT_EQ(req.get_output_tensor().to_f64(), (std::vector<double>{1, 0, -2}));
+}
+
+TEST(ControlFlow, LoopAccumulatesACapturedValue) {
+  OnnxBuilder b(13);
+  b.input("x", {2});
+  b.initializer("trips", Tensor::scalar<int64_t>(3));
+  b.initializer("zero", Tensor::from_vector<float>({0, 0}, {2}));
+  auto* n = b.node("Loop", {"trips", "", "zero"}, {"acc", "partials"}, "loop_0");
+  auto* body = graph_attr(n, "body");
+  body_io(body->mutable_input(), "i", onnx::TensorProto::INT64, {});
+  body_io(body->mutable_input(), "c", onnx::TensorProto::BOOL, {});
+  body_io(body->mutable_input(), "acc_in", onnx::TensorProto::FLOAT, {2});
+  auto* add = body->add_node();
+  add->set_op_type("Add");
+  add->add_input("acc_in");
+  add->add_input("x");  // captured from the outer graph
+  add->add_output("acc_out");
+  auto* id = body->add_node();
+  id->set_op_type("Identity");
+  id->add_input("c");
+  id->add_output("c_out");
+  auto* cp = body->add_node();
+  cp->set_op_type("Identity");
+  cp->add_input("acc_out");
+  cp->add_output("scan_out");
+  body_io(body->mutable_output(), "c_out", onnx::TensorProto::BOOL, {});
+  body_io(body->mutable_output(), "acc_out", onnx::TensorProto::FLOAT, {2});
+  body_io(body->mutable_output(), "scan_out", onnx::TensorProto::FLOAT, {2});
+  b.output("acc");
+  b.output("partials");
+
+  Core core;
+  auto req = core.compile_model(core.read_model_from_memory(b.bytes())).create_infer_request();
+  req.set_input_tensor(Tensor::from_vector<float>({1, -2}, {2}));
+  req.infer();
+  EXPECT_EQ(req.get_output_tensor(0).to_f64(), (std::vector<double>{3, -6}));
+  Tensor partials = req.get_output_tensor(1);
+  EXPECT_EQ(partials.shape(), (Shape{3, 2}));
+  EXPECT_EQ(partials.to_f64(), (std::vector<double>{1, -2, 2, -4, 3, -6}));
+}
+
+TEST(ControlFlow, BodyReadingAnUndefinedNameIsAnError) {
+  OnnxBuilder b(13);
+  b.input("cond", {}, onnx::TensorProto::BOOL);
+  auto* n = b.node("If", {"cond"}, {"y"}, "if_bad");
+  for (const char* br : {"then_branch", "else_branch"}) {
+    auto* g = graph_attr(n, br);
+    auto* r = g->add_node();
+    r->set_op_type("Relu");
+    r->add_input("ghost");
+    r->add_output("o");
+    body_io(g->mutable_output(), "o", onnx::TensorProto::FLOAT, {1});
+  }
+  b.output("y");
+  std::string msg = error_of([&] { frontend::load_onnx_bytes(b.bytes(), "."); });
+  EXPECT_NE(msg.find("'ghost'"), std::string::npos) << msg;
+}

@@ -1,12 +1,205 @@
+// ir::Graph: construction, topological order, the mutation API passes use, the
+// printer, and static shape inference with symbolic dims.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "ir/graph.hpp"
+#include "ir/op_registry.hpp"
+#include "ir/printer.hpp"
+#include "runtime/reference_executor.hpp"
 
 using namespace kiln;
 
-TEST(IrGraph, Placeholder) {
+namespace {
+
+ir::ValueType f32(std::vector<ir::Dim> dims) { return {DType::f32, ir::PartialShape(std::move(dims))}; }
+
+std::vector<std::string> op_order(const ir::Graph& g) {
+  std::vector<std::string> out;
+  for (ir::Node* n : g.topo_order()) out.push_back(n->name());
+  return out;
+}
+
+std::vector<float> run1(const std::shared_ptr<ir::Graph>& g, const std::vector<Tensor>& in) {
+  runtime::ReferenceExecutor ex(g);
+  Tensor y = ex.run(in).at(0);
+  return std::vector<float>(y.data<float>(), y.data<float>() + y.size());
+}
+
+}  // namespace
+
+TEST(IrGraph, TopologicalOrderIgnoresInsertionOrder) {
   ir::Graph g;
-  auto* x = g.add_input("x", {DType::f32, ir::PartialShape(Shape{2, 3})});
-  EXPECT_EQ(g.inputs().size(), 1u);
-  EXPECT_EQ(x->type.shape.to_string(), "[2,3]");
+  auto* x = g.add_input("x", f32({2}));
+  // create the consumer first, then its producer, then wire them
+  auto* relu = g.add_node("Relu", {}, 1, "relu");
+  auto* neg = g.add_node("Neg", {x}, 1, "neg");
+  g.append_node_input(relu, neg->output(0));
+  g.add_output(relu->output(0));
+  EXPECT_EQ(op_order(g), (std::vector<std::string>{"neg", "relu"}));
+  EXPECT_EQ(neg->output(0)->uses().size(), 1u);
+  EXPECT_EQ(neg->output(0)->uses()[0].node, relu);
+}
+
+TEST(IrGraph, CycleIsAnError) {
+  ir::Graph g;
+  auto* a = g.add_node("Relu", {}, 1, "a");
+  auto* b = g.add_node("Relu", {a->output(0)}, 1, "b");
+  g.append_node_input(a, b->output(0));
+  g.add_output(b->output(0));
+  EXPECT_THROW(g.topo_order(), Error);
+}
+
+TEST(IrGraph, DuplicateValueNameIsAnError) {
+  ir::Graph g;
+  g.add_input("x", f32({1}));
+  EXPECT_THROW(g.add_input("x", f32({1})), Error);
+}
+
+TEST(IrGraph, RewireReplaceAllUsesAndErase) {
+  auto g = std::make_shared<ir::Graph>();
+  auto* x = g->add_input("x", f32({3}));
+  auto* neg = g->add_node("Neg", {x}, 1, "neg");
+  auto* relu = g->add_node("Relu", {neg->output(0)}, 1, "relu");
+  g->add_output(relu->output(0));
+  ir::infer_shapes(*g);
+  Tensor in = Tensor::from_vector<float>({-1, 2, -3}, {3});
+  EXPECT_EQ(run1(g, {in}), (std::vector<float>{1, 0, 3}));
+
+  // rewire one consumer: relu now reads x directly; neg becomes dead and can be erased
+  g->set_node_input(relu, 0, x);
+  EXPECT_TRUE(neg->output(0)->uses().empty());
+  EXPECT_EQ(x->uses().size(), 2u);
+  g->erase_node(neg);
+  EXPECT_EQ(g->num_nodes(), 1u);
+  EXPECT_EQ(x->uses().size(), 1u);
+  EXPECT_EQ(run1(g, {in}), (std::vector<float>{0, 2, 0}));
+
+  // insert a node between x and relu, then route every use of x through it
+  auto* abs = g->add_node("Abs", {x}, 1, "abs");
+  g->replace_all_uses(x, abs->output(0));
+  g->set_node_input(abs, 0, x);  // replace_all_uses also rewired abs itself
+  ir::infer_shapes(*g);
+  EXPECT_EQ(op_order(*g), (std::vector<std::string>{"abs", "relu"}));
+  EXPECT_EQ(run1(g, {in}), (std::vector<float>{1, 2, 3}));
+}
+
+TEST(IrGraph, EraseRefusesANodeWhoseOutputIsUsed) {
+  ir::Graph g;
+  auto* x = g.add_input("x", f32({1}));
+  auto* a = g.add_node("Relu", {x}, 1, "a");
+  g.add_output(a->output(0));
+  EXPECT_THROW(g.erase_node(a), Error);
+}
+
+TEST(IrGraph, ReplaceNodeKeepsNameAndMovesUses) {
+  auto g = std::make_shared<ir::Graph>();
+  auto* x = g->add_input("x", f32({2}));
+  auto* a = g->add_node("Relu", {x}, 1, "act");
+  auto* b = g->add_node("Neg", {a->output(0)}, 1, "neg");
+  g->add_output(b->output(0));
+  ir::Node* s = g->replace_node(a, "Sigmoid", {x});
+  EXPECT_EQ(s->name(), "act");
+  EXPECT_EQ(b->input(0), s->output(0));
+  EXPECT_EQ(g->num_nodes(), 2u);
+  ir::infer_shapes(*g);
+  auto y = run1(g, {Tensor::from_vector<float>({0, 0}, {2})});
+  EXPECT_FLOAT_EQ(y[0], -0.5f);
+}
+
+TEST(IrGraph, RemoveDeadDropsUnusedNodesAndConstants) {
+  ir::Graph g;
+  auto* x = g.add_input("x", f32({2}));
+  auto* c = g.add_constant("c", Tensor::from_vector<float>({1, 2}, {2}));
+  auto* dead = g.add_node("Add", {x, c}, 1, "dead");
+  auto* live = g.add_node("Relu", {x}, 1, "live");
+  g.add_node("Neg", {dead->output(0)}, 1, "dead2");
+  g.add_output(live->output(0));
+  g.remove_dead();
+  EXPECT_EQ(g.num_nodes(), 1u);
+  EXPECT_EQ(g.find_node("live"), live);
+  EXPECT_EQ(g.find_value("c"), nullptr);
+  (void)c;
+}
+
+TEST(IrGraph, SymbolicDimsPropagateThroughInference) {
+  ir::Graph g;
+  auto* x = g.add_input("x", f32({ir::Dim::sym("batch"), 8}));
+  auto* w = g.add_constant("w", Tensor(DType::f32, {8, 4}));
+  auto* mm = g.add_node("MatMul", {x, w}, 1, "mm");
+  auto* r = g.add_node("Relu", {mm->output(0)}, 1, "relu");
+  g.add_output(r->output(0));
+  ir::infer_shapes(g);
+  EXPECT_EQ(r->output(0)->type.to_string(), "f32[batch,4]");
+}
+
+TEST(IrGraph, ValidationNamesTheNode) {
+  ir::Graph g;
+  auto* x = g.add_input("x", f32({2}));
+  auto* n = g.add_node("Relu", {x, x}, 1, "two_inputs");
+  g.add_output(n->output(0));
+  try {
+    ir::infer_shapes(g);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("two_inputs"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("inputs"), std::string::npos) << e.what();
+  }
+}
+
+TEST(IrGraph, PrinterShowsTypesAttributesAndConstants) {
+  ir::Graph g;
+  g.name = "demo";
+  g.opset_imports[""] = 13;
+  auto* x = g.add_input("x", f32({ir::Dim::sym("n"), 3}));
+  auto* c = g.add_constant("alpha_c", Tensor::from_vector<float>({0.5f}, {1}));
+  auto* m = g.add_node("Mul", {x, c}, std::vector<std::string>{"y"}, "mul_1");
+  auto* l = g.add_node("LeakyRelu", {m->output(0)}, std::vector<std::string>{"z"}, "lrelu_1");
+  l->attrs["alpha"] = 0.25f;
+  g.add_output(l->output(0));
+  ir::infer_shapes(g);
+  std::string s = ir::graph_to_string(g);
+  EXPECT_NE(s.find("graph demo (ai.onnx v13)"), std::string::npos) << s;
+  EXPECT_NE(s.find("input  %x: f32[n,3]"), std::string::npos) << s;
+  EXPECT_NE(s.find("%y: f32[n,3] = Mul[mul_1](%x, %alpha_c=const f32[1] {0.5})"), std::string::npos) << s;
+  EXPECT_NE(s.find("LeakyRelu[lrelu_1, alpha=0.25]"), std::string::npos) << s;
+  EXPECT_NE(s.find("output %z: f32[n,3]"), std::string::npos) << s;
+}
+
+TEST(IrGraph, ExecutorBindsSymbolsConsistently) {
+  auto g = std::make_shared<ir::Graph>();
+  auto* a = g->add_input("a", f32({ir::Dim::sym("n")}));
+  auto* b = g->add_input("b", f32({ir::Dim::sym("n")}));
+  auto* s = g->add_node("Add", {a, b}, 1, "add");
+  g->add_output(s->output(0));
+  ir::infer_shapes(*g);
+  runtime::ReferenceExecutor ex(g);
+  EXPECT_NO_THROW(ex.run({Tensor(DType::f32, {4}), Tensor(DType::f32, {4})}));
+  EXPECT_NO_THROW(ex.run({Tensor(DType::f32, {7}), Tensor(DType::f32, {7})}));
+  EXPECT_THROW(ex.run({Tensor(DType::f32, {4}), Tensor(DType::f32, {5})}), Error);
+}
+
+TEST(Tensor, WrapDoesNotCopyAndReshapedAliases) {
+  std::vector<float> buf = {1, 2, 3, 4};
+  Tensor t = Tensor::wrap(DType::f32, {2, 2}, buf.data());
+  buf[0] = 9;
+  EXPECT_FLOAT_EQ(t.data<float>()[0], 9);
+  Tensor r = t.reshaped({4});
+  EXPECT_EQ(r.raw(), t.raw());
+  EXPECT_THROW(t.reshaped({3}), Error);
+  EXPECT_THROW(t.data<int32_t>(), Error);
+  EXPECT_THROW(Tensor(DType::f32, {-1}), Error);
+}
+
+TEST(DType, HalfAndBfloatRoundTrip) {
+  for (float f : {0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f}) {
+    EXPECT_EQ(static_cast<float>(float16(f)), f) << f;
+  }
+  EXPECT_TRUE(std::isinf(static_cast<float>(float16(1e6f))));
+  EXPECT_EQ(static_cast<float>(bfloat16(1.0f)), 1.0f);
+  EXPECT_EQ(bfloat16::from_float(1.00390625f), 0x3f80);  // tie rounds to even
+  EXPECT_EQ(std::string(dtype_name(DType::boolean)), "bool");
+  EXPECT_EQ(dtype_from_name("f16"), DType::f16);
+  EXPECT_THROW(dtype_from_name("complex64"), Error);
 }

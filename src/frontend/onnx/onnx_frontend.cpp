@@ -179,6 +179,7 @@ std::shared_ptr<ir::Graph> build_graph(const onnx::GraphProto& gp, const std::ma
   for (const auto& out : gp.output()) {
     ir::Value* v = scope.resolve(out.name());
     KILN_CHECK(v, cat("graph output '", out.name(), "' is not produced by any node, initializer or input"));
+    if (v->producer()) v->type = value_type_from_proto(out);  // declared; inference refines it
     g->add_output(v);
   }
   g->topo_order();  // throws on a cycle
