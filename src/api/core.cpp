@@ -7,7 +7,10 @@
 #include "ir/graph.hpp"
 #include "ir/op_registry.hpp"
 #include "ir/printer.hpp"
+#include "cpu/executor.hpp"
 #include "runtime/reference_executor.hpp"
+
+#include <omp.h>
 
 namespace kiln {
 
@@ -62,7 +65,9 @@ std::shared_ptr<Model> Core::read_model_from_memory(const std::string& bytes, co
 
 struct CompiledModel::Impl {
   std::shared_ptr<Model> model;
-  std::unique_ptr<runtime::ReferenceExecutor> executor;
+  int threads = 0;  // 0: all cores
+  std::unique_ptr<cpu::Executor> fast;                  // "kiln_executor" = "cpu" (default)
+  std::unique_ptr<runtime::ReferenceExecutor> reference;  // "kiln_executor" = "reference"
 };
 
 struct InferRequest::Impl {
@@ -71,18 +76,55 @@ struct InferRequest::Impl {
   std::vector<Tensor> outputs;
 };
 
-static void check_properties(const AnyMap& properties) {
-  for (auto& [k, v] : properties)
-    throw Error(cat("unknown property '", k, "' (value '", v, "'): this build of kiln accepts no compile properties yet"));
+namespace {
+
+struct Settings {
+  int threads = 0;
+  bool reference = false;
+};
+
+const char* const kAcceptedKeys = "inference_num_threads (CPU_THREADS_NUM), kiln_executor";
+
+int parse_int(const std::string& key, const std::string& v, int lo, int hi) {
+  size_t used = 0;
+  long long x = 0;
+  try {
+    x = std::stoll(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || v.empty() || x < lo || x > hi)
+    throw Error(cat("property ", key, ": '", v, "' is not an integer in [", lo, ", ", hi, "]"));
+  return static_cast<int>(x);
 }
+
+Settings parse_properties(const AnyMap& properties) {
+  Settings s;
+  for (auto& [k, v] : properties) {
+    if (k == "inference_num_threads" || k == "CPU_THREADS_NUM") {
+      s.threads = parse_int(k, v, 0, 4096);
+    } else if (k == "kiln_executor") {
+      if (v != "cpu" && v != "reference")
+        throw Error(cat("property kiln_executor: '", v, "' is not one of: cpu, reference"));
+      s.reference = v == "reference";
+    } else {
+      throw Error(cat("unknown property '", k, "'; accepted: ", kAcceptedKeys));
+    }
+  }
+  return s;
+}
+
+}  // namespace
 
 CompiledModel Core::compile_model(const std::shared_ptr<Model>& model, const AnyMap& properties) const {
   KILN_CHECK(model, "compile_model: null model");
-  check_properties(properties);
+  Settings s = parse_properties(properties);
   CompiledModel cm;
   cm.impl_ = std::make_shared<CompiledModel::Impl>();
   cm.impl_->model = model;
-  cm.impl_->executor = std::make_unique<runtime::ReferenceExecutor>(model->graph());
+  cm.impl_->threads = s.threads;
+  if (s.reference) cm.impl_->reference = std::make_unique<runtime::ReferenceExecutor>(model->graph());
+  else cm.impl_->fast = std::make_unique<cpu::Executor>(model->graph());
   return cm;
 }
 
@@ -149,7 +191,9 @@ void InferRequest::infer() {
   const auto& ins = r.compiled->model->inputs();
   for (size_t i = 0; i < ins.size(); ++i)
     KILN_CHECK(r.inputs[i].defined(), cat("infer: input '", ins[i].name, "' was not set"));
-  r.outputs = r.compiled->executor->run(r.inputs);
+  auto& c = *r.compiled;
+  omp_set_num_threads(c.threads > 0 ? c.threads : omp_get_num_procs());
+  r.outputs = c.reference ? c.reference->run(r.inputs) : c.fast->run(r.inputs);
 }
 
 Tensor InferRequest::get_output_tensor(size_t index) const {

@@ -261,3 +261,33 @@ void Graph::remove_dead() {
 }
 
 }  // namespace kiln::ir
+
+namespace kiln::ir {
+
+std::shared_ptr<Graph> Graph::clone() const {
+  auto g = std::make_shared<Graph>();
+  g->name = name;
+  g->opset_imports = opset_imports;
+  g->name_counter_ = name_counter_;
+  std::unordered_map<const Value*, Value*> map;
+  for (Value* in : inputs_) map[in] = g->add_input(in->name(), in->type);
+  for (auto& v : values_)
+    if (v->is_constant() && !v->producer_) map[v.get()] = g->add_constant(v->name_, v->constant_);
+  for (Node* n : topo_order()) {
+    std::vector<std::string> outs;
+    for (Value* o : n->outputs_) outs.push_back(o->name_);
+    Node* c = g->add_node(n->op_type_, {}, outs, n->name_, n->domain_);
+    c->opset_ = n->opset_;
+    c->attrs = n->attrs;
+    for (Value* in : n->inputs_) g->append_node_input(c, in ? map.at(in) : nullptr);
+    for (size_t i = 0; i < outs.size(); ++i) {
+      c->outputs_[i]->type = n->outputs_[i]->type;
+      if (n->outputs_[i]->is_constant()) c->outputs_[i]->constant_ = n->outputs_[i]->constant_;
+      map[n->outputs_[i]] = c->outputs_[i];
+    }
+  }
+  for (Value* o : outputs_) g->add_output(map.at(o));
+  return g;
+}
+
+}  // namespace kiln::ir

@@ -120,6 +120,10 @@ class Graph {
   void add_output(Value* v);
   void set_output(size_t i, Value* v);
 
+  // Deep copy of the structure (nodes, values, types, attributes). Constant tensors and
+  // subgraph bodies are shared with the original (both are treated as immutable).
+  std::shared_ptr<Graph> clone() const;
+
   // --- queries ---
   const std::vector<Value*>& inputs() const { return inputs_; }
   const std::vector<Value*>& outputs() const { return outputs_; }

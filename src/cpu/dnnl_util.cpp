@@ -1,0 +1,33 @@
+#include "cpu/dnnl_util.hpp"
+
+namespace kiln::cpu {
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+std::optional<dnnl::memory::data_type> dnnl_type(DType t) {
+  using dt = dnnl::memory::data_type;
+  switch (t) {
+    case DType::f32: return dt::f32;
+    case DType::bf16: return dt::bf16;
+    case DType::f16: return dt::f16;
+    case DType::i32: return dt::s32;
+    case DType::i8: return dt::s8;
+    case DType::u8: return dt::u8;
+    default: return std::nullopt;
+  }
+}
+
+dnnl::memory::dims to_dims(const Shape& s) { return dnnl::memory::dims(s.begin(), s.end()); }
+
+std::optional<dnnl::memory::desc> plain_desc(const Shape& s, DType t) {
+  auto dt = dnnl_type(t);
+  if (!dt || s.empty() || s.size() > 6) return std::nullopt;
+  using tag = dnnl::memory::format_tag;
+  static const tag tags[] = {tag::a, tag::ab, tag::abc, tag::abcd, tag::abcde, tag::abcdef};
+  return dnnl::memory::desc(to_dims(s), *dt, tags[s.size() - 1]);
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,166 @@
+#include "cpu/graph.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <unordered_map>
+
+#include "core/strings.hpp"
+#include "cpu/dnnl_util.hpp"
+#include "cpu/memory_planner.hpp"
+#include "cpu/nodes/node_factory.hpp"
+
+namespace kiln::cpu {
+
+Edge* Graph::new_edge(const std::string& name, DType dtype, Shape shape) {
+  auto e = std::make_unique<Edge>();
+  e->name = name;
+  e->dtype = dtype;
+  e->shape = std::move(shape);
+  edges_.push_back(std::move(e));
+  return edges_.back().get();
+}
+
+Graph::Graph(std::shared_ptr<const ir::Graph> g) : ir_(std::move(g)) {
+  std::unordered_map<const ir::Value*, Edge*> edge_of;
+  auto edge_for = [&](const ir::Value* v) -> Edge* {
+    auto it = edge_of.find(v);
+    if (it != edge_of.end()) return it->second;
+    KILN_CHECK(v->is_constant(), cat("cpu::Graph: value '", v->name(), "' is used before it is produced"));
+    Edge* e = new_edge(v->name(), v->constant().dtype(), v->constant().shape());
+    e->kind = Edge::Kind::constant;
+    e->constant = v->constant();
+    e->data = e->constant.raw();
+    edge_of[v] = e;
+    return e;
+  };
+  for (const ir::Value* in : ir_->inputs()) {
+    KILN_CHECK(in->type.shape.is_static(), cat("cpu::Graph: input '", in->name(), "' has no static shape"));
+    Edge* e = new_edge(in->name(), in->type.dtype, in->type.shape.to_shape());
+    e->kind = Edge::Kind::input;
+    edge_of[in] = e;
+    input_edges_.push_back(e);
+  }
+  for (const ir::Node* n : ir_->topo_order()) {
+    auto node = make_node(*n);
+    for (const ir::Value* in : n->inputs()) node->inputs.push_back(in ? edge_for(in) : nullptr);
+    for (const ir::Value* out : n->outputs()) {
+      KILN_CHECK(out->type.shape.is_static(),
+                 cat(n->describe(), ": output '", out->name(), "' has no static shape ", out->type.shape.to_string()));
+      Edge* e = new_edge(out->name(), out->type.dtype, out->type.shape.to_shape());
+      edge_of[out] = e;
+      node->outputs.push_back(e);
+    }
+    nodes_.push_back(std::move(node));
+  }
+  for (const ir::Value* out : ir_->outputs()) output_edges_.push_back(edge_for(out));
+  prepare_all();
+  plan_memory();
+}
+
+void Graph::prepare_all() {
+  std::vector<std::unique_ptr<Node>> ordered;
+  std::map<std::pair<Edge*, std::string>, Edge*> reordered;  // (edge, target layout) -> converted edge
+  auto convert = [&](Edge* e, const dnnl::memory::desc& target, const std::string& key) -> Edge* {
+    auto it = reordered.find({e, key});
+    if (it != reordered.end()) return it->second;
+    auto r = make_reorder_node(e->name + "/reorder", target);
+    r->inputs = {e};
+    Edge* out = new_edge(e->name + "/" + key, e->dtype, e->shape);
+    r->outputs = {out};
+    r->prepare();
+    ordered.push_back(std::move(r));
+    reordered[{e, key}] = out;
+    return out;
+  };
+  auto desc_key = [](const dnnl::memory::desc& d) {
+    const auto& c = d.data;
+    std::string k = "L";
+    for (int i = 0; i < c.ndims; ++i) k += cat(c.padded_dims[i], ".");
+    if (c.format_kind == dnnl_blocked) {
+      for (int i = 0; i < c.ndims; ++i) k += cat(c.format_desc.blocking.strides[i], ",");
+      for (int i = 0; i < c.format_desc.blocking.inner_nblks; ++i)
+        k += cat("b", c.format_desc.blocking.inner_blks[i], "@", c.format_desc.blocking.inner_idxs[i]);
+    }
+    return k + cat("t", static_cast<int>(c.data_type));
+  };
+  for (auto& node : nodes_) {
+    auto reqs = node->prepare();
+    for (size_t i = 0; i < node->inputs.size() && i < reqs.size(); ++i) {
+      Edge* e = node->inputs[i];
+      if (!e) continue;
+      const InputLayout& r = reqs[i];
+      if (r.kind == InputLayout::Kind::plain && !e->is_plain()) {
+        node->inputs[i] = convert(e, *plain_desc(e->shape, e->dtype), "plain");
+      } else if (r.kind == InputLayout::Kind::exact && !(e->desc() == r.desc)) {
+        node->inputs[i] = convert(e, r.desc, desc_key(r.desc));
+      }
+    }
+    ordered.push_back(std::move(node));
+  }
+  for (auto& e : output_edges_)
+    if (!e->is_plain()) e = convert(e, *plain_desc(e->shape, e->dtype), "plain");
+  nodes_ = std::move(ordered);
+}
+
+void Graph::plan_memory() {
+  std::unordered_map<Edge*, size_t> index;
+  std::vector<BufferRequest> reqs;
+  std::vector<Edge*> planned;
+  const int end = static_cast<int>(nodes_.size());
+  for (int step = 0; step < end; ++step) {
+    for (Edge* e : nodes_[static_cast<size_t>(step)]->outputs) {
+      if (e->kind != Edge::Kind::arena) continue;
+      index[e] = reqs.size();
+      reqs.push_back({e->bytes(), step, step});
+      planned.push_back(e);
+    }
+    for (Edge* e : nodes_[static_cast<size_t>(step)]->inputs)
+      if (e && index.count(e)) reqs[index[e]].last = step;
+  }
+  for (Edge* e : output_edges_)
+    if (index.count(e)) reqs[index[e]].last = end;  // kept until copied out
+  MemoryPlan plan = kiln::cpu::plan_memory(reqs);
+  arena_bytes_ = plan.total_bytes;
+  void* p = std::aligned_alloc(MemoryPlan::kAlignment, std::max<size_t>(arena_bytes_, MemoryPlan::kAlignment));
+  KILN_CHECK(p, cat("cpu::Graph: cannot allocate an arena of ", arena_bytes_, " bytes"));
+  arena_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  for (size_t i = 0; i < planned.size(); ++i) planned[i]->data = static_cast<char*>(p) + plan.offsets[i];
+}
+
+std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs) {
+  KILN_CHECK(inputs.size() == input_edges_.size(),
+             cat("cpu::Graph: ", inputs.size(), " inputs given, ", input_edges_.size(), " expected"));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Edge* e = input_edges_[i];
+    KILN_CHECK(inputs[i].shape() == e->shape && inputs[i].dtype() == e->dtype,
+               cat("cpu::Graph: input '", e->name, "' is ", dtype_name(inputs[i].dtype()),
+                   shape_to_string(inputs[i].shape()), ", the plan was made for ", dtype_name(e->dtype),
+                   shape_to_string(e->shape)));
+    e->data = const_cast<void*>(inputs[i].raw());
+  }
+  dnnl::stream stream(cpu_engine());
+  for (auto& n : nodes_) n->execute(stream);
+  stream.wait();
+  std::vector<Tensor> out;
+  for (Edge* e : output_edges_) {
+    Tensor t(e->dtype, e->shape);
+    if (e->bytes()) std::memcpy(t.raw(), e->data, e->bytes());
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::string Graph::describe() const {
+  std::ostringstream os;
+  os << "cpu::Graph: " << nodes_.size() << " nodes, arena " << arena_bytes_ << " bytes\n";
+  for (auto& n : nodes_) {
+    os << "  " << n->name << " : " << n->type() << " [" << n->impl << "] ->";
+    for (Edge* e : n->outputs) os << " " << e->name << " " << shape_to_string(e->shape) << " " << e->layout_name();
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace kiln::cpu

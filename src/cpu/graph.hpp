@@ -1,0 +1,46 @@
+#pragma once
+// cpu::Graph: the runtime graph built from an ir::Graph whose shapes are all static
+// (see transforms::specialize_shapes). One runtime node per ir node — a oneDNN-backed
+// node where one supports it, else a Reference node running the spine's kernel — plus
+// Reorder nodes where a consumer needs another layout than its producer made. All
+// intermediate tensors live in one arena planned by lifetime; nothing is allocated
+// during execute() except by Reference nodes' kernels.
+#include <kiln/tensor.hpp>
+
+#include <memory>
+#include <vector>
+
+#include "cpu/node.hpp"
+#include "ir/graph.hpp"
+
+namespace kiln::cpu {
+
+class Graph {
+ public:
+  // `g` must have static shapes everywhere; it must outlive this object.
+  explicit Graph(std::shared_ptr<const ir::Graph> g);
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // Inputs in graph input order (already checked against the declared types).
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+
+  const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
+  size_t arena_bytes() const { return arena_bytes_; }
+  // One line per node: name, type, impl, output layouts (for tests and debugging).
+  std::string describe() const;
+
+ private:
+  Edge* new_edge(const std::string& name, DType dtype, Shape shape);
+  void prepare_all();
+  void plan_memory();
+
+  std::shared_ptr<const ir::Graph> ir_;
+  std::vector<std::unique_ptr<Edge>> edges_;
+  std::vector<std::unique_ptr<Node>> nodes_;  // execution order
+  std::vector<Edge*> input_edges_, output_edges_;
+  std::shared_ptr<void> arena_;
+  size_t arena_bytes_ = 0;
+};
+
+}  // namespace kiln::cpu

@@ -1,0 +1,46 @@
+#include "cpu/node.hpp"
+
+#include "core/strings.hpp"
+#include "cpu/dnnl_util.hpp"
+
+namespace kiln::cpu {
+
+size_t Edge::bytes() const {
+  if (blocked) return blocked->get_size();
+  return static_cast<size_t>(shape_size(shape)) * dtype_size(dtype);
+}
+
+dnnl::memory::desc Edge::desc() const {
+  if (blocked) return *blocked;
+  auto d = plain_desc(shape, dtype);
+  KILN_CHECK(d.has_value(), cat("tensor '", name, "' (", dtype_name(dtype), shape_to_string(shape),
+                                ") has no oneDNN descriptor"));
+  return *d;
+}
+
+dnnl::memory Edge::memory() const { return dnnl::memory(desc(), cpu_engine(), data); }
+
+Tensor Edge::tensor() const {
+  KILN_CHECK(is_plain(), cat("tensor '", name, "' is in a blocked layout, not viewable as a plain tensor"));
+  if (kind == Kind::constant) return constant;
+  static char no_data;  // zero-size tensors need a non-null pointer
+  return Tensor::wrap(dtype, shape, data ? data : &no_data);
+}
+
+std::string Edge::layout_name() const {
+  if (!blocked) return "plain";
+  // oneDNN 2.6 has no public tag query; describe the blocking from the descriptor
+  const dnnl_memory_desc_t& c = blocked->data;
+  if (c.format_kind != dnnl_blocked) return "opaque";
+  std::string s = "blocked(";
+  for (int i = 0; i < c.format_desc.blocking.inner_nblks; ++i)
+    s += cat(i ? "," : "", c.format_desc.blocking.inner_blks[i], "@dim", c.format_desc.blocking.inner_idxs[i]);
+  return s + ")";
+}
+
+bool is_plain_layout(const dnnl::memory::desc& d, const Shape& shape, DType dtype) {
+  auto p = plain_desc(shape, dtype);
+  return p && *p == d;
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,68 @@
+#pragma once
+// cpu::Graph building blocks: Edge (a runtime tensor with a static shape, a layout and a
+// place in memory) and Node (one runtime node kind per file under src/cpu/nodes/).
+#include <kiln/tensor.hpp>
+
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.hpp"
+
+namespace kiln::cpu {
+
+struct Edge {
+  enum class Kind { arena, constant, input };
+  std::string name;
+  DType dtype = DType::undefined;
+  Shape shape;
+  // nullopt: plain row-major (what reference kernels and users see); else a oneDNN
+  // layout such as nChw16c chosen by a primitive.
+  std::optional<dnnl::memory::desc> blocked;
+  Kind kind = Kind::arena;
+  Tensor constant;    // Kind::constant
+  size_t offset = 0;  // Kind::arena: byte offset in the arena
+  void* data = nullptr;  // bound before execution
+
+  size_t bytes() const;
+  bool is_plain() const { return !blocked.has_value(); }
+  // The oneDNN descriptor of this edge (blocked, or plain; throws if oneDNN has no such dtype).
+  dnnl::memory::desc desc() const;
+  dnnl::memory memory() const;  // over `data`
+  Tensor tensor() const;        // plain only: a view of `data`
+  std::string layout_name() const;  // "plain" or oneDNN's tag, e.g. "aBcd16b"
+};
+
+// What a node needs an input to look like.
+struct InputLayout {
+  enum class Kind { any, plain, exact } kind = Kind::any;
+  dnnl::memory::desc desc;  // Kind::exact
+  static InputLayout any() { return {}; }
+  static InputLayout plain() { return {Kind::plain, {}}; }
+  static InputLayout exact(dnnl::memory::desc d) { return {Kind::exact, std::move(d)}; }
+};
+
+class Node {
+ public:
+  virtual ~Node() = default;
+  virtual const char* type() const = 0;  // "Convolution", "Reorder", "Reference", ...
+
+  std::string name;
+  const ir::Node* source = nullptr;  // the ir node it runs (null for inserted nodes)
+  std::vector<Edge*> inputs;         // nullptr for an omitted optional input
+  std::vector<Edge*> outputs;
+  std::string impl = "ref:any";      // primitive implementation chosen (oneDNN's impl name)
+
+  // Compile step, called in execution order once the producers are prepared: decides
+  // the layout of every output edge, creates primitives, and says which layout each
+  // input must have (the graph inserts a Reorder where an input does not match).
+  virtual std::vector<InputLayout> prepare() = 0;
+  virtual void execute(dnnl::stream& stream) = 0;
+};
+
+// A plain descriptor when the shape/dtype allows, for comparisons.
+bool is_plain_layout(const dnnl::memory::desc& d, const Shape& shape, DType dtype);
+
+}  // namespace kiln::cpu

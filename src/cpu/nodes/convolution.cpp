@@ -1,0 +1,128 @@
+// Convolution: ONNX Conv (1D/2D/3D, grouped, depthwise, dilated, strided, padded,
+// auto_pad) on oneDNN's convolution_forward. oneDNN picks the activation layout
+// (format_tag::any: nChw16c on AVX-512, nChw8c on AVX2), so chains of convolutions stay
+// blocked; the weights are reordered once, at compile time, into the layout it wants.
+#include "core/strings.hpp"
+#include "cpu/dnnl_util.hpp"
+#include "cpu/nodes/node_factory.hpp"
+
+namespace kiln::cpu {
+
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+
+class ConvolutionNode : public Node {
+ public:
+  explicit ConvolutionNode(const ir::Node& n) {
+    source = &n;
+    name = n.name();
+  }
+  const char* type() const override { return "Convolution"; }
+
+  std::vector<InputLayout> prepare() override {
+    const ir::Node& n = *source;
+    const Shape& x = inputs[0]->shape;
+    const Shape& w = inputs[1]->shape;
+    const Shape& y = outputs[0]->shape;
+    const size_t sp = x.size() - 2;
+    const int64_t group = n.attr_i("group", 1);
+    auto strides = n.attr_ints("strides", std::vector<int64_t>(sp, 1));
+    auto dil = n.attr_ints("dilations", std::vector<int64_t>(sp, 1));
+    std::vector<int64_t> kernel(w.begin() + 2, w.end());
+    memory::dims pad_l(sp, 0), pad_r(sp, 0), odil(sp, 0);
+    std::string auto_pad = n.attr_s("auto_pad", "NOTSET");
+    auto pads = n.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
+    for (size_t i = 0; i < sp; ++i) {
+      odil[i] = dil[i] - 1;
+      if (auto_pad == "NOTSET") {
+        pad_l[i] = pads[i];
+        pad_r[i] = pads[sp + i];
+      } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+        int64_t eff = (kernel[i] - 1) * dil[i] + 1;
+        int64_t total = std::max<int64_t>(0, (y[2 + i] - 1) * strides[i] + eff - x[2 + i]);
+        int64_t small = total / 2, big = total - small;
+        pad_l[i] = auto_pad == "SAME_UPPER" ? small : big;
+        pad_r[i] = auto_pad == "SAME_UPPER" ? big : small;
+      }
+    }
+    // oneDNN wants the right padding that reproduces the output size exactly
+    for (size_t i = 0; i < sp; ++i) {
+      int64_t eff = (kernel[i] - 1) * dil[i] + 1;
+      pad_r[i] = (y[2 + i] - 1) * strides[i] + eff - x[2 + i] - pad_l[i];
+    }
+    memory::dims wdims;
+    if (group > 1) {
+      wdims = {group, w[0] / group, w[1]};
+      wdims.insert(wdims.end(), kernel.begin(), kernel.end());
+    } else {
+      wdims = to_dims(w);
+    }
+    const auto f32 = memory::data_type::f32;
+    memory::desc src_any(to_dims(x), f32, tag::any);
+    memory::desc dst_any(to_dims(y), f32, tag::any);
+    memory::desc wei_any(wdims, f32, tag::any);
+    bool has_bias = inputs.size() > 2 && inputs[2];
+    memory::desc bias_md = has_bias ? memory::desc({w[0]}, f32, tag::a) : memory::desc();
+    auto d = has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                        dnnl::algorithm::convolution_direct, src_any, wei_any, bias_md,
+                                                        dst_any, to_dims(strides), odil, pad_l, pad_r)
+                      : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                        dnnl::algorithm::convolution_direct, src_any, wei_any, dst_any,
+                                                        to_dims(strides), odil, pad_l, pad_r);
+    pd_ = dnnl::convolution_forward::primitive_desc(d, cpu_engine());
+    prim_ = dnnl::convolution_forward(pd_);
+    impl = pd_.impl_info_str();
+
+    // weights: plain (g)oi[d][h]w -> the primitive's layout, once
+    static const tag plain_w[] = {tag::oiw, tag::oihw, tag::oidhw};
+    static const tag plain_gw[] = {tag::goiw, tag::goihw, tag::goidhw};
+    memory::desc wplain(wdims, f32, group > 1 ? plain_gw[sp - 1] : plain_w[sp - 1]);
+    memory wsrc(wplain, cpu_engine(), inputs[1]->data);
+    weights_ = memory(pd_.weights_desc(), cpu_engine());
+    dnnl::stream s(cpu_engine());
+    dnnl::reorder(wsrc, weights_).execute(s, wsrc, weights_);
+    s.wait();
+    if (has_bias) bias_ = memory(bias_md, cpu_engine(), inputs[2]->data);
+
+    Edge* out = outputs[0];
+    if (is_plain_layout(pd_.dst_desc(), out->shape, out->dtype)) out->blocked.reset();
+    else out->blocked = pd_.dst_desc();
+    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
+    req[0] = InputLayout::exact(pd_.src_desc());
+    return req;
+  }
+
+  void execute(dnnl::stream& stream) override {
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, inputs[0]->memory()},
+                                            {DNNL_ARG_WEIGHTS, weights_},
+                                            {DNNL_ARG_DST, outputs[0]->memory()}};
+    if (bias_) args[DNNL_ARG_BIAS] = bias_;
+    prim_.execute(stream, args);
+  }
+
+ private:
+  dnnl::convolution_forward::primitive_desc pd_;
+  dnnl::convolution_forward prim_;
+  memory weights_, bias_;
+};
+
+}  // namespace
+
+bool convolution_supports(const ir::Node& n) {
+  if (n.op_type() != "Conv" || !n.domain().empty() || n.num_inputs() < 2) return false;
+  const ir::Value *x = n.input(0), *w = n.input(1), *b = n.input(2);
+  if (!x || !w || !w->is_constant() || (b && !b->is_constant())) return false;
+  if (x->type.dtype != DType::f32 || w->constant().dtype() != DType::f32) return false;
+  if (!x->type.shape.is_static()) return false;
+  size_t rank = x->type.shape.rank();
+  if (rank < 3 || rank > 5 || w->constant().rank() != rank) return false;
+  int64_t group = n.attr_i("group", 1);
+  int64_t oc = w->constant().shape()[0];
+  return group >= 1 && oc % group == 0;
+}
+
+std::unique_ptr<Node> make_convolution_node(const ir::Node& n) { return std::make_unique<ConvolutionNode>(n); }
+
+}  // namespace kiln::cpu

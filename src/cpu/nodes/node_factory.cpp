@@ -1,0 +1,10 @@
+#include "cpu/nodes/node_factory.hpp"
+
+namespace kiln::cpu {
+
+std::unique_ptr<Node> make_node(const ir::Node& n) {
+  if (convolution_supports(n)) return make_convolution_node(n);
+  return make_reference_node(n);
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,206 @@
+// cpu::Graph: oneDNN-backed nodes against the reference executor, layouts and
+// reorders, the memory planner, and the plan cache for dynamic shapes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "cpu/executor.hpp"
+#include "cpu/graph.hpp"
+#include "cpu/memory_planner.hpp"
+#include "ir/op_registry.hpp"
+#include "runtime/reference_executor.hpp"
+#include "transforms/specialize_shapes.hpp"
+
+using namespace kiln;
+
+namespace {
+
+Tensor random_tensor(Shape s, uint32_t seed, float scale = 1.0f) {
+  Tensor t(DType::f32, std::move(s));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.size(); ++i) p[i] = u(rng);
+  return t;
+}
+
+void expect_close(const Tensor& want, const Tensor& got, double rtol = 1e-4, double atol = 1e-4) {
+  ASSERT_EQ(want.shape(), got.shape());
+  auto a = want.to_f64(), b = got.to_f64();
+  for (size_t i = 0; i < a.size(); ++i)
+    ASSERT_LE(std::fabs(a[i] - b[i]), atol + rtol * std::fabs(a[i])) << "at " << i << ": " << b[i] << " vs " << a[i];
+}
+
+// Runs g on the reference executor and on a cpu::Graph made from a specialised copy.
+std::unique_ptr<cpu::Graph> compare_with_reference(const std::shared_ptr<ir::Graph>& g,
+                                                   const std::vector<Tensor>& inputs) {
+  ir::infer_shapes(*g);
+  runtime::ReferenceExecutor ref(g);
+  auto want = ref.run(inputs);
+  auto copy = g->clone();
+  std::vector<Shape> shapes;
+  for (auto& t : inputs) shapes.push_back(t.shape());
+  auto r = transforms::specialize_shapes(*copy, shapes);
+  EXPECT_TRUE(r.all_static);
+  auto cg = std::make_unique<cpu::Graph>(copy);
+  auto got = cg->run(inputs);
+  EXPECT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) expect_close(want[i], got[i]);
+  return cg;
+}
+
+size_t count_type(const cpu::Graph& g, const std::string& type) {
+  size_t n = 0;
+  for (auto& node : g.nodes()) n += type == node->type();
+  return n;
+}
+
+struct ConvCase {
+  Shape x;
+  int64_t oc, group;
+  std::vector<int64_t> kernel, strides, dilations, pads;
+  std::string auto_pad = "NOTSET";
+  bool bias = true;
+};
+
+}  // namespace
+
+TEST(CpuConvolution, MatchesReferenceOverOddShapes) {
+  std::vector<ConvCase> cases = {
+      {{1, 3, 17, 19}, 17, 1, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}},
+      {{2, 17, 9, 9}, 33, 1, {1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}, "NOTSET", false},
+      {{1, 33, 13, 11}, 33, 33, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}},        // depthwise, strided
+      {{1, 16, 15, 15}, 24, 4, {3, 3}, {1, 1}, {2, 2}, {2, 2, 2, 2}},         // grouped, dilated
+      {{1, 5, 10, 7}, 7, 1, {2, 3}, {2, 1}, {1, 1}, {0, 1, 1, 0}},            // asymmetric pads
+      {{1, 6, 11, 11}, 8, 2, {3, 3}, {2, 2}, {1, 1}, {}, "SAME_UPPER"},
+      {{1, 6, 11, 11}, 8, 1, {4, 4}, {3, 3}, {1, 1}, {}, "SAME_LOWER"},
+      {{2, 3, 31}, 9, 1, {5}, {2}, {1}, {2, 2}},                              // 1D
+      {{1, 4, 5, 6, 7}, 3, 1, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1, 1, 1, 1}},  // 3D
+  };
+  uint32_t seed = 1;
+  for (auto& c : cases) {
+    auto g = std::make_shared<ir::Graph>();
+    g->opset_imports[""] = 13;
+    auto* x = g->add_input("x", {DType::f32, ir::PartialShape(c.x)});
+    Shape ws = {c.oc, c.x[1] / c.group};
+    ws.insert(ws.end(), c.kernel.begin(), c.kernel.end());
+    std::vector<ir::Value*> ins = {x, g->add_constant("w", random_tensor(ws, seed++, 0.5f))};
+    if (c.bias) ins.push_back(g->add_constant("b", random_tensor({c.oc}, seed++)));
+    auto* conv = g->add_node("Conv", ins, 1, "conv");
+    conv->attrs["group"] = c.group;
+    conv->attrs["kernel_shape"] = c.kernel;
+    conv->attrs["strides"] = c.strides;
+    conv->attrs["dilations"] = c.dilations;
+    if (c.auto_pad == "NOTSET") conv->attrs["pads"] = c.pads;
+    else conv->attrs["auto_pad"] = c.auto_pad;
+    g->add_output(conv->output(0));
+    SCOPED_TRACE(shape_to_string(c.x) + " oc " + std::to_string(c.oc) + " group " + std::to_string(c.group));
+    auto cg = compare_with_reference(g, {random_tensor(c.x, seed++)});
+    ASSERT_EQ(count_type(*cg, "Convolution"), 1u) << cg->describe();
+    for (auto& n : cg->nodes()) {
+      if (std::string(n->type()) == "Convolution") {
+        EXPECT_EQ(n->impl.rfind("ref", 0), std::string::npos) << n->impl;
+      }
+    }
+  }
+}
+
+TEST(CpuLayouts, ConvChainsStayBlockedAndReorderOnlyAtTheBoundary) {
+  auto g = std::make_shared<ir::Graph>();
+  g->opset_imports[""] = 13;
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 32, 14, 14})});
+  auto conv = [&](ir::Value* in, const std::string& name, uint32_t seed) {
+    auto* n = g->add_node("Conv", {in, g->add_constant(name + "_w", random_tensor({32, 32, 3, 3}, seed, 0.1f))}, 1, name);
+    n->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+    return n->output(0);
+  };
+  auto* c1 = conv(x, "c1", 1);
+  auto* c2 = conv(c1, "c2", 2);
+  auto* relu = g->add_node("Relu", {c2}, 1, "relu");  // reference node: needs plain
+  g->add_output(relu->output(0));
+  auto cg = compare_with_reference(g, {random_tensor({1, 32, 14, 14}, 3)});
+  // c1 -> c2 is passed in the convolution's own (blocked on AVX2/AVX-512) layout:
+  // there is a reorder into the first conv and one out to the reference Relu, none between.
+  std::vector<std::string> order;
+  for (auto& n : cg->nodes()) order.push_back(n->type());
+  size_t reorders = count_type(*cg, "Reorder");
+  const cpu::Edge* mid = cg->nodes()[order[0] == std::string("Reorder") ? 1 : 0]->outputs[0];
+  if (mid->is_plain()) {
+    EXPECT_EQ(reorders, 0u) << cg->describe();  // this CPU's convolution prefers plain
+  } else {
+    EXPECT_EQ(reorders, 2u) << cg->describe();
+    EXPECT_EQ(order.front(), "Reorder");
+    EXPECT_EQ(order[1], "Convolution");
+    EXPECT_EQ(order[2], "Convolution");
+    EXPECT_EQ(order[3], "Reorder");
+    EXPECT_EQ(order[4], "Reference");
+  }
+}
+
+TEST(CpuMemoryPlanner, LiveBuffersNeverOverlap) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<cpu::BufferRequest> req;
+    for (int i = 0; i < 40; ++i) {
+      int first = static_cast<int>(rng() % 30);
+      req.push_back({1 + rng() % 5000, first, first + static_cast<int>(rng() % 8)});
+    }
+    auto plan = cpu::plan_memory(req);
+    size_t sum = 0;
+    for (size_t i = 0; i < req.size(); ++i) {
+      sum += (req[i].bytes + 63) / 64 * 64;
+      EXPECT_EQ(plan.offsets[i] % cpu::MemoryPlan::kAlignment, 0u);
+      EXPECT_LE(plan.offsets[i] + req[i].bytes, plan.total_bytes);
+      for (size_t j = 0; j < i; ++j) {
+        bool live_together = req[i].first <= req[j].last && req[j].first <= req[i].last;
+        bool overlap = plan.offsets[i] < plan.offsets[j] + req[j].bytes && plan.offsets[j] < plan.offsets[i] + req[i].bytes;
+        EXPECT_FALSE(live_together && overlap) << "buffers " << i << " and " << j;
+      }
+    }
+    EXPECT_LE(plan.total_bytes, sum);
+  }
+  // a chain reuses memory: a -> b -> c -> d, each live for two steps, needs two slots
+  auto plan = cpu::plan_memory({{1024, 0, 1}, {1024, 1, 2}, {1024, 2, 3}, {1024, 3, 4}});
+  EXPECT_EQ(plan.total_bytes, 2048u);
+}
+
+TEST(CpuExecutor, PlansAreCachedPerInputShape) {
+  auto g = std::make_shared<ir::Graph>();
+  g->opset_imports[""] = 13;
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(std::vector<ir::Dim>{ir::Dim::sym("n"), 4, 8, 8})});
+  auto* c = g->add_node("Conv", {x, g->add_constant("w", random_tensor({6, 4, 3, 3}, 1))}, 1, "conv");
+  // a shape computation that specialisation folds away: Flatten via Shape/Gather/Reshape
+  auto* shape = g->add_node("Shape", {c->output(0)}, 1, "shape");
+  auto* n0 = g->add_node("Gather", {shape->output(0), g->add_constant("i0", Tensor::scalar<int64_t>(0))}, 1, "n0");
+  auto* n0u = g->add_node("Unsqueeze", {n0->output(0), g->add_constant("ax", Tensor::from_vector<int64_t>({0}, {1}))}, 1, "n0u");
+  auto* tgt = g->add_node("Concat", {n0u->output(0), g->add_constant("m1", Tensor::from_vector<int64_t>({-1}, {1}))}, 1, "tgt");
+  tgt->attrs["axis"] = int64_t(0);
+  auto* r = g->add_node("Reshape", {c->output(0), tgt->output(0)}, 1, "flat");
+  g->add_output(r->output(0));
+  ir::infer_shapes(*g);
+  runtime::ReferenceExecutor ref(g);
+  cpu::Executor ex(g);
+  for (int64_t n : {1, 3, 1, 3, 2}) {
+    Tensor in = random_tensor({n, 4, 8, 8}, static_cast<uint32_t>(n));
+    expect_close(ref.run({in})[0], ex.run({in})[0]);
+  }
+  EXPECT_EQ(ex.cached_plans(), 3u);
+  const auto& plan = ex.plan_for({{3, 4, 8, 8}});
+  ASSERT_TRUE(plan.cpu);
+  EXPECT_EQ(plan.graph->num_nodes(), 2u);  // Conv + Reshape; the shape chain was folded
+}
+
+TEST(CpuExecutor, DataDependentShapesFallBackToTheReferenceExecutor) {
+  auto g = std::make_shared<ir::Graph>();
+  g->opset_imports[""] = 13;
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{6})});
+  auto* nz = g->add_node("NonZero", {x}, 1, "nz");
+  g->add_output(nz->output(0));
+  ir::infer_shapes(*g);
+  cpu::Executor ex(g);
+  auto out = ex.run({Tensor::from_vector<float>({0, 1, 0, 2, 3, 0}, {6})});
+  EXPECT_EQ(out[0].to_i64(), (std::vector<int64_t>{1, 3, 4}));
+  EXPECT_FALSE(ex.plan_for({{6}}).cpu);
+  EXPECT_NE(ex.plan_for({{6}}).fallback_reason.find("depends on data"), std::string::npos);
+}
