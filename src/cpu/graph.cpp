@@ -104,29 +104,43 @@ void Graph::prepare_all() {
   nodes_ = std::move(ordered);
 }
 
+static Edge* root_of(Edge* e) {
+  while (e->alias_of) e = e->alias_of;
+  return e;
+}
+
 void Graph::plan_memory() {
+  // views share their input's bytes: their root buffer lives as long as any view is read
+  for (auto& n : nodes_)
+    if (int k = n->output_aliases_input(); k >= 0) n->outputs[0]->alias_of = root_of(n->inputs[static_cast<size_t>(k)]);
   std::unordered_map<Edge*, size_t> index;
   std::vector<BufferRequest> reqs;
   std::vector<Edge*> planned;
   const int end = static_cast<int>(nodes_.size());
   for (int step = 0; step < end; ++step) {
     for (Edge* e : nodes_[static_cast<size_t>(step)]->outputs) {
-      if (e->kind != Edge::Kind::arena) continue;
+      if (e->kind != Edge::Kind::arena || e->alias_of) continue;
       index[e] = reqs.size();
       reqs.push_back({e->bytes(), step, step});
       planned.push_back(e);
     }
     for (Edge* e : nodes_[static_cast<size_t>(step)]->inputs)
-      if (e && index.count(e)) reqs[index[e]].last = step;
+      if (e && index.count(root_of(e))) reqs[index[root_of(e)]].last = step;
   }
   for (Edge* e : output_edges_)
-    if (index.count(e)) reqs[index[e]].last = end;  // kept until copied out
+    if (index.count(root_of(e))) reqs[index[root_of(e)]].last = end;  // kept until copied out
   MemoryPlan plan = kiln::cpu::plan_memory(reqs);
   arena_bytes_ = plan.total_bytes;
   void* p = std::aligned_alloc(MemoryPlan::kAlignment, std::max<size_t>(arena_bytes_, MemoryPlan::kAlignment));
   KILN_CHECK(p, cat("cpu::Graph: cannot allocate an arena of ", arena_bytes_, " bytes"));
   arena_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   for (size_t i = 0; i < planned.size(); ++i) planned[i]->data = static_cast<char*>(p) + plan.offsets[i];
+  bind_views();
+}
+
+void Graph::bind_views() {
+  for (auto& e : edges_)
+    if (e->alias_of) e->data = e->alias_of->data;
 }
 
 std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs) {
@@ -140,6 +154,7 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs) {
                    shape_to_string(e->shape)));
     e->data = const_cast<void*>(inputs[i].raw());
   }
+  bind_views();  // views of inputs follow the user's buffers
   dnnl::stream stream(cpu_engine());
   for (auto& n : nodes_) n->execute(stream);
   stream.wait();

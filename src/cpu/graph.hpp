@@ -34,6 +34,7 @@ class Graph {
   Edge* new_edge(const std::string& name, DType dtype, Shape shape);
   void prepare_all();
   void plan_memory();
+  void bind_views();
 
   std::shared_ptr<const ir::Graph> ir_;
   std::vector<std::unique_ptr<Edge>> edges_;

@@ -25,6 +25,7 @@ struct Edge {
   Tensor constant;    // Kind::constant
   size_t offset = 0;  // Kind::arena: byte offset in the arena
   void* data = nullptr;  // bound before execution
+  Edge* alias_of = nullptr;  // a view: shares the bytes of this edge (its root)
 
   size_t bytes() const;
   bool is_plain() const { return !blocked.has_value(); }
@@ -60,6 +61,8 @@ class Node {
   // input must have (the graph inserts a Reorder where an input does not match).
   virtual std::vector<InputLayout> prepare() = 0;
   virtual void execute(dnnl::stream& stream) = 0;
+  // >= 0: output 0 is a view of that input's memory (no copy; the graph aliases them).
+  virtual int output_aliases_input() const { return -1; }
 };
 
 // A plain descriptor when the shape/dtype allows, for comparisons.

@@ -204,3 +204,29 @@ TEST(CpuExecutor, DataDependentShapesFallBackToTheReferenceExecutor) {
   EXPECT_FALSE(ex.plan_for({{6}}).cpu);
   EXPECT_NE(ex.plan_for({{6}}).fallback_reason.find("depends on data"), std::string::npos);
 }
+
+TEST(CpuViews, ReshapeAndFlattenShareTheirInputsMemory) {
+  auto g = std::make_shared<ir::Graph>();
+  g->opset_imports[""] = 13;
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{2, 3, 4})});
+  auto* a = g->add_node("Neg", {x}, 1, "neg");
+  auto* r = g->add_node("Reshape", {a->output(0), g->add_constant("s", Tensor::from_vector<int64_t>({6, 4}, {2}))}, 1,
+                        "reshape");
+  auto* f = g->add_node("Flatten", {r->output(0)}, 1, "flatten");
+  f->attrs["axis"] = int64_t(0);
+  auto* b = g->add_node("Abs", {f->output(0)}, 1, "abs");
+  g->add_output(b->output(0));
+  g->add_output(r->output(0));  // a view that is also a graph output
+  auto cg = compare_with_reference(g, {random_tensor({2, 3, 4}, 5)});
+  ASSERT_EQ(count_type(*cg, "View"), 2u) << cg->describe();
+  const cpu::Edge* neg_out = nullptr;
+  for (auto& n : cg->nodes()) {
+    if (n->name == "neg") neg_out = n->outputs[0];
+    if (std::string(n->type()) == "View") {
+      ASSERT_NE(neg_out, nullptr);
+      EXPECT_EQ(n->outputs[0]->data, neg_out->data) << n->name;
+    }
+  }
+  // the arena holds neg's output and abs's output only (96 bytes each, 64-aligned)
+  EXPECT_EQ(cg->arena_bytes(), 256u) << cg->describe();
+}

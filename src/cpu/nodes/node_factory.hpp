@@ -13,6 +13,9 @@ std::unique_ptr<Node> make_node(const ir::Node& n);
 std::unique_ptr<Node> make_reference_node(const ir::Node& n);
 std::unique_ptr<Node> make_reorder_node(const std::string& name, dnnl::memory::desc dst);
 
+bool view_supports(const ir::Node& n);
+std::unique_ptr<Node> make_view_node(const ir::Node& n);
+
 bool convolution_supports(const ir::Node& n);
 std::unique_ptr<Node> make_convolution_node(const ir::Node& n);
 
