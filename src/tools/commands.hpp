@@ -1,5 +1,5 @@
 #pragma once
-// The `kiln` subcommands. Each returns the process exit code; kiln::Error propagates to
+// The `kiln` subcommands (run, benchmark, info, zoo). Each returns the process exit code; kiln::Error propagates to
 // main, which prints "kiln: error: ..." and exits with 1.
 #include <cstdint>
 #include <string>
@@ -15,8 +15,22 @@ struct RunOptions {
   bool random_inputs = false;
   uint32_t seed = 0;
   int iterations = 1;
+  int threads = 0;  // > 0: compile property inference_num_threads
 };
 int cmd_run(const RunOptions& o);
+
+struct BenchmarkOptions {
+  std::string model;
+  std::vector<std::string> inputs;  // NAME=FILE or FILE; inputs not given get random data
+  std::vector<std::string> shapes;  // NAME=[d0,d1,...] or SYMBOL=N
+  uint32_t seed = 0;
+  int threads = 0;        // > 0: compile property inference_num_threads
+  int iterations = 0;     // -niter; 0: not given
+  double seconds = 0;     // -time; 0: not given
+  int warmup = 2;         // untimed runs after the first inference
+  std::string json_path;  // empty: no JSON file
+};
+int cmd_benchmark(const BenchmarkOptions& o);
 
 struct InfoOptions {
   std::string model;

@@ -1,4 +1,4 @@
-// kiln command line: run / info / zoo.
+// kiln command line: run / benchmark / info / zoo.
 #include <kiln/error.hpp>
 
 #include <CLI/CLI.hpp>
@@ -15,7 +15,7 @@ namespace {
 
 constexpr const char* kVersion = "0.1.0";
 
-bool is_subcommand(const std::string& s) { return s == "run" || s == "info" || s == "zoo"; }
+bool is_subcommand(const std::string& s) { return s == "run" || s == "benchmark" || s == "info" || s == "zoo"; }
 
 }  // namespace
 
@@ -28,6 +28,14 @@ int main(int argc, char** argv) {
   if (args.size() >= 2 && !args[1].empty() && args[1][0] != '-' && !is_subcommand(args[1])) {
     args.insert(args.begin() + 1, "run");
     args.push_back("--random-inputs");
+  }
+  // `kiln benchmark` also takes benchmark_app-style -niter / -time (CLI11 wants --niter / --time).
+  if (args.size() >= 2 && args[1] == "benchmark") {
+    for (size_t i = 2; i < args.size(); ++i) {
+      if (args[i] == "--") break;
+      for (const char* name : {"-niter", "-time"})
+        if (args[i] == name || args[i].rfind(std::string(name) + "=", 0) == 0) args[i].insert(0, "-");
+    }
   }
 
   CLI::App app{"kiln: a CPU inference engine for ONNX models", "kiln"};
@@ -50,6 +58,34 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--seed", run.seed, "Random seed for --random-inputs (default 0)");
   run_cmd->add_option("-n,--iterations", run.iterations, "Run inference N times and report the timing")
       ->check(CLI::Range(1, 1000000000));
+  run_cmd->add_option("-t,--threads", run.threads, "Inference threads (compile property inference_num_threads)")
+      ->check(CLI::Range(1, 4096));
+
+  BenchmarkOptions bench;
+  CLI::App* bench_cmd = app.add_subcommand(
+      "benchmark", "Time a model: compile time, first inference, latency median/min/p90/max/mean, "
+                   "throughput, peak memory");
+  bench_cmd->add_option("model", bench.model, "ONNX model file")->required();
+  bench_cmd->add_option("-i,--input", bench.inputs,
+                        "Input tensor NAME=FILE (.npy or .pb); inputs not given get random data")
+      ->allow_extra_args(false);
+  bench_cmd->add_option("--shape", bench.shapes,
+                        "Shape of a random input, NAME=[1,3,224,224]; or a symbolic dim's value, SYMBOL=4")
+      ->allow_extra_args(false);
+  bench_cmd->add_option("--seed", bench.seed, "Random seed for random inputs (default 0)");
+  bench_cmd->add_option("-t,--threads", bench.threads, "Inference threads (compile property inference_num_threads)")
+      ->check(CLI::Range(1, 4096));
+  auto* niter_opt = bench_cmd->add_option("-n,--niter,--iterations", bench.iterations,
+                                          "Timed iterations (also -niter N; default 20)")
+                        ->check(CLI::Range(1, 1000000000));
+  auto* time_opt = bench_cmd->add_option("--time", bench.seconds,
+                                         "Run timed iterations until SECONDS have passed, at least one "
+                                         "(also -time S)")
+                       ->check(CLI::Range(1e-6, 1e9));
+  niter_opt->excludes(time_opt);
+  bench_cmd->add_option("--warmup", bench.warmup, "Untimed runs after the first inference (default 2)")
+      ->check(CLI::Range(0, 1000000000));
+  bench_cmd->add_option("--json", bench.json_path, "Also write the figures as JSON to FILE");
 
   InfoOptions info;
   CLI::App* info_cmd = app.add_subcommand("info", "Describe a model: inputs, outputs, opsets, ops, parameters");
@@ -85,6 +121,7 @@ int main(int argc, char** argv) {
 
   try {
     if (run_cmd->parsed()) return cmd_run(run);
+    if (bench_cmd->parsed()) return cmd_benchmark(bench);
     if (info_cmd->parsed()) return cmd_info(info);
     if (zoo_cmd->parsed()) return cmd_zoo(zoo);
     std::cerr << app.help();

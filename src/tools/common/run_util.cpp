@@ -4,10 +4,13 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 
 #include "core/dispatch.hpp"
 #include "core/strings.hpp"
+#include "tools/common/tensor_file.hpp"
 
 namespace kiln::tools {
 
@@ -31,7 +34,102 @@ std::string fmt(double v) {
   return buf;
 }
 
+std::string input_names(const std::vector<PortInfo>& ports) {
+  std::vector<std::string> names;
+  for (const auto& p : ports) names.push_back(p.name);
+  return join(names, ", ");
+}
+
+int find_port(const std::vector<PortInfo>& ports, const std::string& name) {
+  for (size_t i = 0; i < ports.size(); ++i)
+    if (ports[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+bool is_symbol(const std::vector<PortInfo>& ports, const std::string& name) {
+  for (const auto& p : ports)
+    for (size_t i = 0; i < p.shape.size(); ++i)
+      if (p.shape[i] < 0 && i < p.dim_names.size() && p.dim_names[i] == name) return true;
+  return false;
+}
+
+// Records the value of each symbolic dim of `port` seen in a concrete shape.
+void bind_symbols(const PortInfo& port, const Shape& shape, std::map<std::string, int64_t>& symbols) {
+  if (!port.rank_known || port.shape.size() != shape.size()) return;
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (port.shape[i] < 0 && i < port.dim_names.size() && !port.dim_names[i].empty())
+      symbols.emplace(port.dim_names[i], shape[i]);
+}
+
 }  // namespace
+
+PreparedInputs prepare_inputs(const std::vector<PortInfo>& ports, const std::vector<std::string>& input_specs,
+                              const std::vector<std::string>& shape_specs, bool random_missing, uint32_t seed) {
+  // --shape: per-input shapes or symbolic dim values.
+  std::map<std::string, Shape> shapes;
+  std::map<std::string, int64_t> symbols;
+  for (const auto& spec : shape_specs) {
+    auto [name, shape] = parse_shape_spec(spec);
+    if (find_port(ports, name) >= 0) {
+      KILN_CHECK(!shapes.count(name), cat("--shape given twice for input '", name, "'"));
+      shapes[name] = shape;
+    } else if (is_symbol(ports, name)) {
+      KILN_CHECK(shape.size() == 1, cat("--shape '", spec, "': '", name, "' is a symbolic dim; give one value, e.g. ",
+                                        name, "=4"));
+      symbols[name] = shape[0];
+    } else {
+      throw Error(cat("--shape '", spec, "': the model has no input or symbolic dim named '", name,
+                      "' (inputs: ", input_names(ports), ")"));
+    }
+  }
+
+  // --input: files.
+  PreparedInputs r;
+  r.tensors.resize(ports.size());
+  r.sources.resize(ports.size());
+  std::error_code ec;
+  for (const auto& spec : input_specs) {
+    auto [name, file] = split_assignment(spec);
+    int idx = name.empty() ? -1 : find_port(ports, name);
+    if (idx < 0) {
+      if (ports.size() == 1 && (name.empty() || std::filesystem::exists(spec, ec))) {
+        idx = 0;
+        file = spec;
+      } else if (name.empty()) {
+        throw Error(cat("--input '", spec, "': the model has ", ports.size(),
+                        " inputs; give --input NAME=FILE (inputs: ", input_names(ports), ")"));
+      } else {
+        throw Error(cat("--input '", spec, "': the model has no input named '", name, "' (inputs: ",
+                        input_names(ports), ")"));
+      }
+    }
+    KILN_CHECK(!r.tensors[idx].defined(), cat("--input: input '", ports[idx].name, "' given twice"));
+    r.tensors[idx] = load_tensor_file(file);
+    r.sources[idx] = file;
+    bind_symbols(ports[idx], r.tensors[idx].shape(), symbols);
+  }
+  for (size_t i = 0; i < ports.size(); ++i)
+    if (!r.tensors[i].defined() && shapes.count(ports[i].name)) bind_symbols(ports[i], shapes[ports[i].name], symbols);
+
+  // Missing inputs: random data or an error.
+  std::vector<std::string> missing;
+  for (size_t i = 0; i < ports.size(); ++i)
+    if (!r.tensors[i].defined()) missing.push_back("'" + ports[i].name + "'");
+  if (!missing.empty() && !random_missing)
+    throw Error(cat("missing input", missing.size() > 1 ? "s " : " ", join(missing, ", "),
+                    ": give --input NAME=FILE (.npy or .pb) or use --random-inputs"));
+  std::mt19937 rng(seed);
+  for (size_t i = 0; i < ports.size(); ++i) {
+    if (r.tensors[i].defined()) continue;
+    auto it = shapes.find(ports[i].name);
+    Shape shape = it != shapes.end() ? it->second : concrete_shape(ports[i], symbols);
+    KILN_CHECK(ports[i].dtype != DType::undefined,
+               cat("input '", ports[i].name, "' has no declared element type; give it with --input"));
+    r.tensors[i] = random_tensor(ports[i].name, ports[i].dtype, shape, rng);
+    r.sources[i] = cat("random, seed ", seed);
+  }
+  return r;
+}
 
 std::pair<std::string, std::string> split_assignment(const std::string& spec) {
   size_t eq = spec.find('=');
@@ -160,6 +258,33 @@ std::string sanitize_file_name(const std::string& name) {
   }
   if (r.empty() || r == "." || r == "..") r = "_" + r;
   return r;
+}
+
+LatencyStats latency_stats(std::vector<double> ms) {
+  LatencyStats s;
+  if (ms.empty()) return s;
+  std::sort(ms.begin(), ms.end());
+  const size_t n = ms.size();
+  s.min = ms.front();
+  s.max = ms.back();
+  s.median = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+  size_t rank = static_cast<size_t>(std::ceil(0.9 * static_cast<double>(n)));
+  s.p90 = ms[std::min(n, std::max<size_t>(rank, 1)) - 1];
+  double sum = 0;
+  for (double v : ms) sum += v;
+  s.mean = sum / static_cast<double>(n);
+  return s;
+}
+
+double peak_rss_mib() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmHWM:", 0) != 0) continue;
+    long long kib = 0;
+    if (std::sscanf(line.c_str() + 6, "%lld", &kib) == 1) return static_cast<double>(kib) / 1024.0;
+  }
+  return -1;
 }
 
 }  // namespace kiln::tools

@@ -1,6 +1,7 @@
 #pragma once
-// Helpers behind `kiln run` (in the library so tests can use them): random input
-// tensors, tensor summaries, parsing of NAME=VALUE options and output file names.
+// Helpers behind `kiln run` and `kiln benchmark` (in the library so tests can use them):
+// input preparation (files, --shape, random data), tensor summaries, parsing of NAME=VALUE
+// options, output file names, latency statistics and peak memory.
 #include <kiln/core.hpp>
 #include <kiln/tensor.hpp>
 
@@ -9,6 +10,7 @@
 #include <random>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace kiln::tools {
 
@@ -27,6 +29,17 @@ Shape concrete_shape(const PortInfo& port, const std::map<std::string, int64_t>&
 // "mask" -> 1, "type_ids"/"segment" -> [0,2), "ids" -> [0,100), u8 -> [0,256), others [0,10).
 Tensor random_tensor(const std::string& name, DType dtype, const Shape& shape, std::mt19937& rng);
 
+// Inputs for a model, from the command line: `input_specs` are --input values (NAME=FILE, or
+// FILE for a single-input model), `shape_specs` are --shape values (NAME=[d0,...] for an input,
+// SYMBOL=N for a symbolic dim). Inputs not given as files get random data (random_tensor,
+// std::mt19937(seed)) when `random_missing`, else a kiln::Error names them.
+struct PreparedInputs {
+  std::vector<Tensor> tensors;       // one per model input, in port order
+  std::vector<std::string> sources;  // file name or "random, seed N"
+};
+PreparedInputs prepare_inputs(const std::vector<PortInfo>& ports, const std::vector<std::string>& input_specs,
+                              const std::vector<std::string>& shape_specs, bool random_missing, uint32_t seed);
+
 // Statistics of a tensor's values (NaN excluded from min/max/mean).
 struct TensorStats {
   int64_t count = 0, nan = 0, inf = 0;
@@ -38,5 +51,15 @@ std::string summarize_tensor(const std::string& name, const Tensor& t);
 
 // Output file name: characters other than letters, digits, '.', '-', '_' become '_'.
 std::string sanitize_file_name(const std::string& name);
+
+// Latency statistics in ms: median (mean of the two middle values for an even count), min,
+// p90 (nearest rank: the ceil(0.9 n)-th smallest), max, mean. All zero for no samples.
+struct LatencyStats {
+  double median = 0, min = 0, p90 = 0, max = 0, mean = 0;
+};
+LatencyStats latency_stats(std::vector<double> ms);
+
+// Peak resident set size of this process in MiB (VmHWM in /proc/self/status); -1 if unknown.
+double peak_rss_mib();
 
 }  // namespace kiln::tools
