@@ -63,8 +63,7 @@ std::vector<Tensor> body_inputs(const ir::RunContext& ctx, const ir::Graph& body
 }
 
 bool scalar_true(const Tensor& t, const ir::RunContext& ctx, const char* what) {
-  if (t.size() != 1) throw ctx.error(what, " must hold one value, got shape ", shape_to_string(t.shape()));
-  return t.to_f64()[0] != 0.0;
+  return one_value(ctx, t, what).to_f64()[0] != 0.0;
 }
 
 // t with dimension `axis` removed, taking index `i` along it.

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "ir/infer_util.hpp"
+#include "ops/elementwise_common.hpp"
 #include "ops/kernel_util.hpp"
 #include "ops/op_families.hpp"
 
@@ -19,54 +20,7 @@ void register_elementwise_cast_ops(ir::OpRegistry& r);    // elementwise_cast.cp
 
 namespace {
 
-template <class T>
-constexpr bool is_half_v = std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
-// Type a kernel computes in for element type T.
-template <class T>
-using calc_t = std::conditional_t<is_half_v<T>, float, T>;
-
-// Compile-time element type sets.
-enum TypeSet : unsigned {
-  kFloat = 1,
-  kSignedInt = 2,
-  kUnsignedInt = 4,
-  kBool = 8,
-  kSigned = kFloat | kSignedInt,
-  kNumeric = kFloat | kSignedInt | kUnsignedInt,
-};
-
-template <class T>
-constexpr bool type_in(unsigned set) {
-  if constexpr (std::is_same_v<T, bool>) return set & kBool;
-  else if constexpr (std::is_floating_point_v<T> || is_half_v<T>) return set & kFloat;
-  else if constexpr (std::is_signed_v<T>) return set & kSignedInt;
-  else return set & kUnsignedInt;
-}
-
-bool dtype_in(DType t, unsigned set) {
-  if (is_floating(t)) return set & kFloat;
-  if (t == DType::boolean) return set & kBool;
-  if (is_integral(t)) return set & (is_signed(t) ? kSignedInt : kUnsignedInt);
-  return false;
-}
-
-std::string set_name(unsigned set) {
-  std::string s;
-  auto add = [&](const char* n) { s += s.empty() ? n : std::string(" or ") + n; };
-  if (set & kFloat) add("floating point");
-  if ((set & kSignedInt) && (set & kUnsignedInt)) add("integer");
-  else if (set & kSignedInt) add("signed integer");
-  else if (set & kUnsignedInt) add("unsigned integer");
-  if (set & kBool) add("bool");
-  return s;
-}
-
-// Throws ctx.error when a known dtype is outside `set` (undefined = unknown: accepted).
-template <class Ctx>
-void check_dtype(const Ctx& ctx, DType t, unsigned set, size_t input) {
-  if (t == DType::undefined || dtype_in(t, set)) return;
-  throw ctx.error("input ", input, " has element type ", dtype_name(t), ", expected ", set_name(set));
-}
+using namespace elementwise_detail;
 
 // Negation with two's complement wrap-around for signed integers (no UB on INT_MIN).
 template <class V>

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "ir/infer_util.hpp"
+#include "ops/elementwise_common.hpp"
 #include "ops/kernel_util.hpp"
 #include "ops/op_families.hpp"
 
@@ -18,53 +19,7 @@ void register_elementwise_binary_ops(ir::OpRegistry& r);
 
 namespace {
 
-template <class T>
-constexpr bool is_half_v = std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
-template <class T>
-using calc_t = std::conditional_t<is_half_v<T>, float, T>;
-
-enum TypeSet : unsigned {
-  kFloat = 1,
-  kSignedInt = 2,
-  kUnsignedInt = 4,
-  kBool = 8,
-  kSigned = kFloat | kSignedInt,
-  kNumeric = kFloat | kSignedInt | kUnsignedInt,
-  kAll = kNumeric | kBool,
-};
-
-template <class T>
-constexpr bool type_in(unsigned set) {
-  if constexpr (std::is_same_v<T, bool>) return set & kBool;
-  else if constexpr (std::is_floating_point_v<T> || is_half_v<T>) return set & kFloat;
-  else if constexpr (std::is_signed_v<T>) return set & kSignedInt;
-  else return set & kUnsignedInt;
-}
-
-bool dtype_in(DType t, unsigned set) {
-  if (is_floating(t)) return set & kFloat;
-  if (t == DType::boolean) return set & kBool;
-  if (is_integral(t)) return set & (is_signed(t) ? kSignedInt : kUnsignedInt);
-  return false;
-}
-
-std::string set_name(unsigned set) {
-  if (set == kAll) return "any type";
-  std::string s;
-  auto add = [&](const char* n) { s += s.empty() ? n : std::string(" or ") + n; };
-  if (set & kFloat) add("floating point");
-  if ((set & kSignedInt) && (set & kUnsignedInt)) add("integer");
-  else if (set & kSignedInt) add("signed integer");
-  else if (set & kUnsignedInt) add("unsigned integer");
-  if (set & kBool) add("bool");
-  return s;
-}
-
-template <class Ctx>
-void check_dtype(const Ctx& ctx, DType t, unsigned set, size_t input) {
-  if (t == DType::undefined || dtype_in(t, set)) return;
-  throw ctx.error("input ", input, " has element type ", dtype_name(t), ", expected ", set_name(set));
-}
+using namespace elementwise_detail;
 
 // All inputs in [first, last) must share one dtype (unknown dtypes are skipped).
 template <class Ctx>
@@ -209,20 +164,6 @@ template <class V>
 V wrap_mul(V a, V b) {
   if constexpr (std::is_integral_v<V>) return static_cast<V>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
   else return a * b;
-}
-
-// float -> integer: truncation toward zero; NaN -> 0; values beyond int64 saturate, others
-// wrap modulo 2^bits (what a C cast does on common hardware for in-range values).
-template <class To>
-To float_to_int(double v) {
-  if (std::isnan(v)) return To(0);
-  if constexpr (std::is_same_v<To, uint64_t>) {
-    if (v >= 18446744073709551616.0) return std::numeric_limits<uint64_t>::max();
-    if (v >= 9223372036854775808.0) return static_cast<uint64_t>(v);
-  }
-  if (v >= 9223372036854775808.0) return static_cast<To>(std::numeric_limits<int64_t>::max());
-  if (v < -9223372036854775808.0) return static_cast<To>(std::numeric_limits<int64_t>::min());
-  return static_cast<To>(static_cast<int64_t>(v));
 }
 
 // Pow element function: exact integer power (wrap-around) for int^int, else pow in double

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "ir/infer_util.hpp"
+#include "ops/elementwise_common.hpp"
 #include "ops/kernel_util.hpp"
 #include "ops/op_families.hpp"
 
@@ -14,45 +15,7 @@ void register_elementwise_cast_ops(ir::OpRegistry& r);
 
 namespace {
 
-template <class T>
-constexpr bool is_half_v = std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
-template <class T>
-using calc_t = std::conditional_t<is_half_v<T>, float, T>;
-
-// ONNX TensorProto::DataType -> kiln dtype; string and unknown codes throw.
-DType dtype_from_onnx(int64_t code, const ir::Node& n) {
-  switch (code) {
-    case 1: return DType::f32;
-    case 2: return DType::u8;
-    case 3: return DType::i8;
-    case 4: return DType::u16;
-    case 5: return DType::i16;
-    case 6: return DType::i32;
-    case 7: return DType::i64;
-    case 9: return DType::boolean;
-    case 10: return DType::f16;
-    case 11: return DType::f64;
-    case 12: return DType::u32;
-    case 13: return DType::u64;
-    case 16: return DType::bf16;
-    case 8: throw Error(cat(n.describe(), ": casting to string (to=8) is not supported"));
-    default: throw Error(cat(n.describe(), ": attribute 'to' = ", code, " is not a supported ONNX data type"));
-  }
-}
-
-// float -> integer: truncation toward zero; NaN -> 0; values beyond int64 saturate, others
-// wrap modulo 2^bits (what a C cast does on common hardware for in-range values).
-template <class To>
-To float_to_int(double v) {
-  if (std::isnan(v)) return To(0);
-  if constexpr (std::is_same_v<To, uint64_t>) {
-    if (v >= 18446744073709551616.0) return std::numeric_limits<uint64_t>::max();
-    if (v >= 9223372036854775808.0) return static_cast<uint64_t>(v);
-  }
-  if (v >= 9223372036854775808.0) return static_cast<To>(std::numeric_limits<int64_t>::max());
-  if (v < -9223372036854775808.0) return static_cast<To>(std::numeric_limits<int64_t>::min());
-  return static_cast<To>(static_cast<int64_t>(v));
-}
+using namespace elementwise_detail;
 
 // double -> float rounded to odd: converting that float to a 16-bit float then rounds
 // exactly as a direct double -> half conversion would (no double rounding).
@@ -108,13 +71,13 @@ void register_cast(ir::OpRegistry& r) {
     s.name = "Cast";
     s.since_version = 1;
     s.attrs = {{"to", ir::AttrType::i, true}, {"saturate", ir::AttrType::i}};
-    s.validate = [](const ir::Node& n) { dtype_from_onnx(n.attr_i("to"), n); };
+    s.validate = [](const ir::Node& n) { dtype_attr(n, "to"); };
     s.infer = [](ir::InferContext& ctx) {
-      ctx.set_output(0, dtype_from_onnx(ctx.node().attr_i("to"), ctx.node()), ctx.input_shape(0));
+      ctx.set_output(0, dtype_attr(ctx.node(), "to"), ctx.input_shape(0));
     };
     s.run = [](RunContext& ctx) {
       const Tensor& x = ctx.input(0);
-      DType to = dtype_from_onnx(ctx.node().attr_i("to"), ctx.node());
+      DType to = dtype_attr(ctx.node(), "to");
       if (to == x.dtype()) {
         ctx.set_output(0, x);
         return;

@@ -43,4 +43,17 @@ std::vector<int64_t> optional_ints(const RunContext& ctx, size_t i) {
   return ctx.input(i).to_i64();
 }
 
+const Tensor& one_value(const RunContext& ctx, const Tensor& t, const std::string& what) {
+  if (t.size() != 1) throw ctx.error(what, " must hold one value, got shape ", shape_to_string(t.shape()));
+  return t;
+}
+
+DType dtype_attr(const ir::Node& n, const char* attr) {
+  return dtype_from_onnx_code(n.attr_i(attr), cat(n.describe(), ": attribute '", attr, "'"));
+}
+
+DType dtype_attr(const ir::Node& n, const char* attr, DType absent) {
+  return n.has_attr(attr) ? dtype_attr(n, attr) : absent;
+}
+
 }  // namespace kiln::ops

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/dispatch.hpp"
+#include "core/onnx_dtype.hpp"
 #include "core/strings.hpp"
 #include "ir/infer_util.hpp"
 #include "ir/op_registry.hpp"
@@ -53,5 +54,16 @@ using ir::normalize_axis;
 
 // Reads an optional 1-D int input as a vector (empty if absent).
 std::vector<int64_t> optional_ints(const RunContext& ctx, size_t i);
+
+// Returns `t` after checking that it holds exactly one value (a scalar or a 1-element
+// tensor); otherwise throws ctx.error("<what> must hold one value, got shape ...").
+const Tensor& one_value(const RunContext& ctx, const Tensor& t, const std::string& what);
+
+// Element type named by integer attribute `attr` holding an ONNX TensorProto.DataType code
+// (Cast 'to', EyeLike 'dtype', ...); unsupported codes throw kiln::Error naming the node and
+// attribute ("... is not supported"). The first form requires the attribute, the second
+// returns `absent` when it is not set.
+DType dtype_attr(const ir::Node& n, const char* attr);
+DType dtype_attr(const ir::Node& n, const char* attr, DType absent);
 
 }  // namespace kiln::ops

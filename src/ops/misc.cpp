@@ -14,27 +14,6 @@ void register_misc_signal_ops(ir::OpRegistry& r);  // misc_signal.cpp: windows, 
 void register_misc_random_ops(ir::OpRegistry& r);  // misc_random.cpp: Bernoulli, RandomNormal/Uniform(+Like)
 void register_misc_tfidf_ops(ir::OpRegistry& r);   // misc_tfidf.cpp: TfIdfVectorizer (integer tokens)
 
-// Element type for an ONNX TensorProto.DataType number given in attribute `attr`.
-DType misc_dtype_from_onnx(int64_t onnx_type, const ir::Node& node, const char* attr) {
-  switch (onnx_type) {
-    case 1: return DType::f32;
-    case 2: return DType::u8;
-    case 3: return DType::i8;
-    case 4: return DType::u16;
-    case 5: return DType::i16;
-    case 6: return DType::i32;
-    case 7: return DType::i64;
-    case 9: return DType::boolean;
-    case 10: return DType::f16;
-    case 11: return DType::f64;
-    case 12: return DType::u32;
-    case 13: return DType::u64;
-    case 16: return DType::bf16;
-    default:
-      throw Error(cat(node.describe(), ": attribute '", attr, "' names unsupported data type ", onnx_type));
-  }
-}
-
 // Stores double values into a tensor of any dtype (integers round to nearest, bool is v != 0).
 void misc_store_f64(Tensor& t, const std::vector<double>& v, const char* what) {
   if (static_cast<int64_t>(v.size()) != t.size())

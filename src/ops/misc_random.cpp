@@ -13,7 +13,6 @@
 namespace kiln::ops {
 
 // misc.cpp
-DType misc_dtype_from_onnx(int64_t onnx_type, const ir::Node& node, const char* attr);
 void misc_store_f64(Tensor& t, const std::vector<double>& v, const char* what);
 
 namespace {
@@ -30,7 +29,7 @@ std::mt19937 make_engine(const ir::Node& n) {
 
 // Output dtype: the `dtype` attribute, else `def`.
 DType out_dtype(const ir::Node& n, DType def) {
-  return n.has_attr("dtype") ? misc_dtype_from_onnx(n.attr_i("dtype"), n, "dtype") : def;
+  return dtype_attr(n, "dtype", def);
 }
 
 void check_float_dtype(const ir::Node& n, DType dt) {

@@ -15,7 +15,6 @@
 namespace kiln::ops {
 
 // Shared with misc_random.cpp (defined in misc.cpp).
-DType misc_dtype_from_onnx(int64_t onnx_type, const ir::Node& node, const char* attr);
 void misc_store_f64(Tensor& t, const std::vector<double>& v, const char* what);
 
 namespace {
@@ -61,10 +60,10 @@ void add_window(ir::OpRegistry& r, const char* name, Window kind) {
   s.min_inputs = 1;
   s.max_inputs = 1;
   s.attrs = {{"output_datatype", ir::AttrType::i}, {"periodic", ir::AttrType::i}};
-  s.validate = [](const ir::Node& n) { misc_dtype_from_onnx(n.attr_i("output_datatype", 1), n, "output_datatype"); };
+  s.validate = [](const ir::Node& n) { dtype_attr(n, "output_datatype", DType::f32); };
   s.infer = [](ir::InferContext& ctx) {
     const ir::Node& n = ctx.node();
-    DType dt = misc_dtype_from_onnx(n.attr_i("output_datatype", 1), n, "output_datatype");
+    DType dt = dtype_attr(n, "output_datatype", DType::f32);
     auto size = const_scalar(ctx, 0);
     ctx.set_output(0, dt, ir::PartialShape({size && *size >= 0 ? ir::Dim(*size) : ir::Dim::unknown()}));
   };
@@ -84,7 +83,7 @@ void add_window(ir::OpRegistry& r, const char* name, Window kind) {
         case Window::blackman: w[static_cast<size_t>(i)] = 0.42 - 0.5 * std::cos(x) + 0.08 * std::cos(2 * x); break;
       }
     }
-    DType dt = misc_dtype_from_onnx(n.attr_i("output_datatype", 1), n, "output_datatype");
+    DType dt = dtype_attr(n, "output_datatype", DType::f32);
     misc_store_f64(ctx.allocate_output(0, dt, {size}), w, n.op_type().c_str());
   };
   r.add(std::move(s));
@@ -291,10 +290,10 @@ void register_mel(ir::OpRegistry& r) {
   s.min_inputs = 5;
   s.max_inputs = 5;
   s.attrs = {{"output_datatype", ir::AttrType::i}};
-  s.validate = [](const ir::Node& n) { misc_dtype_from_onnx(n.attr_i("output_datatype", 1), n, "output_datatype"); };
+  s.validate = [](const ir::Node& n) { dtype_attr(n, "output_datatype", DType::f32); };
   s.infer = [](ir::InferContext& ctx) {
     const ir::Node& n = ctx.node();
-    DType dt = misc_dtype_from_onnx(n.attr_i("output_datatype", 1), n, "output_datatype");
+    DType dt = dtype_attr(n, "output_datatype", DType::f32);
     auto mel = const_scalar(ctx, 0);
     auto dft = const_scalar(ctx, 1);
     ctx.set_output(0, dt, ir::PartialShape({dft ? ir::Dim(*dft / 2 + 1) : ir::Dim::unknown(),
@@ -340,7 +339,7 @@ void register_mel(ir::OpRegistry& r) {
       if (center_to_high > 0)
         for (int64_t j = std::max<int64_t>(ce, 0); j < std::min(hi, nspec); ++j) set(j, i, static_cast<double>(hi - j) / static_cast<double>(center_to_high));
     }
-    DType dt = misc_dtype_from_onnx(n.attr_i("output_datatype", 1), n, "output_datatype");
+    DType dt = dtype_attr(n, "output_datatype", DType::f32);
     misc_store_f64(ctx.allocate_output(0, dt, {nspec, num_mel}), out, "MelWeightMatrix");
   };
   r.add(std::move(s));

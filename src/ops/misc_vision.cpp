@@ -85,9 +85,7 @@ void register_nms(ir::OpRegistry& r) {
                       shape_to_string(boxes.shape()));
     auto scalar_of = [&](size_t i, const char* name) -> const Tensor* {
       if (!ctx.has_input(i)) return nullptr;
-      const Tensor& t = ctx.input(i);
-      if (t.size() != 1) throw ctx.error("input ", name, " must hold one value, got shape ", shape_to_string(t.shape()));
-      return &t;
+      return &one_value(ctx, ctx.input(i), cat("input ", name));
     };
     int64_t max_out = 0;
     if (const Tensor* t = scalar_of(2, "max_output_boxes_per_class")) max_out = t->to_i64()[0];

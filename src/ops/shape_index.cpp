@@ -361,7 +361,7 @@ void add_one_hot(ir::OpRegistry& r) {
     const Tensor& ind = ctx.input(0);
     const Tensor& dep = ctx.input(1);
     const Tensor& vals = ctx.input(2);
-    if (dep.size() != 1) throw ctx.error("depth must hold one value, got shape ", shape_to_string(dep.shape()));
+    one_value(ctx, dep, "depth");
     if (vals.size() != 2) throw ctx.error("values must hold [off_value, on_value], got shape ", shape_to_string(vals.shape()));
     if (ind.dtype() == DType::boolean) throw ctx.error("indices must be numeric");
     double dd = dep.to_f64()[0];
@@ -550,36 +550,16 @@ void add_reverse_sequence(ir::OpRegistry& r) {
 
 // ---------------- EyeLike / Trilu ----------------
 
-// ONNX TensorProto.DataType -> DType.
-DType onnx_dtype(const ir::Node& n, int64_t code) {
-  switch (code) {
-    case 1: return DType::f32;
-    case 2: return DType::u8;
-    case 3: return DType::i8;
-    case 4: return DType::u16;
-    case 5: return DType::i16;
-    case 6: return DType::i32;
-    case 7: return DType::i64;
-    case 9: return DType::boolean;
-    case 10: return DType::f16;
-    case 11: return DType::f64;
-    case 12: return DType::u32;
-    case 13: return DType::u64;
-    case 16: return DType::bf16;
-    default: throw Error(cat(n.describe(), ": dtype ", code, " is not a supported tensor element type"));
-  }
-}
-
 void add_eye_like(ir::OpRegistry& r) {
   ir::OpSchema s;
   s.name = "EyeLike";
   s.since_version = 9;
   s.attrs = {{"dtype", ir::AttrType::i}, {"k", ir::AttrType::i}};
   s.validate = [](const ir::Node& n) {
-    if (n.has_attr("dtype")) onnx_dtype(n, n.attr_i("dtype"));
+    if (n.has_attr("dtype")) dtype_attr(n, "dtype");
   };
   s.infer = [](ir::InferContext& ctx) {
-    DType dt = ctx.node().has_attr("dtype") ? onnx_dtype(ctx.node(), ctx.node().attr_i("dtype")) : ctx.input_dtype(0);
+    DType dt = dtype_attr(ctx.node(), "dtype", ctx.input_dtype(0));
     const PartialShape& in = ctx.input_shape(0);
     if (in.rank_known && in.rank() != 2) throw ctx.error("input must be 2-D, got ", in.to_string());
     ctx.set_output(0, dt, in.rank_known ? in : unknown_dims(2));
@@ -587,7 +567,7 @@ void add_eye_like(ir::OpRegistry& r) {
   s.run = [](RunContext& ctx) {
     const Tensor& x = ctx.input(0);
     if (x.rank() != 2) throw ctx.error("input must be 2-D, got ", shape_to_string(x.shape()));
-    DType dt = ctx.node().has_attr("dtype") ? onnx_dtype(ctx.node(), ctx.node().attr_i("dtype")) : x.dtype();
+    DType dt = dtype_attr(ctx.node(), "dtype", x.dtype());
     Tensor& y = ctx.allocate_output(0, dt, x.shape());
     const int64_t R = x.shape()[0], C = x.shape()[1], k = ctx.node().attr_i("k", 0);
     dispatch_all(dt, [&](auto tag) {

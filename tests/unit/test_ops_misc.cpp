@@ -4,47 +4,12 @@
 #include <map>
 #include <memory>
 
-#include "ir/graph.hpp"
-#include "ir/op_registry.hpp"
-#include "runtime/reference_executor.hpp"
+#include "op_test_util.hpp"
 
 using namespace kiln;
+using namespace kiln::test;
 
 namespace {
-
-// Builds a one-node graph (inputs marked absent become omitted optional inputs), runs it.
-std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inputs,
-                           const std::map<std::string, ir::Attribute>& attrs = {}, size_t num_outputs = 1,
-                           std::vector<bool> absent = {}) {
-  auto g = std::make_shared<ir::Graph>();
-  g->opset_imports[""] = 17;
-  std::vector<ir::Value*> ins;
-  std::vector<Tensor> feeds;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (i < absent.size() && absent[i]) {
-      ins.push_back(nullptr);
-      continue;
-    }
-    ins.push_back(g->add_input("in" + std::to_string(i), {inputs[i].dtype(), ir::PartialShape(inputs[i].shape())}));
-    feeds.push_back(inputs[i]);
-  }
-  ir::Node* n = g->add_node(op, ins, num_outputs, "n0");
-  n->set_opset(17);
-  n->attrs = attrs;
-  for (size_t i = 0; i < num_outputs; ++i) g->add_output(n->output(i));
-  ir::infer_shapes(*g);
-  runtime::ReferenceExecutor ex(g);
-  return ex.run(feeds);
-}
-
-template <typename T>
-std::vector<T> vals(const Tensor& t) {
-  const T* p = t.data<T>();
-  return std::vector<T>(p, p + t.size());
-}
-
-Tensor f32(std::vector<float> v, Shape s) { return Tensor::from_vector<float>(v, std::move(s)); }
-Tensor i64(std::vector<int64_t> v, Shape s) { return Tensor::from_vector<int64_t>(v, std::move(s)); }
 
 void expect_near(const Tensor& t, const std::vector<double>& want, double tol = 1e-5) {
   ASSERT_EQ(t.size(), static_cast<int64_t>(want.size()));

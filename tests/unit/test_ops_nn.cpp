@@ -7,54 +7,12 @@
 #include <memory>
 #include <random>
 
-#include "ir/graph.hpp"
-#include "ir/op_registry.hpp"
-#include "runtime/reference_executor.hpp"
+#include "op_test_util.hpp"
 
 using namespace kiln;
+using namespace kiln::test;
 
 namespace {
-
-struct OneNode {
-  std::shared_ptr<ir::Graph> g = std::make_shared<ir::Graph>();
-  std::vector<ir::Value*> node_inputs;
-  std::vector<Tensor> feeds;
-  ir::Node* node = nullptr;
-
-  explicit OneNode(int opset = 17) { g->opset_imports[""] = opset; }
-  OneNode& input(const Tensor& t) {
-    node_inputs.push_back(g->add_input(cat("in", node_inputs.size()), {t.dtype(), ir::PartialShape(t.shape())}));
-    feeds.push_back(t);
-    return *this;
-  }
-  OneNode& input_typed(const Tensor& t, ir::PartialShape s) {
-    node_inputs.push_back(g->add_input(cat("in", node_inputs.size()), {t.dtype(), std::move(s)}));
-    feeds.push_back(t);
-    return *this;
-  }
-  OneNode& constant(const Tensor& t) {
-    node_inputs.push_back(g->add_constant(cat("c", node_inputs.size()), t));
-    return *this;
-  }
-  OneNode& absent() {
-    node_inputs.push_back(nullptr);
-    return *this;
-  }
-  ir::Node* make(const std::string& op, size_t num_outputs = 1) {
-    node = g->add_node(op, node_inputs, num_outputs);
-    node->set_opset(g->opset_imports[""]);
-    for (size_t i = 0; i < num_outputs; ++i) g->add_output(node->output(i));
-    return node;
-  }
-  std::vector<Tensor> run() {
-    ir::infer_shapes(*g);
-    runtime::ReferenceExecutor ex(g);
-    return ex.run(feeds);
-  }
-};
-
-Tensor f32(std::vector<float> v, Shape s) { return Tensor::from_vector<float>(v, std::move(s)); }
-Tensor i64(std::vector<int64_t> v, Shape s) { return Tensor::from_vector<int64_t>(v, std::move(s)); }
 
 void expect_near(const Tensor& t, const std::vector<double>& want, double tol = 1e-4) {
   auto got = t.to_f64();

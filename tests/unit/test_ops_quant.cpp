@@ -4,48 +4,10 @@
 #include <memory>
 #include <random>
 
-#include "ir/graph.hpp"
-#include "ir/op_registry.hpp"
-#include "runtime/reference_executor.hpp"
+#include "op_test_util.hpp"
 
 using namespace kiln;
-
-namespace {
-
-// Builds a one-node graph over the given inputs (all graph inputs), runs it, returns outputs.
-std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inputs,
-                           const std::map<std::string, ir::Attribute>& attrs = {}, size_t num_outputs = 1,
-                           std::vector<bool> absent = {}) {
-  auto g = std::make_shared<ir::Graph>();
-  g->opset_imports[""] = 17;
-  std::vector<ir::Value*> ins;
-  std::vector<Tensor> feeds;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (i < absent.size() && absent[i]) {
-      ins.push_back(nullptr);
-      continue;
-    }
-    ins.push_back(g->add_input("in" + std::to_string(i), {inputs[i].dtype(), ir::PartialShape(inputs[i].shape())}));
-    feeds.push_back(inputs[i]);
-  }
-  ir::Node* n = g->add_node(op, ins, num_outputs, "n0");
-  n->set_opset(17);
-  n->attrs = attrs;
-  for (size_t i = 0; i < num_outputs; ++i) g->add_output(n->output(i));
-  ir::infer_shapes(*g);
-  runtime::ReferenceExecutor ex(g);
-  return ex.run(feeds);
-}
-
-template <typename T>
-std::vector<T> vals(const Tensor& t) {
-  const T* p = t.data<T>();
-  return std::vector<T>(p, p + t.size());
-}
-
-Tensor f32(std::vector<float> v, Shape s) { return Tensor::from_vector<float>(v, std::move(s)); }
-
-}  // namespace
+using namespace kiln::test;
 
 TEST(OpsQuant, QuantizeLinearPerTensorAndAxis) {
   Tensor x = f32({0, 2, 3, 1000, -254, -1000, 2.5f, -2.5f}, {8});

@@ -7,53 +7,15 @@
 #include <fstream>
 
 #include "core/dispatch.hpp"
+#include "core/onnx_dtype.hpp"
 #include "core/strings.hpp"
 #include "frontend/onnx/external_data.hpp"
 
 namespace kiln::frontend {
 
-DType dtype_from_onnx(int t, const std::string& what) {
-  using TP = onnx::TensorProto;
-  switch (t) {
-    case TP::FLOAT: return DType::f32;
-    case TP::UINT8: return DType::u8;
-    case TP::INT8: return DType::i8;
-    case TP::UINT16: return DType::u16;
-    case TP::INT16: return DType::i16;
-    case TP::INT32: return DType::i32;
-    case TP::INT64: return DType::i64;
-    case TP::BOOL: return DType::boolean;
-    case TP::FLOAT16: return DType::f16;
-    case TP::DOUBLE: return DType::f64;
-    case TP::UINT32: return DType::u32;
-    case TP::UINT64: return DType::u64;
-    case TP::BFLOAT16: return DType::bf16;
-    default: break;
-  }
-  std::string name = TP::DataType_IsValid(t) ? TP::DataType_Name(static_cast<TP::DataType>(t)) : cat("#", t);
-  throw Error(cat(what, ": element type ", name, " is not supported by kiln"));
-}
+DType dtype_from_onnx(int t, const std::string& what) { return dtype_from_onnx_code(t, what); }
 
-int dtype_to_onnx(DType t) {
-  using TP = onnx::TensorProto;
-  switch (t) {
-    case DType::f32: return TP::FLOAT;
-    case DType::u8: return TP::UINT8;
-    case DType::i8: return TP::INT8;
-    case DType::u16: return TP::UINT16;
-    case DType::i16: return TP::INT16;
-    case DType::i32: return TP::INT32;
-    case DType::i64: return TP::INT64;
-    case DType::boolean: return TP::BOOL;
-    case DType::f16: return TP::FLOAT16;
-    case DType::f64: return TP::DOUBLE;
-    case DType::u32: return TP::UINT32;
-    case DType::u64: return TP::UINT64;
-    case DType::bf16: return TP::BFLOAT16;
-    case DType::undefined: break;
-  }
-  return TP::UNDEFINED;
-}
+int dtype_to_onnx(DType t) { return dtype_to_onnx_code(t); }
 
 // Copies typed repeated-field values into the tensor, checking the count.
 template <typename Field>
