@@ -5,6 +5,18 @@ namespace kiln::cpu {
 std::unique_ptr<Node> make_node(const ir::Node& n) {
   if (view_supports(n)) return make_view_node(n);
   if (convolution_supports(n)) return make_convolution_node(n);
+  if (pooling_supports(n)) return make_pooling_node(n);
+  if (batch_norm_supports(n)) return make_batch_norm_node(n);
+  if (concat_supports(n)) return make_concat_node(n);
+  if (lrn_supports(n)) return make_lrn_node(n);
+  if (resize_supports(n)) return make_resize_node(n);
+  if (fully_connected_supports(n)) return make_fully_connected_node(n);
+  if (matmul_supports(n)) return make_matmul_node(n);
+  if (softmax_supports(n)) return make_softmax_node(n);
+  if (layer_norm_supports(n)) return make_layer_norm_node(n);
+  if (reduce_supports(n)) return make_reduce_node(n);
+  if (eltwise_supports(n)) return make_eltwise_node(n);
+  if (binary_supports(n)) return make_binary_node(n);
   return make_reference_node(n);
 }
 

@@ -18,5 +18,29 @@ std::unique_ptr<Node> make_view_node(const ir::Node& n);
 
 bool convolution_supports(const ir::Node& n);
 std::unique_ptr<Node> make_convolution_node(const ir::Node& n);
+bool pooling_supports(const ir::Node& n);
+std::unique_ptr<Node> make_pooling_node(const ir::Node& n);
+bool batch_norm_supports(const ir::Node& n);
+std::unique_ptr<Node> make_batch_norm_node(const ir::Node& n);
+bool concat_supports(const ir::Node& n);
+std::unique_ptr<Node> make_concat_node(const ir::Node& n);
+bool lrn_supports(const ir::Node& n);
+std::unique_ptr<Node> make_lrn_node(const ir::Node& n);
+bool resize_supports(const ir::Node& n);
+std::unique_ptr<Node> make_resize_node(const ir::Node& n);
+bool fully_connected_supports(const ir::Node& n);
+std::unique_ptr<Node> make_fully_connected_node(const ir::Node& n);
+bool matmul_supports(const ir::Node& n);
+std::unique_ptr<Node> make_matmul_node(const ir::Node& n);
+bool softmax_supports(const ir::Node& n);
+std::unique_ptr<Node> make_softmax_node(const ir::Node& n);
+bool layer_norm_supports(const ir::Node& n);
+std::unique_ptr<Node> make_layer_norm_node(const ir::Node& n);
+bool reduce_supports(const ir::Node& n);
+std::unique_ptr<Node> make_reduce_node(const ir::Node& n);
+bool eltwise_supports(const ir::Node& n);
+std::unique_ptr<Node> make_eltwise_node(const ir::Node& n);
+bool binary_supports(const ir::Node& n);
+std::unique_ptr<Node> make_binary_node(const ir::Node& n);
 
 }  // namespace kiln::cpu

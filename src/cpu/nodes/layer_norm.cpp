@@ -1,0 +1,156 @@
+// LayerNormalization (opset 17) on oneDNN's layer_normalization_forward with
+// use_scale | use_shift. oneDNN normalizes over the last dim; the plain input is viewed as
+// [prod(d < axis), prod(d >= axis)], so any axis works. Scale and B must be constants
+// (broadcastable to the normalized shape: expanded once at compile time). The default
+// stash_type (f32) only. When Mean / InvStdDev are requested the primitive runs in
+// training mode (it then writes mean and variance) and InvStdDev = 1/sqrt(var + eps) is
+// finished in place.
+#include <cmath>
+#include <cstring>
+
+#include "core/strings.hpp"
+#include "cpu/dnnl_util.hpp"
+#include "cpu/nodes/node_factory.hpp"
+
+namespace kiln::cpu {
+
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+
+int64_t norm_axis(const ir::Node& n, int64_t rank) {
+  int64_t a = n.attr_i("axis", -1);
+  return a < 0 ? a + rank : a;
+}
+
+// p broadcast (numpy, unidirectional) to `norm`; nullopt when it does not broadcast.
+std::optional<std::vector<float>> expand_param(const Tensor& p, const Shape& norm) {
+  const Shape& ps = p.shape();
+  if (p.dtype() != DType::f32 || ps.size() > norm.size()) return std::nullopt;
+  const size_t off = norm.size() - ps.size();
+  for (size_t i = 0; i < ps.size(); ++i)
+    if (ps[i] != norm[off + i] && ps[i] != 1) return std::nullopt;
+  std::vector<float> out(static_cast<size_t>(shape_size(norm)));
+  const float* src = p.data<float>();
+  std::vector<int64_t> idx(norm.size(), 0);
+  for (size_t i = 0; i < out.size(); ++i) {
+    int64_t o = 0, stride = 1;
+    for (size_t k = ps.size(); k-- > 0;) {
+      if (ps[k] != 1) o += idx[off + k] * stride;
+      stride *= ps[k];
+    }
+    out[i] = src[o];
+    for (size_t k = norm.size(); k-- > 0;) {
+      if (++idx[k] < norm[k]) break;
+      idx[k] = 0;
+    }
+  }
+  return out;
+}
+
+class LayerNormNode : public Node {
+ public:
+  explicit LayerNormNode(const ir::Node& n) {
+    source = &n;
+    name = n.name();
+  }
+  const char* type() const override { return "LayerNorm"; }
+
+  std::vector<InputLayout> prepare() override {
+    const Shape& s = inputs[0]->shape;
+    const int64_t axis = norm_axis(*source, static_cast<int64_t>(s.size()));
+    const Shape norm(s.begin() + axis, s.end());
+    const int64_t m = shape_size(norm), outer = shape_size(s) / m;
+    const auto f32 = memory::data_type::f32;
+    md_ = memory::desc({outer, m}, f32, tag::ab);
+    const float eps = source->attr_f("epsilon", 1e-5f);
+    auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+    eps_ = eps;
+    const bool stats = outputs.size() > 1;
+    auto prop = stats ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
+    pd_ = dnnl::layer_normalization_forward::primitive_desc(
+        dnnl::layer_normalization_forward::desc(prop, md_, eps, flags), cpu_engine());
+    if (stats) {
+      stat_md_ = memory::desc({outer}, f32, tag::a);
+      KILN_CHECK(pd_.mean_desc() == stat_md_ && pd_.variance_desc() == stat_md_,
+                 cat(source->describe(), ": unexpected statistics layout"));
+      if (outputs.size() < 3) var_scratch_ = memory(stat_md_, cpu_engine());
+      for (size_t k = 1; k < outputs.size(); ++k) outputs[k]->blocked.reset();
+    }
+    prim_ = dnnl::layer_normalization_forward(pd_);
+    impl = pd_.impl_info_str();
+
+    memory::desc pmd({m}, f32, tag::a);
+    auto scale = expand_param(inputs[1]->constant, norm);
+    KILN_CHECK(scale.has_value(), cat(source->describe(), ": Scale does not broadcast to the normalized shape"));
+    std::vector<float> shift(static_cast<size_t>(m), 0.0f);
+    if (inputs.size() > 2 && inputs[2]) {
+      auto b = expand_param(inputs[2]->constant, norm);
+      KILN_CHECK(b.has_value(), cat(source->describe(), ": B does not broadcast to the normalized shape"));
+      shift = std::move(*b);
+    }
+    scale_ = memory(pmd, cpu_engine());
+    shift_ = memory(pmd, cpu_engine());
+    std::memcpy(scale_.get_data_handle(), scale->data(), scale->size() * sizeof(float));
+    std::memcpy(shift_.get_data_handle(), shift.data(), shift.size() * sizeof(float));
+    outputs[0]->blocked.reset();
+    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
+    req[0] = InputLayout::plain();
+    return req;
+  }
+
+  void execute(dnnl::stream& stream) override {
+    memory src(md_, cpu_engine(), inputs[0]->data);
+    memory dst(md_, cpu_engine(), outputs[0]->data);
+    if (outputs.size() == 1) {
+      prim_.execute(stream,
+                    {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCALE, scale_}, {DNNL_ARG_SHIFT, shift_}});
+      return;
+    }
+    memory mean(stat_md_, cpu_engine(), outputs[1]->data);
+    memory var = outputs.size() > 2 ? memory(stat_md_, cpu_engine(), outputs[2]->data) : var_scratch_;
+    prim_.execute(stream, {{DNNL_ARG_SRC, src},
+                           {DNNL_ARG_DST, dst},
+                           {DNNL_ARG_SCALE, scale_},
+                           {DNNL_ARG_SHIFT, shift_},
+                           {DNNL_ARG_MEAN, mean},
+                           {DNNL_ARG_VARIANCE, var}});
+    if (outputs.size() > 2) {
+      stream.wait();
+      float* p = static_cast<float*>(outputs[2]->data);
+      const int64_t n = stat_md_.dims()[0];
+      for (int64_t i = 0; i < n; ++i) p[i] = 1.0f / std::sqrt(p[i] + eps_);
+    }
+  }
+
+ private:
+  memory::desc md_, stat_md_;
+  float eps_ = 1e-5f;
+  memory var_scratch_;  // variance when InvStdDev is not requested
+  dnnl::layer_normalization_forward::primitive_desc pd_;
+  dnnl::layer_normalization_forward prim_;
+  memory scale_, shift_;
+};
+
+}  // namespace
+
+bool layer_norm_supports(const ir::Node& n) {
+  if (n.op_type() != "LayerNormalization" || !n.domain().empty()) return false;
+  if (n.num_outputs() < 1 || n.num_outputs() > 3 || n.num_inputs() < 2 || n.num_inputs() > 3) return false;
+  if (n.attr_i("stash_type", 1) != 1) return false;
+  const ir::Value *x = n.input(0), *scale = n.input(1), *b = n.input(2);
+  if (!x || x->type.dtype != DType::f32 || !x->type.shape.is_static()) return false;
+  const Shape s = x->type.shape.to_shape();
+  if (s.empty() || shape_size(s) == 0) return false;
+  const int64_t axis = norm_axis(n, static_cast<int64_t>(s.size()));
+  if (axis < 0 || axis >= static_cast<int64_t>(s.size())) return false;
+  const Shape norm(s.begin() + axis, s.end());
+  if (!scale || !scale->is_constant() || !expand_param(scale->constant(), norm)) return false;
+  if (b && (!b->is_constant() || !expand_param(b->constant(), norm))) return false;
+  return true;
+}
+
+std::unique_ptr<Node> make_layer_norm_node(const ir::Node& n) { return std::make_unique<LayerNormNode>(n); }
+
+}  // namespace kiln::cpu

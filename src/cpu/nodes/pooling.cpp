@@ -1,0 +1,178 @@
+// Pooling: ONNX MaxPool (without the Indices output), AveragePool, GlobalAveragePool and
+// GlobalMaxPool (1D/2D/3D, f32) on oneDNN's pooling_v2_forward (dilation support). The
+// primitive runs on whatever layout the producer made (nChw16c after a convolution) and
+// writes the same layout, so conv -> pool -> conv chains stay blocked.
+//
+// ONNX semantics that oneDNN has to reproduce exactly, checked in pooling_supports():
+//  - ceil_mode / auto_pad: the output size comes from the (static) output shape; the
+//    right padding given to oneDNN is derived from it, as Convolution does.
+//  - every window must contain at least one input element (the reference then yields 0,
+//    oneDNN the lowest float / a division by zero).
+//  - AveragePool count_include_pad=1 divides by the taps inside the *explicitly* padded
+//    input; oneDNN's include_padding divides by the full kernel. They agree unless a
+//    window reaches past the explicit end padding (ceil_mode), which stays on Reference.
+//    Without explicit pads include == exclude, so exclude_padding is used.
+#include <algorithm>
+
+#include "core/strings.hpp"
+#include "cpu/dnnl_util.hpp"
+#include "cpu/nodes/node_factory.hpp"
+
+namespace kiln::cpu {
+
+namespace {
+
+using dnnl::memory;
+
+struct PoolGeometry {
+  dnnl::algorithm alg = dnnl::algorithm::pooling_max;
+  memory::dims kernel, strides, dilation, pad_l, pad_r;  // dilation: oneDNN's (0 = dense)
+};
+
+// Resolves the pooling geometry of an ir node with static input/output shapes, or
+// returns false when oneDNN cannot reproduce the ONNX result.
+bool pool_geometry(const ir::Node& n, const Shape& x, const Shape& y, PoolGeometry& g) {
+  const std::string& op = n.op_type();
+  const size_t sp = x.size() - 2;
+  if (y.size() != x.size() || y[0] != x[0] || y[1] != x[1]) return false;
+  const bool global = op == "GlobalAveragePool" || op == "GlobalMaxPool";
+  std::vector<int64_t> kernel, strides, dil, pads;
+  std::string auto_pad = "NOTSET";
+  if (global) {
+    kernel.assign(x.begin() + 2, x.end());
+    strides.assign(sp, 1);
+    dil.assign(sp, 1);
+    pads.assign(2 * sp, 0);
+  } else {
+    if (!n.has_attr("kernel_shape")) return false;
+    kernel = n.attr_ints("kernel_shape");
+    strides = n.attr_ints("strides", std::vector<int64_t>(sp, 1));
+    dil = n.attr_ints("dilations", std::vector<int64_t>(sp, 1));
+    pads = n.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
+    auto_pad = n.attr_s("auto_pad", "NOTSET");
+    if (kernel.size() != sp || strides.size() != sp || dil.size() != sp || pads.size() != 2 * sp) return false;
+  }
+  for (size_t i = 0; i < sp; ++i) {
+    if (kernel[i] < 1 || strides[i] < 1 || dil[i] < 1 || pads[i] < 0 || pads[sp + i] < 0) return false;
+  }
+  std::vector<int64_t> pb(sp), pe(sp);  // ONNX begin / end pads after auto_pad resolution
+  g.kernel = to_dims(kernel);
+  g.strides = to_dims(strides);
+  g.dilation.assign(sp, 0);
+  g.pad_l.assign(sp, 0);
+  g.pad_r.assign(sp, 0);
+  bool any_pad = false, reaches_past_pads = false;
+  for (size_t i = 0; i < sp; ++i) {
+    const int64_t ek = (kernel[i] - 1) * dil[i] + 1;
+    if (auto_pad == "NOTSET") {
+      pb[i] = pads[i];
+      pe[i] = pads[sp + i];
+    } else if (auto_pad == "VALID") {
+      pb[i] = pe[i] = 0;
+    } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      // as the reference's window_output_size resolves it
+      const int64_t out = (x[2 + i] + strides[i] - 1) / strides[i];
+      const int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + ek - x[2 + i]);
+      pb[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pe[i] = total - pb[i];
+    } else {
+      return false;
+    }
+    const int64_t in = x[2 + i], out = y[2 + i];
+    if (in < 1 || out < 1) return false;
+    // right padding that reproduces the output size; windows never depend on it
+    const int64_t eff_r = (out - 1) * strides[i] + ek - in - pb[i];
+    if (pb[i] >= ek) return false;  // oneDNN: padding must be smaller than the kernel extent
+    if (eff_r >= ek) return false;
+    g.pad_l[i] = pb[i];
+    g.pad_r[i] = std::max<int64_t>(0, eff_r);
+    if ((in + g.pad_l[i] + g.pad_r[i] - ek) / strides[i] + 1 != out) return false;
+    g.dilation[i] = dil[i] - 1;
+    any_pad = any_pad || pb[i] > 0 || pe[i] > 0;
+    reaches_past_pads = reaches_past_pads || eff_r > pe[i];
+    // every window must see at least one input element
+    for (int64_t o = 0; o < out; ++o) {
+      const int64_t start = o * strides[i] - pb[i];
+      int64_t t0 = start >= 0 ? 0 : (-start + dil[i] - 1) / dil[i];
+      if (t0 >= kernel[i] || start + t0 * dil[i] >= in) return false;
+    }
+  }
+  if (op == "MaxPool" || op == "GlobalMaxPool") {
+    g.alg = dnnl::algorithm::pooling_max;
+  } else if (op == "GlobalAveragePool") {
+    g.alg = dnnl::algorithm::pooling_avg_exclude_padding;
+  } else {
+    const bool include = n.attr_i("count_include_pad", 0) != 0;
+    if (include && any_pad) {
+      if (reaches_past_pads) return false;
+      g.alg = dnnl::algorithm::pooling_avg_include_padding;
+    } else {
+      g.alg = dnnl::algorithm::pooling_avg_exclude_padding;
+    }
+  }
+  return true;
+}
+
+dnnl::pooling_v2_forward::primitive_desc make_pool_pd(const PoolGeometry& g, const memory::desc& src,
+                                                      const Shape& y) {
+  memory::desc dst_any(to_dims(y), memory::data_type::f32, memory::format_tag::any);
+  dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, g.alg, src, dst_any, g.strides, g.kernel,
+                                   g.dilation, g.pad_l, g.pad_r);
+  return dnnl::pooling_v2_forward::primitive_desc(d, cpu_engine());
+}
+
+class PoolingNode : public Node {
+ public:
+  explicit PoolingNode(const ir::Node& n) {
+    source = &n;
+    name = n.name();
+  }
+  const char* type() const override { return "Pooling"; }
+
+  std::vector<InputLayout> prepare() override {
+    PoolGeometry g;
+    KILN_CHECK(pool_geometry(*source, inputs[0]->shape, outputs[0]->shape, g),
+               cat(source->describe(), ": pooling geometry not supported by oneDNN"));
+    pd_ = make_pool_pd(g, inputs[0]->desc(), outputs[0]->shape);
+    prim_ = dnnl::pooling_v2_forward(pd_);
+    impl = pd_.impl_info_str();
+    Edge* out = outputs[0];
+    if (is_plain_layout(pd_.dst_desc(), out->shape, out->dtype)) out->blocked.reset();
+    else out->blocked = pd_.dst_desc();
+    return {InputLayout::any()};
+  }
+
+  void execute(dnnl::stream& stream) override {
+    prim_.execute(stream, {{DNNL_ARG_SRC, inputs[0]->memory()}, {DNNL_ARG_DST, outputs[0]->memory()}});
+  }
+
+ private:
+  dnnl::pooling_v2_forward::primitive_desc pd_;
+  dnnl::pooling_v2_forward prim_;
+};
+
+}  // namespace
+
+bool pooling_supports(const ir::Node& n) {
+  const std::string& op = n.op_type();
+  if (!n.domain().empty()) return false;
+  if (op != "MaxPool" && op != "AveragePool" && op != "GlobalAveragePool" && op != "GlobalMaxPool") return false;
+  if (n.num_inputs() != 1 || n.num_outputs() != 1 || !n.input(0)) return false;  // MaxPool: no Indices
+  const ir::Value *x = n.input(0), *y = n.output(0);
+  if (x->type.dtype != DType::f32 || y->type.dtype != DType::f32) return false;
+  if (!x->type.shape.is_static() || !y->type.shape.is_static()) return false;
+  const Shape xs = x->type.shape.to_shape(), ys = y->type.shape.to_shape();
+  if (xs.size() < 3 || xs.size() > 5 || shape_size(xs) == 0) return false;
+  PoolGeometry g;
+  if (!pool_geometry(n, xs, ys, g)) return false;
+  try {  // oneDNN's own checks, on the plain layout
+    make_pool_pd(g, *plain_desc(xs, DType::f32), ys);
+  } catch (const dnnl::error&) {
+    return false;
+  }
+  return true;
+}
+
+std::unique_ptr<Node> make_pooling_node(const ir::Node& n) { return std::make_unique<PoolingNode>(n); }
+
+}  // namespace kiln::cpu

@@ -1,0 +1,228 @@
+// Resize / Upsample (f32, nearest or linear, spatial dims only) on oneDNN's resampling.
+// oneDNN has one coordinate mapping: x_in = (x_out + 0.5) * in / out - 0.5 (edge-clamped;
+// nearest rounds half away from zero). ONNX has many (coordinate_transformation_mode,
+// nearest_mode, scales that differ from out/in). Rather than trusting a table of
+// equivalences, resize_supports() computes, per spatial axis, the taps and weights of
+// the reference kernel and of oneDNN for every output coordinate and accepts the node
+// only where they agree: e.g. nearest asymmetric/floor or half_pixel at integer
+// upscales, linear half_pixel / pytorch_half_pixel whenever scale == out / in.
+// Everything else (cubic, align_corners at most sizes, tf_crop_and_resize, ...) stays
+// on Reference.
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "core/strings.hpp"
+#include "cpu/dnnl_util.hpp"
+#include "cpu/nodes/node_factory.hpp"
+
+namespace kiln::cpu {
+
+namespace {
+
+using dnnl::memory;
+
+enum class Coord { half_pixel, pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn };
+enum class Rounding { round_prefer_floor, round_prefer_ceil, floor, ceil, simple };
+
+// ONNX reference (src/ops/shape_resize.cpp): input coordinate of output coordinate o.
+double onnx_coord(Coord c, int64_t o, double scale, int64_t in, double out_len) {
+  const double x = static_cast<double>(o);
+  switch (c) {
+    case Coord::half_pixel: return (x + 0.5) / scale - 0.5;
+    case Coord::pytorch_half_pixel: return out_len > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
+    case Coord::align_corners: return out_len == 1 ? 0.0 : x * static_cast<double>(in - 1) / (out_len - 1);
+    case Coord::asymmetric: return x / scale;
+    case Coord::tf_half_pixel_for_nn: return (x + 0.5) / scale;
+  }
+  return x;
+}
+
+int64_t onnx_nearest(Rounding r, double x, double scale) {
+  const double f = std::floor(x);
+  switch (r) {
+    case Rounding::round_prefer_floor: return static_cast<int64_t>(x - f == 0.5 ? f : std::round(x));
+    case Rounding::round_prefer_ceil: return static_cast<int64_t>(x - f == 0.5 ? f + 1 : std::round(x));
+    case Rounding::floor: return static_cast<int64_t>(f);
+    case Rounding::ceil: return static_cast<int64_t>(std::ceil(x));
+    case Rounding::simple: return static_cast<int64_t>(scale < 1 ? std::ceil(x) : f);
+  }
+  return static_cast<int64_t>(f);
+}
+
+// oneDNN (cpu/resampling_utils.hpp): the same mapping in float.
+float dnnl_coord(int64_t o, int64_t out, int64_t in) {
+  return ((static_cast<float>(o) + 0.5f) * static_cast<float>(in) / static_cast<float>(out)) - 0.5f;
+}
+
+// Does oneDNN reproduce the reference along one axis?
+bool axis_matches(bool linear, Coord c, Rounding r, double scale, double out_len, int64_t in, int64_t out,
+                  bool identity) {
+  for (int64_t o = 0; o < out; ++o) {
+    const float s = dnnl_coord(o, out, in);
+    if (!linear) {
+      const int64_t d = static_cast<int64_t>(std::roundf(s));
+      int64_t want = o;
+      if (!identity) want = std::clamp<int64_t>(onnx_nearest(r, onnx_coord(c, o, scale, in, out_len), scale), 0, in - 1);
+      if (d != want) return false;
+      continue;
+    }
+    std::map<int64_t, double> ref, got;
+    if (identity) {
+      ref[o] = 1.0;
+    } else {
+      const double x = onnx_coord(c, o, scale, in, out_len);
+      const double f = std::floor(x), t = x - f;
+      const int64_t x0 = static_cast<int64_t>(f);
+      ref[std::clamp<int64_t>(x0, 0, in - 1)] += 1.0 - t;
+      ref[std::clamp<int64_t>(x0 + 1, 0, in - 1)] += t;
+    }
+    const int64_t i0 = std::max<int64_t>(static_cast<int64_t>(s), 0);
+    int64_t i1 = 0;
+    if (s >= 0) {
+      const int64_t tr = static_cast<int64_t>(s);
+      i1 = static_cast<float>(tr) == s ? tr : tr + 1;
+    }
+    i1 = std::min(i1, in - 1);
+    if (i0 >= in) return false;
+    const float w1 = std::fabs(s - static_cast<float>(i0));
+    got[i0] += 1.0 - static_cast<double>(w1);
+    got[i1] += static_cast<double>(w1);
+    for (auto& [i, w] : ref)
+      if (std::fabs(w - (got.count(i) ? got[i] : 0.0)) > 1e-5) return false;
+    for (auto& [i, w] : got)
+      if (std::fabs(w - (ref.count(i) ? ref[i] : 0.0)) > 1e-5) return false;
+  }
+  return true;
+}
+
+// The oneDNN algorithm for a Resize/Upsample node, if it reproduces the reference.
+bool resize_algorithm(const ir::Node& n, dnnl::algorithm& alg) {
+  const bool upsample = n.op_type() == "Upsample";
+  const ir::Value *x = n.input(0), *y = n.output(0);
+  if (!x || x->type.dtype != DType::f32 || y->type.dtype != DType::f32) return false;
+  if (!x->type.shape.is_static() || !y->type.shape.is_static()) return false;
+  const Shape xs = x->type.shape.to_shape(), ys = y->type.shape.to_shape();
+  const size_t rank = xs.size();
+  if (rank < 3 || rank > 5 || ys.size() != rank || shape_size(xs) == 0 || shape_size(ys) == 0) return false;
+
+  const std::string mode = n.attr_s("mode", "nearest");
+  bool linear;
+  if (mode == "nearest") linear = false;
+  else if (mode == "linear" || mode == "bilinear") linear = true;
+  else return false;
+  Coord coord = Coord::asymmetric;
+  Rounding rounding = Rounding::simple;
+  if (!upsample && n.opset() != 10) {
+    const std::string c = n.attr_s("coordinate_transformation_mode", "half_pixel");
+    if (c == "half_pixel") coord = Coord::half_pixel;
+    else if (c == "pytorch_half_pixel") coord = Coord::pytorch_half_pixel;
+    else if (c == "align_corners") coord = Coord::align_corners;
+    else if (c == "asymmetric") coord = Coord::asymmetric;
+    else if (c == "tf_half_pixel_for_nn") coord = Coord::tf_half_pixel_for_nn;
+    else return false;  // tf_crop_and_resize: roi, extrapolation
+    const std::string r = n.attr_s("nearest_mode", "round_prefer_floor");
+    if (r == "round_prefer_floor") rounding = Rounding::round_prefer_floor;
+    else if (r == "round_prefer_ceil") rounding = Rounding::round_prefer_ceil;
+    else if (r == "floor") rounding = Rounding::floor;
+    else if (r == "ceil") rounding = Rounding::ceil;
+    else return false;
+    if (n.attr_i("antialias", 0) != 0 || n.has_attr("axes")) return false;
+    if (n.attr_s("keep_aspect_ratio_policy", "stretch") != "stretch") return false;
+  }
+
+  // the scales the reference uses (given, or out / in when sizes are given)
+  std::vector<double> scales, out_len;
+  // an optional input: absent (nullptr), a constant, or present but computed (reject)
+  bool computed = false;
+  auto constant_of = [&](size_t i) -> const Tensor* {
+    const ir::Value* v = n.input(i);
+    if (!v) return nullptr;
+    if (!v->is_constant()) computed = true;
+    return v->is_constant() && v->constant().size() > 0 ? &v->constant() : nullptr;
+  };
+  const Tensor *sc = nullptr, *sz = nullptr;
+  if (upsample) {
+    sc = constant_of(1);
+    if (!sc && !computed) {
+      if (!n.has_attr("scales")) return false;
+      for (float f : n.attr_floats("scales")) scales.push_back(f);
+    }
+  } else {
+    sc = constant_of(2);
+    sz = constant_of(3);
+    if ((sc != nullptr) == (sz != nullptr)) return false;
+  }
+  if (computed) return false;
+  if (sz) {
+    if (sz->dtype() != DType::i64 || static_cast<size_t>(sz->size()) != rank) return false;
+    const auto sizes = sz->to_i64();
+    for (size_t k = 0; k < rank; ++k) {
+      if (sizes[k] != ys[k]) return false;
+      scales.push_back(static_cast<double>(ys[k]) / static_cast<double>(xs[k]));
+      out_len.push_back(static_cast<double>(ys[k]));
+    }
+  } else {
+    if (sc) {
+      if (!is_floating(sc->dtype())) return false;
+      scales = sc->to_f64();
+    }
+    if (scales.size() != rank) return false;
+    for (size_t k = 0; k < rank; ++k) {
+      if (!(scales[k] > 0) || !std::isfinite(scales[k])) return false;
+      out_len.push_back(static_cast<double>(xs[k]) * scales[k]);
+    }
+  }
+  if (ys[0] != xs[0] || ys[1] != xs[1] || scales[0] != 1.0 || scales[1] != 1.0) return false;
+  for (size_t k = 2; k < rank; ++k) {
+    const bool identity = xs[k] == ys[k] && scales[k] == 1.0;  // the reference skips the axis
+    if (!axis_matches(linear, coord, rounding, scales[k], out_len[k], xs[k], ys[k], identity)) return false;
+  }
+  alg = linear ? dnnl::algorithm::resampling_linear : dnnl::algorithm::resampling_nearest;
+  return true;
+}
+
+class ResizeNode : public Node {
+ public:
+  explicit ResizeNode(const ir::Node& n) {
+    source = &n;
+    name = n.name();
+  }
+  const char* type() const override { return "Resize"; }
+
+  std::vector<InputLayout> prepare() override {
+    dnnl::algorithm alg;
+    KILN_CHECK(resize_algorithm(*source, alg), cat(source->describe(), ": not reproducible by oneDNN resampling"));
+    Edge* out = outputs[0];
+    memory::desc dst_any(to_dims(out->shape), memory::data_type::f32, memory::format_tag::any);
+    dnnl::resampling_forward::desc d(dnnl::prop_kind::forward_inference, alg, inputs[0]->desc(), dst_any);
+    pd_ = dnnl::resampling_forward::primitive_desc(d, cpu_engine());
+    prim_ = dnnl::resampling_forward(pd_);
+    impl = pd_.impl_info_str();
+    if (is_plain_layout(pd_.dst_desc(), out->shape, out->dtype)) out->blocked.reset();
+    else out->blocked = pd_.dst_desc();
+    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
+    return req;
+  }
+
+  void execute(dnnl::stream& stream) override {
+    prim_.execute(stream, {{DNNL_ARG_SRC, inputs[0]->memory()}, {DNNL_ARG_DST, outputs[0]->memory()}});
+  }
+
+ private:
+  dnnl::resampling_forward::primitive_desc pd_;
+  dnnl::resampling_forward prim_;
+};
+
+}  // namespace
+
+bool resize_supports(const ir::Node& n) {
+  if ((n.op_type() != "Resize" && n.op_type() != "Upsample") || !n.domain().empty()) return false;
+  if (n.num_outputs() != 1 || n.num_inputs() < 1) return false;
+  dnnl::algorithm alg;
+  return resize_algorithm(n, alg);
+}
+
+std::unique_ptr<Node> make_resize_node(const ir::Node& n) { return std::make_unique<ResizeNode>(n); }
+
+}  // namespace kiln::cpu

@@ -1,0 +1,687 @@
+// cpu::Graph Pooling, BatchNorm, Concat, LRN and Resize nodes against the reference
+// executor: odd sizes and channel counts, ceil_mode / padding / dilation corner cases,
+// blocked inputs from a convolution (padded channel blocks), and the forms that must
+// stay on Reference because oneDNN would compute something else.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <iostream>
+#include <random>
+
+#include "cpu/graph.hpp"
+#include "ir/op_registry.hpp"
+#include "runtime/reference_executor.hpp"
+#include "transforms/specialize_shapes.hpp"
+
+using namespace kiln;
+
+namespace {
+
+Tensor pool_random(Shape s, uint32_t seed, float lo = -2.0f, float hi = 2.0f) {
+  Tensor t(DType::f32, std::move(s));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.size(); ++i) p[i] = u(rng);
+  return t;
+}
+
+void pool_expect_close(const Tensor& want, const Tensor& got, double rtol, double atol) {
+  ASSERT_EQ(want.shape(), got.shape());
+  auto a = want.to_f64(), b = got.to_f64();
+  for (size_t i = 0; i < a.size(); ++i)
+    ASSERT_LE(std::fabs(a[i] - b[i]), atol + rtol * std::fabs(a[i])) << "at " << i << ": " << b[i] << " vs " << a[i];
+}
+
+// Runs g on the reference executor and on a cpu::Graph made from a specialised copy.
+std::unique_ptr<cpu::Graph> pool_compare(const std::shared_ptr<ir::Graph>& g, const std::vector<Tensor>& inputs,
+                                         double rtol = 1e-4, double atol = 1e-4) {
+  ir::infer_shapes(*g);
+  runtime::ReferenceExecutor ref(g);
+  auto want = ref.run(inputs);
+  auto copy = g->clone();
+  std::vector<Shape> shapes;
+  for (auto& t : inputs) shapes.push_back(t.shape());
+  auto r = transforms::specialize_shapes(*copy, shapes);
+  EXPECT_TRUE(r.all_static);
+  auto cg = std::make_unique<cpu::Graph>(copy);
+  auto got = cg->run(inputs);
+  EXPECT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size() && i < got.size(); ++i) pool_expect_close(want[i], got[i], rtol, atol);
+  return cg;
+}
+
+size_t pool_count(const cpu::Graph& g, const std::string& type) {
+  size_t n = 0;
+  for (auto& node : g.nodes()) n += type == node->type();
+  return n;
+}
+
+// Every node of `type` in g runs a JIT (non-"ref") implementation.
+void pool_expect_jit(const cpu::Graph& g, const std::string& type) {
+  for (auto& n : g.nodes())
+    if (type == n->type()) {
+      EXPECT_EQ(n->impl.rfind("ref", 0), std::string::npos) << n->name << ": " << n->impl;
+    }
+}
+
+const cpu::Node* pool_find(const cpu::Graph& g, const std::string& type) {
+  for (auto& n : g.nodes())
+    if (type == n->type()) return n.get();
+  return nullptr;
+}
+
+// A 1x1 convolution keeping the channel count: its output arrives in oneDNN's blocked
+// layout (nChw16c on AVX-512, padded when C is not a multiple of the block).
+ir::Value* pool_conv(ir::Graph& g, ir::Value* x, int64_t c, size_t spatial, uint32_t seed) {
+  Shape ws = {c, c};
+  for (size_t i = 0; i < spatial; ++i) ws.push_back(1);
+  auto* n = g.add_node("Conv", {x, g.add_constant("w" + std::to_string(seed), pool_random(ws, seed, -0.5f, 0.5f))}, 1,
+                       "conv" + std::to_string(seed));
+  return n->output(0);
+}
+
+// A grouped 1x1 convolution 32 -> 32 channels (2 groups): oneDNN 2.6 gives it the
+// channel-blocked nChw16c layout (plain convolutions get channels-last on AVX-512).
+ir::Value* pool_conv16(ir::Graph& g, ir::Value* x, size_t spatial, uint32_t seed) {
+  Shape ws = {32, 16};
+  for (size_t i = 0; i < spatial; ++i) ws.push_back(1);
+  auto* n = g.add_node("Conv", {x, g.add_constant("w" + std::to_string(seed), pool_random(ws, seed, -0.5f, 0.5f))}, 1,
+                       "gconv" + std::to_string(seed));
+  n->attrs["group"] = int64_t(2);
+  return n->output(0);
+}
+
+const cpu::Edge* pool_output_of(const cpu::Graph& g, const std::string& node_name) {
+  for (auto& n : g.nodes())
+    if (n->name == node_name) return n->outputs[0];
+  return nullptr;
+}
+
+std::shared_ptr<ir::Graph> pool_graph(int opset = 13) {
+  auto g = std::make_shared<ir::Graph>();
+  g->opset_imports[""] = opset;
+  return g;
+}
+
+struct PoolCase {
+  std::string op;
+  Shape x;
+  std::vector<int64_t> kernel = {}, strides = {}, pads = {}, dilations = {};
+  int64_t ceil_mode = 0, count_include_pad = 0;
+  std::string auto_pad = {};
+  bool expect_onednn = true;
+};
+
+std::string pool_case_name(const PoolCase& c) {
+  std::string s = c.op + " x" + shape_to_string(c.x);
+  auto list = [&](const char* n, const std::vector<int64_t>& v) {
+    if (v.empty()) return;
+    s += std::string(" ") + n + "=";
+    for (int64_t e : v) s += std::to_string(e) + ",";
+  };
+  list("k", c.kernel);
+  list("s", c.strides);
+  list("p", c.pads);
+  list("d", c.dilations);
+  s += " ceil=" + std::to_string(c.ceil_mode) + " incl=" + std::to_string(c.count_include_pad) + " " + c.auto_pad;
+  return s;
+}
+
+}  // namespace
+
+TEST(CpuPooling, MatchesReferenceOverOddShapesAndBlockedInputs) {
+  std::vector<PoolCase> cases = {
+      {"MaxPool", {1, 3, 17, 19}, {3, 3}, {2, 2}, {}, {}, 1},                      // squeezenet/googlenet
+      {"MaxPool", {1, 17, 14, 14}, {3, 3}, {2, 2}, {}, {}, 1},                     // ceil adds a tail window
+      {"MaxPool", {2, 33, 13, 11}, {3, 3}, {2, 2}, {1, 1, 1, 1}},                  // resnet stem
+      {"MaxPool", {1, 17, 15, 15}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 1},           // googlenet 3x3 s1
+      {"MaxPool", {1, 5, 10, 7}, {2, 3}, {2, 1}, {0, 1, 1, 0}},                    // asymmetric pads
+      {"MaxPool", {1, 6, 11, 11}, {3, 3}, {2, 2}, {}, {}, 0, 0, "SAME_UPPER"},
+      {"MaxPool", {1, 6, 11, 11}, {4, 4}, {3, 3}, {}, {}, 0, 0, "SAME_LOWER"},
+      {"MaxPool", {1, 4, 15, 15}, {3, 3}, {1, 1}, {2, 2, 2, 2}, {2, 2}},           // dilated
+      {"MaxPool", {2, 3, 31}, {5}, {2}, {2, 2}, {}, 1},                             // 1D
+      {"MaxPool", {1, 4, 7, 8, 9}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1, 1, 1, 1}},      // 3D
+      {"AveragePool", {1, 17, 15, 15}, {2, 2}, {2, 2}},                             // densenet transition
+      {"AveragePool", {1, 3, 10, 10}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, 1, 0},      // ceil, exclude
+      {"AveragePool", {1, 17, 9, 9}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 0, 1},       // include
+      {"AveragePool", {1, 5, 10, 7}, {2, 3}, {2, 1}, {0, 1, 1, 0}, {}, 0, 1},       // asymmetric, include
+      {"AveragePool", {1, 5, 9, 7}, {3, 2}, {2, 2}, {1, 0, 1, 1}, {}, 1, 1},        // ceil, windows in the pads
+      {"AveragePool", {1, 33, 14, 13}, {3, 3}, {2, 2}, {}, {}, 1, 1},               // ceil, no pads: exclude
+      {"AveragePool", {1, 6, 11, 11}, {3, 3}, {2, 2}, {}, {}, 0, 1, "SAME_UPPER"},
+      {"AveragePool", {1, 6, 11, 11}, {4, 4}, {3, 3}, {}, {}, 0, 0, "SAME_LOWER"},
+      {"AveragePool", {1, 4, 13, 12}, {3, 2}, {2, 1}, {2, 1, 2, 1}, {2, 3}},        // dilated, exclude
+      {"AveragePool", {2, 3, 31}, {4}, {3}, {1, 2}, {}, 1, 0},                       // 1D
+      {"AveragePool", {1, 4, 7, 8, 9}, {2, 3, 2}, {2, 1, 2}, {1, 1, 0, 0, 1, 1}, {}, 0, 1},  // 3D
+      {"GlobalAveragePool", {1, 33, 7, 7}},
+      {"GlobalAveragePool", {2, 17, 5, 6, 3}},
+      {"GlobalAveragePool", {2, 5, 11}},
+      {"GlobalMaxPool", {1, 33, 7, 9}},
+      {"GlobalMaxPool", {2, 3, 13}},
+      // must stay on Reference: a ceil window past the explicit end pad with
+      // count_include_pad (ONNX divides by the taps inside the padded input only)
+      {"AveragePool", {1, 3, 10, 10}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, 1, 1, "", false},
+      // a window that starts in the right padding (ceil_mode): no input element
+      {"MaxPool", {1, 3, 4, 4}, {2, 2}, {2, 2}, {0, 0, 1, 1}, {}, 1, 0, "", false},
+  };
+  uint32_t seed = 1;
+  for (const auto& c : cases) {
+    for (bool blocked : {false, true}) {
+      SCOPED_TRACE(pool_case_name(c) + (blocked ? " after conv" : ""));
+      auto g = pool_graph();
+      auto* x = g->add_input("x", {DType::f32, ir::PartialShape(c.x)});
+      ir::Value* in = blocked ? pool_conv(*g, x, c.x[1], c.x.size() - 2, seed++) : x;
+      auto* n = g->add_node(c.op, {in}, 1, "pool");
+      if (!c.kernel.empty()) n->attrs["kernel_shape"] = c.kernel;
+      if (!c.strides.empty()) n->attrs["strides"] = c.strides;
+      if (!c.pads.empty()) n->attrs["pads"] = c.pads;
+      if (!c.dilations.empty()) n->attrs["dilations"] = c.dilations;
+      if (c.ceil_mode) n->attrs["ceil_mode"] = c.ceil_mode;
+      if (c.op == "AveragePool") n->attrs["count_include_pad"] = c.count_include_pad;
+      if (!c.auto_pad.empty()) n->attrs["auto_pad"] = c.auto_pad;
+      g->add_output(n->output(0));
+      auto cg = pool_compare(g, {pool_random(c.x, seed++)});
+      ASSERT_EQ(pool_count(*cg, "Pooling"), c.expect_onednn ? 1u : 0u) << cg->describe();
+      if (c.expect_onednn && c.dilations.empty()) pool_expect_jit(*cg, "Pooling");
+      if (c.expect_onednn && blocked) {
+        // the pool consumed the convolution's layout: no reorder in between
+        const cpu::Node* p = pool_find(*cg, "Pooling");
+        EXPECT_EQ(p->inputs[0]->name, cg->nodes()[0]->type() == std::string("Reorder") ? cg->nodes()[1]->outputs[0]->name
+                                                                                         : cg->nodes()[0]->outputs[0]->name)
+            << cg->describe();
+      }
+    }
+  }
+}
+
+TEST(CpuPooling, MaxPoolWithIndicesStaysOnReference) {
+  auto g = pool_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 3, 8, 8})});
+  auto* n = g->add_node("MaxPool", {x}, 2, "pool");
+  n->attrs["kernel_shape"] = std::vector<int64_t>{2, 2};
+  g->add_output(n->output(0));
+  g->add_output(n->output(1));
+  auto cg = pool_compare(g, {pool_random({1, 3, 8, 8}, 3)});
+  EXPECT_EQ(pool_count(*cg, "Pooling"), 0u);
+}
+
+TEST(CpuBatchNorm, MatchesReferenceInAnyLayout) {
+  struct Case {
+    Shape x;
+    float eps;
+    bool blocked;
+  };
+  std::vector<Case> cases = {{{2, 3, 5, 7}, 1e-5f, false}, {{1, 17, 9, 9}, 1e-3f, true}, {{1, 33, 6, 5}, 1e-5f, true},
+                             {{3, 33}, 1e-5f, false},       {{2, 7, 11}, 1e-5f, true},  {{1, 5, 4, 6, 3}, 1e-2f, true}};
+  uint32_t seed = 100;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(shape_to_string(c.x) + (c.blocked ? " after conv" : ""));
+    const int64_t C = c.x[1];
+    auto g = pool_graph();
+    auto* x = g->add_input("x", {DType::f32, ir::PartialShape(c.x)});
+    ir::Value* in = c.blocked ? pool_conv(*g, x, C, c.x.size() - 2, seed++) : x;
+    auto* bn = g->add_node("BatchNormalization",
+                           {in, g->add_constant("scale", pool_random({C}, seed++, 0.5f, 2.0f)),
+                            g->add_constant("bias", pool_random({C}, seed++)),
+                            g->add_constant("mean", pool_random({C}, seed++)),
+                            g->add_constant("var", pool_random({C}, seed++, 0.1f, 3.0f))},
+                           1, "bn");
+    bn->attrs["epsilon"] = c.eps;
+    g->add_output(bn->output(0));
+    auto cg = pool_compare(g, {pool_random(c.x, seed++)});
+    ASSERT_EQ(pool_count(*cg, "BatchNorm"), 1u) << cg->describe();
+    pool_expect_jit(*cg, "BatchNorm");
+    if (c.blocked) {
+      const cpu::Node* b = pool_find(*cg, "BatchNorm");
+      EXPECT_EQ(b->inputs[0]->name.find("/"), std::string::npos) << "reordered before BatchNorm:\n" << cg->describe();
+    }
+  }
+  // training mode (batch statistics) stays on Reference
+  auto g = pool_graph(15);
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{2, 3, 4, 4})});
+  std::vector<ir::Value*> ins = {x};
+  for (const char* p : {"s", "b", "m", "v"}) ins.push_back(g->add_constant(p, pool_random({3}, 7, 0.5f, 1.5f)));
+  auto* bn = g->add_node("BatchNormalization", ins, 1, "bn");
+  bn->attrs["training_mode"] = int64_t(1);
+  g->add_output(bn->output(0));
+  auto cg = pool_compare(g, {pool_random({2, 3, 4, 4}, 8)});
+  EXPECT_EQ(pool_count(*cg, "BatchNorm"), 0u);
+}
+
+TEST(CpuConcat, ChannelConcatOfBlockedInputsStaysBlocked) {
+  // a densenet-style block: x -> conv_a, conv_b; concat(conv_a, conv_b, conv_c) -> conv
+  auto g = pool_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 16, 9, 9})});
+  auto* a = pool_conv(*g, x, 16, 2, 1);
+  auto* b = g->add_node("Conv", {x, g->add_constant("wb", pool_random({32, 16, 1, 1}, 2, -0.5f, 0.5f))}, 1, "cb")->output(0);
+  auto* cc = g->add_node("Conv", {x, g->add_constant("wc", pool_random({16, 16, 1, 1}, 3, -0.5f, 0.5f))}, 1, "cc")->output(0);
+  auto* cat = g->add_node("Concat", {a, b, cc}, 1, "cat");
+  cat->attrs["axis"] = int64_t(1);
+  auto* out = pool_conv(*g, cat->output(0), 64, 2, 4);
+  g->add_output(out);
+  auto cg = pool_compare(g, {pool_random({1, 16, 9, 9}, 5)});
+  ASSERT_EQ(pool_count(*cg, "Concat"), 1u) << cg->describe();
+  pool_expect_jit(*cg, "Concat");
+  const cpu::Node* c = pool_find(*cg, "Concat");
+  for (const cpu::Edge* e : c->inputs) EXPECT_EQ(e->name.find("/"), std::string::npos) << cg->describe();
+  if (!c->inputs[0]->is_plain()) {
+    EXPECT_FALSE(c->outputs[0]->is_plain()) << cg->describe();
+    EXPECT_EQ(pool_count(*cg, "Reorder"), 2u) << cg->describe();  // graph input and output only
+  }
+}
+
+TEST(CpuConcat, DenseBlockInputIsConvertedOnceAndEveryConcatStaysBlocked) {
+  // densenet: the block input (plain here) is concatenated with every new feature map;
+  // each concat feeds a convolution
+  auto g = pool_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 32, 10, 9})});
+  auto conv = [&](ir::Value* in, int64_t ic, const std::string& name, uint32_t seed) {
+    auto* n = g->add_node("Conv", {in, g->add_constant(name + "_w", pool_random({16, ic, 3, 3}, seed, -0.2f, 0.2f))}, 1, name);
+    n->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+    return n->output(0);
+  };
+  auto* f1 = conv(x, 32, "f1", 1);
+  auto* cat1 = g->add_node("Concat", {x, f1}, 1, "cat1");
+  cat1->attrs["axis"] = int64_t(1);
+  auto* f2 = conv(cat1->output(0), 48, "f2", 2);
+  auto* cat2 = g->add_node("Concat", {x, f1, f2}, 1, "cat2");
+  cat2->attrs["axis"] = int64_t(1);
+  auto* f3 = conv(cat2->output(0), 64, "f3", 3);
+  g->add_output(f3);
+  auto cg = pool_compare(g, {pool_random({1, 32, 10, 9}, 4)});
+  ASSERT_EQ(pool_count(*cg, "Concat"), 2u) << cg->describe();
+  pool_expect_jit(*cg, "Concat");
+  const cpu::Edge* f1_out = pool_output_of(*cg, "f1");
+  if (!f1_out->is_plain()) {
+    for (const char* c : {"cat1", "cat2"}) {
+      EXPECT_EQ(pool_output_of(*cg, c)->layout_name(), f1_out->layout_name()) << cg->describe();
+    }
+    EXPECT_EQ(pool_count(*cg, "Reorder"), 2u) << cg->describe();  // x once (shared), the output
+  }
+}
+
+TEST(CpuConcat, SingleInputIsAView) {
+  auto g = pool_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 17, 5, 4})});
+  auto* c = pool_conv(*g, x, 17, 2, 1);
+  auto* cat = g->add_node("Concat", {c}, 1, "cat");
+  cat->attrs["axis"] = int64_t(1);
+  g->add_output(pool_conv(*g, cat->output(0), 17, 2, 2));
+  auto cg = pool_compare(g, {pool_random({1, 17, 5, 4}, 3)});
+  ASSERT_EQ(pool_count(*cg, "Concat"), 1u) << cg->describe();
+  const cpu::Node* n = pool_find(*cg, "Concat");
+  EXPECT_EQ(n->output_aliases_input(), 0);
+  EXPECT_EQ(n->outputs[0]->layout_name(), n->inputs[0]->layout_name());
+}
+
+TEST(CpuConcat, MatchesReferenceForMixedLayoutsAxesAndConstants) {
+  uint32_t seed = 200;
+  // odd channel counts from convolutions: blocked sources at unaligned channel offsets
+  {
+    auto g = pool_graph();
+    auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{2, 3, 7, 5})});
+    auto* a = g->add_node("Conv", {x, g->add_constant("wa", pool_random({17, 3, 1, 1}, seed++))}, 1, "ca")->output(0);
+    auto* b = g->add_node("Conv", {x, g->add_constant("wb", pool_random({33, 3, 3, 3}, seed++))}, 1, "cb");
+    b->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+    auto* cat = g->add_node("Concat", {a, x, b->output(0), a}, 1, "cat");
+    cat->attrs["axis"] = int64_t(1);
+    g->add_output(cat->output(0));
+    auto cg = pool_compare(g, {pool_random({2, 3, 7, 5}, seed++)});
+    EXPECT_EQ(pool_count(*cg, "Concat"), 1u) << cg->describe();
+  }
+  // all blocked but 3 + 17 channels: offsets not a multiple of the block
+  {
+    auto g = pool_graph();
+    auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 3, 6, 6})});
+    auto* a = pool_conv(*g, x, 3, 2, seed++);
+    auto* b = g->add_node("Conv", {x, g->add_constant("wb", pool_random({17, 3, 1, 1}, seed++))}, 1, "cb")->output(0);
+    auto* cat = g->add_node("Concat", {a, b}, 1, "cat");
+    cat->attrs["axis"] = int64_t(1);
+    g->add_output(pool_conv(*g, cat->output(0), 20, 2, seed++));
+    auto cg = pool_compare(g, {pool_random({1, 3, 6, 6}, seed++)});
+    EXPECT_EQ(pool_count(*cg, "Concat"), 1u) << cg->describe();
+  }
+  // plain inputs along every axis, with a constant operand, ranks 1..4
+  struct Case {
+    Shape a, b;
+    int64_t axis;
+  };
+  std::vector<Case> cases = {{{5}, {3}, 0},
+                             {{2, 3}, {2, 5}, 1},
+                             {{2, 3}, {4, 3}, -2},
+                             {{2, 3, 4}, {2, 1, 4}, 1},
+                             {{2, 3, 4}, {2, 3, 7}, -1},
+                             {{2, 3, 4, 5}, {1, 3, 4, 5}, 0},
+                             {{2, 3, 4, 5}, {2, 3, 2, 5}, 2}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(shape_to_string(c.a) + " ++ " + shape_to_string(c.b) + " axis " + std::to_string(c.axis));
+    auto g = pool_graph();
+    auto* a = g->add_input("a", {DType::f32, ir::PartialShape(c.a)});
+    auto* k = g->add_constant("k", pool_random(c.b, seed++));
+    auto* cat = g->add_node("Concat", {a, k, a}, 1, "cat");
+    cat->attrs["axis"] = c.axis;
+    g->add_output(cat->output(0));
+    auto cg = pool_compare(g, {pool_random(c.a, seed++)});
+    EXPECT_EQ(pool_count(*cg, "Concat"), 1u) << cg->describe();
+  }
+  // integer concatenation stays on Reference
+  {
+    auto g = pool_graph();
+    auto* a = g->add_input("a", {DType::i64, ir::PartialShape(Shape{3})});
+    auto* cat = g->add_node("Concat", {a, g->add_constant("k", Tensor::from_vector<int64_t>({1, 2}, {2}))}, 1, "cat");
+    cat->attrs["axis"] = int64_t(0);
+    g->add_output(cat->output(0));
+    auto cg = pool_compare(g, {Tensor::from_vector<int64_t>({4, 5, 6}, {3})});
+    EXPECT_EQ(pool_count(*cg, "Concat"), 0u);
+  }
+}
+
+TEST(CpuLrn, MatchesReferenceForOddSizes) {
+  struct Case {
+    Shape x;
+    int64_t size;
+    float alpha, beta, bias;
+    bool blocked;
+    bool expect_onednn = true;
+  };
+  std::vector<Case> cases = {
+      {{1, 17, 7, 9}, 5, 1e-4f, 0.75f, 1.0f, false},
+      {{2, 33, 5, 5}, 5, 1e-4f, 0.75f, 1.0f, true},  // AlexNet / GoogLeNet v1 parameters
+      {{1, 16, 6, 6}, 5, 2e-3f, 0.75f, 2.0f, true},
+      {{1, 7, 4, 5}, 3, 0.5f, 0.6f, 1.5f, false},
+      {{1, 9, 3, 3}, 1, 0.1f, 0.5f, 1.0f, true},
+      {{2, 12, 9}, 3, 0.2f, 0.75f, 1.0f, false},         // 1D
+      {{1, 10, 3, 4, 5}, 5, 1e-2f, 0.75f, 1.0f, false},  // 3D
+      {{1, 8, 4, 4}, 4, 1e-2f, 0.75f, 1.0f, false, false},  // even size: windows differ
+  };
+  uint32_t seed = 300;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(shape_to_string(c.x) + " size " + std::to_string(c.size) + (c.blocked ? " after conv" : ""));
+    auto g = pool_graph();
+    auto* x = g->add_input("x", {DType::f32, ir::PartialShape(c.x)});
+    ir::Value* in = c.blocked ? pool_conv(*g, x, c.x[1], c.x.size() - 2, seed++) : x;
+    auto* n = g->add_node("LRN", {in}, 1, "lrn");
+    n->attrs["size"] = c.size;
+    n->attrs["alpha"] = c.alpha;
+    n->attrs["beta"] = c.beta;
+    n->attrs["bias"] = c.bias;
+    g->add_output(n->output(0));
+    auto cg = pool_compare(g, {pool_random(c.x, seed++, -3.0f, 3.0f)});
+    ASSERT_EQ(pool_count(*cg, "LRN"), c.expect_onednn ? 1u : 0u) << cg->describe();
+  }
+  // every odd size against channel counts below, at and above it, in each layout
+  for (int64_t size : {1, 3, 5, 7, 9})
+    for (int64_t C : {1, 5, 16, 32, 33})
+      for (int layout = 0; layout < 3; ++layout) {
+        if (layout == 2 && C != 32) continue;  // nChw16c from the grouped convolution
+        SCOPED_TRACE("size " + std::to_string(size) + " C " + std::to_string(C) + " layout " + std::to_string(layout));
+        Shape xs = {2, C, 5, 6};
+        auto g = pool_graph();
+        auto* x = g->add_input("x", {DType::f32, ir::PartialShape(xs)});
+        ir::Value* in = layout == 0 ? x : layout == 1 ? pool_conv(*g, x, C, 2, seed++) : pool_conv16(*g, x, 2, seed++);
+        auto* n = g->add_node("LRN", {in}, 1, "lrn");
+        n->attrs["size"] = size;
+        n->attrs["alpha"] = 0.02f;
+        n->attrs["beta"] = 0.75f;
+        n->attrs["bias"] = 1.5f;
+        g->add_output(n->output(0));
+        auto cg = pool_compare(g, {pool_random(xs, seed++, -3.0f, 3.0f)});
+        ASSERT_EQ(pool_count(*cg, "LRN"), 1u) << cg->describe();
+      }
+}
+
+namespace {
+
+struct ResizeCase {
+  std::string name;
+  Shape x;
+  std::vector<float> scales;   // or
+  std::vector<int64_t> sizes;
+  std::string mode, coord, nearest;
+  bool expect_onednn;
+  bool blocked = false;
+  std::string op = "Resize";
+  int opset = 13;
+};
+
+}  // namespace
+
+TEST(CpuResize, MatchesReferenceWhereOneDnnReproducesIt) {
+  std::vector<ResizeCase> cases = {
+      {"nearest asymmetric floor x2", {1, 3, 7, 9}, {1, 1, 2, 2}, {}, "nearest", "asymmetric", "floor", true},
+      {"nearest asymmetric floor x2 blocked", {1, 17, 5, 6}, {1, 1, 2, 2}, {}, "nearest", "asymmetric", "floor", true, true},
+      {"nearest asymmetric floor x3,x2", {2, 4, 5, 6}, {1, 1, 3, 2}, {}, "nearest", "asymmetric", "floor", true},
+      {"nearest half_pixel x2", {1, 3, 7, 9}, {1, 1, 2, 2}, {}, "nearest", "half_pixel", "round_prefer_floor", true},
+      {"nearest half_pixel x3 ceil-pref", {1, 3, 4, 5}, {1, 1, 3, 3}, {}, "nearest", "half_pixel", "round_prefer_ceil", true},
+      {"nearest sizes x2,x3", {1, 3, 7, 9}, {}, {1, 3, 14, 27}, "nearest", "asymmetric", "floor", true},
+      {"nearest 1D x4", {2, 3, 5}, {1, 1, 4}, {}, "nearest", "asymmetric", "floor", true},
+      {"nearest 3D x2", {1, 2, 3, 4, 5}, {1, 1, 2, 2, 2}, {}, "nearest", "asymmetric", "floor", true, true},
+      {"linear half_pixel x2", {1, 3, 7, 9}, {1, 1, 2, 2}, {}, "linear", "half_pixel", "", true},
+      {"linear half_pixel x2 blocked", {1, 33, 5, 4}, {1, 1, 2, 2}, {}, "linear", "half_pixel", "", true, true},
+      {"linear half_pixel x1.5", {1, 3, 4, 6}, {1, 1, 1.5f, 1.5f}, {}, "linear", "half_pixel", "", true},
+      {"linear half_pixel /2", {1, 3, 8, 10}, {1, 1, 0.5f, 0.5f}, {}, "linear", "half_pixel", "", true},
+      {"linear half_pixel sizes 7->10", {1, 3, 7, 7}, {}, {1, 3, 10, 13}, "linear", "half_pixel", "", true},
+      {"linear pytorch_half_pixel x2", {1, 5, 6, 3}, {1, 1, 2, 2}, {}, "linear", "pytorch_half_pixel", "", true},
+      {"linear one axis only", {1, 5, 6, 3}, {1, 1, 1, 3}, {}, "linear", "half_pixel", "", true},
+      {"linear 3D", {1, 2, 3, 4, 5}, {1, 1, 2, 1.5f, 2}, {}, "linear", "half_pixel", "", true},
+      {"upsample nearest", {1, 3, 4, 5}, {1, 1, 2, 2}, {}, "nearest", "", "", true, false, "Upsample", 9},
+      {"resize-10 nearest", {1, 3, 4, 5}, {1, 1, 2, 3}, {}, "nearest", "", "", true, false, "Resize", 10},
+      // stays on Reference
+      {"nearest asymmetric floor /2", {1, 3, 8, 8}, {1, 1, 0.5f, 0.5f}, {}, "nearest", "asymmetric", "floor", false},
+      {"nearest half_pixel x1.5", {1, 3, 4, 4}, {1, 1, 1.5f, 1.5f}, {}, "nearest", "half_pixel", "round_prefer_floor", false},
+      {"nearest half_pixel ceil x2", {1, 3, 4, 4}, {1, 1, 2, 2}, {}, "nearest", "half_pixel", "ceil", false},
+      {"linear align_corners x2", {1, 3, 4, 4}, {1, 1, 2, 2}, {}, "linear", "align_corners", "", false},
+      {"linear asymmetric x2", {1, 3, 4, 4}, {1, 1, 2, 2}, {}, "linear", "asymmetric", "", false},
+      {"linear scale != out/in", {1, 3, 5, 5}, {1, 1, 1.7f, 1.7f}, {}, "linear", "half_pixel", "", false},
+      {"cubic", {1, 3, 4, 4}, {1, 1, 2, 2}, {}, "cubic", "half_pixel", "", false},
+      {"channels resized", {1, 3, 4, 4}, {1, 2, 2, 2}, {}, "nearest", "asymmetric", "floor", false},
+  };
+  uint32_t seed = 400;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto g = pool_graph(c.opset);
+    auto* x = g->add_input("x", {DType::f32, ir::PartialShape(c.x)});
+    ir::Value* in = c.blocked ? pool_conv(*g, x, c.x[1], c.x.size() - 2, seed++) : x;
+    const int64_t rank = static_cast<int64_t>(c.x.size());
+    ir::Node* n;
+    ir::Value* scales =
+        c.scales.empty() ? nullptr : g->add_constant("scales", Tensor::from_vector<float>(c.scales, {rank}));
+    if (c.op == "Upsample") {
+      n = g->add_node(c.op, {in, scales}, 1, "resize");
+    } else if (c.opset == 10) {
+      n = g->add_node(c.op, {in, nullptr, scales}, 1, "resize");  // as the frontend normalises Resize-10
+    } else {
+      ir::Value* sizes = c.sizes.empty() ? nullptr : g->add_constant("sizes", Tensor::from_vector<int64_t>(c.sizes, {rank}));
+      n = g->add_node("Resize", {in, nullptr, scales, sizes}, 1, "resize");
+      if (!c.coord.empty()) n->attrs["coordinate_transformation_mode"] = c.coord;
+      if (!c.nearest.empty()) n->attrs["nearest_mode"] = c.nearest;
+    }
+    n->attrs["mode"] = c.mode;
+    g->add_output(n->output(0));
+    auto cg = pool_compare(g, {pool_random(c.x, seed++)});
+    ASSERT_EQ(pool_count(*cg, "Resize"), c.expect_onednn ? 1u : 0u) << cg->describe();
+    if (c.expect_onednn) pool_expect_jit(*cg, "Resize");
+  }
+}
+
+TEST(CpuLayouts, PoolNormConcatLrnResizeRunOnChannelBlockedInputs) {
+  // every kind takes nChw16c from a grouped convolution as it is and writes it back
+  using Maker = std::function<ir::Value*(ir::Graph&, ir::Value*)>;
+  auto node = [](const std::string& op, std::function<void(ir::Node*)> attrs, std::vector<ir::Value*> extra = {}) {
+    return Maker([=](ir::Graph& g, ir::Value* in) {
+      std::vector<ir::Value*> ins = {in};
+      ins.insert(ins.end(), extra.begin(), extra.end());
+      auto* n = g.add_node(op, ins, 1, "op");
+      attrs(n);
+      return n->output(0);
+    });
+  };
+  struct Case {
+    std::string kind;
+    Maker make;
+  };
+  std::vector<Case> cases = {
+      {"Pooling", node("MaxPool", [](ir::Node* n) {
+         n->attrs["kernel_shape"] = std::vector<int64_t>{3, 3};
+         n->attrs["strides"] = std::vector<int64_t>{2, 2};
+         n->attrs["ceil_mode"] = int64_t(1);
+       })},
+      {"Pooling", node("AveragePool", [](ir::Node* n) {
+         n->attrs["kernel_shape"] = std::vector<int64_t>{3, 3};
+         n->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+         n->attrs["count_include_pad"] = int64_t(1);
+       })},
+      {"Pooling", node("GlobalAveragePool", [](ir::Node*) {})},
+      {"LRN", node("LRN", [](ir::Node* n) { n->attrs["size"] = int64_t(5); })},
+      {"BatchNorm", [](ir::Graph& g, ir::Value* in) {
+         auto* n = g.add_node("BatchNormalization",
+                              {in, g.add_constant("s", pool_random({32}, 1, 0.5f, 2.0f)), g.add_constant("b", pool_random({32}, 2)),
+                               g.add_constant("m", pool_random({32}, 3)), g.add_constant("v", pool_random({32}, 4, 0.2f, 2.0f))},
+                              1, "op");
+         return n->output(0);
+       }},
+      {"Concat", [](ir::Graph& g, ir::Value* in) {
+         auto* n = g.add_node("Concat", {in, pool_conv16(g, in, 2, 77)}, 1, "op");
+         n->attrs["axis"] = int64_t(1);
+         return n->output(0);
+       }},
+      {"Resize", [](ir::Graph& g, ir::Value* in) {
+         auto* n = g.add_node("Resize", {in, nullptr, g.add_constant("sc", Tensor::from_vector<float>({1, 1, 2, 2}, {4}))}, 1, "op");
+         n->attrs["mode"] = std::string("linear");
+         return n->output(0);
+       }},
+  };
+  uint32_t seed = 500;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.kind);
+    auto g = pool_graph();
+    auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 32, 9, 11})});
+    auto* blocked = pool_conv16(*g, x, 2, seed++);
+    g->add_output(c.make(*g, blocked));
+    auto cg = pool_compare(g, {pool_random({1, 32, 9, 11}, seed++)});
+    ASSERT_EQ(pool_count(*cg, c.kind), 1u) << cg->describe();
+    pool_expect_jit(*cg, c.kind);
+    const cpu::Node* n = pool_find(*cg, c.kind);
+    const cpu::Edge* conv_out = pool_output_of(*cg, "gconv" + std::to_string(seed - 2));
+    ASSERT_TRUE(conv_out);
+    EXPECT_EQ(n->inputs[0], conv_out) << cg->describe();
+    EXPECT_EQ(n->outputs[0]->layout_name(), conv_out->layout_name()) << cg->describe();
+  }
+}
+
+TEST(CpuConcat, ChannelBlocksAtUnalignedOffsets) {
+  for (bool plain_first : {true, false}) {
+    auto g = pool_graph();
+    auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 32, 6, 5})});
+    auto* z = g->add_input("z", {DType::f32, ir::PartialShape(Shape{1, 3, 6, 5})});
+    auto* a = pool_conv16(*g, x, 2, 1);
+    auto* b = pool_conv16(*g, x, 2, 2);
+    std::vector<ir::Value*> ins = plain_first ? std::vector<ir::Value*>{z, a, b} : std::vector<ir::Value*>{a, z, b};
+    auto* cat = g->add_node("Concat", ins, 1, "cat");
+    cat->attrs["axis"] = int64_t(1);
+    g->add_output(cat->output(0));
+    auto cg = pool_compare(g, {pool_random({1, 32, 6, 5}, 3), pool_random({1, 3, 6, 5}, 4)});
+    ASSERT_EQ(pool_count(*cg, "Concat"), 1u) << cg->describe();
+    // nChw16c sources written at channel offsets 3 / 35 (not a multiple of the block)
+    const cpu::Node* c = pool_find(*cg, "Concat");
+    EXPECT_EQ(c->inputs[plain_first ? 1 : 0]->layout_name(), "blocked(16@dim1)") << cg->describe();
+  }
+}
+
+TEST(CpuPooling, RandomGeometriesMatchReference) {
+  // a fixed-seed sweep over kernels, strides, dilations, pads, ceil_mode and
+  // count_include_pad in 1D/2D/3D: wherever oneDNN takes the node it must agree
+  std::mt19937 rng(2024);
+  auto pick = [&](int lo, int hi) { return static_cast<int64_t>(lo + static_cast<int>(rng() % static_cast<unsigned>(hi - lo + 1))); };
+  int taken = 0, tried = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const size_t sp = static_cast<size_t>(pick(1, 3));
+    const bool avg = rng() % 2;
+    const bool blocked = rng() % 3 == 0;
+    Shape xs = {pick(1, 2), std::vector<int64_t>{1, 3, 17, 33}[rng() % 4]};
+    std::vector<int64_t> k, s, d, p(2 * sp);
+    for (size_t i = 0; i < sp; ++i) {
+      xs.push_back(pick(1, sp == 3 ? 7 : 12));
+      k.push_back(pick(1, 4));
+      s.push_back(pick(1, 3));
+      d.push_back(rng() % 4 == 0 ? 2 : 1);
+      const int64_t ek = (k[i] - 1) * d[i] + 1;
+      p[i] = rng() % 2 ? pick(0, static_cast<int>(ek - 1)) : 0;
+      p[sp + i] = rng() % 2 ? pick(0, static_cast<int>(ek - 1)) : 0;
+    }
+    auto g = pool_graph();
+    auto* x = g->add_input("x", {DType::f32, ir::PartialShape(xs)});
+    ir::Value* in = blocked ? pool_conv(*g, x, xs[1], sp, static_cast<uint32_t>(trial + 1)) : x;
+    auto* n = g->add_node(avg ? "AveragePool" : "MaxPool", {in}, 1, "pool");
+    n->attrs["kernel_shape"] = k;
+    n->attrs["strides"] = s;
+    n->attrs["dilations"] = d;
+    n->attrs["pads"] = p;
+    n->attrs["ceil_mode"] = static_cast<int64_t>(rng() % 2);
+    if (avg) n->attrs["count_include_pad"] = static_cast<int64_t>(rng() % 2);
+    g->add_output(n->output(0));
+    try {
+      ir::infer_shapes(*g);
+    } catch (const Error&) {
+      continue;  // the window does not fit
+    }
+    if (!n->output(0)->type.shape.is_static() || shape_size(n->output(0)->type.shape.to_shape()) == 0) continue;
+    SCOPED_TRACE("trial " + std::to_string(trial) + ": " + n->op_type() + " x" + shape_to_string(xs));
+    ++tried;
+    auto cg = pool_compare(g, {pool_random(xs, static_cast<uint32_t>(trial))});
+    taken += static_cast<int>(pool_count(*cg, "Pooling"));
+    if (HasFatalFailure() || HasNonfatalFailure()) {
+      std::cerr << "node attrs: k " << shape_to_string(k) << " s " << shape_to_string(s) << " d " << shape_to_string(d)
+                << " p " << shape_to_string(p) << " ceil " << n->attr_i("ceil_mode") << "\n";
+      break;
+    }
+  }
+  EXPECT_GT(tried, 150);
+  EXPECT_GT(taken, tried / 2);
+}
+
+TEST(CpuResize, RandomConfigurationsMatchReference) {
+  std::mt19937 rng(7);
+  const char* modes[] = {"nearest", "linear"};
+  const char* coords[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_half_pixel_for_nn"};
+  const char* nearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+  const float scales[] = {0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 0.75f, 1.25f, 0.6f, 4.0f};
+  int taken = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const size_t sp = 1 + rng() % 3;
+    Shape xs = {1 + static_cast<int64_t>(rng() % 2), 1 + static_cast<int64_t>(rng() % 5)};
+    for (size_t i = 0; i < sp; ++i) xs.push_back(1 + static_cast<int64_t>(rng() % (sp == 3 ? 5 : 9)));
+    const int64_t rank = static_cast<int64_t>(xs.size());
+    auto g = pool_graph();
+    auto* x = g->add_input("x", {DType::f32, ir::PartialShape(xs)});
+    ir::Value *sc = nullptr, *sz = nullptr;
+    if (rng() % 2) {
+      std::vector<float> v = {1, 1};
+      for (size_t i = 0; i < sp; ++i) v.push_back(scales[rng() % 9]);
+      sc = g->add_constant("scales", Tensor::from_vector<float>(v, {rank}));
+    } else {
+      std::vector<int64_t> v = {xs[0], xs[1]};
+      for (size_t i = 0; i < sp; ++i) v.push_back(1 + static_cast<int64_t>(rng() % 16));
+      sz = g->add_constant("sizes", Tensor::from_vector<int64_t>(v, {rank}));
+    }
+    auto* n = g->add_node("Resize", {x, nullptr, sc, sz}, 1, "resize");
+    n->attrs["mode"] = std::string(modes[rng() % 2]);
+    n->attrs["coordinate_transformation_mode"] = std::string(coords[rng() % 5]);
+    n->attrs["nearest_mode"] = std::string(nearest[rng() % 4]);
+    g->add_output(n->output(0));
+    try {
+      ir::infer_shapes(*g);
+    } catch (const Error&) {
+      continue;
+    }
+    if (shape_size(n->output(0)->type.shape.to_shape()) == 0) continue;
+    SCOPED_TRACE("trial " + std::to_string(trial) + ": " + n->attr_s("mode") + " " +
+                 n->attr_s("coordinate_transformation_mode") + " " + n->attr_s("nearest_mode") + " x" +
+                 shape_to_string(xs) + " -> " + shape_to_string(n->output(0)->type.shape.to_shape()));
+    auto cg = pool_compare(g, {pool_random(xs, static_cast<uint32_t>(trial))});
+    taken += static_cast<int>(pool_count(*cg, "Resize"));
+    if (HasFailure()) break;
+  }
+  EXPECT_GT(taken, 30);
+}
