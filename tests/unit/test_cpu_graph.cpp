@@ -230,3 +230,59 @@ TEST(CpuViews, ReshapeAndFlattenShareTheirInputsMemory) {
   // the arena holds neg's output and abs's output only (96 bytes each, 64-aligned)
   EXPECT_EQ(cg->arena_bytes(), 256u) << cg->describe();
 }
+
+TEST(CpuTranspose, MatchesReferenceForEveryPermutationShape) {
+  std::vector<std::pair<Shape, std::vector<int64_t>>> cases = {
+      {{1, 17, 12, 8}, {0, 2, 1, 3}},  // BERT's head split
+      {{1, 12, 17, 8}, {0, 2, 3, 1}},  // K transposed
+      {{3, 5}, {}},                    // default: reverse
+      {{2, 3, 4, 5, 6}, {4, 0, 3, 1, 2}},
+      {{33}, {0}},
+  };
+  uint32_t seed = 11;
+  for (auto& [shape, perm] : cases) {
+    auto g = std::make_shared<ir::Graph>();
+    g->opset_imports[""] = 13;
+    auto* x = g->add_input("x", {DType::f32, ir::PartialShape(shape)});
+    auto* t = g->add_node("Transpose", {x}, 1, "t");
+    if (!perm.empty()) t->attrs["perm"] = perm;
+    g->add_output(t->output(0));
+    SCOPED_TRACE(shape_to_string(shape));
+    auto cg = compare_with_reference(g, {random_tensor(shape, seed++)});
+    EXPECT_EQ(count_type(*cg, "Transpose"), 1u) << cg->describe();
+  }
+  // after a convolution the input arrives in the convolution's layout and is reordered first
+  {
+    auto g = std::make_shared<ir::Graph>();
+    g->opset_imports[""] = 13;
+    auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 16, 7, 9})});
+    auto* c = g->add_node("Conv", {x, g->add_constant("w", random_tensor({32, 16, 3, 3}, 9, 0.2f))}, 1, "conv");
+    c->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+    auto* t = g->add_node("Transpose", {c->output(0)}, 1, "to_nhwc");
+    t->attrs["perm"] = std::vector<int64_t>{0, 2, 3, 1};
+    g->add_output(t->output(0));
+    auto cg = compare_with_reference(g, {random_tensor({1, 16, 7, 9}, 10)});
+    EXPECT_EQ(count_type(*cg, "Transpose"), 1u) << cg->describe();
+  }
+  // a dtype oneDNN cannot hold stays on the reference kernel
+  auto g = std::make_shared<ir::Graph>();
+  auto* x = g->add_input("x", {DType::i64, ir::PartialShape(Shape{2, 3})});
+  auto* t = g->add_node("Transpose", {x}, 1, "t");
+  g->add_output(t->output(0));
+  ir::infer_shapes(*g);
+  cpu::Graph cg(g);
+  EXPECT_EQ(count_type(cg, "Reference"), 1u);
+}
+
+TEST(CpuErf, MatchesStdErfPlainAndBlocked) {
+  auto g = std::make_shared<ir::Graph>();
+  g->opset_imports[""] = 13;
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{2, 17, 9, 7})});
+  auto* e1 = g->add_node("Erf", {x}, 1, "erf_plain");
+  auto* conv = g->add_node("Conv", {e1->output(0), g->add_constant("w", random_tensor({33, 17, 1, 1}, 3, 0.3f))}, 1, "c");
+  auto* e2 = g->add_node("Erf", {conv->output(0)}, 1, "erf_after_conv");
+  g->add_output(e2->output(0));
+  Tensor in = random_tensor({2, 17, 9, 7}, 4, 4.0f);  // covers the tails (|x| up to 4)
+  auto cg = compare_with_reference(g, {in});
+  EXPECT_EQ(count_type(*cg, "Erf"), 2u) << cg->describe();
+}
