@@ -23,6 +23,8 @@ class Tensor {
   Tensor(DType dtype, Shape shape);
   // Wraps memory the caller owns; the caller keeps it alive while the tensor is used.
   static Tensor wrap(DType dtype, Shape shape, void* data);
+  // Wraps memory kept alive by `owner` (shared by every copy of the tensor).
+  static Tensor adopt(DType dtype, Shape shape, std::shared_ptr<void> owner, void* data);
   // Copies a vector into a new tensor.
   template <typename T>
   static Tensor from_vector(const std::vector<T>& v, Shape shape);

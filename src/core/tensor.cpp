@@ -42,6 +42,12 @@ Tensor Tensor::wrap(DType dtype, Shape shape, void* data) {
   return t;
 }
 
+Tensor Tensor::adopt(DType dtype, Shape shape, std::shared_ptr<void> owner, void* data) {
+  Tensor t = wrap(dtype, std::move(shape), data);
+  t.owner_ = std::move(owner);
+  return t;
+}
+
 Tensor Tensor::clone() const {
   Tensor t(dtype_, shape_);
   if (byte_size()) std::memcpy(t.data_, data_, byte_size());

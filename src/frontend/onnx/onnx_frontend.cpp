@@ -115,7 +115,8 @@ std::shared_ptr<ir::Graph> build_graph(const onnx::GraphProto& gp, const std::ma
   // initializers, then graph inputs that are not initializers
   for (const auto& init : gp.initializer()) {
     KILN_CHECK(!init.name().empty(), "an initializer has no name");
-    g->add_constant(init.name(), tensor_from_proto(init, base_dir));
+    // the frontend owns the ModelProto: weights move out of it instead of being copied
+    g->add_constant(init.name(), take_tensor_from_proto(const_cast<onnx::TensorProto&>(init), base_dir));
   }
   KILN_CHECK(gp.sparse_initializer_size() == 0, "sparse initializers are not supported");
   for (const auto& in : gp.input()) {
@@ -187,12 +188,7 @@ std::shared_ptr<ir::Graph> build_graph(const onnx::GraphProto& gp, const std::ma
   return g;
 }
 
-}  // namespace
-
-std::shared_ptr<ir::Graph> load_onnx_bytes(const std::string& bytes, const std::string& base_dir) {
-  onnx::ModelProto model;
-  KILN_CHECK(!bytes.empty(), "not an ONNX model: the file is empty");
-  KILN_CHECK(model.ParseFromString(bytes), "not an ONNX model: the protobuf cannot be parsed (corrupt or truncated file?)");
+std::shared_ptr<ir::Graph> load_model(onnx::ModelProto& model, const std::string& base_dir) {
   KILN_CHECK(model.has_graph() && model.ir_version() > 0 && model.opset_import_size() > 0,
              "not an ONNX model: no graph, IR version or opset import");
   std::map<std::string, int> opsets;
@@ -208,16 +204,30 @@ std::shared_ptr<ir::Graph> load_onnx_bytes(const std::string& bytes, const std::
   return build_graph(model.graph(), opsets, base_dir, nullptr, nullptr);
 }
 
+constexpr const char* kNotParsable = "not an ONNX model: the protobuf cannot be parsed (corrupt or truncated file?)";
+
+}  // namespace
+
+std::shared_ptr<ir::Graph> load_onnx_bytes(const std::string& bytes, const std::string& base_dir) {
+  onnx::ModelProto model;
+  KILN_CHECK(!bytes.empty(), "not an ONNX model: the file is empty");
+  KILN_CHECK(model.ParseFromString(bytes), kNotParsable);
+  return load_model(model, base_dir);
+}
+
 std::shared_ptr<ir::Graph> load_onnx_file(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   KILN_CHECK(fs::is_regular_file(path, ec), cat("cannot open model '", path, "': no such file"));
   std::ifstream f(path, std::ios::binary);
   KILN_CHECK(f, cat("cannot open model '", path, "'"));
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   std::string dir = fs::path(path).parent_path().string();
   try {
-    return load_onnx_bytes(bytes, dir.empty() ? "." : dir);
+    // parsed straight from the file: the model's bytes are not held in memory twice
+    KILN_CHECK(fs::file_size(path, ec) > 0, "not an ONNX model: the file is empty");
+    onnx::ModelProto model;
+    KILN_CHECK(model.ParseFromIstream(&f), kNotParsable);
+    return load_model(model, dir.empty() ? "." : dir);
   } catch (const Error& e) {
     throw Error(cat(path, ": ", e.what()));
   }

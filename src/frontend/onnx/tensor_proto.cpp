@@ -36,7 +36,8 @@ static void copy_field(const Field& field, Tensor& t, const std::string& what) {
   });
 }
 
-Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir) {
+// dtype and shape of a TensorProto, validated, as a tensor over no data
+static Tensor tensor_from_proto_shape(const onnx::TensorProto& p) {
   std::string what = cat("tensor '", p.name(), "'");
   KILN_CHECK(!p.has_segment(), cat(what, ": segmented tensors are not supported"));
   DType dt = dtype_from_onnx(p.data_type(), what);
@@ -46,6 +47,15 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
     KILN_CHECK(d < (int64_t(1) << 40), cat(what, ": dimension ", d, " is too large"));
     shape.push_back(d);
   }
+  static char no_data;
+  return Tensor::wrap(dt, shape, &no_data);
+}
+
+Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir) {
+  std::string what = cat("tensor '", p.name(), "'");
+  Tensor shell = tensor_from_proto_shape(p);
+  DType dt = shell.dtype();
+  const Shape& shape = shell.shape();
   Tensor t(dt, shape);
   size_t bytes = t.byte_size();
   if (p.data_location() == onnx::TensorProto::EXTERNAL) {
@@ -67,6 +77,20 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
     default: copy_field(p.int32_data(), t, what); break;  // i8/u8/i16/u16/i32/bool/f16/bf16
   }
   return t;
+}
+
+Tensor take_tensor_from_proto(onnx::TensorProto& p, const std::string& base_dir) {
+  if (!p.has_raw_data() || p.data_location() == onnx::TensorProto::EXTERNAL) return tensor_from_proto(p, base_dir);
+  // validate type, dims and size exactly as the copying path does, on an empty shell
+  Tensor checked_shape = tensor_from_proto_shape(p);
+  size_t bytes = checked_shape.byte_size();
+  KILN_CHECK(p.raw_data().size() == bytes,
+             cat("tensor '", p.name(), "': raw_data has ", p.raw_data().size(), " bytes, shape ",
+                 shape_to_string(checked_shape.shape()), " of ", dtype_name(checked_shape.dtype()), " needs ", bytes));
+  auto owner = std::make_shared<std::string>(std::move(*p.mutable_raw_data()));
+  p.clear_raw_data();
+  void* data = owner->data();
+  return Tensor::adopt(checked_shape.dtype(), checked_shape.shape(), std::move(owner), data);
 }
 
 Tensor tensor_from_proto_file(const std::string& path) {

@@ -18,6 +18,9 @@ int dtype_to_onnx(DType t);
 // Converts a TensorProto; external data (data_location = EXTERNAL) is read from a file
 // that must resolve inside `base_dir` (no absolute paths, no escaping with "..").
 Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir);
+// Same, but moves raw_data out of `proto` instead of copying it (the proto is left
+// without its data). Used for initializers: a model's weights are never held twice.
+Tensor take_tensor_from_proto(onnx::TensorProto& proto, const std::string& base_dir);
 // Reads a serialized TensorProto file (.pb, as in the ONNX backend test data).
 Tensor tensor_from_proto_file(const std::string& path);
 // Fills a TensorProto (raw_data form) from a tensor.
