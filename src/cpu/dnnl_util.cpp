@@ -24,10 +24,14 @@ dnnl::memory::dims to_dims(const Shape& s) { return dnnl::memory::dims(s.begin()
 
 std::optional<dnnl::memory::desc> plain_desc(const Shape& s, DType t) {
   auto dt = dnnl_type(t);
-  if (!dt || s.empty() || s.size() > 6) return std::nullopt;
-  using tag = dnnl::memory::format_tag;
-  static const tag tags[] = {tag::a, tag::ab, tag::abc, tag::abcd, tag::abcde, tag::abcdef};
-  return dnnl::memory::desc(to_dims(s), *dt, tags[s.size() - 1]);
+  if (!dt || s.empty() || s.size() > DNNL_MAX_NDIMS) return std::nullopt;
+  dnnl::memory::dims strides(s.size());
+  dnnl::memory::dim st = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    strides[i] = st;
+    st *= s[i];
+  }
+  return dnnl::memory::desc(to_dims(s), *dt, strides);
 }
 
 }  // namespace kiln::cpu

@@ -15,7 +15,7 @@ std::optional<dnnl::memory::data_type> dnnl_type(DType t);
 
 dnnl::memory::dims to_dims(const Shape& s);
 
-// Dense row-major descriptor of a shape (rank 1..6, oneDNN dtype); nullopt otherwise.
+// Dense row-major descriptor of a shape (rank 1..DNNL_MAX_NDIMS, oneDNN dtype); nullopt otherwise.
 std::optional<dnnl::memory::desc> plain_desc(const Shape& s, DType t);
 
 }  // namespace kiln::cpu

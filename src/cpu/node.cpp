@@ -10,6 +10,11 @@ size_t Edge::bytes() const {
   return static_cast<size_t>(shape_size(shape)) * dtype_size(dtype);
 }
 
+void Edge::set_layout(const dnnl::memory::desc& d) {
+  if (is_plain_layout(d, shape, dtype)) blocked.reset();
+  else blocked = d;
+}
+
 dnnl::memory::desc Edge::desc() const {
   if (blocked) return *blocked;
   auto d = plain_desc(shape, dtype);

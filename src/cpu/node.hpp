@@ -29,6 +29,8 @@ struct Edge {
 
   size_t bytes() const;
   bool is_plain() const { return !blocked.has_value(); }
+  // Takes a primitive's layout for this edge: plain when it is the row-major one.
+  void set_layout(const dnnl::memory::desc& d);
   // The oneDNN descriptor of this edge (blocked, or plain; throws if oneDNN has no such dtype).
   dnnl::memory::desc desc() const;
   dnnl::memory memory() const;  // over `data`

@@ -80,9 +80,7 @@ class BatchNormNode : public Node {
         for (int64_t c = 0; c < C; ++c) p[c] = static_cast<float>(prm[k][static_cast<size_t>(c)]);
       }
     }
-    Edge* out = outputs[0];
-    if (is_plain_layout(dst, out->shape, out->dtype)) out->blocked.reset();
-    else out->blocked = dst;
+    outputs[0]->set_layout(dst);
     return std::vector<InputLayout>(inputs.size(), InputLayout::any());
   }
 

@@ -230,10 +230,8 @@ class BinaryNode : public Node {
     }
     Edge* out = outputs[0];
     // a row-major src0 (possibly with merged dims) gives a row-major output
-    if (c.req0.kind == InputLayout::Kind::plain || is_plain_layout(mdd_, out->shape, out->dtype))
-      out->blocked.reset();
-    else
-      out->blocked = mdd_;
+    if (c.req0.kind == InputLayout::Kind::plain) out->blocked.reset();
+    else out->set_layout(mdd_);
     std::vector<InputLayout> req(2);
     req[i0] = c.req0;
     req[i1] = c.req1;

@@ -86,9 +86,7 @@ class ConvolutionNode : public Node {
     s.wait();
     if (has_bias) bias_ = memory(bias_md, cpu_engine(), inputs[2]->data);
 
-    Edge* out = outputs[0];
-    if (is_plain_layout(pd_.dst_desc(), out->shape, out->dtype)) out->blocked.reset();
-    else out->blocked = pd_.dst_desc();
+    outputs[0]->set_layout(pd_.dst_desc());
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
     req[0] = InputLayout::exact(pd_.src_desc());
     return req;

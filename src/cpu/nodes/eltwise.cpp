@@ -157,11 +157,8 @@ class EltwiseNode : public Node {
     }
     prim_ = dnnl::eltwise_forward(pd_);
     impl = pd_.impl_info_str();
-    Edge* out = outputs[0];
-    if (req[0].kind == InputLayout::Kind::plain || is_plain_layout(pd_.dst_desc(), out->shape, out->dtype))
-      out->blocked.reset();
-    else
-      out->blocked = pd_.dst_desc();
+    if (req[0].kind == InputLayout::Kind::plain) outputs[0]->blocked.reset();
+    else outputs[0]->set_layout(pd_.dst_desc());
     return req;
   }
 

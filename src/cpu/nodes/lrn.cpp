@@ -26,9 +26,7 @@ class LrnNode : public Node {
     pd_ = dnnl::lrn_forward::primitive_desc(d, cpu_engine());
     prim_ = dnnl::lrn_forward(pd_);
     impl = pd_.impl_info_str();
-    Edge* out = outputs[0];
-    if (is_plain_layout(pd_.dst_desc(), out->shape, out->dtype)) out->blocked.reset();
-    else out->blocked = pd_.dst_desc();
+    outputs[0]->set_layout(pd_.dst_desc());
     return {InputLayout::any()};
   }
 

@@ -136,9 +136,7 @@ class PoolingNode : public Node {
     pd_ = make_pool_pd(g, inputs[0]->desc(), outputs[0]->shape);
     prim_ = dnnl::pooling_v2_forward(pd_);
     impl = pd_.impl_info_str();
-    Edge* out = outputs[0];
-    if (is_plain_layout(pd_.dst_desc(), out->shape, out->dtype)) out->blocked.reset();
-    else out->blocked = pd_.dst_desc();
+    outputs[0]->set_layout(pd_.dst_desc());
     return {InputLayout::any()};
   }
 

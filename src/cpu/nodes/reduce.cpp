@@ -17,15 +17,8 @@ namespace {
 
 using dnnl::memory;
 
-memory::desc dense_desc(const Shape& s) {
-  memory::dims d = to_dims(s), strides(s.size());
-  memory::dim st = 1;
-  for (size_t i = s.size(); i-- > 0;) {
-    strides[i] = st;
-    st *= d[i];
-  }
-  return memory::desc(d, memory::data_type::f32, strides);
-}
+// f32 row-major (the shapes here are non-empty, rank <= DNNL_MAX_NDIMS: see supports())
+memory::desc dense_desc(const Shape& s) { return *plain_desc(s, DType::f32); }
 
 struct ReduceAlg {
   dnnl::algorithm alg;

@@ -14,8 +14,7 @@ class ReorderNode : public Node {
 
   std::vector<InputLayout> prepare() override {
     Edge* out = outputs[0];
-    if (is_plain_layout(dst_, out->shape, out->dtype)) out->blocked.reset();
-    else out->blocked = dst_;
+    out->set_layout(dst_);
     pd_ = dnnl::reorder::primitive_desc(cpu_engine(), inputs[0]->desc(), cpu_engine(), out->desc());
     prim_ = dnnl::reorder(pd_);
     impl = pd_.impl_info_str();

@@ -199,8 +199,7 @@ class ResizeNode : public Node {
     pd_ = dnnl::resampling_forward::primitive_desc(d, cpu_engine());
     prim_ = dnnl::resampling_forward(pd_);
     impl = pd_.impl_info_str();
-    if (is_plain_layout(pd_.dst_desc(), out->shape, out->dtype)) out->blocked.reset();
-    else out->blocked = pd_.dst_desc();
+    out->set_layout(pd_.dst_desc());
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
     return req;
   }
