@@ -242,7 +242,7 @@ void register_scan(ir::OpRegistry& r) {
   ir::OpSchema s;
   s.name = "Scan";
   s.since_version = 8;
-  s.min_inputs = 1;
+  s.min_inputs = 0;  // opset 8 starts with an optional sequence_lens; validate checks the rest
   s.max_inputs = kMany;
   s.min_outputs = 0;
   s.max_outputs = kMany;
