@@ -21,70 +21,28 @@
 #include "runtime/reference_executor.hpp"
 #include "transforms/specialize_shapes.hpp"
 
+#include "cpu_test_util.hpp"
+
 using namespace kiln;
+using namespace kiln::test;
 
 namespace {
 
+// Inputs default to [-3, 3).
 Tensor elt_random(Shape s, uint32_t seed, float lo = -3.0f, float hi = 3.0f) {
-  Tensor t(DType::f32, std::move(s));
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  float* p = t.data<float>();
-  for (int64_t i = 0; i < t.size(); ++i) p[i] = u(rng);
-  return t;
+  return random_tensor(std::move(s), seed, lo, hi);
 }
 
-void elt_expect_close(const Tensor& want, const Tensor& got, double rtol, double atol) {
-  ASSERT_EQ(want.shape(), got.shape());
-  auto a = want.to_f64(), b = got.to_f64();
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i] == b[i]) continue;  // also infinities
-    if (std::isnan(a[i])) {
-      ASSERT_TRUE(std::isnan(b[i])) << "at " << i << ": " << b[i] << " vs NaN";
-      continue;
-    }
-    ASSERT_LE(std::fabs(a[i] - b[i]), atol + rtol * std::fabs(a[i])) << "at " << i << ": " << b[i] << " vs " << a[i];
-  }
-}
-
-// Runs g on the reference executor and on a cpu::Graph made from a specialised copy.
+// Equal values (also infinities) and NaN for NaN pass; failures to build or run the
+// cpu::Graph are reported, and KILN_TEST_DESCRIBE prints it.
 std::unique_ptr<cpu::Graph> elt_compare(const std::shared_ptr<ir::Graph>& g, const std::vector<Tensor>& inputs,
                                         double rtol = 1e-4, double atol = 1e-4) {
-  ir::infer_shapes(*g);
-  runtime::ReferenceExecutor ref(g);
-  auto want = ref.run(inputs);
-  auto copy = g->clone();
-  std::vector<Shape> shapes;
-  for (auto& t : inputs) shapes.push_back(t.shape());
-  auto r = transforms::specialize_shapes(*copy, shapes);
-  EXPECT_TRUE(r.all_static);
-  std::unique_ptr<cpu::Graph> cg;
-  std::vector<Tensor> got;
-  try {
-    cg = std::make_unique<cpu::Graph>(copy);
-    got = cg->run(inputs);
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "cpu::Graph failed: " << e.what();
-    throw;
-  }
-  if (std::getenv("KILN_TEST_DESCRIBE")) std::cout << cg->describe();
-  EXPECT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size() && i < got.size(); ++i) elt_expect_close(want[i], got[i], rtol, atol);
-  return cg;
-}
-
-size_t elt_count(const cpu::Graph& g, const std::string& type) {
-  size_t n = 0;
-  for (auto& node : g.nodes()) n += type == node->type();
-  return n;
-}
-
-// Every node of `type` in g runs a JIT (non-"ref") implementation.
-void expect_jit(const cpu::Graph& g, const std::string& type) {
-  for (auto& n : g.nodes())
-    if (type == n->type()) {
-      EXPECT_EQ(n->impl.rfind("ref", 0), std::string::npos) << n->name << ": " << n->impl;
-    }
+  CompareOptions opt;
+  opt.rtol = rtol;
+  opt.atol = atol;
+  opt.match_nonfinite = true;
+  opt.diagnostics = true;
+  return compare_with_reference(g, inputs, opt);
 }
 
 // x -> one node -> output; `make` adds the node (attributes, extra inputs).
@@ -184,8 +142,8 @@ TEST(CpuEltwise, EveryOpMatchesReferenceOnPlainInputs) {
       auto* x = g->add_input("x", {DType::f32, ir::PartialShape(s)});
       g->add_output(c.make(*g, x));
       auto cg = elt_compare(g, {elt_random(s, seed++, c.lo, c.hi)}, 1e-4, 1e-5);
-      ASSERT_EQ(elt_count(*cg, "Eltwise"), 1u) << cg->describe();
-      EXPECT_EQ(elt_count(*cg, "Reorder"), 0u) << cg->describe();
+      ASSERT_EQ(count_type(*cg, "Eltwise"), 1u) << cg->describe();
+      EXPECT_EQ(count_type(*cg, "Reorder"), 0u) << cg->describe();
       expect_jit(*cg, "Eltwise");
     }
   }
@@ -201,7 +159,7 @@ TEST(CpuEltwise, RoundsHalfToEvenAndClipKeepsInfinities) {
   auto in = Tensor::from_vector<float>({-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f, 3.5f, 0.49999997f, -0.0f, inf, -inf, 1e8f},
                                        s);
   auto cg = elt_compare(g, {in}, 0, 0);
-  EXPECT_EQ(elt_count(*cg, "Eltwise"), 2u) << cg->describe();
+  EXPECT_EQ(count_type(*cg, "Eltwise"), 2u) << cg->describe();
   auto out = cg->run({in})[0].to_f64();
   EXPECT_EQ(out, (std::vector<double>{-2, -2, -0, 0, 2, 2, 4, 0, -0, inf, -inf, 1e8}));
 }
@@ -222,10 +180,10 @@ TEST(CpuEltwise, StaysBlockedAfterAConvolutionAndKeepsThePaddingHarmless) {
     g->add_output(add_conv(*g, y, 17, 6, "c2", seed + 2));
     auto cg = elt_compare(g, {elt_random(s, seed + 3)}, 1e-4, 1e-4);
     seed += 4;
-    EXPECT_GE(elt_count(*cg, "Eltwise"), 1u) << cg->describe();
+    EXPECT_GE(count_type(*cg, "Eltwise"), 1u) << cg->describe();
     expect_jit(*cg, "Eltwise");
     // no reorder between the convolutions: at most one into c1 and one out of c2
-    EXPECT_LE(elt_count(*cg, "Reorder"), 2u) << cg->describe();
+    EXPECT_LE(count_type(*cg, "Reorder"), 2u) << cg->describe();
   }
 }
 
@@ -241,9 +199,9 @@ TEST(CpuEltwise, HardSigmoidErfOtherPowersAndInvertedClipStayOffEltwise) {
   auto* q = g->add_node("Pow", {p->output(0), scalar_const(*g, "half", 0.5f)}, 1, "sqrt_pow");
   g->add_output(q->output(0));
   auto cg = elt_compare(g, {elt_random(s, 3)});
-  EXPECT_EQ(elt_count(*cg, "Eltwise"), 0u) << cg->describe();
-  EXPECT_EQ(elt_count(*cg, "Erf"), 1u) << cg->describe();
-  EXPECT_EQ(elt_count(*cg, "Reference"), 4u) << cg->describe();
+  EXPECT_EQ(count_type(*cg, "Eltwise"), 0u) << cg->describe();
+  EXPECT_EQ(count_type(*cg, "Erf"), 1u) << cg->describe();
+  EXPECT_EQ(count_type(*cg, "Reference"), 4u) << cg->describe();
 }
 
 // ---- Binary ----
@@ -292,10 +250,10 @@ TEST(CpuBinary, BroadcastingFormsMatchReference) {
     if (c.op == "Div" && !c.b_const && inputs.size() == 2) inputs[1] = elt_random(c.b, seed++, 0.5f, 3.0f);
     auto cg = elt_compare(g, inputs, 1e-6, 1e-6);
     if (c.expect_binary) {
-      EXPECT_EQ(elt_count(*cg, "Binary"), 1u) << cg->describe();
-      EXPECT_EQ(elt_count(*cg, "Reorder"), 0u) << cg->describe();
+      EXPECT_EQ(count_type(*cg, "Binary"), 1u) << cg->describe();
+      EXPECT_EQ(count_type(*cg, "Reorder"), 0u) << cg->describe();
     } else {
-      EXPECT_EQ(elt_count(*cg, "Binary"), 0u) << cg->describe();
+      EXPECT_EQ(count_type(*cg, "Binary"), 0u) << cg->describe();
     }
   }
 }
@@ -329,10 +287,10 @@ TEST(CpuBinary, BlockedOperandsAfterConvolutions) {
       auto* n = first ? g->add_node(op, {other, c1}, 1, "op") : g->add_node(op, {c1, other}, 1, "op");
       g->add_output(add_conv(*g, n->output(0), 17, 6, "c2", seed++));
       auto cg = elt_compare(g, inputs, 1e-4, 1e-4);
-      EXPECT_EQ(elt_count(*cg, "Binary"), 1u) << cg->describe();
+      EXPECT_EQ(count_type(*cg, "Binary"), 1u) << cg->describe();
       expect_jit(*cg, "Binary");
       // stays blocked: reorders only at the graph boundary (input, output, the plain y)
-      EXPECT_LE(elt_count(*cg, "Reorder"), form == 4 ? 3u : 2u) << cg->describe();
+      EXPECT_LE(count_type(*cg, "Reorder"), form == 4 ? 3u : 2u) << cg->describe();
     }
   }
 }
@@ -473,7 +431,7 @@ TEST(CpuEltwise, PaddedBlockedInputsKeepZeroPadding) {
       EXPECT_EQ(r.type, "Eltwise");
       EXPECT_EQ(r.impl.rfind("ref", 0), std::string::npos) << r.impl;
       EXPECT_TRUE(r.padding_zero);
-      elt_expect_close(reference_outputs(g, {in})[0], r.out, 1e-4, 1e-5);
+      expect_close(reference_outputs(g, {in})[0], r.out, 1e-4, 1e-5, /*match_nonfinite=*/true);
     }
   }
 }
@@ -523,7 +481,7 @@ TEST(CpuBinary, PaddedBlockedSrc0WithPlainBroadcastOperands) {
         if (form != 4) {
           EXPECT_EQ(r.impl.rfind("ref", 0), std::string::npos) << r.impl;
         }
-        elt_expect_close(reference_outputs(g, inputs)[0], r.out, 1e-6, 1e-6);
+        expect_close(reference_outputs(g, inputs)[0], r.out, 1e-6, 1e-6, /*match_nonfinite=*/true);
       }
     }
   }
@@ -651,7 +609,7 @@ TEST(CpuBinary, CommonBroadcastFormsGetJitKernels) {
     }
     g->add_output(g->add_node(c.op, {a, b}, 1, "op")->output(0));
     auto cg = elt_compare(g, inputs, 1e-6, 1e-6);
-    EXPECT_EQ(elt_count(*cg, "Binary"), 1u) << cg->describe();
+    EXPECT_EQ(count_type(*cg, "Binary"), 1u) << cg->describe();
     expect_jit(*cg, "Binary");
   }
 }

@@ -14,65 +14,16 @@
 #include "runtime/reference_executor.hpp"
 #include "transforms/specialize_shapes.hpp"
 
+#include "cpu_test_util.hpp"
+
 using namespace kiln;
+using namespace kiln::test;
 
 namespace {
 
-Tensor fc_random(Shape s, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  Tensor t(DType::f32, std::move(s));
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  float* p = t.data<float>();
-  for (int64_t i = 0; i < t.size(); ++i) p[i] = u(rng);
-  return t;
-}
-
-void fc_expect_close(const Tensor& want, const Tensor& got, double rtol, double atol) {
-  ASSERT_EQ(want.shape(), got.shape());
-  auto a = want.to_f64(), b = got.to_f64();
-  for (size_t i = 0; i < a.size(); ++i)
-    ASSERT_LE(std::fabs(a[i] - b[i]), atol + rtol * std::fabs(a[i])) << "at " << i << ": " << b[i] << " vs " << a[i];
-}
-
-std::unique_ptr<cpu::Graph> fc_compare(const std::shared_ptr<ir::Graph>& g, const std::vector<Tensor>& inputs,
-                                       double rtol = 1e-4, double atol = 1e-4) {
-  ir::infer_shapes(*g);
-  runtime::ReferenceExecutor ref(g);
-  auto want = ref.run(inputs);
-  auto copy = g->clone();
-  std::vector<Shape> shapes;
-  for (auto& t : inputs) shapes.push_back(t.shape());
-  auto r = transforms::specialize_shapes(*copy, shapes);
-  EXPECT_TRUE(r.all_static);
-  auto cg = std::make_unique<cpu::Graph>(copy);
-  auto got = cg->run(inputs);
-  EXPECT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size() && i < got.size(); ++i) fc_expect_close(want[i], got[i], rtol, atol);
-  return cg;
-}
-
-size_t fc_count(const cpu::Graph& g, const std::string& type) {
-  size_t n = 0;
-  for (auto& node : g.nodes()) n += type == node->type();
-  return n;
-}
-
-void fc_expect_jit(const cpu::Graph& g, const std::string& type) {
-  for (auto& n : g.nodes())
-    if (type == n->type()) {
-      EXPECT_EQ(n->impl.rfind("ref", 0), std::string::npos) << n->name << ": " << n->impl;
-    }
-}
-
-std::shared_ptr<ir::Graph> fc_graph(int opset) {
-  auto g = std::make_shared<ir::Graph>();
-  g->opset_imports[""] = opset;
-  return g;
-}
-
 // A conv in front of x so that it reaches the node under test in a blocked layout.
 ir::Value* fc_conv(ir::Graph& g, ir::Value* x, int64_t cin, int64_t cout, uint32_t seed) {
-  auto* n = g.add_node("Conv", {x, g.add_constant("conv_w", fc_random({cout, cin, 3, 3}, seed, -0.3f, 0.3f))}, 1, "conv");
+  auto* n = g.add_node("Conv", {x, g.add_constant("conv_w", random_tensor({cout, cin, 3, 3}, seed, -0.3f, 0.3f))}, 1, "conv");
   n->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
   return n->output(0);
 }
@@ -112,21 +63,21 @@ TEST(CpuFullyConnected, GemmMatchesReference) {
   uint32_t seed = 1;
   for (auto& c : cases) {
     SCOPED_TRACE(::testing::Message() << c.M << "x" << c.K << "x" << c.N << " ta " << c.ta << " tb " << c.tb);
-    auto g = fc_graph(13);
+    auto g = make_graph(13);
     Shape as = c.ta ? Shape{c.K, c.M} : Shape{c.M, c.K};
     Shape bs = c.tb ? Shape{c.N, c.K} : Shape{c.K, c.N};
     auto* a = g->add_input("a", {DType::f32, ir::PartialShape(as)});
-    std::vector<ir::Value*> ins = {a, g->add_constant("b", fc_random(bs, seed++))};
-    if (c.c) ins.push_back(g->add_constant("c", fc_random(*c.c, seed++)));
+    std::vector<ir::Value*> ins = {a, g->add_constant("b", random_tensor(bs, seed++))};
+    if (c.c) ins.push_back(g->add_constant("c", random_tensor(*c.c, seed++)));
     auto* n = g->add_node("Gemm", ins, 1, "gemm");
     n->attrs["transA"] = int64_t(c.ta);
     n->attrs["transB"] = int64_t(c.tb);
     n->attrs["alpha"] = c.alpha;
     n->attrs["beta"] = c.beta;
     g->add_output(n->output(0));
-    auto cg = fc_compare(g, {fc_random(as, seed++)});
-    ASSERT_EQ(fc_count(*cg, "FullyConnected"), 1u) << cg->describe();
-    if (!c.ta) fc_expect_jit(*cg, "FullyConnected");
+    auto cg = compare_with_reference(g, {random_tensor(as, seed++)});
+    ASSERT_EQ(count_type(*cg, "FullyConnected"), 1u) << cg->describe();
+    if (!c.ta) expect_jit(*cg, "FullyConnected");
   }
 }
 
@@ -139,24 +90,24 @@ TEST(CpuFullyConnected, MatMulWithConstantWeights) {
   uint32_t seed = 10;
   for (auto& c : cases) {
     SCOPED_TRACE(shape_to_string(c.x));
-    auto g = fc_graph(13);
+    auto g = make_graph(13);
     auto* x = g->add_input("x", {DType::f32, ir::PartialShape(c.x)});
-    auto* n = g->add_node("MatMul", {x, g->add_constant("w", fc_random({c.x.back(), c.N}, seed++))}, 1, "mm");
+    auto* n = g->add_node("MatMul", {x, g->add_constant("w", random_tensor({c.x.back(), c.N}, seed++))}, 1, "mm");
     g->add_output(n->output(0));
-    auto cg = fc_compare(g, {fc_random(c.x, seed++)});
-    ASSERT_EQ(fc_count(*cg, "FullyConnected"), 1u) << cg->describe();
-    fc_expect_jit(*cg, "FullyConnected");
+    auto cg = compare_with_reference(g, {random_tensor(c.x, seed++)});
+    ASSERT_EQ(count_type(*cg, "FullyConnected"), 1u) << cg->describe();
+    expect_jit(*cg, "FullyConnected");
   }
 }
 
 TEST(CpuFullyConnected, BlockedInputIsReorderedToPlain) {
-  auto g = fc_graph(13);
+  auto g = make_graph(13);
   auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 3, 5, 5})});
   auto* c = fc_conv(*g, x, 3, 17, 1);
-  auto* n = g->add_node("MatMul", {c, g->add_constant("w", fc_random({5, 7}, 2))}, 1, "mm");
+  auto* n = g->add_node("MatMul", {c, g->add_constant("w", random_tensor({5, 7}, 2))}, 1, "mm");
   g->add_output(n->output(0));
-  auto cg = fc_compare(g, {fc_random({1, 3, 5, 5}, 3)});
-  EXPECT_EQ(fc_count(*cg, "FullyConnected"), 1u) << cg->describe();
+  auto cg = compare_with_reference(g, {random_tensor({1, 3, 5, 5}, 3)});
+  EXPECT_EQ(count_type(*cg, "FullyConnected"), 1u) << cg->describe();
   fc_expect_reordered_from_conv(*cg, "FullyConnected");
 }
 
@@ -174,27 +125,27 @@ TEST(CpuMatMul, TwoActivationsWithBroadcasting) {
   uint32_t seed = 20;
   for (auto& [as, bs] : cases) {
     SCOPED_TRACE(shape_to_string(as) + " x " + shape_to_string(bs));
-    auto g = fc_graph(13);
+    auto g = make_graph(13);
     auto* a = g->add_input("a", {DType::f32, ir::PartialShape(as)});
     auto* b = g->add_input("b", {DType::f32, ir::PartialShape(bs)});
     auto* n = g->add_node("MatMul", {a, b}, 1, "mm");
     g->add_output(n->output(0));
-    auto cg = fc_compare(g, {fc_random(as, seed++), fc_random(bs, seed++)});
-    ASSERT_EQ(fc_count(*cg, "MatMul"), 1u) << cg->describe();
+    auto cg = compare_with_reference(g, {random_tensor(as, seed++), random_tensor(bs, seed++)});
+    ASSERT_EQ(count_type(*cg, "MatMul"), 1u) << cg->describe();
   }
   // attention shapes run on a JIT kernel
-  auto g = fc_graph(13);
+  auto g = make_graph(13);
   auto* a = g->add_input("a", {DType::f32, ir::PartialShape(Shape{1, 12, 128, 64})});
   auto* b = g->add_input("b", {DType::f32, ir::PartialShape(Shape{1, 12, 64, 128})});
   g->add_output(g->add_node("MatMul", {a, b}, 1, "mm")->output(0));
-  auto cg = fc_compare(g, {fc_random({1, 12, 128, 64}, 1), fc_random({1, 12, 64, 128}, 2)});
-  fc_expect_jit(*cg, "MatMul");
+  auto cg = compare_with_reference(g, {random_tensor({1, 12, 128, 64}, 1), random_tensor({1, 12, 64, 128}, 2)});
+  expect_jit(*cg, "MatMul");
   // a constant batched weight is a MatMul (not FullyConnected) node
-  auto g2 = fc_graph(13);
+  auto g2 = make_graph(13);
   auto* x = g2->add_input("x", {DType::f32, ir::PartialShape(Shape{3, 4, 5})});
-  g2->add_output(g2->add_node("MatMul", {x, g2->add_constant("w", fc_random({3, 5, 6}, 3))}, 1, "mm")->output(0));
-  auto cg2 = fc_compare(g2, {fc_random({3, 4, 5}, 4)});
-  EXPECT_EQ(fc_count(*cg2, "MatMul"), 1u) << cg2->describe();
+  g2->add_output(g2->add_node("MatMul", {x, g2->add_constant("w", random_tensor({3, 5, 6}, 3))}, 1, "mm")->output(0));
+  auto cg2 = compare_with_reference(g2, {random_tensor({3, 4, 5}, 4)});
+  EXPECT_EQ(count_type(*cg2, "MatMul"), 1u) << cg2->describe();
 }
 
 TEST(CpuSoftmax, MatchesReference) {
@@ -218,23 +169,23 @@ TEST(CpuSoftmax, MatchesReference) {
   for (auto& c : cases) {
     SCOPED_TRACE(c.op + " opset " + std::to_string(c.opset) + " " + shape_to_string(c.x) + " axis " +
                  std::to_string(c.axis));
-    auto g = fc_graph(c.opset);
+    auto g = make_graph(c.opset);
     auto* x = g->add_input("x", {DType::f32, ir::PartialShape(c.x)});
     auto* n = g->add_node(c.op, {x}, 1, "sm");
     n->attrs["axis"] = c.axis;
     g->add_output(n->output(0));
-    auto cg = fc_compare(g, {fc_random(c.x, seed++, -5.0f, 5.0f)}, 1e-4, 1e-5);
-    ASSERT_EQ(fc_count(*cg, "Softmax"), c.taken ? 1u : 0u) << cg->describe();
-    if (c.taken && c.axis == -1) fc_expect_jit(*cg, "Softmax");
+    auto cg = compare_with_reference(g, {random_tensor(c.x, seed++, -5.0f, 5.0f)}, 1e-4, 1e-5);
+    ASSERT_EQ(count_type(*cg, "Softmax"), c.taken ? 1u : 0u) << cg->describe();
+    if (c.taken && c.axis == -1) expect_jit(*cg, "Softmax");
   }
   // after a convolution (blocked), along channels
-  auto g = fc_graph(13);
+  auto g = make_graph(13);
   auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 3, 6, 6})});
   auto* n = g->add_node("Softmax", {fc_conv(*g, x, 3, 17, 5)}, 1, "sm");
   n->attrs["axis"] = int64_t(1);
   g->add_output(n->output(0));
-  auto cg = fc_compare(g, {fc_random({1, 3, 6, 6}, 6)}, 1e-4, 1e-5);
-  EXPECT_EQ(fc_count(*cg, "Softmax"), 1u) << cg->describe();
+  auto cg = compare_with_reference(g, {random_tensor({1, 3, 6, 6}, 6)}, 1e-4, 1e-5);
+  EXPECT_EQ(count_type(*cg, "Softmax"), 1u) << cg->describe();
   fc_expect_reordered_from_conv(*cg, "Softmax");
 }
 
@@ -255,36 +206,36 @@ TEST(CpuLayerNorm, MatchesReference) {
   uint32_t seed = 40;
   for (auto& c : cases) {
     SCOPED_TRACE(shape_to_string(c.x) + " axis " + std::to_string(c.axis));
-    auto g = fc_graph(17);
+    auto g = make_graph(17);
     auto* x = g->add_input("x", {DType::f32, ir::PartialShape(c.x)});
-    std::vector<ir::Value*> ins = {x, g->add_constant("scale", fc_random(c.scale, seed++, 0.5f, 1.5f))};
-    if (c.bias) ins.push_back(g->add_constant("bias", fc_random(*c.bias, seed++)));
+    std::vector<ir::Value*> ins = {x, g->add_constant("scale", random_tensor(c.scale, seed++, 0.5f, 1.5f))};
+    if (c.bias) ins.push_back(g->add_constant("bias", random_tensor(*c.bias, seed++)));
     auto* n = g->add_node("LayerNormalization", ins, 1, "ln");
     n->attrs["axis"] = c.axis;
     n->attrs["epsilon"] = 1e-3f;
     g->add_output(n->output(0));
-    auto cg = fc_compare(g, {fc_random(c.x, seed++, -2.0f, 3.0f)});
-    ASSERT_EQ(fc_count(*cg, "LayerNorm"), 1u) << cg->describe();
-    fc_expect_jit(*cg, "LayerNorm");
+    auto cg = compare_with_reference(g, {random_tensor(c.x, seed++, -2.0f, 3.0f)});
+    ASSERT_EQ(count_type(*cg, "LayerNorm"), 1u) << cg->describe();
+    expect_jit(*cg, "LayerNorm");
   }
   // Mean / InvStdDev requested too
   for (size_t outs : {2u, 3u}) {
-    auto g = fc_graph(17);
+    auto g = make_graph(17);
     auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{2, 3, 17})});
-    auto* n = g->add_node("LayerNormalization", {x, g->add_constant("s", fc_random({3, 17}, 1))}, outs, "ln");
+    auto* n = g->add_node("LayerNormalization", {x, g->add_constant("s", random_tensor({3, 17}, 1))}, outs, "ln");
     n->attrs["axis"] = int64_t(-2);
     for (size_t i = 0; i < outs; ++i) g->add_output(n->output(i));
-    auto cg = fc_compare(g, {fc_random({2, 3, 17}, 2, -1.0f, 4.0f)});
-    EXPECT_EQ(fc_count(*cg, "LayerNorm"), 1u);
+    auto cg = compare_with_reference(g, {random_tensor({2, 3, 17}, 2, -1.0f, 4.0f)});
+    EXPECT_EQ(count_type(*cg, "LayerNorm"), 1u);
   }
   // stash_type other than f32: Reference
-  auto g = fc_graph(17);
+  auto g = make_graph(17);
   auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{2, 5})});
-  auto* n = g->add_node("LayerNormalization", {x, g->add_constant("s", fc_random({5}, 1))}, 1, "ln");
+  auto* n = g->add_node("LayerNormalization", {x, g->add_constant("s", random_tensor({5}, 1))}, 1, "ln");
   n->attrs["stash_type"] = int64_t(11);
   g->add_output(n->output(0));
-  auto cg = fc_compare(g, {fc_random({2, 5}, 2)});
-  EXPECT_EQ(fc_count(*cg, "LayerNorm"), 0u);
+  auto cg = compare_with_reference(g, {random_tensor({2, 5}, 2)});
+  EXPECT_EQ(count_type(*cg, "LayerNorm"), 0u);
 }
 
 TEST(CpuReduce, MatchesReference) {
@@ -306,7 +257,7 @@ TEST(CpuReduce, MatchesReference) {
   for (int opset : {13, 18}) {
     for (auto& c : cases) {
       SCOPED_TRACE(c.op + " opset " + std::to_string(opset) + " " + shape_to_string(c.x));
-      auto g = fc_graph(opset);
+      auto g = make_graph(opset);
       auto* x = g->add_input("x", {DType::f32, ir::PartialShape(c.x)});
       const bool axes_input = opset >= 18 || c.op == "ReduceSum";
       std::vector<ir::Value*> ins = {x};
@@ -317,23 +268,23 @@ TEST(CpuReduce, MatchesReference) {
       n->attrs["keepdims"] = int64_t(c.keepdims);
       g->add_output(n->output(0));
       const float lo = c.op == "ReduceProd" ? 0.5f : -2.0f, hi = c.op == "ReduceProd" ? 1.5f : 2.0f;
-      auto cg = fc_compare(g, {fc_random(c.x, seed++, lo, hi)});
-      ASSERT_EQ(fc_count(*cg, "Reduce"), 1u) << cg->describe();
+      auto cg = compare_with_reference(g, {random_tensor(c.x, seed++, lo, hi)});
+      ASSERT_EQ(count_type(*cg, "Reduce"), 1u) << cg->describe();
     }
   }
   // last-axis ReduceMean is a JIT kernel
   {
-    auto g = fc_graph(13);
+    auto g = make_graph(13);
     auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 128, 768})});
     auto* n = g->add_node("ReduceMean", {x}, 1, "r");
     n->attrs["axes"] = std::vector<int64_t>{-1};
     g->add_output(n->output(0));
-    auto cg = fc_compare(g, {fc_random({1, 128, 768}, 1)});
-    fc_expect_jit(*cg, "Reduce");
+    auto cg = compare_with_reference(g, {random_tensor({1, 128, 768}, 1)});
+    expect_jit(*cg, "Reduce");
   }
   // stays on Reference: LogSumExp, noop with empty axes, reducing only unit dims
   auto reference_case = [&](const std::string& op, Shape s, std::vector<int64_t> axes, bool noop) {
-    auto g = fc_graph(18);
+    auto g = make_graph(18);
     auto* x = g->add_input("x", {DType::f32, ir::PartialShape(s)});
     std::vector<ir::Value*> ins = {x};
     if (!axes.empty())
@@ -341,19 +292,19 @@ TEST(CpuReduce, MatchesReference) {
     auto* n = g->add_node(op, ins, 1, "r");
     n->attrs["noop_with_empty_axes"] = int64_t(noop);
     g->add_output(n->output(0));
-    auto cg = fc_compare(g, {fc_random(s, 7)});
-    EXPECT_EQ(fc_count(*cg, "Reduce"), 0u) << op;
+    auto cg = compare_with_reference(g, {random_tensor(s, 7)});
+    EXPECT_EQ(count_type(*cg, "Reduce"), 0u) << op;
   };
   reference_case("ReduceLogSumExp", {3, 4}, {1}, false);
   reference_case("ReduceSum", {3, 4}, {}, true);
   reference_case("ReduceMax", {3, 1, 4}, {1}, false);
   // after a convolution (blocked): global mean over H, W
-  auto g = fc_graph(13);
+  auto g = make_graph(13);
   auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 3, 6, 6})});
   auto* n = g->add_node("ReduceMean", {fc_conv(*g, x, 3, 17, 8)}, 1, "r");
   n->attrs["axes"] = std::vector<int64_t>{2, 3};
   g->add_output(n->output(0));
-  auto cg = fc_compare(g, {fc_random({1, 3, 6, 6}, 9)});
-  EXPECT_EQ(fc_count(*cg, "Reduce"), 1u) << cg->describe();
+  auto cg = compare_with_reference(g, {random_tensor({1, 3, 6, 6}, 9)});
+  EXPECT_EQ(count_type(*cg, "Reduce"), 1u) << cg->describe();
   fc_expect_reordered_from_conv(*cg, "Reduce");
 }

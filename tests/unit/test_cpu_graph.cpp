@@ -12,49 +12,12 @@
 #include "runtime/reference_executor.hpp"
 #include "transforms/specialize_shapes.hpp"
 
+#include "cpu_test_util.hpp"
+
 using namespace kiln;
+using namespace kiln::test;
 
 namespace {
-
-Tensor random_tensor(Shape s, uint32_t seed, float scale = 1.0f) {
-  Tensor t(DType::f32, std::move(s));
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-scale, scale);
-  float* p = t.data<float>();
-  for (int64_t i = 0; i < t.size(); ++i) p[i] = u(rng);
-  return t;
-}
-
-void expect_close(const Tensor& want, const Tensor& got, double rtol = 1e-4, double atol = 1e-4) {
-  ASSERT_EQ(want.shape(), got.shape());
-  auto a = want.to_f64(), b = got.to_f64();
-  for (size_t i = 0; i < a.size(); ++i)
-    ASSERT_LE(std::fabs(a[i] - b[i]), atol + rtol * std::fabs(a[i])) << "at " << i << ": " << b[i] << " vs " << a[i];
-}
-
-// Runs g on the reference executor and on a cpu::Graph made from a specialised copy.
-std::unique_ptr<cpu::Graph> compare_with_reference(const std::shared_ptr<ir::Graph>& g,
-                                                   const std::vector<Tensor>& inputs) {
-  ir::infer_shapes(*g);
-  runtime::ReferenceExecutor ref(g);
-  auto want = ref.run(inputs);
-  auto copy = g->clone();
-  std::vector<Shape> shapes;
-  for (auto& t : inputs) shapes.push_back(t.shape());
-  auto r = transforms::specialize_shapes(*copy, shapes);
-  EXPECT_TRUE(r.all_static);
-  auto cg = std::make_unique<cpu::Graph>(copy);
-  auto got = cg->run(inputs);
-  EXPECT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) expect_close(want[i], got[i]);
-  return cg;
-}
-
-size_t count_type(const cpu::Graph& g, const std::string& type) {
-  size_t n = 0;
-  for (auto& node : g.nodes()) n += type == node->type();
-  return n;
-}
 
 struct ConvCase {
   Shape x;

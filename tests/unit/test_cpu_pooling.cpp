@@ -14,56 +14,16 @@
 #include "runtime/reference_executor.hpp"
 #include "transforms/specialize_shapes.hpp"
 
+#include "cpu_test_util.hpp"
+
 using namespace kiln;
+using namespace kiln::test;
 
 namespace {
 
+// Inputs default to [-2, 2).
 Tensor pool_random(Shape s, uint32_t seed, float lo = -2.0f, float hi = 2.0f) {
-  Tensor t(DType::f32, std::move(s));
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  float* p = t.data<float>();
-  for (int64_t i = 0; i < t.size(); ++i) p[i] = u(rng);
-  return t;
-}
-
-void pool_expect_close(const Tensor& want, const Tensor& got, double rtol, double atol) {
-  ASSERT_EQ(want.shape(), got.shape());
-  auto a = want.to_f64(), b = got.to_f64();
-  for (size_t i = 0; i < a.size(); ++i)
-    ASSERT_LE(std::fabs(a[i] - b[i]), atol + rtol * std::fabs(a[i])) << "at " << i << ": " << b[i] << " vs " << a[i];
-}
-
-// Runs g on the reference executor and on a cpu::Graph made from a specialised copy.
-std::unique_ptr<cpu::Graph> pool_compare(const std::shared_ptr<ir::Graph>& g, const std::vector<Tensor>& inputs,
-                                         double rtol = 1e-4, double atol = 1e-4) {
-  ir::infer_shapes(*g);
-  runtime::ReferenceExecutor ref(g);
-  auto want = ref.run(inputs);
-  auto copy = g->clone();
-  std::vector<Shape> shapes;
-  for (auto& t : inputs) shapes.push_back(t.shape());
-  auto r = transforms::specialize_shapes(*copy, shapes);
-  EXPECT_TRUE(r.all_static);
-  auto cg = std::make_unique<cpu::Graph>(copy);
-  auto got = cg->run(inputs);
-  EXPECT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size() && i < got.size(); ++i) pool_expect_close(want[i], got[i], rtol, atol);
-  return cg;
-}
-
-size_t pool_count(const cpu::Graph& g, const std::string& type) {
-  size_t n = 0;
-  for (auto& node : g.nodes()) n += type == node->type();
-  return n;
-}
-
-// Every node of `type` in g runs a JIT (non-"ref") implementation.
-void pool_expect_jit(const cpu::Graph& g, const std::string& type) {
-  for (auto& n : g.nodes())
-    if (type == n->type()) {
-      EXPECT_EQ(n->impl.rfind("ref", 0), std::string::npos) << n->name << ": " << n->impl;
-    }
+  return random_tensor(std::move(s), seed, lo, hi);
 }
 
 const cpu::Node* pool_find(const cpu::Graph& g, const std::string& type) {
@@ -99,11 +59,6 @@ const cpu::Edge* pool_output_of(const cpu::Graph& g, const std::string& node_nam
   return nullptr;
 }
 
-std::shared_ptr<ir::Graph> pool_graph(int opset = 13) {
-  auto g = std::make_shared<ir::Graph>();
-  g->opset_imports[""] = opset;
-  return g;
-}
 
 struct PoolCase {
   std::string op;
@@ -169,7 +124,7 @@ TEST(CpuPooling, MatchesReferenceOverOddShapesAndBlockedInputs) {
   for (const auto& c : cases) {
     for (bool blocked : {false, true}) {
       SCOPED_TRACE(pool_case_name(c) + (blocked ? " after conv" : ""));
-      auto g = pool_graph();
+      auto g = make_graph();
       auto* x = g->add_input("x", {DType::f32, ir::PartialShape(c.x)});
       ir::Value* in = blocked ? pool_conv(*g, x, c.x[1], c.x.size() - 2, seed++) : x;
       auto* n = g->add_node(c.op, {in}, 1, "pool");
@@ -181,9 +136,9 @@ TEST(CpuPooling, MatchesReferenceOverOddShapesAndBlockedInputs) {
       if (c.op == "AveragePool") n->attrs["count_include_pad"] = c.count_include_pad;
       if (!c.auto_pad.empty()) n->attrs["auto_pad"] = c.auto_pad;
       g->add_output(n->output(0));
-      auto cg = pool_compare(g, {pool_random(c.x, seed++)});
-      ASSERT_EQ(pool_count(*cg, "Pooling"), c.expect_onednn ? 1u : 0u) << cg->describe();
-      if (c.expect_onednn && c.dilations.empty()) pool_expect_jit(*cg, "Pooling");
+      auto cg = compare_with_reference(g, {pool_random(c.x, seed++)});
+      ASSERT_EQ(count_type(*cg, "Pooling"), c.expect_onednn ? 1u : 0u) << cg->describe();
+      if (c.expect_onednn && c.dilations.empty()) expect_jit(*cg, "Pooling");
       if (c.expect_onednn && blocked) {
         // the pool consumed the convolution's layout: no reorder in between
         const cpu::Node* p = pool_find(*cg, "Pooling");
@@ -196,14 +151,14 @@ TEST(CpuPooling, MatchesReferenceOverOddShapesAndBlockedInputs) {
 }
 
 TEST(CpuPooling, MaxPoolWithIndicesStaysOnReference) {
-  auto g = pool_graph();
+  auto g = make_graph();
   auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 3, 8, 8})});
   auto* n = g->add_node("MaxPool", {x}, 2, "pool");
   n->attrs["kernel_shape"] = std::vector<int64_t>{2, 2};
   g->add_output(n->output(0));
   g->add_output(n->output(1));
-  auto cg = pool_compare(g, {pool_random({1, 3, 8, 8}, 3)});
-  EXPECT_EQ(pool_count(*cg, "Pooling"), 0u);
+  auto cg = compare_with_reference(g, {pool_random({1, 3, 8, 8}, 3)});
+  EXPECT_EQ(count_type(*cg, "Pooling"), 0u);
 }
 
 TEST(CpuBatchNorm, MatchesReferenceInAnyLayout) {
@@ -218,7 +173,7 @@ TEST(CpuBatchNorm, MatchesReferenceInAnyLayout) {
   for (const auto& c : cases) {
     SCOPED_TRACE(shape_to_string(c.x) + (c.blocked ? " after conv" : ""));
     const int64_t C = c.x[1];
-    auto g = pool_graph();
+    auto g = make_graph();
     auto* x = g->add_input("x", {DType::f32, ir::PartialShape(c.x)});
     ir::Value* in = c.blocked ? pool_conv(*g, x, C, c.x.size() - 2, seed++) : x;
     auto* bn = g->add_node("BatchNormalization",
@@ -229,29 +184,29 @@ TEST(CpuBatchNorm, MatchesReferenceInAnyLayout) {
                            1, "bn");
     bn->attrs["epsilon"] = c.eps;
     g->add_output(bn->output(0));
-    auto cg = pool_compare(g, {pool_random(c.x, seed++)});
-    ASSERT_EQ(pool_count(*cg, "BatchNorm"), 1u) << cg->describe();
-    pool_expect_jit(*cg, "BatchNorm");
+    auto cg = compare_with_reference(g, {pool_random(c.x, seed++)});
+    ASSERT_EQ(count_type(*cg, "BatchNorm"), 1u) << cg->describe();
+    expect_jit(*cg, "BatchNorm");
     if (c.blocked) {
       const cpu::Node* b = pool_find(*cg, "BatchNorm");
       EXPECT_EQ(b->inputs[0]->name.find("/"), std::string::npos) << "reordered before BatchNorm:\n" << cg->describe();
     }
   }
   // training mode (batch statistics) stays on Reference
-  auto g = pool_graph(15);
+  auto g = make_graph(15);
   auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{2, 3, 4, 4})});
   std::vector<ir::Value*> ins = {x};
   for (const char* p : {"s", "b", "m", "v"}) ins.push_back(g->add_constant(p, pool_random({3}, 7, 0.5f, 1.5f)));
   auto* bn = g->add_node("BatchNormalization", ins, 1, "bn");
   bn->attrs["training_mode"] = int64_t(1);
   g->add_output(bn->output(0));
-  auto cg = pool_compare(g, {pool_random({2, 3, 4, 4}, 8)});
-  EXPECT_EQ(pool_count(*cg, "BatchNorm"), 0u);
+  auto cg = compare_with_reference(g, {pool_random({2, 3, 4, 4}, 8)});
+  EXPECT_EQ(count_type(*cg, "BatchNorm"), 0u);
 }
 
 TEST(CpuConcat, ChannelConcatOfBlockedInputsStaysBlocked) {
   // a densenet-style block: x -> conv_a, conv_b; concat(conv_a, conv_b, conv_c) -> conv
-  auto g = pool_graph();
+  auto g = make_graph();
   auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 16, 9, 9})});
   auto* a = pool_conv(*g, x, 16, 2, 1);
   auto* b = g->add_node("Conv", {x, g->add_constant("wb", pool_random({32, 16, 1, 1}, 2, -0.5f, 0.5f))}, 1, "cb")->output(0);
@@ -260,21 +215,21 @@ TEST(CpuConcat, ChannelConcatOfBlockedInputsStaysBlocked) {
   cat->attrs["axis"] = int64_t(1);
   auto* out = pool_conv(*g, cat->output(0), 64, 2, 4);
   g->add_output(out);
-  auto cg = pool_compare(g, {pool_random({1, 16, 9, 9}, 5)});
-  ASSERT_EQ(pool_count(*cg, "Concat"), 1u) << cg->describe();
-  pool_expect_jit(*cg, "Concat");
+  auto cg = compare_with_reference(g, {pool_random({1, 16, 9, 9}, 5)});
+  ASSERT_EQ(count_type(*cg, "Concat"), 1u) << cg->describe();
+  expect_jit(*cg, "Concat");
   const cpu::Node* c = pool_find(*cg, "Concat");
   for (const cpu::Edge* e : c->inputs) EXPECT_EQ(e->name.find("/"), std::string::npos) << cg->describe();
   if (!c->inputs[0]->is_plain()) {
     EXPECT_FALSE(c->outputs[0]->is_plain()) << cg->describe();
-    EXPECT_EQ(pool_count(*cg, "Reorder"), 2u) << cg->describe();  // graph input and output only
+    EXPECT_EQ(count_type(*cg, "Reorder"), 2u) << cg->describe();  // graph input and output only
   }
 }
 
 TEST(CpuConcat, DenseBlockInputIsConvertedOnceAndEveryConcatStaysBlocked) {
   // densenet: the block input (plain here) is concatenated with every new feature map;
   // each concat feeds a convolution
-  auto g = pool_graph();
+  auto g = make_graph();
   auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 32, 10, 9})});
   auto conv = [&](ir::Value* in, int64_t ic, const std::string& name, uint32_t seed) {
     auto* n = g->add_node("Conv", {in, g->add_constant(name + "_w", pool_random({16, ic, 3, 3}, seed, -0.2f, 0.2f))}, 1, name);
@@ -289,27 +244,27 @@ TEST(CpuConcat, DenseBlockInputIsConvertedOnceAndEveryConcatStaysBlocked) {
   cat2->attrs["axis"] = int64_t(1);
   auto* f3 = conv(cat2->output(0), 64, "f3", 3);
   g->add_output(f3);
-  auto cg = pool_compare(g, {pool_random({1, 32, 10, 9}, 4)});
-  ASSERT_EQ(pool_count(*cg, "Concat"), 2u) << cg->describe();
-  pool_expect_jit(*cg, "Concat");
+  auto cg = compare_with_reference(g, {pool_random({1, 32, 10, 9}, 4)});
+  ASSERT_EQ(count_type(*cg, "Concat"), 2u) << cg->describe();
+  expect_jit(*cg, "Concat");
   const cpu::Edge* f1_out = pool_output_of(*cg, "f1");
   if (!f1_out->is_plain()) {
     for (const char* c : {"cat1", "cat2"}) {
       EXPECT_EQ(pool_output_of(*cg, c)->layout_name(), f1_out->layout_name()) << cg->describe();
     }
-    EXPECT_EQ(pool_count(*cg, "Reorder"), 2u) << cg->describe();  // x once (shared), the output
+    EXPECT_EQ(count_type(*cg, "Reorder"), 2u) << cg->describe();  // x once (shared), the output
   }
 }
 
 TEST(CpuConcat, SingleInputIsAView) {
-  auto g = pool_graph();
+  auto g = make_graph();
   auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 17, 5, 4})});
   auto* c = pool_conv(*g, x, 17, 2, 1);
   auto* cat = g->add_node("Concat", {c}, 1, "cat");
   cat->attrs["axis"] = int64_t(1);
   g->add_output(pool_conv(*g, cat->output(0), 17, 2, 2));
-  auto cg = pool_compare(g, {pool_random({1, 17, 5, 4}, 3)});
-  ASSERT_EQ(pool_count(*cg, "Concat"), 1u) << cg->describe();
+  auto cg = compare_with_reference(g, {pool_random({1, 17, 5, 4}, 3)});
+  ASSERT_EQ(count_type(*cg, "Concat"), 1u) << cg->describe();
   const cpu::Node* n = pool_find(*cg, "Concat");
   EXPECT_EQ(n->output_aliases_input(), 0);
   EXPECT_EQ(n->outputs[0]->layout_name(), n->inputs[0]->layout_name());
@@ -319,7 +274,7 @@ TEST(CpuConcat, MatchesReferenceForMixedLayoutsAxesAndConstants) {
   uint32_t seed = 200;
   // odd channel counts from convolutions: blocked sources at unaligned channel offsets
   {
-    auto g = pool_graph();
+    auto g = make_graph();
     auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{2, 3, 7, 5})});
     auto* a = g->add_node("Conv", {x, g->add_constant("wa", pool_random({17, 3, 1, 1}, seed++))}, 1, "ca")->output(0);
     auto* b = g->add_node("Conv", {x, g->add_constant("wb", pool_random({33, 3, 3, 3}, seed++))}, 1, "cb");
@@ -327,20 +282,20 @@ TEST(CpuConcat, MatchesReferenceForMixedLayoutsAxesAndConstants) {
     auto* cat = g->add_node("Concat", {a, x, b->output(0), a}, 1, "cat");
     cat->attrs["axis"] = int64_t(1);
     g->add_output(cat->output(0));
-    auto cg = pool_compare(g, {pool_random({2, 3, 7, 5}, seed++)});
-    EXPECT_EQ(pool_count(*cg, "Concat"), 1u) << cg->describe();
+    auto cg = compare_with_reference(g, {pool_random({2, 3, 7, 5}, seed++)});
+    EXPECT_EQ(count_type(*cg, "Concat"), 1u) << cg->describe();
   }
   // all blocked but 3 + 17 channels: offsets not a multiple of the block
   {
-    auto g = pool_graph();
+    auto g = make_graph();
     auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 3, 6, 6})});
     auto* a = pool_conv(*g, x, 3, 2, seed++);
     auto* b = g->add_node("Conv", {x, g->add_constant("wb", pool_random({17, 3, 1, 1}, seed++))}, 1, "cb")->output(0);
     auto* cat = g->add_node("Concat", {a, b}, 1, "cat");
     cat->attrs["axis"] = int64_t(1);
     g->add_output(pool_conv(*g, cat->output(0), 20, 2, seed++));
-    auto cg = pool_compare(g, {pool_random({1, 3, 6, 6}, seed++)});
-    EXPECT_EQ(pool_count(*cg, "Concat"), 1u) << cg->describe();
+    auto cg = compare_with_reference(g, {pool_random({1, 3, 6, 6}, seed++)});
+    EXPECT_EQ(count_type(*cg, "Concat"), 1u) << cg->describe();
   }
   // plain inputs along every axis, with a constant operand, ranks 1..4
   struct Case {
@@ -356,24 +311,24 @@ TEST(CpuConcat, MatchesReferenceForMixedLayoutsAxesAndConstants) {
                              {{2, 3, 4, 5}, {2, 3, 2, 5}, 2}};
   for (const auto& c : cases) {
     SCOPED_TRACE(shape_to_string(c.a) + " ++ " + shape_to_string(c.b) + " axis " + std::to_string(c.axis));
-    auto g = pool_graph();
+    auto g = make_graph();
     auto* a = g->add_input("a", {DType::f32, ir::PartialShape(c.a)});
     auto* k = g->add_constant("k", pool_random(c.b, seed++));
     auto* cat = g->add_node("Concat", {a, k, a}, 1, "cat");
     cat->attrs["axis"] = c.axis;
     g->add_output(cat->output(0));
-    auto cg = pool_compare(g, {pool_random(c.a, seed++)});
-    EXPECT_EQ(pool_count(*cg, "Concat"), 1u) << cg->describe();
+    auto cg = compare_with_reference(g, {pool_random(c.a, seed++)});
+    EXPECT_EQ(count_type(*cg, "Concat"), 1u) << cg->describe();
   }
   // integer concatenation stays on Reference
   {
-    auto g = pool_graph();
+    auto g = make_graph();
     auto* a = g->add_input("a", {DType::i64, ir::PartialShape(Shape{3})});
     auto* cat = g->add_node("Concat", {a, g->add_constant("k", Tensor::from_vector<int64_t>({1, 2}, {2}))}, 1, "cat");
     cat->attrs["axis"] = int64_t(0);
     g->add_output(cat->output(0));
-    auto cg = pool_compare(g, {Tensor::from_vector<int64_t>({4, 5, 6}, {3})});
-    EXPECT_EQ(pool_count(*cg, "Concat"), 0u);
+    auto cg = compare_with_reference(g, {Tensor::from_vector<int64_t>({4, 5, 6}, {3})});
+    EXPECT_EQ(count_type(*cg, "Concat"), 0u);
   }
 }
 
@@ -398,7 +353,7 @@ TEST(CpuLrn, MatchesReferenceForOddSizes) {
   uint32_t seed = 300;
   for (const auto& c : cases) {
     SCOPED_TRACE(shape_to_string(c.x) + " size " + std::to_string(c.size) + (c.blocked ? " after conv" : ""));
-    auto g = pool_graph();
+    auto g = make_graph();
     auto* x = g->add_input("x", {DType::f32, ir::PartialShape(c.x)});
     ir::Value* in = c.blocked ? pool_conv(*g, x, c.x[1], c.x.size() - 2, seed++) : x;
     auto* n = g->add_node("LRN", {in}, 1, "lrn");
@@ -407,8 +362,8 @@ TEST(CpuLrn, MatchesReferenceForOddSizes) {
     n->attrs["beta"] = c.beta;
     n->attrs["bias"] = c.bias;
     g->add_output(n->output(0));
-    auto cg = pool_compare(g, {pool_random(c.x, seed++, -3.0f, 3.0f)});
-    ASSERT_EQ(pool_count(*cg, "LRN"), c.expect_onednn ? 1u : 0u) << cg->describe();
+    auto cg = compare_with_reference(g, {pool_random(c.x, seed++, -3.0f, 3.0f)});
+    ASSERT_EQ(count_type(*cg, "LRN"), c.expect_onednn ? 1u : 0u) << cg->describe();
   }
   // every odd size against channel counts below, at and above it, in each layout
   for (int64_t size : {1, 3, 5, 7, 9})
@@ -417,7 +372,7 @@ TEST(CpuLrn, MatchesReferenceForOddSizes) {
         if (layout == 2 && C != 32) continue;  // nChw16c from the grouped convolution
         SCOPED_TRACE("size " + std::to_string(size) + " C " + std::to_string(C) + " layout " + std::to_string(layout));
         Shape xs = {2, C, 5, 6};
-        auto g = pool_graph();
+        auto g = make_graph();
         auto* x = g->add_input("x", {DType::f32, ir::PartialShape(xs)});
         ir::Value* in = layout == 0 ? x : layout == 1 ? pool_conv(*g, x, C, 2, seed++) : pool_conv16(*g, x, 2, seed++);
         auto* n = g->add_node("LRN", {in}, 1, "lrn");
@@ -426,8 +381,8 @@ TEST(CpuLrn, MatchesReferenceForOddSizes) {
         n->attrs["beta"] = 0.75f;
         n->attrs["bias"] = 1.5f;
         g->add_output(n->output(0));
-        auto cg = pool_compare(g, {pool_random(xs, seed++, -3.0f, 3.0f)});
-        ASSERT_EQ(pool_count(*cg, "LRN"), 1u) << cg->describe();
+        auto cg = compare_with_reference(g, {pool_random(xs, seed++, -3.0f, 3.0f)});
+        ASSERT_EQ(count_type(*cg, "LRN"), 1u) << cg->describe();
       }
 }
 
@@ -480,7 +435,7 @@ TEST(CpuResize, MatchesReferenceWhereOneDnnReproducesIt) {
   uint32_t seed = 400;
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
-    auto g = pool_graph(c.opset);
+    auto g = make_graph(c.opset);
     auto* x = g->add_input("x", {DType::f32, ir::PartialShape(c.x)});
     ir::Value* in = c.blocked ? pool_conv(*g, x, c.x[1], c.x.size() - 2, seed++) : x;
     const int64_t rank = static_cast<int64_t>(c.x.size());
@@ -499,9 +454,9 @@ TEST(CpuResize, MatchesReferenceWhereOneDnnReproducesIt) {
     }
     n->attrs["mode"] = c.mode;
     g->add_output(n->output(0));
-    auto cg = pool_compare(g, {pool_random(c.x, seed++)});
-    ASSERT_EQ(pool_count(*cg, "Resize"), c.expect_onednn ? 1u : 0u) << cg->describe();
-    if (c.expect_onednn) pool_expect_jit(*cg, "Resize");
+    auto cg = compare_with_reference(g, {pool_random(c.x, seed++)});
+    ASSERT_EQ(count_type(*cg, "Resize"), c.expect_onednn ? 1u : 0u) << cg->describe();
+    if (c.expect_onednn) expect_jit(*cg, "Resize");
   }
 }
 
@@ -555,13 +510,13 @@ TEST(CpuLayouts, PoolNormConcatLrnResizeRunOnChannelBlockedInputs) {
   uint32_t seed = 500;
   for (const auto& c : cases) {
     SCOPED_TRACE(c.kind);
-    auto g = pool_graph();
+    auto g = make_graph();
     auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 32, 9, 11})});
     auto* blocked = pool_conv16(*g, x, 2, seed++);
     g->add_output(c.make(*g, blocked));
-    auto cg = pool_compare(g, {pool_random({1, 32, 9, 11}, seed++)});
-    ASSERT_EQ(pool_count(*cg, c.kind), 1u) << cg->describe();
-    pool_expect_jit(*cg, c.kind);
+    auto cg = compare_with_reference(g, {pool_random({1, 32, 9, 11}, seed++)});
+    ASSERT_EQ(count_type(*cg, c.kind), 1u) << cg->describe();
+    expect_jit(*cg, c.kind);
     const cpu::Node* n = pool_find(*cg, c.kind);
     const cpu::Edge* conv_out = pool_output_of(*cg, "gconv" + std::to_string(seed - 2));
     ASSERT_TRUE(conv_out);
@@ -572,7 +527,7 @@ TEST(CpuLayouts, PoolNormConcatLrnResizeRunOnChannelBlockedInputs) {
 
 TEST(CpuConcat, ChannelBlocksAtUnalignedOffsets) {
   for (bool plain_first : {true, false}) {
-    auto g = pool_graph();
+    auto g = make_graph();
     auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 32, 6, 5})});
     auto* z = g->add_input("z", {DType::f32, ir::PartialShape(Shape{1, 3, 6, 5})});
     auto* a = pool_conv16(*g, x, 2, 1);
@@ -581,8 +536,8 @@ TEST(CpuConcat, ChannelBlocksAtUnalignedOffsets) {
     auto* cat = g->add_node("Concat", ins, 1, "cat");
     cat->attrs["axis"] = int64_t(1);
     g->add_output(cat->output(0));
-    auto cg = pool_compare(g, {pool_random({1, 32, 6, 5}, 3), pool_random({1, 3, 6, 5}, 4)});
-    ASSERT_EQ(pool_count(*cg, "Concat"), 1u) << cg->describe();
+    auto cg = compare_with_reference(g, {pool_random({1, 32, 6, 5}, 3), pool_random({1, 3, 6, 5}, 4)});
+    ASSERT_EQ(count_type(*cg, "Concat"), 1u) << cg->describe();
     // nChw16c sources written at channel offsets 3 / 35 (not a multiple of the block)
     const cpu::Node* c = pool_find(*cg, "Concat");
     EXPECT_EQ(c->inputs[plain_first ? 1 : 0]->layout_name(), "blocked(16@dim1)") << cg->describe();
@@ -610,7 +565,7 @@ TEST(CpuPooling, RandomGeometriesMatchReference) {
       p[i] = rng() % 2 ? pick(0, static_cast<int>(ek - 1)) : 0;
       p[sp + i] = rng() % 2 ? pick(0, static_cast<int>(ek - 1)) : 0;
     }
-    auto g = pool_graph();
+    auto g = make_graph();
     auto* x = g->add_input("x", {DType::f32, ir::PartialShape(xs)});
     ir::Value* in = blocked ? pool_conv(*g, x, xs[1], sp, static_cast<uint32_t>(trial + 1)) : x;
     auto* n = g->add_node(avg ? "AveragePool" : "MaxPool", {in}, 1, "pool");
@@ -629,8 +584,8 @@ TEST(CpuPooling, RandomGeometriesMatchReference) {
     if (!n->output(0)->type.shape.is_static() || shape_size(n->output(0)->type.shape.to_shape()) == 0) continue;
     SCOPED_TRACE("trial " + std::to_string(trial) + ": " + n->op_type() + " x" + shape_to_string(xs));
     ++tried;
-    auto cg = pool_compare(g, {pool_random(xs, static_cast<uint32_t>(trial))});
-    taken += static_cast<int>(pool_count(*cg, "Pooling"));
+    auto cg = compare_with_reference(g, {pool_random(xs, static_cast<uint32_t>(trial))});
+    taken += static_cast<int>(count_type(*cg, "Pooling"));
     if (HasFatalFailure() || HasNonfatalFailure()) {
       std::cerr << "node attrs: k " << shape_to_string(k) << " s " << shape_to_string(s) << " d " << shape_to_string(d)
                 << " p " << shape_to_string(p) << " ceil " << n->attr_i("ceil_mode") << "\n";
@@ -653,7 +608,7 @@ TEST(CpuResize, RandomConfigurationsMatchReference) {
     Shape xs = {1 + static_cast<int64_t>(rng() % 2), 1 + static_cast<int64_t>(rng() % 5)};
     for (size_t i = 0; i < sp; ++i) xs.push_back(1 + static_cast<int64_t>(rng() % (sp == 3 ? 5 : 9)));
     const int64_t rank = static_cast<int64_t>(xs.size());
-    auto g = pool_graph();
+    auto g = make_graph();
     auto* x = g->add_input("x", {DType::f32, ir::PartialShape(xs)});
     ir::Value *sc = nullptr, *sz = nullptr;
     if (rng() % 2) {
@@ -679,8 +634,8 @@ TEST(CpuResize, RandomConfigurationsMatchReference) {
     SCOPED_TRACE("trial " + std::to_string(trial) + ": " + n->attr_s("mode") + " " +
                  n->attr_s("coordinate_transformation_mode") + " " + n->attr_s("nearest_mode") + " x" +
                  shape_to_string(xs) + " -> " + shape_to_string(n->output(0)->type.shape.to_shape()));
-    auto cg = pool_compare(g, {pool_random(xs, static_cast<uint32_t>(trial))});
-    taken += static_cast<int>(pool_count(*cg, "Resize"));
+    auto cg = compare_with_reference(g, {pool_random(xs, static_cast<uint32_t>(trial))});
+    taken += static_cast<int>(count_type(*cg, "Resize"));
     if (HasFailure()) break;
   }
   EXPECT_GT(taken, 30);

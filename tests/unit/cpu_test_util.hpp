@@ -1,0 +1,134 @@
+#pragma once
+// Helpers shared by the cpu::Graph unit tests (test_cpu_*.cpp): random f32 tensors, an
+// element-wise closeness check, "run on the reference executor and on a cpu::Graph and
+// compare", and queries over the nodes of a cpu::Graph.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cpu/graph.hpp"
+#include "ir/graph.hpp"
+#include "ir/op_registry.hpp"
+#include "runtime/reference_executor.hpp"
+#include "transforms/specialize_shapes.hpp"
+
+namespace kiln::test {
+
+// An f32 tensor of shape `s` filled uniformly from [lo, hi) by an mt19937 seeded with `seed`.
+inline Tensor random_tensor(Shape s, uint32_t seed, float lo, float hi) {
+  Tensor t(DType::f32, std::move(s));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.size(); ++i) p[i] = u(rng);
+  return t;
+}
+
+// The same over [-scale, scale).
+inline Tensor random_tensor(Shape s, uint32_t seed, float scale = 1.0f) {
+  return random_tensor(std::move(s), seed, -scale, scale);
+}
+
+// Asserts same shape and |want - got| <= atol + rtol * |want| element-wise. With
+// `match_nonfinite`, equal values (also equal infinities) pass and a NaN in `want` needs a
+// NaN in `got`; without it any non-finite value fails.
+inline void expect_close(const Tensor& want, const Tensor& got, double rtol = 1e-4, double atol = 1e-4,
+                         bool match_nonfinite = false) {
+  ASSERT_EQ(want.shape(), got.shape());
+  auto a = want.to_f64(), b = got.to_f64();
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (match_nonfinite) {
+      if (a[i] == b[i]) continue;  // also infinities
+      if (std::isnan(a[i])) {
+        ASSERT_TRUE(std::isnan(b[i])) << "at " << i << ": " << b[i] << " vs NaN";
+        continue;
+      }
+    }
+    ASSERT_LE(std::fabs(a[i] - b[i]), atol + rtol * std::fabs(a[i])) << "at " << i << ": " << b[i] << " vs " << a[i];
+  }
+}
+
+struct CompareOptions {
+  double rtol = 1e-4;
+  double atol = 1e-4;
+  bool match_nonfinite = false;  // see expect_close
+  // Report an exception from building / running the cpu::Graph as a test failure (then
+  // rethrow), and print the cpu::Graph's description when KILN_TEST_DESCRIBE is set.
+  bool diagnostics = false;
+};
+
+// Runs g on the reference executor and on a cpu::Graph made from a specialised copy,
+// compares every output and returns the cpu::Graph.
+inline std::unique_ptr<cpu::Graph> compare_with_reference(const std::shared_ptr<ir::Graph>& g,
+                                                          const std::vector<Tensor>& inputs,
+                                                          const CompareOptions& opt) {
+  ir::infer_shapes(*g);
+  runtime::ReferenceExecutor ref(g);
+  auto want = ref.run(inputs);
+  auto copy = g->clone();
+  std::vector<Shape> shapes;
+  for (auto& t : inputs) shapes.push_back(t.shape());
+  auto r = transforms::specialize_shapes(*copy, shapes);
+  EXPECT_TRUE(r.all_static);
+  std::unique_ptr<cpu::Graph> cg;
+  std::vector<Tensor> got;
+  if (opt.diagnostics) {
+    try {
+      cg = std::make_unique<cpu::Graph>(copy);
+      got = cg->run(inputs);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "cpu::Graph failed: " << e.what();
+      throw;
+    }
+    if (std::getenv("KILN_TEST_DESCRIBE")) std::cout << cg->describe();
+  } else {
+    cg = std::make_unique<cpu::Graph>(copy);
+    got = cg->run(inputs);
+  }
+  EXPECT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size() && i < got.size(); ++i)
+    expect_close(want[i], got[i], opt.rtol, opt.atol, opt.match_nonfinite);
+  return cg;
+}
+
+inline std::unique_ptr<cpu::Graph> compare_with_reference(const std::shared_ptr<ir::Graph>& g,
+                                                          const std::vector<Tensor>& inputs, double rtol = 1e-4,
+                                                          double atol = 1e-4) {
+  CompareOptions opt;
+  opt.rtol = rtol;
+  opt.atol = atol;
+  return compare_with_reference(g, inputs, opt);
+}
+
+// Number of nodes of `type` in g.
+inline size_t count_type(const cpu::Graph& g, const std::string& type) {
+  size_t n = 0;
+  for (auto& node : g.nodes()) n += type == node->type();
+  return n;
+}
+
+// Every node of `type` in g runs a JIT (non-"ref") implementation.
+inline void expect_jit(const cpu::Graph& g, const std::string& type) {
+  for (auto& n : g.nodes())
+    if (type == n->type()) {
+      EXPECT_EQ(n->impl.rfind("ref", 0), std::string::npos) << n->name << ": " << n->impl;
+    }
+}
+
+// An empty graph importing the default domain at `opset`.
+inline std::shared_ptr<ir::Graph> make_graph(int opset = 13) {
+  auto g = std::make_shared<ir::Graph>();
+  g->opset_imports[""] = opset;
+  return g;
+}
+
+}  // namespace kiln::test
