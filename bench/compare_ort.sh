@@ -5,7 +5,7 @@
 # order alternates between passes), so machine noise hits both alike.
 #
 # env: MODELS=resnet50,mobilenet_v2,bert_base   THREADS=2   PASSES=2   ITERS=20   WARMUP=2
-#      KILN=<kiln binary> (default: build-bench/kiln, else build/kiln)   SHARED_BENCH=../shared/bench
+#      KILN=<kiln binary> (default: build/kiln)   SHARED_BENCH=../shared/bench
 #      KILN_BENCH_CACHE (default ~/.cache/kiln-bench)   OUT=<results dir> (default $CACHE/results/compare-<stamp>)
 # out: $OUT/results.jsonl (one line per runtime x model x pass), $OUT/summary.md (the table), logs.
 set -euo pipefail
@@ -21,7 +21,7 @@ PASSES="${PASSES:-2}"
 ITERS="${ITERS:-20}"
 WARMUP="${WARMUP:-2}"
 if [ -z "${KILN:-}" ]; then
-  for k in "$ROOT/build-bench/kiln" "$ROOT/build/kiln"; do [ -x "$k" ] && { KILN="$k"; break; }; done
+  for k in "$ROOT/build/kiln"; do [ -x "$k" ] && { KILN="$k"; break; }; done
 fi
 [ -n "${KILN:-}" ] && [ -x "$KILN" ] || { echo "compare_ort: no kiln binary (build it, or set KILN=...)" >&2; exit 2; }
 [ -f "$SHARED/peer_ort.js" ] || { echo "compare_ort: $SHARED/peer_ort.js not found (set SHARED_BENCH=...)" >&2; exit 2; }

@@ -236,16 +236,3 @@ TEST(CpuTranspose, MatchesReferenceForEveryPermutationShape) {
   cpu::Graph cg(g);
   EXPECT_EQ(count_type(cg, "Reference"), 1u);
 }
-
-TEST(CpuErf, MatchesStdErfPlainAndBlocked) {
-  auto g = std::make_shared<ir::Graph>();
-  g->opset_imports[""] = 13;
-  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{2, 17, 9, 7})});
-  auto* e1 = g->add_node("Erf", {x}, 1, "erf_plain");
-  auto* conv = g->add_node("Conv", {e1->output(0), g->add_constant("w", random_tensor({33, 17, 1, 1}, 3, 0.3f))}, 1, "c");
-  auto* e2 = g->add_node("Erf", {conv->output(0)}, 1, "erf_after_conv");
-  g->add_output(e2->output(0));
-  Tensor in = random_tensor({2, 17, 9, 7}, 4, 4.0f);  // covers the tails (|x| up to 4)
-  auto cg = compare_with_reference(g, {in});
-  EXPECT_EQ(count_type(*cg, "Erf"), 2u) << cg->describe();
-}

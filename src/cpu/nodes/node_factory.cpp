@@ -6,7 +6,6 @@ std::unique_ptr<Node> make_node(const ir::Node& n) {
   if (view_supports(n)) return make_view_node(n);
   if (convolution_supports(n)) return make_convolution_node(n);
   if (transpose_supports(n)) return make_transpose_node(n);
-  if (erf_supports(n)) return make_erf_node(n);
   if (pooling_supports(n)) return make_pooling_node(n);
   if (batch_norm_supports(n)) return make_batch_norm_node(n);
   if (concat_supports(n)) return make_concat_node(n);

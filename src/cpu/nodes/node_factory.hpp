@@ -16,9 +16,6 @@ std::unique_ptr<Node> make_reorder_node(const std::string& name, dnnl::memory::d
 bool view_supports(const ir::Node& n);
 std::unique_ptr<Node> make_view_node(const ir::Node& n);
 
-bool erf_supports(const ir::Node& n);
-std::unique_ptr<Node> make_erf_node(const ir::Node& n);
-
 bool transpose_supports(const ir::Node& n);
 std::unique_ptr<Node> make_transpose_node(const ir::Node& n);
 
