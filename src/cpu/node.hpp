@@ -67,6 +67,18 @@ class Node {
   virtual int output_aliases_input() const { return -1; }
 };
 
+// A node whose work is one oneDNN primitive from input 0 (SRC) to output 0 (DST):
+// prepare() creates `prim_`; execute() is shared.
+class SrcDstPrimitiveNode : public Node {
+ public:
+  void execute(dnnl::stream& stream) override {
+    prim_.execute(stream, {{DNNL_ARG_SRC, inputs[0]->memory()}, {DNNL_ARG_DST, outputs[0]->memory()}});
+  }
+
+ protected:
+  dnnl::primitive prim_;
+};
+
 // A plain descriptor when the shape/dtype allows, for comparisons.
 bool is_plain_layout(const dnnl::memory::desc& d, const Shape& shape, DType dtype);
 

@@ -131,7 +131,7 @@ std::optional<EltwiseSpec> eltwise_spec(const ir::Node& n) {
 
 bool is_ref_impl(const std::string& impl) { return impl.rfind("ref", 0) == 0; }
 
-class EltwiseNode : public Node {
+class EltwiseNode : public SrcDstPrimitiveNode {
  public:
   EltwiseNode(const ir::Node& n, EltwiseSpec spec) : spec_(spec) {
     source = &n;
@@ -162,14 +162,10 @@ class EltwiseNode : public Node {
     return req;
   }
 
-  void execute(dnnl::stream& stream) override {
-    prim_.execute(stream, {{DNNL_ARG_SRC, inputs[0]->memory()}, {DNNL_ARG_DST, outputs[0]->memory()}});
-  }
 
  private:
   EltwiseSpec spec_;
   dnnl::eltwise_forward::primitive_desc pd_;
-  dnnl::eltwise_forward prim_;
 };
 
 }  // namespace

@@ -10,7 +10,7 @@ namespace kiln::cpu {
 
 namespace {
 
-class LrnNode : public Node {
+class LrnNode : public SrcDstPrimitiveNode {
  public:
   explicit LrnNode(const ir::Node& n) {
     source = &n;
@@ -30,13 +30,9 @@ class LrnNode : public Node {
     return {InputLayout::any()};
   }
 
-  void execute(dnnl::stream& stream) override {
-    prim_.execute(stream, {{DNNL_ARG_SRC, inputs[0]->memory()}, {DNNL_ARG_DST, outputs[0]->memory()}});
-  }
 
  private:
   dnnl::lrn_forward::primitive_desc pd_;
-  dnnl::lrn_forward prim_;
 };
 
 }  // namespace

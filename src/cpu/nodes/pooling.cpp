@@ -121,7 +121,7 @@ dnnl::pooling_v2_forward::primitive_desc make_pool_pd(const PoolGeometry& g, con
   return dnnl::pooling_v2_forward::primitive_desc(d, cpu_engine());
 }
 
-class PoolingNode : public Node {
+class PoolingNode : public SrcDstPrimitiveNode {
  public:
   explicit PoolingNode(const ir::Node& n) {
     source = &n;
@@ -140,13 +140,9 @@ class PoolingNode : public Node {
     return {InputLayout::any()};
   }
 
-  void execute(dnnl::stream& stream) override {
-    prim_.execute(stream, {{DNNL_ARG_SRC, inputs[0]->memory()}, {DNNL_ARG_DST, outputs[0]->memory()}});
-  }
 
  private:
   dnnl::pooling_v2_forward::primitive_desc pd_;
-  dnnl::pooling_v2_forward prim_;
 };
 
 }  // namespace

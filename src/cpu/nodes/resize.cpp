@@ -182,7 +182,7 @@ bool resize_algorithm(const ir::Node& n, dnnl::algorithm& alg) {
   return true;
 }
 
-class ResizeNode : public Node {
+class ResizeNode : public SrcDstPrimitiveNode {
  public:
   explicit ResizeNode(const ir::Node& n) {
     source = &n;
@@ -204,13 +204,9 @@ class ResizeNode : public Node {
     return req;
   }
 
-  void execute(dnnl::stream& stream) override {
-    prim_.execute(stream, {{DNNL_ARG_SRC, inputs[0]->memory()}, {DNNL_ARG_DST, outputs[0]->memory()}});
-  }
 
  private:
   dnnl::resampling_forward::primitive_desc pd_;
-  dnnl::resampling_forward prim_;
 };
 
 }  // namespace
