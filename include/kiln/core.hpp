@@ -56,6 +56,19 @@ using AnyMap = std::map<std::string, std::string>;
 
 class InferRequest;
 
+// One row of InferRequest::get_profiling_info(): a runtime node of the last inference
+// (compile property enable_profiling / PERF_COUNT must be on).
+struct ProfilingInfo {
+  enum class Status { not_run, optimized_out, executed };
+  Status status = Status::executed;
+  std::string node_name;  // the runtime node (a fused node is named after its first ir node)
+  std::string node_type;  // runtime node kind: Convolution, Eltwise, Reorder, Reference, ...
+  std::string exec_type;  // implementation and precision, e.g. "brgconv_avx512_core_f32", "ref_any_f32"
+  double real_time_us = 0;  // wall time of the node
+  double cpu_time_us = 0;   // process CPU time (all threads) spent during the node
+};
+const char* status_name(ProfilingInfo::Status s);  // "EXECUTED", "NOT_RUN", "OPTIMIZED_OUT"
+
 class CompiledModel {
  public:
   CompiledModel() = default;
@@ -79,6 +92,9 @@ class InferRequest {
   void infer();
   Tensor get_output_tensor(size_t index = 0) const;
   Tensor get_tensor(const std::string& name) const;  // an output by name
+  // Per-node times of the last infer(); throws unless the model was compiled with
+  // enable_profiling = YES.
+  std::vector<ProfilingInfo> get_profiling_info() const;
   struct Impl;
 
  private:

@@ -66,6 +66,7 @@ std::shared_ptr<Model> Core::read_model_from_memory(const std::string& bytes, co
 struct CompiledModel::Impl {
   std::shared_ptr<Model> model;
   int threads = 0;  // 0: all cores
+  bool profiling = false;
   std::unique_ptr<cpu::Executor> fast;                  // "kiln_executor" = "cpu" (default)
   std::unique_ptr<runtime::ReferenceExecutor> reference;  // "kiln_executor" = "reference"
 };
@@ -74,6 +75,7 @@ struct InferRequest::Impl {
   std::shared_ptr<CompiledModel::Impl> compiled;
   std::vector<Tensor> inputs;
   std::vector<Tensor> outputs;
+  std::vector<ProfilingInfo> profile;  // of the last infer() (enable_profiling)
 };
 
 namespace {
@@ -81,9 +83,17 @@ namespace {
 struct Settings {
   int threads = 0;
   bool reference = false;
+  bool profiling = false;
 };
 
-const char* const kAcceptedKeys = "inference_num_threads (CPU_THREADS_NUM), kiln_executor";
+const char* const kAcceptedKeys =
+    "inference_num_threads (CPU_THREADS_NUM), enable_profiling (PERF_COUNT), kiln_executor";
+
+bool parse_bool(const std::string& key, const std::string& v) {
+  if (v == "YES" || v == "yes" || v == "true" || v == "TRUE" || v == "1") return true;
+  if (v == "NO" || v == "no" || v == "false" || v == "FALSE" || v == "0") return false;
+  throw Error(cat("property ", key, ": '", v, "' is not one of: YES, NO, true, false, 1, 0"));
+}
 
 int parse_int(const std::string& key, const std::string& v, int lo, int hi) {
   size_t used = 0;
@@ -103,6 +113,8 @@ Settings parse_properties(const AnyMap& properties) {
   for (auto& [k, v] : properties) {
     if (k == "inference_num_threads" || k == "CPU_THREADS_NUM") {
       s.threads = parse_int(k, v, 0, 4096);
+    } else if (k == "enable_profiling" || k == "PERF_COUNT") {
+      s.profiling = parse_bool(k, v);
     } else if (k == "kiln_executor") {
       if (v != "cpu" && v != "reference")
         throw Error(cat("property kiln_executor: '", v, "' is not one of: cpu, reference"));
@@ -123,6 +135,7 @@ CompiledModel Core::compile_model(const std::shared_ptr<Model>& model, const Any
   cm.impl_ = std::make_shared<CompiledModel::Impl>();
   cm.impl_->model = model;
   cm.impl_->threads = s.threads;
+  cm.impl_->profiling = s.profiling;
   if (s.reference) cm.impl_->reference = std::make_unique<runtime::ReferenceExecutor>(model->graph());
   else cm.impl_->fast = std::make_unique<cpu::Executor>(model->graph());
   return cm;
@@ -193,7 +206,25 @@ void InferRequest::infer() {
     KILN_CHECK(r.inputs[i].defined(), cat("infer: input '", ins[i].name, "' was not set"));
   auto& c = *r.compiled;
   omp_set_num_threads(c.threads > 0 ? c.threads : omp_get_num_procs());
-  r.outputs = c.reference ? c.reference->run(r.inputs) : c.fast->run(r.inputs);
+  auto* prof = c.profiling ? &r.profile : nullptr;
+  r.outputs = c.reference ? c.reference->run(r.inputs, nullptr, prof) : c.fast->run(r.inputs, prof);
+}
+
+std::vector<ProfilingInfo> InferRequest::get_profiling_info() const {
+  auto& r = need(impl_);
+  KILN_CHECK(r.compiled->profiling,
+             "get_profiling_info: profiling is off; compile the model with enable_profiling = YES (PERF_COUNT)");
+  KILN_CHECK(!r.outputs.empty(), "get_profiling_info: infer() has not run yet");
+  return r.profile;
+}
+
+const char* status_name(ProfilingInfo::Status s) {
+  switch (s) {
+    case ProfilingInfo::Status::not_run: return "NOT_RUN";
+    case ProfilingInfo::Status::optimized_out: return "OPTIMIZED_OUT";
+    case ProfilingInfo::Status::executed: return "EXECUTED";
+  }
+  return "?";
 }
 
 Tensor InferRequest::get_output_tensor(size_t index) const {

@@ -22,7 +22,7 @@ const Executor::Plan& Executor::plan_for(const std::vector<Shape>& shapes) {
   return *(plans_[shapes] = std::move(plan));
 }
 
-std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
+std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile) {
   const auto& gin = graph_->inputs();
   KILN_CHECK(inputs.size() == gin.size(),
              "graph '" + graph_->name + "' expects " + std::to_string(gin.size()) + " inputs, got " +
@@ -35,8 +35,8 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
   }
   std::lock_guard<std::mutex> lock(mutex_);  // a plan's arena serves one request at a time
   const Plan& p = plan_for(shapes);
-  if (!p.cpu) return reference_.run(inputs);
-  return p.cpu->run(inputs);
+  if (!p.cpu) return reference_.run(inputs, nullptr, profile);
+  return p.cpu->run(inputs, profile);
 }
 
 }  // namespace kiln::cpu

@@ -19,7 +19,8 @@ namespace kiln::cpu {
 class Executor {
  public:
   explicit Executor(std::shared_ptr<const ir::Graph> graph);
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  // `profile`: see Graph::run (rows from the reference executor when the plan falls back).
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile = nullptr);
 
   struct Plan {
     std::shared_ptr<ir::Graph> graph;   // specialised copy (owns what cpu::Graph points into)

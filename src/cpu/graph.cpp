@@ -1,5 +1,7 @@
 #include "cpu/graph.hpp"
 
+#include "core/node_timer.hpp"
+
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -143,7 +145,16 @@ void Graph::bind_views() {
     if (e->alias_of) e->data = e->alias_of->data;
 }
 
-std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs) {
+// "brgconv:avx512_core" + f32 -> "brgconv_avx512_core_f32" (the counters' exec type).
+static std::string exec_type_of(const Node& n) {
+  std::string t = n.impl;
+  for (char& c : t)
+    if (c == ':' || c == ' ') c = '_';
+  DType dt = n.outputs.empty() ? DType::undefined : n.outputs[0]->dtype;
+  return cat(t, "_", dtype_name(dt));
+}
+
+std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile) {
   KILN_CHECK(inputs.size() == input_edges_.size(),
              cat("cpu::Graph: ", inputs.size(), " inputs given, ", input_edges_.size(), " expected"));
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -156,7 +167,24 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs) {
   }
   bind_views();  // views of inputs follow the user's buffers
   dnnl::stream stream(cpu_engine());
-  for (auto& n : nodes_) n->execute(stream);
+  if (profile) {
+    profile->clear();
+    profile->reserve(nodes_.size());
+    for (auto& n : nodes_) {
+      ProfilingInfo row;
+      row.node_name = n->name;
+      row.node_type = n->type();
+      row.exec_type = exec_type_of(*n);
+      NodeTimer timer;
+      timer.start();
+      n->execute(stream);
+      stream.wait();
+      timer.stop(row);
+      profile->push_back(std::move(row));
+    }
+  } else {
+    for (auto& n : nodes_) n->execute(stream);
+  }
   stream.wait();
   std::vector<Tensor> out;
   for (Edge* e : output_edges_) {

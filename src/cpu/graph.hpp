@@ -5,6 +5,7 @@
 // Reorder nodes where a consumer needs another layout than its producer made. All
 // intermediate tensors live in one arena planned by lifetime; nothing is allocated
 // during execute() except by Reference nodes' kernels.
+#include <kiln/core.hpp>
 #include <kiln/tensor.hpp>
 
 #include <memory>
@@ -23,7 +24,8 @@ class Graph {
   Graph& operator=(const Graph&) = delete;
 
   // Inputs in graph input order (already checked against the declared types).
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  // `profile`, when given, gets one row per runtime node of this run.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile = nullptr);
 
   const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
   size_t arena_bytes() const { return arena_bytes_; }

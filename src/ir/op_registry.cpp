@@ -1,5 +1,7 @@
 #include "ir/op_registry.hpp"
 
+#include <cstring>
+
 #include <mutex>
 
 #include "ops/op_families.hpp"
@@ -33,8 +35,14 @@ const Tensor& RunContext::input(size_t i) const {
 
 Tensor& RunContext::allocate_output(size_t i, DType dtype, Shape shape) {
   if (i >= outputs_.size()) throw error("kernel wrote output ", i, " but the node has ", outputs_.size());
-  outputs_[i] = Tensor(dtype, std::move(shape));
-  return outputs_[i];
+  Tensor& out = outputs_[i];
+  if (out.defined() && out.dtype() == dtype && out.shape() == shape) {
+    // A destination the caller placed (e.g. an arena buffer): zeroed like a new tensor.
+    if (out.byte_size()) std::memset(out.raw(), 0, out.byte_size());
+    return out;
+  }
+  out = Tensor(dtype, std::move(shape));
+  return out;
 }
 
 void RunContext::set_output(size_t i, Tensor t) {

@@ -56,6 +56,8 @@ class RunContext {
   bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
   const Tensor& input(size_t i) const;  // throws if absent
   // Allocates (zeroed) output i and returns it.
+  // When the caller pre-placed output i (outputs[i] defined, same dtype and shape), that
+  // tensor is zeroed and returned: kernels then write straight into the caller's memory.
   Tensor& allocate_output(size_t i, DType dtype, Shape shape);
   // Sets output i to an existing tensor (may alias an input, e.g. Reshape / Identity).
   void set_output(size_t i, Tensor t);

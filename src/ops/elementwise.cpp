@@ -10,6 +10,7 @@
 
 #include "ir/infer_util.hpp"
 #include "ops/elementwise_common.hpp"
+#include "ops/fast_erf.hpp"
 #include "ops/kernel_util.hpp"
 #include "ops/op_families.hpp"
 
@@ -140,6 +141,18 @@ void register_unary_math(ir::OpRegistry& r) {
                         if constexpr (std::is_integral_v<V>) return static_cast<V>(std::erf(static_cast<double>(v)));
                         else return std::erf(v);
                       }));
+  // f32 Erf (GELU in transformers) on the vectorised kernel instead of scalar std::erf.
+  {
+    ir::OpSchema erf = *r.find("", "Erf");
+    auto generic = erf.run;
+    erf.run = [generic](RunContext& ctx) {
+      const Tensor& x = ctx.input(0);
+      if (x.dtype() != DType::f32) return generic(ctx);
+      Tensor& y = ctx.allocate_output(0, DType::f32, x.shape());
+      erf_f32(x.data<float>(), y.data<float>(), x.size());
+    };
+    r.add(std::move(erf));
+  }
 
   // --- floating point math ---
 #define KILN_FLOAT_UNARY(NAME, SINCE, EXPR) \

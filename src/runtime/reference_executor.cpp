@@ -1,5 +1,7 @@
 #include "runtime/reference_executor.hpp"
 
+#include "core/node_timer.hpp"
+
 #include <unordered_set>
 
 #include "core/strings.hpp"
@@ -51,7 +53,9 @@ void check_input(const ir::Value& input, const Tensor& t, std::unordered_map<std
 }
 
 std::vector<Tensor> ReferenceExecutor::run(const std::vector<Tensor>& inputs,
-                                           const std::unordered_map<const ir::Value*, Tensor>* outer) const {
+                                           const std::unordered_map<const ir::Value*, Tensor>* outer,
+                                           std::vector<ProfilingInfo>* profile) const {
+  if (profile) profile->clear();
   const auto& gin = graph_->inputs();
   KILN_CHECK(inputs.size() == gin.size(),
              cat("graph '", graph_->name, "' expects ", gin.size(), " inputs, got ", inputs.size()));
@@ -82,7 +86,18 @@ std::vector<Tensor> ReferenceExecutor::run(const std::vector<Tensor>& inputs,
     }
     std::vector<Tensor> outs(n.num_outputs());
     ir::RunContext ctx(n, std::move(ins), outs);
+    NodeTimer timer;
+    if (profile) timer.start();
     s.schema->run(ctx);
+    if (profile) {
+      ProfilingInfo row;
+      row.node_name = n.name().empty() ? n.op_type() : n.name();
+      row.node_type = n.op_type();
+      DType dt = n.num_outputs() ? n.output(0)->type.dtype : DType::undefined;
+      row.exec_type = cat("ref_any_", dtype_name(dt));
+      timer.stop(row);
+      profile->push_back(std::move(row));
+    }
     for (size_t i = 0; i < outs.size(); ++i) {
       KILN_CHECK(outs[i].defined(), cat(n.describe(), ": kernel did not produce output ", i));
       env[n.output(i)] = std::move(outs[i]);

@@ -3,6 +3,7 @@
 // kernels on concrete tensors. Symbolic dims are bound from the actual input shapes at
 // every run, so dynamic batch / sequence lengths work. Tensors are freed after their
 // last use. This is the correctness baseline the fast paths are tested against.
+#include <kiln/core.hpp>
 #include <kiln/tensor.hpp>
 
 #include <memory>
@@ -22,8 +23,10 @@ class ReferenceExecutor {
   // inputs: one tensor per graph input, in graph input order. Checks dtype, rank and
   // dims (static dims must match; a symbolic dim must take one value across inputs).
   // `outer` gives values of an enclosing graph (for control-flow bodies); may be null.
+  // `profile`, when given, gets one row per node (exec type "ref_any_<dtype>").
   std::vector<Tensor> run(const std::vector<Tensor>& inputs,
-                          const std::unordered_map<const ir::Value*, Tensor>* outer = nullptr) const;
+                          const std::unordered_map<const ir::Value*, Tensor>* outer = nullptr,
+                          std::vector<ProfilingInfo>* profile = nullptr) const;
 
   const ir::Graph& graph() const { return *graph_; }
 

@@ -18,6 +18,7 @@
 
 #include "commands.hpp"
 #include "core/strings.hpp"
+#include "tools/common/perf_counters.hpp"
 #include "tools/common/run_util.hpp"
 
 namespace kiln::cli {
@@ -91,6 +92,8 @@ int cmd_benchmark(const BenchmarkOptions& o) {
 
   AnyMap properties;
   if (o.threads > 0) properties["inference_num_threads"] = std::to_string(o.threads);
+  const bool perf_counts = o.perf_counts || !o.pc_sort.empty();
+  if (perf_counts) properties["enable_profiling"] = "YES";
   t0 = Clock::now();
   CompiledModel compiled = core.compile_model(model, properties);
   compile_ms += ms_since(t0);
@@ -122,6 +125,7 @@ int cmd_benchmark(const BenchmarkOptions& o) {
   }
 
   // Timed iterations.
+  tools::PerfCounterAverage counters;
   std::vector<double> times;
   if (timed_by_count) times.reserve(static_cast<size_t>(iterations));
   auto loop_start = Clock::now();
@@ -139,6 +143,7 @@ int cmd_benchmark(const BenchmarkOptions& o) {
     t0 = Clock::now();
     req.infer();
     times.push_back(ms_since(t0));
+    if (perf_counts) counters.add(req.get_profiling_info());
   }
   double loop_s = ms_since(loop_start) / 1000.0;
   progress.clear();
@@ -158,6 +163,12 @@ int cmd_benchmark(const BenchmarkOptions& o) {
     std::cout << "peak RSS    " << buf << " MiB  (VmHWM)\n";
   } else {
     std::cout << "peak RSS    unknown (no VmHWM in /proc/self/status)\n";
+  }
+
+  if (perf_counts) {
+    std::cout << "\nperformance counters (mean of " << counters.runs() << " timed iterations; profiling "
+              << "synchronises after every node, so the total is a little above the latency above):\n"
+              << tools::format_perf_counters(counters.average(), o.pc_sort.empty() ? "no_sort" : o.pc_sort);
   }
 
   if (!o.json_path.empty()) {

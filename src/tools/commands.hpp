@@ -29,6 +29,8 @@ struct BenchmarkOptions {
   double seconds = 0;     // -time; 0: not given
   int warmup = 2;         // untimed runs after the first inference
   std::string json_path;  // empty: no JSON file
+  bool perf_counts = false;  // -pc
+  std::string pc_sort;       // -pcsort: sort | no_sort | simple_sort (empty: no_sort unless given)
 };
 int cmd_benchmark(const BenchmarkOptions& o);
 

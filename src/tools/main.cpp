@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   if (args.size() >= 2 && args[1] == "benchmark") {
     for (size_t i = 2; i < args.size(); ++i) {
       if (args[i] == "--") break;
-      for (const char* name : {"-niter", "-time"})
+      for (const char* name : {"-niter", "-time", "-pc", "-pcsort"})
         if (args[i] == name || args[i].rfind(std::string(name) + "=", 0) == 0) args[i].insert(0, "-");
     }
   }
@@ -86,6 +86,12 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--warmup", bench.warmup, "Untimed runs after the first inference (default 2)")
       ->check(CLI::Range(0, 1000000000));
   bench_cmd->add_option("--json", bench.json_path, "Also write the figures as JSON to FILE");
+  bench_cmd->add_flag("--pc", bench.perf_counts,
+                      "Performance counters: per-node times averaged over the timed iterations (also -pc)");
+  bench_cmd->add_option("--pcsort", bench.pc_sort,
+                        "Order of the -pc table: sort (by time, with totals per node type), no_sort (execution "
+                        "order), simple_sort (by time, executed nodes only) (also -pcsort; implies -pc)")
+      ->check(CLI::IsMember({"sort", "no_sort", "simple_sort"}));
 
   InfoOptions info;
   CLI::App* info_cmd = app.add_subcommand("info", "Describe a model: inputs, outputs, opsets, ops, parameters");

@@ -8,6 +8,7 @@
 
 #include "ir/graph.hpp"
 #include "ir/op_registry.hpp"
+#include "ops/fast_erf.hpp"
 #include "runtime/reference_executor.hpp"
 
 using namespace kiln;
@@ -325,4 +326,39 @@ TEST(OpsElementwise, SymbolicInference) {
   auto* b = bad.add_input("b", {DType::f32, ir::PartialShape(Shape{4})});
   bad.add_node("Sub", {a, b}, 1, "sub");
   EXPECT_THROW(ir::infer_shapes(bad), Error);
+}
+
+TEST(FastErf, MatchesDoubleErfAcrossTheRangeAndSpecialValues) {
+  std::vector<float> x;
+  for (float v = -12.0f; v <= 12.0f; v += 0.00037f) x.push_back(v);
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-8f, 0.4999999f, 0.5f, 1e30f, std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::denorm_min()})
+    x.push_back(v);
+  x.push_back(std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> y(x.size());
+  kiln::ops::erf_f32(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    double want = std::erf(static_cast<double>(x[i]));
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(y[i]));
+      continue;
+    }
+    double err = std::fabs(y[i] - want);
+    ASSERT_LE(err, 4e-7) << "erf(" << x[i] << ") = " << y[i] << ", want " << want;
+    if (std::fabs(want) >= std::numeric_limits<float>::min()) {  // denormals have no relative precision
+      ASSERT_LE(err / std::fabs(want), 1e-6) << "erf(" << x[i] << ")";
+    }
+    ASSERT_EQ(std::signbit(y[i]), std::signbit(x[i])) << "erf(" << x[i] << ")";
+  }
+}
+
+TEST(FastErf, ErfOpUsesItForF32AndStdErfForF64) {
+  Tensor x32 = Tensor::from_vector<float>({-2.5f, -0.3f, 0.0f, 0.7f, 3.0f}, {5});
+  Tensor x64 = Tensor::from_vector<double>({-2.5, -0.3, 0.0, 0.7, 3.0}, {5});
+  Tensor y32 = run_op("Erf", {x32});
+  Tensor y64 = run_op("Erf", {x64});
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_NEAR(y32.data<float>()[i], std::erf(x64.data<double>()[i]), 4e-7);
+    EXPECT_DOUBLE_EQ(y64.data<double>()[i], std::erf(x64.data<double>()[i]));
+  }
 }

@@ -33,6 +33,7 @@ class ReferenceNode : public Node {
         ptrs[i] = &in[i];
       }
     std::vector<Tensor> out(outputs.size());
+    for (size_t i = 0; i < outputs.size(); ++i) out[i] = outputs[i]->tensor();  // write into the arena
     ir::RunContext ctx(*source, std::move(ptrs), out);
     schema_.run(ctx);
     for (size_t i = 0; i < outputs.size(); ++i) {
@@ -42,7 +43,7 @@ class ReferenceNode : public Node {
                  cat(source->describe(), ": output ", i, " is ", dtype_name(out[i].dtype()),
                      shape_to_string(out[i].shape()), " but shape inference planned ", dtype_name(e->dtype),
                      shape_to_string(e->shape)));
-      if (e->bytes()) std::memcpy(e->data, out[i].raw(), e->bytes());
+      if (e->bytes() && out[i].raw() != e->data) std::memcpy(e->data, out[i].raw(), e->bytes());
     }
   }
 

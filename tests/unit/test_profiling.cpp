@@ -1,0 +1,89 @@
+// Performance counters: InferRequest::get_profiling_info() with enable_profiling (PERF_COUNT).
+#include <gtest/gtest.h>
+
+#include <kiln/core.hpp>
+
+#include <set>
+
+#include "cpu_test_util.hpp"
+#include "ir/graph.hpp"
+#include "ir/op_registry.hpp"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+// x[1,4,8,8] -> Conv -> Relu -> Erf (a Reference node) -> output
+std::shared_ptr<Model> conv_relu_erf() {
+  auto g = std::make_shared<ir::Graph>();
+  g->opset_imports[""] = 13;
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 4, 8, 8})});
+  auto* c = g->add_node("Conv", {x, g->add_constant("w", random_tensor({8, 4, 3, 3}, 1))}, 1, "conv");
+  auto* r = g->add_node("Relu", {c->output(0)}, 1, "relu");
+  auto* e = g->add_node("Erf", {r->output(0)}, 1, "erf");
+  g->add_output(e->output(0));
+  ir::infer_shapes(*g);
+  return std::make_shared<Model>(g);
+}
+
+}  // namespace
+
+TEST(Profiling, OneExecutedRowPerRuntimeNodeWithTypesAndTimes) {
+  Core core;
+  for (const char* key : {"enable_profiling", "PERF_COUNT"}) {
+    CompiledModel cm = core.compile_model(conv_relu_erf(), {{key, "YES"}});
+    InferRequest req = cm.create_infer_request();
+    req.set_input_tensor(random_tensor({1, 4, 8, 8}, 2));
+    req.infer();
+    auto rows = req.get_profiling_info();
+    std::set<std::string> names, types;
+    for (auto& r : rows) {
+      names.insert(r.node_name);
+      types.insert(r.node_type);
+      EXPECT_EQ(r.status, ProfilingInfo::Status::executed);
+      EXPECT_GE(r.real_time_us, 0.0);
+      EXPECT_FALSE(r.exec_type.empty());
+      EXPECT_NE(r.exec_type.find("_f32"), std::string::npos) << r.exec_type;
+    }
+    EXPECT_TRUE(names.count("conv") && names.count("relu") && names.count("erf")) << key;
+    EXPECT_TRUE(types.count("Convolution") && types.count("Eltwise") && types.count("Reference")) << key;
+    // a second run replaces the rows instead of appending
+    req.infer();
+    EXPECT_EQ(req.get_profiling_info().size(), rows.size());
+  }
+}
+
+TEST(Profiling, ReferenceExecutorGivesOneRowPerOp) {
+  CompiledModel cm = Core().compile_model(conv_relu_erf(), {{"enable_profiling", "true"}, {"kiln_executor", "reference"}});
+  InferRequest req = cm.create_infer_request();
+  req.set_input_tensor(random_tensor({1, 4, 8, 8}, 2));
+  req.infer();
+  auto rows = req.get_profiling_info();
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].node_type, "Conv");
+  EXPECT_EQ(rows[0].exec_type, "ref_any_f32");
+  EXPECT_EQ(rows[2].node_name, "erf");
+}
+
+TEST(Profiling, OffByDefaultAndBadValuesAreErrors) {
+  Core core;
+  InferRequest req = core.compile_model(conv_relu_erf()).create_infer_request();
+  req.set_input_tensor(random_tensor({1, 4, 8, 8}, 2));
+  req.infer();
+  try {
+    req.get_profiling_info();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("enable_profiling"), std::string::npos) << e.what();
+  }
+  try {
+    core.compile_model(conv_relu_erf(), {{"PERF_COUNT", "maybe"}});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("PERF_COUNT"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("YES"), std::string::npos) << e.what();
+  }
+  CompiledModel on = core.compile_model(conv_relu_erf(), {{"enable_profiling", "YES"}});
+  EXPECT_THROW(on.create_infer_request().get_profiling_info(), Error);  // no infer() yet
+}
