@@ -115,6 +115,7 @@ void Graph::plan_memory() {
   // views share their input's bytes: their root buffer lives as long as any view is read
   for (auto& n : nodes_)
     if (int k = n->output_aliases_input(); k >= 0) n->outputs[0]->alias_of = root_of(n->inputs[static_cast<size_t>(k)]);
+  plan_in_place();
   std::unordered_map<Edge*, size_t> index;
   std::vector<BufferRequest> reqs;
   std::vector<Edge*> planned;
@@ -140,9 +141,36 @@ void Graph::plan_memory() {
   bind_views();
 }
 
+void Graph::plan_in_place() {
+  // last step reading each root buffer (through any of its views); graph outputs are read at the end
+  const int end = static_cast<int>(nodes_.size());
+  std::unordered_map<Edge*, int> last;
+  for (int step = 0; step < end; ++step)
+    for (Edge* e : nodes_[static_cast<size_t>(step)]->inputs)
+      if (e) last[root_of(e)] = step;
+  for (Edge* e : output_edges_) last[root_of(e)] = end;
+  for (int step = 0; step < end; ++step) {
+    Node& n = *nodes_[static_cast<size_t>(step)];
+    const int k = n.inplace_input();
+    if (k < 0 || n.outputs.empty()) continue;
+    Edge* in = n.inputs[static_cast<size_t>(k)];
+    Edge* out = n.outputs[0];
+    if (!in || out->kind != Edge::Kind::arena || out->alias_of) continue;
+    Edge* r = root_of(in);
+    if (r->kind != Edge::Kind::arena || last[r] != step) continue;  // read later, or not ours to overwrite
+    bool read_twice = false;  // x + x: the other operand is the same buffer
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (static_cast<int>(i) != k && n.inputs[i] && root_of(n.inputs[i]) == r) read_twice = true;
+    if (read_twice || in->bytes() != out->bytes() || in->dtype != out->dtype || !(in->desc() == out->desc())) continue;
+    out->alias_of = r;
+    last[r] = last.count(out) ? last[out] : step;
+    ++in_place_nodes_;
+  }
+}
+
 void Graph::bind_views() {
   for (auto& e : edges_)
-    if (e->alias_of) e->data = e->alias_of->data;
+    if (e->alias_of) e->data = root_of(e.get())->data;
 }
 
 // "brgconv:avx512_core" + f32 -> "brgconv_avx512_core_f32" (the counters' exec type).
@@ -197,7 +225,8 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs, std::vector<Pr
 
 std::string Graph::describe() const {
   std::ostringstream os;
-  os << "cpu::Graph: " << nodes_.size() << " nodes, arena " << arena_bytes_ << " bytes\n";
+  os << "cpu::Graph: " << nodes_.size() << " nodes, arena " << arena_bytes_ << " bytes, " << in_place_nodes_
+     << " in place\n";
   for (auto& n : nodes_) {
     os << "  " << n->name << " : " << n->type() << " [" << n->impl << "] ->";
     for (Edge* e : n->outputs) os << " " << e->name << " " << shape_to_string(e->shape) << " " << e->layout_name();

@@ -29,6 +29,7 @@ class Graph {
 
   const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
   size_t arena_bytes() const { return arena_bytes_; }
+  size_t in_place_nodes() const { return in_place_nodes_; }  // nodes writing over a dead input
   // One line per node: name, type, impl, output layouts (for tests and debugging).
   std::string describe() const;
 
@@ -36,6 +37,7 @@ class Graph {
   Edge* new_edge(const std::string& name, DType dtype, Shape shape);
   void prepare_all();
   void plan_memory();
+  void plan_in_place();
   void bind_views();
 
   std::shared_ptr<const ir::Graph> ir_;
@@ -44,6 +46,7 @@ class Graph {
   std::vector<Edge*> input_edges_, output_edges_;
   std::shared_ptr<void> arena_;
   size_t arena_bytes_ = 0;
+  size_t in_place_nodes_ = 0;
 };
 
 }  // namespace kiln::cpu

@@ -65,6 +65,9 @@ class Node {
   virtual void execute(dnnl::stream& stream) = 0;
   // >= 0: output 0 is a view of that input's memory (no copy; the graph aliases them).
   virtual int output_aliases_input() const { return -1; }
+  // >= 0 (valid after prepare()): the kernel may write output 0 over that input (same
+  // size and layout). The memory plan does so when nothing reads the input afterwards.
+  virtual int inplace_input() const { return -1; }
 };
 
 // A node whose work is one oneDNN primitive from input 0 (SRC) to output 0 (DST):

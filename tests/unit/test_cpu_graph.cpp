@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <random>
 
 #include "cpu/executor.hpp"
@@ -235,4 +236,46 @@ TEST(CpuTranspose, MatchesReferenceForEveryPermutationShape) {
   ir::infer_shapes(*g);
   cpu::Graph cg(g);
   EXPECT_EQ(count_type(cg, "Reference"), 1u);
+}
+
+TEST(CpuInPlace, EltwiseAndBinaryWriteOverInputsNothingReadsLater) {
+  // conv -> relu -> sigmoid -> add(sigmoid, conv2) -> tanh, plus a relu whose input stays live
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 8, 10, 10})});
+  auto* c1 = g->add_node("Conv", {x, g->add_constant("w1", random_tensor({16, 8, 3, 3}, 1, 0.2f))}, 1, "conv1");
+  c1->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+  auto* relu = g->add_node("Relu", {c1->output(0)}, 1, "relu");         // conv1 dies here: in place
+  auto* sig = g->add_node("Sigmoid", {relu->output(0)}, 1, "sigmoid");  // relu dies here: in place
+  auto* c2 = g->add_node("Conv", {x, g->add_constant("w2", random_tensor({16, 8, 3, 3}, 2, 0.2f))}, 1, "conv2");
+  c2->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+  auto* keep = g->add_node("Exp", {c2->output(0)}, 1, "exp");  // conv2 is read again below: not in place
+  auto* add = g->add_node("Add", {keep->output(0), c2->output(0)}, 1, "add");      // exp dies here: in place
+  auto* add2 = g->add_node("Add", {sig->output(0), add->output(0)}, 1, "add2");    // both die: in place
+  auto* out = g->add_node("Tanh", {add2->output(0)}, 1, "tanh");  // a graph output may be written in place too
+  g->add_output(out->output(0));
+  auto cg = compare_with_reference(g, {random_tensor({1, 8, 10, 10}, 3)});
+  std::map<std::string, const cpu::Node*> by_name;
+  for (auto& n : cg->nodes()) by_name[n->name] = n.get();
+  auto same = [&](const char* a, const char* b) { return by_name.at(a)->outputs[0]->data == by_name.at(b)->outputs[0]->data; };
+  EXPECT_TRUE(same("relu", "conv1")) << cg->describe();
+  EXPECT_TRUE(same("sigmoid", "conv1"));
+  EXPECT_FALSE(same("exp", "conv2"));
+  EXPECT_TRUE(same("add", "exp"));
+  EXPECT_TRUE(same("add2", "sigmoid") || same("add2", "add"));
+  EXPECT_TRUE(same("tanh", "add2"));
+  EXPECT_EQ(cg->in_place_nodes(), 5u) << cg->describe();
+}
+
+TEST(CpuInPlace, NeverOverGraphInputsOrTheSameBufferReadTwice) {
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{4, 32})});
+  auto* relu = g->add_node("Relu", {x}, 1, "relu");  // over the user's input: never
+  auto* twice = g->add_node("Add", {relu->output(0), relu->output(0)}, 1, "twice");
+  auto* neg = g->add_node("Neg", {twice->output(0)}, 1, "neg");
+  g->add_output(neg->output(0));
+  Tensor in = random_tensor({4, 32}, 4);
+  Tensor copy = in.clone();
+  auto cg = compare_with_reference(g, {in});
+  expect_close(copy, in, 0, 0);  // the input is untouched
+  EXPECT_EQ(cg->in_place_nodes(), 1u) << cg->describe();  // only neg over twice
 }

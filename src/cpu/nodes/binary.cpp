@@ -133,6 +133,8 @@ class BinaryNode : public Node {
     name = n.name();
   }
   const char* type() const override { return "Binary"; }
+  // oneDNN binary may write over src0 (the operand with the output's shape)
+  int inplace_input() const override { return spec_.swap ? 1 : 0; }
 
   std::vector<InputLayout> prepare() override {
     // same shapes, one blocked (e.g. a residual Add of a plain and a conv output): keep

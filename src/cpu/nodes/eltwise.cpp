@@ -138,6 +138,7 @@ class EltwiseNode : public SrcDstPrimitiveNode {
     name = n.name();
   }
   const char* type() const override { return "Eltwise"; }
+  int inplace_input() const override { return 0; }  // oneDNN eltwise may write over its source
 
   std::vector<InputLayout> prepare() override {
     auto make = [&](const memory::desc& src) {
