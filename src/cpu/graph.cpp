@@ -111,10 +111,83 @@ static Edge* root_of(Edge* e) {
   return e;
 }
 
+static size_t offset_in_root(const Edge* e) {
+  size_t off = 0;
+  for (; e->alias_of; e = e->alias_of) off += e->alias_offset;
+  return off;
+}
+
+// Same bytes at the same places: equal descriptors, except that the stride of a dim of
+// size 1 does not matter (a slice [1,64,28,28] of [1,256,28,28] has another N stride).
+static bool same_layout(const dnnl::memory::desc& a, const dnnl::memory::desc& b) {
+  const auto &x = a.data, &y = b.data;
+  if (x.ndims != y.ndims || x.data_type != y.data_type || x.format_kind != dnnl_blocked ||
+      y.format_kind != dnnl_blocked || x.offset0 != y.offset0)
+    return false;
+  const auto &bx = x.format_desc.blocking, &by = y.format_desc.blocking;
+  if (bx.inner_nblks != by.inner_nblks) return false;
+  for (int i = 0; i < bx.inner_nblks; ++i)
+    if (bx.inner_blks[i] != by.inner_blks[i] || bx.inner_idxs[i] != by.inner_idxs[i]) return false;
+  for (int i = 0; i < x.ndims; ++i) {
+    if (x.dims[i] != y.dims[i] || x.padded_dims[i] != y.padded_dims[i] || x.padded_offsets[i] != y.padded_offsets[i])
+      return false;
+    if (x.padded_dims[i] != 1 && bx.strides[i] != by.strides[i]) return false;
+  }
+  return true;
+}
+
+void Graph::plan_concat_in_place() {
+  std::unordered_map<const Edge*, int> graph_output;
+  for (Edge* e : output_edges_) graph_output[e] = 1;
+  for (auto& node : nodes_) {
+    const int axis = node->concat_axis();
+    if (axis < 0) continue;
+    Edge* out = node->outputs[0];
+    if (out->kind != Edge::Kind::arena || out->alias_of) continue;
+    // every input must be a buffer of its own whose bytes are exactly one contiguous
+    // slice of the output in the output's layout (e.g. N = 1 and whole channel blocks)
+    std::vector<size_t> offsets;
+    std::unordered_map<const Edge*, int> seen;
+    int64_t at = 0;
+    bool ok = true;
+    const dnnl::memory::desc od = out->desc();
+    for (Edge* in : node->inputs) {
+      if (!in || in->kind != Edge::Kind::arena || in->alias_of || seen[in]++ || graph_output.count(in)) {
+        ok = false;
+        break;
+      }
+      dnnl::memory::dims dims = to_dims(in->shape), offs(dims.size(), 0);
+      offs[static_cast<size_t>(axis)] = at;
+      at += in->shape[static_cast<size_t>(axis)];
+      try {
+        dnnl::memory::desc sub = od.submemory_desc(dims, offs);
+        const size_t byte_off = static_cast<size_t>(sub.data.offset0) * dtype_size(out->dtype);
+        sub.data.offset0 = 0;
+        if (!same_layout(sub, in->desc()) || byte_off + in->bytes() > out->bytes()) ok = false;
+        offsets.push_back(byte_off);
+      } catch (const dnnl::error&) {
+        ok = false;
+      }
+      if (!ok) break;
+    }
+    if (!ok) continue;
+    for (size_t i = 0; i < node->inputs.size(); ++i) {
+      node->inputs[i]->alias_of = out;
+      node->inputs[i]->alias_offset = offsets[i];
+    }
+    node->set_inputs_in_output();
+    ++concat_in_place_nodes_;
+  }
+}
+
 void Graph::plan_memory() {
   // views share their input's bytes: their root buffer lives as long as any view is read
   for (auto& n : nodes_)
-    if (int k = n->output_aliases_input(); k >= 0) n->outputs[0]->alias_of = root_of(n->inputs[static_cast<size_t>(k)]);
+    if (int k = n->output_aliases_input(); k >= 0) {
+      n->outputs[0]->alias_of = root_of(n->inputs[static_cast<size_t>(k)]);
+      n->outputs[0]->alias_offset = offset_in_root(n->inputs[static_cast<size_t>(k)]);
+    }
+  plan_concat_in_place();
   plan_in_place();
   std::unordered_map<Edge*, size_t> index;
   std::vector<BufferRequest> reqs;
@@ -122,10 +195,13 @@ void Graph::plan_memory() {
   const int end = static_cast<int>(nodes_.size());
   for (int step = 0; step < end; ++step) {
     for (Edge* e : nodes_[static_cast<size_t>(step)]->outputs) {
-      if (e->kind != Edge::Kind::arena || e->alias_of) continue;
-      index[e] = reqs.size();
-      reqs.push_back({e->bytes(), step, step});
-      planned.push_back(e);
+      // a buffer lives from the first write into it: its own producer, or the producer
+      // of a Concat input placed inside it (earlier)
+      Edge* r = root_of(e);
+      if (r->kind != Edge::Kind::arena || index.count(r)) continue;
+      index[r] = reqs.size();
+      reqs.push_back({r->bytes(), step, step});
+      planned.push_back(r);
     }
     for (Edge* e : nodes_[static_cast<size_t>(step)]->inputs)
       if (e && index.count(root_of(e))) reqs[index[root_of(e)]].last = step;
@@ -139,6 +215,7 @@ void Graph::plan_memory() {
   arena_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   for (size_t i = 0; i < planned.size(); ++i) planned[i]->data = static_cast<char*>(p) + plan.offsets[i];
   bind_views();
+  for (auto& e : edges_) e->bind_memory();
 }
 
 void Graph::plan_in_place() {
@@ -170,7 +247,8 @@ void Graph::plan_in_place() {
 
 void Graph::bind_views() {
   for (auto& e : edges_)
-    if (e->alias_of) e->data = root_of(e.get())->data;
+    if (e->alias_of) e->data = static_cast<char*>(root_of(e.get())->data) + offset_in_root(e.get());
+  for (auto& e : edges_) e->rebind_data();
 }
 
 // "brgconv:avx512_core" + f32 -> "brgconv_avx512_core_f32" (the counters' exec type).
@@ -226,7 +304,7 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs, std::vector<Pr
 std::string Graph::describe() const {
   std::ostringstream os;
   os << "cpu::Graph: " << nodes_.size() << " nodes, arena " << arena_bytes_ << " bytes, " << in_place_nodes_
-     << " in place\n";
+     << " in place, " << concat_in_place_nodes_ << " concats in place\n";
   for (auto& n : nodes_) {
     os << "  " << n->name << " : " << n->type() << " [" << n->impl << "] ->";
     for (Edge* e : n->outputs) os << " " << e->name << " " << shape_to_string(e->shape) << " " << e->layout_name();

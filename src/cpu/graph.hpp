@@ -30,6 +30,7 @@ class Graph {
   const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
   size_t arena_bytes() const { return arena_bytes_; }
   size_t in_place_nodes() const { return in_place_nodes_; }  // nodes writing over a dead input
+  size_t concat_in_place_nodes() const { return concat_in_place_nodes_; }  // Concats whose inputs sit in the output
   // One line per node: name, type, impl, output layouts (for tests and debugging).
   std::string describe() const;
 
@@ -38,6 +39,7 @@ class Graph {
   void prepare_all();
   void plan_memory();
   void plan_in_place();
+  void plan_concat_in_place();
   void bind_views();
 
   std::shared_ptr<const ir::Graph> ir_;
@@ -47,6 +49,7 @@ class Graph {
   std::shared_ptr<void> arena_;
   size_t arena_bytes_ = 0;
   size_t in_place_nodes_ = 0;
+  size_t concat_in_place_nodes_ = 0;
 };
 
 }  // namespace kiln::cpu

@@ -23,7 +23,16 @@ dnnl::memory::desc Edge::desc() const {
   return *d;
 }
 
-dnnl::memory Edge::memory() const { return dnnl::memory(desc(), cpu_engine(), data); }
+dnnl::memory Edge::memory() const {
+  if (bound_ && bound_->get_data_handle() == data) return *bound_;
+  return dnnl::memory(desc(), cpu_engine(), data);
+}
+
+void Edge::bind_memory() {
+  bound_.reset();
+  if (!data || dtype == DType::undefined || (is_plain() && !plain_desc(shape, dtype))) return;  // no oneDNN view
+  bound_ = dnnl::memory(desc(), cpu_engine(), data);
+}
 
 Tensor Edge::tensor() const {
   KILN_CHECK(is_plain(), cat("tensor '", name, "' is in a blocked layout, not viewable as a plain tensor"));

@@ -25,7 +25,8 @@ struct Edge {
   Tensor constant;    // Kind::constant
   size_t offset = 0;  // Kind::arena: byte offset in the arena
   void* data = nullptr;  // bound before execution
-  Edge* alias_of = nullptr;  // a view: shares the bytes of this edge (its root)
+  Edge* alias_of = nullptr;  // a view: shares the bytes of this edge (its root) ...
+  size_t alias_offset = 0;   // ... starting this many bytes in (a Concat input inside the Concat's output)
 
   size_t bytes() const;
   bool is_plain() const { return !blocked.has_value(); }
@@ -33,9 +34,19 @@ struct Edge {
   void set_layout(const dnnl::memory::desc& d);
   // The oneDNN descriptor of this edge (blocked, or plain; throws if oneDNN has no such dtype).
   dnnl::memory::desc desc() const;
-  dnnl::memory memory() const;  // over `data`
+  dnnl::memory memory() const;  // over `data` (the one bound by bind_memory(), else a new one)
+  // Called by the graph once layouts and addresses are final: caches the oneDNN memory
+  // object that execute() hands to primitives, so no node creates one per inference.
+  void bind_memory();
+  // After `data` moved (a new user input): points the cached memory object at it.
+  void rebind_data() {
+    if (bound_ && bound_->get_data_handle() != data) bound_->set_data_handle(data);
+  }
   Tensor tensor() const;        // plain only: a view of `data`
   std::string layout_name() const;  // "plain" or oneDNN's tag, e.g. "aBcd16b"
+
+ private:
+  std::optional<dnnl::memory> bound_;
 };
 
 // What a node needs an input to look like.
@@ -68,6 +79,11 @@ class Node {
   // >= 0 (valid after prepare()): the kernel may write output 0 over that input (same
   // size and layout). The memory plan does so when nothing reads the input afterwards.
   virtual int inplace_input() const { return -1; }
+  // Concat: >= 0 is the concatenation axis. The memory plan may then place every input
+  // inside the output (producers write their slice directly) and call
+  // set_inputs_in_output(), after which execute() has nothing to copy.
+  virtual int concat_axis() const { return -1; }
+  virtual void set_inputs_in_output() {}
 };
 
 // A node whose work is one oneDNN primitive from input 0 (SRC) to output 0 (DST):

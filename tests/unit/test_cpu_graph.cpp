@@ -279,3 +279,46 @@ TEST(CpuInPlace, NeverOverGraphInputsOrTheSameBufferReadTwice) {
   expect_close(copy, in, 0, 0);  // the input is untouched
   EXPECT_EQ(cg->in_place_nodes(), 1u) << cg->describe();  // only neg over twice
 }
+
+TEST(CpuConcatInPlace, ProducersWriteTheirSliceOfTheOutput) {
+  // N = 1, plain, axis 1: each input is one contiguous slice of the output
+  auto build = [](bool b_is_output) {
+    auto g = make_graph();
+    auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 3, 5, 4})});
+    auto* a = g->add_node("Exp", {x}, 1, "a");
+    auto* b = g->add_node("Neg", {x}, 1, "b");
+    auto* c = g->add_node("Erf", {x}, 1, "c");  // a Reference node writes into the output too
+    auto* cat = g->add_node("Concat", {a->output(0), b->output(0), c->output(0)}, 1, "cat");
+    cat->attrs["axis"] = int64_t(1);
+    auto* y = g->add_node("Abs", {cat->output(0)}, 1, "abs");
+    g->add_output(y->output(0));
+    if (b_is_output) g->add_output(b->output(0));
+    return g;
+  };
+  // an input that is also a graph output stays a buffer of its own: the Concat copies
+  auto cg = compare_with_reference(build(true), {random_tensor({1, 3, 5, 4}, 6)});
+  EXPECT_EQ(cg->concat_in_place_nodes(), 0u) << cg->describe();
+
+  auto cg2 = compare_with_reference(build(false), {random_tensor({1, 3, 5, 4}, 7)});
+  ASSERT_EQ(cg2->concat_in_place_nodes(), 1u) << cg2->describe();
+  std::map<std::string, const cpu::Node*> by_name;
+  for (auto& n : cg2->nodes()) by_name[n->name] = n.get();
+  const char* base = static_cast<const char*>(by_name.at("cat")->outputs[0]->data);
+  EXPECT_EQ(by_name.at("a")->outputs[0]->data, base);
+  EXPECT_EQ(by_name.at("b")->outputs[0]->data, base + 60 * 4);
+  EXPECT_EQ(by_name.at("c")->outputs[0]->data, base + 120 * 4);
+  EXPECT_EQ(by_name.at("cat")->impl, "in_place");
+}
+
+TEST(CpuConcatInPlace, NotWhenSlicesAreStrided) {
+  // N = 2: an input's rows are interleaved with the other input's in the output
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{2, 3, 4})});
+  auto* a = g->add_node("Exp", {x}, 1, "a");
+  auto* b = g->add_node("Neg", {x}, 1, "b");
+  auto* cat = g->add_node("Concat", {a->output(0), b->output(0)}, 1, "cat");
+  cat->attrs["axis"] = int64_t(1);
+  g->add_output(cat->output(0));
+  auto cg = compare_with_reference(g, {random_tensor({2, 3, 4}, 8)});
+  EXPECT_EQ(cg->concat_in_place_nodes(), 0u) << cg->describe();
+}

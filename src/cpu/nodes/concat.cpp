@@ -69,6 +69,11 @@ class ConcatNode : public Node {
   const char* type() const override { return "Concat"; }
   // one input: the output is that input (no copy)
   int output_aliases_input() const override { return inputs.size() == 1 ? 0 : -1; }
+  int concat_axis() const override { return inputs.size() > 1 ? axis_ : -1; }
+  void set_inputs_in_output() override {
+    in_output_ = true;
+    impl = "in_place";
+  }
 
   std::vector<InputLayout> prepare() override {
     Edge* out = outputs[0];
@@ -80,6 +85,7 @@ class ConcatNode : public Node {
     }
     const int axis = static_cast<int>(
         ir::normalize_axis(source->attr_i("axis"), static_cast<int64_t>(out->shape.size()), *source));
+    axis_ = axis;
     const int ptag = static_cast<int>(plain_tag(out->shape.size()));
     // destination layout: with consumers that take any layout, the non-plain layout
     // carrying most data; otherwise the layout carrying most data, ties to plain
@@ -140,7 +146,7 @@ class ConcatNode : public Node {
   }
 
   void execute(dnnl::stream& stream) override {
-    if (inputs.size() == 1) return;
+    if (inputs.size() == 1 || in_output_) return;
     std::unordered_map<int, memory> args;
     for (size_t i = 0; i < inputs.size(); ++i) args[DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i)] = inputs[i]->memory();
     args[DNNL_ARG_DST] = outputs[0]->memory();
@@ -150,6 +156,8 @@ class ConcatNode : public Node {
  private:
   dnnl::concat::primitive_desc pd_;
   dnnl::concat prim_;
+  int axis_ = -1;
+  bool in_output_ = false;  // every producer already wrote its slice of the output
 };
 
 }  // namespace
