@@ -1,0 +1,244 @@
+#include "pattern/pattern_library.hpp"
+
+#include <kiln/error.hpp>
+
+#include <cmath>
+#include <functional>
+
+#include "core/dispatch.hpp"
+#include "core/strings.hpp"
+#include "ir/op_registry.hpp"
+#include "pattern/library_data.hpp"
+#include "pattern/pattern_mapping.hpp"
+
+namespace kiln::pattern {
+
+const std::vector<PatternConfig>& library_patterns() {
+  static const std::vector<PatternConfig> all = [] {
+    std::vector<PatternConfig> out;
+    for (const EmbeddedFile& f : embedded_pattern_files()) {
+      for (PatternConfig& c : parse_pattern_configs_string(f.text, cat("library file ", f.name))) {
+        if (c.name.empty()) throw Error(cat("pattern library file ", f.name, ": every config needs a \"name\""));
+        out.push_back(std::move(c));
+      }
+    }
+    return out;
+  }();
+  return all;
+}
+
+const PatternConfig& library_pattern(const std::string& name) {
+  for (const PatternConfig& c : library_patterns())
+    if (c.name == name) return c;
+  std::vector<std::string> names;
+  for (const PatternConfig& c : library_patterns()) names.push_back(c.name);
+  throw Error(cat("no pattern named '", name, "' in the library (have: ", join(names, ", "), ")"));
+}
+
+namespace {
+
+constexpr double kSqrt2 = 1.41421356237309504880;
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
+
+bool close(double v, double want) { return std::abs(v - want) <= 1e-3 * std::abs(want) + 1e-7; }
+
+int rank_of(const ir::Value* v) {
+  return v && v->type.shape.rank_known ? static_cast<int>(v->type.shape.rank()) : -1;
+}
+
+// A one-element constant that does not raise the rank of `x` when broadcast with it.
+const Tensor* scalar_constant(const ir::Value* c, const ir::Value* x) {
+  if (!c || !c->is_constant() || c->constant().size() != 1) return nullptr;
+  const int xr = rank_of(x);
+  const int cr = static_cast<int>(c->constant().rank());
+  if (cr > 0 && (xr < 0 || cr > xr)) return nullptr;
+  return &c->constant();
+}
+
+bool scalar_near(const ir::Value* c, const ir::Value* x, double want) {
+  const Tensor* t = scalar_constant(c, x);
+  return t && close(t->to_f64()[0], want);
+}
+
+// The other input of a two-input node one of whose inputs is `x`.
+const ir::Value* other_input(const ir::Node* n, const ir::Value* x) {
+  if (n->num_inputs() != 2) return nullptr;
+  if (n->input(0) == x) return n->input(1);
+  if (n->input(1) == x) return n->input(0);
+  return nullptr;
+}
+
+// The one input of a two-input node that comes from outside the match.
+const ir::Value* outside_operand(const Match& m, int idx) {
+  const ir::Node* n = m.node(idx);
+  if (n->num_inputs() != 2) return nullptr;
+  const bool in0 = m.produced_inside(n->input(0)), in1 = m.produced_inside(n->input(1));
+  if (in0 == in1) return nullptr;
+  return in0 ? n->input(1) : n->input(0);
+}
+
+// The constant operand of node `idx` (the input next to `x`, or else the one from outside) is ~want.
+bool operand_near(const Match& m, int idx, const ir::Value* x, double want) {
+  const ir::Value* c = other_input(m.node(idx), x);
+  if (!c) c = outside_operand(m, idx);
+  return scalar_near(c, x, want);
+}
+
+// ---------------- LayerNorm ----------------
+
+// ReduceMean over exactly the last axis of `in`, keeping dims.
+bool reduces_last_axis(const ir::Node* n, const ir::Value* in) {
+  if (n->attr_i("keepdims", 1) != 1) return false;
+  std::vector<int64_t> axes;
+  if (n->num_inputs() >= 2 && n->has_input(1)) {  // opset-18 form: axes as an input
+    if (!n->input(1)->is_constant()) return false;
+    axes = n->input(1)->constant().to_i64();
+  } else {
+    axes = n->attr_ints("axes", {});
+  }
+  if (axes.size() != 1) return false;
+  if (axes[0] == -1) return true;
+  const int r = rank_of(in);
+  return r > 0 && axes[0] == r - 1;
+}
+
+// gamma / beta must broadcast like a LayerNormalization parameter over the last axis: rank <= 1,
+// or a constant whose leading dims are all 1 (the rewrite hook reshapes it to 1-D).
+bool layer_norm_param_ok(const ir::Value* p, const ir::Value* x) {
+  if (!p) return false;
+  const int pr = rank_of(p);
+  if (pr < 0) return false;
+  if (pr <= 1) return true;
+  if (!p->is_constant() || rank_of(x) < pr) return false;
+  const Shape& s = p->constant().shape();
+  for (size_t i = 0; i + 1 < s.size(); ++i)
+    if (s[i] != 1) return false;
+  return true;
+}
+
+bool layer_norm_ok(const Match& m, int num_params) {
+  const ir::Node* mean = m.node(0);
+  const ir::Node* pow = m.node(2);
+  const ir::Value* x = mean->input(0);
+  if (!x || !is_floating(x->type.dtype)) return false;
+  if (!reduces_last_axis(mean, x) || !reduces_last_axis(m.node(3), pow->output(0))) return false;
+  if (!scalar_near(pow->input(1), x, 2.0)) return false;
+  const Tensor* eps = scalar_constant(outside_operand(m, 4), x);
+  if (!eps || !(eps->to_f64()[0] >= 0)) return false;
+  if (num_params >= 1 && !layer_norm_param_ok(m.input(7, {0, 1}), x)) return false;
+  if (num_params >= 2 && !layer_norm_param_ok(m.input(8, {0, 1}), x)) return false;
+  if (num_params == 0) {  // the hook makes a scale of ones: needs the normalised size
+    const int r = rank_of(x);
+    if (r < 1 || !x->type.shape.dims.back().is_static()) return false;
+  }
+  return true;
+}
+
+Tensor ones(DType dt, int64_t n) {
+  Tensor t(dt, Shape{n});
+  dispatch_float(dt, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < n; ++i) p[i] = T(1.0f);
+  }, "LayerNorm fusion");
+  return t;
+}
+
+void layer_norm_fixup(Rewrite& r, ir::Graph& g, int num_params) {
+  ir::Node* ln = r.new_nodes.at(0);
+  const OldNode& add = r.returned(4);
+  const Tensor* eps = nullptr;
+  for (size_t i = 0; i < add.inputs.size() && !eps; ++i)
+    if (!add.inputs[i].from_pattern) eps = add.constant_input(i);
+  KILN_CHECK(eps, cat(ln->describe(), ": LayerNorm fusion lost its epsilon constant"));
+  ln->attrs["axis"] = ir::Attribute(int64_t{-1});
+  ln->attrs["epsilon"] = ir::Attribute(static_cast<float>(eps->to_f64()[0]));
+  const ir::Value* x = ln->input(0);
+  if (num_params == 0) {
+    const int64_t c = x->type.shape.dims.back().value;
+    g.append_node_input(ln, g.add_constant(g.unique_name(cat(ln->name(), "_scale")), ones(x->type.dtype, c)));
+  }
+  for (size_t i = 1; i < ln->num_inputs(); ++i) {
+    ir::Value* p = ln->input(i);
+    if (p->type.shape.rank_known && p->type.shape.rank() > 1) {
+      const Tensor& t = p->constant();
+      ir::Value* flat = g.add_constant(g.unique_name(cat(p->name(), "_1d")), t.reshaped({t.shape().back()}));
+      g.set_node_input(ln, i, flat);
+    }
+  }
+}
+
+// ---------------- GELU ----------------
+
+// x: the tensor of same_tensors group 0.
+const ir::Value* gelu_input(const Match& m) { return m.resolve(m.config().same_tensors.at(0).at(0)); }
+
+// x / sqrt(2) as Div(x, sqrt 2) or Mul(x, 1/sqrt 2) (either order).
+bool erf_scale_ok(const Match& m, int idx, const ir::Value* x) {
+  const ir::Node* n = m.node(idx);
+  if (n->op_type() == "Div") return n->input(0) == x && scalar_near(n->input(1), x, kSqrt2);
+  return scalar_near(other_input(n, x), x, 1.0 / kSqrt2);
+}
+
+struct ConstCheck {
+  int node;
+  double value;
+};
+
+bool gelu_ok(const Match& m, bool erf_head, const std::vector<ConstCheck>& checks) {
+  const ir::Value* x = gelu_input(m);
+  if (!x || !is_floating(x->type.dtype)) return false;
+  if (erf_head && !erf_scale_ok(m, 0, x)) return false;
+  for (const ConstCheck& c : checks)
+    if (!operand_near(m, c.node, x, c.value)) return false;
+  return true;
+}
+
+struct Fusion {
+  const char* pattern;
+  size_t FusionStats::*counter;
+  MatchFilter filter;
+  RewriteHook fixup;
+};
+
+const std::vector<Fusion>& fusions() {
+  static const std::vector<Fusion> all = {
+      {"layer_norm", &FusionStats::layer_norm, [](const Match& m) { return layer_norm_ok(m, 2); },
+       [](Rewrite& r, ir::Graph& g) { layer_norm_fixup(r, g, 2); }},
+      {"layer_norm_scale_only", &FusionStats::layer_norm, [](const Match& m) { return layer_norm_ok(m, 1); },
+       [](Rewrite& r, ir::Graph& g) { layer_norm_fixup(r, g, 1); }},
+      {"layer_norm_no_affine", &FusionStats::layer_norm, [](const Match& m) { return layer_norm_ok(m, 0); },
+       [](Rewrite& r, ir::Graph& g) { layer_norm_fixup(r, g, 0); }},
+      {"gelu_erf_x_then_half", &FusionStats::gelu, [](const Match& m) { return gelu_ok(m, true, {{2, 1.0}, {4, 0.5}}); },
+       {}},
+      {"gelu_erf_half_then_x", &FusionStats::gelu, [](const Match& m) { return gelu_ok(m, true, {{2, 1.0}, {3, 0.5}}); },
+       {}},
+      {"gelu_erf_half_x", &FusionStats::gelu, [](const Match& m) { return gelu_ok(m, true, {{2, 1.0}, {4, 0.5}}); }, {}},
+      {"fast_gelu_half_x", &FusionStats::fast_gelu,
+       [](const Match& m) { return gelu_ok(m, false, {{0, 3.0}, {1, 0.044715}, {3, kSqrt2OverPi}, {5, 1.0}, {7, 0.5}}); },
+       {}},
+      {"fast_gelu_x_then_half", &FusionStats::fast_gelu,
+       [](const Match& m) { return gelu_ok(m, false, {{0, 3.0}, {1, 0.044715}, {3, kSqrt2OverPi}, {5, 1.0}, {7, 0.5}}); },
+       {}},
+      {"fast_gelu_half_then_x", &FusionStats::fast_gelu,
+       [](const Match& m) { return gelu_ok(m, false, {{0, 3.0}, {1, 0.044715}, {3, kSqrt2OverPi}, {5, 1.0}, {6, 0.5}}); },
+       {}},
+  };
+  return all;
+}
+
+}  // namespace
+
+FusionStats apply_transformer_fusions(ir::Graph& graph) {
+  FusionStats stats;
+  ir::infer_shapes(graph);  // the checks read dtypes, ranks and the normalised size
+  for (const Fusion& f : fusions()) {
+    PatternResult res = pattern_mapping(graph, library_pattern(f.pattern), {f.filter, f.fixup});
+    stats.*(f.counter) += res.count();
+    if (res.count()) stats.by_pattern[f.pattern] = res.count();
+  }
+  if (stats.total()) ir::infer_shapes(graph);
+  return stats;
+}
+
+}  // namespace kiln::pattern
