@@ -285,6 +285,20 @@ TEST(PatternLibrary, FusionsInsideALargerGraph) {
   EXPECT_EQ(b.g->num_nodes(), 6u);
 }
 
+TEST(PatternLibrary, SymbolicBatchAndSequence) {
+  GraphBuilder b;
+  ir::Value* x = b.g->add_input("x", {DType::f32, ir::PartialShape({ir::Dim::sym("batch"), ir::Dim::sym("seq"), 8})});
+  b.feeds.push_back(b.random({3, 5, 8}));
+  ir::Value* h = decomposed_layer_norm(b, x, "ln", 8, 1e-6f, false, false);
+  b.output(gelu_tanh(b, gelu_erf(b, h, 1, 1), 2));
+  FusionStats s = fuse_and_compare(b);
+  EXPECT_EQ(s.layer_norm, 1u);
+  EXPECT_EQ(s.gelu, 1u);
+  EXPECT_EQ(s.fast_gelu, 1u);
+  EXPECT_EQ(b.g->num_nodes(), 3u);
+  EXPECT_EQ(b.g->outputs()[0]->type.shape.to_string(), "[batch,seq,8]");
+}
+
 // ---------------- BERT ----------------
 
 namespace {

@@ -327,3 +327,71 @@ TEST(PatternMapping, PortPinsTheInputOfAnEdge) {
   ASSERT_EQ(res.count(), 1u);
   EXPECT_EQ(res.rewrites[0].old_names[1], "sa");
 }
+
+// ---------------- docs/pattern_mapping.md walk-through ----------------
+
+namespace {
+
+// Same text as docs/pattern_mapping.md.
+const char* kLeakyRelu = R"json({
+  "name": "leaky_relu",
+  "description": "Where(x > 0, x, x * alpha) -> LeakyRelu(x, alpha)",
+  "patterns": {
+    "in": [
+      [[0, "Greater"], [1, "Where", 0]],
+      [[], [2, "Mul"], [1, "Where", 2]]
+    ],
+    "out": [[[0, "LeakyRelu"]]]
+  },
+  "search_mode": "op_type",
+  "node_names": {"0": 1},
+  "same_tensors": [[{"0": [0]}, {"1": [1]}, {"2": [0, 1]}]],
+  "input_tensors": {"0": [[{"1": [1]}], [[0], 1]]},
+  "output_tensors": {"0": [[{"1": [0]}], [[0], 1]]},
+  "returns": [2]
+})json";
+
+// The rank-0 constant next to `x` in a two-input node, or nullptr.
+const Tensor* scalar_beside(const ir::Node* n, const ir::Value* x) {
+  if (n->num_inputs() != 2) return nullptr;
+  const ir::Value* c = n->input(0) == x ? n->input(1) : n->input(0);
+  return c->is_constant() && c->constant().rank() == 0 ? &c->constant() : nullptr;
+}
+
+}  // namespace
+
+TEST(PatternMapping, DocWalkthroughLeakyRelu) {
+  GraphBuilder b;
+  ir::Value* x = b.input("x", {2, 9});
+  ir::Value* x2 = b.input("x2", {2, 9});
+  // fires: Where(x > 0, x, 0.1 * x)
+  ir::Value* cond = b.op("Greater", {x, b.scalar(0)}, "gt");
+  b.output(b.op("Where", {cond, x, b.op("Mul", {b.scalar(0.1f), x}, "scaled")}, "leaky"));
+  // does not fire: compares with 1, not 0
+  ir::Value* cond2 = b.op("Greater", {x2, b.scalar(1)}, "gt2");
+  b.output(b.op("Where", {cond2, x2, b.op("Mul", {x2, b.scalar(0.1f)}, "scaled2")}, "not_leaky"));
+  auto before = b.run_on(b.g->clone());
+
+  PatternConfig cfg = parse_pattern_config_string(kLeakyRelu);
+  PatternOptions opt;
+  opt.filter = [](const Match& m) {
+    const ir::Value* x = m.input(1, {1});  // Where's input 1, checked equal to the others by same_tensors
+    const Tensor* zero = scalar_beside(m.node(0), x);
+    const Tensor* alpha = scalar_beside(m.node(2), x);
+    return zero && zero->to_f64()[0] == 0.0 && alpha && alpha->to_f64()[0] >= 0.0;
+  };
+  opt.on_rewrite = [](Rewrite& r, ir::Graph&) {
+    const OldNode& mul = r.returned(2);
+    const Tensor* alpha = mul.constant_input(0) ? mul.constant_input(0) : mul.constant_input(1);
+    r.new_nodes[0]->attrs["alpha"] = ir::Attribute(static_cast<float>(alpha->to_f64()[0]));
+  };
+  PatternResult res = pattern_mapping(*b.g, cfg, opt);
+  ASSERT_EQ(res.count(), 1u);
+  ir::Node* leaky = b.g->find_node("leaky");
+  ASSERT_NE(leaky, nullptr);
+  EXPECT_EQ(leaky->op_type(), "LeakyRelu");
+  EXPECT_FLOAT_EQ(leaky->attr_f("alpha"), 0.1f);
+  EXPECT_EQ(b.g->find_node("not_leaky")->op_type(), "Where");
+  ir::infer_shapes(*b.g);
+  expect_close(before, b.run());
+}
