@@ -10,6 +10,7 @@
 #include "ir/infer_util.hpp"
 #include "ops/kernel_util.hpp"
 #include "ops/op_families.hpp"
+#include "ops/quant_fake_quantize.hpp"
 
 namespace kiln::ops {
 
@@ -209,6 +210,7 @@ void register_quant_ops(ir::OpRegistry& r) {
   register_quantize_linear(r);
   register_dequantize_linear(r);
   register_dynamic_quantize_linear(r);
+  register_fake_quantize(r);  // kiln domain, quant_fake_quantize.cpp
 }
 
 }  // namespace kiln::ops
