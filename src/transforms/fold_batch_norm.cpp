@@ -259,9 +259,13 @@ size_t fold_batch_norm(ir::Graph& g, PassLog* log) {
       skip(cat("the ", op, " output is ", dtype_name(x->type.dtype), " (only f32 is folded)"));
       continue;
     }
-    if (op == "Add")  // MatMul -> Add(bias) -> BatchNormalization
+    if (op == "Add") {  // MatMul -> Add(bias) -> BatchNormalization
       for (ir::Value* in : p->inputs())
-        if (in && in->producer() && in->producer()->op_type() == "MatMul") where = cat(in->producer()->name(), " -> ", where);
+        if (in && in->producer() && in->producer()->op_type() == "MatMul") {
+          where = cat(in->producer()->name(), " -> ", where);
+          break;
+        }
+    }
     Fold f = op == "Conv"            ? fold_conv(*p, a)
              : op == "ConvTranspose" ? fold_conv_transpose(*p, a)
              : op == "Gemm"          ? fold_gemm(*p, a)

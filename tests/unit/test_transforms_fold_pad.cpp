@@ -170,3 +170,20 @@ TEST(TransformsFoldPad, OtherSkipReasons) {
     EXPECT_EQ(log.entries.at(0).message, "Pad not folded: the Conv has auto_pad = SAME_UPPER");
   }
 }
+
+TEST(TransformsFoldPad, PadWithAxesInput) {
+  auto g = new_graph();
+  ir::Value* x = g->add_input("x", f32_type({1, 2, 4, 5}));
+  ir::Node* pad = g->add_node("Pad",
+                              {x, g->add_constant("pads", Tensor::from_vector<int64_t>({1, 0, 0, 2}, {4})), nullptr,
+                               g->add_constant("axes", Tensor::from_vector<int64_t>({-2, -1}, {2}))},
+                              1, "pad");
+  ir::Node* c = g->add_node("Conv", {pad->output(0), g->add_constant("w", rand_f32({3, 2, 2, 2}, 4))}, 1, "conv");
+  g->add_output(c->output(0));
+  ir::infer_shapes(*g);
+  auto before = g->clone();
+  PassLog log;
+  EXPECT_EQ(fold_pad(*g, &log), 1u);
+  EXPECT_EQ(c->attr_ints("pads"), (std::vector<int64_t>{1, 0, 0, 2}));
+  expect_same_outputs(before, g, {rand_f32({1, 2, 4, 5}, 5)});
+}

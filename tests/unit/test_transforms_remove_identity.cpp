@@ -212,3 +212,25 @@ TEST(TransformsRemoveIdentity, ChainOfIdentitiesToAnOutputCollapses) {
   EXPECT_EQ(g->outputs()[0]->producer()->op_type(), "Sigmoid");
   expect_same_outputs(before, g, {rand_f32({2}, 6)});
 }
+
+TEST(TransformsRemoveIdentity, MultiOutputProducerKeepsItsOtherOutputNames) {
+  auto g = new_graph();
+  ir::Value* x = g->add_input("x", f32_type({4, 3}));
+  ir::Node* split = g->add_node("Split", {x}, std::vector<std::string>{"a", "b"}, "split");
+  ir::Node* id = g->add_node("Identity", {split->output(0)}, std::vector<std::string>{"out"}, "identity");
+  ir::Node* neg = g->add_node("Neg", {split->output(1)}, std::vector<std::string>{"nb"}, "neg");
+  g->add_output(id->output(0));
+  g->add_output(neg->output(0));
+  ir::infer_shapes(*g);
+  auto before = g->clone();
+  PassLog log;
+  EXPECT_EQ(remove_identity_ops(*g, &log), 1u);
+  EXPECT_EQ(output_names(*g), (std::vector<std::string>{"out", "nb"}));
+  ir::Node* s = g->outputs()[0]->producer();
+  ASSERT_EQ(s->op_type(), "Split");
+  EXPECT_EQ(s->name(), "split");
+  EXPECT_EQ(s->output(1)->name(), "b");
+  EXPECT_EQ(g->outputs()[1]->producer()->input(0), s->output(1));
+  EXPECT_EQ(g->num_nodes(), 2u);
+  expect_same_outputs(before, g, {rand_f32({4, 3}, 11)});
+}
