@@ -8,6 +8,9 @@
 #include "ir/op_registry.hpp"
 #include "ir/printer.hpp"
 #include "cpu/executor.hpp"
+#include "cpu/graph_optimizer.hpp"
+
+#include <algorithm>
 #include "runtime/reference_executor.hpp"
 
 #include <omp.h>
@@ -84,10 +87,11 @@ struct Settings {
   int threads = 0;
   bool reference = false;
   bool profiling = false;
+  cpu::GraphOptions graph;
 };
 
 const char* const kAcceptedKeys =
-    "inference_num_threads (CPU_THREADS_NUM), enable_profiling (PERF_COUNT), kiln_executor";
+    "inference_num_threads (CPU_THREADS_NUM), enable_profiling (PERF_COUNT), kiln_executor, kiln_disable_passes";
 
 bool parse_bool(const std::string& key, const std::string& v) {
   if (v == "YES" || v == "yes" || v == "true" || v == "TRUE" || v == "1") return true;
@@ -115,6 +119,19 @@ Settings parse_properties(const AnyMap& properties) {
       s.threads = parse_int(k, v, 0, 4096);
     } else if (k == "enable_profiling" || k == "PERF_COUNT") {
       s.profiling = parse_bool(k, v);
+    } else if (k == "kiln_disable_passes") {
+      // comma-separated pass names, or all-fusions
+      const auto known = cpu::known_pass_names();
+      size_t at = 0;
+      while (at <= v.size()) {
+        size_t comma = v.find(',', at);
+        std::string name = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+        at = comma == std::string::npos ? v.size() + 1 : comma + 1;
+        if (name.empty()) continue;
+        if (std::find(known.begin(), known.end(), name) == known.end())
+          throw Error(cat("property kiln_disable_passes: unknown pass '", name, "'; passes: ", join(known, ", ")));
+        s.graph.disabled_passes.insert(name);
+      }
     } else if (k == "kiln_executor") {
       if (v != "cpu" && v != "reference")
         throw Error(cat("property kiln_executor: '", v, "' is not one of: cpu, reference"));
@@ -137,7 +154,7 @@ CompiledModel Core::compile_model(const std::shared_ptr<Model>& model, const Any
   cm.impl_->threads = s.threads;
   cm.impl_->profiling = s.profiling;
   if (s.reference) cm.impl_->reference = std::make_unique<runtime::ReferenceExecutor>(model->graph());
-  else cm.impl_->fast = std::make_unique<cpu::Executor>(model->graph());
+  else cm.impl_->fast = std::make_unique<cpu::Executor>(model->graph(), s.graph);
   return cm;
 }
 

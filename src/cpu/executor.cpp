@@ -2,11 +2,15 @@
 
 #include <unordered_map>
 
+#include "cpu/graph_optimizer.hpp"
 #include "transforms/specialize_shapes.hpp"
 
 namespace kiln::cpu {
 
-Executor::Executor(std::shared_ptr<const ir::Graph> graph) : graph_(graph), reference_(graph) {}
+Executor::Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options)
+    : graph_(graph), options_(std::move(options)), reference_(graph) {
+  options_.log = nullptr;
+}
 
 const Executor::Plan& Executor::plan_for(const std::vector<Shape>& shapes) {
   auto it = plans_.find(shapes);
@@ -15,7 +19,11 @@ const Executor::Plan& Executor::plan_for(const std::vector<Shape>& shapes) {
   plan->graph = graph_->clone();
   auto r = transforms::specialize_shapes(*plan->graph, shapes);
   if (r.all_static) {
-    plan->cpu = std::make_unique<Graph>(plan->graph);
+    // model-level passes on the specialised graph (weights are constants by now)
+    run_ir_passes(*plan->graph, options_.disabled_passes, &plan->log);
+    GraphOptions o = options_;
+    o.log = &plan->log;
+    plan->cpu = std::make_unique<Graph>(plan->graph, o);
   } else {
     plan->fallback_reason = "the shape of '" + r.first_dynamic + "' depends on data";
   }

@@ -13,12 +13,14 @@
 
 #include "cpu/graph.hpp"
 #include "runtime/reference_executor.hpp"
+#include "transforms/pass_log.hpp"
 
 namespace kiln::cpu {
 
 class Executor {
  public:
-  explicit Executor(std::shared_ptr<const ir::Graph> graph);
+  // `options.log` is ignored: every plan keeps its own log.
+  explicit Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options = {});
   // `profile`: see Graph::run (rows from the reference executor when the plan falls back).
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile = nullptr);
 
@@ -26,6 +28,7 @@ class Executor {
     std::shared_ptr<ir::Graph> graph;   // specialised copy (owns what cpu::Graph points into)
     std::unique_ptr<Graph> cpu;         // null when the shapes are data-dependent
     std::string fallback_reason;
+    transforms::PassLog log;            // what the optimizer passes did for this plan
   };
   // The plan for these input shapes (compiled on first use).
   const Plan& plan_for(const std::vector<Shape>& shapes);
@@ -33,6 +36,7 @@ class Executor {
 
  private:
   std::shared_ptr<const ir::Graph> graph_;
+  GraphOptions options_;
   runtime::ReferenceExecutor reference_;
   std::map<std::vector<Shape>, std::unique_ptr<Plan>> plans_;
   std::mutex mutex_;

@@ -10,6 +10,7 @@
 
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
+#include "cpu/graph_optimizer.hpp"
 #include "cpu/memory_planner.hpp"
 #include "cpu/nodes/node_factory.hpp"
 
@@ -24,7 +25,7 @@ Edge* Graph::new_edge(const std::string& name, DType dtype, Shape shape) {
   return edges_.back().get();
 }
 
-Graph::Graph(std::shared_ptr<const ir::Graph> g) : ir_(std::move(g)) {
+Graph::Graph(std::shared_ptr<const ir::Graph> g, const GraphOptions& options) : ir_(std::move(g)) {
   std::unordered_map<const ir::Value*, Edge*> edge_of;
   auto edge_for = [&](const ir::Value* v) -> Edge* {
     auto it = edge_of.find(v);
@@ -57,8 +58,43 @@ Graph::Graph(std::shared_ptr<const ir::Graph> g) : ir_(std::move(g)) {
     nodes_.push_back(std::move(node));
   }
   for (const ir::Value* out : ir_->outputs()) output_edges_.push_back(edge_for(out));
+  optimize_graph(*this, options);
   prepare_all();
   plan_memory();
+}
+
+std::vector<Node*> Graph::consumers(const Edge* e) const {
+  std::vector<Node*> out;
+  for (auto& n : nodes_)
+    for (Edge* in : n->inputs)
+      if (in == e) {
+        out.push_back(n.get());
+        break;
+      }
+  return out;
+}
+
+bool Graph::is_graph_output(const Edge* e) const {
+  for (Edge* o : output_edges_)
+    if (o == e) return true;
+  return false;
+}
+
+int Graph::position(const Node* n) const {
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i].get() == n) return static_cast<int>(i);
+  return -1;
+}
+
+void Graph::absorb(Node* host, Node* absorbed) {
+  const int h = position(host), a = position(absorbed);
+  KILN_CHECK(h >= 0 && a > h, cat("cpu::Graph::absorb: '", absorbed->name, "' does not run after '", host->name, "'"));
+  host->outputs = absorbed->outputs;
+  host->fused.push_back(absorbed->name);
+  host->fused.insert(host->fused.end(), absorbed->fused.begin(), absorbed->fused.end());
+  std::unique_ptr<Node> keep = std::move(nodes_[static_cast<size_t>(h)]);
+  nodes_[static_cast<size_t>(a)] = std::move(keep);  // host runs where absorbed ran
+  nodes_.erase(nodes_.begin() + h);
 }
 
 void Graph::prepare_all() {
@@ -287,6 +323,15 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs, std::vector<Pr
       stream.wait();
       timer.stop(row);
       profile->push_back(std::move(row));
+      for (const std::string& f : n->fused) {  // the layers this node absorbed
+        ProfilingInfo gone;
+        gone.status = ProfilingInfo::Status::optimized_out;
+        gone.node_name = f;
+        gone.node_type = n->type();
+        gone.exec_type = "undef";
+        gone.fused_into = n->name;
+        profile->push_back(std::move(gone));
+      }
     }
   } else {
     for (auto& n : nodes_) n->execute(stream);

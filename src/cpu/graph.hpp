@@ -9,17 +9,31 @@
 #include <kiln/tensor.hpp>
 
 #include <memory>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "cpu/node.hpp"
 #include "ir/graph.hpp"
 
+namespace kiln::transforms {
+struct PassLog;
+}
+
 namespace kiln::cpu {
+
+struct GraphOptions {
+  // Passes of the CPU graph optimizer not to run, by name, or "all-fusions" for all of them.
+  std::set<std::string> disabled_passes;
+  transforms::PassLog* log = nullptr;  // what the passes did and why not (may be null)
+};
 
 class Graph {
  public:
-  // `g` must have static shapes everywhere; it must outlive this object.
-  explicit Graph(std::shared_ptr<const ir::Graph> g);
+  // `g` must have static shapes everywhere; it must outlive this object. Builds the
+  // runtime nodes, runs the CPU graph optimizer (src/cpu/graph_optimizer.hpp), then
+  // prepares primitives and layouts and plans memory.
+  explicit Graph(std::shared_ptr<const ir::Graph> g, const GraphOptions& options = {});
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
 
@@ -28,6 +42,18 @@ class Graph {
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile = nullptr);
 
   const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
+  const std::vector<Edge*>& output_edges() const { return output_edges_; }
+
+  // ---- editing, for the optimizer passes (before primitives are prepared) ----
+  // Nodes reading e, in execution order.
+  std::vector<Node*> consumers(const Edge* e) const;
+  bool is_graph_output(const Edge* e) const;
+  // Position of n in execution order (-1 if absent).
+  int position(const Node* n) const;
+  // Fuses `absorbed` (which reads host's output 0, its only reader) into `host`: host
+  // takes over absorbed's outputs and its place in execution order (so operands the
+  // absorbed node reads are computed by then), and records the fused names.
+  void absorb(Node* host, Node* absorbed);
   size_t arena_bytes() const { return arena_bytes_; }
   size_t in_place_nodes() const { return in_place_nodes_; }  // nodes writing over a dead input
   size_t concat_in_place_nodes() const { return concat_in_place_nodes_; }  // Concats whose inputs sit in the output

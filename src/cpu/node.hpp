@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/post_ops.hpp"
 #include "ir/graph.hpp"
 
 namespace kiln::cpu {
@@ -68,6 +69,18 @@ class Node {
   std::vector<Edge*> inputs;         // nullptr for an omitted optional input
   std::vector<Edge*> outputs;
   std::string impl = "ref:any";      // primitive implementation chosen (oneDNN's impl name)
+  std::vector<std::string> fused;    // names of the ONNX nodes fused into this one, in order
+
+  // Node kinds that take post-ops (Convolution, FullyConnected): their list, else null.
+  virtual PostOpList* post_ops() { return nullptr; }
+  // Would oneDNN still give this node an optimised (non-reference) kernel with `extra`
+  // appended to its post-ops? Asked by the fusion passes before they fuse; `why` gets
+  // the reason when not. Called before prepare().
+  virtual bool accepts_post_ops(const std::vector<PostOp>& extra, std::string* why) {
+    (void)extra;
+    if (why) *why = "this node kind takes no post-ops";
+    return false;
+  }
 
   // Compile step, called in execution order once the producers are prepared: decides
   // the layout of every output edge, creates primitives, and says which layout each

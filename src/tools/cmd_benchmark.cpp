@@ -92,6 +92,7 @@ int cmd_benchmark(const BenchmarkOptions& o) {
 
   AnyMap properties;
   if (o.threads > 0) properties["inference_num_threads"] = std::to_string(o.threads);
+  if (!o.disabled_passes.empty()) properties["kiln_disable_passes"] = join(o.disabled_passes, ",");
   const bool perf_counts = o.perf_counts || !o.pc_sort.empty();
   if (perf_counts) properties["enable_profiling"] = "YES";
   t0 = Clock::now();

@@ -53,6 +53,7 @@ int cmd_run(const RunOptions& o) {
   t0 = Clock::now();
   AnyMap properties;
   if (o.threads > 0) properties["inference_num_threads"] = std::to_string(o.threads);
+  if (!o.disabled_passes.empty()) properties["kiln_disable_passes"] = join(o.disabled_passes, ",");
   CompiledModel compiled = core.compile_model(model, properties);
   double compile_ms = ms_since(t0);
   InferRequest req = compiled.create_infer_request();

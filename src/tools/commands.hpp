@@ -16,6 +16,7 @@ struct RunOptions {
   uint32_t seed = 0;
   int iterations = 1;
   int threads = 0;  // > 0: compile property inference_num_threads
+  std::vector<std::string> disabled_passes;  // compile property kiln_disable_passes
 };
 int cmd_run(const RunOptions& o);
 
@@ -29,6 +30,7 @@ struct BenchmarkOptions {
   double seconds = 0;     // -time; 0: not given
   int warmup = 2;         // untimed runs after the first inference
   std::string json_path;  // empty: no JSON file
+  std::vector<std::string> disabled_passes;  // compile property kiln_disable_passes
   bool perf_counts = false;  // -pc
   std::string pc_sort;       // -pcsort: sort | no_sort | simple_sort (empty: no_sort unless given)
 };
@@ -39,6 +41,15 @@ struct InfoOptions {
   bool graph = false;  // also print the graph dump
 };
 int cmd_info(const InfoOptions& o);
+
+struct InspectOptions {
+  std::string model;
+  std::vector<std::string> shapes;           // NAME=[d0,...] or SYMBOL=N
+  std::vector<std::string> disabled_passes;  // pass names or all-fusions
+  std::string exec_graph_path, dot_path, svg_path;
+  bool explain_fusions = false;
+};
+int cmd_inspect(const InspectOptions& o);
 
 struct ZooOptions {
   std::string name;

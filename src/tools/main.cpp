@@ -1,4 +1,4 @@
-// kiln command line: run / benchmark / info / zoo.
+// kiln command line: run / benchmark / info / inspect / zoo.
 #include <kiln/error.hpp>
 
 #include <CLI/CLI.hpp>
@@ -15,7 +15,9 @@ namespace {
 
 constexpr const char* kVersion = "0.1.0";
 
-bool is_subcommand(const std::string& s) { return s == "run" || s == "benchmark" || s == "info" || s == "zoo"; }
+bool is_subcommand(const std::string& s) {
+  return s == "run" || s == "benchmark" || s == "info" || s == "inspect" || s == "zoo";
+}
 
 }  // namespace
 
@@ -60,6 +62,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000000000));
   run_cmd->add_option("-t,--threads", run.threads, "Inference threads (compile property inference_num_threads)")
       ->check(CLI::Range(1, 4096));
+  run_cmd->add_option("--disable-pass", run.disabled_passes,
+                      "Do not run this optimizer pass (repeatable; all-fusions for all of them)")
+      ->allow_extra_args(false);
 
   BenchmarkOptions bench;
   CLI::App* bench_cmd = app.add_subcommand(
@@ -86,6 +91,9 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--warmup", bench.warmup, "Untimed runs after the first inference (default 2)")
       ->check(CLI::Range(0, 1000000000));
   bench_cmd->add_option("--json", bench.json_path, "Also write the figures as JSON to FILE");
+  bench_cmd->add_option("--disable-pass", bench.disabled_passes,
+                        "Do not run this optimizer pass (repeatable; all-fusions for all of them)")
+      ->allow_extra_args(false);
   bench_cmd->add_flag("--pc", bench.perf_counts,
                       "Performance counters: per-node times averaged over the timed iterations (also -pc)");
   bench_cmd->add_option("--pcsort", bench.pc_sort,
@@ -97,6 +105,21 @@ int main(int argc, char** argv) {
   CLI::App* info_cmd = app.add_subcommand("info", "Describe a model: inputs, outputs, opsets, ops, parameters");
   info_cmd->add_option("model", info.model, "ONNX model file")->required();
   info_cmd->add_flag("-g,--graph", info.graph, "Also print the graph, one line per node");
+
+  InspectOptions insp;
+  CLI::App* insp_cmd = app.add_subcommand(
+      "inspect", "Show the runtime graph kiln makes of a model: node types, primitives, fusions, layouts");
+  insp_cmd->add_option("model", insp.model, "ONNX model file")->required();
+  insp_cmd->add_option("--shape", insp.shapes, "Input shape NAME=[1,3,224,224], or a symbolic dim SYMBOL=4")
+      ->allow_extra_args(false);
+  insp_cmd->add_option("--exec-graph", insp.exec_graph_path, "Write the runtime graph as JSON to FILE");
+  insp_cmd->add_flag("--explain-fusions", insp.explain_fusions,
+                     "Print every fusion applied, and for every one that did not apply the first failed condition");
+  insp_cmd->add_option("--dot", insp.dot_path, "Write the original and the optimised graph as Graphviz source");
+  insp_cmd->add_option("--svg", insp.svg_path, "Draw the original and the optimised graph as SVG (needs Graphviz)");
+  insp_cmd->add_option("--disable-pass", insp.disabled_passes,
+                       "Do not run this optimizer pass (repeatable; all-fusions for all of them)")
+      ->allow_extra_args(false);
 
   ZooOptions zoo;
   CLI::App* zoo_cmd = app.add_subcommand("zoo", "Write a built-in model with fixed random weights (--list shows them)");
@@ -129,6 +152,7 @@ int main(int argc, char** argv) {
     if (run_cmd->parsed()) return cmd_run(run);
     if (bench_cmd->parsed()) return cmd_benchmark(bench);
     if (info_cmd->parsed()) return cmd_info(info);
+    if (insp_cmd->parsed()) return cmd_inspect(insp);
     if (zoo_cmd->parsed()) return cmd_zoo(zoo);
     std::cerr << app.help();
     return 2;

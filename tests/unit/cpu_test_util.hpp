@@ -11,6 +11,7 @@
 #include <iostream>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "ir/graph.hpp"
 #include "ir/op_registry.hpp"
 #include "runtime/reference_executor.hpp"
+#include "transforms/pass_log.hpp"
 #include "transforms/specialize_shapes.hpp"
 
 namespace kiln::test {
@@ -64,6 +66,10 @@ struct CompareOptions {
   // Report an exception from building / running the cpu::Graph as a test failure (then
   // rethrow), and print the cpu::Graph's description when KILN_TEST_DESCRIBE is set.
   bool diagnostics = false;
+  // Optimizer passes not to run: by default none, so that node kinds are tested alone;
+  // fusion tests clear it.
+  std::set<std::string> disabled_passes = {"all-fusions"};
+  transforms::PassLog* log = nullptr;  // what the passes did
 };
 
 // Runs g on the reference executor and on a cpu::Graph made from a specialised copy,
@@ -83,7 +89,7 @@ inline std::unique_ptr<cpu::Graph> compare_with_reference(const std::shared_ptr<
   std::vector<Tensor> got;
   if (opt.diagnostics) {
     try {
-      cg = std::make_unique<cpu::Graph>(copy);
+      cg = std::make_unique<cpu::Graph>(copy, cpu::GraphOptions{opt.disabled_passes, opt.log});
       got = cg->run(inputs);
     } catch (const std::exception& e) {
       ADD_FAILURE() << "cpu::Graph failed: " << e.what();
@@ -91,7 +97,7 @@ inline std::unique_ptr<cpu::Graph> compare_with_reference(const std::shared_ptr<
     }
     if (std::getenv("KILN_TEST_DESCRIBE")) std::cout << cg->describe();
   } else {
-    cg = std::make_unique<cpu::Graph>(copy);
+    cg = std::make_unique<cpu::Graph>(copy, cpu::GraphOptions{opt.disabled_passes, opt.log});
     got = cg->run(inputs);
   }
   EXPECT_EQ(got.size(), want.size());

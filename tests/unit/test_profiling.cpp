@@ -39,6 +39,13 @@ TEST(Profiling, OneExecutedRowPerRuntimeNodeWithTypesAndTimes) {
     auto rows = req.get_profiling_info();
     std::set<std::string> names, types;
     for (auto& r : rows) {
+      if (r.status == ProfilingInfo::Status::optimized_out) {
+        // relu went into the convolution as a post-op
+        EXPECT_EQ(r.node_name, "relu");
+        EXPECT_EQ(r.fused_into, "conv");
+        EXPECT_EQ(r.real_time_us, 0.0);
+        continue;
+      }
       names.insert(r.node_name);
       types.insert(r.node_type);
       EXPECT_EQ(r.status, ProfilingInfo::Status::executed);
@@ -46,12 +53,22 @@ TEST(Profiling, OneExecutedRowPerRuntimeNodeWithTypesAndTimes) {
       EXPECT_FALSE(r.exec_type.empty());
       EXPECT_NE(r.exec_type.find("_f32"), std::string::npos) << r.exec_type;
     }
-    EXPECT_TRUE(names.count("conv") && names.count("relu") && names.count("erf")) << key;
-    EXPECT_TRUE(types.count("Convolution") && types.count("Eltwise") && types.count("Reference")) << key;
+    EXPECT_TRUE(names.count("conv") && names.count("erf") && !names.count("relu")) << key;
+    EXPECT_TRUE(types.count("Convolution") && types.count("Reference") && !types.count("Eltwise")) << key;
+    EXPECT_EQ(rows.size(), names.size() + 1);
     // a second run replaces the rows instead of appending
     req.infer();
     EXPECT_EQ(req.get_profiling_info().size(), rows.size());
   }
+}
+
+TEST(Profiling, WithFusionsDisabledEveryLayerRuns) {
+  CompiledModel cm = Core().compile_model(conv_relu_erf(), {{"PERF_COUNT", "YES"}, {"kiln_disable_passes", "all-fusions"}});
+  InferRequest req = cm.create_infer_request();
+  req.set_input_tensor(random_tensor({1, 4, 8, 8}, 2));
+  req.infer();
+  for (auto& r : req.get_profiling_info()) EXPECT_EQ(r.status, ProfilingInfo::Status::executed) << r.node_name;
+  EXPECT_THROW(Core().compile_model(conv_relu_erf(), {{"kiln_disable_passes", "NoSuchPass"}}), Error);
 }
 
 TEST(Profiling, ReferenceExecutorGivesOneRowPerOp) {

@@ -2,6 +2,11 @@
 // auto_pad) on oneDNN's convolution_forward. oneDNN picks the activation layout
 // (format_tag::any: nChw16c on AVX-512, nChw8c on AVX2), so chains of convolutions stay
 // blocked; the weights are reordered once, at compile time, into the layout it wants.
+// Post-ops from the fusion passes (src/cpu/passes/) are applied by the primitive; a sum
+// post-op accumulates into its input's buffer, which the memory plan makes the output's
+// buffer when nothing reads it later (else execute() copies it into the output first).
+#include <cstring>
+
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/nodes/node_factory.hpp"
@@ -13,6 +18,8 @@ namespace {
 using dnnl::memory;
 using tag = memory::format_tag;
 
+bool is_ref_impl(const std::string& impl) { return impl.rfind("ref", 0) == 0; }
+
 class ConvolutionNode : public Node {
  public:
   explicit ConvolutionNode(const ir::Node& n) {
@@ -20,14 +27,91 @@ class ConvolutionNode : public Node {
     name = n.name();
   }
   const char* type() const override { return "Convolution"; }
+  PostOpList* post_ops() override { return &post_ops_; }
+  int inplace_input() const override { return post_ops_.sum_input(); }
+
+  bool accepts_post_ops(const std::vector<PostOp>& extra, std::string* why) override {
+    PostOpList trial = post_ops_;
+    trial.ops.insert(trial.ops.end(), extra.begin(), extra.end());
+    if (std::string bad = trial.unsupported_combination(); !bad.empty()) {
+      if (why) *why = bad;
+      return false;
+    }
+    try {
+      auto pd = make_pd(trial);
+      if (is_ref_impl(pd.impl_info_str()) && !is_ref_impl(make_pd(post_ops_).impl_info_str())) {
+        if (why) *why = cat("oneDNN has only its reference convolution with post-ops ", trial.describe());
+        return false;
+      }
+      return true;
+    } catch (const dnnl::error& e) {
+      if (why) *why = cat("oneDNN rejects the post-ops ", trial.describe(), " (", e.what(), ")");
+      return false;
+    }
+  }
 
   std::vector<InputLayout> prepare() override {
+    const ir::Node& n = *source;
+    pd_ = make_pd(post_ops_);
+    prim_ = dnnl::convolution_forward(pd_);
+    impl = pd_.impl_info_str();
+
+    // weights: plain (g)oi[d][h]w -> the primitive's layout, once
+    const size_t sp = inputs[0]->shape.size() - 2;
+    static const tag plain_w[] = {tag::oiw, tag::oihw, tag::oidhw};
+    static const tag plain_gw[] = {tag::goiw, tag::goihw, tag::goidhw};
+    const int64_t group = n.attr_i("group", 1);
+    memory::desc wplain(weight_dims(), memory::data_type::f32, group > 1 ? plain_gw[sp - 1] : plain_w[sp - 1]);
+    memory wsrc(wplain, cpu_engine(), inputs[1]->data);
+    weights_ = memory(pd_.weights_desc(), cpu_engine());
+    dnnl::stream s(cpu_engine());
+    dnnl::reorder(wsrc, weights_).execute(s, wsrc, weights_);
+    s.wait();
+    if (has_bias()) bias_ = memory(memory::desc({inputs[1]->shape[0]}, memory::data_type::f32, tag::a), cpu_engine(),
+                                   inputs[2]->data);
+
+    outputs[0]->set_layout(pd_.dst_desc());
+    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
+    req[0] = InputLayout::exact(pd_.src_desc());
+    if (int k = post_ops_.sum_input(); k >= 0) req[static_cast<size_t>(k)] = InputLayout::exact(pd_.dst_desc());
+    return req;
+  }
+
+  void execute(dnnl::stream& stream) override {
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, inputs[0]->memory()},
+                                            {DNNL_ARG_WEIGHTS, weights_},
+                                            {DNNL_ARG_DST, outputs[0]->memory()}};
+    if (bias_) args[DNNL_ARG_BIAS] = bias_;
+    if (int k = post_ops_.sum_input(); k >= 0) {
+      const Edge* acc = inputs[static_cast<size_t>(k)];
+      if (acc->data != outputs[0]->data) {  // not planned in place: start from a copy
+        stream.wait();
+        std::memcpy(outputs[0]->data, acc->data, outputs[0]->bytes());
+      }
+    }
+    post_ops_.add_args(args);
+    prim_.execute(stream, args);
+  }
+
+ private:
+  bool has_bias() const { return inputs.size() > 2 && inputs[2] && inputs[2]->kind == Edge::Kind::constant; }
+
+  memory::dims weight_dims() const {
+    const Shape& w = inputs[1]->shape;
+    const int64_t group = source->attr_i("group", 1);
+    if (group <= 1) return to_dims(w);
+    memory::dims d = {group, w[0] / group, w[1]};
+    d.insert(d.end(), w.begin() + 2, w.end());
+    return d;
+  }
+
+  // The primitive for these post-ops, with oneDNN's choice of layouts.
+  dnnl::convolution_forward::primitive_desc make_pd(PostOpList& post_ops) const {
     const ir::Node& n = *source;
     const Shape& x = inputs[0]->shape;
     const Shape& w = inputs[1]->shape;
     const Shape& y = outputs[0]->shape;
     const size_t sp = x.size() - 2;
-    const int64_t group = n.attr_i("group", 1);
     auto strides = n.attr_ints("strides", std::vector<int64_t>(sp, 1));
     auto dil = n.attr_ints("dilations", std::vector<int64_t>(sp, 1));
     std::vector<int64_t> kernel(w.begin() + 2, w.end());
@@ -38,69 +122,37 @@ class ConvolutionNode : public Node {
       odil[i] = dil[i] - 1;
       if (auto_pad == "NOTSET") {
         pad_l[i] = pads[i];
-        pad_r[i] = pads[sp + i];
       } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
         int64_t eff = (kernel[i] - 1) * dil[i] + 1;
         int64_t total = std::max<int64_t>(0, (y[2 + i] - 1) * strides[i] + eff - x[2 + i]);
         int64_t small = total / 2, big = total - small;
         pad_l[i] = auto_pad == "SAME_UPPER" ? small : big;
-        pad_r[i] = auto_pad == "SAME_UPPER" ? big : small;
       }
-    }
-    // oneDNN wants the right padding that reproduces the output size exactly
-    for (size_t i = 0; i < sp; ++i) {
+      // oneDNN wants the right padding that reproduces the output size exactly
       int64_t eff = (kernel[i] - 1) * dil[i] + 1;
       pad_r[i] = (y[2 + i] - 1) * strides[i] + eff - x[2 + i] - pad_l[i];
-    }
-    memory::dims wdims;
-    if (group > 1) {
-      wdims = {group, w[0] / group, w[1]};
-      wdims.insert(wdims.end(), kernel.begin(), kernel.end());
-    } else {
-      wdims = to_dims(w);
     }
     const auto f32 = memory::data_type::f32;
     memory::desc src_any(to_dims(x), f32, tag::any);
     memory::desc dst_any(to_dims(y), f32, tag::any);
-    memory::desc wei_any(wdims, f32, tag::any);
-    bool has_bias = inputs.size() > 2 && inputs[2];
-    memory::desc bias_md = has_bias ? memory::desc({w[0]}, f32, tag::a) : memory::desc();
-    auto d = has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                        dnnl::algorithm::convolution_direct, src_any, wei_any, bias_md,
-                                                        dst_any, to_dims(strides), odil, pad_l, pad_r)
-                      : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                        dnnl::algorithm::convolution_direct, src_any, wei_any, dst_any,
-                                                        to_dims(strides), odil, pad_l, pad_r);
-    pd_ = dnnl::convolution_forward::primitive_desc(d, cpu_engine());
-    prim_ = dnnl::convolution_forward(pd_);
-    impl = pd_.impl_info_str();
-
-    // weights: plain (g)oi[d][h]w -> the primitive's layout, once
-    static const tag plain_w[] = {tag::oiw, tag::oihw, tag::oidhw};
-    static const tag plain_gw[] = {tag::goiw, tag::goihw, tag::goidhw};
-    memory::desc wplain(wdims, f32, group > 1 ? plain_gw[sp - 1] : plain_w[sp - 1]);
-    memory wsrc(wplain, cpu_engine(), inputs[1]->data);
-    weights_ = memory(pd_.weights_desc(), cpu_engine());
-    dnnl::stream s(cpu_engine());
-    dnnl::reorder(wsrc, weights_).execute(s, wsrc, weights_);
-    s.wait();
-    if (has_bias) bias_ = memory(bias_md, cpu_engine(), inputs[2]->data);
-
-    outputs[0]->set_layout(pd_.dst_desc());
-    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
-    req[0] = InputLayout::exact(pd_.src_desc());
-    return req;
+    memory::desc wei_any(weight_dims(), f32, tag::any);
+    auto d = has_bias() ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                          dnnl::algorithm::convolution_direct, src_any, wei_any,
+                                                          memory::desc({w[0]}, f32, tag::a), dst_any,
+                                                          to_dims(strides), odil, pad_l, pad_r)
+                        : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                          dnnl::algorithm::convolution_direct, src_any, wei_any,
+                                                          dst_any, to_dims(strides), odil, pad_l, pad_r);
+    dnnl::primitive_attr attr;
+    if (!post_ops.empty()) {
+      dnnl::post_ops po;
+      post_ops.append_to(po);
+      attr.set_post_ops(po);
+    }
+    return dnnl::convolution_forward::primitive_desc(d, attr, cpu_engine());
   }
 
-  void execute(dnnl::stream& stream) override {
-    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, inputs[0]->memory()},
-                                            {DNNL_ARG_WEIGHTS, weights_},
-                                            {DNNL_ARG_DST, outputs[0]->memory()}};
-    if (bias_) args[DNNL_ARG_BIAS] = bias_;
-    prim_.execute(stream, args);
-  }
-
- private:
+  PostOpList post_ops_;
   dnnl::convolution_forward::primitive_desc pd_;
   dnnl::convolution_forward prim_;
   memory weights_, bias_;

@@ -20,6 +20,7 @@
 
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
+#include "cpu/nodes/eltwise_spec.hpp"
 #include "cpu/nodes/node_factory.hpp"
 
 namespace kiln::cpu {
@@ -28,12 +29,6 @@ namespace {
 
 using dnnl::algorithm;
 using dnnl::memory;
-
-struct EltwiseSpec {
-  algorithm alg;
-  float alpha = 0.0f;
-  float beta = 0.0f;
-};
 
 bool is_f32_tensor(const ir::Value* v) {
   if (!v) return false;
@@ -60,6 +55,8 @@ std::optional<double> constant_scalar(const ir::Value* v) {
       return std::nullopt;
   }
 }
+
+}  // namespace
 
 // The oneDNN algorithm and parameters computing node n exactly as ONNX specifies, if any.
 std::optional<EltwiseSpec> eltwise_spec(const ir::Node& n) {
@@ -128,6 +125,8 @@ std::optional<EltwiseSpec> eltwise_spec(const ir::Node& n) {
   }
   return std::nullopt;
 }
+
+namespace {
 
 bool is_ref_impl(const std::string& impl) { return impl.rfind("ref", 0) == 0; }
 

@@ -28,6 +28,16 @@ bool static_f32(const ir::Value* v) {
   return v && v->type.dtype == DType::f32 && v->type.shape.is_static() && shape_size(v->type.shape.to_shape()) > 0;
 }
 
+bool is_ref_impl(const std::string& impl) { return impl.rfind("ref", 0) == 0; }
+
+// A post-op operand (scalar or one value per output column, in the output's rank)
+// as the [1, N] / [1, 1] operand of the 2-D matmul.
+PostOpList as_2d(PostOpList list) {
+  for (PostOp& op : list.ops)
+    if (op.constant.defined()) op.constant = op.constant.reshaped({1, op.constant.size()});
+  return list;
+}
+
 class FullyConnectedNode : public Node {
  public:
   explicit FullyConnectedNode(const ir::Node& n) {
@@ -35,77 +45,58 @@ class FullyConnectedNode : public Node {
     name = n.name();
   }
   const char* type() const override { return "FullyConnected"; }
+  PostOpList* post_ops() override { return &post_ops_; }
+
+  bool accepts_post_ops(const std::vector<PostOp>& extra, std::string* why) override {
+    PostOpList trial = post_ops_;
+    trial.ops.insert(trial.ops.end(), extra.begin(), extra.end());
+    if (std::string bad = trial.unsupported_combination(); !bad.empty()) {
+      if (why) *why = bad;
+      return false;
+    }
+    for (const PostOp& op : extra)
+      if (op.kind == PostOp::Kind::sum) {
+        if (why) *why = "FullyConnected takes no sum post-op";
+        return false;
+      }
+    try {
+      setup();
+      auto pd = make_pd(trial);
+      if (is_ref_impl(pd.impl_info_str()) && !is_ref_impl(make_pd(post_ops_).impl_info_str())) {
+        if (why) *why = cat("oneDNN has only its reference matmul with post-ops ", trial.describe());
+        return false;
+      }
+      return true;
+    } catch (const dnnl::error& e) {
+      if (why) *why = cat("oneDNN rejects the post-ops ", trial.describe(), " (", e.what(), ")");
+      return false;
+    }
+  }
 
   std::vector<InputLayout> prepare() override {
-    const ir::Node& n = *source;
-    const bool gemm = n.op_type() == "Gemm";
-    const Shape& x = inputs[0]->shape;
-    const Shape& w = inputs[1]->shape;
-    const bool ta = gemm && n.attr_i("transA", 0) != 0;
-    const bool tb = gemm && n.attr_i("transB", 0) != 0;
-    const float alpha = gemm ? n.attr_f("alpha", 1.0f) : 1.0f;
-    const float beta = gemm ? n.attr_f("beta", 1.0f) : 1.0f;
-    const int64_t K = tb ? w[1] : w[0];
-    const int64_t N = tb ? w[0] : w[1];
-    int64_t M = 1;
-    if (gemm) {
-      M = ta ? x[1] : x[0];
-    } else {
-      for (size_t i = 0; i + 1 < x.size(); ++i) M *= x[i];
-    }
-    const auto f32 = memory::data_type::f32;
-    // A: [M, K] row-major, or stored [K, M] when transposed
-    src_md_ = ta ? memory::desc({M, K}, f32, memory::dims{1, M}) : memory::desc({M, K}, f32, tag::ab);
-    dst_md_ = memory::desc({M, N}, f32, tag::ab);
-    memory::desc wei_any({K, N}, f32, tag::any);
-
-    // bias: beta * C, broadcast to [1, N] (matmul bias) or, when it varies along M,
-    // expanded to [M, N] and added by a binary post-op
-    const bool has_c = gemm && inputs.size() > 2 && inputs[2];
-    dnnl::primitive_attr attr;
-    memory::desc bias_md;
-    std::vector<float> bias_vals;
-    if (has_c) {
-      const Tensor& c = inputs[2]->constant;
-      Shape cs = c.shape();
-      while (cs.size() < 2) cs.insert(cs.begin(), 1);
-      bias_post_op_ = cs[0] != 1;
-      const int64_t rows = bias_post_op_ ? M : 1;
-      const int64_t sm = cs[0] == 1 ? 0 : cs[1], sn = cs[1] == 1 ? 0 : 1;
-      const float* pc = c.data<float>();
-      bias_vals.resize(static_cast<size_t>(rows * N));
-      for (int64_t i = 0; i < rows; ++i)
-        for (int64_t j = 0; j < N; ++j) bias_vals[static_cast<size_t>(i * N + j)] = beta * pc[i * sm + j * sn];
-      bias_md = memory::desc({rows, N}, f32, tag::ab);
-      if (bias_post_op_) {
-        dnnl::post_ops po;
-        po.append_binary(dnnl::algorithm::binary_add, bias_md);
-        attr.set_post_ops(po);
-      }
-    }
-    auto d = has_c && !bias_post_op_ ? dnnl::matmul::desc(src_md_, wei_any, bias_md, dst_md_)
-                               : dnnl::matmul::desc(src_md_, wei_any, dst_md_);
-    pd_ = dnnl::matmul::primitive_desc(d, attr, cpu_engine());
+    setup();
+    pd_ = make_pd(post_ops_);
     prim_ = dnnl::matmul(pd_);
     impl = pd_.impl_info_str();
 
     // weights: alpha * B as [K, N] (strided view of B^T when transB), reordered once
+    const auto f32 = memory::data_type::f32;
     const float* pw = inputs[1]->constant.data<float>();
     std::vector<float> scaled;
-    if (alpha != 1.0f) {
-      scaled.assign(pw, pw + K * N);
-      for (float& v : scaled) v *= alpha;
+    if (alpha_ != 1.0f) {
+      scaled.assign(pw, pw + K_ * N_);
+      for (float& v : scaled) v *= alpha_;
       pw = scaled.data();
     }
-    memory::desc wplain = tb ? memory::desc({K, N}, f32, memory::dims{1, K}) : memory::desc({K, N}, f32, tag::ab);
+    memory::desc wplain = tb_ ? memory::desc({K_, N_}, f32, memory::dims{1, K_}) : memory::desc({K_, N_}, f32, tag::ab);
     memory wsrc(wplain, cpu_engine(), const_cast<float*>(pw));
     weights_ = memory(pd_.weights_desc(), cpu_engine());
     dnnl::stream s(cpu_engine());
     dnnl::reorder(wsrc, weights_).execute(s, wsrc, weights_);
     s.wait();
-    if (has_c) {
-      bias_ = memory(bias_md, cpu_engine());
-      std::memcpy(bias_.get_data_handle(), bias_vals.data(), bias_vals.size() * sizeof(float));
+    if (!bias_vals_.empty()) {
+      bias_ = memory(bias_md_, cpu_engine());
+      std::memcpy(bias_.get_data_handle(), bias_vals_.data(), bias_vals_.size() * sizeof(float));
     }
     outputs[0]->blocked.reset();
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
@@ -121,11 +112,76 @@ class FullyConnectedNode : public Node {
       if (bias_post_op_) args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] = bias_;
       else args[DNNL_ARG_BIAS] = bias_;
     }
+    fused_2d_.add_args(args);
     prim_.execute(stream, args);
   }
 
  private:
-  memory::desc src_md_, dst_md_;
+  // Sizes, transposes, scales and the bias of the Gemm / MatMul.
+  void setup() {
+    const ir::Node& n = *source;
+    const bool gemm = n.op_type() == "Gemm";
+    const Shape& x = inputs[0]->shape;
+    const Shape& w = inputs[1]->shape;
+    const bool ta = gemm && n.attr_i("transA", 0) != 0;
+    tb_ = gemm && n.attr_i("transB", 0) != 0;
+    alpha_ = gemm ? n.attr_f("alpha", 1.0f) : 1.0f;
+    const float beta = gemm ? n.attr_f("beta", 1.0f) : 1.0f;
+    K_ = tb_ ? w[1] : w[0];
+    N_ = tb_ ? w[0] : w[1];
+    int64_t M = 1;
+    if (gemm) {
+      M = ta ? x[1] : x[0];
+    } else {
+      for (size_t i = 0; i + 1 < x.size(); ++i) M *= x[i];
+    }
+    const auto f32 = memory::data_type::f32;
+    // A: [M, K] row-major, or stored [K, M] when transposed
+    src_md_ = ta ? memory::desc({M, K_}, f32, memory::dims{1, M}) : memory::desc({M, K_}, f32, tag::ab);
+    dst_md_ = memory::desc({M, N_}, f32, tag::ab);
+    // bias: beta * C, broadcast to [1, N] (matmul bias) or, when it varies along M,
+    // expanded to [M, N] and added by a binary post-op
+    bias_vals_.clear();
+    bias_post_op_ = false;
+    const bool has_c = gemm && inputs.size() > 2 && inputs[2];
+    if (has_c) {
+      const Tensor& c = inputs[2]->constant;
+      Shape cs = c.shape();
+      while (cs.size() < 2) cs.insert(cs.begin(), 1);
+      bias_post_op_ = cs[0] != 1;
+      const int64_t rows = bias_post_op_ ? M : 1;
+      const int64_t sm = cs[0] == 1 ? 0 : cs[1], sn = cs[1] == 1 ? 0 : 1;
+      const float* pc = c.data<float>();
+      bias_vals_.resize(static_cast<size_t>(rows * N_));
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < N_; ++j) bias_vals_[static_cast<size_t>(i * N_ + j)] = beta * pc[i * sm + j * sn];
+      bias_md_ = memory::desc({rows, N_}, f32, tag::ab);
+    }
+  }
+
+  // The primitive with these fused post-ops (after the bias post-op, when there is one).
+  dnnl::matmul::primitive_desc make_pd(const PostOpList& fused) {
+    const auto f32 = memory::data_type::f32;
+    memory::desc wei_any({K_, N_}, f32, tag::any);
+    dnnl::primitive_attr attr;
+    dnnl::post_ops po;
+    if (bias_post_op_) po.append_binary(dnnl::algorithm::binary_add, bias_md_);
+    fused_2d_ = as_2d(fused);
+    fused_2d_.append_to(po);
+    if (po.len() > 0) attr.set_post_ops(po);
+    const bool bias_arg = !bias_vals_.empty() && !bias_post_op_;
+    auto d = bias_arg ? dnnl::matmul::desc(src_md_, wei_any, bias_md_, dst_md_)
+                      : dnnl::matmul::desc(src_md_, wei_any, dst_md_);
+    return dnnl::matmul::primitive_desc(d, attr, cpu_engine());
+  }
+
+  PostOpList post_ops_;
+  PostOpList fused_2d_;  // post_ops_ with [1, N] operands, as the primitive was made
+  memory::desc src_md_, dst_md_, bias_md_;
+  int64_t K_ = 0, N_ = 0;
+  bool tb_ = false;
+  float alpha_ = 1.0f;
+  std::vector<float> bias_vals_;
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
   memory weights_, bias_;

@@ -1,0 +1,51 @@
+#include "cpu/graph_optimizer.hpp"
+
+#include "core/strings.hpp"
+#include "pattern/pattern_library.hpp"
+#include "transforms/ir_fusion_passes.hpp"
+
+namespace kiln::cpu {
+
+const std::vector<CpuPass>& cpu_passes() {
+  static const std::vector<CpuPass> passes = {
+      // conv -> activations / per-channel scale-shift / PReLU (as post-ops)
+      {"FuseConvolutionAndSimpleOperation", fuse_convolution_and_simple_operation},
+      // conv (+ its post-ops) -> Add(other) -> activations: one conv accumulating into `other`
+      {"FuseConvolutionAndSum", fuse_convolution_and_sum},
+      // Gemm / MatMul with constant weights -> bias Add -> activations
+      {"FuseFullyConnectedAndSimpleOperation", fuse_fully_connected_and_simple_operation},
+  };
+  return passes;
+}
+
+namespace {
+constexpr const char* kPatterns = "TransformerPatterns";
+const char* const kIrPasses[] = {"QdqToFakeQuantize", "RemoveIdentityOps", "FoldPadIntoConvolution",
+                                 "FoldBatchNormalization"};
+}  // namespace
+
+void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log) {
+  if (disabled.count("all-fusions")) return;
+  if (!disabled.count(kPatterns)) {
+    pattern::FusionStats st = pattern::apply_transformer_fusions(g);
+    if (log && st.total() > 0)
+      log->applied(kPatterns, g.name.empty() ? "graph" : g.name,
+                   cat(st.layer_norm, " LayerNormalization, ", st.gelu, " Gelu, ", st.fast_gelu, " FastGelu"));
+  }
+  transforms::run_ir_fusion_passes(g, disabled, log);
+}
+
+std::vector<std::string> known_pass_names() {
+  std::vector<std::string> names = {"all-fusions", kPatterns};
+  for (const char* p : kIrPasses) names.push_back(p);
+  for (const CpuPass& p : cpu_passes()) names.push_back(p.name);
+  return names;
+}
+
+void optimize_graph(Graph& g, const GraphOptions& options) {
+  if (options.disabled_passes.count("all-fusions")) return;
+  for (const CpuPass& p : cpu_passes())
+    if (!options.disabled_passes.count(p.name)) p.run(g, options.log);
+}
+
+}  // namespace kiln::cpu

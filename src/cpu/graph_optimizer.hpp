@@ -1,0 +1,39 @@
+#pragma once
+// The CPU graph optimizer: the fusions of spec/cpu_plugin_fusions.md as passes over a
+// freshly built cpu::Graph (before primitives are created), listed in order in one
+// place (graph_optimizer.cpp). Each pass is its own file under src/cpu/passes/.
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cpu/graph.hpp"
+#include "transforms/pass_log.hpp"
+
+namespace kiln::cpu {
+
+struct CpuPass {
+  const char* name;
+  size_t (*run)(Graph& g, transforms::PassLog* log);  // returns the number of fusions
+};
+
+// The passes in the order they run.
+const std::vector<CpuPass>& cpu_passes();
+
+// The ir::Graph passes that run before lowering, in order: the transformer patterns of
+// src/pattern/ ("TransformerPatterns": LayerNorm, GELU), then QdqToFakeQuantize,
+// RemoveIdentityOps, FoldPadIntoConvolution, FoldBatchNormalization (src/transforms/).
+void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log);
+
+// Every pass name a user may disable: the ir::Graph passes run before lowering, these,
+// and "all-fusions".
+std::vector<std::string> known_pass_names();
+
+// Runs every pass not disabled in `options` (a name, or "all-fusions").
+void optimize_graph(Graph& g, const GraphOptions& options);
+
+// The passes (one file each under src/cpu/passes/).
+size_t fuse_convolution_and_simple_operation(Graph& g, transforms::PassLog* log);
+size_t fuse_convolution_and_sum(Graph& g, transforms::PassLog* log);
+size_t fuse_fully_connected_and_simple_operation(Graph& g, transforms::PassLog* log);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,95 @@
+// FuseConvolutionAndSum: Convolution (with its post-ops) -> Add(other) -> simple layers
+// becomes one Convolution with a sum post-op, accumulating into `other`'s buffer, plus
+// the simple layers after the sum. Only when `other` is dead after the Add (every other
+// reader runs before it) and is no graph input, output or constant: the convolution
+// writes over it. (The memory plan then gives the output `other`'s buffer; were that
+// impossible after all, e.g. a layout change, the node copies `other` first.)
+#include "core/strings.hpp"
+#include "cpu/graph_optimizer.hpp"
+#include "cpu/passes/fuse_util.hpp"
+
+namespace kiln::cpu {
+
+namespace {
+
+constexpr const char* kPass = "FuseConvolutionAndSum";
+
+bool is_add(const Node& n) {
+  return n.source && n.source->op_type() == "Add" && (n.source->domain().empty() || n.source->domain() == "ai.onnx") &&
+         n.inputs.size() == 2 && n.inputs[0] && n.inputs[1] && n.outputs.size() == 1;
+}
+
+}  // namespace
+
+size_t fuse_convolution_and_sum(Graph& g, transforms::PassLog* log) {
+  std::vector<Node*> convs;
+  for (auto& n : g.nodes())
+    if (std::string(n->type()) == "Convolution") convs.push_back(n.get());
+  size_t fused = 0;
+  for (Node* conv : convs) {
+    if (conv->outputs.size() != 1 || conv->post_ops()->sum_input() >= 0) continue;
+    Edge* out = conv->outputs[0];
+    auto readers = g.consumers(out);
+    if (readers.size() != 1 || !is_add(*readers[0])) continue;
+    Node* add = readers[0];
+    const std::string where = passes::arrow(*conv, *add);
+    auto skip = [&](const std::string& why) {
+      if (log) log->skipped(kPass, where, cat("Sum not fused: ", why));
+    };
+    if (g.is_graph_output(out)) {
+      skip(cat(conv->name, "'s output is a graph output"));
+      continue;
+    }
+    Edge* other = add->inputs[0] == out ? add->inputs[1] : add->inputs[0];
+    if (other == out) {
+      skip("both operands are the convolution's output");
+      continue;
+    }
+    if (other->shape != out->shape || add->outputs[0]->shape != out->shape || other->dtype != DType::f32) {
+      skip(cat("the other input '", other->name, "' ", shape_to_string(other->shape), " is broadcast, not ",
+               shape_to_string(out->shape)));
+      continue;
+    }
+    if (other->kind != Edge::Kind::arena) {
+      skip(cat("the other input '", other->name, "' is a ",
+               other->kind == Edge::Kind::constant ? "constant" : "graph input", " and may not be overwritten"));
+      continue;
+    }
+    if (g.is_graph_output(other)) {
+      skip(cat("the other input '", other->name, "' is a graph output and may not be overwritten"));
+      continue;
+    }
+    bool reads_other = false;
+    for (Edge* in : conv->inputs) reads_other |= in == other;
+    if (reads_other) {
+      skip(cat("the convolution itself reads '", other->name, "'"));
+      continue;
+    }
+    const int add_pos = g.position(add);
+    std::string later;
+    for (Node* r : g.consumers(other))
+      if (r != add && g.position(r) > add_pos) later = r->name;
+    if (!later.empty()) {
+      skip(cat("the other input is still read by node ", later));
+      continue;
+    }
+    PostOp sum;
+    sum.kind = PostOp::Kind::sum;
+    sum.input = static_cast<int>(conv->inputs.size());
+    sum.from = add->name;
+    std::string why;
+    if (!conv->accepts_post_ops({sum}, &why)) {
+      skip(why);
+      continue;
+    }
+    conv->post_ops()->ops.push_back(sum);
+    conv->inputs.push_back(other);
+    g.absorb(conv, add);
+    if (log) log->applied(kPass, where, cat("accumulates into '", other->name, "'"));
+    ++fused;
+    fused += passes::fuse_simple_chain(g, conv, kPass, 1, log);
+  }
+  return fused;
+}
+
+}  // namespace kiln::cpu

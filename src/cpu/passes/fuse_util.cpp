@@ -1,0 +1,166 @@
+#include "cpu/passes/fuse_util.hpp"
+
+#include <cmath>
+
+#include "core/strings.hpp"
+#include "cpu/nodes/eltwise_spec.hpp"
+
+namespace kiln::cpu::passes {
+
+namespace {
+
+using dnnl::algorithm;
+
+PostOp eltwise(algorithm alg, float alpha, float beta, const std::string& from) {
+  PostOp op;
+  op.kind = PostOp::Kind::eltwise;
+  op.alg = alg;
+  op.alpha = alpha;
+  op.beta = beta;
+  op.from = from;
+  return op;
+}
+
+PostOp with_constant(PostOp::Kind kind, algorithm alg, Tensor c, const std::string& from) {
+  PostOp op;
+  op.kind = kind;
+  op.alg = alg;
+  op.constant = std::move(c);
+  op.from = from;
+  return op;
+}
+
+// The constant as an f32 tensor of rank `rank` (leading 1s) if it holds one value or one
+// value per channel along `axis` of `out`; else nullopt and why.
+std::optional<Tensor> channel_constant(const Edge& e, const Shape& out, int axis, std::string* why) {
+  if (e.kind != Edge::Kind::constant) {
+    *why = cat("its other operand '", e.name, "' is not a constant");
+    return std::nullopt;
+  }
+  if (e.dtype != DType::f32) {
+    *why = cat("its constant '", e.name, "' is ", dtype_name(e.dtype), ", not f32");
+    return std::nullopt;
+  }
+  const Shape& s = e.shape;
+  if (s.size() > out.size()) {
+    *why = cat("its constant '", e.name, "' has a higher rank than the output");
+    return std::nullopt;
+  }
+  Shape padded(out.size() - s.size(), 1);
+  padded.insert(padded.end(), s.begin(), s.end());
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (padded[d] == 1) continue;
+    if (static_cast<int>(d) != axis || padded[d] != out[d]) {
+      *why = cat("its constant '", e.name, "' ", shape_to_string(s), " is neither one value nor one per channel");
+      return std::nullopt;
+    }
+  }
+  return e.constant.reshaped(padded);
+}
+
+}  // namespace
+
+std::string arrow(const Node& a, const Node& b) { return cat(a.name, " -> ", b.name); }
+
+std::optional<std::vector<PostOp>> simple_post_ops(const Node& c, const Edge* from, int channel_axis,
+                                                   std::string* why) {
+  why->clear();
+  if (!c.source || c.outputs.size() != 1) return std::nullopt;
+  const ir::Node& n = *c.source;
+  const std::string& op = n.op_type();
+  const Edge* out = c.outputs[0];
+  if (out->dtype != DType::f32) return std::nullopt;
+  if (std::string(c.type()) == "Eltwise") {
+    auto spec = eltwise_spec(n);
+    if (!spec) return std::nullopt;
+    return std::vector<PostOp>{eltwise(spec->alg, spec->alpha, spec->beta, c.name)};
+  }
+  if (!n.domain().empty() && n.domain() != "ai.onnx") return std::nullopt;
+  if (op == "HardSigmoid" && c.inputs.size() == 1) {
+    // max(0, min(1, alpha * x + beta)): a linear and a clip post-op
+    return std::vector<PostOp>{eltwise(algorithm::eltwise_linear, n.attr_f("alpha", 0.2f), n.attr_f("beta", 0.5f), c.name),
+                               eltwise(algorithm::eltwise_clip_v2, 0.0f, 1.0f, c.name)};
+  }
+  const bool binary = op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Max" || op == "Min";
+  if (!binary && op != "PRelu") return std::nullopt;
+  if (c.inputs.size() != 2 || !c.inputs[0] || !c.inputs[1]) return std::nullopt;
+  const int k = c.inputs[0] == from ? 0 : 1;  // which operand the host's output is
+  if (c.inputs[static_cast<size_t>(k)] != from) return std::nullopt;
+  if (out->shape != from->shape) {
+    *why = cat(op, " broadcasts the output to ", shape_to_string(out->shape));
+    return std::nullopt;
+  }
+  const Edge& other = *c.inputs[static_cast<size_t>(1 - k)];
+  if (op == "PRelu") {
+    if (k != 0) return std::nullopt;
+    auto slope = channel_constant(other, out->shape, channel_axis, why);
+    if (!slope) return std::nullopt;
+    return std::vector<PostOp>{with_constant(PostOp::Kind::prelu, algorithm::undef, *slope, c.name)};
+  }
+  auto cst = channel_constant(other, out->shape, channel_axis, why);
+  if (!cst) return std::nullopt;
+  auto bin = [&](algorithm a) { return with_constant(PostOp::Kind::binary, a, *cst, c.name); };
+  if (op == "Add") return std::vector<PostOp>{bin(algorithm::binary_add)};
+  if (op == "Mul") return std::vector<PostOp>{bin(algorithm::binary_mul)};
+  if (op == "Max") return std::vector<PostOp>{bin(algorithm::binary_max)};
+  if (op == "Min") return std::vector<PostOp>{bin(algorithm::binary_min)};
+  if (op == "Sub") {
+    if (k == 0) return std::vector<PostOp>{bin(algorithm::binary_sub)};
+    // c - x = (-x) + c
+    return std::vector<PostOp>{eltwise(algorithm::eltwise_linear, -1.0f, 0.0f, c.name), bin(algorithm::binary_add)};
+  }
+  if (k == 0) return std::vector<PostOp>{bin(algorithm::binary_div)};  // x / c
+  *why = "Div with the host's output as divisor";
+  return std::nullopt;
+}
+
+size_t fuse_simple_chain(Graph& g, Node* host, const char* pass, int channel_axis, transforms::PassLog* log) {
+  size_t fused = 0;
+  std::string why;
+  for (;;) {
+    if (host->outputs.size() != 1) break;
+    Edge* out = host->outputs[0];
+    auto readers = g.consumers(out);
+    if (readers.empty()) break;
+    // is any reader a simple layer? (only then is a failure worth reporting)
+    Node* simple = nullptr;
+    std::optional<std::vector<PostOp>> ops;
+    for (Node* r : readers) {
+      auto o = simple_post_ops(*r, out, channel_axis, &why);
+      if (o || !why.empty()) {
+        simple = r;
+        ops = std::move(o);
+        break;
+      }
+    }
+    if (!simple) break;
+    const std::string where = arrow(*host, *simple);
+    if (readers.size() != 1) {
+      std::vector<std::string> names;
+      for (Node* r : readers)
+        if (r != simple) names.push_back(r->name);
+      if (log) log->skipped(pass, where, cat(simple->name, " not fused: ", host->name, "'s output is also read by ", join(names, ", ")));
+      break;
+    }
+    if (g.is_graph_output(out)) {
+      if (log) log->skipped(pass, where, cat(simple->name, " not fused: ", host->name, "'s output is a graph output"));
+      break;
+    }
+    if (!ops) {
+      if (log) log->skipped(pass, where, cat(simple->name, " not fused: ", why));
+      break;
+    }
+    if (!host->accepts_post_ops(*ops, &why)) {
+      if (log) log->skipped(pass, where, cat(simple->name, " not fused: ", why));
+      break;
+    }
+    PostOpList* list = host->post_ops();
+    list->ops.insert(list->ops.end(), ops->begin(), ops->end());
+    g.absorb(host, simple);
+    if (log) log->applied(pass, where, cat(simple->source ? simple->source->op_type() : simple->type(), " as a post-op"));
+    ++fused;
+  }
+  return fused;
+}
+
+}  // namespace kiln::cpu::passes

@@ -1,0 +1,30 @@
+#pragma once
+// Shared by the fusion passes: which runtime nodes are "simple layers" a host node
+// (Convolution, FullyConnected) can absorb as post-ops, and the chain-absorbing loop.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cpu/graph.hpp"
+#include "cpu/post_ops.hpp"
+#include "transforms/pass_log.hpp"
+
+namespace kiln::cpu::passes {
+
+// The post-ops computing node `c` from `from` (the host's output, one of c's inputs)
+// when c is a simple layer: an eltwise activation, a binary op with a constant that is
+// one value or one value per channel (`channel_axis` of the output), PReLU with such a
+// slope, HardSigmoid. nullopt when c is not one; `why` then says which condition failed
+// (empty when c is not a simple layer at all).
+std::optional<std::vector<PostOp>> simple_post_ops(const Node& c, const Edge* from, int channel_axis,
+                                                   std::string* why);
+
+// Absorbs into `host` the chain of simple layers that follows it, one at a time while
+// the host's output has exactly that one reader, is no graph output, and oneDNN keeps
+// an optimised kernel. Logs under `pass`. Returns how many nodes were absorbed.
+size_t fuse_simple_chain(Graph& g, Node* host, const char* pass, int channel_axis, transforms::PassLog* log);
+
+// "conv_7 -> relu_8"
+std::string arrow(const Node& a, const Node& b);
+
+}  // namespace kiln::cpu::passes

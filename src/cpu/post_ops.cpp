@@ -1,0 +1,95 @@
+#include "cpu/post_ops.hpp"
+
+#include <cstring>
+
+#include "core/strings.hpp"
+#include "cpu/dnnl_util.hpp"
+
+namespace kiln::cpu {
+
+int PostOpList::sum_input() const {
+  for (const PostOp& op : ops)
+    if (op.kind == PostOp::Kind::sum) return op.input;
+  return -1;
+}
+
+std::vector<PostOp> PostOpList::merged() const {
+  // Adjacent linear ops become one: a2 (a1 x + b1) + b2.
+  std::vector<PostOp> out;
+  for (const PostOp& op : ops) {
+    const bool linear = op.kind == PostOp::Kind::eltwise && op.alg == dnnl::algorithm::eltwise_linear;
+    if (linear && !out.empty() && out.back().kind == PostOp::Kind::eltwise &&
+        out.back().alg == dnnl::algorithm::eltwise_linear) {
+      PostOp& prev = out.back();
+      prev.beta = prev.beta * op.alpha + op.beta;
+      prev.alpha = prev.alpha * op.alpha;
+      continue;
+    }
+    out.push_back(op);
+  }
+  return out;
+}
+
+std::string PostOpList::unsupported_combination() const {
+  // oneDNN 2.6's JIT kernels give every eltwise post-op of one algorithm the parameters
+  // of the first (Clip(-1, 2) ... Clip(0, 1) computes two Clip(-1, 2)): measured on
+  // brgemm convolutions; refused for every host.
+  auto list = merged();
+  for (size_t i = 0; i < list.size(); ++i)
+    for (size_t j = i + 1; j < list.size(); ++j) {
+      const PostOp &a = list[i], &b = list[j];
+      if (a.kind == PostOp::Kind::eltwise && b.kind == PostOp::Kind::eltwise && a.alg == b.alg &&
+          (a.alpha != b.alpha || a.beta != b.beta))
+        return cat("oneDNN 2.6 computes two eltwise post-ops of one algorithm with different parameters wrongly (",
+                   a.from, ", ", b.from, ")");
+    }
+  return "";
+}
+
+void PostOpList::append_to(dnnl::post_ops& po) {
+  operands_.clear();
+  const std::vector<PostOp> merged = this->merged();
+  for (const PostOp& op : merged) {
+    const int index = po.len();
+    switch (op.kind) {
+      case PostOp::Kind::eltwise:
+        po.append_eltwise(1.0f, op.alg, op.alpha, op.beta);
+        break;
+      case PostOp::Kind::sum:
+        po.append_sum(1.0f);
+        break;
+      case PostOp::Kind::binary:
+      case PostOp::Kind::prelu: {
+        auto md = plain_desc(op.constant.shape(), DType::f32);
+        KILN_CHECK(md.has_value(), cat("post-op from '", op.from, "': operand has no oneDNN layout"));
+        dnnl::memory m(*md, cpu_engine());
+        std::memcpy(m.get_data_handle(), op.constant.raw(), op.constant.byte_size());
+        if (op.kind == PostOp::Kind::binary) {
+          po.append_binary(op.alg, *md);
+          operands_.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1, m});
+        } else {
+          // slope per channel or one for all (the passes only make these): the same
+          // bytes in oneDNN's channels-last weights layout
+          int mask = 0;
+          for (size_t d = 0; d < op.constant.rank(); ++d)
+            if (op.constant.shape()[d] != 1) mask |= 1 << d;
+          po.append_prelu(mask);
+          operands_.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_WEIGHTS, m});
+        }
+        break;
+      }
+    }
+  }
+}
+
+void PostOpList::add_args(std::unordered_map<int, dnnl::memory>& args) const {
+  for (const auto& [arg, m] : operands_) args[arg] = m;
+}
+
+std::string PostOpList::describe() const {
+  std::vector<std::string> parts;
+  for (const PostOp& op : ops) parts.push_back(op.from);
+  return join(parts, "+");
+}
+
+}  // namespace kiln::cpu

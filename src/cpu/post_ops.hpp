@@ -1,0 +1,50 @@
+#pragma once
+// Post-ops: the simple layers a fusion pass folds into a Convolution, FullyConnected
+// or Pooling node, applied by oneDNN to the output while it is still in registers
+// (eltwise activations, binary ops with a constant per-channel / per-tensor operand,
+// PReLU with a constant slope, and sum: accumulate into another tensor's buffer).
+#include <kiln/tensor.hpp>
+
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace kiln::cpu {
+
+struct Edge;
+
+struct PostOp {
+  enum class Kind { eltwise, binary, prelu, sum };
+  Kind kind = Kind::eltwise;
+  dnnl::algorithm alg = dnnl::algorithm::undef;  // eltwise / binary algorithm
+  float alpha = 0.0f, beta = 0.0f;                // eltwise parameters
+  Tensor constant;  // binary / prelu operand (f32, rank of the output, broadcast dims 1)
+  int input = -1;   // sum: index of the accumulated tensor among the node's inputs
+  std::string from;  // the ONNX node it came from
+};
+
+class PostOpList {
+ public:
+  std::vector<PostOp> ops;
+
+  bool empty() const { return ops.empty(); }
+  // The sum post-op's input index, or -1.
+  int sum_input() const;
+  // Appends every op to `po` (whose existing entries keep their indices) and creates
+  // the constant operand memories.
+  void append_to(dnnl::post_ops& po);
+  // The execution arguments of the constant operands.
+  void add_args(std::unordered_map<int, dnnl::memory>& args) const;
+  // The ops as given to oneDNN: adjacent linear ops merged into one.
+  std::vector<PostOp> merged() const;
+  // Non-empty (the reason) when oneDNN is known to compute this chain wrongly.
+  std::string unsupported_combination() const;
+  // "Relu+Add(sum)+Clip" for diagnostics.
+  std::string describe() const;
+
+ private:
+  std::vector<std::pair<int, dnnl::memory>> operands_;  // execution argument -> operand memory
+};
+
+}  // namespace kiln::cpu

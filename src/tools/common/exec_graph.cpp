@@ -1,0 +1,108 @@
+#include "tools/common/exec_graph.hpp"
+
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "core/strings.hpp"
+
+namespace kiln::tools {
+
+nlohmann::json exec_graph_json(const cpu::Graph& g) {
+  nlohmann::json nodes = nlohmann::json::array();
+  int order = 0;
+  for (const auto& n : g.nodes()) {
+    nlohmann::json j;
+    j["name"] = n->name;
+    j["type"] = n->type();
+    j["primitive"] = n->impl;
+    j["exec_order"] = order++;
+    j["original"] = n->source ? nlohmann::json(n->source->name()) : nlohmann::json(nullptr);
+    j["fused"] = n->fused;
+    nlohmann::json ins = nlohmann::json::array();
+    for (const cpu::Edge* e : n->inputs)
+      if (e && e->kind != cpu::Edge::Kind::constant) ins.push_back(e->name);
+    j["inputs"] = ins;
+    nlohmann::json outs = nlohmann::json::array();
+    for (const cpu::Edge* e : n->outputs)
+      outs.push_back({{"name", e->name},
+                      {"shape", e->shape},
+                      {"layout", e->layout_name()},
+                      {"precision", dtype_name(e->dtype)}});
+    j["outputs"] = outs;
+    nodes.push_back(std::move(j));
+  }
+  return {{"arena_bytes", g.arena_bytes()},
+          {"in_place_nodes", g.in_place_nodes()},
+          {"nodes", std::move(nodes)}};
+}
+
+std::string explain_fusions(const transforms::PassLog& log, bool include_applied) {
+  std::ostringstream os;
+  for (const auto& e : log.entries) {
+    if (e.applied && !include_applied) continue;
+    os << (e.applied ? "applied  " : "skipped  ") << e.pass << "  " << e.where;
+    if (!e.message.empty()) os << ": " << e.message;
+    os << "\n";
+  }
+  return os.str();
+}
+
+namespace {
+
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string exec_graph_dot(const ir::Graph& original, const cpu::Graph& g) {
+  std::set<std::string> fused_away;
+  for (const auto& n : g.nodes())
+    for (const auto& f : n->fused) fused_away.insert(f);
+  std::ostringstream os;
+  os << "digraph kiln {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fillcolor=white, fontsize=10];\n";
+  // original graph
+  os << "  subgraph cluster_original {\n    label=\"original (ONNX)\";\n";
+  std::map<const ir::Node*, std::string> id;
+  int k = 0;
+  auto order = original.topo_order();
+  for (const ir::Node* n : order) id[n] = cat("o", k++);
+  for (const ir::Node* n : order) {
+    bool gone = fused_away.count(n->name()) > 0;
+    os << "    " << id[n] << " [label=" << quoted(cat(n->op_type(), "\n", n->name()))
+       << (gone ? ", fillcolor=\"#dddddd\", fontcolor=\"#555555\"" : "") << "];\n";
+  }
+  for (const ir::Node* n : order)
+    for (const ir::Value* in : n->inputs())
+      if (in && in->producer() && id.count(in->producer()))
+        os << "    " << id[in->producer()] << " -> " << id[n] << ";\n";
+  os << "  }\n";
+  // runtime graph
+  os << "  subgraph cluster_runtime {\n    label=\"runtime (kiln)\";\n";
+  std::map<const cpu::Edge*, std::string> producer;
+  k = 0;
+  for (const auto& n : g.nodes()) {
+    std::string nid = cat("r", k++);
+    std::string label = cat(n->type(), "\n", n->name, "\n[", n->impl, "]");
+    if (!n->fused.empty()) label += cat("\n+ ", join(n->fused, "\n+ "));
+    os << "    " << nid << " [label=" << quoted(label)
+       << (n->fused.empty() ? "" : ", fillcolor=\"#ffe17a\"") << "];\n";
+    for (const cpu::Edge* in : n->inputs)
+      if (in && producer.count(in)) os << "    " << producer[in] << " -> " << nid << ";\n";
+    for (const cpu::Edge* out : n->outputs) producer[out] = nid;
+  }
+  os << "  }\n}\n";
+  return os.str();
+}
+
+}  // namespace kiln::tools
