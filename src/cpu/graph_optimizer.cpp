@@ -30,7 +30,8 @@ void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transfor
     pattern::FusionStats st = pattern::apply_transformer_fusions(g);
     if (log && st.total() > 0)
       log->applied(kPatterns, g.name.empty() ? "graph" : g.name,
-                   cat(st.layer_norm, " LayerNormalization, ", st.gelu, " Gelu, ", st.fast_gelu, " FastGelu"));
+                   cat(st.layer_norm, " LayerNormalization, ", st.gelu, " Gelu, ", st.fast_gelu, " FastGelu, ",
+                       st.attention, " MultiHeadAttention"));
   }
   transforms::run_ir_fusion_passes(g, disabled, log);
 }

@@ -15,6 +15,7 @@ namespace kiln::ops::nn {
 void register_conv_ops(ir::OpRegistry& r);  // nn_conv.cpp
 void register_pool_ops(ir::OpRegistry& r);  // nn_pool.cpp
 void register_norm_ops(ir::OpRegistry& r);  // nn_norm.cpp
+void register_attention_ops(ir::OpRegistry& r);  // nn_attention.cpp: kiln MultiHeadAttention
 
 // Window attributes of a Conv / pool node for `nsp` spatial dims.
 struct Window {

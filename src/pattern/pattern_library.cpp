@@ -194,6 +194,71 @@ bool gelu_ok(const Match& m, bool erf_head, const std::vector<ConstCheck>& check
   return true;
 }
 
+// ---------------- attention ----------------
+
+// Indices of the old pattern's nodes, for the config with (mask) or without the mask Add.
+struct AttentionIdx {
+  int reshape_q, transpose_q, matmul_qk, scale, add_mask, softmax, matmul_pv, transpose_o, reshape_o;
+  int reshape_k, transpose_k, reshape_v, transpose_v;
+};
+constexpr AttentionIdx kWithMask = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+constexpr AttentionIdx kNoMask = {0, 1, 2, 3, -1, 4, 5, 6, 7, 8, 9, 10, 11};
+
+bool perm_is(const ir::Node* t, const std::vector<int64_t>& want) { return t->attr_ints("perm", {}) == want; }
+
+// Reshape of a rank-3 [B, S, H*D] tensor to [B, S, H, D] by a constant shape; H, or -1.
+int64_t heads_of_split(const ir::Node* r) {
+  const ir::Value* x = r->input(0);
+  if (rank_of(x) != 3 || !r->input(1) || !r->input(1)->is_constant()) return -1;
+  const ir::PartialShape& out = r->output(0)->type.shape;
+  if (!out.rank_known || out.rank() != 4 || !out.dims[2].is_static() || !out.dims[3].is_static()) return -1;
+  const ir::PartialShape& in = x->type.shape;
+  if (!in.dims[2].is_static() || in.dims[2].value != out.dims[2].value * out.dims[3].value) return -1;
+  if (!(in.dims[0] == out.dims[0]) || !(in.dims[1] == out.dims[1])) return -1;
+  return out.dims[2].value;
+}
+
+bool attention_ok(const Match& m, const AttentionIdx& ix) {
+  const int64_t h = heads_of_split(m.node(ix.reshape_q));
+  if (h < 1 || heads_of_split(m.node(ix.reshape_k)) != h || heads_of_split(m.node(ix.reshape_v)) != h) return false;
+  const ir::Value* q = m.node(ix.reshape_q)->input(0);
+  if (q->type.dtype != DType::f32) return false;
+  if (!perm_is(m.node(ix.transpose_q), {0, 2, 1, 3}) || !perm_is(m.node(ix.transpose_k), {0, 2, 3, 1}) ||
+      !perm_is(m.node(ix.transpose_v), {0, 2, 1, 3}) || !perm_is(m.node(ix.transpose_o), {0, 2, 1, 3}))
+    return false;
+  // the scale: MatMul output / c or * c, c a scalar constant
+  const ir::Node* sc = m.node(ix.scale);
+  const ir::Value* s = sc->input(0) == m.node(ix.matmul_qk)->output(0) ? sc->input(1) : nullptr;
+  if (!s && sc->op_type() == "Mul" && sc->input(1) == m.node(ix.matmul_qk)->output(0)) s = sc->input(0);
+  const Tensor* c = scalar_constant(s, sc->output(0));
+  if (!c || c->to_f64()[0] == 0 || !std::isfinite(c->to_f64()[0])) return false;
+  const ir::Node* sm = m.node(ix.softmax);
+  const int64_t axis = sm->attr_i("axis", sm->opset() >= 13 ? -1 : 1);
+  if (axis != -1 && axis != 3) return false;
+  if (ix.add_mask >= 0) {  // an additive f32 mask of rank <= 4
+    const ir::Value* mask = outside_operand(m, ix.add_mask);
+    if (!mask || mask->type.dtype != DType::f32 || rank_of(mask) < 0 || rank_of(mask) > 4) return false;
+  }
+  // the merge back: [B, H, S, Dv] -> [B, S, H, Dv] -> [B, S, H*Dv]
+  const ir::PartialShape& out = m.node(ix.reshape_o)->output(0)->type.shape;
+  return out.rank_known && out.rank() == 3;
+}
+
+void attention_fixup(Rewrite& r) {
+  ir::Node* mha = r.new_nodes.at(0);
+  const OldNode& split = r.returned(0);
+  const Tensor* shape = split.constant_input(1);
+  KILN_CHECK(shape && shape->size() == 4, cat(mha->describe(), ": attention fusion lost the head split"));
+  const OldNode& sc = r.returned(3);
+  const Tensor* c = nullptr;
+  for (size_t i = 0; i < sc.inputs.size() && !c; ++i)
+    if (!sc.inputs[i].from_pattern) c = sc.constant_input(i);
+  KILN_CHECK(c, cat(mha->describe(), ": attention fusion lost its scale"));
+  const double v = c->to_f64()[0];
+  mha->attrs["num_heads"] = ir::Attribute(shape->to_i64()[2]);
+  mha->attrs["scale"] = ir::Attribute(static_cast<float>(sc.op_type == "Div" ? 1.0 / v : v));
+}
+
 struct Fusion {
   const char* pattern;
   size_t FusionStats::*counter;
@@ -220,6 +285,10 @@ const std::vector<Fusion>& fusions() {
       {"fast_gelu_x_then_half", &FusionStats::fast_gelu,
        [](const Match& m) { return gelu_ok(m, false, {{0, 3.0}, {1, 0.044715}, {3, kSqrt2OverPi}, {5, 1.0}, {7, 0.5}}); },
        {}},
+      {"attention", &FusionStats::attention, [](const Match& m) { return attention_ok(m, kWithMask); },
+       [](Rewrite& r, ir::Graph&) { attention_fixup(r); }},
+      {"attention_no_mask", &FusionStats::attention, [](const Match& m) { return attention_ok(m, kNoMask); },
+       [](Rewrite& r, ir::Graph&) { attention_fixup(r); }},
       {"fast_gelu_half_then_x", &FusionStats::fast_gelu,
        [](const Match& m) { return gelu_ok(m, false, {{0, 3.0}, {1, 0.044715}, {3, kSqrt2OverPi}, {5, 1.0}, {6, 0.5}}); },
        {}},

@@ -30,11 +30,12 @@ struct FusionStats {
   size_t layer_norm = 0;  // LayerNormalization nodes created
   size_t gelu = 0;        // com.microsoft Gelu
   size_t fast_gelu = 0;   // com.microsoft FastGelu
+  size_t attention = 0;   // kiln MultiHeadAttention
   std::map<std::string, size_t> by_pattern;  // config name -> rewrites
-  size_t total() const { return layer_norm + gelu + fast_gelu; }
+  size_t total() const { return layer_norm + gelu + fast_gelu + attention; }
 };
 
-// Runs the library's LayerNorm and GELU patterns on `graph` in place. ir::infer_shapes runs
+// Runs the library's LayerNorm, GELU and attention patterns on `graph` in place. ir::infer_shapes runs
 // first (the checks read dtypes and ranks) and again when anything changed (validates the
 // new nodes and types their tensors), so an unsupported op throws kiln::Error.
 FusionStats apply_transformer_fusions(ir::Graph& graph);

@@ -324,7 +324,7 @@ std::vector<Tensor> bert_inputs(const ir::Graph& g) {
 
 }  // namespace
 
-TEST(PatternLibrary, BertFusesEveryLayerNormAndGelu) {
+TEST(PatternLibrary, BertFusesEveryLayerNormGeluAndAttention) {
   const std::filesystem::path path = bench_model("bert_base");
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is not there";
   std::shared_ptr<ir::Graph> fused = Core().read_model(path.string())->graph();
@@ -333,10 +333,14 @@ TEST(PatternLibrary, BertFusesEveryLayerNormAndGelu) {
   EXPECT_EQ(stats.layer_norm, 25u);
   EXPECT_EQ(stats.gelu, 12u);
   EXPECT_EQ(stats.fast_gelu, 0u);
-  for (const char* gone : {"ReduceMean", "Erf", "Sqrt", "Pow"}) EXPECT_EQ(count_ops(*fused, gone), 0u) << gone;
+  EXPECT_EQ(stats.attention, 12u);
+  for (const char* gone : {"ReduceMean", "Erf", "Sqrt", "Pow", "Softmax", "Transpose"})
+    EXPECT_EQ(count_ops(*fused, gone), 0u) << gone;
   EXPECT_EQ(count_ops(*fused, "LayerNormalization"), 25u);
   EXPECT_EQ(count_ops(*fused, "Gelu"), 12u);
-  EXPECT_EQ(original->num_nodes() - fused->num_nodes(), 25u * 8 + 12u * 4);
+  EXPECT_EQ(count_ops(*fused, "MultiHeadAttention"), 12u);
+  // LayerNorm: 9 nodes -> 1; GELU: 5 -> 1; attention: 13 -> 1
+  EXPECT_EQ(original->num_nodes() - fused->num_nodes(), 25u * 8 + 12u * 4 + 12u * 12);
   ASSERT_EQ(fused->outputs().size(), 1u);
   EXPECT_EQ(fused->outputs()[0]->name(), original->outputs()[0]->name());
 

@@ -43,6 +43,8 @@ bool reduce_supports(const ir::Node& n);
 std::unique_ptr<Node> make_reduce_node(const ir::Node& n);
 bool eltwise_supports(const ir::Node& n);
 std::unique_ptr<Node> make_eltwise_node(const ir::Node& n);
+bool attention_supports(const ir::Node& n);
+std::unique_ptr<Node> make_attention_node(const ir::Node& n);
 bool binary_supports(const ir::Node& n);
 std::unique_ptr<Node> make_binary_node(const ir::Node& n);
 

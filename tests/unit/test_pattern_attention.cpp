@@ -1,0 +1,156 @@
+// The attention pattern (src/pattern/library/attention.json): a BERT-style attention block
+// on a hand-built graph collapses into one kiln MultiHeadAttention whose outputs equal the
+// block's; variants that are not that computation are left alone. Plus the op's shape
+// checks and the cpu Attention node against the reference kernel.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "cpu_test_util.hpp"
+#include "pattern/pattern_library.hpp"
+#include "test_pattern_util.hpp"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+struct AttentionOptions {
+  bool mask = true;
+  bool mul_scale = false;                  // Mul by 1/sqrt(d) instead of Div by sqrt(d)
+  std::vector<int64_t> k_perm = {0, 2, 3, 1};
+  int64_t softmax_axis = -1;
+};
+
+// x [B, S, H*D] -> Q, K, V = x Wq, x Wk, x Wv -> attention -> [B, S, H*D]
+ir::Value* attention_block(GraphBuilder& b, ir::Value* x, ir::Value* mask, int64_t B, int64_t S, int64_t H, int64_t D,
+                           const AttentionOptions& o) {
+  const int64_t C = H * D;
+  auto proj = [&](const char* n) { return b.op("MatMul", {x, b.constant(b.random({C, C}, -0.3f, 0.3f))}, n); };
+  auto split = [&](ir::Value* v, const std::string& n) {
+    return b.op("Reshape", {v, b.constant(Tensor::from_vector<int64_t>({B, S, H, D}, {4}))}, n);
+  };
+  using A = ir::Attribute;
+  ir::Value* q = b.op("Transpose", {split(proj("q"), "rq")}, "tq", {{"perm", A(std::vector<int64_t>{0, 2, 1, 3})}});
+  ir::Value* k = b.op("Transpose", {split(proj("k"), "rk")}, "tk", {{"perm", A(o.k_perm)}});
+  ir::Value* v = b.op("Transpose", {split(proj("v"), "rv")}, "tv", {{"perm", A(std::vector<int64_t>{0, 2, 1, 3})}});
+  ir::Value* s = b.op("MatMul", {q, k}, "qk");
+  s = o.mul_scale ? b.op("Mul", {s, b.scalar(1.0f / std::sqrt(static_cast<float>(D)))}, "scale")
+                  : b.op("Div", {s, b.scalar(std::sqrt(static_cast<float>(D)))}, "scale");
+  if (mask) s = b.op("Add", {s, mask}, "mask_add");
+  s = b.op("Softmax", {s}, "softmax", {{"axis", A(o.softmax_axis)}});
+  ir::Value* y = b.op("MatMul", {s, v}, "pv");
+  y = b.op("Transpose", {y}, "to", {{"perm", A(std::vector<int64_t>{0, 2, 1, 3})}});
+  return b.op("Reshape", {y, b.constant(Tensor::from_vector<int64_t>({B, S, C}, {3}))}, "merge");
+}
+
+ir::Node* only_mha(const ir::Graph& g) {
+  ir::Node* found = nullptr;
+  for (ir::Node* n : g.nodes())
+    if (n->op_type() == "MultiHeadAttention") found = n;
+  return found;
+}
+
+}  // namespace
+
+TEST(PatternAttention, BlockWithMaskBecomesOneMultiHeadAttention) {
+  for (bool mul : {false, true}) {
+    GraphBuilder b;
+    ir::Value* x = b.input("x", {2, 5, 12});
+    ir::Value* mask = b.input("mask", {2, 1, 1, 5});
+    b.output(attention_block(b, x, mask, 2, 5, 3, 4, {true, mul}));
+    auto original = b.g->clone();
+    auto want = b.run_on(original);
+    auto stats = pattern::apply_transformer_fusions(*b.g);
+    EXPECT_EQ(stats.attention, 1u);
+    ir::Node* mha = only_mha(*b.g);
+    ASSERT_NE(mha, nullptr);
+    EXPECT_EQ(mha->domain(), "kiln");
+    EXPECT_EQ(mha->name(), "pv");
+    EXPECT_EQ(mha->attr_i("num_heads"), 3);
+    EXPECT_NEAR(mha->attr_f("scale"), 0.5f, 1e-6);
+    EXPECT_EQ(mha->num_inputs(), 4u);
+    EXPECT_EQ(count_ops(*b.g, "Transpose"), 0u);
+    EXPECT_EQ(count_ops(*b.g, "Softmax"), 0u);
+    EXPECT_EQ(b.g->num_nodes(), 4u);  // three projections + attention
+    expect_close(want, b.run(), 1e-4, 1e-5);
+  }
+}
+
+TEST(PatternAttention, BlockWithoutMask) {
+  GraphBuilder b;
+  ir::Value* x = b.input("x", {1, 7, 8});
+  b.output(attention_block(b, x, nullptr, 1, 7, 2, 4, {false}));
+  auto want = b.run_on(b.g->clone());
+  EXPECT_EQ(pattern::apply_transformer_fusions(*b.g).attention, 1u);
+  ASSERT_NE(only_mha(*b.g), nullptr);
+  EXPECT_EQ(only_mha(*b.g)->num_inputs(), 3u);
+  expect_close(want, b.run(), 1e-4, 1e-5);
+}
+
+TEST(PatternAttention, OtherComputationsAreLeftAlone) {
+  AttentionOptions wrong_perm;
+  wrong_perm.k_perm = {0, 2, 1, 3};  // K not transposed: then the MatMul shapes only agree when S == D
+  AttentionOptions wrong_axis;
+  wrong_axis.softmax_axis = 2;  // softmax over queries
+  for (const AttentionOptions& o : {wrong_perm, wrong_axis}) {
+    GraphBuilder b;
+    ir::Value* x = b.input("x", {1, 4, 8});
+    ir::Value* mask = b.input("mask", {1, 1, 1, 4});
+    b.output(attention_block(b, x, mask, 1, 4, 2, 4, o));
+    EXPECT_EQ(pattern::apply_transformer_fusions(*b.g).attention, 0u);
+    EXPECT_EQ(only_mha(*b.g), nullptr);
+  }
+}
+
+TEST(PatternAttention, AnIntermediateReadOutsideBlocksTheFusion) {
+  GraphBuilder b;
+  ir::Value* x = b.input("x", {1, 4, 8});
+  ir::Value* mask = b.input("mask", {1, 1, 1, 4});
+  b.output(attention_block(b, x, mask, 1, 4, 2, 4, {}));
+  // the attention probabilities are also a graph output
+  for (ir::Node* n : b.g->nodes())
+    if (n->name() == "softmax") b.output(n->output(0));
+  EXPECT_EQ(pattern::apply_transformer_fusions(*b.g).attention, 0u);
+}
+
+TEST(PatternAttention, OpRejectsInconsistentShapes) {
+  GraphBuilder b;
+  ir::Value* q = b.input("q", {1, 4, 9});
+  ir::Node* n = b.node("MultiHeadAttention", {q, q, q}, "mha", {{"num_heads", ir::Attribute(int64_t{2})},
+                                                              {"scale", ir::Attribute(1.0f)}}, "kiln");
+  b.g->opset_imports["kiln"] = 1;
+  b.output(n->output(0));
+  try {
+    ir::infer_shapes(*b.g);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a multiple of num_heads"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CpuAttention, MatchesTheReferenceKernelWithBroadcastMasks) {
+  struct Case {
+    Shape q, kv, mask;
+  };
+  for (const Case& c : {Case{{2, 5, 12}, {2, 7, 12}, {2, 1, 1, 7}}, Case{{1, 6, 8}, {1, 6, 8}, {}},
+                        Case{{1, 3, 16}, {1, 4, 16}, {1, 4, 3, 4}}, Case{{2, 4, 8}, {2, 4, 8}, {4}}}) {
+    auto g = make_graph();
+    g->opset_imports["kiln"] = 1;
+    std::vector<ir::Value*> ins = {g->add_input("q", {DType::f32, ir::PartialShape(c.q)}),
+                                   g->add_input("k", {DType::f32, ir::PartialShape(c.kv)}),
+                                   g->add_input("v", {DType::f32, ir::PartialShape(c.kv)})};
+    std::vector<Tensor> feeds = {random_tensor(c.q, 1), random_tensor(c.kv, 2), random_tensor(c.kv, 3)};
+    if (!c.mask.empty()) {
+      ins.push_back(g->add_input("mask", {DType::f32, ir::PartialShape(c.mask)}));
+      feeds.push_back(random_tensor(c.mask, 4, 3.0f));
+    }
+    ir::Node* n = g->add_node("MultiHeadAttention", ins, 1, "mha", "kiln");
+    n->attrs["num_heads"] = ir::Attribute(int64_t{c.q[2] / 4});
+    n->attrs["scale"] = ir::Attribute(0.5f);
+    g->add_output(n->output(0));
+    auto cg = compare_with_reference(g, feeds, 1e-4, 1e-5);
+    ASSERT_EQ(count_type(*cg, "Attention"), 1u) << cg->describe();
+    expect_jit(*cg, "Attention");
+  }
+}
