@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
+#include <optional>
 
 #include "core/dispatch.hpp"
 #include "core/strings.hpp"
@@ -259,6 +261,45 @@ void attention_fixup(Rewrite& r) {
   mha->attrs["scale"] = ir::Attribute(static_cast<float>(sc.op_type == "Div" ? 1.0 / v : v));
 }
 
+// ---------------- hard-swish / hard-sigmoid ----------------
+
+// Clip's bounds from its constant inputs (opset >= 11) or attributes; nullopt if not constant.
+std::optional<std::pair<double, double>> clip_bounds(const ir::Node* c) {
+  double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
+  auto bound = [&](size_t i, const char* attr, double& v) {
+    if (c->num_inputs() > i && c->has_input(i)) {
+      const ir::Value* b = c->input(i);
+      if (!b->is_constant() || b->constant().size() != 1) return false;
+      v = b->constant().to_f64()[0];
+    } else if (c->has_attr(attr)) {
+      v = c->attr_f(attr);
+    }
+    return true;
+  };
+  if (!bound(1, "min", lo) || !bound(2, "max", hi)) return std::nullopt;
+  return std::make_pair(lo, hi);
+}
+
+// Add(x, 3) -> Clip(0, 6) -> Div 6 / Mul 1/6 at nodes add, clip, div; x the Add's outside input.
+bool relu6_over_6_ok(const Match& m, int add, int clip, int div) {
+  const ir::Value* x = outside_operand(m, add);
+  if (!x) x = m.node(add)->input(0);
+  if (!x || !is_floating(x->type.dtype)) return false;
+  if (!operand_near(m, add, x, 3.0)) return false;
+  auto b = clip_bounds(m.node(clip));
+  if (!b || !close(b->first, 0.0) || !close(b->second, 6.0)) return false;
+  const ir::Node* d = m.node(div);
+  const ir::Value* prev = m.node(div - 1)->output(0);  // the chain element before the scale
+  if (d->op_type() == "Div") return d->input(0) == prev && scalar_near(d->input(1), x, 6.0);
+  return scalar_near(other_input(d, prev), x, 1.0 / 6.0);
+}
+
+void hard_sigmoid_fixup(Rewrite& r) {
+  ir::Node* n = r.new_nodes.at(0);
+  n->attrs["alpha"] = ir::Attribute(static_cast<float>(1.0 / 6.0));
+  n->attrs["beta"] = ir::Attribute(0.5f);
+}
+
 struct Fusion {
   const char* pattern;
   size_t FusionStats::*counter;
@@ -285,6 +326,12 @@ const std::vector<Fusion>& fusions() {
       {"fast_gelu_x_then_half", &FusionStats::fast_gelu,
        [](const Match& m) { return gelu_ok(m, false, {{0, 3.0}, {1, 0.044715}, {3, kSqrt2OverPi}, {5, 1.0}, {7, 0.5}}); },
        {}},
+      {"hard_swish_mul_then_div", &FusionStats::hard_swish, [](const Match& m) { return relu6_over_6_ok(m, 0, 1, 3); },
+       {}},
+      {"hard_swish_div_then_mul", &FusionStats::hard_swish, [](const Match& m) { return relu6_over_6_ok(m, 0, 1, 2); },
+       {}},
+      {"hard_sigmoid_chain", &FusionStats::hard_sigmoid, [](const Match& m) { return relu6_over_6_ok(m, 0, 1, 2); },
+       [](Rewrite& r, ir::Graph&) { hard_sigmoid_fixup(r); }},
       {"attention", &FusionStats::attention, [](const Match& m) { return attention_ok(m, kWithMask); },
        [](Rewrite& r, ir::Graph&) { attention_fixup(r); }},
       {"attention_no_mask", &FusionStats::attention, [](const Match& m) { return attention_ok(m, kNoMask); },

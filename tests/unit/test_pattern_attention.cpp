@@ -154,3 +154,33 @@ TEST(CpuAttention, MatchesTheReferenceKernelWithBroadcastMasks) {
     expect_jit(*cg, "Attention");
   }
 }
+
+// ---------------- hard-swish / hard-sigmoid chains ----------------
+
+TEST(PatternHardSwish, ExporterChainsBecomeHardSwishAndHardSigmoid) {
+  for (int form = 0; form < 3; ++form) {
+    GraphBuilder b(13);
+    ir::Value* x = b.input("x", {2, 3, 4});
+    ir::Value* r6 = b.op("Clip", {b.op("Add", {x, b.scalar(3.0f)}), b.scalar(0.0f), b.scalar(6.0f)});
+    ir::Value* y = nullptr;
+    if (form == 0) y = b.op("Div", {b.op("Mul", {x, r6}), b.scalar(6.0f)});          // x * r6 / 6
+    if (form == 1) y = b.op("Mul", {x, b.op("Mul", {r6, b.scalar(1.0f / 6.0f)})});  // x * (r6 * 1/6)
+    if (form == 2) y = b.op("Div", {r6, b.scalar(6.0f)});                           // hard sigmoid
+    b.output(y);
+    auto want = b.run_on(b.g->clone());
+    auto st = pattern::apply_transformer_fusions(*b.g);
+    EXPECT_EQ(b.g->num_nodes(), 1u) << form;
+    EXPECT_EQ(count_ops(*b.g, form == 2 ? "HardSigmoid" : "HardSwish"), 1u) << form;
+    EXPECT_EQ(form == 2 ? st.hard_sigmoid : st.hard_swish, 1u) << form;
+    expect_close(want, b.run(), 1e-5, 1e-6);
+  }
+}
+
+TEST(PatternHardSwish, OtherConstantsAreLeftAlone) {
+  GraphBuilder b(13);
+  ir::Value* x = b.input("x", {2, 3, 4});
+  ir::Value* r = b.op("Clip", {b.op("Add", {x, b.scalar(3.0f)}), b.scalar(0.0f), b.scalar(5.0f)});  // relu5
+  b.output(b.op("Div", {b.op("Mul", {x, r}), b.scalar(6.0f)}));
+  EXPECT_EQ(pattern::apply_transformer_fusions(*b.g).total(), 0u);
+  EXPECT_EQ(b.g->num_nodes(), 4u);
+}
