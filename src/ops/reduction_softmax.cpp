@@ -368,7 +368,10 @@ void add_losses(ir::OpRegistry& r) {
 
 }  // namespace
 
+void register_rms_norm(ir::OpRegistry& r);  // reduction_rms_norm.cpp
+
 void register_reduction_softmax_ops(ir::OpRegistry& r) {
+  register_rms_norm(r);
   add_softmax<SM::Softmax>(r, "Softmax");
   add_softmax<SM::LogSoftmax>(r, "LogSoftmax");
   add_softmax<SM::Hardmax>(r, "Hardmax");

@@ -261,6 +261,33 @@ void attention_fixup(Rewrite& r) {
   mha->attrs["scale"] = ir::Attribute(static_cast<float>(sc.op_type == "Div" ? 1.0 / v : v));
 }
 
+// ---------------- RMSNorm ----------------
+
+// gamma_node: the Mul by gamma (its outside operand must be a 1-D constant of X's last dim).
+bool rms_norm_ok(const Match& m, int gamma_node) {
+  const ir::Node* pow = m.node(0);
+  const ir::Value* x = pow->input(0);
+  if (!x || !is_floating(x->type.dtype) || rank_of(x) < 1) return false;
+  if (!scalar_near(pow->input(1), x, 2.0)) return false;
+  if (!reduces_last_axis(m.node(1), pow->output(0))) return false;
+  const Tensor* eps = scalar_constant(outside_operand(m, 2), x);
+  if (!eps || !(eps->to_f64()[0] >= 0)) return false;
+  const ir::Value* gamma = outside_operand(m, gamma_node);
+  const ir::Dim& c = x->type.shape.dims.back();
+  return gamma && gamma->is_constant() && gamma->constant().rank() == 1 && c.is_static() &&
+         gamma->constant().shape()[0] == c.value;
+}
+
+void rms_norm_fixup(Rewrite& r) {
+  ir::Node* n = r.new_nodes.at(0);
+  const OldNode& add = r.returned(2);
+  const Tensor* eps = nullptr;
+  for (size_t i = 0; i < add.inputs.size() && !eps; ++i)
+    if (!add.inputs[i].from_pattern) eps = add.constant_input(i);
+  KILN_CHECK(eps, cat(n->describe(), ": RMSNorm fusion lost its epsilon constant"));
+  n->attrs["epsilon"] = ir::Attribute(static_cast<float>(eps->to_f64()[0]));
+}
+
 // ---------------- hard-swish / hard-sigmoid ----------------
 
 // Clip's bounds from its constant inputs (opset >= 11) or attributes; nullopt if not constant.
@@ -326,6 +353,10 @@ const std::vector<Fusion>& fusions() {
       {"fast_gelu_x_then_half", &FusionStats::fast_gelu,
        [](const Match& m) { return gelu_ok(m, false, {{0, 3.0}, {1, 0.044715}, {3, kSqrt2OverPi}, {5, 1.0}, {7, 0.5}}); },
        {}},
+      {"rms_norm_div", &FusionStats::rms_norm, [](const Match& m) { return rms_norm_ok(m, 5); },
+       [](Rewrite& r, ir::Graph&) { rms_norm_fixup(r); }},
+      {"rms_norm_reciprocal", &FusionStats::rms_norm, [](const Match& m) { return rms_norm_ok(m, 6); },
+       [](Rewrite& r, ir::Graph&) { rms_norm_fixup(r); }},
       {"hard_swish_mul_then_div", &FusionStats::hard_swish, [](const Match& m) { return relu6_over_6_ok(m, 0, 1, 3); },
        {}},
       {"hard_swish_div_then_mul", &FusionStats::hard_swish, [](const Match& m) { return relu6_over_6_ok(m, 0, 1, 2); },

@@ -184,3 +184,33 @@ TEST(PatternHardSwish, OtherConstantsAreLeftAlone) {
   EXPECT_EQ(pattern::apply_transformer_fusions(*b.g).total(), 0u);
   EXPECT_EQ(b.g->num_nodes(), 4u);
 }
+
+// ---------------- RMSNorm ----------------
+
+TEST(PatternRmsNorm, DivAndReciprocalFormsBecomeRmsNormalization) {
+  for (bool reciprocal : {false, true}) {
+    GraphBuilder b(13);
+    ir::Value* x = b.input("x", {2, 3, 8});
+    ir::Value* ms = b.op("ReduceMean", {b.op("Pow", {x, b.scalar(2.0f)})}, "mean", {{"axes", ir::Attribute(std::vector<int64_t>{-1})}});
+    ir::Value* rms = b.op("Sqrt", {b.op("Add", {ms, b.scalar(1e-6f)})});
+    ir::Value* n = reciprocal ? b.op("Mul", {x, b.op("Reciprocal", {rms})}) : b.op("Div", {x, rms});
+    b.output(b.op("Mul", {b.vec({8}), n}, "gamma_mul"));
+    auto want = b.run_on(b.g->clone());
+    auto st = pattern::apply_transformer_fusions(*b.g);
+    EXPECT_EQ(st.rms_norm, 1u);
+    ASSERT_EQ(b.g->num_nodes(), 1u);
+    ir::Node* rn = b.g->nodes()[0];
+    EXPECT_EQ(rn->op_type(), "RMSNormalization");
+    EXPECT_NEAR(rn->attr_f("epsilon"), 1e-6f, 1e-12);
+    expect_close(want, b.run(), 1e-5, 1e-6);
+  }
+}
+
+TEST(PatternRmsNorm, NotOverAnotherAxisOrWithAVectorEpsilon) {
+  GraphBuilder b(13);
+  ir::Value* x = b.input("x", {2, 3, 8});
+  ir::Value* ms = b.op("ReduceMean", {b.op("Pow", {x, b.scalar(2.0f)})}, "mean", {{"axes", ir::Attribute(std::vector<int64_t>{1})}});
+  ir::Value* rms = b.op("Sqrt", {b.op("Add", {ms, b.scalar(1e-6f)})});
+  b.output(b.op("Mul", {b.op("Div", {x, rms}), b.vec({8})}));
+  EXPECT_EQ(pattern::apply_transformer_fusions(*b.g).rms_norm, 0u);
+}
