@@ -14,24 +14,27 @@ const std::vector<CpuPass>& cpu_passes() {
       {"FuseConvolutionAndSum", fuse_convolution_and_sum},
       // Gemm / MatMul with constant weights -> bias Add -> activations
       {"FuseFullyConnectedAndSimpleOperation", fuse_fully_connected_and_simple_operation},
+      // max / average Pooling -> FakeQuantize (constant per-tensor / per-channel ranges)
+      {"FusePoolingAndFakeQuantize", fuse_pooling_and_fake_quantize},
   };
   return passes;
 }
 
 namespace {
 constexpr const char* kPatterns = "TransformerPatterns";
-const char* const kIrPasses[] = {"QdqToFakeQuantize", "RemoveIdentityOps", "FoldPadIntoConvolution",
-                                 "FoldBatchNormalization"};
+const char* const kIrPasses[] = {"QdqToFakeQuantize",      "RemoveIdentityOps", "FoldPadIntoConvolution",
+                                 "MergeGroupConvolution", "FoldBatchNormalization"};
 }  // namespace
 
 void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log) {
   if (disabled.count("all-fusions")) return;
   if (!disabled.count(kPatterns)) {
     pattern::FusionStats st = pattern::apply_transformer_fusions(g);
-    if (log && st.total() > 0)
-      log->applied(kPatterns, g.name.empty() ? "graph" : g.name,
-                   cat(st.layer_norm, " LayerNormalization, ", st.gelu, " Gelu, ", st.fast_gelu, " FastGelu, ",
-                       st.attention, " MultiHeadAttention"));
+    if (log && st.total() > 0) {
+      std::vector<std::string> parts;
+      for (const auto& [name, count] : st.by_pattern) parts.push_back(cat(name, " x", count));
+      log->applied(kPatterns, g.name.empty() ? "graph" : g.name, join(parts, ", "));
+    }
   }
   transforms::run_ir_fusion_passes(g, disabled, log);
 }

@@ -369,9 +369,11 @@ void add_losses(ir::OpRegistry& r) {
 }  // namespace
 
 void register_rms_norm(ir::OpRegistry& r);  // reduction_rms_norm.cpp
+void register_skip_layer_norm(ir::OpRegistry& r);  // reduction_skip_layer_norm.cpp
 
 void register_reduction_softmax_ops(ir::OpRegistry& r) {
   register_rms_norm(r);
+  register_skip_layer_norm(r);
   add_softmax<SM::Softmax>(r, "Softmax");
   add_softmax<SM::LogSoftmax>(r, "LogSoftmax");
   add_softmax<SM::Hardmax>(r, "Hardmax");

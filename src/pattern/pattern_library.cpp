@@ -288,6 +288,30 @@ void rms_norm_fixup(Rewrite& r) {
   n->attrs["epsilon"] = ir::Attribute(static_cast<float>(eps->to_f64()[0]));
 }
 
+// ---------------- SkipLayerNorm ----------------
+
+bool skip_layer_norm_ok(const Match& m) {
+  const ir::Node* add = m.node(0);
+  const ir::Node* ln = m.node(1);
+  const ir::Value *a = add->input(0), *b = add->input(1);
+  if (!a || !b || a->type.dtype != DType::f32 || b->type.dtype != DType::f32) return false;
+  if (!a->type.shape.is_static() || !b->type.shape.is_static() || a->type.shape.to_shape() != b->type.shape.to_shape())
+    return false;
+  const Shape s = a->type.shape.to_shape();
+  if (s.empty() || ln->num_inputs() != 3 || ln->num_outputs() != 1) return false;
+  const int64_t axis = ln->attr_i("axis", -1);
+  if (axis != -1 && axis != static_cast<int64_t>(s.size()) - 1) return false;
+  for (size_t i = 1; i < 3; ++i) {
+    const ir::Value* p = ln->input(i);
+    if (!p || !p->is_constant() || p->constant().rank() != 1 || p->constant().shape()[0] != s.back()) return false;
+  }
+  return true;
+}
+
+void skip_layer_norm_fixup(Rewrite& r) {
+  r.new_nodes.at(0)->attrs["epsilon"] = ir::Attribute(r.returned(1).attr_f("epsilon", 1e-5f));
+}
+
 // ---------------- hard-swish / hard-sigmoid ----------------
 
 // Clip's bounds from its constant inputs (opset >= 11) or attributes; nullopt if not constant.
@@ -353,6 +377,8 @@ const std::vector<Fusion>& fusions() {
       {"fast_gelu_x_then_half", &FusionStats::fast_gelu,
        [](const Match& m) { return gelu_ok(m, false, {{0, 3.0}, {1, 0.044715}, {3, kSqrt2OverPi}, {5, 1.0}, {7, 0.5}}); },
        {}},
+      {"skip_layer_norm", &FusionStats::skip_layer_norm, [](const Match& m) { return skip_layer_norm_ok(m); },
+       [](Rewrite& r, ir::Graph&) { skip_layer_norm_fixup(r); }},
       {"rms_norm_div", &FusionStats::rms_norm, [](const Match& m) { return rms_norm_ok(m, 5); },
        [](Rewrite& r, ir::Graph&) { rms_norm_fixup(r); }},
       {"rms_norm_reciprocal", &FusionStats::rms_norm, [](const Match& m) { return rms_norm_ok(m, 6); },

@@ -32,10 +32,11 @@ struct FusionStats {
   size_t fast_gelu = 0;   // com.microsoft FastGelu
   size_t attention = 0;   // kiln MultiHeadAttention
   size_t rms_norm = 0;    // kiln RMSNormalization
+  size_t skip_layer_norm = 0;  // com.microsoft SkipLayerNormalization (residual Add + LayerNorm)
   size_t hard_swish = 0;  // HardSwish from x * clip(x + 3, 0, 6) / 6
   size_t hard_sigmoid = 0;  // HardSigmoid from clip(x + 3, 0, 6) / 6
   std::map<std::string, size_t> by_pattern;  // config name -> rewrites
-  size_t total() const { return layer_norm + gelu + fast_gelu + attention + rms_norm + hard_swish + hard_sigmoid; }
+  size_t total() const { return layer_norm + gelu + fast_gelu + attention + rms_norm + skip_layer_norm + hard_swish + hard_sigmoid; }
 };
 
 // Runs the library's LayerNorm, GELU and attention patterns on `graph` in place. ir::infer_shapes runs

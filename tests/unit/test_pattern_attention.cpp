@@ -214,3 +214,55 @@ TEST(PatternRmsNorm, NotOverAnotherAxisOrWithAVectorEpsilon) {
   b.output(b.op("Mul", {b.op("Div", {x, rms}), b.vec({8})}));
   EXPECT_EQ(pattern::apply_transformer_fusions(*b.g).rms_norm, 0u);
 }
+
+// ---------------- SkipLayerNorm ----------------
+
+TEST(PatternSkipLayerNorm, ResidualAddAndLayerNormBecomeOneNode) {
+  GraphBuilder b(13);
+  ir::Value* x = b.input("x", {2, 3, 8});
+  ir::Value* r = b.input("residual", {2, 3, 8});
+  ir::Value* sum = b.op("Add", {x, r}, "residual_add");
+  b.output(decomposed_layer_norm(b, sum, "ln", 8, 1e-5f));
+  auto want = b.run_on(b.g->clone());
+  auto st = pattern::apply_transformer_fusions(*b.g);
+  EXPECT_EQ(st.layer_norm, 1u);
+  EXPECT_EQ(st.skip_layer_norm, 1u);
+  ASSERT_EQ(b.g->num_nodes(), 1u);
+  ir::Node* n = b.g->nodes()[0];
+  EXPECT_EQ(n->op_type(), "SkipLayerNormalization");
+  EXPECT_EQ(n->domain(), "com.microsoft");
+  EXPECT_NEAR(n->attr_f("epsilon"), 1e-5f, 1e-12);
+  expect_close(want, b.run(), 1e-5, 1e-5);
+}
+
+TEST(PatternSkipLayerNorm, NotWhenTheAddBroadcastsOrItsSumIsReadElsewhere) {
+  for (int k = 0; k < 2; ++k) {
+    GraphBuilder b(13);
+    ir::Value* x = b.input("x", {2, 3, 8});
+    ir::Value* r = k == 0 ? b.input("residual", {1, 3, 8}) : b.input("residual", {2, 3, 8});
+    ir::Value* sum = b.op("Add", {x, r}, "residual_add");
+    b.output(decomposed_layer_norm(b, sum, "ln", 8, 1e-5f));
+    if (k == 1) b.output(sum);
+    auto st = pattern::apply_transformer_fusions(*b.g);
+    EXPECT_EQ(st.layer_norm, 1u);
+    EXPECT_EQ(st.skip_layer_norm, 0u) << k;
+  }
+}
+
+TEST(CpuSkipLayerNorm, MatchesTheReferenceKernelWithAndWithoutBias) {
+  for (bool bias : {false, true}) {
+    auto g = make_graph();
+    g->opset_imports["com.microsoft"] = 1;
+    std::vector<ir::Value*> ins = {g->add_input("x", {DType::f32, ir::PartialShape(Shape{2, 5, 24})}),
+                                   g->add_input("skip", {DType::f32, ir::PartialShape(Shape{2, 5, 24})}),
+                                   g->add_constant("gamma", random_tensor({24}, 3, 0.5f, 1.5f)),
+                                   g->add_constant("beta", random_tensor({24}, 4))};
+    if (bias) ins.push_back(g->add_constant("bias", random_tensor({24}, 5)));
+    ir::Node* n = g->add_node("SkipLayerNormalization", ins, 1, "sln", "com.microsoft");
+    n->attrs["epsilon"] = ir::Attribute(1e-6f);
+    g->add_output(n->output(0));
+    auto cg = compare_with_reference(g, {random_tensor({2, 5, 24}, 1, 2.0f), random_tensor({2, 5, 24}, 2)}, 1e-4, 1e-5);
+    EXPECT_EQ(count_type(*cg, "SkipLayerNorm"), 1u) << cg->describe();
+    expect_jit(*cg, "SkipLayerNorm");
+  }
+}

@@ -282,7 +282,8 @@ TEST(PatternLibrary, FusionsInsideALargerGraph) {
   FusionStats s = fuse_and_compare(b, 1e-4, 1e-4);
   EXPECT_EQ(s.layer_norm, 2u);
   EXPECT_EQ(s.gelu, 1u);
-  EXPECT_EQ(b.g->num_nodes(), 6u);
+  EXPECT_EQ(s.skip_layer_norm, 1u);  // the residual Add joins ln_b
+  EXPECT_EQ(b.g->num_nodes(), 5u);
 }
 
 TEST(PatternLibrary, SymbolicBatchAndSequence) {
@@ -334,13 +335,15 @@ TEST(PatternLibrary, BertFusesEveryLayerNormGeluAndAttention) {
   EXPECT_EQ(stats.gelu, 12u);
   EXPECT_EQ(stats.fast_gelu, 0u);
   EXPECT_EQ(stats.attention, 12u);
+  EXPECT_EQ(stats.skip_layer_norm, 25u);  // every LayerNorm follows a residual (or embedding) Add
   for (const char* gone : {"ReduceMean", "Erf", "Sqrt", "Pow", "Softmax", "Transpose"})
     EXPECT_EQ(count_ops(*fused, gone), 0u) << gone;
-  EXPECT_EQ(count_ops(*fused, "LayerNormalization"), 25u);
+  EXPECT_EQ(count_ops(*fused, "LayerNormalization"), 0u);
+  EXPECT_EQ(count_ops(*fused, "SkipLayerNormalization"), 25u);
   EXPECT_EQ(count_ops(*fused, "Gelu"), 12u);
   EXPECT_EQ(count_ops(*fused, "MultiHeadAttention"), 12u);
-  // LayerNorm: 9 nodes -> 1; GELU: 5 -> 1; attention: 13 -> 1
-  EXPECT_EQ(original->num_nodes() - fused->num_nodes(), 25u * 8 + 12u * 4 + 12u * 12);
+  // LayerNorm: 9 nodes -> 1, then Add + LayerNorm -> 1; GELU: 5 -> 1; attention: 13 -> 1
+  EXPECT_EQ(original->num_nodes() - fused->num_nodes(), 25u * 9 + 12u * 4 + 12u * 12);
   ASSERT_EQ(fused->outputs().size(), 1u);
   EXPECT_EQ(fused->outputs()[0]->name(), original->outputs()[0]->name());
 

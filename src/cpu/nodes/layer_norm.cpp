@@ -5,6 +5,9 @@
 // stash_type (f32) only. When Mean / InvStdDev are requested the primitive runs in
 // training mode (it then writes mean and variance) and InvStdDev = 1/sqrt(var + eps) is
 // finished in place.
+// com.microsoft SkipLayerNormalization (residual Add + LayerNorm, from the SkipLayerNorm
+// pattern) is the same node with a oneDNN binary add (input + skip, + bias as a post-op)
+// into the output first; the normalisation then runs in place on it.
 #include <cmath>
 #include <cstring>
 
@@ -49,22 +52,26 @@ std::optional<std::vector<float>> expand_param(const Tensor& p, const Shape& nor
   return out;
 }
 
+bool is_skip_layer_norm(const ir::Node& n) {
+  return n.domain() == "com.microsoft" && n.op_type() == "SkipLayerNormalization";
+}
+
 class LayerNormNode : public Node {
  public:
-  explicit LayerNormNode(const ir::Node& n) {
+  explicit LayerNormNode(const ir::Node& n) : skip_(is_skip_layer_norm(n)) {
     source = &n;
     name = n.name();
   }
-  const char* type() const override { return "LayerNorm"; }
+  const char* type() const override { return skip_ ? "SkipLayerNorm" : "LayerNorm"; }
 
   std::vector<InputLayout> prepare() override {
     const Shape& s = inputs[0]->shape;
-    const int64_t axis = norm_axis(*source, static_cast<int64_t>(s.size()));
+    const int64_t axis = skip_ ? static_cast<int64_t>(s.size()) - 1 : norm_axis(*source, static_cast<int64_t>(s.size()));
     const Shape norm(s.begin() + axis, s.end());
     const int64_t m = shape_size(norm), outer = shape_size(s) / m;
     const auto f32 = memory::data_type::f32;
     md_ = memory::desc({outer, m}, f32, tag::ab);
-    const float eps = source->attr_f("epsilon", 1e-5f);
+    const float eps = source->attr_f("epsilon", skip_ ? 1e-12f : 1e-5f);
     auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
     eps_ = eps;
     const bool stats = outputs.size() > 1;
@@ -82,11 +89,28 @@ class LayerNormNode : public Node {
     impl = pd_.impl_info_str();
 
     memory::desc pmd({m}, f32, tag::a);
-    auto scale = expand_param(inputs[1]->constant, norm);
+    const size_t scale_at = skip_ ? 2 : 1, shift_at = skip_ ? 3 : 2;
+    auto scale = expand_param(inputs[scale_at]->constant, norm);
     KILN_CHECK(scale.has_value(), cat(source->describe(), ": Scale does not broadcast to the normalized shape"));
     std::vector<float> shift(static_cast<size_t>(m), 0.0f);
-    if (inputs.size() > 2 && inputs[2]) {
-      auto b = expand_param(inputs[2]->constant, norm);
+    if (skip_) {
+      // input + skip (+ bias) -> the output, where the normalisation then runs in place
+      dnnl::primitive_attr attr;
+      if (inputs.size() > 4 && inputs[4]) {
+        bias_md_ = memory::desc({1, m}, f32, tag::ab);
+        bias_ = memory(bias_md_, cpu_engine());
+        std::memcpy(bias_.get_data_handle(), inputs[4]->constant.raw(), static_cast<size_t>(m) * sizeof(float));
+        dnnl::post_ops po;
+        po.append_binary(dnnl::algorithm::binary_add, bias_md_);
+        attr.set_post_ops(po);
+      }
+      add_pd_ = dnnl::binary::primitive_desc(dnnl::binary::desc(dnnl::algorithm::binary_add, md_, md_, md_), attr,
+                                             cpu_engine());
+      add_ = dnnl::binary(add_pd_);
+      impl = cat(add_pd_.impl_info_str(), "+", impl);
+    }
+    if (inputs.size() > shift_at && inputs[shift_at]) {
+      auto b = expand_param(inputs[shift_at]->constant, norm);
       KILN_CHECK(b.has_value(), cat(source->describe(), ": B does not broadcast to the normalized shape"));
       shift = std::move(*b);
     }
@@ -97,12 +121,20 @@ class LayerNormNode : public Node {
     outputs[0]->blocked.reset();
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
     req[0] = InputLayout::plain();
+    if (skip_) req[1] = InputLayout::plain();
     return req;
   }
 
   void execute(dnnl::stream& stream) override {
     memory src(md_, cpu_engine(), inputs[0]->data);
     memory dst(md_, cpu_engine(), outputs[0]->data);
+    if (skip_) {
+      std::unordered_map<int, memory> args = {
+          {DNNL_ARG_SRC_0, src}, {DNNL_ARG_SRC_1, memory(md_, cpu_engine(), inputs[1]->data)}, {DNNL_ARG_DST, dst}};
+      if (bias_) args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] = bias_;
+      add_.execute(stream, args);
+      src = dst;
+    }
     if (outputs.size() == 1) {
       prim_.execute(stream,
                     {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCALE, scale_}, {DNNL_ARG_SHIFT, shift_}});
@@ -125,7 +157,11 @@ class LayerNormNode : public Node {
   }
 
  private:
-  memory::desc md_, stat_md_;
+  bool skip_ = false;  // SkipLayerNormalization: binary add first
+  memory::desc md_, stat_md_, bias_md_;
+  dnnl::binary::primitive_desc add_pd_;
+  dnnl::binary add_;
+  memory bias_;
   float eps_ = 1e-5f;
   memory var_scratch_;  // variance when InvStdDev is not requested
   dnnl::layer_normalization_forward::primitive_desc pd_;
@@ -136,6 +172,23 @@ class LayerNormNode : public Node {
 }  // namespace
 
 bool layer_norm_supports(const ir::Node& n) {
+  if (is_skip_layer_norm(n)) {
+    if (n.num_outputs() != 1 || n.num_inputs() < 3) return false;
+    const ir::Value *x = n.input(0), *sk = n.input(1);
+    if (!x || !sk || x->type.dtype != DType::f32 || sk->type.dtype != DType::f32 || !x->type.shape.is_static() ||
+        !sk->type.shape.is_static() || x->type.shape.to_shape() != sk->type.shape.to_shape())
+      return false;
+    const Shape s = x->type.shape.to_shape();
+    if (s.empty() || shape_size(s) == 0) return false;
+    for (size_t i = 2; i < n.num_inputs(); ++i) {
+      const ir::Value* p = n.input(i);
+      if (!p) continue;
+      if (!p->is_constant() || p->constant().dtype() != DType::f32 || p->constant().rank() != 1 ||
+          p->constant().shape()[0] != s.back())
+        return false;
+    }
+    return true;
+  }
   if (n.op_type() != "LayerNormalization" || !n.domain().empty()) return false;
   if (n.num_outputs() < 1 || n.num_outputs() > 3 || n.num_inputs() < 2 || n.num_inputs() > 3) return false;
   if (n.attr_i("stash_type", 1) != 1) return false;
