@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <type_traits>
 
 #include "core/dispatch.hpp"
 #include "core/strings.hpp"
@@ -72,7 +73,11 @@ std::vector<int64_t> Tensor::to_i64() const {
   dispatch_all(dtype_, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* d = static_cast<const T*>(data_);
-    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int64_t>(static_cast<double>(d[i]));
+    // integers directly: through double, INT64_MAX (a common Slice end) would overflow
+    for (size_t i = 0; i < out.size(); ++i) {
+      if constexpr (std::is_integral_v<T>) out[i] = static_cast<int64_t>(d[i]);
+      else out[i] = static_cast<int64_t>(static_cast<double>(d[i]));
+    }
   });
   return out;
 }

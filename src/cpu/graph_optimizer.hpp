@@ -21,7 +21,8 @@ const std::vector<CpuPass>& cpu_passes();
 
 // The ir::Graph passes that run before lowering, in order: the transformer patterns of
 // src/pattern/ ("TransformerPatterns": LayerNorm, GELU), then QdqToFakeQuantize,
-// RemoveIdentityOps, FoldPadIntoConvolution, FoldBatchNormalization (src/transforms/).
+// RemoveIdentityOps, FoldPadIntoConvolution, MergeGroupConvolution, FoldBatchNormalization
+// (src/transforms/).
 void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log);
 
 // Every pass name a user may disable: the ir::Graph passes run before lowering, these,
@@ -35,5 +36,6 @@ void optimize_graph(Graph& g, const GraphOptions& options);
 size_t fuse_convolution_and_simple_operation(Graph& g, transforms::PassLog* log);
 size_t fuse_convolution_and_sum(Graph& g, transforms::PassLog* log);
 size_t fuse_fully_connected_and_simple_operation(Graph& g, transforms::PassLog* log);
+size_t fuse_pooling_and_fake_quantize(Graph& g, transforms::PassLog* log);
 
 }  // namespace kiln::cpu

@@ -3,6 +3,7 @@
 #include "ir/op_registry.hpp"
 #include "transforms/fold_batch_norm.hpp"
 #include "transforms/fold_pad.hpp"
+#include "transforms/merge_group_convolution.hpp"
 #include "transforms/qdq_to_fake_quantize.hpp"
 #include "transforms/remove_identity_ops.hpp"
 
@@ -17,6 +18,7 @@ size_t run_ir_fusion_passes(ir::Graph& g, const std::set<std::string>& disabled,
       {kQdqToFakeQuantize, fuse_qdq_to_fake_quantize},
       {kRemoveIdentityOps, remove_identity_ops},
       {kFoldPadIntoConvolution, fold_pad},
+      {kMergeGroupConvolution, merge_group_convolution},
       {kFoldBatchNormalization, fold_batch_norm},
   };
   size_t total = 0;

@@ -1,7 +1,9 @@
 // Pooling: ONNX MaxPool (without the Indices output), AveragePool, GlobalAveragePool and
 // GlobalMaxPool (1D/2D/3D, f32) on oneDNN's pooling_v2_forward (dilation support). The
 // primitive runs on whatever layout the producer made (nChw16c after a convolution) and
-// writes the same layout, so conv -> pool -> conv chains stay blocked.
+// writes the same layout, so conv -> pool -> conv chains stay blocked. Post-ops from
+// FusePoolingAndFakeQuantize (a FakeQuantize as binary + round post-ops) are applied by
+// the primitive.
 //
 // ONNX semantics that oneDNN has to reproduce exactly, checked in pooling_supports():
 //  - ceil_mode / auto_pad: the output size comes from the (static) output shape; the
@@ -13,6 +15,7 @@
 //    window reaches past the explicit end padding (ceil_mode), which stays on Reference.
 //    Without explicit pads include == exclude, so exclude_padding is used.
 #include <algorithm>
+#include <unordered_map>
 
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
@@ -114,12 +117,20 @@ bool pool_geometry(const ir::Node& n, const Shape& x, const Shape& y, PoolGeomet
 }
 
 dnnl::pooling_v2_forward::primitive_desc make_pool_pd(const PoolGeometry& g, const memory::desc& src,
-                                                      const Shape& y) {
+                                                      const Shape& y, PostOpList* post_ops = nullptr) {
   memory::desc dst_any(to_dims(y), memory::data_type::f32, memory::format_tag::any);
   dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, g.alg, src, dst_any, g.strides, g.kernel,
                                    g.dilation, g.pad_l, g.pad_r);
-  return dnnl::pooling_v2_forward::primitive_desc(d, cpu_engine());
+  dnnl::primitive_attr attr;
+  if (post_ops && !post_ops->empty()) {
+    dnnl::post_ops po;
+    post_ops->append_to(po);
+    attr.set_post_ops(po);
+  }
+  return dnnl::pooling_v2_forward::primitive_desc(d, attr, cpu_engine());
 }
+
+bool is_ref_impl(const std::string& impl) { return impl.rfind("ref", 0) == 0; }
 
 class PoolingNode : public SrcDstPrimitiveNode {
  public:
@@ -128,20 +139,72 @@ class PoolingNode : public SrcDstPrimitiveNode {
     name = n.name();
   }
   const char* type() const override { return "Pooling"; }
+  PostOpList* post_ops() override { return &post_ops_; }
+
+  // The input's layout is not known before prepare() (the producer picks it), so the
+  // trial is made on the layouts a producer gives: plain and channel blocks of 16 and 8.
+  // On each, a fused primitive must exist and be no reference kernel unless the unfused
+  // one is too. (On plain nchw oneDNN 2.6 runs pooling with post-ops on its C++
+  // simple_nchw kernel instead of JIT; still faster than a separate reference node.)
+  bool accepts_post_ops(const std::vector<PostOp>& extra, std::string* why) override {
+    PostOpList trial = post_ops_;
+    trial.ops.insert(trial.ops.end(), extra.begin(), extra.end());
+    if (std::string bad = trial.unsupported_combination(); !bad.empty()) {
+      if (why) *why = bad;
+      return false;
+    }
+    for (const PostOp& op : trial.ops)
+      if (op.kind == PostOp::Kind::sum) {
+        if (why) *why = "Pooling takes no sum post-op";
+        return false;
+      }
+    const Shape& x = inputs[0]->shape;
+    PoolGeometry g;
+    if (!pool_geometry(*source, x, outputs[0]->shape, g)) {
+      if (why) *why = "pooling geometry not supported by oneDNN";
+      return false;
+    }
+    using tag = memory::format_tag;
+    const size_t sp = x.size() - 2;
+    const tag b16[] = {tag::nCw16c, tag::nChw16c, tag::nCdhw16c}, b8[] = {tag::nCw8c, tag::nChw8c, tag::nCdhw8c};
+    std::vector<memory::desc> layouts = {*plain_desc(x, DType::f32)};
+    layouts.emplace_back(to_dims(x), memory::data_type::f32, b16[sp - 1]);
+    layouts.emplace_back(to_dims(x), memory::data_type::f32, b8[sp - 1]);
+    for (const memory::desc& src : layouts) {
+      try {
+        const std::string fused = make_pool_pd(g, src, outputs[0]->shape, &trial).impl_info_str();
+        if (is_ref_impl(fused) && !is_ref_impl(make_pool_pd(g, src, outputs[0]->shape, &post_ops_).impl_info_str())) {
+          if (why) *why = cat("oneDNN has only its reference pooling with post-ops ", trial.describe());
+          return false;
+        }
+      } catch (const dnnl::error& e) {
+        if (why) *why = cat("oneDNN rejects the post-ops ", trial.describe(), " (", e.what(), ")");
+        return false;
+      }
+    }
+    return true;
+  }
 
   std::vector<InputLayout> prepare() override {
     PoolGeometry g;
     KILN_CHECK(pool_geometry(*source, inputs[0]->shape, outputs[0]->shape, g),
                cat(source->describe(), ": pooling geometry not supported by oneDNN"));
-    pd_ = make_pool_pd(g, inputs[0]->desc(), outputs[0]->shape);
+    pd_ = make_pool_pd(g, inputs[0]->desc(), outputs[0]->shape, &post_ops_);
     prim_ = dnnl::pooling_v2_forward(pd_);
     impl = pd_.impl_info_str();
     outputs[0]->set_layout(pd_.dst_desc());
     return {InputLayout::any()};
   }
 
+  void execute(dnnl::stream& stream) override {
+    if (post_ops_.empty()) return SrcDstPrimitiveNode::execute(stream);
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, inputs[0]->memory()}, {DNNL_ARG_DST, outputs[0]->memory()}};
+    post_ops_.add_args(args);
+    prim_.execute(stream, args);
+  }
 
  private:
+  PostOpList post_ops_;
   dnnl::pooling_v2_forward::primitive_desc pd_;
 };
 
