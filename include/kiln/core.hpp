@@ -9,11 +9,18 @@
 //   req.infer();
 //   kiln::Tensor out = req.get_output_tensor();
 //
+// Requests also run asynchronously (start_async / wait / wait_for / set_callback); a
+// compiled model runs as many requests at once as it has streams (compile property
+// num_streams, see docs/settings.md), each with its own buffers, sharing the weights.
+//
 // Every failure a user can cause throws kiln::Error.
 #include <kiln/dtype.hpp>
 #include <kiln/error.hpp>
 #include <kiln/tensor.hpp>
 
+#include <chrono>
+#include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -51,7 +58,16 @@ class Model {
   std::vector<PortInfo> inputs_, outputs_;
 };
 
-// Compile properties: key -> value, both strings.
+// Compile properties: key -> value, both strings. Keys (new name, or the spec's old name
+// in parentheses; docs/settings.md says what each does):
+//   inference_num_threads (CPU_THREADS_NUM)      integer >= 0; 0 = all CPUs (default)
+//   num_streams (CPU_THROUGHPUT_STREAMS)         integer >= 0, AUTO, NUMA; default 1 (or per hint)
+//   enable_cpu_pinning (CPU_BIND_THREAD)         YES (default), NO, NUMA
+//   performance_mode (PERFORMANCE_HINT)          LATENCY, THROUGHPUT, NONE (default)
+//   exclusive_async_requests (EXCLUSIVE_ASYNC_REQUESTS)  YES, NO (default)
+//   enable_profiling (PERF_COUNT)                YES, NO (default)
+//   kiln_executor                                cpu (default), reference
+//   kiln_disable_passes                          optimizer pass names, comma-separated
 using AnyMap = std::map<std::string, std::string>;
 
 class InferRequest;
@@ -73,9 +89,16 @@ const char* status_name(ProfilingInfo::Status s);  // "EXECUTED", "NOT_RUN", "OP
 class CompiledModel {
  public:
   CompiledModel() = default;
+  // Any number of requests; each has its own inputs, outputs and intermediate buffers.
   InferRequest create_infer_request() const;
   const std::vector<PortInfo>& inputs() const;
   const std::vector<PortInfo>& outputs() const;
+  // The effective value of a property, by new or old key name: what the model runs with
+  // (e.g. num_streams -> the number AUTO or a hint chose; inference_num_threads -> the
+  // threads of all streams together). Also the read-only keys
+  // optimal_number_of_infer_requests (OPTIMAL_NUMBER_OF_INFER_REQUESTS: enough requests
+  // to keep every stream busy) and kiln_threads_per_stream. Unknown key: kiln::Error.
+  std::string get_property(const std::string& key) const;
   struct Impl;
 
  private:
@@ -90,11 +113,29 @@ class InferRequest {
   void set_input_tensor(size_t index, const Tensor& t);
   void set_input_tensor(const Tensor& t);  // the model must have exactly one input
   void set_tensor(const std::string& name, const Tensor& t);
+  // Runs the request and waits for it (on a stream of the compiled model; with 0 streams
+  // on the calling thread). Errors of the inference throw kiln::Error here.
   void infer();
+  // Queues the request for the next free stream and returns; the inputs set so far are
+  // what it reads (set_input_tensor on a busy request throws). With 0 streams the
+  // inference runs on the calling thread before start_async returns. Throws kiln::Error
+  // when an input is missing or the request is still busy.
+  void start_async();
+  // Blocks until the request is idle (its run and its callback are done); an error of
+  // that run (or an exception escaping the callback) is thrown here as kiln::Error.
+  // Returns at once when the request never ran.
+  void wait();
+  // Like wait() for at most `timeout`: true when the request is idle, false on timeout.
+  bool wait_for(std::chrono::milliseconds timeout);
+  // Called once per finished run (success or not: the exception_ptr is null or holds the
+  // kiln::Error), on the thread that ran it; the request is idle by then, so the callback
+  // may read outputs and start_async() again. It must not wait() for other requests.
+  void set_callback(std::function<void(std::exception_ptr)> callback);
   Tensor get_output_tensor(size_t index = 0) const;
   Tensor get_tensor(const std::string& name) const;  // an output by name
-  // Per-node times of the last infer(); throws unless the model was compiled with
-  // enable_profiling = YES.
+  // Per-node times of the last run; throws unless the model was compiled with
+  // enable_profiling = YES. With several streams busy, a node's CPU time includes what
+  // the other streams did meanwhile (it is the process's CPU time).
   std::vector<ProfilingInfo> get_profiling_info() const;
   struct Impl;
 

@@ -1,19 +1,22 @@
 #include <kiln/core.hpp>
 
-#include <sstream>
+#include <omp.h>
 
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "api/properties.hpp"
 #include "core/strings.hpp"
+#include "cpu/executor.hpp"
+#include "cpu/stream_executor.hpp"
 #include "frontend/onnx/onnx_frontend.hpp"
 #include "ir/graph.hpp"
 #include "ir/op_registry.hpp"
 #include "ir/printer.hpp"
-#include "cpu/executor.hpp"
-#include "cpu/graph_optimizer.hpp"
-
-#include <algorithm>
 #include "runtime/reference_executor.hpp"
-
-#include <omp.h>
 
 namespace kiln {
 
@@ -68,93 +71,111 @@ std::shared_ptr<Model> Core::read_model_from_memory(const std::string& bytes, co
 
 struct CompiledModel::Impl {
   std::shared_ptr<Model> model;
-  int threads = 0;  // 0: all cores
-  bool profiling = false;
-  std::unique_ptr<cpu::Executor> fast;                  // "kiln_executor" = "cpu" (default)
+  api::Settings settings;
+  cpu::StreamLayout layout;
+  std::unique_ptr<cpu::Executor> fast;                    // "kiln_executor" = "cpu" (default)
   std::unique_ptr<runtime::ReferenceExecutor> reference;  // "kiln_executor" = "reference"
+  // Declared last, so destroyed first: the workers finish (and drop their graphs) while
+  // the executors still exist. Null with 0 streams.
+  std::unique_ptr<cpu::StreamExecutor> streams;
 };
 
 struct InferRequest::Impl {
   std::shared_ptr<CompiledModel::Impl> compiled;
+  // under `mutex`:
+  mutable std::mutex mutex;
+  std::condition_variable idle;
+  std::function<void(std::exception_ptr)> callback;
   std::vector<Tensor> inputs;
+  bool busy = false;           // queued or running
+  int callbacks_running = 0;   // callbacks of finished runs still running
+  bool ran = false;            // a run has finished: outputs / error / profile are of it
+  std::exception_ptr error;    // of the last run (a kiln::Error)
   std::vector<Tensor> outputs;
-  std::vector<ProfilingInfo> profile;  // of the last infer() (enable_profiling)
+  std::vector<ProfilingInfo> profile;  // of the last run (enable_profiling)
 };
 
 namespace {
 
-struct Settings {
-  int threads = 0;
-  bool reference = false;
-  bool profiling = false;
-  cpu::GraphOptions graph;
-};
+// The request whose callback this thread is running (its wait() must not wait for itself).
+thread_local const InferRequest::Impl* t_in_callback_of = nullptr;
 
-const char* const kAcceptedKeys =
-    "inference_num_threads (CPU_THREADS_NUM), enable_profiling (PERF_COUNT), kiln_executor, kiln_disable_passes";
-
-bool parse_bool(const std::string& key, const std::string& v) {
-  if (v == "YES" || v == "yes" || v == "true" || v == "TRUE" || v == "1") return true;
-  if (v == "NO" || v == "no" || v == "false" || v == "FALSE" || v == "0") return false;
-  throw Error(cat("property ", key, ": '", v, "' is not one of: YES, NO, true, false, 1, 0"));
-}
-
-int parse_int(const std::string& key, const std::string& v, int lo, int hi) {
-  size_t used = 0;
-  long long x = 0;
+// Anything an inference throws, as a kiln::Error.
+std::exception_ptr as_kiln_error(std::exception_ptr e) {
   try {
-    x = std::stoll(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
+    std::rethrow_exception(e);
+  } catch (const Error&) {
+    return e;
+  } catch (const std::bad_alloc&) {
+    return std::make_exception_ptr(Error("out of memory"));
+  } catch (const std::exception& x) {
+    return std::make_exception_ptr(Error(cat("internal error: ", x.what())));
+  } catch (...) {
+    return std::make_exception_ptr(Error("internal error: unknown exception"));
   }
-  if (used != v.size() || v.empty() || x < lo || x > hi)
-    throw Error(cat("property ", key, ": '", v, "' is not an integer in [", lo, ", ", hi, "]"));
-  return static_cast<int>(x);
 }
 
-Settings parse_properties(const AnyMap& properties) {
-  Settings s;
-  for (auto& [k, v] : properties) {
-    if (k == "inference_num_threads" || k == "CPU_THREADS_NUM") {
-      s.threads = parse_int(k, v, 0, 4096);
-    } else if (k == "enable_profiling" || k == "PERF_COUNT") {
-      s.profiling = parse_bool(k, v);
-    } else if (k == "kiln_disable_passes") {
-      // comma-separated pass names, or all-fusions
-      const auto known = cpu::known_pass_names();
-      size_t at = 0;
-      while (at <= v.size()) {
-        size_t comma = v.find(',', at);
-        std::string name = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-        at = comma == std::string::npos ? v.size() + 1 : comma + 1;
-        if (name.empty()) continue;
-        if (std::find(known.begin(), known.end(), name) == known.end())
-          throw Error(cat("property kiln_disable_passes: unknown pass '", name, "'; passes: ", join(known, ", ")));
-        s.graph.disabled_passes.insert(name);
-      }
-    } else if (k == "kiln_executor") {
-      if (v != "cpu" && v != "reference")
-        throw Error(cat("property kiln_executor: '", v, "' is not one of: cpu, reference"));
-      s.reference = v == "reference";
-    } else {
-      throw Error(cat("unknown property '", k, "'; accepted: ", kAcceptedKeys));
-    }
+// Runs one request to the end: inference, state, callback. Never throws.
+void execute(const std::shared_ptr<InferRequest::Impl>& self, const std::vector<Tensor>& inputs) {
+  auto& c = *self->compiled;
+  std::vector<Tensor> outputs;
+  std::vector<ProfilingInfo> profile;
+  std::exception_ptr error;
+  try {
+    if (!c.streams) omp_set_num_threads(c.layout.threads_per_stream);  // the caller's team (0 streams)
+    std::unique_lock<std::mutex> exclusive;
+    if (c.settings.exclusive) exclusive = std::unique_lock<std::mutex>(cpu::exclusive_requests_mutex());
+    auto* prof = c.settings.profiling ? &profile : nullptr;
+    outputs = c.reference ? c.reference->run(inputs, nullptr, prof) : c.fast->run(inputs, prof);
+  } catch (...) {
+    error = as_kiln_error(std::current_exception());
   }
-  return s;
+  std::function<void(std::exception_ptr)> callback;
+  {
+    std::lock_guard<std::mutex> lock(self->mutex);
+    self->outputs = std::move(outputs);
+    self->profile = std::move(profile);
+    self->error = error;
+    self->ran = true;
+    self->busy = false;
+    callback = self->callback;
+    if (callback) ++self->callbacks_running;
+  }
+  if (callback) {
+    std::exception_ptr thrown;
+    const InferRequest::Impl* outer = t_in_callback_of;
+    t_in_callback_of = self.get();
+    try {
+      callback(error);
+    } catch (...) {
+      thrown = as_kiln_error(std::current_exception());
+    }
+    t_in_callback_of = outer;
+    std::lock_guard<std::mutex> lock(self->mutex);
+    --self->callbacks_running;
+    if (thrown && !self->busy) self->error = thrown;
+  }
+  self->idle.notify_all();
+}
+
+bool is_idle(const InferRequest::Impl& r) {
+  return !r.busy && (r.callbacks_running == 0 || t_in_callback_of == &r);
 }
 
 }  // namespace
 
 CompiledModel Core::compile_model(const std::shared_ptr<Model>& model, const AnyMap& properties) const {
   KILN_CHECK(model, "compile_model: null model");
-  Settings s = parse_properties(properties);
+  api::Settings s = api::parse_properties(properties);
   CompiledModel cm;
   cm.impl_ = std::make_shared<CompiledModel::Impl>();
-  cm.impl_->model = model;
-  cm.impl_->threads = s.threads;
-  cm.impl_->profiling = s.profiling;
-  if (s.reference) cm.impl_->reference = std::make_unique<runtime::ReferenceExecutor>(model->graph());
-  else cm.impl_->fast = std::make_unique<cpu::Executor>(model->graph(), s.graph);
+  auto& c = *cm.impl_;
+  c.model = model;
+  c.settings = s;
+  c.layout = cpu::resolve_streams(s.streams, cpu::CpuTopology::detect());
+  if (s.reference) c.reference = std::make_unique<runtime::ReferenceExecutor>(model->graph());
+  else c.fast = std::make_unique<cpu::Executor>(model->graph(), s.graph);
+  if (c.layout.streams > 0) c.streams = std::make_unique<cpu::StreamExecutor>(c.layout);
   return cm;
 }
 
@@ -181,6 +202,11 @@ InferRequest CompiledModel::create_infer_request() const {
 const std::vector<PortInfo>& CompiledModel::inputs() const { return need(impl_).model->inputs(); }
 const std::vector<PortInfo>& CompiledModel::outputs() const { return need(impl_).model->outputs(); }
 
+std::string CompiledModel::get_property(const std::string& key) const {
+  const auto& c = need(impl_);
+  return api::effective_value(api::canonical_key(key, /*read_only=*/true), c.settings, c.layout);
+}
+
 // ---------------- InferRequest ----------------
 
 static InferRequest::Impl& need(const std::shared_ptr<InferRequest::Impl>& p) {
@@ -188,8 +214,14 @@ static InferRequest::Impl& need(const std::shared_ptr<InferRequest::Impl>& p) {
   return *p;
 }
 
+static void check_not_busy(const InferRequest::Impl& r, const char* what) {
+  KILN_CHECK(!r.busy, cat(what, ": the request is busy (queued or running); wait() for it first"));
+}
+
 void InferRequest::set_input_tensor(size_t index, const Tensor& t) {
   auto& r = need(impl_);
+  std::lock_guard<std::mutex> lock(r.mutex);
+  check_not_busy(r, "set_input_tensor");
   KILN_CHECK(index < r.inputs.size(),
              cat("set_input_tensor: index ", index, " out of range, the model has ", r.inputs.size(), " inputs"));
   r.inputs[index] = t;
@@ -197,6 +229,8 @@ void InferRequest::set_input_tensor(size_t index, const Tensor& t) {
 
 void InferRequest::set_input_tensor(const Tensor& t) {
   auto& r = need(impl_);
+  std::lock_guard<std::mutex> lock(r.mutex);
+  check_not_busy(r, "set_input_tensor");
   KILN_CHECK(r.inputs.size() == 1,
              cat("set_input_tensor(tensor): the model has ", r.inputs.size(), " inputs; give an index or a name"));
   r.inputs[0] = t;
@@ -204,6 +238,8 @@ void InferRequest::set_input_tensor(const Tensor& t) {
 
 void InferRequest::set_tensor(const std::string& name, const Tensor& t) {
   auto& r = need(impl_);
+  std::lock_guard<std::mutex> lock(r.mutex);
+  check_not_busy(r, "set_tensor");
   const auto& ins = r.compiled->model->inputs();
   std::vector<std::string> names;
   for (size_t i = 0; i < ins.size(); ++i) {
@@ -216,22 +252,59 @@ void InferRequest::set_tensor(const std::string& name, const Tensor& t) {
   throw Error(cat("set_tensor: the model has no input named '", name, "' (inputs: ", join(names, ", "), ")"));
 }
 
-void InferRequest::infer() {
+void InferRequest::start_async() {
   auto& r = need(impl_);
-  const auto& ins = r.compiled->model->inputs();
-  for (size_t i = 0; i < ins.size(); ++i)
-    KILN_CHECK(r.inputs[i].defined(), cat("infer: input '", ins[i].name, "' was not set"));
-  auto& c = *r.compiled;
-  omp_set_num_threads(c.threads > 0 ? c.threads : omp_get_num_procs());
-  auto* prof = c.profiling ? &r.profile : nullptr;
-  r.outputs = c.reference ? c.reference->run(r.inputs, nullptr, prof) : c.fast->run(r.inputs, prof);
+  std::vector<Tensor> inputs;
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    check_not_busy(r, "start_async");
+    const auto& ins = r.compiled->model->inputs();
+    for (size_t i = 0; i < ins.size(); ++i)
+      KILN_CHECK(r.inputs[i].defined(), cat("infer: input '", ins[i].name, "' was not set"));
+    inputs = r.inputs;  // the run reads these (copies share the data)
+    r.busy = true;
+    r.error = nullptr;
+  }
+  std::shared_ptr<Impl> self = impl_;
+  if (cpu::StreamExecutor* streams = r.compiled->streams.get())
+    streams->submit([self, inputs = std::move(inputs)] { execute(self, inputs); });
+  else
+    execute(self, inputs);
+}
+
+void InferRequest::wait() {
+  auto& r = need(impl_);
+  std::unique_lock<std::mutex> lock(r.mutex);
+  r.idle.wait(lock, [&] { return is_idle(r); });
+  if (r.error) std::rethrow_exception(r.error);
+}
+
+bool InferRequest::wait_for(std::chrono::milliseconds timeout) {
+  auto& r = need(impl_);
+  std::unique_lock<std::mutex> lock(r.mutex);
+  if (!r.idle.wait_for(lock, timeout, [&] { return is_idle(r); })) return false;
+  if (r.error) std::rethrow_exception(r.error);
+  return true;
+}
+
+void InferRequest::set_callback(std::function<void(std::exception_ptr)> callback) {
+  auto& r = need(impl_);
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.callback = std::move(callback);
+}
+
+void InferRequest::infer() {
+  start_async();
+  wait();
 }
 
 std::vector<ProfilingInfo> InferRequest::get_profiling_info() const {
   auto& r = need(impl_);
-  KILN_CHECK(r.compiled->profiling,
+  std::lock_guard<std::mutex> lock(r.mutex);
+  KILN_CHECK(r.compiled->settings.profiling,
              "get_profiling_info: profiling is off; compile the model with enable_profiling = YES (PERF_COUNT)");
-  KILN_CHECK(!r.outputs.empty(), "get_profiling_info: infer() has not run yet");
+  check_not_busy(r, "get_profiling_info");
+  KILN_CHECK(r.ran, "get_profiling_info: infer() has not run yet");
   return r.profile;
 }
 
@@ -246,15 +319,25 @@ const char* status_name(ProfilingInfo::Status s) {
 
 Tensor InferRequest::get_output_tensor(size_t index) const {
   auto& r = need(impl_);
-  KILN_CHECK(!r.outputs.empty(), "get_output_tensor: infer() has not run yet");
+  std::lock_guard<std::mutex> lock(r.mutex);
+  check_not_busy(r, "get_output_tensor");
+  KILN_CHECK(r.ran, "get_output_tensor: infer() has not run yet");
+  if (r.error) {  // the last run failed: no outputs
+    std::string why;
+    try {
+      std::rethrow_exception(r.error);
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    throw Error(cat("get_output_tensor: infer() has not run successfully; the last run failed: ", why));
+  }
   KILN_CHECK(index < r.outputs.size(),
              cat("get_output_tensor: index ", index, " out of range, the model has ", r.outputs.size(), " outputs"));
   return r.outputs[index];
 }
 
 Tensor InferRequest::get_tensor(const std::string& name) const {
-  auto& r = need(impl_);
-  const auto& outs = r.compiled->model->outputs();
+  const auto& outs = need(impl_).compiled->model->outputs();
   std::vector<std::string> names;
   for (size_t i = 0; i < outs.size(); ++i) {
     if (outs[i].name == name) return get_output_tensor(i);

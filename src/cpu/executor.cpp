@@ -7,12 +7,60 @@
 
 namespace kiln::cpu {
 
-Executor::Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options)
-    : graph_(graph), options_(std::move(options)), reference_(graph) {
-  options_.log = nullptr;
+namespace {
+
+// The cpu::Graphs this thread built for one Executor, one per plan.
+struct ThreadGraphs {
+  std::shared_ptr<std::atomic<bool>> alive;  // the Executor's flag
+  std::map<std::vector<Shape>, std::unique_ptr<Graph>> graphs;
+};
+
+// Every thread's graphs, by executor id. Destroyed with the thread, on the thread.
+thread_local bool t_registry_alive = false;  // trivially destructible: readable while thread_locals go away
+struct ThreadRegistry {
+  std::unordered_map<uint64_t, ThreadGraphs> by_executor;
+  ThreadRegistry() { t_registry_alive = true; }
+  ~ThreadRegistry() {
+    by_executor.clear();
+    t_registry_alive = false;
+  }
+  // Drops the graphs of executors destroyed on other threads.
+  void prune() {
+    for (auto it = by_executor.begin(); it != by_executor.end();)
+      it = it->second.alive->load() ? std::next(it) : by_executor.erase(it);
+  }
+};
+thread_local ThreadRegistry t_registry;
+thread_local bool t_registry_touched = false;  // t_registry was constructed on this thread
+
+ThreadRegistry* registry() {
+  if (t_registry_touched && !t_registry_alive) return nullptr;  // the thread is exiting
+  t_registry_touched = true;
+  return &t_registry;
 }
 
-const Executor::Plan& Executor::plan_for(const std::vector<Shape>& shapes) {
+std::atomic<uint64_t> g_next_executor_id{1};
+
+}  // namespace
+
+Executor::Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options)
+    : graph_(graph),
+      options_(std::move(options)),
+      reference_(graph),
+      weights_(std::make_shared<WeightsCache>()),
+      id_(g_next_executor_id.fetch_add(1)),
+      alive_(std::make_shared<std::atomic<bool>>(true)) {
+  options_.log = nullptr;
+  options_.weights = nullptr;
+}
+
+Executor::~Executor() {
+  alive_->store(false);
+  // this thread's graphs go now; other threads drop theirs on their next run() or exit
+  if (t_registry_touched && t_registry_alive) t_registry.by_executor.erase(id_);
+}
+
+Executor::Plan& Executor::plan_locked(const std::vector<Shape>& shapes) {
   auto it = plans_.find(shapes);
   if (it != plans_.end()) return *it->second;
   auto plan = std::make_unique<Plan>();
@@ -21,13 +69,43 @@ const Executor::Plan& Executor::plan_for(const std::vector<Shape>& shapes) {
   if (r.all_static) {
     // model-level passes on the specialised graph (weights are constants by now)
     run_ir_passes(*plan->graph, options_.disabled_passes, &plan->log);
-    GraphOptions o = options_;
-    o.log = &plan->log;
-    plan->cpu = std::make_unique<Graph>(plan->graph, o);
+    plan->fast = true;
   } else {
     plan->fallback_reason = "the shape of '" + r.first_dynamic + "' depends on data";
   }
   return *(plans_[shapes] = std::move(plan));
+}
+
+std::unique_ptr<Graph> Executor::build_graph(Plan& plan) {
+  GraphOptions o = options_;
+  o.weights = weights_.get();
+  transforms::PassLog log;
+  o.log = &log;
+  auto g = std::make_unique<Graph>(plan.graph, o);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!plan.cpu_logged) {  // every graph of a plan is optimised alike: keep one account
+    plan.log.entries.insert(plan.log.entries.end(), log.entries.begin(), log.entries.end());
+    plan.cpu_logged = true;
+  }
+  return g;
+}
+
+const Executor::Plan& Executor::plan_for(const std::vector<Shape>& shapes) {
+  Plan* p = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    p = &plan_locked(shapes);
+    if (!p->fast || p->cpu) return *p;
+  }
+  auto g = build_graph(*p);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!p->cpu) p->cpu = std::move(g);
+  return *p;
+}
+
+size_t Executor::cached_plans() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return plans_.size();
 }
 
 std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile) {
@@ -41,10 +119,23 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, std::vector
     runtime::check_input(*gin[i], inputs[i], symbols);
     shapes.push_back(inputs[i].shape());
   }
-  std::lock_guard<std::mutex> lock(mutex_);  // a plan's arena serves one request at a time
-  const Plan& p = plan_for(shapes);
-  if (!p.cpu) return reference_.run(inputs, nullptr, profile);
-  return p.cpu->run(inputs, profile);
+  Plan* plan = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    plan = &plan_locked(shapes);
+  }
+  if (!plan->fast) return reference_.run(inputs, nullptr, profile);
+  ThreadRegistry* reg = registry();
+  KILN_CHECK(reg, "cpu::Executor::run: called while the thread exits");
+  reg->prune();
+  ThreadGraphs& mine = reg->by_executor[id_];
+  if (!mine.alive) mine.alive = alive_;
+  std::unique_ptr<Graph>& g = mine.graphs[shapes];
+  if (!g) {
+    g = build_graph(*plan);
+    graphs_built_.fetch_add(1);
+  }
+  return g->run(inputs, profile);
 }
 
 }  // namespace kiln::cpu

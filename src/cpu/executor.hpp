@@ -1,17 +1,27 @@
 #pragma once
 // The fast executor. For each distinct set of input shapes it compiles a plan once:
 // the ir::Graph is cloned, specialised to those shapes (constant subexpressions folded,
-// every shape static) and lowered to a cpu::Graph. Plans are cached by input shapes,
+// every shape static) and optimised by the ir passes. Plans are cached by input shapes,
 // so repeating shapes cost nothing extra. A graph whose shapes depend on data (e.g.
 // NonZero feeding a Reshape) runs on the reference executor instead.
+//
+// Threads: run() may be called from any number of threads at once (the stream workers
+// of a compiled model, or the callers' own threads with 0 streams). Every thread runs on
+// cpu::Graphs of its own, one per plan, built by that thread on its first run of the
+// plan and destroyed by that thread (oneDNN's library scratchpad is per thread): each
+// has its own intermediate buffers, while plans and packed weights (WeightsCache) are
+// shared. A thread's graphs are destroyed when the Executor is destroyed on that thread,
+// else by the thread itself on its next run() of any Executor or when it exits.
 #include <kiln/tensor.hpp>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
 
 #include "cpu/graph.hpp"
+#include "cpu/weights_cache.hpp"
 #include "runtime/reference_executor.hpp"
 #include "transforms/pass_log.hpp"
 
@@ -19,27 +29,47 @@ namespace kiln::cpu {
 
 class Executor {
  public:
-  // `options.log` is ignored: every plan keeps its own log.
+  // `options.log` and `options.weights` are ignored: every plan keeps its own log, and
+  // the executor its own weights cache.
   explicit Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options = {});
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
   // `profile`: see Graph::run (rows from the reference executor when the plan falls back).
+  // Thread-safe (see above).
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile = nullptr);
 
   struct Plan {
-    std::shared_ptr<ir::Graph> graph;   // specialised copy (owns what cpu::Graph points into)
-    std::unique_ptr<Graph> cpu;         // null when the shapes are data-dependent
-    std::string fallback_reason;
-    transforms::PassLog log;            // what the optimizer passes did for this plan
+    std::shared_ptr<ir::Graph> graph;   // specialised copy (owns what cpu::Graphs point into)
+    bool fast = false;                  // shapes are static: runs on cpu::Graphs
+    std::string fallback_reason;        // !fast: why
+    transforms::PassLog log;            // what the ir passes and the CPU optimizer passes did
+    // A cpu::Graph for inspection (tools, tests), built by plan_for() on the calling
+    // thread; null when the shapes are data-dependent. run() does not use it.
+    std::unique_ptr<Graph> cpu;
+    bool cpu_logged = false;            // the CPU passes' entries are in `log`
   };
-  // The plan for these input shapes (compiled on first use).
+  // The plan for these input shapes (compiled on first use), with its inspection graph.
+  // For tools and tests on one thread.
   const Plan& plan_for(const std::vector<Shape>& shapes);
-  size_t cached_plans() const { return plans_.size(); }
+  size_t cached_plans() const;
+  size_t graphs_built() const { return graphs_built_.load(); }  // cpu::Graphs built by run() on all threads
+  const WeightsCache& weights() const { return *weights_; }
 
  private:
+  Plan& plan_locked(const std::vector<Shape>& shapes);  // mutex_ held
+  std::unique_ptr<Graph> build_graph(Plan& plan);       // mutex_ not held
+
   std::shared_ptr<const ir::Graph> graph_;
   GraphOptions options_;
   runtime::ReferenceExecutor reference_;
+  std::shared_ptr<WeightsCache> weights_;
   std::map<std::vector<Shape>, std::unique_ptr<Plan>> plans_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
+  uint64_t id_;                                // key of this executor's graphs in each thread
+  std::shared_ptr<std::atomic<bool>> alive_;   // false once destroyed: threads drop its graphs
+  std::atomic<size_t> graphs_built_{0};
 };
 
 }  // namespace kiln::cpu

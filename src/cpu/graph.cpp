@@ -13,6 +13,7 @@
 #include "cpu/graph_optimizer.hpp"
 #include "cpu/memory_planner.hpp"
 #include "cpu/nodes/node_factory.hpp"
+#include "cpu/weights_cache.hpp"
 
 namespace kiln::cpu {
 
@@ -59,6 +60,7 @@ Graph::Graph(std::shared_ptr<const ir::Graph> g, const GraphOptions& options) : 
   }
   for (const ir::Value* out : ir_->outputs()) output_edges_.push_back(edge_for(out));
   optimize_graph(*this, options);
+  WeightsCache::Scope weights(options.weights);  // Convolution / FullyConnected pack through it
   prepare_all();
   plan_memory();
 }

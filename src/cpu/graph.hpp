@@ -22,10 +22,15 @@ struct PassLog;
 
 namespace kiln::cpu {
 
+class WeightsCache;
+
 struct GraphOptions {
   // Passes of the CPU graph optimizer not to run, by name, or "all-fusions" for all of them.
   std::set<std::string> disabled_passes;
   transforms::PassLog* log = nullptr;  // what the passes did and why not (may be null)
+  // Packed weights shared with other graphs of the same model (e.g. one graph per stream);
+  // null: Convolution / FullyConnected nodes pack their own copy. Used during construction only.
+  WeightsCache* weights = nullptr;
 };
 
 class Graph {
@@ -33,6 +38,10 @@ class Graph {
   // `g` must have static shapes everywhere; it must outlive this object. Builds the
   // runtime nodes, runs the CPU graph optimizer (src/cpu/graph_optimizer.hpp), then
   // prepares primitives and layouts and plans memory.
+  // Threads: a Graph holds oneDNN primitives, whose library-managed scratchpad belongs
+  // to the thread that created them; build, run and destroy a Graph on one thread (the
+  // cpu::Executor keeps one Graph per thread and plan for that reason). Graphs on
+  // different threads may run at the same time.
   explicit Graph(std::shared_ptr<const ir::Graph> g, const GraphOptions& options = {});
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;

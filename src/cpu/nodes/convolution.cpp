@@ -1,7 +1,8 @@
 // Convolution: ONNX Conv (1D/2D/3D, grouped, depthwise, dilated, strided, padded,
 // auto_pad) on oneDNN's convolution_forward. oneDNN picks the activation layout
 // (format_tag::any: nChw16c on AVX-512, nChw8c on AVX2), so chains of convolutions stay
-// blocked; the weights are reordered once, at compile time, into the layout it wants.
+// blocked; the weights are reordered once per compiled model, into the layout it wants,
+// through the weights cache (cpu/weights_cache.hpp) that every stream's graph shares.
 // Post-ops from the fusion passes (src/cpu/passes/) are applied by the primitive; a sum
 // post-op accumulates into its input's buffer, which the memory plan makes the output's
 // buffer when nothing reads it later (else execute() copies it into the output first).
@@ -10,6 +11,7 @@
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/nodes/node_factory.hpp"
+#include "cpu/weights_cache.hpp"
 
 namespace kiln::cpu {
 
@@ -62,11 +64,11 @@ class ConvolutionNode : public Node {
     static const tag plain_gw[] = {tag::goiw, tag::goihw, tag::goidhw};
     const int64_t group = n.attr_i("group", 1);
     memory::desc wplain(weight_dims(), memory::data_type::f32, group > 1 ? plain_gw[sp - 1] : plain_w[sp - 1]);
-    memory wsrc(wplain, cpu_engine(), inputs[1]->data);
-    weights_ = memory(pd_.weights_desc(), cpu_engine());
-    dnnl::stream s(cpu_engine());
-    dnnl::reorder(wsrc, weights_).execute(s, wsrc, weights_);
-    s.wait();
+    // through the compiled model's weights cache: packed once, shared by every stream
+    weights_ = pack_weights(inputs[1]->constant, cat("conv/g", group), pd_.weights_desc(), [&](memory& dst) {
+      memory wsrc(wplain, cpu_engine(), inputs[1]->data);
+      reorder_into(wsrc, dst);
+    });
     if (has_bias()) bias_ = memory(memory::desc({inputs[1]->shape[0]}, memory::data_type::f32, tag::a), cpu_engine(),
                                    inputs[2]->data);
 

@@ -2,7 +2,8 @@
 // Gemm with constant B (transA 0/1, transB 0/1; alpha folded into the weights, beta*C
 // into the bias, C constant and broadcastable to [M, N]) and MatMul with a constant
 // [K, N] weight and an activation [..., M, K] (leading dims flattened into M). The
-// weights are reordered once, at compile time, into the layout the primitive picks
+// weights are reordered once per compiled model (weights cache, shared by every stream)
+// into the layout the primitive picks
 // (format any: blocked for the brgemm kernels), which is what makes it fast; the
 // activation and the output are plain.
 //
@@ -11,11 +12,13 @@
 // equal within 2% once the weights are in the primitive's layout (a plain [768,3072]
 // weight is up to 6x slower). matmul is used: it also takes a 2-D bias through a
 // binary post-op and strided (transposed) activations.
+#include <cstdio>
 #include <cstring>
 
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/nodes/node_factory.hpp"
+#include "cpu/weights_cache.hpp"
 
 namespace kiln::cpu {
 
@@ -80,20 +83,25 @@ class FullyConnectedNode : public Node {
     impl = pd_.impl_info_str();
 
     // weights: alpha * B as [K, N] (strided view of B^T when transB), reordered once
+    // (through the compiled model's weights cache: packed once, shared by every stream)
     const auto f32 = memory::data_type::f32;
-    const float* pw = inputs[1]->constant.data<float>();
-    std::vector<float> scaled;
-    if (alpha_ != 1.0f) {
-      scaled.assign(pw, pw + K_ * N_);
-      for (float& v : scaled) v *= alpha_;
-      pw = scaled.data();
-    }
-    memory::desc wplain = tb_ ? memory::desc({K_, N_}, f32, memory::dims{1, K_}) : memory::desc({K_, N_}, f32, tag::ab);
-    memory wsrc(wplain, cpu_engine(), const_cast<float*>(pw));
-    weights_ = memory(pd_.weights_desc(), cpu_engine());
-    dnnl::stream s(cpu_engine());
-    dnnl::reorder(wsrc, weights_).execute(s, wsrc, weights_);
-    s.wait();
+    const Tensor& w = inputs[1]->constant;
+    char alpha_bits[32];
+    std::snprintf(alpha_bits, sizeof alpha_bits, "%a", static_cast<double>(alpha_));
+    weights_ = pack_weights(w, cat("fc/", K_, "x", N_, tb_ ? "/tB" : "", "/alpha=", alpha_bits), pd_.weights_desc(),
+                            [&](memory& dst) {
+                              const float* pw = w.data<float>();
+                              std::vector<float> scaled;
+                              if (alpha_ != 1.0f) {
+                                scaled.assign(pw, pw + K_ * N_);
+                                for (float& v : scaled) v *= alpha_;
+                                pw = scaled.data();
+                              }
+                              memory::desc wplain = tb_ ? memory::desc({K_, N_}, f32, memory::dims{1, K_})
+                                                        : memory::desc({K_, N_}, f32, tag::ab);
+                              memory wsrc(wplain, cpu_engine(), const_cast<float*>(pw));
+                              reorder_into(wsrc, dst);
+                            });
     if (!bias_vals_.empty()) {
       bias_ = memory(bias_md_, cpu_engine());
       std::memcpy(bias_.get_data_handle(), bias_vals_.data(), bias_vals_.size() * sizeof(float));

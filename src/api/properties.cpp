@@ -1,0 +1,163 @@
+#include "api/properties.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+
+#include "core/strings.hpp"
+#include "cpu/graph_optimizer.hpp"
+
+namespace kiln::api {
+
+namespace {
+
+struct Key {
+  const char* name;
+  const char* old_name;  // the spec's (OpenVINO 1.0) key, or null
+  const char* values;    // what it accepts, for error messages
+  bool read_only;
+};
+
+// Every key, in the order errors list them.
+const std::vector<Key>& keys() {
+  static const std::vector<Key> k = {
+      {"inference_num_threads", "CPU_THREADS_NUM", "an integer >= 0 (0: all CPUs)", false},
+      {"num_streams", "CPU_THROUGHPUT_STREAMS",
+       "an integer >= 0, AUTO (or CPU_THROUGHPUT_AUTO), NUMA (or CPU_THROUGHPUT_NUMA)", false},
+      {"enable_cpu_pinning", "CPU_BIND_THREAD", "YES, NO, NUMA", false},
+      {"performance_mode", "PERFORMANCE_HINT", "LATENCY, THROUGHPUT, NONE", false},
+      {"exclusive_async_requests", "EXCLUSIVE_ASYNC_REQUESTS", "YES, NO", false},
+      {"enable_profiling", "PERF_COUNT", "YES, NO", false},
+      {"kiln_executor", nullptr, "cpu, reference", false},
+      {"kiln_disable_passes", nullptr, "optimizer pass names, comma-separated, or all-fusions", false},
+      {"optimal_number_of_infer_requests", "OPTIMAL_NUMBER_OF_INFER_REQUESTS", "", true},
+      {"kiln_threads_per_stream", nullptr, "", true},
+  };
+  return k;
+}
+
+std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+[[noreturn]] void bad_value(const std::string& key, const std::string& v, const char* accepted) {
+  throw Error(cat("property ", key, ": '", v, "' is not one of: ", accepted));
+}
+
+bool parse_bool(const std::string& key, const std::string& v) {
+  const std::string u = upper(v);
+  if (u == "YES" || u == "TRUE" || u == "1") return true;
+  if (u == "NO" || u == "FALSE" || u == "0") return false;
+  bad_value(key, v, "YES, NO (also true, false, 1, 0)");
+}
+
+// An integer in [lo, hi], or nullopt-like -1 when `v` is not a plain integer.
+bool parse_int(const std::string& v, int lo, int hi, int* out) {
+  if (v.empty() || !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; })) return false;
+  if (v.size() > 9) return false;
+  const long long x = std::stoll(v);
+  if (x < lo || x > hi) return false;
+  *out = static_cast<int>(x);
+  return true;
+}
+
+const Key& find_key(const std::string& key, bool read_only) {
+  for (const Key& k : keys())
+    if ((key == k.name || (k.old_name && key == k.old_name)) && (read_only || !k.read_only)) return k;
+  throw Error(cat("unknown property '", key, "'; accepted: ", accepted_keys(read_only)));
+}
+
+}  // namespace
+
+std::string accepted_keys(bool read_only) {
+  std::vector<std::string> names;
+  for (const Key& k : keys()) {
+    if (k.read_only && !read_only) continue;
+    names.push_back(k.old_name ? cat(k.name, " (", k.old_name, ")") : std::string(k.name));
+  }
+  return join(names, ", ");
+}
+
+std::string canonical_key(const std::string& key, bool read_only) { return find_key(key, read_only).name; }
+
+Settings parse_properties(const AnyMap& properties) {
+  using Streams = cpu::StreamRequest::Streams;
+  Settings s;
+  std::map<std::string, std::string> given;  // canonical key -> the name it came under
+  for (auto& [k, v] : properties) {
+    const Key& key = find_key(k, false);
+    const std::string name = key.name;
+    if (auto it = given.find(name); it != given.end())
+      throw Error(cat("property ", name, " is given twice (as ", it->second, " and as ", k, ")"));
+    given[name] = k;
+    if (name == "inference_num_threads") {
+      if (!parse_int(v, 0, 4096, &s.streams.threads))
+        throw Error(cat("property ", k, ": '", v, "' is not an integer in [0, 4096] (0: all CPUs)"));
+    } else if (name == "num_streams") {
+      const std::string u = upper(v);
+      if (u == "AUTO" || u == "CPU_THROUGHPUT_AUTO") {
+        s.streams.streams_kind = Streams::automatic;
+      } else if (u == "NUMA" || u == "CPU_THROUGHPUT_NUMA") {
+        s.streams.streams_kind = Streams::numa;
+      } else if (parse_int(v, 0, 1024, &s.streams.streams)) {
+        s.streams.streams_kind = Streams::number;
+      } else {
+        bad_value(k, v, "an integer in [0, 1024], AUTO (or CPU_THROUGHPUT_AUTO), NUMA (or CPU_THROUGHPUT_NUMA)");
+      }
+    } else if (name == "enable_cpu_pinning") {
+      if (upper(v) == "NUMA") s.streams.pin = cpu::PinMode::numa;
+      else {
+        const std::string u = upper(v);
+        if (u == "YES" || u == "TRUE" || u == "1") s.streams.pin = cpu::PinMode::cores;
+        else if (u == "NO" || u == "FALSE" || u == "0") s.streams.pin = cpu::PinMode::none;
+        else bad_value(k, v, "YES, NO, NUMA (also true, false, 1, 0)");
+      }
+    } else if (name == "performance_mode") {
+      const std::string u = upper(v);
+      if (u == "LATENCY") s.streams.mode = cpu::PerformanceMode::latency;
+      else if (u == "THROUGHPUT") s.streams.mode = cpu::PerformanceMode::throughput;
+      else if (u == "NONE" || u == "UNDEFINED" || u.empty()) s.streams.mode = cpu::PerformanceMode::none;
+      else bad_value(k, v, "LATENCY, THROUGHPUT, NONE");
+    } else if (name == "exclusive_async_requests") {
+      s.exclusive = parse_bool(k, v);
+    } else if (name == "enable_profiling") {
+      s.profiling = parse_bool(k, v);
+    } else if (name == "kiln_disable_passes") {
+      // comma-separated pass names, or all-fusions
+      const auto known = cpu::known_pass_names();
+      size_t at = 0;
+      while (at <= v.size()) {
+        size_t comma = v.find(',', at);
+        std::string pass = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+        at = comma == std::string::npos ? v.size() + 1 : comma + 1;
+        if (pass.empty()) continue;
+        if (std::find(known.begin(), known.end(), pass) == known.end())
+          throw Error(cat("property kiln_disable_passes: unknown pass '", pass, "'; passes: ", join(known, ", ")));
+        s.graph.disabled_passes.insert(pass);
+      }
+    } else if (name == "kiln_executor") {
+      if (v != "cpu" && v != "reference") bad_value(k, v, "cpu, reference");
+      s.reference = v == "reference";
+    }
+  }
+  return s;
+}
+
+std::string effective_value(const std::string& key, const Settings& s, const cpu::StreamLayout& layout) {
+  auto yes_no = [](bool b) { return std::string(b ? "YES" : "NO"); };
+  if (key == "inference_num_threads") return std::to_string(layout.total_threads());
+  if (key == "num_streams") return std::to_string(layout.streams);
+  if (key == "enable_cpu_pinning") return cpu::pin_mode_name(layout.pin);
+  if (key == "performance_mode") return cpu::performance_mode_name(s.streams.mode);
+  if (key == "exclusive_async_requests") return yes_no(s.exclusive);
+  if (key == "enable_profiling") return yes_no(s.profiling);
+  if (key == "kiln_executor") return s.reference ? "reference" : "cpu";
+  if (key == "kiln_disable_passes")
+    return join(std::vector<std::string>(s.graph.disabled_passes.begin(), s.graph.disabled_passes.end()), ",");
+  if (key == "optimal_number_of_infer_requests") return std::to_string(std::max(1, layout.streams));
+  if (key == "kiln_threads_per_stream") return std::to_string(layout.threads_per_stream);
+  throw Error(cat("unknown property '", key, "'; accepted: ", accepted_keys(true)));
+}
+
+}  // namespace kiln::api

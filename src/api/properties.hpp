@@ -1,0 +1,37 @@
+#pragma once
+// Compile properties of Core::compile_model: parsing (new and old key names, values
+// checked, errors naming the key and listing what is accepted) and the effective values
+// CompiledModel::get_property reports. docs/settings.md is the user's page.
+#include <kiln/core.hpp>
+
+#include <string>
+#include <vector>
+
+#include "cpu/graph.hpp"
+#include "cpu/stream_layout.hpp"
+
+namespace kiln::api {
+
+struct Settings {
+  cpu::StreamRequest streams;  // num_streams, inference_num_threads, enable_cpu_pinning, performance_mode
+  bool profiling = false;      // enable_profiling
+  bool exclusive = false;      // exclusive_async_requests
+  bool reference = false;      // kiln_executor = reference
+  cpu::GraphOptions graph;     // kiln_disable_passes
+};
+
+// Throws kiln::Error naming the key (and, for a value, what it accepts); an unknown key
+// lists every key; a setting given under both its names is an error too.
+Settings parse_properties(const AnyMap& properties);
+
+// "num_streams" for "num_streams" or "CPU_THROUGHPUT_STREAMS"; throws for an unknown key
+// (`read_only`: also the keys get_property reports but compile_model does not take).
+std::string canonical_key(const std::string& key, bool read_only);
+
+// The effective value of a canonical key.
+std::string effective_value(const std::string& key, const Settings& s, const cpu::StreamLayout& layout);
+
+// "inference_num_threads (CPU_THREADS_NUM), num_streams (CPU_THROUGHPUT_STREAMS), ..."
+std::string accepted_keys(bool read_only);
+
+}  // namespace kiln::api

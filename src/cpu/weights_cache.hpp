@@ -1,0 +1,71 @@
+#pragma once
+// WeightsCache: the packed (reordered) weights of a compiled model, shared by every
+// cpu::Graph built from it. Each stream builds its own cpu::Graph per plan (its own
+// intermediate buffers), but a Convolution or FullyConnected node of any of them asks the
+// cache for its weights in the layout its primitive wants: the first asks packs them,
+// the others get the same dnnl::memory (oneDNN only reads weights). So weights are packed
+// once per compiled model, not once per stream.
+//
+// Key: the constant's data (its storage is kept alive by the entry, so the address cannot
+// be reused by another constant), a variant string naming any transformation the node
+// applies on the way (e.g. FullyConnected's alpha and transB), and the target descriptor.
+#include <kiln/tensor.hpp>
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::cpu {
+
+class WeightsCache {
+ public:
+  // Fills `dst` (allocated in the target layout) from the source constant.
+  using Pack = std::function<void(dnnl::memory& dst)>;
+
+  // The packed weights for (source, variant, target): made by `pack` on first request,
+  // the same memory after. Thread-safe.
+  dnnl::memory get(const Tensor& source, const std::string& variant, const dnnl::memory::desc& target,
+                   const Pack& pack);
+
+  size_t entries() const;  // distinct packed weights
+  size_t bytes() const;    // their total size
+  size_t hits() const;     // requests answered from the cache
+
+  // The cache that nodes being prepared on this thread use (null: none, each node packs
+  // its own copy). cpu::Graph sets it for the duration of its construction.
+  static WeightsCache* current();
+  class Scope {
+   public:
+    explicit Scope(WeightsCache* cache);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    WeightsCache* previous_;
+  };
+
+ private:
+  struct Entry {
+    Tensor source;  // keeps the constant's storage (and so the key's address) alive
+    dnnl::memory::desc desc;
+    dnnl::memory packed;
+  };
+  mutable std::mutex mutex_;
+  std::map<std::pair<const void*, std::string>, std::vector<Entry>> entries_;
+  size_t count_ = 0, bytes_ = 0, hits_ = 0;
+};
+
+// For nodes: the weights packed into `target` through the current cache, or into a
+// private copy when there is none.
+dnnl::memory pack_weights(const Tensor& source, const std::string& variant, const dnnl::memory::desc& target,
+                          const WeightsCache::Pack& pack);
+
+// dst <- src through a oneDNN reorder, on this thread, waiting for it.
+void reorder_into(dnnl::memory& src, dnnl::memory& dst);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,509 @@
+// Streams and async requests: compile properties (num_streams, inference_num_threads,
+// enable_cpu_pinning, performance_mode, exclusive_async_requests under new and old names),
+// start_async / wait / wait_for / callbacks, many requests on few streams, weights packed
+// once per compiled model, and a stress test (4 requests x 2 streams x 500 inferences on
+// two models at once, bit-identical to sequential runs). Also run under ThreadSanitizer
+// (see docs/settings.md).
+#include <gtest/gtest.h>
+
+#include <kiln/core.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <thread>
+#include <vector>
+
+#include "core/strings.hpp"
+#include "cpu/executor.hpp"
+#include "cpu/stream_layout.hpp"
+#include "cpu_test_util.hpp"
+#include "ir/graph.hpp"
+#include "ir/op_registry.hpp"
+
+using namespace kiln;
+using namespace kiln::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// x[1,8,12,12] -> Conv 3x3 -> Relu -> Conv 3x3 -> Add(residual) -> GlobalAveragePool ->
+// Flatten -> Gemm(transB) -> Erf (a Reference node) -> Softmax
+std::shared_ptr<Model> conv_model() {
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 8, 12, 12})});
+  auto* c1 = g->add_node("Conv", {x, g->add_constant("w1", random_tensor({16, 8, 3, 3}, 11, 0.3f)),
+                                  g->add_constant("b1", random_tensor({16}, 12))},
+                         1, "conv1");
+  c1->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+  auto* r1 = g->add_node("Relu", {c1->output(0)}, 1, "relu1");
+  auto* c2 = g->add_node("Conv", {r1->output(0), g->add_constant("w2", random_tensor({16, 16, 3, 3}, 13, 0.2f))}, 1,
+                         "conv2");
+  c2->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+  auto* add = g->add_node("Add", {c2->output(0), r1->output(0)}, 1, "add");
+  auto* gap = g->add_node("GlobalAveragePool", {add->output(0)}, 1, "gap");
+  auto* flat = g->add_node("Flatten", {gap->output(0)}, 1, "flat");
+  auto* fc = g->add_node("Gemm", {flat->output(0), g->add_constant("wf", random_tensor({10, 16}, 14)),
+                                  g->add_constant("bf", random_tensor({10}, 15))},
+                         1, "fc");
+  fc->attrs["transB"] = int64_t(1);
+  auto* erf = g->add_node("Erf", {fc->output(0)}, 1, "erf");
+  auto* sm = g->add_node("Softmax", {erf->output(0)}, 1, "softmax");
+  g->add_output(sm->output(0));
+  ir::infer_shapes(*g);
+  return std::make_shared<Model>(g);
+}
+
+// x[batch,32] -> MatMul -> Add -> Relu -> MatMul -> Tanh -> Softmax (dynamic batch)
+std::shared_ptr<Model> mlp_model() {
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(std::vector<ir::Dim>{ir::Dim::sym("batch"), 32})});
+  auto* m1 = g->add_node("MatMul", {x, g->add_constant("w1", random_tensor({32, 64}, 21, 0.3f))}, 1, "mm1");
+  auto* a1 = g->add_node("Add", {m1->output(0), g->add_constant("b1", random_tensor({64}, 22))}, 1, "bias1");
+  auto* r1 = g->add_node("Relu", {a1->output(0)}, 1, "relu1");
+  auto* m2 = g->add_node("MatMul", {r1->output(0), g->add_constant("w2", random_tensor({64, 16}, 23, 0.3f))}, 1, "mm2");
+  auto* t = g->add_node("Tanh", {m2->output(0)}, 1, "tanh");
+  auto* sm = g->add_node("Softmax", {t->output(0)}, 1, "softmax");
+  g->add_output(sm->output(0));
+  ir::infer_shapes(*g);
+  return std::make_shared<Model>(g);
+}
+
+// Six 32->32 3x3 convolutions on 128x128: a request that takes a while (~2 GFLOP).
+std::shared_ptr<Model> slow_model() {
+  auto g = make_graph();
+  ir::Value* v = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 32, 128, 128})});
+  for (int i = 0; i < 6; ++i) {
+    auto* c = g->add_node("Conv", {v, g->add_constant(cat("w", i), random_tensor({32, 32, 3, 3}, 40 + i, 0.05f))}, 1,
+                          cat("conv", i));
+    c->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+    v = c->output(0);
+  }
+  g->add_output(v);
+  ir::infer_shapes(*g);
+  return std::make_shared<Model>(g);
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.raw(), b.raw(), a.byte_size()) == 0;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no kiln::Error>";
+}
+
+#define EXPECT_CONTAINS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
+
+}  // namespace
+
+// ---------------- settings ----------------
+
+TEST(StreamsSettings, NewAndOldKeyNamesAndEffectiveValues) {
+  Core core;
+  auto model = mlp_model();
+  CompiledModel a = core.compile_model(model, {{"num_streams", "2"},
+                                               {"inference_num_threads", "2"},
+                                               {"enable_cpu_pinning", "NO"},
+                                               {"exclusive_async_requests", "YES"},
+                                               {"enable_profiling", "YES"},
+                                               {"performance_mode", "THROUGHPUT"}});
+  CompiledModel b = core.compile_model(model, {{"CPU_THROUGHPUT_STREAMS", "2"},
+                                               {"CPU_THREADS_NUM", "2"},
+                                               {"CPU_BIND_THREAD", "NO"},
+                                               {"EXCLUSIVE_ASYNC_REQUESTS", "YES"},
+                                               {"PERF_COUNT", "YES"},
+                                               {"PERFORMANCE_HINT", "THROUGHPUT"}});
+  for (CompiledModel* cm : {&a, &b}) {
+    for (auto [key, old, want] : std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"num_streams", "CPU_THROUGHPUT_STREAMS", "2"},
+             {"inference_num_threads", "CPU_THREADS_NUM", "2"},
+             {"enable_cpu_pinning", "CPU_BIND_THREAD", "NO"},
+             {"exclusive_async_requests", "EXCLUSIVE_ASYNC_REQUESTS", "YES"},
+             {"enable_profiling", "PERF_COUNT", "YES"},
+             {"performance_mode", "PERFORMANCE_HINT", "THROUGHPUT"},
+             {"kiln_threads_per_stream", "kiln_threads_per_stream", "1"},
+             {"optimal_number_of_infer_requests", "OPTIMAL_NUMBER_OF_INFER_REQUESTS", "2"}}) {
+      EXPECT_EQ(cm->get_property(key), want) << key;
+      EXPECT_EQ(cm->get_property(old), want) << old;
+    }
+    EXPECT_EQ(cm->get_property("kiln_executor"), "cpu");
+  }
+  // the spec's "disable all internal threading" combination
+  CompiledModel none = core.compile_model(model, {{"CPU_THROUGHPUT_STREAMS", "0"},
+                                                  {"CPU_THREADS_NUM", "1"},
+                                                  {"CPU_BIND_THREAD", "NO"}});
+  EXPECT_EQ(none.get_property("num_streams"), "0");
+  EXPECT_EQ(none.get_property("inference_num_threads"), "1");
+  EXPECT_EQ(none.get_property("optimal_number_of_infer_requests"), "1");
+  InferRequest r = none.create_infer_request();
+  r.set_input_tensor(random_tensor({2, 32}, 1));
+  r.infer();
+  EXPECT_EQ(r.get_output_tensor().shape(), (Shape{2, 16}));
+  // values are case-insensitive; AUTO under its old spelling
+  CompiledModel c = core.compile_model(model, {{"num_streams", "CPU_THROUGHPUT_AUTO"}, {"enable_cpu_pinning", "numa"}});
+  EXPECT_EQ(c.get_property("num_streams"), std::to_string(cpu::auto_streams(
+                                                 static_cast<int>(cpu::CpuTopology::detect().cpus.size()),
+                                                 cpu::CpuTopology::detect())));
+  EXPECT_EQ(c.get_property("enable_cpu_pinning"), "NUMA");
+}
+
+TEST(StreamsSettings, DefaultsAndHintsOnThisMachine) {
+  Core core;
+  auto model = mlp_model();
+  const auto topo = cpu::CpuTopology::detect();
+  const int cpus = static_cast<int>(topo.cpus.size());
+  CompiledModel d = core.compile_model(model);
+  EXPECT_EQ(d.get_property("num_streams"), "1");
+  EXPECT_EQ(d.get_property("inference_num_threads"), std::to_string(cpus));
+  EXPECT_EQ(d.get_property("enable_cpu_pinning"), "YES");
+  EXPECT_EQ(d.get_property("performance_mode"), "NONE");
+  EXPECT_EQ(d.get_property("exclusive_async_requests"), "NO");
+  CompiledModel lat = core.compile_model(model, {{"performance_mode", "LATENCY"}});
+  EXPECT_EQ(lat.get_property("num_streams"), std::to_string(topo.numa_nodes.size()));
+  CompiledModel tput = core.compile_model(model, {{"performance_mode", "throughput"}});
+  const int streams = cpu::auto_streams(cpus, topo);
+  EXPECT_EQ(tput.get_property("num_streams"), std::to_string(streams));
+  EXPECT_EQ(tput.get_property("kiln_threads_per_stream"), std::to_string(std::max(1, cpus / streams)));
+  // an explicit number wins over the hint
+  CompiledModel both = core.compile_model(model, {{"performance_mode", "THROUGHPUT"}, {"num_streams", "3"}});
+  EXPECT_EQ(both.get_property("num_streams"), "3");
+}
+
+TEST(StreamsSettings, LayoutRulesOnOtherMachines) {
+  cpu::CpuTopology two{{0, 1}, {{0, 1}}};
+  cpu::CpuTopology eight{{0, 1, 2, 3, 4, 5, 6, 7}, {{0, 1, 2, 3, 4, 5, 6, 7}}};
+  cpu::CpuTopology numa{{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+                        {{0, 1, 2, 3, 4, 5, 6, 7}, {8, 9, 10, 11, 12, 13, 14, 15}}};
+  using S = cpu::StreamRequest::Streams;
+  cpu::StreamRequest r;
+  r.streams_kind = S::automatic;
+  auto l = cpu::resolve_streams(r, two);
+  EXPECT_EQ(l.streams, 2);
+  EXPECT_EQ(l.threads_per_stream, 1);
+  EXPECT_EQ(l.cpus, (std::vector<std::vector<int>>{{0}, {1}}));
+  EXPECT_EQ(l.describe(), "2 streams x 1 thread, pinned to CPUs {0} {1}");
+  l = cpu::resolve_streams(r, eight);  // 8 CPUs on a node: 2 threads a stream
+  EXPECT_EQ(l.streams, 4);
+  EXPECT_EQ(l.threads_per_stream, 2);
+  EXPECT_EQ(l.cpus[3], (std::vector<int>{6, 7}));
+  r.streams_kind = S::numa;
+  l = cpu::resolve_streams(r, numa);
+  EXPECT_EQ(l.streams, 2);
+  EXPECT_EQ(l.threads_per_stream, 8);
+  EXPECT_EQ(l.cpus[1], numa.numa_nodes[1]);
+  r = {};
+  r.mode = cpu::PerformanceMode::latency;
+  l = cpu::resolve_streams(r, numa);  // one stream per NUMA node
+  EXPECT_EQ(l.streams, 2);
+  r = {};
+  r.streams_kind = S::number;
+  r.streams = 3;
+  r.threads = 7;
+  r.pin = cpu::PinMode::numa;
+  l = cpu::resolve_streams(r, numa);
+  EXPECT_EQ(l.threads_per_stream, 2);  // 7 / 3
+  EXPECT_EQ(l.total_threads(), 6);
+  EXPECT_EQ(l.cpus[2], numa.numa_nodes[0]);  // stream 2 starts on CPU 4: node 0
+  r = {};
+  r.streams_kind = S::number;
+  r.streams = 0;
+  l = cpu::resolve_streams(r, eight);
+  EXPECT_EQ(l.threads_per_stream, 8);
+  EXPECT_EQ(l.pin, cpu::PinMode::none);  // callers' threads are not pinned
+  EXPECT_EQ(l.describe(), "0 streams (requests run on the caller's thread), 8 threads, not pinned");
+}
+
+TEST(StreamsSettings, ErrorsNameTheKeyAndListWhatIsAccepted) {
+  Core core;
+  auto model = mlp_model();
+  auto compile_error = [&](const AnyMap& p) { return error_of([&] { core.compile_model(model, p); }); };
+  std::string e = compile_error({{"num_stream", "2"}});
+  EXPECT_CONTAINS(e, "unknown property 'num_stream'");
+  for (const char* k : {"inference_num_threads (CPU_THREADS_NUM)", "num_streams (CPU_THROUGHPUT_STREAMS)",
+                        "enable_cpu_pinning (CPU_BIND_THREAD)", "performance_mode (PERFORMANCE_HINT)",
+                        "exclusive_async_requests (EXCLUSIVE_ASYNC_REQUESTS)", "enable_profiling (PERF_COUNT)"})
+    EXPECT_CONTAINS(e, k);
+  EXPECT_EQ(e.find("optimal_number_of_infer_requests"), std::string::npos) << "read-only keys are not settable";
+  e = compile_error({{"num_streams", "many"}});
+  EXPECT_CONTAINS(e, "num_streams: 'many'");
+  EXPECT_CONTAINS(e, "AUTO");
+  EXPECT_CONTAINS(e, "NUMA");
+  EXPECT_CONTAINS(compile_error({{"CPU_THROUGHPUT_STREAMS", "-1"}}), "CPU_THROUGHPUT_STREAMS: '-1'");
+  EXPECT_CONTAINS(compile_error({{"CPU_THREADS_NUM", "two"}}), "CPU_THREADS_NUM: 'two' is not an integer");
+  EXPECT_CONTAINS(compile_error({{"inference_num_threads", "-2"}}), "inference_num_threads: '-2'");
+  e = compile_error({{"CPU_BIND_THREAD", "HYBRID"}});
+  EXPECT_CONTAINS(e, "CPU_BIND_THREAD: 'HYBRID'");
+  EXPECT_CONTAINS(e, "YES, NO, NUMA");
+  e = compile_error({{"performance_mode", "FAST"}});
+  EXPECT_CONTAINS(e, "performance_mode: 'FAST'");
+  EXPECT_CONTAINS(e, "LATENCY, THROUGHPUT");
+  EXPECT_CONTAINS(compile_error({{"EXCLUSIVE_ASYNC_REQUESTS", "sometimes"}}), "EXCLUSIVE_ASYNC_REQUESTS: 'sometimes'");
+  EXPECT_CONTAINS(compile_error({{"optimal_number_of_infer_requests", "4"}}), "unknown property");
+  e = compile_error({{"num_streams", "2"}, {"CPU_THROUGHPUT_STREAMS", "1"}});
+  EXPECT_CONTAINS(e, "num_streams is given twice");
+  CompiledModel cm = core.compile_model(model);
+  e = error_of([&] { cm.get_property("streams"); });
+  EXPECT_CONTAINS(e, "unknown property 'streams'");
+  EXPECT_CONTAINS(e, "optimal_number_of_infer_requests (OPTIMAL_NUMBER_OF_INFER_REQUESTS)");
+}
+
+// ---------------- async requests ----------------
+
+TEST(StreamsAsync, WaitForTimesOutOnALongRequest) {
+  Core core;
+  CompiledModel cm = core.compile_model(slow_model(), {{"num_streams", "1"}});
+  InferRequest req = cm.create_infer_request();
+  req.set_input_tensor(random_tensor({1, 32, 128, 128}, 3));
+  req.infer();  // builds the stream's graph
+  const Tensor first = req.get_output_tensor();
+  req.start_async();
+  EXPECT_FALSE(req.wait_for(0ms));
+  EXPECT_FALSE(req.wait_for(1ms));
+  EXPECT_TRUE(req.wait_for(60000ms));
+  EXPECT_TRUE(req.wait_for(0ms));  // idle: at once
+  EXPECT_TRUE(same_bits(first, req.get_output_tensor()));
+  req.wait();  // idle: returns at once
+}
+
+TEST(StreamsAsync, QueuedRequestIsBusyUntilAStreamIsFree) {
+  Core core;
+  CompiledModel cm = core.compile_model(mlp_model(), {{"num_streams", "1"}});
+  InferRequest a = cm.create_infer_request(), b = cm.create_infer_request();
+  a.set_input_tensor(random_tensor({1, 32}, 1));
+  b.set_input_tensor(random_tensor({1, 32}, 2));
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<void> entered;
+  a.set_callback([&, released](std::exception_ptr) {
+    entered.set_value();
+    released.wait();  // holds the only stream
+  });
+  a.start_async();
+  entered.get_future().wait();
+  b.start_async();  // queued behind a's callback on the one stream
+  EXPECT_FALSE(b.wait_for(20ms));
+  EXPECT_FALSE(a.wait_for(0ms));  // a is idle only once its callback returned
+  EXPECT_CONTAINS(error_of([&] { b.start_async(); }), "busy");
+  EXPECT_CONTAINS(error_of([&] { b.set_input_tensor(random_tensor({1, 32}, 3)); }), "busy");
+  EXPECT_CONTAINS(error_of([&] { b.get_output_tensor(); }), "busy");
+  release.set_value();
+  EXPECT_TRUE(b.wait_for(60000ms));
+  a.wait();
+  EXPECT_EQ(b.get_output_tensor().shape(), (Shape{1, 16}));
+}
+
+TEST(StreamsAsync, CallbackFiresOncePerRunAndMayRestartTheRequest) {
+  Core core;
+  CompiledModel cm = core.compile_model(mlp_model(), {{"num_streams", "2"}});
+  InferRequest req = cm.create_infer_request();
+  req.set_input_tensor(random_tensor({3, 32}, 5));
+  req.infer();
+  const Tensor want = req.get_output_tensor();
+  std::atomic<int> calls{0};
+  std::atomic<int> mismatches{0};
+  std::promise<void> done;
+  constexpr int kRuns = 50;
+  req.set_callback([&](std::exception_ptr e) {
+    if (e || !same_bits(want, req.get_output_tensor())) ++mismatches;
+    if (++calls < kRuns) req.start_async();  // the request is idle in its callback
+    else done.set_value();
+  });
+  req.start_async();
+  done.get_future().wait();
+  req.wait();
+  EXPECT_EQ(calls.load(), kRuns);
+  EXPECT_EQ(mismatches.load(), 0);
+  req.set_callback(nullptr);
+  req.infer();  // no callback any more
+  EXPECT_EQ(calls.load(), kRuns);
+}
+
+TEST(StreamsAsync, ErrorsOfAnAsyncRunReachWait) {
+  Core core;
+  CompiledModel cm = core.compile_model(conv_model(), {{"num_streams", "2"}});
+  InferRequest req = cm.create_infer_request();
+  std::atomic<int> calls{0}, errors{0};
+  req.set_callback([&](std::exception_ptr e) {
+    ++calls;
+    if (e) ++errors;
+  });
+  req.set_input_tensor(random_tensor({1, 8, 12, 13}, 1));  // wrong width
+  req.start_async();
+  std::string e = error_of([&] { req.wait(); });
+  EXPECT_CONTAINS(e, "x");
+  EXPECT_CONTAINS(e, "13");
+  EXPECT_CONTAINS(error_of([&] { req.wait(); }), "13");  // kept until the next run
+  EXPECT_THROW(req.wait_for(10ms), Error);
+  EXPECT_THROW(req.get_output_tensor(), Error);
+  req.set_input_tensor(Tensor(DType::i64, {1, 8, 12, 12}));  // wrong dtype: infer() throws it
+  EXPECT_THROW(req.infer(), Error);
+  req.set_input_tensor(random_tensor({1, 8, 12, 12}, 1));
+  req.infer();
+  EXPECT_EQ(req.get_output_tensor().shape(), (Shape{1, 10}));
+  EXPECT_EQ(calls.load(), 3);
+  EXPECT_EQ(errors.load(), 2);
+  // an exception escaping the callback reaches wait() too
+  req.set_callback([](std::exception_ptr) { throw Error("callback failed"); });
+  req.start_async();
+  EXPECT_CONTAINS(error_of([&] { req.wait(); }), "callback failed");
+  // misuse is reported when it happens
+  InferRequest fresh = cm.create_infer_request();
+  EXPECT_CONTAINS(error_of([&] { fresh.start_async(); }), "input 'x' was not set");
+  fresh.wait();  // never ran: returns
+}
+
+TEST(StreamsAsync, ZeroStreamsRunOnTheCallersThreads) {
+  Core core;
+  CompiledModel cm = core.compile_model(mlp_model(), {{"num_streams", "0"}, {"inference_num_threads", "1"}});
+  std::vector<Tensor> inputs, want;
+  for (uint32_t i = 0; i < 4; ++i) {
+    inputs.push_back(random_tensor({2, 32}, 100 + i));
+    InferRequest r = cm.create_infer_request();
+    r.set_input_tensor(inputs.back());
+    r.infer();
+    want.push_back(r.get_output_tensor());
+  }
+  std::atomic<int> bad{0}, foreign_callbacks{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      InferRequest r = cm.create_infer_request();
+      const auto me = std::this_thread::get_id();
+      r.set_callback([&, me](std::exception_ptr) {
+        if (std::this_thread::get_id() != me) ++foreign_callbacks;
+      });
+      for (int i = 0; i < 50; ++i) {
+        const size_t k = static_cast<size_t>(t + i) % inputs.size();
+        r.set_input_tensor(inputs[k]);
+        r.start_async();  // runs before it returns
+        if (!r.wait_for(0ms) || !same_bits(want[k], r.get_output_tensor())) ++bad;
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(foreign_callbacks.load(), 0);
+}
+
+TEST(StreamsAsync, RequestsAndModelReleasedWhileRunning) {
+  std::promise<void> finished;
+  {
+    Core core;
+    CompiledModel cm = core.compile_model(slow_model(), {{"num_streams", "2"}});
+    InferRequest req = cm.create_infer_request();
+    req.set_input_tensor(random_tensor({1, 32, 128, 128}, 3));
+    req.set_callback([&finished](std::exception_ptr) { finished.set_value(); });
+    req.start_async();
+  }  // the running request keeps the compiled model; its stream then releases both
+  EXPECT_EQ(finished.get_future().wait_for(60s), std::future_status::ready);
+}
+
+TEST(StreamsAsync, ExclusiveAsyncRequestsGiveTheSameResults) {
+  Core core;
+  CompiledModel a = core.compile_model(conv_model(), {{"num_streams", "2"}, {"EXCLUSIVE_ASYNC_REQUESTS", "YES"}});
+  CompiledModel b = core.compile_model(mlp_model(), {{"num_streams", "2"}, {"exclusive_async_requests", "YES"}});
+  InferRequest ra = a.create_infer_request(), rb = b.create_infer_request();
+  ra.set_input_tensor(random_tensor({1, 8, 12, 12}, 1));
+  rb.set_input_tensor(random_tensor({4, 32}, 2));
+  ra.infer();
+  rb.infer();
+  const Tensor wa = ra.get_output_tensor(), wb = rb.get_output_tensor();
+  for (int i = 0; i < 20; ++i) {
+    ra.start_async();
+    rb.start_async();
+    ra.wait();
+    rb.wait();
+    EXPECT_TRUE(same_bits(wa, ra.get_output_tensor()));
+    EXPECT_TRUE(same_bits(wb, rb.get_output_tensor()));
+  }
+}
+
+// ---------------- weights shared between streams ----------------
+
+TEST(StreamsWeights, PackedOncePerExecutorAcrossThreads) {
+  auto model = conv_model();
+  cpu::Executor ex(model->graph());
+  const Tensor in = random_tensor({1, 8, 12, 12}, 4);
+  std::vector<Tensor> out(2);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < 2; ++t) threads.emplace_back([&, t] { out[t] = ex.run({in})[0]; });
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(same_bits(out[0], out[1]));
+  EXPECT_EQ(ex.graphs_built(), 2u);  // one graph per thread
+  EXPECT_EQ(ex.weights().entries(), 3u);  // conv1, conv2, fc: packed once ...
+  EXPECT_EQ(ex.weights().hits(), 3u);     // ... and found by the other thread's graph
+  // this thread: a third graph, still no new packing
+  EXPECT_TRUE(same_bits(out[0], ex.run({in})[0]));
+  EXPECT_EQ(ex.graphs_built(), 3u);
+  EXPECT_EQ(ex.weights().entries(), 3u);
+  // another shape: a new plan reuses the weights of the unchanged constants
+  auto mlp = mlp_model();
+  cpu::Executor ex2(mlp->graph());
+  ex2.run({random_tensor({1, 32}, 1)});
+  ex2.run({random_tensor({5, 32}, 1)});
+  EXPECT_EQ(ex2.cached_plans(), 2u);
+  EXPECT_EQ(ex2.weights().entries(), 2u);
+  EXPECT_EQ(ex2.weights().hits(), 2u);
+}
+
+// ---------------- stress ----------------
+
+// 4 requests on each of two models with 2 streams each, all at once, 500 inferences a
+// request: every output bit-identical to the sequential run of the same input; every
+// run's callback fires exactly once.
+TEST(StreamsStress, FourRequestsTwoStreamsTwoModelsBitIdentical) {
+  constexpr int kRequests = 4, kRuns = 500, kInputs = 8;
+  Core core;
+  struct Case {
+    std::shared_ptr<Model> model;
+    Shape shape;
+    CompiledModel compiled;
+    std::vector<Tensor> inputs, want;
+  };
+  std::vector<Case> cases = {{conv_model(), {1, 8, 12, 12}, {}, {}, {}}, {mlp_model(), {3, 32}, {}, {}, {}}};
+  for (size_t m = 0; m < cases.size(); ++m) {
+    Case& c = cases[m];
+    c.compiled = core.compile_model(c.model, {{"num_streams", "2"}});
+    ASSERT_EQ(c.compiled.get_property("num_streams"), "2");
+    InferRequest seq = c.compiled.create_infer_request();
+    for (int i = 0; i < kInputs; ++i) {
+      c.inputs.push_back(random_tensor(c.shape, static_cast<uint32_t>(1000 * m + i)));
+      seq.set_input_tensor(c.inputs.back());
+      seq.infer();
+      c.want.push_back(seq.get_output_tensor());
+    }
+  }
+  std::atomic<int> mismatches{0}, errors{0};
+  std::vector<std::unique_ptr<std::atomic<int>>> callbacks;
+  std::vector<std::thread> drivers;
+  for (size_t m = 0; m < cases.size(); ++m)
+    for (int q = 0; q < kRequests; ++q) {
+      callbacks.push_back(std::make_unique<std::atomic<int>>(0));
+      std::atomic<int>* count = callbacks.back().get();
+      drivers.emplace_back([&, m, q, count] {
+        Case& c = cases[m];
+        InferRequest r = c.compiled.create_infer_request();
+        r.set_callback([count](std::exception_ptr) { ++*count; });
+        for (int i = 0; i < kRuns; ++i) {
+          const size_t k = static_cast<size_t>(q * 3 + i) % c.inputs.size();
+          try {
+            r.set_input_tensor(c.inputs[k]);
+            r.start_async();
+            r.wait();
+            if (!same_bits(c.want[k], r.get_output_tensor())) ++mismatches;
+          } catch (const Error&) {
+            ++errors;
+          }
+        }
+      });
+    }
+  for (auto& d : drivers) d.join();
+  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(errors.load(), 0);
+  for (auto& c : callbacks) EXPECT_EQ(c->load(), kRuns);
+}
