@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "cpu/executor.hpp"
 #include "cpu/graph.hpp"
 #include "ir/op_registry.hpp"
 #include "runtime/reference_executor.hpp"
@@ -68,6 +69,84 @@ void BM_ConvReference(benchmark::State& s) {
 
 BENCHMARK(BM_ConvCpu)->CONV_SHAPES;
 BENCHMARK(BM_ConvReference)->CONV_SHAPES;
+
+// ---- fused vs unfused: the same graph through cpu::Executor with the optimizer on / off ----
+
+void run_executor(benchmark::State& state, const std::shared_ptr<ir::Graph>& g, const std::vector<Tensor>& in,
+                  bool fused) {
+  cpu::GraphOptions o;
+  if (!fused) o.disabled_passes = {"all-fusions"};
+  cpu::Executor ex(g, o);
+  for (auto _ : state) benchmark::DoNotOptimize(ex.run(in));
+}
+
+// BERT-base attention block: x [1, S, 768] -> Q, K, V projections -> 12 heads -> [1, S, 768]
+std::shared_ptr<ir::Graph> attention_graph(int64_t S) {
+  const int64_t H = 12, D = 64, C = H * D;
+  auto g = std::make_shared<ir::Graph>();
+  g->opset_imports[""] = 13;
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, S, C})});
+  auto* mask = g->add_input("mask", {DType::f32, ir::PartialShape(Shape{1, 1, 1, S})});
+  int k = 0;
+  auto cst = [&](Tensor t) { return g->add_constant("c" + std::to_string(k++), std::move(t)); };
+  auto node = [&](const char* op, std::vector<ir::Value*> ins) {
+    return g->add_node(op, ins, 1, std::string(op) + std::to_string(k++));
+  };
+  auto heads = [&](uint32_t seed, std::vector<int64_t> perm) {
+    auto* p = node("MatMul", {x, cst(random_tensor({C, C}, seed))})->output(0);
+    auto* r = node("Reshape", {p, cst(Tensor::from_vector<int64_t>({1, S, H, D}, {4}))})->output(0);
+    auto* t = node("Transpose", {r});
+    t->attrs["perm"] = perm;
+    return t->output(0);
+  };
+  auto* q = heads(1, {0, 2, 1, 3});
+  auto* kt = heads(2, {0, 2, 3, 1});
+  auto* v = heads(3, {0, 2, 1, 3});
+  auto* s = node("MatMul", {q, kt})->output(0);
+  s = node("Div", {s, cst(Tensor::scalar<float>(8.0f))})->output(0);
+  s = node("Add", {s, mask})->output(0);
+  auto* sm = node("Softmax", {s});
+  sm->attrs["axis"] = int64_t(-1);
+  auto* o = node("MatMul", {sm->output(0), v})->output(0);
+  auto* to = node("Transpose", {o});
+  to->attrs["perm"] = std::vector<int64_t>{0, 2, 1, 3};
+  auto* y = node("Reshape", {to->output(0), cst(Tensor::from_vector<int64_t>({1, S, C}, {3}))});
+  g->add_output(y->output(0));
+  ir::infer_shapes(*g);
+  return g;
+}
+
+void BM_AttentionBlock(benchmark::State& s) {
+  const int64_t S = s.range(0);
+  run_executor(s, attention_graph(S), {random_tensor({1, S, 768}, 4), random_tensor({1, 1, 1, S}, 5)}, s.range(1) != 0);
+}
+// args: sequence length, fused (1) or not (0)
+BENCHMARK(BM_AttentionBlock)->Args({128, 0})->Args({128, 1})->Args({384, 0})->Args({384, 1})->Unit(benchmark::kMicrosecond);
+
+// conv 3x3 -> Relu -> + residual -> Relu (a ResNet block's tail)
+std::shared_ptr<ir::Graph> conv_sum_graph(int64_t c, int64_t hw) {
+  auto g = std::make_shared<ir::Graph>();
+  g->opset_imports[""] = 13;
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, c, hw, hw})});
+  auto conv = [&](ir::Value* in, const char* name, uint32_t seed) {
+    auto* n = g->add_node("Conv", {in, g->add_constant(std::string(name) + "_w", random_tensor({c, c, 3, 3}, seed))}, 1, name);
+    n->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+    return n->output(0);
+  };
+  auto* a = g->add_node("Relu", {conv(x, "conv_a", 1)}, 1, "relu_a")->output(0);
+  auto* b = g->add_node("Relu", {conv(a, "conv_b", 2)}, 1, "relu_b")->output(0);
+  auto* sum = g->add_node("Add", {conv(b, "conv_c", 3), a}, 1, "add")->output(0);
+  g->add_output(g->add_node("Relu", {sum}, 1, "relu")->output(0));
+  ir::infer_shapes(*g);
+  return g;
+}
+
+void BM_ConvReluSumBlock(benchmark::State& s) {
+  run_executor(s, conv_sum_graph(s.range(0), s.range(1)), {random_tensor({1, s.range(0), s.range(1), s.range(1)}, 6)},
+               s.range(2) != 0);
+}
+// args: channels, spatial, fused
+BENCHMARK(BM_ConvReluSumBlock)->Args({64, 56, 0})->Args({64, 56, 1})->Args({256, 14, 0})->Args({256, 14, 1})->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
