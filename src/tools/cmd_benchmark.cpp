@@ -1,5 +1,7 @@
 // `kiln benchmark`: compile time, first-inference time, latency statistics over timed
-// iterations, throughput and peak memory of one model; optionally as JSON.
+// iterations, throughput and peak memory of one model; optionally as JSON. Sync mode runs
+// one request inference after inference; async mode (throughput) keeps -nireq requests in
+// flight on the compiled model's streams and reports FPS.
 #include <kiln/core.hpp>
 
 #include <nlohmann/json.hpp>
@@ -7,12 +9,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -74,13 +80,126 @@ class Progress {
   Clock::time_point last_{};
 };
 
+// The timed (or warmup) part: `count` inferences, or when count <= 0 as many as start
+// within `seconds` (at least one). sync: one request, one inference after the other.
+// async: every request in flight at once, each restarted as soon as it finishes, so
+// the streams stay busy; a latency runs from start_async to the request's callback.
+struct LoopResult {
+  std::vector<double> latencies_ms;
+  double wall_s = 0;
+};
+
+LoopResult run_loop(std::vector<InferRequest>& reqs, bool async, int count, double seconds, Progress& progress,
+                    const char* phase, tools::PerfCounterAverage* counters) {
+  LoopResult r;
+  const auto t_start = Clock::now();
+  auto more = [&](size_t launched) {
+    if (count > 0) return launched < static_cast<size_t>(count);
+    return launched == 0 || ms_since(t_start) / 1000.0 < seconds;
+  };
+  auto show = [&](size_t finished) {
+    if (count > 0) {
+      progress.update(phase, static_cast<double>(finished) / count, cat(finished, "/", count));
+    } else {
+      const double elapsed_s = ms_since(t_start) / 1000.0;
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.1f/%g s, %zu runs", elapsed_s, seconds, finished);
+      progress.update(phase, elapsed_s / seconds, buf);
+    }
+  };
+  if (count > 0) r.latencies_ms.reserve(static_cast<size_t>(count));
+  if (!async) {
+    InferRequest& q = reqs[0];
+    for (size_t n = 0; more(n); ++n) {
+      show(n);
+      const auto t0 = Clock::now();
+      q.infer();
+      r.latencies_ms.push_back(ms_since(t0));
+      if (counters) counters->add(q.get_profiling_info());
+    }
+    r.wall_s = ms_since(t_start) / 1000.0;
+    return r;
+  }
+  struct Done {
+    size_t request;
+    double ms;
+  };
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<Done> done;
+  std::vector<Clock::time_point> started(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i)
+    reqs[i].set_callback([&, i](std::exception_ptr) {
+      const double ms = ms_since(started[i]);
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        done.push_back({i, ms});
+      }
+      cv.notify_one();
+    });
+  size_t launched = 0, in_flight = 0;
+  auto launch = [&](size_t i) {
+    started[i] = Clock::now();
+    reqs[i].start_async();
+    ++launched;
+    ++in_flight;
+  };
+  try {
+    for (size_t i = 0; i < reqs.size() && more(launched); ++i) launch(i);
+    while (in_flight > 0) {
+      Done d{};
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        cv.wait(lock, [&] { return !done.empty(); });
+        d = done.front();
+        done.pop_front();
+      }
+      --in_flight;
+      reqs[d.request].wait();  // an inference error is thrown here
+      r.latencies_ms.push_back(d.ms);
+      if (counters) counters->add(reqs[d.request].get_profiling_info());
+      show(r.latencies_ms.size());
+      if (more(launched)) launch(d.request);
+    }
+  } catch (...) {
+    for (InferRequest& q : reqs) {  // the callbacks use this frame: let every request finish
+      try {
+        q.wait();
+      } catch (const Error&) {
+      }
+      q.set_callback(nullptr);
+    }
+    throw;
+  }
+  for (InferRequest& q : reqs) q.set_callback(nullptr);
+  r.wall_s = ms_since(t_start) / 1000.0;
+  return r;
+}
+
 }  // namespace
 
 int cmd_benchmark(const BenchmarkOptions& o) {
   KILN_CHECK(!(o.iterations > 0 && o.seconds > 0), "give either -niter or -time, not both");
+  KILN_CHECK(!(o.threads > 0 && o.nthreads > 0), "give either -t or -nthreads, not both");
   std::error_code ec;
   KILN_CHECK(std::filesystem::exists(o.model, ec), cat("model file '", o.model, "' does not exist"));
   KILN_CHECK(!std::filesystem::is_directory(o.model, ec), cat("'", o.model, "' is a directory, not a model file"));
+
+  // Compile properties: --property KEY=VALUE and the options that set one.
+  AnyMap properties = parse_property_specs(o.properties);
+  const int threads = o.threads > 0 ? o.threads : o.nthreads;
+  if (threads > 0) add_property(properties, "inference_num_threads", std::to_string(threads), "-nthreads");
+  if (!o.disabled_passes.empty())
+    add_property(properties, "kiln_disable_passes", join(o.disabled_passes, ","), "--disable-pass");
+  const bool perf_counts = o.perf_counts || !o.pc_sort.empty();
+  if (perf_counts) add_property(properties, "enable_profiling", "YES", "-pc");
+  std::string hint = o.hint;
+  for (char& c : hint) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (!hint.empty()) add_property(properties, "performance_mode", hint, "-hint");
+  if (!o.nstreams.empty()) add_property(properties, "num_streams", o.nstreams, "-nstreams");
+  if (!o.pin.empty()) add_property(properties, "enable_cpu_pinning", o.pin, "-pin");
+  const bool async = !o.api.empty() ? o.api == "async" : (hint == "THROUGHPUT" || !o.nstreams.empty() || o.nireq > 1);
+  KILN_CHECK(async || o.nireq <= 1, cat("-nireq ", o.nireq, " needs -api async (sync runs one request)"));
 
   // Compile: read_model + compile_model (inputs are prepared in between but not timed).
   Core core;
@@ -90,23 +209,32 @@ int cmd_benchmark(const BenchmarkOptions& o) {
   const auto& ports = model->inputs();
   tools::PreparedInputs in = tools::prepare_inputs(ports, o.inputs, o.shapes, /*random_missing=*/true, o.seed);
 
-  AnyMap properties;
-  if (o.threads > 0) properties["inference_num_threads"] = std::to_string(o.threads);
-  if (!o.disabled_passes.empty()) properties["kiln_disable_passes"] = join(o.disabled_passes, ",");
-  const bool perf_counts = o.perf_counts || !o.pc_sort.empty();
-  if (perf_counts) properties["enable_profiling"] = "YES";
   t0 = Clock::now();
   CompiledModel compiled = core.compile_model(model, properties);
   compile_ms += ms_since(t0);
 
-  InferRequest req = compiled.create_infer_request();
-  for (size_t i = 0; i < ports.size(); ++i) req.set_input_tensor(i, in.tensors[i]);
+  const int streams = std::stoi(compiled.get_property("num_streams"));
+  const int total_threads = std::stoi(compiled.get_property("inference_num_threads"));
+  const int per_stream = std::stoi(compiled.get_property("kiln_threads_per_stream"));
+  const std::string pinning = compiled.get_property("enable_cpu_pinning");
+  const std::string mode = compiled.get_property("performance_mode");
+  const int nireq =
+      async ? (o.nireq > 0 ? o.nireq : std::stoi(compiled.get_property("optimal_number_of_infer_requests"))) : 1;
+  std::vector<InferRequest> reqs;
+  for (int i = 0; i < nireq; ++i) {
+    reqs.push_back(compiled.create_infer_request());
+    for (size_t k = 0; k < ports.size(); ++k) reqs.back().set_input_tensor(k, in.tensors[k]);
+  }
 
   std::cout << "model       " << o.model << "\n";
   for (size_t i = 0; i < ports.size(); ++i)
     std::cout << "input       " << ports[i].name << "  " << shape_to_string(in.tensors[i].shape()) << "  "
               << dtype_name(in.tensors[i].dtype()) << "  (" << in.sources[i] << ")\n";
-  std::cout << "threads     " << (o.threads > 0 ? std::to_string(o.threads) : std::string("default")) << "\n";
+  std::cout << "threads     " << total_threads << "\n";
+  std::cout << "streams     " << streams << " (" << per_stream << (per_stream == 1 ? " thread" : " threads")
+            << " each, pinning " << pinning << ", hint " << mode << ")\n";
+  std::cout << "api         " << (async ? "async" : "sync") << ", " << nireq
+            << (nireq == 1 ? " infer request\n" : " infer requests\n");
   std::cout << "compile     " << fmt_ms(compile_ms) << "  (read_model + compile_model)\n" << std::flush;
 
   Progress progress;
@@ -116,41 +244,21 @@ int cmd_benchmark(const BenchmarkOptions& o) {
   // First inference (includes any lazy initialisation), then untimed warmup runs.
   progress.update("first", 0, "", true);
   t0 = Clock::now();
-  req.infer();
+  reqs[0].infer();
   double first_ms = ms_since(t0);
   progress.clear();  // the bar shares the terminal with stdout
   std::cout << "first       " << fmt_ms(first_ms) << "  (first inference)\n" << std::flush;
-  for (int i = 0; i < o.warmup; ++i) {
-    progress.update("warmup", static_cast<double>(i) / o.warmup, cat(i, "/", o.warmup));
-    req.infer();
-  }
+  if (o.warmup > 0) run_loop(reqs, async, o.warmup, 0, progress, "warmup", nullptr);
 
   // Timed iterations.
   tools::PerfCounterAverage counters;
-  std::vector<double> times;
-  if (timed_by_count) times.reserve(static_cast<size_t>(iterations));
-  auto loop_start = Clock::now();
-  for (;;) {
-    double elapsed_s = ms_since(loop_start) / 1000.0;
-    if (timed_by_count) {
-      if (static_cast<int>(times.size()) >= iterations) break;
-      progress.update("timing", static_cast<double>(times.size()) / iterations, cat(times.size(), "/", iterations));
-    } else {
-      if (!times.empty() && elapsed_s >= o.seconds) break;
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%.1f/%g s, %zu runs", elapsed_s, o.seconds, times.size());
-      progress.update("timing", elapsed_s / o.seconds, buf);
-    }
-    t0 = Clock::now();
-    req.infer();
-    times.push_back(ms_since(t0));
-    if (perf_counts) counters.add(req.get_profiling_info());
-  }
-  double loop_s = ms_since(loop_start) / 1000.0;
+  LoopResult loop = run_loop(reqs, async, timed_by_count ? iterations : 0, o.seconds, progress, "timing",
+                             perf_counts ? &counters : nullptr);
   progress.clear();
+  const std::vector<double>& times = loop.latencies_ms;
 
   tools::LatencyStats st = tools::latency_stats(times);
-  double throughput = loop_s > 0 ? static_cast<double>(times.size()) / loop_s : 0;
+  double throughput = loop.wall_s > 0 ? static_cast<double>(times.size()) / loop.wall_s : 0;
   double rss = tools::peak_rss_mib();
 
   std::cout << "latency     median " << fmt_ms(st.median) << ", min " << fmt_ms(st.min) << ", p90 "
@@ -158,7 +266,9 @@ int cmd_benchmark(const BenchmarkOptions& o) {
             << times.size() << " iterations after " << o.warmup << " warmup)\n";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.2f", throughput);
-  std::cout << "throughput  " << buf << " inferences/s\n";
+  std::cout << "throughput  " << buf << " inferences/s";
+  if (async) std::cout << "  (FPS, " << nireq << " requests in flight on " << streams << " streams)";
+  std::cout << "\n";
   if (rss >= 0) {
     std::snprintf(buf, sizeof buf, "%.1f", rss);
     std::cout << "peak RSS    " << buf << " MiB  (VmHWM)\n";
@@ -168,14 +278,22 @@ int cmd_benchmark(const BenchmarkOptions& o) {
 
   if (perf_counts) {
     std::cout << "\nperformance counters (mean of " << counters.runs() << " timed iterations; profiling "
-              << "synchronises after every node, so the total is a little above the latency above):\n"
+              << "synchronises after every node, so the total is a little above the latency above"
+              << (streams > 1 && nireq > 1 ? "; CPU times include the other streams' work" : "") << "):\n"
               << tools::format_perf_counters(counters.average(), o.pc_sort.empty() ? "no_sort" : o.pc_sort);
   }
 
   if (!o.json_path.empty()) {
     nlohmann::json j;
     j["model"] = o.model;
-    j["threads"] = o.threads > 0 ? nlohmann::json(o.threads) : nlohmann::json(nullptr);
+    j["threads"] = total_threads;
+    j["threads_per_stream"] = per_stream;
+    j["streams"] = streams;
+    j["pinning"] = pinning;
+    j["hint"] = mode;
+    j["api"] = async ? "async" : "sync";
+    j["nireq"] = nireq;
+    j["properties"] = properties;
     j["iterations"] = times.size();
     j["warmup"] = o.warmup;
     j["compile_ms"] = round3(compile_ms);
@@ -183,6 +301,7 @@ int cmd_benchmark(const BenchmarkOptions& o) {
     j["latency_ms"] = {{"median", round3(st.median)}, {"min", round3(st.min)}, {"p90", round3(st.p90)},
                        {"max", round3(st.max)},       {"mean", round3(st.mean)}};
     j["throughput_per_s"] = round3(throughput);
+    j["fps"] = round3(throughput);
     j["peak_rss_mib"] = rss >= 0 ? nlohmann::json(round3(rss)) : nlohmann::json(nullptr);
     std::ofstream f(o.json_path);
     KILN_CHECK(f.good(), cat("--json: cannot write '", o.json_path, "'"));

@@ -10,10 +10,12 @@
 #include <iostream>
 #include <map>
 
+#include "api/properties.hpp"
 #include "commands.hpp"
 #include "core/strings.hpp"
 #include "cpu/executor.hpp"
 #include "cpu/graph_optimizer.hpp"
+#include "cpu/stream_layout.hpp"
 #include "tools/common/exec_graph.hpp"
 #include "tools/common/run_util.hpp"
 
@@ -37,13 +39,17 @@ int cmd_inspect(const InspectOptions& o) {
   Core core;
   auto model = core.read_model(o.model);
   tools::PreparedInputs in = tools::prepare_inputs(model->inputs(), {}, o.shapes, /*random_missing=*/true, 0);
-  cpu::GraphOptions options;
   const auto known = cpu::known_pass_names();
-  for (const std::string& p : o.disabled_passes) {
+  for (const std::string& p : o.disabled_passes)
     KILN_CHECK(std::find(known.begin(), known.end(), p) != known.end(),
                cat("--disable-pass: unknown pass '", p, "'; passes: ", join(known, ", ")));
-    options.disabled_passes.insert(p);
-  }
+  // the compile properties, checked as compile_model checks them
+  AnyMap properties = parse_property_specs(o.properties);
+  if (!o.disabled_passes.empty())
+    add_property(properties, "kiln_disable_passes", join(o.disabled_passes, ","), "--disable-pass");
+  const api::Settings settings = api::parse_properties(properties);
+  const cpu::GraphOptions& options = settings.graph;
+  const cpu::StreamLayout layout = cpu::resolve_streams(settings.streams, cpu::CpuTopology::detect());
   cpu::Executor ex(model->graph(), options);
   std::vector<Shape> shapes;
   for (const Tensor& t : in.tensors) shapes.push_back(t.shape());
@@ -67,7 +73,9 @@ int cmd_inspect(const InspectOptions& o) {
   std::vector<std::string> parts;
   for (auto& [t, c] : by_type) parts.push_back(cat(t, " ", c));
   std::cout << "node types    " << join(parts, ", ") << "\n";
-  std::cout << "arena         " << g.arena_bytes() << " bytes, " << g.in_place_nodes() << " nodes in place\n";
+  std::cout << "arena         " << g.arena_bytes() << " bytes, " << g.in_place_nodes()
+            << " nodes in place (one arena per stream)\n";
+  std::cout << "streams       " << layout.describe() << "\n";
   std::map<std::string, std::pair<size_t, size_t>> per_pass;  // applied, skipped
   for (const auto& e : plan.log.entries) (e.applied ? per_pass[e.pass].first : per_pass[e.pass].second)++;
   for (auto& [p, c] : per_pass) std::cout << "pass          " << p << ": " << c.first << " applied, " << c.second << " not\n";

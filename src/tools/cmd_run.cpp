@@ -51,9 +51,10 @@ int cmd_run(const RunOptions& o) {
               << dtype_name(tensors[i].dtype()) << "  (" << sources[i] << ")\n";
 
   t0 = Clock::now();
-  AnyMap properties;
-  if (o.threads > 0) properties["inference_num_threads"] = std::to_string(o.threads);
-  if (!o.disabled_passes.empty()) properties["kiln_disable_passes"] = join(o.disabled_passes, ",");
+  AnyMap properties = parse_property_specs(o.properties);
+  if (o.threads > 0) add_property(properties, "inference_num_threads", std::to_string(o.threads), "-t");
+  if (!o.disabled_passes.empty())
+    add_property(properties, "kiln_disable_passes", join(o.disabled_passes, ","), "--disable-pass");
   CompiledModel compiled = core.compile_model(model, properties);
   double compile_ms = ms_since(t0);
   InferRequest req = compiled.create_infer_request();

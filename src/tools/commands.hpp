@@ -1,11 +1,19 @@
 #pragma once
 // The `kiln` subcommands (run, benchmark, info, zoo). Each returns the process exit code; kiln::Error propagates to
 // main, which prints "kiln: error: ..." and exits with 1.
+#include <kiln/core.hpp>
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace kiln::cli {
+
+// Compile properties from the command line: `--property KEY=VALUE` values (old or new key
+// names; compile_model checks them) plus those other options set. Throws kiln::Error for a
+// spec without '=' or a key given twice with different values.
+void add_property(AnyMap& properties, const std::string& key, const std::string& value, const std::string& from);
+AnyMap parse_property_specs(const std::vector<std::string>& specs);
 
 struct RunOptions {
   std::string model;
@@ -17,6 +25,7 @@ struct RunOptions {
   int iterations = 1;
   int threads = 0;  // > 0: compile property inference_num_threads
   std::vector<std::string> disabled_passes;  // compile property kiln_disable_passes
+  std::vector<std::string> properties;       // --property KEY=VALUE
 };
 int cmd_run(const RunOptions& o);
 
@@ -33,6 +42,13 @@ struct BenchmarkOptions {
   std::vector<std::string> disabled_passes;  // compile property kiln_disable_passes
   bool perf_counts = false;  // -pc
   std::string pc_sort;       // -pcsort: sort | no_sort | simple_sort (empty: no_sort unless given)
+  std::vector<std::string> properties;  // --property KEY=VALUE
+  std::string hint;          // -hint latency | throughput | none (empty: not given)
+  std::string nstreams;      // -nstreams N | AUTO | NUMA (empty: not given)
+  int nthreads = 0;          // -nthreads N (like -t)
+  int nireq = 0;             // -nireq N; 0: 1 for sync, optimal_number_of_infer_requests for async
+  std::string api;           // -api sync | async (empty: async with -hint throughput, -nstreams or -nireq > 1)
+  std::string pin;           // -pin YES | NO | NUMA (empty: not given)
 };
 int cmd_benchmark(const BenchmarkOptions& o);
 
@@ -48,6 +64,7 @@ struct InspectOptions {
   std::vector<std::string> disabled_passes;  // pass names or all-fusions
   std::string exec_graph_path, dot_path, svg_path;
   bool explain_fusions = false;
+  std::vector<std::string> properties;       // --property KEY=VALUE
 };
 int cmd_inspect(const InspectOptions& o);
 

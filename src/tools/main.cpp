@@ -14,6 +14,9 @@
 namespace {
 
 constexpr const char* kVersion = "0.1.0";
+constexpr const char* kPropertyHelp =
+    "Compile property KEY=VALUE (repeatable; new or old key names, e.g. num_streams=2, CPU_BIND_THREAD=NO, "
+    "performance_mode=THROUGHPUT; see docs/settings.md)";
 
 bool is_subcommand(const std::string& s) {
   return s == "run" || s == "benchmark" || s == "info" || s == "inspect" || s == "zoo";
@@ -31,11 +34,13 @@ int main(int argc, char** argv) {
     args.insert(args.begin() + 1, "run");
     args.push_back("--random-inputs");
   }
-  // `kiln benchmark` also takes benchmark_app-style -niter / -time (CLI11 wants --niter / --time).
+  // `kiln benchmark` also takes benchmark_app-style single-dash options (-niter, -time, -pc,
+  // -nstreams, ...; CLI11 wants --niter, --time, ...).
   if (args.size() >= 2 && args[1] == "benchmark") {
     for (size_t i = 2; i < args.size(); ++i) {
       if (args[i] == "--") break;
-      for (const char* name : {"-niter", "-time", "-pc", "-pcsort"})
+      for (const char* name : {"-niter", "-time", "-pc", "-pcsort", "-hint", "-nstreams", "-nthreads", "-nireq", "-api",
+                               "-pin"})
         if (args[i] == name || args[i].rfind(std::string(name) + "=", 0) == 0) args[i].insert(0, "-");
     }
   }
@@ -65,6 +70,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--disable-pass", run.disabled_passes,
                       "Do not run this optimizer pass (repeatable; all-fusions for all of them)")
       ->allow_extra_args(false);
+  run_cmd->add_option("-p,--property", run.properties, kPropertyHelp)->allow_extra_args(false);
 
   BenchmarkOptions bench;
   CLI::App* bench_cmd = app.add_subcommand(
@@ -100,6 +106,24 @@ int main(int argc, char** argv) {
                         "Order of the -pc table: sort (by time, with totals per node type), no_sort (execution "
                         "order), simple_sort (by time, executed nodes only) (also -pcsort; implies -pc)")
       ->check(CLI::IsMember({"sort", "no_sort", "simple_sort"}));
+  bench_cmd->add_option("-p,--property", bench.properties, kPropertyHelp)->allow_extra_args(false);
+  bench_cmd->add_option("--hint", bench.hint,
+                        "Performance hint (property performance_mode): latency (one stream per NUMA node), "
+                        "throughput (streams chosen for FPS; implies -api async), none (also -hint)")
+      ->check(CLI::IsMember({"latency", "throughput", "none"}, CLI::ignore_case));
+  bench_cmd->add_option("--nstreams", bench.nstreams,
+                        "Streams (property num_streams): a number, AUTO or NUMA; implies -api async (also -nstreams)");
+  bench_cmd->add_option("--nthreads", bench.nthreads, "Inference threads of all streams together, like -t (also -nthreads)")
+      ->check(CLI::Range(1, 4096));
+  bench_cmd->add_option("--nireq", bench.nireq,
+                        "Infer requests kept in flight in async mode (default: the model's "
+                        "optimal_number_of_infer_requests, one per stream) (also -nireq)")
+      ->check(CLI::Range(1, 1024));
+  bench_cmd->add_option("--api", bench.api,
+                        "sync: one request, inference after inference (latency); async: -nireq requests in flight "
+                        "(throughput, FPS). Default async with -hint throughput, -nstreams or -nireq > 1 (also -api)")
+      ->check(CLI::IsMember({"sync", "async"}));
+  bench_cmd->add_option("--pin", bench.pin, "Pin stream threads (property enable_cpu_pinning): YES, NO, NUMA (also -pin)");
 
   InfoOptions info;
   CLI::App* info_cmd = app.add_subcommand("info", "Describe a model: inputs, outputs, opsets, ops, parameters");
@@ -120,6 +144,7 @@ int main(int argc, char** argv) {
   insp_cmd->add_option("--disable-pass", insp.disabled_passes,
                        "Do not run this optimizer pass (repeatable; all-fusions for all of them)")
       ->allow_extra_args(false);
+  insp_cmd->add_option("-p,--property", insp.properties, kPropertyHelp)->allow_extra_args(false);
 
   ZooOptions zoo;
   CLI::App* zoo_cmd = app.add_subcommand("zoo", "Write a built-in model with fixed random weights (--list shows them)");

@@ -1,0 +1,25 @@
+// `--property KEY=VALUE` for kiln run / benchmark / inspect.
+#include "commands.hpp"
+#include "core/strings.hpp"
+
+namespace kiln::cli {
+
+void add_property(AnyMap& properties, const std::string& key, const std::string& value, const std::string& from) {
+  auto it = properties.find(key);
+  if (it != properties.end() && it->second != value)
+    throw Error(cat("property ", key, " is given twice ('", it->second, "' and '", value, "' from ", from, ")"));
+  properties[key] = value;
+}
+
+AnyMap parse_property_specs(const std::vector<std::string>& specs) {
+  AnyMap properties;
+  for (const std::string& spec : specs) {
+    const size_t eq = spec.find('=');
+    KILN_CHECK(eq != std::string::npos && eq > 0,
+               cat("--property '", spec, "': expected KEY=VALUE, e.g. --property num_streams=2"));
+    add_property(properties, spec.substr(0, eq), spec.substr(eq + 1), "--property");
+  }
+  return properties;
+}
+
+}  // namespace kiln::cli
