@@ -267,7 +267,9 @@ int cmd_benchmark(const BenchmarkOptions& o) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.2f", throughput);
   std::cout << "throughput  " << buf << " inferences/s";
-  if (async) std::cout << "  (FPS, " << nireq << " requests in flight on " << streams << " streams)";
+  if (async)
+    std::cout << "  (FPS, " << nireq << (nireq == 1 ? " request" : " requests") << " in flight on " << streams
+              << (streams == 1 ? " stream)" : " streams)");
   std::cout << "\n";
   if (rss >= 0) {
     std::snprintf(buf, sizeof buf, "%.1f", rss);
