@@ -1,5 +1,6 @@
 #include "ir/op_registry.hpp"
 #include "ops/op_families.hpp"
+#include "snippets/subgraph_op.hpp"
 
 namespace kiln::ops {
 
@@ -12,6 +13,7 @@ void register_all_ops(ir::OpRegistry& r) {
   register_quant_ops(r);
   register_misc_ops(r);
   register_control_flow_ops(r);
+  snippets::register_subgraph_op(r);  // kiln Subgraph (snippets tokenizer)
 }
 
 }  // namespace kiln::ops

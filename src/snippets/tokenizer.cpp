@@ -1,0 +1,288 @@
+#include "snippets/tokenizer.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/strings.hpp"
+#include "ir/op_registry.hpp"
+#include "snippets/subgraph_op.hpp"
+
+namespace kiln::snippets {
+
+namespace {
+
+bool onnx_domain(const ir::Node& n) { return n.domain().empty() || n.domain() == "ai.onnx"; }
+
+bool f32(const ir::Value* v) { return v && v->type.dtype == DType::f32; }
+
+// A one-element constant: copied into the body instead of becoming an input.
+bool scalar_constant(const ir::Value* v) {
+  return v && v->is_constant() && !v->producer() && v->constant().size() == 1;
+}
+
+// The tokenizer's working state: clusters of nodes that will become one Subgraph each.
+class Tokenizer {
+ public:
+  Tokenizer(ir::Graph& g, const SkippedNodes& skipped, transforms::PassLog* log, size_t max_ptrs)
+      : g_(g), skipped_(skipped), log_(log), max_ptrs_(max_ptrs) {}
+
+  size_t run() {
+    order_ = g_.topo_order();
+    for (size_t i = 0; i < order_.size(); ++i) pos_[order_[i]] = i;
+    for (ir::Node* n : order_) visit(n);
+    size_t made = 0;
+    for (auto& c : clusters_) {
+      if (c.empty()) continue;
+      if (c.size() < 2) {
+        if (log_) log_->skipped(kTokenizationPass, c[0]->name(), "a lone op gains nothing from a subgraph");
+        continue;
+      }
+      std::sort(c.begin(), c.end(), [&](ir::Node* a, ir::Node* b) { return pos_.at(a) < pos_.at(b); });
+      materialize(c);
+      ++made;
+    }
+    return made;
+  }
+
+ private:
+  static constexpr int kNone = -1;
+
+  int cluster(const ir::Node* n) const {
+    auto it = cluster_of_.find(n);
+    return it == cluster_of_.end() ? kNone : it->second;
+  }
+
+  void visit(ir::Node* n) {
+    if (!tokenizable(*n)) return;
+    if (skipped_.count(n)) {
+      if (log_) log_->skipped(kTokenizationPass, n->name(), "left to the CPU optimizer (marked by SnippetsMarkSkipped)");
+      return;
+    }
+    std::vector<int> producers;
+    for (const ir::Value* v : n->inputs()) {
+      if (!v || !v->producer()) continue;
+      int c = cluster(v->producer());
+      if (c != kNone && std::find(producers.begin(), producers.end(), c) == producers.end()) producers.push_back(c);
+    }
+    if (producers.empty()) {
+      start(n);
+      return;
+    }
+    std::vector<std::vector<int>> tries = {producers};
+    if (producers.size() > 1)
+      for (int c : producers) tries.push_back({c});
+    std::string first_why;
+    for (const auto& ids : tries) {
+      std::string why = refuse(ids, n);
+      if (why.empty()) {
+        if (!first_why.empty() && log_)
+          log_->skipped(kTokenizationPass, n->name(),
+                        cat("does not merge all its producers' subgraphs (", first_why, "); joins the one of ",
+                            clusters_[static_cast<size_t>(ids[0])][0]->name()));
+        merge_into(ids, n);
+        return;
+      }
+      if (first_why.empty()) first_why = why;
+    }
+    if (log_) log_->skipped(kTokenizationPass, n->name(), cat("starts a new subgraph: ", first_why));
+    start(n);
+  }
+
+  void start(ir::Node* n) {
+    cluster_of_[n] = static_cast<int>(clusters_.size());
+    clusters_.push_back({n});
+  }
+
+  void merge_into(const std::vector<int>& ids, ir::Node* n) {
+    const int into = ids[0];
+    for (size_t k = 1; k < ids.size(); ++k) {
+      for (ir::Node* m : clusters_[static_cast<size_t>(ids[k])]) {
+        cluster_of_[m] = into;
+        clusters_[static_cast<size_t>(into)].push_back(m);
+      }
+      clusters_[static_cast<size_t>(ids[k])].clear();
+    }
+    cluster_of_[n] = into;
+    clusters_[static_cast<size_t>(into)].push_back(n);
+  }
+
+  // Empty when clusters `ids` plus node `n` may become one subgraph; else why not.
+  std::string refuse(const std::vector<int>& ids, const ir::Node* n) const {
+    auto in_candidate = [&](const ir::Node* x) {
+      if (x == n) return true;
+      const int c = cluster(x);
+      return c != kNone && std::find(ids.begin(), ids.end(), c) != ids.end();
+    };
+    std::vector<const ir::Node*> members;
+    for (int id : ids)
+      for (const ir::Node* m : clusters_[static_cast<size_t>(id)]) members.push_back(m);
+    members.push_back(n);
+
+    // 1. Cycles: a path from the candidate through an outside node back into it. Other
+    // clusters will become single nodes, so reaching one reaches all of its outputs.
+    // Nodes after n in topological order cannot lead back to the candidate.
+    const size_t limit = pos_.at(n);
+    std::unordered_set<const ir::Node*> seen;
+    std::unordered_set<int> seen_clusters;
+    std::vector<const ir::Node*> stack;
+    auto push_consumers = [&](const ir::Node* x) {
+      for (const ir::Value* o : x->outputs())
+        for (const ir::Use& u : o->uses())
+          if (seen.insert(u.node).second) stack.push_back(u.node);
+    };
+    for (const ir::Node* m : members)
+      if (m != n)
+        for (const ir::Value* o : m->outputs())
+          for (const ir::Use& u : o->uses())
+            if (!in_candidate(u.node) && seen.insert(u.node).second) stack.push_back(u.node);
+    while (!stack.empty()) {
+      const ir::Node* x = stack.back();
+      stack.pop_back();
+      if (in_candidate(x)) return cat("joining would create a cycle (a path leaves the subgraph and comes back at ",
+                                      x->name(), ")");
+      const int c = cluster(x);
+      if (c != kNone) {
+        if (seen_clusters.insert(c).second)
+          for (const ir::Node* m : clusters_[static_cast<size_t>(c)]) push_consumers(m);
+      } else if (pos_.at(x) < limit) {
+        push_consumers(x);
+      }
+    }
+
+    // 2. At most one graph-output (Result) consumer.
+    size_t results = 0;
+    for (const ir::Value* o : g_.outputs())
+      results += o->producer() && in_candidate(o->producer());
+    if (results > 1) return cat("the subgraph would feed ", results, " graph outputs (at most 1)");
+
+    // 3. Data pointers: distinct inputs (not made inside, not one-value constants) + outputs.
+    std::unordered_set<const ir::Value*> inputs;
+    size_t outputs = 0;
+    for (const ir::Node* m : members) {
+      for (const ir::Value* v : m->inputs())
+        if (v && !(v->producer() && in_candidate(v->producer())) && !scalar_constant(v)) inputs.insert(v);
+      for (const ir::Value* o : m->outputs()) {
+        bool out = g_.is_output(o);
+        for (const ir::Use& u : o->uses()) out = out || !in_candidate(u.node);
+        outputs += out;
+      }
+    }
+    if (inputs.size() + outputs > max_ptrs_)
+      return cat("the kernel would need ", inputs.size(), " inputs + ", outputs, " outputs = ",
+                 inputs.size() + outputs, " data pointers, more than the ", max_ptrs_, " registers for them");
+    return "";
+  }
+
+  // Replaces `members` (topologically sorted) by one Subgraph node.
+  void materialize(const std::vector<ir::Node*>& members) {
+    const std::unordered_set<const ir::Node*> in(members.begin(), members.end());
+    std::vector<ir::Value*> ext, scalars, outs;
+    std::unordered_set<const ir::Value*> seen;
+    for (ir::Node* m : members)
+      for (ir::Value* v : m->inputs()) {
+        if (!v || (v->producer() && in.count(v->producer())) || !seen.insert(v).second) continue;
+        (scalar_constant(v) ? scalars : ext).push_back(v);
+      }
+    for (ir::Node* m : members)
+      for (ir::Value* o : m->outputs()) {
+        bool out = g_.is_output(o);
+        for (const ir::Use& u : o->uses()) out = out || !in.count(u.node);
+        if (out) outs.push_back(o);
+      }
+
+    std::string name = members[0]->name() + "/subgraph";
+    if (g_.find_node(name)) name = g_.unique_name(name);
+    auto body = std::make_shared<ir::Graph>();
+    body->name = name;
+    body->opset_imports = g_.opset_imports;
+    std::unordered_map<const ir::Value*, ir::Value*> map;
+    for (ir::Value* v : ext) map[v] = body->add_input(v->name(), v->type);
+    for (ir::Value* v : scalars) map[v] = body->add_constant(v->name(), v->constant());
+    std::vector<std::string> fused;
+    for (ir::Node* m : members) {
+      std::vector<ir::Value*> ins;
+      for (ir::Value* v : m->inputs()) ins.push_back(v ? map.at(v) : nullptr);
+      std::vector<std::string> names;
+      for (ir::Value* o : m->outputs()) names.push_back(o->name());
+      ir::Node* b = body->add_node(m->op_type(), ins, names, m->name(), m->domain());
+      b->set_opset(m->opset());
+      b->attrs = m->attrs;
+      for (size_t i = 0; i < m->num_outputs(); ++i) {
+        b->output(i)->type = m->output(i)->type;
+        map[m->output(i)] = b->output(i);
+      }
+      fused.push_back(m->name());
+    }
+    for (ir::Value* o : outs) body->add_output(map.at(o));
+
+    if (!g_.opset_imports.count(kSubgraphDomain)) g_.opset_imports[kSubgraphDomain] = 1;
+    std::vector<ir::ValueType> types;
+    std::vector<std::string> out_names;
+    for (ir::Value* o : outs) {
+      types.push_back(o->type);
+      out_names.push_back(o->name());
+    }
+    auto make = [&](const std::vector<std::string>& names, const std::string& node_name) {
+      ir::Node* s = g_.add_node(kSubgraphOp, ext, names, node_name, kSubgraphDomain);
+      s->attrs[kBodyAttr] = ir::Attribute(std::shared_ptr<ir::Graph>(body));
+      s->attrs[kFusedAttr] = ir::Attribute(fused);
+      for (size_t i = 0; i < types.size(); ++i) s->output(i)->type = types[i];
+      return s;
+    };
+    // The replaced values hold their names until their producers are gone: go through a
+    // node with generated names, then make the final one under the original names.
+    ir::Node* tmp = make(std::vector<std::string>(outs.size()), "");
+    for (size_t i = 0; i < outs.size(); ++i) g_.replace_all_uses(outs[i], tmp->output(i));
+    for (auto it = members.rbegin(); it != members.rend(); ++it) g_.erase_node(*it);
+    ir::Node* fin = make(out_names, name);
+    for (size_t i = 0; i < outs.size(); ++i) g_.replace_all_uses(tmp->output(i), fin->output(i));
+    g_.erase_node(tmp);
+    if (log_)
+      log_->applied(kTokenizationPass, join(fused, " -> "),
+                    cat("Subgraph '", name, "': ", members.size(), " ops, ", ext.size(), " inputs, ", outs.size(),
+                        " outputs"));
+  }
+
+  ir::Graph& g_;
+  const SkippedNodes& skipped_;
+  transforms::PassLog* log_;
+  size_t max_ptrs_;
+  std::vector<ir::Node*> order_;
+  std::unordered_map<const ir::Node*, size_t> pos_;
+  std::unordered_map<const ir::Node*, int> cluster_of_;
+  std::vector<std::vector<ir::Node*>> clusters_;
+};
+
+}  // namespace
+
+bool tokenizable(const ir::Node& n) {
+  if (n.num_outputs() != 1 || !f32(n.output(0))) return false;
+  const std::string& op = n.op_type();
+  if (n.domain() == "com.microsoft") return op == "Gelu" && n.num_inputs() == 1 && f32(n.input(0));
+  if (!onnx_domain(n) || !ir::OpRegistry::instance().find(n.domain(), op)) return false;
+  static const std::unordered_set<std::string> kUnary = {
+      "Abs",         "Elu",       "Erf",      "Exp",  "Floor",      "Ceil", "Round", "Neg",  "Relu",
+      "LeakyRelu",   "Sigmoid",   "HardSigmoid", "HardSwish", "Softplus", "Sqrt", "Reciprocal", "Tanh", "Mish"};
+  static const std::unordered_set<std::string> kBinary = {"Add", "Sub",  "Mul",  "Div", "Max",
+                                                          "Min", "Pow",  "PRelu", "SquaredDifference"};
+  if (kUnary.count(op)) return n.num_inputs() == 1 && f32(n.input(0));
+  if (kBinary.count(op)) return n.num_inputs() == 2 && f32(n.input(0)) && f32(n.input(1));
+  if (op == "Clip") {
+    if (n.num_inputs() < 1 || n.num_inputs() > 3 || !f32(n.input(0))) return false;
+    for (size_t i = 1; i < n.num_inputs(); ++i)
+      if (n.has_input(i) && !(scalar_constant(n.input(i)) && n.input(i)->constant().dtype() == DType::f32))
+        return false;
+    return true;
+  }
+  return false;
+}
+
+size_t tokenize(ir::Graph& g, const SkippedNodes& skipped, transforms::PassLog* log, size_t max_data_pointers) {
+  return Tokenizer(g, skipped, log, max_data_pointers).run();
+}
+
+size_t tokenize(ir::Graph& g, transforms::PassLog* log) { return tokenize(g, mark_skipped(g, log), log); }
+
+}  // namespace kiln::snippets

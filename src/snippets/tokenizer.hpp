@@ -1,0 +1,50 @@
+#pragma once
+// The snippets tokenizer (spec/snippets_design_guide.md, "Tokenizer"): cuts the parts of
+// an ir::Graph that snippets can compile into kiln `Subgraph` nodes (subgraph_op.hpp).
+//
+// Greedy, in topological order. A tokenizable node (`tokenizable`) that MarkSkipped did
+// not mark (mark_skipped.hpp)
+//   - with no producer in a subgraph starts a new one;
+//   - otherwise joins its producers' subgraphs, merging them when there are several.
+// A join is refused when it would
+//   - create a cycle: some path leaves the candidate subgraphs through a node outside
+//     them and comes back (other subgraphs count as one node each, as they will be);
+//   - give the subgraph more than one graph-output (Result) consumer;
+//   - need more data pointers (distinct inputs + outputs of the kernel) than
+//     kMaxDataPointers general-purpose registers.
+// When merging all producer subgraphs is refused, the node tries to join each of them
+// alone (first operand first); if none fits, it starts a new subgraph.
+// One-element constants of a subgraph's ops go into its body; other constants become
+// node inputs (body parameters). Only subgraphs of at least 2 ops are materialized.
+//
+// Each Subgraph node is named "<first op>/subgraph", lists the original op names in
+// `kiln_fused`, keeps the names of the values it produces (graph output names do not
+// change) and gets its output types from the replaced values. Needs inferred types.
+#include <cstddef>
+
+#include "ir/graph.hpp"
+#include "snippets/mark_skipped.hpp"
+#include "transforms/pass_log.hpp"
+
+namespace kiln::snippets {
+
+inline constexpr const char* kTokenizationPass = "SnippetsTokenization";
+
+// Registers the kernel may use for data pointers (inputs + outputs of one subgraph).
+inline constexpr size_t kMaxDataPointers = 11;
+
+// Whether snippets can compile node `n` (f32 data only; static or dynamic shapes):
+// Abs, Clip (constant one-value bounds), Elu, Erf, Exp, Floor, Ceil, Round, Neg, Relu,
+// LeakyRelu, Sigmoid, HardSigmoid, HardSwish, Softplus, Sqrt, Reciprocal, Tanh, Mish,
+// com.microsoft Gelu; Add, Sub, Mul, Div, Max, Min (two inputs), Pow, PRelu,
+// SquaredDifference (when the registry has it).
+bool tokenizable(const ir::Node& n);
+
+// Runs MarkSkipped, then tokenizes. Returns the number of Subgraph nodes created.
+size_t tokenize(ir::Graph& g, transforms::PassLog* log = nullptr);
+
+// Tokenizes leaving `skipped` alone, with a data-pointer budget of `max_data_pointers`.
+size_t tokenize(ir::Graph& g, const SkippedNodes& skipped, transforms::PassLog* log = nullptr,
+                size_t max_data_pointers = kMaxDataPointers);
+
+}  // namespace kiln::snippets
