@@ -1,0 +1,44 @@
+// Binary arithmetic: Add, Sub, Mul, Div, Max, Min and FMA. The output register may be an
+// input's (its last use), so every emitter reads all inputs before writing the output.
+#include "cpu/emitters/x64/kernel_emitter.hpp"
+
+namespace kiln::cpu::x64 {
+
+using namespace Xbyak;
+
+namespace {
+
+constexpr uint8_t kUnordQ = 0x03;
+
+// Max / Min propagate a NaN from either side like the reference kernels: the instruction
+// returns its second operand when either is NaN, and a NaN first operand is blended back.
+template <bool IsMax>
+void emit_minmax(KernelEmitter& h, const Expression& e) {
+  const Zmm a = h.vin(e, 0), b = h.vin(e, 1), t = KernelEmitter::tmp(0);
+  h.vcmpps(h.k2, a, a, kUnordQ);
+  if (IsMax) h.vmaxps(t, a, b);
+  else h.vminps(t, a, b);
+  h.vmovaps(t | h.k2, a);
+  h.vmovaps(h.vout(e), t);
+}
+
+void emit_fma(KernelEmitter& h, const Expression& e) {
+  const Zmm t = KernelEmitter::tmp(0);
+  h.vmovaps(t, h.vin(e, 2));
+  h.vfmadd231ps(t, h.vin(e, 0), h.vin(e, 1));
+  h.vmovaps(h.vout(e), t);
+}
+
+}  // namespace
+
+void register_arith_emitters(std::map<std::string, EmitFn>& m) {
+  m["Add"] = [](KernelEmitter& h, const Expression& e) { h.vaddps(h.vout(e), h.vin(e, 0), h.vin(e, 1)); };
+  m["Sub"] = [](KernelEmitter& h, const Expression& e) { h.vsubps(h.vout(e), h.vin(e, 0), h.vin(e, 1)); };
+  m["Mul"] = [](KernelEmitter& h, const Expression& e) { h.vmulps(h.vout(e), h.vin(e, 0), h.vin(e, 1)); };
+  m["Div"] = [](KernelEmitter& h, const Expression& e) { h.vdivps(h.vout(e), h.vin(e, 0), h.vin(e, 1)); };
+  m["Max"] = emit_minmax<true>;
+  m["Min"] = emit_minmax<false>;
+  m["FMA"] = emit_fma;
+}
+
+}  // namespace kiln::cpu::x64

@@ -1,0 +1,67 @@
+#pragma once
+// Snippets generator: compiles an elementwise body graph for concrete input shapes into a
+// JIT kernel, through the stages of the design guide (data-flow passes, Linear IR,
+// control-flow passes, register assignment, x64 emitters).
+#include <kiln/tensor.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::ir {
+class Graph;
+class Node;
+}  // namespace kiln::ir
+
+namespace kiln::snippets {
+
+class CompiledCode;
+
+// Ops this generator can emit (f32), including the ones the data-flow passes create.
+bool is_supported(const ir::Node& n);
+
+struct KernelShapes {
+  std::vector<Shape> inputs;  // numpy-broadcast to `output`
+  Shape output;
+};
+
+struct CompileOptions {
+  bool fuse_fma = true;  // Mul+Add -> FMA (one rounding instead of two)
+};
+
+// The 2-D schedule: the output viewed as [rows, inner]; rows split into outer dims.
+struct Schedule {
+  int64_t inner = 1;
+  std::vector<int64_t> outer;                      // collapsed outer dims (product = rows)
+  std::vector<std::vector<int64_t>> in_strides;    // per input, per outer dim (elements, 0 = broadcast)
+  std::vector<bool> in_inner_broadcast;            // input constant along the inner block
+  std::vector<std::vector<int64_t>> lir_in_shapes; // [rows of the last outer dim or 1, inner or 1]
+  std::vector<int64_t> lir_out_shape;
+  int64_t rows() const;
+};
+Schedule make_schedule(const KernelShapes& shapes);
+
+class Kernel {
+ public:
+  ~Kernel();
+  // Computes rows [begin, end) of the output viewed as [rows(), inner]. Thread-safe.
+  void run(const std::vector<const float*>& ins, const std::vector<float*>& outs, int64_t begin, int64_t end) const;
+  int64_t rows() const { return schedule_.rows(); }
+  int64_t inner() const { return schedule_.inner; }
+  // The Linear IR after all passes and the register assignment.
+  std::string describe() const { return describe_; }
+
+ private:
+  friend std::unique_ptr<Kernel> compile(const ir::Graph&, const KernelShapes&, const CompileOptions&);
+  Kernel() = default;
+  Schedule schedule_;
+  size_t num_outputs_ = 0;
+  std::unique_ptr<CompiledCode> code_;
+  std::string describe_;
+};
+
+// Throws kiln::Error naming the node when something is unsupported.
+std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shapes, const CompileOptions& options = {});
+
+}  // namespace kiln::snippets

@@ -1,0 +1,24 @@
+#include <set>
+#include <string>
+
+#include "snippets/lowered/pass/passes.hpp"
+
+namespace kiln::snippets::lowered::pass {
+
+// Ports of one loop that access the same data pointer (several Loads of one Parameter, a
+// main and a tail Load seen from the outer loop) must shift it once: the first keeps its
+// shifts, the others are marked not incremented.
+void clean_repeated_data_pointer_shifts(LinearIR& lir) {
+  for (auto& loop : lir.loops()) {
+    std::set<std::pair<int, int>> seen;
+    for (auto* ports : {&loop.entry_points, &loop.exit_points})
+      for (auto& p : *ports) {
+        const Op& op = p.expr->op();
+        const bool store = op.type == "Store";
+        std::pair<int, int> key{store ? 1 : 0, static_cast<int>(op.attr(store ? "result" : "param"))};
+        p.is_incremented = seen.insert(key).second;
+      }
+  }
+}
+
+}  // namespace kiln::snippets::lowered::pass

@@ -1,0 +1,60 @@
+#pragma once
+// Control-flow passes over the Linear IR (one pass a file) and the pipeline that runs them.
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "snippets/lowered/linear_ir.hpp"
+
+namespace kiln::snippets::lowered::pass {
+
+inline constexpr int64_t kVectorLength = 16;  // f32 lanes of a zmm register
+
+// Gives every computing expression the loop nest [rows, inner] (two LoopInfos: rows, inner).
+void mark_loops(LinearIR& lir);
+// Groups the expressions of one loop nest together: Parameters and Scalars first, the loop
+// body next, Results last (one nest in this slice, so fusion is an ordering).
+void fuse_loops(LinearIR& lir);
+// Inserts a Load after each Parameter for every consumer and a Store before each Result;
+// registers them as entry / exit ports of their loops.
+void insert_load_store(LinearIR& lir);
+// Inserts a BroadcastMove after a Load whose inner dim is 1 while its consumer's is not;
+// the Load then reads one element (subtensor [1, 1]).
+void insert_broadcast_move(LinearIR& lir);
+// Load -> BroadcastMove becomes one BroadcastLoad.
+void load_move_broadcast_to_broadcast_load(LinearIR& lir);
+// Pointer increments and finalization offsets of every loop port.
+void init_loops(LinearIR& lir);
+// Inserts LoopBegin / LoopEnd around each loop's body.
+void insert_loops(LinearIR& lir);
+// Splits a loop whose work amount is not a multiple of its increment into the main loop and
+// a tail copy (masked Load / Store, "count" = tail); drops an empty main loop.
+void insert_specific_iterations(LinearIR& lir);
+// Several ports of one loop reading the same data pointer: only the first shifts it.
+void clean_repeated_data_pointer_shifts(LinearIR& lir);
+// Generator preparation: an abstract register per vector value and its live range.
+void init_live_ranges(LinearIR& lir);
+// Maps abstract registers to physical ones (0 .. num_regs-1), reusing registers whose live
+// ranges do not overlap; throws kiln::Error when more are live at once than exist.
+void assign_registers(LinearIR& lir, int num_regs);
+
+// An ordered list of named passes; a backend inserts its own before / after a named one.
+class PassPipeline {
+ public:
+  using Pass = std::function<void(LinearIR&)>;
+  void add(std::string name, Pass p) { passes_.emplace_back(std::move(name), std::move(p)); }
+  void register_before(const std::string& anchor, std::string name, Pass p);
+  void register_after(const std::string& anchor, std::string name, Pass p);
+  std::vector<std::string> names() const;
+  // Runs every pass; `after_each`, when given, sees the IR after each pass (debug dumps).
+  void run(LinearIR& lir, const std::function<void(const std::string&, const LinearIR&)>& after_each = {}) const;
+  // The control-flow pipeline of this slice, in the order of the design guide.
+  static PassPipeline control_flow();
+
+ private:
+  size_t index_of(const std::string& name) const;
+  std::vector<std::pair<std::string, Pass>> passes_;
+};
+
+}  // namespace kiln::snippets::lowered::pass

@@ -1,0 +1,40 @@
+#pragma once
+// The backend interface of the generator: which ops a target can emit, how many vector
+// registers it has, and turning a prepared Linear IR into executable code.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "snippets/lowered/linear_ir.hpp"
+
+namespace kiln::snippets {
+
+// The compiled code: fn(data pointers (inputs then outputs, each at its first row), rows).
+using KernelFn = void (*)(const void* const* ptrs, int64_t rows);
+
+class CompiledCode {
+ public:
+  virtual ~CompiledCode() = default;
+  virtual KernelFn fn() const = 0;
+};
+
+class TargetMachine {
+ public:
+  virtual ~TargetMachine() = default;
+  virtual std::string name() const = 0;
+  // Target-specific checks (e.g. the CPU has the ISA); throws kiln::Error when not.
+  virtual void check_available() const = 0;
+  virtual bool is_supported(const std::string& op_type) const = 0;
+  // Vector registers the register allocator may hand out (the rest are emitter scratch).
+  virtual int num_vector_regs() const = 0;
+  virtual int max_data_pointers() const = 0;
+  // Emits the kernel for a Linear IR after the control-flow passes and register assignment.
+  virtual std::unique_ptr<CompiledCode> generate(const lowered::LinearIR& lir) const = 0;
+};
+
+}  // namespace kiln::snippets
+
+namespace kiln::cpu::x64 {
+// The AVX-512 target (src/cpu/emitters/x64/).
+std::unique_ptr<snippets::TargetMachine> make_target_machine();
+}  // namespace kiln::cpu::x64

@@ -1,0 +1,260 @@
+// Snippets: compiled x64 kernels against the reference executor (ops, NaN / inf, tails,
+// broadcasting, random bodies, row ranges from two threads).
+#include <gtest/gtest.h>
+
+#include <kiln/error.hpp>
+#include <omp.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "snippets_test_util.hpp"
+
+namespace kiln::test {
+namespace {
+
+Tensor random_tensor(const Shape& s, std::mt19937& rng, float lo, float hi) {
+  Tensor t(DType::f32, s);
+  std::uniform_real_distribution<float> u(lo, hi);
+  for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = u(rng);
+  return t;
+}
+
+TEST(SnippetsSchedule, CollapsesDimsAndFindsBroadcasts) {
+  snippets::KernelShapes ks{{{2, 3, 4, 5}, {1, 1, 4, 5}, {2, 3, 1, 1}, {}}, {2, 3, 4, 5}};
+  auto sc = snippets::make_schedule(ks);
+  EXPECT_EQ(sc.inner, 20);
+  EXPECT_EQ(sc.outer, (std::vector<int64_t>{6}));
+  EXPECT_EQ(sc.rows(), 6);
+  EXPECT_EQ(sc.in_inner_broadcast, (std::vector<bool>{false, false, true, true}));
+  EXPECT_EQ(sc.in_strides[0], (std::vector<int64_t>{20}));
+  EXPECT_EQ(sc.in_strides[1], (std::vector<int64_t>{0}));
+  EXPECT_EQ(sc.in_strides[2], (std::vector<int64_t>{1}));
+  EXPECT_EQ(sc.lir_in_shapes[2], (std::vector<int64_t>{6, 1}));
+
+  snippets::KernelShapes ks2{{{4, 1, 8}, {4, 5, 8}}, {4, 5, 8}};
+  auto sc2 = snippets::make_schedule(ks2);
+  EXPECT_EQ(sc2.inner, 8);
+  EXPECT_EQ(sc2.outer, (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(sc2.in_strides[0], (std::vector<int64_t>{8, 0}));
+  EXPECT_THROW(snippets::make_schedule({{{3, 2}}, {3, 4}}), Error);
+}
+
+// One op on a [3, n] input for every tail length around the vector length.
+void check_unary(const std::string& op, float lo, float hi, float rtol, float atol,
+                 const std::map<std::string, ir::Attribute>& attrs = {}) {
+  std::mt19937 rng(7);
+  for (int64_t n : {1, 15, 16, 17, 33, 1000, 4099}) {
+    SCOPED_TRACE(op + " n=" + std::to_string(n));
+    auto g = snippets_body({{3, n}});
+    ir::Node* node = g->add_node(op, {g->inputs()[0]}, 1);
+    for (const auto& [k, v] : attrs) node->attrs[k] = v;
+    g->add_output(node->output(0));
+    EXPECT_EQ(compare_with_reference(g, {random_tensor({3, n}, rng, lo, hi)}, rtol, atol), 0);
+  }
+}
+
+TEST(SnippetsEmitters, ExactUnaryOps) {
+  for (const char* op : {"Neg", "Abs", "Relu", "Sqrt", "Floor", "Ceil", "Round"}) check_unary(op, -5.0f, 5.0f, 0, 0);
+  check_unary("LeakyRelu", -5.0f, 5.0f, 0, 0, {{"alpha", 0.1f}});
+  check_unary("Clip", -5.0f, 5.0f, 0, 0, {{"min", -1.5f}, {"max", 2.0f}});
+}
+
+TEST(SnippetsEmitters, TranscendentalOpsWithinTolerance) {
+  for (const char* op : {"Exp", "Sigmoid", "Tanh", "Erf"}) {
+    check_unary(op, -10.0f, 10.0f, 1e-5f, 1e-6f);
+    check_unary(op, -0.3f, 0.3f, 1e-5f, 1e-6f);
+  }
+  check_unary("Exp", -100.0f, 90.0f, 1e-5f, 1e-6f);  // underflow and overflow
+}
+
+TEST(SnippetsEmitters, ErfMatchesStdErf) {
+  std::vector<float> xs;
+  for (float x = -6.0f; x <= 6.0f; x += 0.001f) xs.push_back(x);
+  const int64_t n = static_cast<int64_t>(xs.size());
+  auto g = snippets_body({{n}});
+  g->add_output(g->add_node("Erf", {g->inputs()[0]}, 1)->output(0));
+  ir::infer_shapes(*g);
+  auto k = snippets::compile(*g, {{{n}}, {n}});
+  std::vector<float> y(xs.size());
+  k->run({xs.data()}, {y.data()}, 0, k->rows());
+  for (size_t i = 0; i < xs.size(); ++i) ASSERT_TRUE(close(y[i], std::erf(xs[i]), 1e-5f, 1e-6f)) << xs[i];
+  // Tanh and Exp against std:: as well.
+  for (const char* op : {"Tanh", "Exp"}) {
+    auto h = snippets_body({{n}});
+    h->add_output(h->add_node(op, {h->inputs()[0]}, 1)->output(0));
+    ir::infer_shapes(*h);
+    auto kk = snippets::compile(*h, {{{n}}, {n}});
+    kk->run({xs.data()}, {y.data()}, 0, kk->rows());
+    for (size_t i = 0; i < xs.size(); ++i) {
+      float ref = std::string(op) == "Tanh" ? std::tanh(xs[i]) : std::exp(xs[i]);
+      ASSERT_TRUE(close(y[i], ref, 1e-5f, 1e-6f)) << op << " " << xs[i] << ": " << y[i] << " vs " << ref;
+    }
+  }
+}
+
+TEST(SnippetsEmitters, NanInfAndSignedZerosMatchTheReference) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> special = {nan, -nan, inf, -inf, 0.0f, -0.0f, 1.0f, -1.0f, 1e-40f, -1e-40f, 3.4e38f, -3.4e38f,
+                                88.0f, -88.0f, 0.5f, -2.5f, 2.5f};
+  const int64_t n = static_cast<int64_t>(special.size());
+  // Pair every special value with every other for the binary ops.
+  Tensor a(DType::f32, {n, n}), b(DType::f32, {n, n});
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      a.data<float>()[i * n + j] = special[static_cast<size_t>(i)];
+      b.data<float>()[i * n + j] = special[static_cast<size_t>(j)];
+    }
+  for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min"}) {
+    SCOPED_TRACE(op);
+    auto g = snippets_body({{n, n}, {n, n}});
+    g->add_output(g->add_node(op, {g->inputs()[0], g->inputs()[1]}, 1)->output(0));
+    EXPECT_EQ(compare_with_reference(g, {a, b}, 0, 0), 0);
+  }
+  for (const char* op : {"Neg", "Abs", "Relu", "Sqrt", "Floor", "Ceil", "Round", "LeakyRelu", "Clip"}) {
+    SCOPED_TRACE(op);
+    auto g = snippets_body({{n, n}});
+    g->add_output(g->add_node(op, {g->inputs()[0]}, 1)->output(0));
+    EXPECT_EQ(compare_with_reference(g, {a}, 0, 0), 0);
+  }
+  for (const char* op : {"Exp", "Sigmoid", "Tanh", "Erf"}) {
+    SCOPED_TRACE(op);
+    auto g = snippets_body({{n, n}});
+    g->add_output(g->add_node(op, {g->inputs()[0]}, 1)->output(0));
+    EXPECT_EQ(compare_with_reference(g, {a}, 1e-5f, 1e-6f), 0);
+  }
+  for (float p : {0.5f, 2.0f, 3.0f, -1.0f, -2.0f, 0.0f, 1.0f}) {
+    SCOPED_TRACE("Pow " + std::to_string(p));
+    auto g = snippets_body({{n, n}});
+    g->add_output(g->add_node("Pow", {g->inputs()[0], scalar_const(*g, p)}, 1)->output(0));
+    EXPECT_EQ(compare_with_reference(g, {a}, 1e-6f, 1e-30f), 0);
+  }
+}
+
+TEST(SnippetsEmitters, FmaAndScalars) {
+  std::mt19937 rng(3);
+  auto g = snippets_body({{4, 37}, {4, 37}});
+  ir::Value* m = g->add_node("Mul", {g->inputs()[0], scalar_const(*g, 1.5f)}, 1)->output(0);
+  ir::Value* a = g->add_node("Add", {m, g->inputs()[1]}, 1)->output(0);
+  g->add_output(a);
+  auto x = random_tensor({4, 37}, rng, -2, 2), y = random_tensor({4, 37}, rng, -2, 2);
+  EXPECT_EQ(compare_with_reference(g, {x, y}, 1e-6f, 1e-6f), 0);
+  ir::infer_shapes(*g);
+  auto k = snippets::compile(*g, {{{4, 37}, {4, 37}}, {4, 37}});
+  EXPECT_NE(k->describe().find("FMA"), std::string::npos);
+  auto k2 = snippets::compile(*g, {{{4, 37}, {4, 37}}, {4, 37}}, {false});
+  EXPECT_EQ(k2->describe().find("FMA"), std::string::npos);
+}
+
+TEST(SnippetsEmitters, BroadcastPatterns) {
+  std::mt19937 rng(11);
+  for (int64_t n : {1, 15, 16, 17, 1000}) {
+    SCOPED_TRACE(n);
+    std::vector<Shape> shapes = {{2, 3, n}, {3, 1}, {1, 3, n}, {1}, {2, 1, 1}, {n}};
+    auto g = snippets_body(shapes);
+    ir::Value* v = g->inputs()[0];
+    for (size_t i = 1; i < shapes.size(); ++i)
+      v = g->add_node(i % 2 ? "Add" : "Mul", {v, g->inputs()[i]}, 1)->output(0);
+    g->add_output(v);
+    std::vector<Tensor> ins;
+    for (const auto& s : shapes) ins.push_back(random_tensor(s, rng, -2, 2));
+    EXPECT_EQ(compare_with_reference(g, ins, 0, 0, {false}), 0);
+  }
+}
+
+TEST(SnippetsEmitters, UnsupportedThrows) {
+  auto g = snippets_body({{4}});
+  g->add_output(g->add_node("Log", {g->inputs()[0]}, 1)->output(0));
+  ir::infer_shapes(*g);
+  EXPECT_THROW(snippets::compile(*g, {{{4}}, {4}}), Error);
+  auto g2 = snippets_body({{4}});
+  g2->add_output(g2->add_node("Pow", {g2->inputs()[0], scalar_const(*g2, 0.3f)}, 1)->output(0));
+  ir::infer_shapes(*g2);
+  EXPECT_FALSE(snippets::is_supported(*g2->outputs()[0]->producer()));
+  EXPECT_THROW(snippets::compile(*g2, {{{4}}, {4}}), Error);
+}
+
+// Random bodies: chains of 2..12 ops over 1..4 inputs (full, row-broadcast, inner-broadcast
+// or scalar), every length with tails.
+TEST(SnippetsEndToEnd, RandomBodiesMatchTheReference) {
+  const std::vector<std::string> unary = {"Neg", "Abs", "Relu", "Exp", "Sigmoid", "Tanh", "Erf", "Floor",
+                                          "Ceil", "Round", "LeakyRelu", "Clip", "Sqrt", "Pow2", "Pow05"};
+  const std::vector<std::string> binary = {"Add", "Sub", "Mul", "Div", "Max", "Min"};
+  std::mt19937 rng(2024);
+  int cases = 0;
+  for (int64_t n : {1, 15, 16, 17, 1000, 4099}) {
+    for (int rep = 0; rep < 6; ++rep) {
+      const int64_t rows = 3;
+      const int n_in = 1 + static_cast<int>(rng() % 4);
+      std::vector<Shape> shapes = {{rows, n}};
+      for (int i = 1; i < n_in; ++i) {
+        switch (rng() % 4) {
+          case 0: shapes.push_back({rows, n}); break;
+          case 1: shapes.push_back({1, n}); break;
+          case 2: shapes.push_back({rows, 1}); break;
+          default: shapes.push_back({}); break;
+        }
+      }
+      auto g = snippets_body(shapes);
+      ir::Value* v = g->inputs()[0];
+      const int n_ops = 2 + static_cast<int>(rng() % 11);
+      std::string trace;
+      bool transcendental = false;
+      for (int k = 0; k < n_ops; ++k) {
+        if (rng() % 2) {
+          const std::string& op = unary[rng() % unary.size()];
+          trace += op + " ";
+          transcendental |= op == "Exp" || op == "Sigmoid" || op == "Tanh" || op == "Erf" || op == "Pow2" || op == "Pow05";
+          if (op == "Pow2") v = g->add_node("Pow", {v, scalar_const(*g, 2.0f)}, 1)->output(0);
+          else if (op == "Pow05") v = g->add_node("Pow", {v, scalar_const(*g, 0.5f)}, 1)->output(0);
+          else if (op == "Clip")
+            v = g->add_node("Clip", {v, scalar_const(*g, -0.75f), scalar_const(*g, 1.25f)}, 1)->output(0);
+          else v = g->add_node(op, {v}, 1)->output(0);
+        } else {
+          const std::string& op = binary[rng() % binary.size()];
+          trace += op + " ";
+          ir::Value* other = rng() % 4 == 0 ? scalar_const(*g, 0.5f + static_cast<float>(rng() % 4))
+                                            : g->inputs()[rng() % g->inputs().size()];
+          v = rng() % 2 ? g->add_node(op, {v, other}, 1)->output(0) : g->add_node(op, {other, v}, 1)->output(0);
+        }
+      }
+      g->add_output(v);
+      std::vector<Tensor> ins;
+      for (const auto& s : shapes) ins.push_back(random_tensor(s, rng, -2, 2));
+      SCOPED_TRACE("n=" + std::to_string(n) + " inputs=" + std::to_string(n_in) + " ops: " + trace);
+      const float rtol = transcendental ? 1e-5f : 0.0f, atol = transcendental ? 1e-6f : 0.0f;
+      EXPECT_EQ(compare_with_reference(g, ins, rtol, atol, {false}), 0);
+      ++cases;
+    }
+  }
+  EXPECT_EQ(cases, 36);
+}
+
+TEST(SnippetsEndToEnd, RowRangesFromTwoThreads) {
+  std::mt19937 rng(5);
+  const Shape s = {64, 1001};
+  auto g = snippets_body({s, {64, 1}});
+  ir::Value* v = g->add_node("Mul", {g->inputs()[0], g->inputs()[1]}, 1)->output(0);
+  v = g->add_node("Tanh", {v}, 1)->output(0);
+  v = g->add_node("Add", {v, scalar_const(*g, 1.0f)}, 1)->output(0);
+  g->add_output(v);
+  ir::infer_shapes(*g);
+  auto k = snippets::compile(*g, {{s, {64, 1}}, s});
+  ASSERT_EQ(k->rows(), 64);
+  auto x = random_tensor(s, rng, -3, 3), y = random_tensor({64, 1}, rng, -1, 1);
+  std::vector<float> whole(static_cast<size_t>(shape_size(s))), split(whole.size(), -7.0f);
+  k->run({x.data<float>(), y.data<float>()}, {whole.data()}, 0, 64);
+#pragma omp parallel num_threads(2)
+  {
+    const int t = omp_get_thread_num();
+    for (int rep = 0; rep < 20; ++rep) {
+      if (t == 0) k->run({x.data<float>(), y.data<float>()}, {split.data()}, 0, 29);
+      else k->run({x.data<float>(), y.data<float>()}, {split.data()}, 29, 64);
+    }
+  }
+  EXPECT_EQ(whole, split);
+}
+
+}  // namespace
+}  // namespace kiln::test
