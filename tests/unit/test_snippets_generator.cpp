@@ -9,7 +9,7 @@
 #include <limits>
 #include <random>
 
-#include "snippets_test_util.hpp"
+#include "test_snippets_util.hpp"
 
 namespace kiln::test {
 namespace {

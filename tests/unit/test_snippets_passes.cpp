@@ -8,7 +8,7 @@
 #include "snippets/lowered/linear_ir.hpp"
 #include "snippets/lowered/pass/passes.hpp"
 #include "snippets/pass/data_flow_passes.hpp"
-#include "snippets_test_util.hpp"
+#include "test_snippets_util.hpp"
 
 namespace kiln::test {
 namespace {
