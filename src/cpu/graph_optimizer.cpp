@@ -2,6 +2,7 @@
 
 #include "core/strings.hpp"
 #include "pattern/pattern_library.hpp"
+#include "snippets/tokenizer.hpp"
 #include "transforms/ir_fusion_passes.hpp"
 
 namespace kiln::cpu {
@@ -37,10 +38,12 @@ void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transfor
     }
   }
   transforms::run_ir_fusion_passes(g, disabled, log);
+  // last on the ir::Graph: what the CPU optimizer will not fuse and snippets can compile
+  if (!disabled.count(snippets::kTokenizationPass)) snippets::tokenize(g, log);
 }
 
 std::vector<std::string> known_pass_names() {
-  std::vector<std::string> names = {"all-fusions", kPatterns};
+  std::vector<std::string> names = {"all-fusions", kPatterns, snippets::kTokenizationPass};
   for (const char* p : kIrPasses) names.push_back(p);
   for (const CpuPass& p : cpu_passes()) names.push_back(p.name);
   return names;

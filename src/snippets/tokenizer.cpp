@@ -1,5 +1,7 @@
 #include "snippets/tokenizer.hpp"
 
+#include "snippets/generator.hpp"
+
 #include <algorithm>
 #include <memory>
 #include <unordered_map>
@@ -259,6 +261,9 @@ class Tokenizer {
 
 bool tokenizable(const ir::Node& n) {
   if (n.num_outputs() != 1 || !f32(n.output(0))) return false;
+  // only what the generator can emit: a body it cannot compile would run on the reference
+  // kernels, slower than the ops on their own oneDNN nodes
+  if (!is_supported(n)) return false;
   const std::string& op = n.op_type();
   if (n.domain() == "com.microsoft") return op == "Gelu" && n.num_inputs() == 1 && f32(n.input(0));
   if (!onnx_domain(n) || !ir::OpRegistry::instance().find(n.domain(), op)) return false;

@@ -15,6 +15,7 @@ std::unique_ptr<Node> make_node(const ir::Node& n) {
   if (matmul_supports(n)) return make_matmul_node(n);
   if (softmax_supports(n)) return make_softmax_node(n);
   if (attention_supports(n)) return make_attention_node(n);
+  if (subgraph_supports(n)) return make_subgraph_node(n);
   if (layer_norm_supports(n)) return make_layer_norm_node(n);
   if (reduce_supports(n)) return make_reduce_node(n);
   if (eltwise_supports(n)) return make_eltwise_node(n);

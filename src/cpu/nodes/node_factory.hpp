@@ -45,6 +45,8 @@ bool eltwise_supports(const ir::Node& n);
 std::unique_ptr<Node> make_eltwise_node(const ir::Node& n);
 bool attention_supports(const ir::Node& n);
 std::unique_ptr<Node> make_attention_node(const ir::Node& n);
+bool subgraph_supports(const ir::Node& n);
+std::unique_ptr<Node> make_subgraph_node(const ir::Node& n);
 bool binary_supports(const ir::Node& n);
 std::unique_ptr<Node> make_binary_node(const ir::Node& n);
 

@@ -1,0 +1,138 @@
+// Subgraph: a kiln Subgraph (a piece of the model the snippets tokenizer cut out) run as one
+// JIT kernel from the snippets generator (src/snippets/generator.hpp): every input loaded
+// once, the whole elementwise chain computed in vector registers, every output stored once.
+// Rows of the [rows, inner] schedule are split across the OpenMP team. Plain layouts in and
+// out. Where the generator cannot compile the body (an op it has no emitter for, several
+// output shapes, no AVX-512) the node runs the body on the reference kernels instead and
+// its implementation says so ("ref:Subgraph").
+#include <omp.h>
+
+#include <algorithm>
+#include <optional>
+#include <cstring>
+
+#include "core/strings.hpp"
+#include "cpu/nodes/node_factory.hpp"
+#include "ir/op_registry.hpp"
+#include "snippets/generator.hpp"
+#include "snippets/subgraph_op.hpp"
+
+namespace kiln::cpu {
+
+namespace {
+
+bool static_f32(const ir::Value* v) {
+  return v && v->type.dtype == DType::f32 && v->type.shape.is_static();
+}
+
+class SubgraphNode : public Node {
+ public:
+  explicit SubgraphNode(const ir::Node& n) : schema_(ir::validate_node(n)) {
+    source = &n;
+    name = n.name();
+  }
+  const char* type() const override { return "Subgraph"; }
+
+  std::vector<InputLayout> prepare() override {
+    snippets::KernelShapes shapes;
+    for (Edge* e : inputs) shapes.inputs.push_back(e->shape);
+    shapes.output = outputs[0]->shape;
+    bool same = true;
+    for (Edge* e : outputs) same &= e->shape == shapes.output;
+    // Canonicalization: inputs all of the output's shape and in one non-plain layout
+    // without padding (e.g. channels-last or whole channel blocks after a convolution)
+    // are the same elements at the same offsets: the kernel runs over them as flat
+    // arrays and the outputs keep that layout, so no Reorder is needed around the node.
+    std::optional<dnnl::memory::desc> layout;
+    if (same && !inputs.empty() && !inputs[0]->is_plain()) {
+      layout = inputs[0]->desc();
+      const auto& d = layout->data;
+      bool dense = d.format_kind == dnnl_blocked;
+      for (int i = 0; dense && i < d.ndims; ++i) dense = d.padded_dims[i] == d.dims[i];
+      for (Edge* e : inputs) dense = dense && e->shape == shapes.output && !e->is_plain() && e->desc() == *layout;
+      if (dense) {
+        const int64_t n = shape_size(shapes.output);
+        for (auto& in : shapes.inputs) in = Shape{n};
+        shapes.output = Shape{n};
+      } else {
+        layout.reset();
+      }
+    }
+    why_not_.clear();
+    if (!same) {
+      why_not_ = "outputs of different shapes";
+    } else {
+      try {
+        kernel_ = snippets::compile(*source->attr_graph(snippets::kBodyAttr), shapes);
+      } catch (const Error& e) {
+        why_not_ = e.what();
+      }
+    }
+    if (!kernel_ || !layout) {  // plain row-major (the reference kernel needs it too)
+      impl = kernel_ ? "jit:avx512_snippet" : "ref:Subgraph";
+      for (Edge* e : outputs) e->blocked.reset();
+      return std::vector<InputLayout>(inputs.size(), InputLayout::plain());
+    }
+    impl = "jit:avx512_snippet_blocked";
+    for (Edge* e : outputs) e->set_layout(*layout);
+    return std::vector<InputLayout>(inputs.size(), InputLayout::any());
+  }
+
+  void execute(dnnl::stream& stream) override {
+    stream.wait();  // oneDNN work before this node must be complete
+    if (!kernel_) return run_reference();
+    std::vector<const float*> ins;
+    std::vector<float*> outs;
+    for (Edge* e : inputs) ins.push_back(static_cast<const float*>(e->data));
+    for (Edge* e : outputs) outs.push_back(static_cast<float*>(e->data));
+    const int64_t rows = kernel_->rows();
+    const int64_t work = rows * kernel_->inner();
+    const int threads = work < 16384 ? 1 : std::max(1, omp_get_max_threads());
+    if (threads == 1 || rows == 1) {
+      kernel_->run(ins, outs, 0, rows);
+      return;
+    }
+#pragma omp parallel num_threads(threads)
+    {
+      const int64_t t = omp_get_thread_num(), n = omp_get_num_threads();
+      const int64_t begin = rows * t / n, end = rows * (t + 1) / n;
+      if (begin < end) kernel_->run(ins, outs, begin, end);
+    }
+  }
+
+ private:
+  void run_reference() {
+    std::vector<Tensor> in(inputs.size());
+    std::vector<const Tensor*> ptrs;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      in[i] = inputs[i]->tensor();
+      ptrs.push_back(&in[i]);
+    }
+    std::vector<Tensor> out(outputs.size());
+    for (size_t i = 0; i < outputs.size(); ++i) out[i] = outputs[i]->tensor();
+    ir::RunContext ctx(*source, std::move(ptrs), out);
+    schema_.run(ctx);
+    for (size_t i = 0; i < outputs.size(); ++i)
+      if (out[i].raw() != outputs[i]->data && outputs[i]->bytes())
+        std::memcpy(outputs[i]->data, out[i].raw(), outputs[i]->bytes());
+  }
+
+  const ir::OpSchema& schema_;
+  std::unique_ptr<snippets::Kernel> kernel_;
+  std::string why_not_;  // why the body runs on the reference kernels
+};
+
+}  // namespace
+
+bool subgraph_supports(const ir::Node& n) {
+  if (!snippets::is_subgraph(n) || n.num_outputs() < 1) return false;
+  for (const ir::Value* v : n.inputs())
+    if (!static_f32(v)) return false;
+  for (const ir::Value* v : n.outputs())
+    if (!static_f32(v)) return false;
+  return true;
+}
+
+std::unique_ptr<Node> make_subgraph_node(const ir::Node& n) { return std::make_unique<SubgraphNode>(n); }
+
+}  // namespace kiln::cpu

@@ -1,0 +1,91 @@
+// The snippets Subgraph runtime node (src/cpu/nodes/subgraph.cpp) inside cpu::Executor plans:
+// tokenized elementwise chains run as one JIT kernel, in blocked layouts between
+// convolutions, and bodies the generator cannot compile fall back to the reference kernels.
+#include <gtest/gtest.h>
+
+#include "cpu/executor.hpp"
+#include "cpu_test_util.hpp"
+#include "snippets/subgraph_op.hpp"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+// Runs g through a cpu::Executor (with or without tokenization) and against the reference
+// executor; returns the plan's runtime graph description and the Subgraph nodes' impls.
+std::vector<std::string> subgraph_impls(const std::shared_ptr<ir::Graph>& g, const std::vector<Tensor>& in,
+                                        bool tokenize, size_t* reorders = nullptr) {
+  ir::infer_shapes(*g);
+  auto want = runtime::ReferenceExecutor(g).run(in);
+  cpu::GraphOptions o;
+  if (!tokenize) o.disabled_passes = {"SnippetsTokenization"};
+  cpu::Executor ex(g, o);
+  auto got = ex.run(in);
+  for (size_t i = 0; i < want.size(); ++i) expect_close(want[i], got[i], 1e-5, 1e-6);
+  std::vector<Shape> shapes;
+  for (auto& t : in) shapes.push_back(t.shape());
+  const auto& plan = ex.plan_for(shapes);
+  std::vector<std::string> impls;
+  if (reorders) *reorders = count_type(*plan.cpu, "Reorder");
+  for (auto& n : plan.cpu->nodes())
+    if (std::string(n->type()) == "Subgraph") impls.push_back(n->impl);
+  return impls;
+}
+
+}  // namespace
+
+TEST(CpuSubgraph, AnElementwiseChainRunsAsOneJitKernel) {
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{3, 37, 41})});
+  auto* b = g->add_input("b", {DType::f32, ir::PartialShape(Shape{41})});
+  auto* a = g->add_node("Add", {x, b}, 1, "add")->output(0);
+  auto* s = g->add_node("Sigmoid", {a}, 1, "sig")->output(0);
+  auto* m = g->add_node("Mul", {a, s}, 1, "swish")->output(0);
+  auto* t = g->add_node("Tanh", {m}, 1, "tanh")->output(0);
+  g->add_output(t);
+  std::vector<Tensor> in = {random_tensor({3, 37, 41}, 1, 3.0f), random_tensor({41}, 2)};
+  auto impls = subgraph_impls(g, in, true);
+  ASSERT_EQ(impls.size(), 1u);
+  EXPECT_EQ(impls[0], "jit:avx512_snippet");
+  EXPECT_TRUE(subgraph_impls(g, in, false).empty());
+}
+
+TEST(CpuSubgraph, BetweenConvolutionsItKeepsTheirLayout) {
+  // conv -> x * sigmoid(x) (conv's output read twice: not a post-op) -> conv
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 16, 12, 12})});
+  auto conv = [&](ir::Value* in, const char* name, uint32_t seed) {
+    auto* c = g->add_node("Conv", {in, g->add_constant(std::string(name) + "_w", random_tensor({32, in == x ? 16 : 32, 3, 3}, seed, 0.2f))}, 1, name);
+    c->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+    return c->output(0);
+  };
+  auto* c1 = conv(x, "conv1", 1);
+  auto* sw = g->add_node("Mul", {c1, g->add_node("Sigmoid", {c1}, 1, "sig")->output(0)}, 1, "swish")->output(0);
+  auto* t = g->add_node("Tanh", {sw}, 1, "tanh")->output(0);
+  g->add_output(conv(t, "conv2", 2));
+  size_t reorders_on = 0, reorders_off = 0;
+  auto impls = subgraph_impls(g, {random_tensor({1, 16, 12, 12}, 3)}, true, &reorders_on);
+  ASSERT_EQ(impls.size(), 1u);
+  EXPECT_EQ(impls[0], "jit:avx512_snippet_blocked");
+  subgraph_impls(g, {random_tensor({1, 16, 12, 12}, 3)}, false, &reorders_off);
+  EXPECT_LE(reorders_on, reorders_off);  // the subgraph adds no layout conversions
+}
+
+TEST(CpuSubgraph, BodiesTheGeneratorCannotCompileRunOnTheReferenceKernels) {
+  // a Subgraph node made by hand with Softplus, which the generator has no emitter for
+  auto body = std::make_shared<ir::Graph>();
+  body->opset_imports[""] = 13;
+  auto* a = body->add_input("a", {DType::f32, ir::PartialShape(Shape{4, 9})});
+  auto* sp = body->add_node("Softplus", {a}, 1, "softplus")->output(0);
+  body->add_output(body->add_node("Neg", {sp}, 1, "neg")->output(0));
+  auto g = make_graph();
+  g->opset_imports["kiln"] = 1;
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{4, 9})});
+  ir::Node* n = g->add_node(snippets::kSubgraphOp, {x}, 1, "sub", snippets::kSubgraphDomain);
+  n->attrs[snippets::kBodyAttr] = ir::Attribute(body);
+  g->add_output(n->output(0));
+  auto impls = subgraph_impls(g, {random_tensor({4, 9}, 4, 3.0f)}, true);
+  ASSERT_EQ(impls.size(), 1u);
+  EXPECT_EQ(impls[0], "ref:Subgraph");
+}
