@@ -6,6 +6,10 @@
 
 #include "core/strings.hpp"
 #include "cpu/graph_optimizer.hpp"
+#include "pattern/pattern_config.hpp"
+
+#include <fstream>
+#include <sstream>
 
 namespace kiln::api {
 
@@ -30,6 +34,7 @@ const std::vector<Key>& keys() {
       {"enable_profiling", "PERF_COUNT", "YES, NO", false},
       {"kiln_executor", nullptr, "cpu, reference", false},
       {"kiln_disable_passes", nullptr, "optimizer pass names, comma-separated, or all-fusions", false},
+      {"kiln_pattern_files", nullptr, "pattern-mapping JSON files, comma-separated (docs/pattern_mapping.md)", false},
       {"optimal_number_of_infer_requests", "OPTIMAL_NUMBER_OF_INFER_REQUESTS", "", true},
       {"kiln_threads_per_stream", nullptr, "", true},
   };
@@ -136,6 +141,29 @@ Settings parse_properties(const AnyMap& properties) {
           throw Error(cat("property kiln_disable_passes: unknown pass '", pass, "'; passes: ", join(known, ", ")));
         s.graph.disabled_passes.insert(pass);
       }
+    } else if (name == "kiln_pattern_files") {
+      // every file is read and validated now, so a bad config fails compile_model
+      auto configs = std::make_shared<std::vector<pattern::PatternConfig>>();
+      std::vector<std::string> files;
+      size_t at = 0;
+      while (at <= v.size()) {
+        size_t comma = v.find(',', at);
+        std::string file = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+        at = comma == std::string::npos ? v.size() + 1 : comma + 1;
+        if (file.empty()) continue;
+        std::ifstream f(file);
+        if (!f.good()) throw Error(cat("property kiln_pattern_files: cannot read '", file, "'"));
+        std::stringstream text;
+        text << f.rdbuf();
+        try {
+          for (auto& c : pattern::parse_pattern_configs_string(text.str(), file)) configs->push_back(std::move(c));
+        } catch (const Error& e) {
+          throw Error(cat("property kiln_pattern_files: '", file, "': ", e.what()));
+        }
+        files.push_back(file);
+      }
+      s.graph.user_patterns = configs;
+      s.pattern_files = join(files, ",");
     } else if (name == "kiln_executor") {
       if (v != "cpu" && v != "reference") bad_value(k, v, "cpu, reference");
       s.reference = v == "reference";
@@ -153,6 +181,7 @@ std::string effective_value(const std::string& key, const Settings& s, const cpu
   if (key == "exclusive_async_requests") return yes_no(s.exclusive);
   if (key == "enable_profiling") return yes_no(s.profiling);
   if (key == "kiln_executor") return s.reference ? "reference" : "cpu";
+  if (key == "kiln_pattern_files") return s.pattern_files;
   if (key == "kiln_disable_passes")
     return join(std::vector<std::string>(s.graph.disabled_passes.begin(), s.graph.disabled_passes.end()), ",");
   if (key == "optimal_number_of_infer_requests") return std::to_string(std::max(1, layout.streams));

@@ -17,7 +17,8 @@ struct Settings {
   bool profiling = false;      // enable_profiling
   bool exclusive = false;      // exclusive_async_requests
   bool reference = false;      // kiln_executor = reference
-  cpu::GraphOptions graph;     // kiln_disable_passes
+  cpu::GraphOptions graph;     // kiln_disable_passes, kiln_pattern_files (parsed configs)
+  std::string pattern_files;   // kiln_pattern_files as given
 };
 
 // Throws kiln::Error naming the key (and, for a value, what it accepts); an unknown key

@@ -19,6 +19,9 @@
 namespace kiln::transforms {
 struct PassLog;
 }
+namespace kiln::pattern {
+struct PatternConfig;
+}
 
 namespace kiln::cpu {
 
@@ -31,6 +34,9 @@ struct GraphOptions {
   // Packed weights shared with other graphs of the same model (e.g. one graph per stream);
   // null: Convolution / FullyConnected nodes pack their own copy. Used during construction only.
   WeightsCache* weights = nullptr;
+  // Pattern configs from the user's files (property kiln_pattern_files), applied after the
+  // shipped library by run_ir_passes; may be null.
+  std::shared_ptr<const std::vector<pattern::PatternConfig>> user_patterns = {};
 };
 
 class Graph {

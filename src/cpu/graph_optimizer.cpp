@@ -1,7 +1,9 @@
 #include "cpu/graph_optimizer.hpp"
 
 #include "core/strings.hpp"
+#include "ir/op_registry.hpp"
 #include "pattern/pattern_library.hpp"
+#include "pattern/pattern_mapping.hpp"
 #include "snippets/tokenizer.hpp"
 #include "transforms/ir_fusion_passes.hpp"
 
@@ -23,11 +25,13 @@ const std::vector<CpuPass>& cpu_passes() {
 
 namespace {
 constexpr const char* kPatterns = "TransformerPatterns";
+constexpr const char* kUserPatterns = "UserPatterns";
 const char* const kIrPasses[] = {"QdqToFakeQuantize",      "RemoveIdentityOps", "FoldPadIntoConvolution",
                                  "MergeGroupConvolution", "FoldBatchNormalization"};
 }  // namespace
 
-void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log) {
+void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log,
+                   const std::vector<pattern::PatternConfig>* user_patterns) {
   if (disabled.count("all-fusions")) return;
   if (!disabled.count(kPatterns)) {
     pattern::FusionStats st = pattern::apply_transformer_fusions(g);
@@ -37,13 +41,23 @@ void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transfor
       log->applied(kPatterns, g.name.empty() ? "graph" : g.name, join(parts, ", "));
     }
   }
+  if (user_patterns && !user_patterns->empty() && !disabled.count(kUserPatterns)) {
+    ir::infer_shapes(g);
+    size_t total = 0;
+    for (const pattern::PatternConfig& c : *user_patterns) {
+      const size_t n = pattern::pattern_mapping(g, c).count();
+      total += n;
+      if (log && n) log->applied(kUserPatterns, c.name.empty() ? "(unnamed pattern)" : c.name, cat(n, " rewrites"));
+    }
+    if (total) ir::infer_shapes(g);
+  }
   transforms::run_ir_fusion_passes(g, disabled, log);
   // last on the ir::Graph: what the CPU optimizer will not fuse and snippets can compile
   if (!disabled.count(snippets::kTokenizationPass)) snippets::tokenize(g, log);
 }
 
 std::vector<std::string> known_pass_names() {
-  std::vector<std::string> names = {"all-fusions", kPatterns, snippets::kTokenizationPass};
+  std::vector<std::string> names = {"all-fusions", kPatterns, kUserPatterns, snippets::kTokenizationPass};
   for (const char* p : kIrPasses) names.push_back(p);
   for (const CpuPass& p : cpu_passes()) names.push_back(p.name);
   return names;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cpu/graph.hpp"
+#include "pattern/pattern_config.hpp"
 #include "transforms/pass_log.hpp"
 
 namespace kiln::cpu {
@@ -23,7 +24,9 @@ const std::vector<CpuPass>& cpu_passes();
 // src/pattern/ ("TransformerPatterns": LayerNorm, GELU), then QdqToFakeQuantize,
 // RemoveIdentityOps, FoldPadIntoConvolution, MergeGroupConvolution, FoldBatchNormalization
 // (src/transforms/).
-void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log);
+// `user_patterns` (may be null) run after the library as the pass "UserPatterns".
+void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log,
+                   const std::vector<pattern::PatternConfig>* user_patterns = nullptr);
 
 // Every pass name a user may disable: the ir::Graph passes run before lowering, these,
 // and "all-fusions".

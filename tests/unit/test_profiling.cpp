@@ -3,6 +3,8 @@
 
 #include <kiln/core.hpp>
 
+#include <algorithm>
+#include <fstream>
 #include <set>
 
 #include "cpu_test_util.hpp"
@@ -103,4 +105,55 @@ TEST(Profiling, OffByDefaultAndBadValuesAreErrors) {
   }
   CompiledModel on = core.compile_model(conv_relu_erf(), {{"enable_profiling", "YES"}});
   EXPECT_THROW(on.create_infer_request().get_profiling_info(), Error);  // no infer() yet
+}
+
+TEST(UserPatterns, PatternFilesFromThePropertyRewriteTheModel) {
+  // Relu(Relu(x)) -> Relu(x), given as a user pattern file
+  const std::string path = testing::TempDir() + "kiln_user_pattern.json";
+  {
+    std::ofstream f(path);
+    f << R"([{"name": "double_relu", "patterns": {"in": [[[0, "Relu"], [1, "Relu"]]], "out": [[[0, "Relu"]]]},
+             "search_mode": "op_type", "node_names": {"0": 1},
+             "input_tensors": {"0": [[{"0": [0]}], [[0], 1]]},
+             "output_tensors": {"0": [[{"1": [0]}], [[0], 1]]}, "returns": []}])";
+  }
+  auto g = std::make_shared<ir::Graph>();
+  g->opset_imports[""] = 13;
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{2, 8})});
+  auto* r = g->add_node("Relu", {g->add_node("Relu", {x}, 1, "r1")->output(0)}, 1, "r2");
+  g->add_output(r->output(0));
+  ir::infer_shapes(*g);
+  auto model = std::make_shared<Model>(g);
+  auto run = [&](const AnyMap& props) {
+    CompiledModel cm = Core().compile_model(model, props);
+    InferRequest req = cm.create_infer_request();
+    Tensor in = random_tensor({2, 8}, 1);
+    req.set_input_tensor(in);
+    req.infer();
+    size_t eltwise = 0;
+    for (auto& row : req.get_profiling_info()) eltwise += row.node_type == "Eltwise";
+    for (int64_t i = 0; i < in.size(); ++i)
+      EXPECT_EQ(req.get_output_tensor().data<float>()[i], std::max(0.0f, in.data<float>()[i]));
+    return std::make_pair(eltwise, cm);
+  };
+  AnyMap base = {{"enable_profiling", "YES"}, {"kiln_disable_passes", "SnippetsTokenization"}};
+  EXPECT_EQ(run(base).first, 2u);
+  AnyMap with = base;
+  with["kiln_pattern_files"] = path;
+  auto [count, cm] = run(with);
+  EXPECT_EQ(count, 1u);
+  EXPECT_EQ(cm.get_property("kiln_pattern_files"), path);
+  with["kiln_disable_passes"] = "SnippetsTokenization,UserPatterns";
+  EXPECT_EQ(run(with).first, 2u);
+
+  // files that are missing or not a valid config fail compile_model, naming the file
+  for (const std::string& bad : {testing::TempDir() + "no_such_file.json", path + ".bad"}) {
+    if (bad.find(".bad") != std::string::npos) std::ofstream(bad) << R"({"name": "x", "patterns": 3})";
+    try {
+      Core().compile_model(model, {{"kiln_pattern_files", bad}});
+      FAIL() << "expected an error for " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+    }
+  }
 }
