@@ -130,30 +130,38 @@ void execute(const std::shared_ptr<InferRequest::Impl>& self, const std::vector<
   } catch (...) {
     error = as_kiln_error(std::current_exception());
   }
+  // This thread takes and drops its references to the error only under the request's
+  // mutex, so the waiting thread that reads it never races with this one freeing it.
   std::function<void(std::exception_ptr)> callback;
+  std::exception_ptr callback_error;
   {
     std::lock_guard<std::mutex> lock(self->mutex);
     self->outputs = std::move(outputs);
     self->profile = std::move(profile);
-    self->error = error;
+    self->error = std::move(error);
     self->ran = true;
     self->busy = false;
     callback = self->callback;
-    if (callback) ++self->callbacks_running;
+    if (callback) {
+      ++self->callbacks_running;
+      callback_error = self->error;
+    }
   }
   if (callback) {
     std::exception_ptr thrown;
     const InferRequest::Impl* outer = t_in_callback_of;
     t_in_callback_of = self.get();
     try {
-      callback(error);
+      callback(callback_error);
     } catch (...) {
       thrown = as_kiln_error(std::current_exception());
     }
     t_in_callback_of = outer;
     std::lock_guard<std::mutex> lock(self->mutex);
+    callback_error = nullptr;
+    if (thrown && !self->busy) self->error = std::move(thrown);
+    thrown = nullptr;
     --self->callbacks_running;
-    if (thrown && !self->busy) self->error = thrown;
   }
   self->idle.notify_all();
 }

@@ -60,6 +60,7 @@ Graph::Graph(std::shared_ptr<const ir::Graph> g, const GraphOptions& options) : 
   }
   for (const ir::Value* out : ir_->outputs()) output_edges_.push_back(edge_for(out));
   optimize_graph(*this, options);
+  absorbed_.clear();  // the passes are done with the nodes they fused away
   WeightsCache::Scope weights(options.weights);  // Convolution / FullyConnected pack through it
   prepare_all();
   plan_memory();
@@ -95,6 +96,7 @@ void Graph::absorb(Node* host, Node* absorbed) {
   host->fused.push_back(absorbed->name);
   host->fused.insert(host->fused.end(), absorbed->fused.begin(), absorbed->fused.end());
   std::unique_ptr<Node> keep = std::move(nodes_[static_cast<size_t>(h)]);
+  absorbed_.push_back(std::move(nodes_[static_cast<size_t>(a)]));  // callers may still read it
   nodes_[static_cast<size_t>(a)] = std::move(keep);  // host runs where absorbed ran
   nodes_.erase(nodes_.begin() + h);
 }

@@ -67,7 +67,8 @@ class Graph {
   int position(const Node* n) const;
   // Fuses `absorbed` (which reads host's output 0, its only reader) into `host`: host
   // takes over absorbed's outputs and its place in execution order (so operands the
-  // absorbed node reads are computed by then), and records the fused names.
+  // absorbed node reads are computed by then), and records the fused names. `absorbed`
+  // leaves the graph but stays valid until the optimizer passes are done.
   void absorb(Node* host, Node* absorbed);
   size_t arena_bytes() const { return arena_bytes_; }
   size_t in_place_nodes() const { return in_place_nodes_; }  // nodes writing over a dead input
@@ -86,6 +87,7 @@ class Graph {
   std::shared_ptr<const ir::Graph> ir_;
   std::vector<std::unique_ptr<Edge>> edges_;
   std::vector<std::unique_ptr<Node>> nodes_;  // execution order
+  std::vector<std::unique_ptr<Node>> absorbed_;  // fused away by absorb(), freed after the passes
   std::vector<Edge*> input_edges_, output_edges_;
   std::shared_ptr<void> arena_;
   size_t arena_bytes_ = 0;

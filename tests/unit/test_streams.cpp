@@ -423,6 +423,30 @@ TEST(StreamsAsync, ExclusiveAsyncRequestsGiveTheSameResults) {
   }
 }
 
+TEST(StreamsAsync, ProfilingAndTheReferenceExecutorPerRequest) {
+  Core core;
+  for (const char* executor : {"cpu", "reference"}) {
+    CompiledModel cm = core.compile_model(
+        conv_model(), {{"num_streams", "2"}, {"PERF_COUNT", "YES"}, {"kiln_executor", executor}});
+    InferRequest a = cm.create_infer_request(), b = cm.create_infer_request();
+    a.set_input_tensor(random_tensor({1, 8, 12, 12}, 1));
+    b.set_input_tensor(random_tensor({1, 8, 12, 12}, 2));
+    a.infer();
+    const Tensor want = a.get_output_tensor();
+    const size_t rows = a.get_profiling_info().size();
+    EXPECT_GT(rows, 0u) << executor;
+    for (int i = 0; i < 10; ++i) {
+      a.start_async();
+      b.start_async();
+      a.wait();
+      b.wait();
+      EXPECT_TRUE(same_bits(want, a.get_output_tensor())) << executor;
+      EXPECT_EQ(a.get_profiling_info().size(), rows) << executor;  // each request its own rows
+      EXPECT_EQ(b.get_profiling_info().size(), rows) << executor;
+    }
+  }
+}
+
 // ---------------- weights shared between streams ----------------
 
 TEST(StreamsWeights, PackedOncePerExecutorAcrossThreads) {
