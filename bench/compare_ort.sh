@@ -5,7 +5,7 @@
 # order alternates between passes), so machine noise hits both alike.
 #
 # env: MODELS=resnet50,mobilenet_v2,bert_base   THREADS=2   PASSES=2   ITERS=20   WARMUP=2
-#      KILN=<kiln binary> (default: build/kiln)   SHARED_BENCH=../shared/bench
+#      KILN=<kiln binary> (default: build/kiln)   KILN_ARGS=<extra kiln benchmark arguments>   SHARED_BENCH=../shared/bench
 #      KILN_BENCH_CACHE (default ~/.cache/kiln-bench)   OUT=<results dir> (default $CACHE/results/compare-<stamp>)
 # out: $OUT/results.jsonl (one line per runtime x model x pass), $OUT/summary.md (the table), logs.
 set -euo pipefail
@@ -43,6 +43,9 @@ fi
 run_kiln() {  # model-name pass
   local n="$1" pass="$2" m="$CACHE/models/$1/model.onnx" dir="$CACHE/models/$1/inputs" json="$OUT/kiln_${1}_${2}.json"
   local args=(benchmark "$m" -niter "$ITERS" --warmup "$WARMUP" --json "$json")
+  # extra kiln arguments, e.g. KILN_ARGS="--disable-pass all-fusions" (word-split on purpose)
+  # shellcheck disable=SC2206
+  [ -n "${KILN_ARGS:-}" ] && args+=($KILN_ARGS)
   local f
   if [ -d "$dir" ]; then for f in "$dir"/*.npy; do [ -e "$f" ] && args+=(--input "$(basename "$f" .npy)=$f"); done; fi
   local via=property
