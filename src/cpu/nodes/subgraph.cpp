@@ -43,20 +43,35 @@ class SubgraphNode : public Node {
     // without padding (e.g. channels-last or whole channel blocks after a convolution)
     // are the same elements at the same offsets: the kernel runs over them as flat
     // arrays and the outputs keep that layout, so no Reorder is needed around the node.
+    bool all_full = same && !inputs.empty();
+    for (Edge* e : inputs) all_full = all_full && e->shape == shapes.output;
     std::optional<dnnl::memory::desc> layout;
-    if (same && !inputs.empty() && !inputs[0]->is_plain()) {
+    if (all_full && !inputs[0]->is_plain()) {
       layout = inputs[0]->desc();
       const auto& d = layout->data;
       bool dense = d.format_kind == dnnl_blocked;
       for (int i = 0; dense && i < d.ndims; ++i) dense = d.padded_dims[i] == d.dims[i];
-      for (Edge* e : inputs) dense = dense && e->shape == shapes.output && !e->is_plain() && e->desc() == *layout;
-      if (dense) {
-        const int64_t n = shape_size(shapes.output);
-        for (auto& in : shapes.inputs) in = Shape{n};
-        shapes.output = Shape{n};
-      } else {
-        layout.reset();
-      }
+      for (Edge* e : inputs) dense = dense && !e->is_plain() && e->desc() == *layout;
+      if (!dense) layout.reset();
+    }
+    if (all_full) {
+      // no broadcasting: the elements as [rows, cols] so that rows split across threads
+      // (cols the largest divisor of the count in [256, 16384], else one row)
+      const int64_t n = shape_size(shapes.output);
+      int64_t cols = n;
+      for (int64_t c = std::min<int64_t>(16384, n); c >= 256; --c)
+        if (n % c == 0) {
+          cols = c;
+          break;
+        }
+      // the kernel is compiled for one chunk of `cols`; execute() runs the chunks
+      for (auto& in : shapes.inputs) in = Shape{cols};
+      shapes.output = Shape{cols};
+      chunk_ = cols;
+      chunks_ = n / cols;
+    } else {
+      chunk_ = 0;
+      chunks_ = 0;
     }
     why_not_.clear();
     if (!same) {
@@ -85,6 +100,18 @@ class SubgraphNode : public Node {
     std::vector<float*> outs;
     for (Edge* e : inputs) ins.push_back(static_cast<const float*>(e->data));
     for (Edge* e : outputs) outs.push_back(static_cast<float*>(e->data));
+    if (chunks_ > 0) {  // no broadcasting: chunks of the flat elements, split across threads
+      const int threads = chunks_ == 1 ? 1 : std::max(1, omp_get_max_threads());
+#pragma omp parallel for num_threads(threads) schedule(static)
+      for (int64_t c = 0; c < chunks_; ++c) {
+        std::vector<const float*> ci(ins.size());
+        std::vector<float*> co(outs.size());
+        for (size_t i = 0; i < ins.size(); ++i) ci[i] = ins[i] + c * chunk_;
+        for (size_t i = 0; i < outs.size(); ++i) co[i] = outs[i] + c * chunk_;
+        kernel_->run(ci, co, 0, kernel_->rows());
+      }
+      return;
+    }
     const int64_t rows = kernel_->rows();
     const int64_t work = rows * kernel_->inner();
     const int threads = work < 16384 ? 1 : std::max(1, omp_get_max_threads());
@@ -119,6 +146,7 @@ class SubgraphNode : public Node {
 
   const ir::OpSchema& schema_;
   std::unique_ptr<snippets::Kernel> kernel_;
+  int64_t chunk_ = 0, chunks_ = 0;  // no broadcasting: the kernel covers one chunk of the flat elements
   std::string why_not_;  // why the body runs on the reference kernels
 };
 
