@@ -13,6 +13,8 @@ const std::vector<CpuPass>& cpu_passes() {
   static const std::vector<CpuPass> passes = {
       // conv -> activations / per-channel scale-shift / PReLU (as post-ops)
       {"FuseConvolutionAndSimpleOperation", fuse_convolution_and_simple_operation},
+      // 1x1 conv (+ layers) -> 3x3 depthwise conv (+ layers): oneDNN's depthwise post-op
+      {"FuseConvolutionAndDWConvolution", fuse_convolution_and_dw_convolution},
       // conv (+ its post-ops) -> Add(other) -> activations: one conv accumulating into `other`
       {"FuseConvolutionAndSum", fuse_convolution_and_sum},
       // Gemm / MatMul with constant weights -> bias Add -> activations

@@ -38,6 +38,7 @@ void optimize_graph(Graph& g, const GraphOptions& options);
 // The passes (one file each under src/cpu/passes/).
 size_t fuse_convolution_and_simple_operation(Graph& g, transforms::PassLog* log);
 size_t fuse_convolution_and_sum(Graph& g, transforms::PassLog* log);
+size_t fuse_convolution_and_dw_convolution(Graph& g, transforms::PassLog* log);
 size_t fuse_fully_connected_and_simple_operation(Graph& g, transforms::PassLog* log);
 size_t fuse_pooling_and_fake_quantize(Graph& g, transforms::PassLog* log);
 

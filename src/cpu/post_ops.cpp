@@ -13,6 +13,12 @@ int PostOpList::sum_input() const {
   return -1;
 }
 
+const PostOp* PostOpList::dw() const {
+  for (const PostOp& op : ops)
+    if (op.kind == PostOp::Kind::dw) return &op;
+  return nullptr;
+}
+
 std::vector<PostOp> PostOpList::merged() const {
   // Adjacent linear ops become one: a2 (a1 x + b1) + b2.
   std::vector<PostOp> out;
@@ -58,6 +64,11 @@ void PostOpList::append_to(dnnl::post_ops& po) {
       case PostOp::Kind::sum:
         po.append_sum(1.0f);
         break;
+      case PostOp::Kind::dw: {
+        const auto f32 = dnnl::memory::data_type::f32;
+        po.append_dw(f32, f32, f32, 3, op.dw_stride, 1, 0, {});
+        break;
+      }
       case PostOp::Kind::binary:
       case PostOp::Kind::prelu: {
         auto md = plain_desc(op.constant.shape(), DType::f32);

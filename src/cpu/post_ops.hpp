@@ -15,12 +15,18 @@ namespace kiln::cpu {
 struct Edge;
 
 struct PostOp {
-  enum class Kind { eltwise, binary, prelu, sum };
+  enum class Kind { eltwise, binary, prelu, sum, dw };
   Kind kind = Kind::eltwise;
   dnnl::algorithm alg = dnnl::algorithm::undef;  // eltwise / binary algorithm
   float alpha = 0.0f, beta = 0.0f;                // eltwise parameters
   Tensor constant;  // binary / prelu operand (f32, rank of the output, broadcast dims 1)
   int input = -1;   // sum: index of the accumulated tensor among the node's inputs
+  // dw: a 3x3 depthwise convolution (pad 1) on the host's output; `constant` holds its
+  // [C, 1, 3, 3] weights, `dw_bias` its [C] bias (or undefined), `conv_out` the host
+  // convolution's own output shape (the node's output is the depthwise one)
+  int64_t dw_stride = 1;
+  Tensor dw_bias;
+  Shape conv_out;
   std::string from;  // the ONNX node it came from
 };
 
@@ -31,6 +37,8 @@ class PostOpList {
   bool empty() const { return ops.empty(); }
   // The sum post-op's input index, or -1.
   int sum_input() const;
+  // The depthwise post-op, or null.
+  const PostOp* dw() const;
   // Appends every op to `po` (whose existing entries keep their indices) and creates
   // the constant operand memories.
   void append_to(dnnl::post_ops& po);

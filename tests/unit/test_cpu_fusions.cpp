@@ -248,3 +248,48 @@ TEST(CpuFusion, DisablingAPassByNameKeepsItsNodes) {
   EXPECT_NE(std::find(names.begin(), names.end(), "FuseConvolutionAndSum"), names.end());
   EXPECT_NE(std::find(names.begin(), names.end(), "all-fusions"), names.end());
 }
+
+TEST(CpuFusionDwConv, PointwiseThenDepthwiseIsOneConvolutionWhereOneDnnHasTheKernel) {
+  // MobileNetV2's first expansion: 1x1 16 -> 96 at 112x112, Clip(0, 6), 3x3 depthwise stride 2, Clip(0, 6)
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 16, 112, 112})});
+  auto* pw = g->add_node("Conv", {x, g->add_constant("pw_w", random_tensor({96, 16, 1, 1}, 1, 0.3f)),
+                                  g->add_constant("pw_b", random_tensor({96}, 2, 0.1f))}, 1, "pw");
+  auto clip = [&](ir::Value* v, const std::string& n) {
+    return g->add_node("Clip", {v, g->add_constant(n + "_lo", Tensor::scalar<float>(0.0f)),
+                                g->add_constant(n + "_hi", Tensor::scalar<float>(6.0f))}, 1, n)->output(0);
+  };
+  auto* dw = g->add_node("Conv", {clip(pw->output(0), "clip1"), g->add_constant("dw_w", random_tensor({96, 1, 3, 3}, 3, 0.3f)),
+                                  g->add_constant("dw_b", random_tensor({96}, 4, 0.1f))}, 1, "dw");
+  dw->attrs["group"] = int64_t(96);
+  dw->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+  dw->attrs["strides"] = std::vector<int64_t>{2, 2};
+  g->add_output(clip(dw->output(0), "clip2"));
+  transforms::PassLog log;
+  auto cg = compare_with_reference(g, {random_tensor({1, 16, 112, 112}, 5)}, fusing(&log));
+  const cpu::Node* c = find(*cg, "pw");
+  ASSERT_NE(c, nullptr);
+  if (log.count_applied("FuseConvolutionAndDWConvolution") == 1) {
+    EXPECT_EQ(c->fused, (std::vector<std::string>{"clip1", "dw", "clip2"})) << explain(log);
+    EXPECT_EQ(count_type(*cg, "Convolution"), 1u);
+    expect_jit(*cg, "Convolution");
+  } else {
+    // oneDNN picks its fused JIT kernel by shape and thread count; otherwise the log says why
+    EXPECT_TRUE(log_has(log, false, "pw -> dw: depthwise convolution not fused: oneDNN 2.6 has no optimised")) << explain(log);
+    EXPECT_EQ(count_type(*cg, "Convolution"), 2u);
+  }
+}
+
+TEST(CpuFusionDwConv, NotForOtherSecondConvolutions) {
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 8, 10, 10})});
+  auto* pw = g->add_node("Conv", {x, g->add_constant("pw_w", random_tensor({16, 8, 1, 1}, 1, 0.3f))}, 1, "pw");
+  auto* dw = g->add_node("Conv", {pw->output(0), g->add_constant("dw_w", random_tensor({16, 1, 3, 3}, 3, 0.3f))}, 1, "dw");
+  dw->attrs["group"] = int64_t(16);
+  dw->attrs["pads"] = std::vector<int64_t>{0, 0, 0, 0};  // unpadded: not what the post-op computes
+  g->add_output(dw->output(0));
+  transforms::PassLog log;
+  auto cg = compare_with_reference(g, {random_tensor({1, 8, 10, 10}, 5)}, fusing(&log));
+  EXPECT_EQ(count_type(*cg, "Convolution"), 2u);
+  EXPECT_TRUE(log_has(log, false, "padding is not 1 on every side")) << explain(log);
+}

@@ -72,6 +72,23 @@ class ConvolutionNode : public Node {
     if (has_bias()) bias_ = memory(memory::desc({inputs[1]->shape[0]}, memory::data_type::f32, tag::a), cpu_engine(),
                                    inputs[2]->data);
 
+    if (const PostOp* dw = post_ops_.dw()) {
+      // the depthwise weights [C, 1, 3, 3] (as g o i h w) and bias in the layouts it wants
+      const memory::desc wmd = pd_.query_md(dnnl::query::exec_arg_md, DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS);
+      dw_weights_ = memory(wmd, cpu_engine());
+      memory wsrc(memory::desc(wmd.dims(), memory::data_type::f32, tag::goihw), cpu_engine(),
+                  const_cast<void*>(dw->constant.raw()));
+      reorder_into(wsrc, dw_weights_);
+      const memory::desc bmd = pd_.query_md(dnnl::query::exec_arg_md, DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS);
+      if (bmd.get_size() > 0) {
+        dw_bias_ = memory(bmd, cpu_engine());
+        std::vector<float> b(static_cast<size_t>(dw->constant.shape()[0]), 0.0f);
+        if (dw->dw_bias.defined()) std::memcpy(b.data(), dw->dw_bias.raw(), b.size() * sizeof(float));
+        memory bsrc(memory::desc({static_cast<int64_t>(b.size())}, memory::data_type::f32, tag::a), cpu_engine(),
+                    b.data());
+        reorder_into(bsrc, dw_bias_);
+      }
+    }
     outputs[0]->set_layout(pd_.dst_desc());
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
     req[0] = InputLayout::exact(pd_.src_desc());
@@ -92,6 +109,8 @@ class ConvolutionNode : public Node {
       }
     }
     post_ops_.add_args(args);
+    if (dw_weights_) args[DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS] = dw_weights_;
+    if (dw_bias_) args[DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS] = dw_bias_;
     prim_.execute(stream, args);
   }
 
@@ -112,7 +131,8 @@ class ConvolutionNode : public Node {
     const ir::Node& n = *source;
     const Shape& x = inputs[0]->shape;
     const Shape& w = inputs[1]->shape;
-    const Shape& y = outputs[0]->shape;
+    // with a depthwise post-op the primitive's own output is the host convolution's
+    const Shape& y = post_ops.dw() ? post_ops.dw()->conv_out : outputs[0]->shape;
     const size_t sp = x.size() - 2;
     auto strides = n.attr_ints("strides", std::vector<int64_t>(sp, 1));
     auto dil = n.attr_ints("dilations", std::vector<int64_t>(sp, 1));
@@ -158,6 +178,7 @@ class ConvolutionNode : public Node {
   dnnl::convolution_forward::primitive_desc pd_;
   dnnl::convolution_forward prim_;
   memory weights_, bias_;
+  memory dw_weights_, dw_bias_;  // of a depthwise post-op
 };
 
 }  // namespace
