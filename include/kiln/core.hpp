@@ -81,6 +81,7 @@ struct ProfilingInfo {
   std::string node_type;  // runtime node kind: Convolution, Eltwise, Reorder, Reference, ...
   std::string exec_type;  // implementation and precision, e.g. "brgconv_avx512_core_f32", "ref_any_f32"
   double real_time_us = 0;  // wall time of the node
+  double start_us = 0;      // when it started: steady clock, microseconds since its epoch (timelines)
   double cpu_time_us = 0;   // process CPU time (all threads) spent during the node
   std::string fused_into;   // OPTIMIZED_OUT rows: the runtime node this layer was fused into
 };

@@ -17,6 +17,7 @@ class NodeTimer {
   // Fills the two times of `row`.
   void stop(ProfilingInfo& row) const {
     row.real_time_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - wall0_).count();
+    row.start_us = std::chrono::duration<double, std::micro>(wall0_.time_since_epoch()).count();
     row.cpu_time_us = process_cpu_us() - cpu0_;
   }
 

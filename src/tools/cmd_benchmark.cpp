@@ -17,6 +17,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <mutex>
 #include <string>
@@ -24,7 +25,11 @@
 
 #include "commands.hpp"
 #include "core/strings.hpp"
+#include "api/properties.hpp"
+#include "cpu/executor.hpp"
+#include "tools/common/exec_graph.hpp"
 #include "tools/common/perf_counters.hpp"
+#include "tools/common/trace.hpp"
 #include "tools/common/run_util.hpp"
 
 namespace kiln::cli {
@@ -89,8 +94,11 @@ struct LoopResult {
   double wall_s = 0;
 };
 
+// `on_profile` (may be empty) gets every finished request's index and counters.
+using ProfileSink = std::function<void(size_t request, const std::vector<ProfilingInfo>& rows)>;
+
 LoopResult run_loop(std::vector<InferRequest>& reqs, bool async, int count, double seconds, Progress& progress,
-                    const char* phase, tools::PerfCounterAverage* counters) {
+                    const char* phase, const ProfileSink& on_profile) {
   LoopResult r;
   const auto t_start = Clock::now();
   auto more = [&](size_t launched) {
@@ -115,7 +123,7 @@ LoopResult run_loop(std::vector<InferRequest>& reqs, bool async, int count, doub
       const auto t0 = Clock::now();
       q.infer();
       r.latencies_ms.push_back(ms_since(t0));
-      if (counters) counters->add(q.get_profiling_info());
+      if (on_profile) on_profile(0, q.get_profiling_info());
     }
     r.wall_s = ms_since(t_start) / 1000.0;
     return r;
@@ -157,7 +165,7 @@ LoopResult run_loop(std::vector<InferRequest>& reqs, bool async, int count, doub
       --in_flight;
       reqs[d.request].wait();  // an inference error is thrown here
       r.latencies_ms.push_back(d.ms);
-      if (counters) counters->add(reqs[d.request].get_profiling_info());
+      if (on_profile) on_profile(d.request, reqs[d.request].get_profiling_info());
       show(r.latencies_ms.size());
       if (more(launched)) launch(d.request);
     }
@@ -193,6 +201,7 @@ int cmd_benchmark(const BenchmarkOptions& o) {
     add_property(properties, "kiln_disable_passes", join(o.disabled_passes, ","), "--disable-pass");
   const bool perf_counts = o.perf_counts || !o.pc_sort.empty();
   if (perf_counts) add_property(properties, "enable_profiling", "YES", "-pc");
+  if (!o.trace_path.empty() && !perf_counts) add_property(properties, "enable_profiling", "YES", "--trace");
   std::string hint = o.hint;
   for (char& c : hint) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   if (!hint.empty()) add_property(properties, "performance_mode", hint, "-hint");
@@ -248,12 +257,18 @@ int cmd_benchmark(const BenchmarkOptions& o) {
   double first_ms = ms_since(t0);
   progress.clear();  // the bar shares the terminal with stdout
   std::cout << "first       " << fmt_ms(first_ms) << "  (first inference)\n" << std::flush;
-  if (o.warmup > 0) run_loop(reqs, async, o.warmup, 0, progress, "warmup", nullptr);
+  if (o.warmup > 0) run_loop(reqs, async, o.warmup, 0, progress, "warmup", {});
 
   // Timed iterations.
   tools::PerfCounterAverage counters;
-  LoopResult loop = run_loop(reqs, async, timed_by_count ? iterations : 0, o.seconds, progress, "timing",
-                             perf_counts ? &counters : nullptr);
+  tools::Trace trace;
+  ProfileSink sink;
+  if (perf_counts || !o.trace_path.empty())
+    sink = [&](size_t request, const std::vector<ProfilingInfo>& rows) {
+      if (perf_counts) counters.add(rows);
+      if (!o.trace_path.empty()) trace.add(request, rows);
+    };
+  LoopResult loop = run_loop(reqs, async, timed_by_count ? iterations : 0, o.seconds, progress, "timing", sink);
   progress.clear();
   const std::vector<double>& times = loop.latencies_ms;
 
@@ -283,6 +298,25 @@ int cmd_benchmark(const BenchmarkOptions& o) {
               << "synchronises after every node, so the total is a little above the latency above"
               << (streams > 1 && nireq > 1 ? "; CPU times include the other streams' work" : "") << "):\n"
               << tools::format_perf_counters(counters.average(), o.pc_sort.empty() ? "no_sort" : o.pc_sort);
+  }
+
+  if (!o.trace_path.empty()) {
+    trace.write(o.trace_path);
+    std::cout << "wrote       " << o.trace_path << "  (" << trace.events()
+              << " node events; open in chrome://tracing or ui.perfetto.dev)\n";
+  }
+  if (!o.exec_graph_path.empty()) {
+    // the runtime graph these properties give for these input shapes (compiled once more)
+    api::Settings settings = api::parse_properties(properties);
+    cpu::Executor ex(model->graph(), settings.graph);
+    std::vector<Shape> shapes;
+    for (const Tensor& t : in.tensors) shapes.push_back(t.shape());
+    const cpu::Executor::Plan& plan = ex.plan_for(shapes);
+    KILN_CHECK(plan.cpu, cat("-exec_graph_path: no runtime graph (", plan.fallback_reason, ")"));
+    std::ofstream f(o.exec_graph_path);
+    KILN_CHECK(f.good(), cat("-exec_graph_path: cannot write '", o.exec_graph_path, "'"));
+    f << tools::exec_graph_json(*plan.cpu).dump(2) << "\n";
+    std::cout << "wrote       " << o.exec_graph_path << "  (runtime graph)\n";
   }
 
   if (!o.json_path.empty()) {

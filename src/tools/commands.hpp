@@ -49,6 +49,8 @@ struct BenchmarkOptions {
   int nireq = 0;             // -nireq N; 0: 1 for sync, optimal_number_of_infer_requests for async
   std::string api;           // -api sync | async (empty: async with -hint throughput, -nstreams or -nireq > 1)
   std::string pin;           // -pin YES | NO | NUMA (empty: not given)
+  std::string trace_path;    // --trace FILE.json: Chrome-trace timeline of every node of every request
+  std::string exec_graph_path;  // -exec_graph_path FILE.json: the runtime graph
 };
 int cmd_benchmark(const BenchmarkOptions& o);
 

@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   if (args.size() >= 2 && args[1] == "benchmark") {
     for (size_t i = 2; i < args.size(); ++i) {
       if (args[i] == "--") break;
-      for (const char* name : {"-niter", "-time", "-pc", "-pcsort", "-hint", "-nstreams", "-nthreads", "-nireq", "-api",
+      for (const char* name : {"-niter", "-time", "-pc", "-pcsort", "-hint", "-nstreams", "-nthreads", "-nireq", "-api", "-exec_graph_path",
                                "-pin"})
         if (args[i] == name || args[i].rfind(std::string(name) + "=", 0) == 0) args[i].insert(0, "-");
     }
@@ -102,6 +102,10 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   bench_cmd->add_flag("--pc", bench.perf_counts,
                       "Performance counters: per-node times averaged over the timed iterations (also -pc)");
+  bench_cmd->add_option("--trace", bench.trace_path,
+                        "Write a Chrome-trace / Perfetto timeline (JSON) of every node of every timed request");
+  bench_cmd->add_option("--exec_graph_path", bench.exec_graph_path,
+                        "Write the runtime graph (as kiln inspect --exec-graph) to FILE (also -exec_graph_path)");
   bench_cmd->add_option("--pcsort", bench.pc_sort,
                         "Order of the -pc table: sort (by time, with totals per node type), no_sort (execution "
                         "order), simple_sort (by time, executed nodes only) (also -pcsort; implies -pc)")
