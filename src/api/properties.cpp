@@ -32,6 +32,7 @@ const std::vector<Key>& keys() {
       {"performance_mode", "PERFORMANCE_HINT", "LATENCY, THROUGHPUT, NONE", false},
       {"exclusive_async_requests", "EXCLUSIVE_ASYNC_REQUESTS", "YES, NO", false},
       {"enable_profiling", "PERF_COUNT", "YES, NO", false},
+      {"inference_precision", "ENFORCE_BF16", "f32, bf16 (ENFORCE_BF16: YES, NO)", false},
       {"kiln_executor", nullptr, "cpu, reference", false},
       {"kiln_disable_passes", nullptr, "optimizer pass names, comma-separated, or all-fusions", false},
       {"kiln_pattern_files", nullptr, "pattern-mapping JSON files, comma-separated (docs/pattern_mapping.md)", false},
@@ -126,6 +127,12 @@ Settings parse_properties(const AnyMap& properties) {
       else bad_value(k, v, "LATENCY, THROUGHPUT, NONE");
     } else if (name == "exclusive_async_requests") {
       s.exclusive = parse_bool(k, v);
+    } else if (name == "inference_precision") {
+      const std::string u = upper(v);
+      if (k == "ENFORCE_BF16") s.graph.bf16 = parse_bool(k, v);
+      else if (u == "BF16") s.graph.bf16 = true;
+      else if (u == "F32" || u == "FP32") s.graph.bf16 = false;
+      else bad_value(k, v, "f32, bf16");
     } else if (name == "enable_profiling") {
       s.profiling = parse_bool(k, v);
     } else if (name == "kiln_disable_passes") {
@@ -180,6 +187,7 @@ std::string effective_value(const std::string& key, const Settings& s, const cpu
   if (key == "performance_mode") return cpu::performance_mode_name(s.streams.mode);
   if (key == "exclusive_async_requests") return yes_no(s.exclusive);
   if (key == "enable_profiling") return yes_no(s.profiling);
+  if (key == "inference_precision") return s.graph.bf16 ? "bf16" : "f32";
   if (key == "kiln_executor") return s.reference ? "reference" : "cpu";
   if (key == "kiln_pattern_files") return s.pattern_files;
   if (key == "kiln_disable_passes")

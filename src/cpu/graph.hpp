@@ -37,6 +37,7 @@ struct GraphOptions {
   // Pattern configs from the user's files (property kiln_pattern_files), applied after the
   // shipped library by run_ir_passes; may be null.
   std::shared_ptr<const std::vector<pattern::PatternConfig>> user_patterns = {};
+  bool bf16 = false;  // inference_precision = bf16
 };
 
 class Graph {

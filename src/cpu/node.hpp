@@ -70,6 +70,9 @@ class Node {
   std::vector<Edge*> outputs;
   std::string impl = "ref:any";      // primitive implementation chosen (oneDNN's impl name)
   std::vector<std::string> fused;    // names of the ONNX nodes fused into this one, in order
+  // inference_precision = bf16: Convolution / FullyConnected compute on bf16 activations and
+  // weights (f32 accumulation and output); the graph inserts the f32 -> bf16 Reorders.
+  bool bf16 = false;
 
   // Node kinds that take post-ops (Convolution, FullyConnected): their list, else null.
   virtual PostOpList* post_ops() { return nullptr; }

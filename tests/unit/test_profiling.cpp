@@ -157,3 +157,45 @@ TEST(UserPatterns, PatternFilesFromThePropertyRewriteTheModel) {
     }
   }
 }
+
+TEST(InferencePrecision, Bf16ConvolutionsAndFullyConnectedStayCloseToF32) {
+  // conv -> relu -> flatten -> FC: bf16 activations and weights, f32 accumulation
+  auto g = std::make_shared<ir::Graph>();
+  g->opset_imports[""] = 13;
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 16, 8, 8})});
+  auto* c = g->add_node("Conv", {x, g->add_constant("w", random_tensor({32, 16, 3, 3}, 1, 0.2f))}, 1, "conv");
+  c->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+  auto* r = g->add_node("Relu", {c->output(0)}, 1, "relu");
+  auto* f = g->add_node("Flatten", {r->output(0)}, 1, "flatten");
+  auto* fc = g->add_node("Gemm", {f->output(0), g->add_constant("fw", random_tensor({32 * 64, 10}, 2, 0.05f))}, 1, "fc");
+  g->add_output(fc->output(0));
+  ir::infer_shapes(*g);
+  auto model = std::make_shared<Model>(g);
+  Tensor in = random_tensor({1, 16, 8, 8}, 3);
+  auto run = [&](const AnyMap& props, std::string* conv_exec) {
+    AnyMap p = props;
+    p["enable_profiling"] = "YES";
+    CompiledModel cm = Core().compile_model(model, p);
+    InferRequest req = cm.create_infer_request();
+    req.set_input_tensor(in);
+    req.infer();
+    for (auto& row : req.get_profiling_info())
+      if (row.node_name == "conv") *conv_exec = row.exec_type;
+    return std::make_pair(req.get_output_tensor().clone(), cm.get_property("inference_precision"));
+  };
+  std::string exec32, exec16, exec_old;
+  auto [y32, p32] = run({}, &exec32);
+  auto [y16, p16] = run({{"inference_precision", "bf16"}}, &exec16);
+  auto [yold, pold] = run({{"ENFORCE_BF16", "YES"}}, &exec_old);
+  EXPECT_EQ(p32, "f32");
+  EXPECT_EQ(p16, "bf16");
+  EXPECT_EQ(pold, "bf16");
+  EXPECT_EQ(exec32.find("bf16"), std::string::npos) << exec32;
+  EXPECT_NE(exec16.find("bf16"), std::string::npos) << exec16;  // oneDNN's bf16 kernel (native or emulated)
+  // bf16 keeps 8 mantissa bits: about 3 significant digits per operand
+  double max_abs = 0;
+  for (int64_t i = 0; i < y32.size(); ++i) max_abs = std::max(max_abs, std::fabs(static_cast<double>(y32.data<float>()[i])));
+  expect_close(y32, y16, 2e-2, 2e-2 * max_abs);
+  expect_close(y16, yold, 0, 0);
+  EXPECT_THROW(Core().compile_model(model, {{"inference_precision", "int4"}}), Error);
+}

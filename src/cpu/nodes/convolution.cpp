@@ -155,9 +155,10 @@ class ConvolutionNode : public Node {
       pad_r[i] = (y[2 + i] - 1) * strides[i] + eff - x[2 + i] - pad_l[i];
     }
     const auto f32 = memory::data_type::f32;
-    memory::desc src_any(to_dims(x), f32, tag::any);
+    const auto in_dt = bf16 && !post_ops.dw() ? memory::data_type::bf16 : f32;  // activations and weights
+    memory::desc src_any(to_dims(x), in_dt, tag::any);
     memory::desc dst_any(to_dims(y), f32, tag::any);
-    memory::desc wei_any(weight_dims(), f32, tag::any);
+    memory::desc wei_any(weight_dims(), in_dt, tag::any);
     auto d = has_bias() ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                                           dnnl::algorithm::convolution_direct, src_any, wei_any,
                                                           memory::desc({w[0]}, f32, tag::a), dst_any,

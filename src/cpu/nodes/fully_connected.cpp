@@ -109,6 +109,8 @@ class FullyConnectedNode : public Node {
     outputs[0]->blocked.reset();
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
     req[0] = InputLayout::plain();
+    if (in_dt_ == memory::data_type::bf16)  // the activation as row-major bf16: the graph converts it
+      req[0] = InputLayout::exact(*plain_desc(inputs[0]->shape, DType::bf16));
     return req;
   }
 
@@ -145,7 +147,8 @@ class FullyConnectedNode : public Node {
     }
     const auto f32 = memory::data_type::f32;
     // A: [M, K] row-major, or stored [K, M] when transposed
-    src_md_ = ta ? memory::desc({M, K_}, f32, memory::dims{1, M}) : memory::desc({M, K_}, f32, tag::ab);
+    in_dt_ = bf16 && !ta ? memory::data_type::bf16 : f32;  // bf16 activations and weights, f32 output
+    src_md_ = ta ? memory::desc({M, K_}, f32, memory::dims{1, M}) : memory::desc({M, K_}, in_dt_, tag::ab);
     dst_md_ = memory::desc({M, N_}, f32, tag::ab);
     // bias: beta * C, broadcast to [1, N] (matmul bias) or, when it varies along M,
     // expanded to [M, N] and added by a binary post-op
@@ -169,8 +172,7 @@ class FullyConnectedNode : public Node {
 
   // The primitive with these fused post-ops (after the bias post-op, when there is one).
   dnnl::matmul::primitive_desc make_pd(const PostOpList& fused) {
-    const auto f32 = memory::data_type::f32;
-    memory::desc wei_any({K_, N_}, f32, tag::any);
+    memory::desc wei_any({K_, N_}, in_dt_, tag::any);
     dnnl::primitive_attr attr;
     dnnl::post_ops po;
     if (bias_post_op_) po.append_binary(dnnl::algorithm::binary_add, bias_md_);
@@ -194,6 +196,7 @@ class FullyConnectedNode : public Node {
   dnnl::matmul prim_;
   memory weights_, bias_;
   bool bias_post_op_ = false;  // bias varies along M: added by a binary post-op
+  memory::data_type in_dt_ = memory::data_type::f32;  // activations and weights (bf16 with inference_precision)
 };
 
 }  // namespace
