@@ -97,6 +97,36 @@ void PostOpList::add_args(std::unordered_map<int, dnnl::memory>& args) const {
   for (const auto& [arg, m] : operands_) args[arg] = m;
 }
 
+std::optional<PostOpList> PostOpList::with(const std::vector<PostOp>& extra, bool allow_sum, const char* host,
+                                           std::string* why) const {
+  PostOpList trial = *this;
+  trial.ops.insert(trial.ops.end(), extra.begin(), extra.end());
+  if (std::string bad = trial.unsupported_combination(); !bad.empty()) {
+    if (why) *why = bad;
+    return std::nullopt;
+  }
+  if (!allow_sum && trial.sum_input() >= 0) {
+    if (why) *why = cat(host, " takes no sum post-op");
+    return std::nullopt;
+  }
+  return trial;
+}
+
+bool keeps_jit(PostOpList& trial, PostOpList& current, const std::function<std::string(PostOpList&)>& impl_of,
+               const char* primitive, std::string* why) {
+  auto is_ref = [](const std::string& impl) { return impl.rfind("ref", 0) == 0; };
+  try {
+    if (is_ref(impl_of(trial)) && !is_ref(impl_of(current))) {
+      if (why) *why = cat("oneDNN has only its reference ", primitive, " with post-ops ", trial.describe());
+      return false;
+    }
+    return true;
+  } catch (const dnnl::error& e) {
+    if (why) *why = cat("oneDNN rejects the post-ops ", trial.describe(), " (", e.what(), ")");
+    return false;
+  }
+}
+
 std::string PostOpList::describe() const {
   std::vector<std::string> parts;
   for (const PostOp& op : ops) parts.push_back(op.from);

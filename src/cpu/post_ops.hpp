@@ -5,7 +5,9 @@
 // PReLU with a constant slope, and sum: accumulate into another tensor's buffer).
 #include <kiln/tensor.hpp>
 
+#include <functional>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -48,11 +50,21 @@ class PostOpList {
   std::vector<PostOp> merged() const;
   // Non-empty (the reason) when oneDNN is known to compute this chain wrongly.
   std::string unsupported_combination() const;
+  // This list with `extra` appended, as a host's accepts_post_ops() first checks it: null
+  // (and `why`) when oneDNN computes the chain wrongly, or it has a sum `host` cannot take.
+  std::optional<PostOpList> with(const std::vector<PostOp>& extra, bool allow_sum, const char* host,
+                                 std::string* why) const;
   // "Relu+Add(sum)+Clip" for diagnostics.
   std::string describe() const;
 
  private:
   std::vector<std::pair<int, dnnl::memory>> operands_;  // execution argument -> operand memory
 };
+
+// Whether the primitive made for `trial` keeps an optimised kernel: `impl_of(list)` names the
+// implementation oneDNN picks for a list (throwing dnnl::error when it rejects it); a reference
+// kernel is refused unless the host's `current` list gets one too. `why` says what failed.
+bool keeps_jit(PostOpList& trial, PostOpList& current, const std::function<std::string(PostOpList&)>& impl_of,
+               const char* primitive, std::string* why);
 
 }  // namespace kiln::cpu

@@ -20,7 +20,6 @@ namespace {
 using dnnl::memory;
 using tag = memory::format_tag;
 
-bool is_ref_impl(const std::string& impl) { return impl.rfind("ref", 0) == 0; }
 
 class ConvolutionNode : public Node {
  public:
@@ -33,23 +32,9 @@ class ConvolutionNode : public Node {
   int inplace_input() const override { return post_ops_.sum_input(); }
 
   bool accepts_post_ops(const std::vector<PostOp>& extra, std::string* why) override {
-    PostOpList trial = post_ops_;
-    trial.ops.insert(trial.ops.end(), extra.begin(), extra.end());
-    if (std::string bad = trial.unsupported_combination(); !bad.empty()) {
-      if (why) *why = bad;
-      return false;
-    }
-    try {
-      auto pd = make_pd(trial);
-      if (is_ref_impl(pd.impl_info_str()) && !is_ref_impl(make_pd(post_ops_).impl_info_str())) {
-        if (why) *why = cat("oneDNN has only its reference convolution with post-ops ", trial.describe());
-        return false;
-      }
-      return true;
-    } catch (const dnnl::error& e) {
-      if (why) *why = cat("oneDNN rejects the post-ops ", trial.describe(), " (", e.what(), ")");
-      return false;
-    }
+    auto trial = post_ops_.with(extra, /*allow_sum=*/true, "Convolution", why);
+    return trial && keeps_jit(*trial, post_ops_, [&](PostOpList& l) { return make_pd(l).impl_info_str(); },
+                              "convolution", why);
   }
 
   std::vector<InputLayout> prepare() override {

@@ -31,7 +31,6 @@ bool static_f32(const ir::Value* v) {
   return v && v->type.dtype == DType::f32 && v->type.shape.is_static() && shape_size(v->type.shape.to_shape()) > 0;
 }
 
-bool is_ref_impl(const std::string& impl) { return impl.rfind("ref", 0) == 0; }
 
 // A post-op operand (scalar or one value per output column, in the output's rank)
 // as the [1, N] / [1, 1] operand of the 2-D matmul.
@@ -51,29 +50,10 @@ class FullyConnectedNode : public Node {
   PostOpList* post_ops() override { return &post_ops_; }
 
   bool accepts_post_ops(const std::vector<PostOp>& extra, std::string* why) override {
-    PostOpList trial = post_ops_;
-    trial.ops.insert(trial.ops.end(), extra.begin(), extra.end());
-    if (std::string bad = trial.unsupported_combination(); !bad.empty()) {
-      if (why) *why = bad;
-      return false;
-    }
-    for (const PostOp& op : extra)
-      if (op.kind == PostOp::Kind::sum) {
-        if (why) *why = "FullyConnected takes no sum post-op";
-        return false;
-      }
-    try {
-      setup();
-      auto pd = make_pd(trial);
-      if (is_ref_impl(pd.impl_info_str()) && !is_ref_impl(make_pd(post_ops_).impl_info_str())) {
-        if (why) *why = cat("oneDNN has only its reference matmul with post-ops ", trial.describe());
-        return false;
-      }
-      return true;
-    } catch (const dnnl::error& e) {
-      if (why) *why = cat("oneDNN rejects the post-ops ", trial.describe(), " (", e.what(), ")");
-      return false;
-    }
+    auto trial = post_ops_.with(extra, /*allow_sum=*/false, "FullyConnected", why);
+    if (!trial) return false;
+    setup();
+    return keeps_jit(*trial, post_ops_, [&](PostOpList& l) { return make_pd(l).impl_info_str(); }, "matmul", why);
   }
 
   std::vector<InputLayout> prepare() override {

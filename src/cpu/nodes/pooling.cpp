@@ -147,17 +147,9 @@ class PoolingNode : public SrcDstPrimitiveNode {
   // one is too. (On plain nchw oneDNN 2.6 runs pooling with post-ops on its C++
   // simple_nchw kernel instead of JIT; still faster than a separate reference node.)
   bool accepts_post_ops(const std::vector<PostOp>& extra, std::string* why) override {
-    PostOpList trial = post_ops_;
-    trial.ops.insert(trial.ops.end(), extra.begin(), extra.end());
-    if (std::string bad = trial.unsupported_combination(); !bad.empty()) {
-      if (why) *why = bad;
-      return false;
-    }
-    for (const PostOp& op : trial.ops)
-      if (op.kind == PostOp::Kind::sum) {
-        if (why) *why = "Pooling takes no sum post-op";
-        return false;
-      }
+    auto with = post_ops_.with(extra, /*allow_sum=*/false, "Pooling", why);
+    if (!with) return false;
+    PostOpList& trial = *with;
     const Shape& x = inputs[0]->shape;
     PoolGeometry g;
     if (!pool_geometry(*source, x, outputs[0]->shape, g)) {
