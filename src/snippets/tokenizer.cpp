@@ -1,5 +1,7 @@
 #include "snippets/tokenizer.hpp"
 
+#include <functional>
+
 #include "snippets/generator.hpp"
 
 #include <algorithm>
@@ -27,8 +29,9 @@ bool scalar_constant(const ir::Value* v) {
 // The tokenizer's working state: clusters of nodes that will become one Subgraph each.
 class Tokenizer {
  public:
-  Tokenizer(ir::Graph& g, const SkippedNodes& skipped, transforms::PassLog* log, size_t max_ptrs)
-      : g_(g), skipped_(skipped), log_(log), max_ptrs_(max_ptrs) {}
+  Tokenizer(ir::Graph& g, const SkippedNodes& skipped, transforms::PassLog* log, size_t max_ptrs,
+            std::function<bool(const ir::Node&)> accept = {})
+      : g_(g), skipped_(skipped), log_(log), max_ptrs_(max_ptrs), accept_(std::move(accept)) {}
 
   size_t run() {
     order_ = g_.topo_order();
@@ -57,7 +60,7 @@ class Tokenizer {
   }
 
   void visit(ir::Node* n) {
-    if (!tokenizable(*n)) return;
+    if (!tokenizable(*n) || (accept_ && !accept_(*n))) return;
     if (skipped_.count(n)) {
       if (log_) log_->skipped(kTokenizationPass, n->name(), "left to the CPU optimizer (marked by SnippetsMarkSkipped)");
       return;
@@ -251,6 +254,7 @@ class Tokenizer {
   const SkippedNodes& skipped_;
   transforms::PassLog* log_;
   size_t max_ptrs_;
+  std::function<bool(const ir::Node&)> accept_;  // the caller's extra condition (may be empty)
   std::vector<ir::Node*> order_;
   std::unordered_map<const ir::Node*, size_t> pos_;
   std::unordered_map<const ir::Node*, int> cluster_of_;
@@ -289,5 +293,9 @@ size_t tokenize(ir::Graph& g, const SkippedNodes& skipped, transforms::PassLog* 
 }
 
 size_t tokenize(ir::Graph& g, transforms::PassLog* log) { return tokenize(g, mark_skipped(g, log), log); }
+
+size_t tokenize(ir::Graph& g, transforms::PassLog* log, const std::function<bool(const ir::Node&)>& accept) {
+  return Tokenizer(g, mark_skipped(g, log), log, kMaxDataPointers, accept).run();
+}
 
 }  // namespace kiln::snippets

@@ -21,6 +21,7 @@
 // `kiln_fused`, keeps the names of the values it produces (graph output names do not
 // change) and gets its output types from the replaced values. Needs inferred types.
 #include <cstddef>
+#include <functional>
 
 #include "ir/graph.hpp"
 #include "snippets/mark_skipped.hpp"
@@ -42,6 +43,9 @@ bool tokenizable(const ir::Node& n);
 
 // Runs MarkSkipped, then tokenizes. Returns the number of Subgraph nodes created.
 size_t tokenize(ir::Graph& g, transforms::PassLog* log = nullptr);
+
+// The same, tokenizing only nodes `accept` also takes (the pipeline's own limits).
+size_t tokenize(ir::Graph& g, transforms::PassLog* log, const std::function<bool(const ir::Node&)>& accept);
 
 // Tokenizes leaving `skipped` alone, with a data-pointer budget of `max_data_pointers`.
 size_t tokenize(ir::Graph& g, const SkippedNodes& skipped, transforms::PassLog* log = nullptr,
