@@ -17,6 +17,8 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <map>
 #include <functional>
 #include <iostream>
 #include <mutex>
@@ -201,7 +203,9 @@ int cmd_benchmark(const BenchmarkOptions& o) {
     add_property(properties, "kiln_disable_passes", join(o.disabled_passes, ","), "--disable-pass");
   const bool perf_counts = o.perf_counts || !o.pc_sort.empty();
   if (perf_counts) add_property(properties, "enable_profiling", "YES", "-pc");
-  if (!o.trace_path.empty() && !perf_counts) add_property(properties, "enable_profiling", "YES", "--trace");
+  const bool report_counters = o.report_type == "average_counters" || o.report_type == "detailed_counters";
+  if ((!o.trace_path.empty() || report_counters) && !perf_counts)
+    add_property(properties, "enable_profiling", "YES", o.trace_path.empty() ? "-report_type" : "--trace");
   std::string hint = o.hint;
   for (char& c : hint) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   if (!hint.empty()) add_property(properties, "performance_mode", hint, "-hint");
@@ -261,11 +265,13 @@ int cmd_benchmark(const BenchmarkOptions& o) {
 
   // Timed iterations.
   tools::PerfCounterAverage counters;
+  std::map<size_t, tools::PerfCounterAverage> per_request;  // -report_type detailed_counters
   tools::Trace trace;
   ProfileSink sink;
-  if (perf_counts || !o.trace_path.empty())
+  if (perf_counts || !o.trace_path.empty() || report_counters)
     sink = [&](size_t request, const std::vector<ProfilingInfo>& rows) {
-      if (perf_counts) counters.add(rows);
+      if (perf_counts || report_counters) counters.add(rows);
+      if (o.report_type == "detailed_counters") per_request[request].add(rows);
       if (!o.trace_path.empty()) trace.add(request, rows);
     };
   LoopResult loop = run_loop(reqs, async, timed_by_count ? iterations : 0, o.seconds, progress, "timing", sink);
@@ -300,6 +306,40 @@ int cmd_benchmark(const BenchmarkOptions& o) {
               << tools::format_perf_counters(counters.average(), o.pc_sort.empty() ? "no_sort" : o.pc_sort);
   }
 
+  if (!o.report_type.empty()) {
+    // benchmark_app-style CSV reports (';'-separated) in -report_folder
+    const std::filesystem::path dir = o.report_folder.empty() ? "." : o.report_folder;
+    auto write_csv = [&](const char* file, const std::string& text) {
+      const std::filesystem::path p = dir / file;
+      std::ofstream f(p);
+      KILN_CHECK(f.good(), cat("-report_type: cannot write '", p.string(), "'"));
+      f << text;
+      f.close();
+      KILN_CHECK(!f.fail(), cat("-report_type: cannot write '", p.string(), "'"));
+      std::cout << "wrote       " << p.string() << "\n";
+    };
+    std::ostringstream stats;
+    stats << "Statistics report\nmodel;" << o.model << "\napi;" << (async ? "async" : "sync") << "\nstreams;" << streams
+          << "\nrequests;" << nireq << "\niterations;" << times.size() << "\nfirst inference ms;" << round3(first_ms)
+          << "\nlatency median ms;" << round3(st.median) << "\nlatency min ms;" << round3(st.min) << "\nlatency p90 ms;"
+          << round3(st.p90) << "\nlatency max ms;" << round3(st.max) << "\nthroughput per s;" << round3(throughput) << "\n";
+    write_csv("benchmark_report.csv", stats.str());
+    auto counters_csv = [](const std::vector<ProfilingInfo>& rows) {
+      std::ostringstream os;
+      os << "layerName;execStatus;layerType;execType;realTime (ms);cpuTime (ms);fusedInto\n";
+      for (const ProfilingInfo& r : rows)
+        os << r.node_name << ";" << status_name(r.status) << ";" << r.node_type << ";" << r.exec_type << ";"
+           << round3(r.real_time_us / 1000.0) << ";" << round3(r.cpu_time_us / 1000.0) << ";" << r.fused_into << "\n";
+      return os.str();
+    };
+    if (o.report_type == "average_counters") write_csv("benchmark_average_counters_report.csv", counters_csv(counters.average()));
+    if (o.report_type == "detailed_counters") {
+      std::string text;
+      for (auto& [request, avg] : per_request)
+        text += cat("request ", request, " (", avg.runs(), " runs)\n", counters_csv(avg.average()), "\n");
+      write_csv("benchmark_detailed_counters_report.csv", text);
+    }
+  }
   if (!o.trace_path.empty()) {
     trace.write(o.trace_path);
     std::cout << "wrote       " << o.trace_path << "  (" << trace.events()

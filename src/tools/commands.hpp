@@ -51,6 +51,8 @@ struct BenchmarkOptions {
   std::string pin;           // -pin YES | NO | NUMA (empty: not given)
   std::string trace_path;    // --trace FILE.json: Chrome-trace timeline of every node of every request
   std::string exec_graph_path;  // -exec_graph_path FILE.json: the runtime graph
+  std::string report_type;      // -report_type no_counters | average_counters | detailed_counters (CSV reports)
+  std::string report_folder;    // -report_folder DIR (default: the current directory)
 };
 int cmd_benchmark(const BenchmarkOptions& o);
 

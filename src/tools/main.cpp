@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   if (args.size() >= 2 && args[1] == "benchmark") {
     for (size_t i = 2; i < args.size(); ++i) {
       if (args[i] == "--") break;
-      for (const char* name : {"-niter", "-time", "-pc", "-pcsort", "-hint", "-nstreams", "-nthreads", "-nireq", "-api", "-exec_graph_path",
+      for (const char* name : {"-niter", "-time", "-pc", "-pcsort", "-hint", "-nstreams", "-nthreads", "-nireq", "-api", "-exec_graph_path", "-report_type", "-report_folder",
                                "-pin"})
         if (args[i] == name || args[i].rfind(std::string(name) + "=", 0) == 0) args[i].insert(0, "-");
     }
@@ -102,6 +102,11 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   bench_cmd->add_flag("--pc", bench.perf_counts,
                       "Performance counters: per-node times averaged over the timed iterations (also -pc)");
+  bench_cmd->add_option("--report_type", bench.report_type,
+                        "CSV reports like benchmark_app's: no_counters (statistics), average_counters (+ per-node "
+                        "counters averaged), detailed_counters (+ per request) (also -report_type)")
+      ->check(CLI::IsMember({"no_counters", "average_counters", "detailed_counters"}));
+  bench_cmd->add_option("--report_folder", bench.report_folder, "Folder for the -report_type CSV files (default .)");
   bench_cmd->add_option("--trace", bench.trace_path,
                         "Write a Chrome-trace / Perfetto timeline (JSON) of every node of every timed request");
   bench_cmd->add_option("--exec_graph_path", bench.exec_graph_path,
