@@ -47,6 +47,19 @@ std::string upper(std::string s) {
   return s;
 }
 
+// "a,b,,c" -> {a, b, c}: the non-empty items of a comma-separated value.
+std::vector<std::string> split_list(const std::string& v) {
+  std::vector<std::string> items;
+  size_t at = 0;
+  while (at <= v.size()) {
+    const size_t comma = v.find(',', at);
+    std::string item = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    at = comma == std::string::npos ? v.size() + 1 : comma + 1;
+    if (!item.empty()) items.push_back(std::move(item));
+  }
+  return items;
+}
+
 [[noreturn]] void bad_value(const std::string& key, const std::string& v, const char* accepted) {
   throw Error(cat("property ", key, ": '", v, "' is not one of: ", accepted));
 }
@@ -138,12 +151,7 @@ Settings parse_properties(const AnyMap& properties) {
     } else if (name == "kiln_disable_passes") {
       // comma-separated pass names, or all-fusions
       const auto known = cpu::known_pass_names();
-      size_t at = 0;
-      while (at <= v.size()) {
-        size_t comma = v.find(',', at);
-        std::string pass = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-        at = comma == std::string::npos ? v.size() + 1 : comma + 1;
-        if (pass.empty()) continue;
+      for (const std::string& pass : split_list(v)) {
         if (std::find(known.begin(), known.end(), pass) == known.end())
           throw Error(cat("property kiln_disable_passes: unknown pass '", pass, "'; passes: ", join(known, ", ")));
         s.graph.disabled_passes.insert(pass);
@@ -152,12 +160,7 @@ Settings parse_properties(const AnyMap& properties) {
       // every file is read and validated now, so a bad config fails compile_model
       auto configs = std::make_shared<std::vector<pattern::PatternConfig>>();
       std::vector<std::string> files;
-      size_t at = 0;
-      while (at <= v.size()) {
-        size_t comma = v.find(',', at);
-        std::string file = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-        at = comma == std::string::npos ? v.size() + 1 : comma + 1;
-        if (file.empty()) continue;
+      for (const std::string& file : split_list(v)) {
         std::ifstream f(file);
         if (!f.good()) throw Error(cat("property kiln_pattern_files: cannot read '", file, "'"));
         std::stringstream text;

@@ -28,8 +28,6 @@ const std::vector<CpuPass>& cpu_passes() {
 namespace {
 constexpr const char* kPatterns = "TransformerPatterns";
 constexpr const char* kUserPatterns = "UserPatterns";
-const char* const kIrPasses[] = {"QdqToFakeQuantize",      "RemoveIdentityOps", "FoldPadIntoConvolution",
-                                 "MergeGroupConvolution", "FoldBatchNormalization"};
 }  // namespace
 
 void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log,
@@ -67,7 +65,7 @@ void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transfor
 
 std::vector<std::string> known_pass_names() {
   std::vector<std::string> names = {"all-fusions", kPatterns, kUserPatterns, snippets::kTokenizationPass};
-  for (const char* p : kIrPasses) names.push_back(p);
+  for (const std::string& p : transforms::ir_fusion_pass_names()) names.push_back(p);
   for (const CpuPass& p : cpu_passes()) names.push_back(p.name);
   return names;
 }

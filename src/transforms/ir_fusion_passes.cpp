@@ -9,21 +9,37 @@
 
 namespace kiln::transforms {
 
-size_t run_ir_fusion_passes(ir::Graph& g, const std::set<std::string>& disabled, PassLog* log) {
-  struct Pass {
-    const char* name;
-    size_t (*run)(ir::Graph&, PassLog*);
-  };
-  static const Pass passes[] = {
+namespace {
+
+struct Pass {
+  const char* name;
+  size_t (*run)(ir::Graph&, PassLog*);
+};
+
+// The passes, in the order they run.
+const std::vector<Pass>& passes() {
+  static const std::vector<Pass> all = {
       {kQdqToFakeQuantize, fuse_qdq_to_fake_quantize},
       {kRemoveIdentityOps, remove_identity_ops},
       {kFoldPadIntoConvolution, fold_pad},
       {kMergeGroupConvolution, merge_group_convolution},
       {kFoldBatchNormalization, fold_batch_norm},
   };
+  return all;
+}
+
+}  // namespace
+
+std::vector<std::string> ir_fusion_pass_names() {
+  std::vector<std::string> names;
+  for (const Pass& p : passes()) names.push_back(p.name);
+  return names;
+}
+
+size_t run_ir_fusion_passes(ir::Graph& g, const std::set<std::string>& disabled, PassLog* log) {
   size_t total = 0;
   if (!disabled.count("all-fusions"))
-    for (const Pass& p : passes)
+    for (const Pass& p : passes())
       if (!disabled.count(p.name)) total += p.run(g, log);
   if (total) g.remove_dead();
   ir::infer_shapes(g);

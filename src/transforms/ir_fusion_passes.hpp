@@ -6,6 +6,7 @@
 // pass rewrote something) and shapes are inferred again (ir::infer_shapes).
 #include <set>
 #include <string>
+#include <vector>
 
 #include "ir/graph.hpp"
 #include "transforms/pass_log.hpp"
@@ -15,5 +16,8 @@ namespace kiln::transforms {
 // Runs the passes whose names are not in `disabled` ("all-fusions" disables every one;
 // infer_shapes still runs). Returns the total number of rewrites; `log` may be null.
 size_t run_ir_fusion_passes(ir::Graph& g, const std::set<std::string>& disabled, PassLog* log);
+
+// Their names, in the order they run.
+std::vector<std::string> ir_fusion_pass_names();
 
 }  // namespace kiln::transforms

@@ -130,6 +130,27 @@ inline void expect_jit(const cpu::Graph& g, const std::string& type) {
     }
 }
 
+// The node of g named `name`, or null.
+inline const cpu::Node* find(const cpu::Graph& g, const std::string& name) {
+  for (auto& n : g.nodes())
+    if (n->name == name) return n.get();
+  return nullptr;
+}
+
+// A pass log as text, one entry a line (for failure messages).
+inline std::string explain(const transforms::PassLog& log) {
+  std::string s;
+  for (auto& e : log.entries) s += (e.applied ? "applied " : "skipped ") + e.pass + " " + e.where + ": " + e.message + "\n";
+  return s;
+}
+
+// Does an entry applied (or skipped) hold `text` in "where: message"?
+inline bool log_has(const transforms::PassLog& log, bool applied, const std::string& text) {
+  for (auto& e : log.entries)
+    if (e.applied == applied && (e.where + ": " + e.message).find(text) != std::string::npos) return true;
+  return false;
+}
+
 // An empty graph importing the default domain at `opset`.
 inline std::shared_ptr<ir::Graph> make_graph(int opset = 13) {
   auto g = std::make_shared<ir::Graph>();

@@ -38,24 +38,6 @@ ir::Value* binary(ir::Graph& g, const char* op, ir::Value* a, ir::Value* b, cons
   return g.add_node(op, {a, b}, 1, name)->output(0);
 }
 
-const cpu::Node* find(const cpu::Graph& g, const std::string& name) {
-  for (auto& n : g.nodes())
-    if (n->name == name) return n.get();
-  return nullptr;
-}
-
-std::string explain(const transforms::PassLog& log) {
-  std::string s;
-  for (auto& e : log.entries) s += (e.applied ? "applied " : "skipped ") + e.pass + " " + e.where + ": " + e.message + "\n";
-  return s;
-}
-
-bool log_has(const transforms::PassLog& log, bool applied, const std::string& text) {
-  for (auto& e : log.entries)
-    if (e.applied == applied && (e.where + ": " + e.message).find(text) != std::string::npos) return true;
-  return false;
-}
-
 }  // namespace
 
 TEST(CpuFusionConvSimple, AnyNumberAndOrderOfSimpleLayersBecomePostOps) {

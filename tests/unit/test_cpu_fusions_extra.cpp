@@ -43,24 +43,6 @@ CompareOptions fusing(transforms::PassLog* log) {
   return o;
 }
 
-const cpu::Node* find(const cpu::Graph& g, const std::string& name) {
-  for (auto& n : g.nodes())
-    if (n->name == name) return n.get();
-  return nullptr;
-}
-
-std::string explain(const transforms::PassLog& log) {
-  std::string s;
-  for (auto& e : log.entries) s += (e.applied ? "applied " : "skipped ") + e.pass + " " + e.where + ": " + e.message + "\n";
-  return s;
-}
-
-bool log_has(const transforms::PassLog& log, bool applied, const std::string& text) {
-  for (auto& e : log.entries)
-    if (e.applied == applied && (e.where + ": " + e.message).find(text) != std::string::npos) return true;
-  return false;
-}
-
 Tensor from_values(const std::vector<float>& v, Shape s) {
   Tensor t(DType::f32, std::move(s));
   std::copy(v.begin(), v.end(), t.data<float>());
