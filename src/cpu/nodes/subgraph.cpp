@@ -9,11 +9,9 @@
 
 #include <algorithm>
 #include <optional>
-#include <cstring>
 
 #include "core/strings.hpp"
 #include "cpu/nodes/node_factory.hpp"
-#include "ir/op_registry.hpp"
 #include "snippets/generator.hpp"
 #include "snippets/subgraph_op.hpp"
 
@@ -27,7 +25,7 @@ bool static_f32(const ir::Value* v) {
 
 class SubgraphNode : public Node {
  public:
-  explicit SubgraphNode(const ir::Node& n) : schema_(ir::validate_node(n)) {
+  explicit SubgraphNode(const ir::Node& n) {
     source = &n;
     name = n.name();
   }
@@ -73,18 +71,23 @@ class SubgraphNode : public Node {
       chunk_ = 0;
       chunks_ = 0;
     }
-    why_not_.clear();
-    if (!same) {
-      why_not_ = "outputs of different shapes";
-    } else {
+    if (same) {
       try {
         kernel_ = snippets::compile(*source->attr_graph(snippets::kBodyAttr), shapes);
-      } catch (const Error& e) {
-        why_not_ = e.what();
+      } catch (const Error&) {
+        // an op without emitter, no AVX-512, too many registers: the reference kernels below
       }
     }
-    if (!kernel_ || !layout) {  // plain row-major (the reference kernel needs it too)
-      impl = kernel_ ? "jit:avx512_snippet" : "ref:Subgraph";
+    if (!kernel_) {  // the body on the reference kernels, by a Reference node over the same edges
+      fallback_ = make_reference_node(*source);
+      fallback_->inputs = inputs;
+      fallback_->outputs = outputs;
+      auto req = fallback_->prepare();
+      impl = "ref:Subgraph";
+      return req;
+    }
+    if (!layout) {  // plain row-major
+      impl = "jit:avx512_snippet";
       for (Edge* e : outputs) e->blocked.reset();
       return std::vector<InputLayout>(inputs.size(), InputLayout::plain());
     }
@@ -94,8 +97,11 @@ class SubgraphNode : public Node {
   }
 
   void execute(dnnl::stream& stream) override {
+    if (fallback_) {
+      fallback_->inputs = inputs;  // the graph may have put Reorders in front since prepare()
+      return fallback_->execute(stream);
+    }
     stream.wait();  // oneDNN work before this node must be complete
-    if (!kernel_) return run_reference();
     std::vector<const float*> ins;
     std::vector<float*> outs;
     for (Edge* e : inputs) ins.push_back(static_cast<const float*>(e->data));
@@ -128,26 +134,9 @@ class SubgraphNode : public Node {
   }
 
  private:
-  void run_reference() {
-    std::vector<Tensor> in(inputs.size());
-    std::vector<const Tensor*> ptrs;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      in[i] = inputs[i]->tensor();
-      ptrs.push_back(&in[i]);
-    }
-    std::vector<Tensor> out(outputs.size());
-    for (size_t i = 0; i < outputs.size(); ++i) out[i] = outputs[i]->tensor();
-    ir::RunContext ctx(*source, std::move(ptrs), out);
-    schema_.run(ctx);
-    for (size_t i = 0; i < outputs.size(); ++i)
-      if (out[i].raw() != outputs[i]->data && outputs[i]->bytes())
-        std::memcpy(outputs[i]->data, out[i].raw(), outputs[i]->bytes());
-  }
-
-  const ir::OpSchema& schema_;
   std::unique_ptr<snippets::Kernel> kernel_;
+  std::unique_ptr<Node> fallback_;  // when the generator refused the body
   int64_t chunk_ = 0, chunks_ = 0;  // no broadcasting: the kernel covers one chunk of the flat elements
-  std::string why_not_;  // why the body runs on the reference kernels
 };
 
 }  // namespace

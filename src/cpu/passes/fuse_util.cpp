@@ -258,8 +258,9 @@ size_t fuse_simple_chain(Graph& g, Node* host, const char* pass, int channel_axi
     }
     PostOpList* list = host->post_ops();
     list->ops.insert(list->ops.end(), ops->begin(), ops->end());
+    const std::string what = cat(simple->source ? simple->source->op_type() : simple->type(), " as a post-op");
     g.absorb(host, simple);
-    if (log) log->applied(pass, where, cat(simple->source ? simple->source->op_type() : simple->type(), " as a post-op"));
+    if (log) log->applied(pass, where, what);
     ++fused;
   }
   return fused;
