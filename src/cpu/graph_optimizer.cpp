@@ -53,14 +53,7 @@ void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transfor
   }
   transforms::run_ir_fusion_passes(g, disabled, log);
   // last on the ir::Graph: what the CPU optimizer will not fuse and snippets can compile
-  // The transcendental emitters (Exp, Sigmoid, Tanh, Erf) still rebuild every polynomial
-  // constant at each use: a chain of them ran 2x slower than oneDNN's separate eltwise
-  // kernels (12 ops over 1x64x256x256, 2 threads), so the pipeline leaves them to oneDNN.
-  if (!disabled.count(snippets::kTokenizationPass))
-    snippets::tokenize(g, log, [](const ir::Node& n) {
-      const std::string& op = n.op_type();
-      return !(n.domain().empty() && (op == "Exp" || op == "Sigmoid" || op == "Tanh" || op == "Erf"));
-    });
+  if (!disabled.count(snippets::kTokenizationPass)) snippets::tokenize(g, log);
 }
 
 std::vector<std::string> known_pass_names() {

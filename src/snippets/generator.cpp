@@ -16,29 +16,79 @@ namespace kiln::snippets {
 
 namespace {
 
-const std::set<std::string>& onnx_ops() {
-  static const std::set<std::string> ops = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Neg", "Abs", "Relu", "Sqrt",
-                                            "Exp", "Sigmoid", "Tanh", "Erf", "Clip", "LeakyRelu", "Pow", "Floor",
-                                            "Ceil", "Round"};
+const std::set<std::string>& float_ops() {  // f32 in, f32 out
+  static const std::set<std::string> ops = {
+      "Add",  "Sub",       "Mul",         "Div",       "Max",      "Min",        "Neg",  "Abs",  "Relu", "Sqrt",
+      "Exp",  "Sigmoid",   "Tanh",        "Erf",       "Clip",     "LeakyRelu",  "Pow",  "Floor", "Ceil", "Round",
+      "Elu",  "Softplus",  "Mish",        "Gelu",      "HardSigmoid", "HardSwish", "Log", "Reciprocal",
+      "PRelu"};
+  return ops;
+}
+const std::set<std::string>& compare_ops() {  // f32 in, bool out
+  static const std::set<std::string> ops = {"Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual"};
+  return ops;
+}
+const std::set<std::string>& logic_ops() {  // bool in, bool out
+  static const std::set<std::string> ops = {"And", "Or", "Xor", "Not"};
   return ops;
 }
 
 bool supported_power(double p) { return p == 0.5 || (p == std::floor(p) && std::fabs(p) <= 16); }
 
+DType out_type(const ir::Node& n) { return n.num_outputs() ? n.output(0)->type.dtype : DType::undefined; }
+DType in_type(const ir::Node& n, size_t i) { return n.has_input(i) ? n.input(i)->type.dtype : DType::undefined; }
+
+// Values a kernel holds in its vector registers: f32, and bool / integers as f32 values.
+bool register_type(DType t) {
+  return t == DType::f32 || t == DType::boolean || t == DType::i32 || t == DType::i64 || t == DType::i8 ||
+         t == DType::u8 || t == DType::i16 || t == DType::u16;
+}
+
 }  // namespace
+
+std::string isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Auto: return "auto";
+    case Isa::Avx512: return "avx512";
+    case Isa::Avx2: return "avx2";
+  }
+  return "?";
+}
+
+Isa parse_isa(const std::string& s) {
+  if (s == "auto") return Isa::Auto;
+  if (s == "avx512") return Isa::Avx512;
+  if (s == "avx2") return Isa::Avx2;
+  throw Error(cat("snippets: unknown instruction set '", s, "' (accepted: auto, avx512, avx2)"));
+}
 
 bool is_supported(const ir::Node& n) {
   if (n.domain() == kSnippetsDomain) return n.op_type() == "Scalar" || n.op_type() == "FMA" || n.op_type() == "PowerStatic";
-  if (!n.domain().empty() || !onnx_ops().count(n.op_type())) return false;
-  for (size_t i = 0; i < n.num_outputs(); ++i)
-    if (n.output(i)->type.dtype != DType::f32 && n.output(i)->type.dtype != DType::undefined) return false;
-  if ((n.op_type() == "Max" || n.op_type() == "Min") && n.num_inputs() != 2) return false;
-  if (n.op_type() == "Pow") {
+  const std::string& op = n.op_type();
+  if (n.domain() == "com.microsoft") return op == "Gelu" && out_type(n) == DType::f32;
+  if (!n.domain().empty() || n.num_outputs() != 1) return false;
+  const DType out = out_type(n);
+  auto all_inputs = [&](DType t) {
+    for (size_t i = 0; i < n.num_inputs(); ++i)
+      if (!n.has_input(i) || in_type(n, i) != t) return false;
+    return true;
+  };
+  if (compare_ops().count(op)) return n.num_inputs() == 2 && all_inputs(DType::f32) && out == DType::boolean;
+  if (logic_ops().count(op)) return all_inputs(DType::boolean) && out == DType::boolean;
+  if (op == "Where")
+    return n.num_inputs() == 3 && in_type(n, 0) == DType::boolean && in_type(n, 1) == DType::f32 &&
+           in_type(n, 2) == DType::f32 && out == DType::f32;
+  if (op == "Cast") return n.num_inputs() == 1 && register_type(in_type(n, 0)) && register_type(out);
+  if (!float_ops().count(op)) return false;
+  if (out != DType::f32 && out != DType::undefined) return false;
+  if ((op == "Max" || op == "Min") && n.num_inputs() != 2) return false;
+  if (op == "Pow") {
     const ir::Value* e = n.input(1);
     if (!e || !e->is_constant() || e->constant().size() != 1 || e->constant().dtype() != DType::f32) return false;
     return supported_power(e->constant().data<float>()[0]);
   }
-  if (n.op_type() == "Clip")
+  if (op == "PRelu") return n.opset() == 0 || n.opset() >= 7;  // older opsets: a per-channel slope of another rank
+  if (op == "Clip")
     for (size_t i = 1; i < n.num_inputs(); ++i)
       if (n.has_input(i) && (!n.input(i)->is_constant() || n.input(i)->constant().size() != 1)) return false;
   return true;
@@ -160,7 +210,7 @@ void Kernel::run(const std::vector<const float*>& ins, const std::vector<float*>
 }
 
 std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shapes, const CompileOptions& options) {
-  auto tm = cpu::x64::make_target_machine();
+  auto tm = cpu::x64::make_target_machine(options.isa);
   tm->check_available();
   KILN_CHECK(shapes.inputs.size() == body.inputs().size(),
              cat("snippets: ", shapes.inputs.size(), " input shapes for a body with ", body.inputs().size(), " inputs"));
@@ -185,14 +235,29 @@ std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shape
   KILN_CHECK(static_cast<int>(body.inputs().size() + body.outputs().size()) <= tm->max_data_pointers(),
              cat("snippets: ", body.inputs().size() + body.outputs().size(), " data pointers, the kernel has ",
                  tm->max_data_pointers(), " general-purpose registers for them"));
-  auto lir = lowered::LinearIR::from_graph(*g, kernel->schedule_.lir_in_shapes, kernel->schedule_.lir_out_shape);
-  lowered::pass::PassPipeline::control_flow().run(*lir);
+  // Unrolled inner loops need a register per copy of each value: the widest factor whose
+  // registers fit wins.
+  std::vector<int> factors = {options.unroll};
+  if (options.unroll <= 0) factors = {4, 2, 1};
+  std::unique_ptr<lowered::LinearIR> lir;
+  for (size_t f = 0; f < factors.size(); ++f) {
+    lir = lowered::LinearIR::from_graph(*g, kernel->schedule_.lir_in_shapes, kernel->schedule_.lir_out_shape);
+    lir->set_vector_length(tm->vector_length());
+    lir->set_unroll_factor(factors[f]);
+    lowered::pass::PassPipeline::control_flow().run(*lir);
 
-  // 4. Generator preparation and emission.
-  lowered::pass::init_live_ranges(*lir);
-  lowered::pass::assign_registers(*lir, tm->num_vector_regs());
+    // 4. Generator preparation and emission.
+    lowered::pass::init_live_ranges(*lir);
+    try {
+      lowered::pass::assign_registers(*lir, tm->num_vector_regs());
+      break;
+    } catch (const Error&) {
+      if (f + 1 == factors.size()) throw;
+    }
+  }
   kernel->describe_ = lir->serialize_control_flow();
   kernel->code_ = tm->generate(*lir);
+  kernel->isa_ = isa_name(tm->isa());
   return kernel;
 }
 

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "snippets/target_machine.hpp"
+
 namespace kiln::ir {
 class Graph;
 class Node;
@@ -28,6 +30,10 @@ struct KernelShapes {
 
 struct CompileOptions {
   bool fuse_fma = true;  // Mul+Add -> FMA (one rounding instead of two)
+  Isa isa = Isa::Auto;   // the target's instruction set (Avx2 also runs on AVX-512 CPUs)
+  // Vectors per inner-loop iteration (UnrollLoops). 0: the largest of 4, 2, 1 whose
+  // registers fit.
+  int unroll = 0;
 };
 
 // The 2-D schedule: the output viewed as [rows, inner]; rows split into outer dims.
@@ -51,6 +57,8 @@ class Kernel {
   int64_t inner() const { return schedule_.inner; }
   // The Linear IR after all passes and the register assignment.
   std::string describe() const { return describe_; }
+  // The instruction set the code was generated for ("avx512", "avx2").
+  const std::string& isa() const { return isa_; }
 
  private:
   friend std::unique_ptr<Kernel> compile(const ir::Graph&, const KernelShapes&, const CompileOptions&);
@@ -59,6 +67,7 @@ class Kernel {
   size_t num_outputs_ = 0;
   std::unique_ptr<CompiledCode> code_;
   std::string describe_;
+  std::string isa_;
 };
 
 // Throws kiln::Error naming the node when something is unsupported.

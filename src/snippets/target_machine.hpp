@@ -18,10 +18,19 @@ class CompiledCode {
   virtual KernelFn fn() const = 0;
 };
 
+// The instruction set a kernel is generated for. Auto: the widest this CPU runs.
+enum class Isa { Auto, Avx512, Avx2 };
+// "auto", "avx512", "avx2"; parse_isa throws kiln::Error listing them.
+std::string isa_name(Isa isa);
+Isa parse_isa(const std::string& s);
+
 class TargetMachine {
  public:
   virtual ~TargetMachine() = default;
   virtual std::string name() const = 0;
+  virtual Isa isa() const = 0;
+  // f32 lanes per vector register.
+  virtual int64_t vector_length() const = 0;
   // Target-specific checks (e.g. the CPU has the ISA); throws kiln::Error when not.
   virtual void check_available() const = 0;
   virtual bool is_supported(const std::string& op_type) const = 0;
@@ -35,6 +44,7 @@ class TargetMachine {
 }  // namespace kiln::snippets
 
 namespace kiln::cpu::x64 {
-// The AVX-512 target (src/cpu/emitters/x64/).
-std::unique_ptr<snippets::TargetMachine> make_target_machine();
+// The x64 target (src/cpu/emitters/x64/) for `isa`; Auto picks AVX-512 where the CPU has
+// it, else AVX2. The machine's check_available() says whether this CPU runs it.
+std::unique_ptr<snippets::TargetMachine> make_target_machine(snippets::Isa isa = snippets::Isa::Auto);
 }  // namespace kiln::cpu::x64

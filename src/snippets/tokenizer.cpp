@@ -45,6 +45,10 @@ class Tokenizer {
         continue;
       }
       std::sort(c.begin(), c.end(), [&](ir::Node* a, ir::Node* b) { return pos_.at(a) < pos_.at(b); });
+      if (const std::string why = boundary_problem(c); !why.empty()) {
+        if (log_) log_->skipped(kTokenizationPass, c[0]->name(), why);
+        continue;
+      }
       materialize(c);
       ++made;
     }
@@ -180,6 +184,23 @@ class Tokenizer {
     return "";
   }
 
+  // Empty when every value crossing the cluster's boundary is f32 (a bool or integer made
+  // inside must be used inside only, e.g. a comparison whose Where did not join).
+  std::string boundary_problem(const std::vector<ir::Node*>& members) const {
+    const std::unordered_set<const ir::Node*> in(members.begin(), members.end());
+    for (const ir::Node* m : members) {
+      for (const ir::Value* v : m->inputs())
+        if (v && !f32(v) && !scalar_constant(v) && !(v->producer() && in.count(v->producer())))
+          return cat("the subgraph would read the non-f32 value '", v->name(), "' from outside");
+      for (const ir::Value* o : m->outputs()) {
+        bool out = g_.is_output(o);
+        for (const ir::Use& u : o->uses()) out = out || !in.count(u.node);
+        if (out && !f32(o)) return cat("the subgraph would export the non-f32 value '", o->name(), "'");
+      }
+    }
+    return "";
+  }
+
   // Replaces `members` (topologically sorted) by one Subgraph node.
   void materialize(const std::vector<ir::Node*>& members) {
     const std::unordered_set<const ir::Node*> in(members.begin(), members.end());
@@ -263,29 +284,38 @@ class Tokenizer {
 
 }  // namespace
 
-bool tokenizable(const ir::Node& n) {
-  if (n.num_outputs() != 1 || !f32(n.output(0))) return false;
+namespace {
+
+bool tokenizable_op(const ir::Node& n) {
+  if (n.num_outputs() != 1) return false;
   // only what the generator can emit: a body it cannot compile would run on the reference
   // kernels, slower than the ops on their own oneDNN nodes
   if (!is_supported(n)) return false;
-  const std::string& op = n.op_type();
-  if (n.domain() == "com.microsoft") return op == "Gelu" && n.num_inputs() == 1 && f32(n.input(0));
-  if (!onnx_domain(n) || !ir::OpRegistry::instance().find(n.domain(), op)) return false;
-  static const std::unordered_set<std::string> kUnary = {
-      "Abs",         "Elu",       "Erf",      "Exp",  "Floor",      "Ceil", "Round", "Neg",  "Relu",
-      "LeakyRelu",   "Sigmoid",   "HardSigmoid", "HardSwish", "Softplus", "Sqrt", "Reciprocal", "Tanh", "Mish"};
-  static const std::unordered_set<std::string> kBinary = {"Add", "Sub",  "Mul",  "Div", "Max",
-                                                          "Min", "Pow",  "PRelu", "SquaredDifference"};
-  if (kUnary.count(op)) return n.num_inputs() == 1 && f32(n.input(0));
-  if (kBinary.count(op)) return n.num_inputs() == 2 && f32(n.input(0)) && f32(n.input(1));
-  if (op == "Clip") {
-    if (n.num_inputs() < 1 || n.num_inputs() > 3 || !f32(n.input(0))) return false;
+  if (n.domain() == "com.microsoft") return n.num_inputs() == 1 && f32(n.input(0));
+  if (!onnx_domain(n) || !ir::OpRegistry::instance().find(n.domain(), n.op_type())) return false;
+  if (n.op_type() == "Clip")
     for (size_t i = 1; i < n.num_inputs(); ++i)
-      if (n.has_input(i) && !(scalar_constant(n.input(i)) && n.input(i)->constant().dtype() == DType::f32))
-        return false;
-    return true;
+      if (n.has_input(i) && !(scalar_constant(n.input(i)) && n.input(i)->constant().dtype() == DType::f32)) return false;
+  return true;
+}
+
+}  // namespace
+
+// Bools and integers live inside a kernel only: a node reading or making one is tokenizable
+// when that value comes from (goes to) tokenizable nodes; the kernel's boundary is f32.
+bool tokenizable(const ir::Node& n) {
+  if (!tokenizable_op(n)) return false;
+  for (const ir::Value* v : n.inputs()) {
+    if (!v || f32(v) || scalar_constant(v)) continue;
+    if (!v->producer() || !tokenizable_op(*v->producer())) return false;
   }
-  return false;
+  const ir::Value* out = n.output(0);
+  if (!f32(out)) {
+    if (out->uses().empty()) return false;
+    for (const ir::Use& u : out->uses())
+      if (!tokenizable_op(*u.node)) return false;
+  }
+  return true;
 }
 
 size_t tokenize(ir::Graph& g, const SkippedNodes& skipped, transforms::PassLog* log, size_t max_data_pointers) {

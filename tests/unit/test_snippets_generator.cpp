@@ -9,6 +9,7 @@
 #include <limits>
 #include <random>
 
+#include "snippets/target_machine.hpp"
 #include "test_snippets_util.hpp"
 
 namespace kiln::test {
@@ -41,8 +42,29 @@ TEST(SnippetsSchedule, CollapsesDimsAndFindsBroadcasts) {
   EXPECT_THROW(snippets::make_schedule({{{3, 2}}, {3, 4}}), Error);
 }
 
+// Every emitter test runs on both x64 targets: AVX-512 and AVX2 (forced on AVX-512 CPUs;
+// skipped where the CPU lacks the ISA).
+class SnippetsIsaTest : public ::testing::TestWithParam<snippets::Isa> {
+ protected:
+  void SetUp() override {
+    try {
+      cpu::x64::make_target_machine(GetParam())->check_available();
+    } catch (const Error& e) {
+      GTEST_SKIP() << e.what();
+    }
+  }
+  snippets::CompileOptions opt(bool fma = true) const {
+    snippets::CompileOptions o;
+    o.fuse_fma = fma;
+    o.isa = GetParam();
+    return o;
+  }
+};
+using SnippetsEmitters = SnippetsIsaTest;
+using SnippetsEndToEnd = SnippetsIsaTest;
+
 // One op on a [3, n] input for every tail length around the vector length.
-void check_unary(const std::string& op, float lo, float hi, float rtol, float atol,
+void check_unary(const snippets::CompileOptions& opt, const std::string& op, float lo, float hi, float rtol, float atol,
                  const std::map<std::string, ir::Attribute>& attrs = {}) {
   std::mt19937 rng(7);
   for (int64_t n : {1, 15, 16, 17, 33, 1000, 4099}) {
@@ -51,32 +73,32 @@ void check_unary(const std::string& op, float lo, float hi, float rtol, float at
     ir::Node* node = g->add_node(op, {g->inputs()[0]}, 1);
     for (const auto& [k, v] : attrs) node->attrs[k] = v;
     g->add_output(node->output(0));
-    EXPECT_EQ(compare_with_reference(g, {random_tensor({3, n}, rng, lo, hi)}, rtol, atol), 0);
+    EXPECT_EQ(compare_with_reference(g, {random_tensor({3, n}, rng, lo, hi)}, rtol, atol, opt), 0);
   }
 }
 
-TEST(SnippetsEmitters, ExactUnaryOps) {
-  for (const char* op : {"Neg", "Abs", "Relu", "Sqrt", "Floor", "Ceil", "Round"}) check_unary(op, -5.0f, 5.0f, 0, 0);
-  check_unary("LeakyRelu", -5.0f, 5.0f, 0, 0, {{"alpha", 0.1f}});
-  check_unary("Clip", -5.0f, 5.0f, 0, 0, {{"min", -1.5f}, {"max", 2.0f}});
+TEST_P(SnippetsEmitters, ExactUnaryOps) {
+  for (const char* op : {"Neg", "Abs", "Relu", "Sqrt", "Floor", "Ceil", "Round"}) check_unary(opt(), op, -5.0f, 5.0f, 0, 0);
+  check_unary(opt(), "LeakyRelu", -5.0f, 5.0f, 0, 0, {{"alpha", 0.1f}});
+  check_unary(opt(), "Clip", -5.0f, 5.0f, 0, 0, {{"min", -1.5f}, {"max", 2.0f}});
 }
 
-TEST(SnippetsEmitters, TranscendentalOpsWithinTolerance) {
+TEST_P(SnippetsEmitters, TranscendentalOpsWithinTolerance) {
   for (const char* op : {"Exp", "Sigmoid", "Tanh", "Erf"}) {
-    check_unary(op, -10.0f, 10.0f, 1e-5f, 1e-6f);
-    check_unary(op, -0.3f, 0.3f, 1e-5f, 1e-6f);
+    check_unary(opt(), op, -10.0f, 10.0f, 1e-5f, 1e-6f);
+    check_unary(opt(), op, -0.3f, 0.3f, 1e-5f, 1e-6f);
   }
-  check_unary("Exp", -100.0f, 90.0f, 1e-5f, 1e-6f);  // underflow and overflow
+  check_unary(opt(), "Exp", -100.0f, 90.0f, 1e-5f, 1e-6f);  // underflow and overflow
 }
 
-TEST(SnippetsEmitters, ErfMatchesStdErf) {
+TEST_P(SnippetsEmitters, ErfMatchesStdErf) {
   std::vector<float> xs;
   for (float x = -6.0f; x <= 6.0f; x += 0.001f) xs.push_back(x);
   const int64_t n = static_cast<int64_t>(xs.size());
   auto g = snippets_body({{n}});
   g->add_output(g->add_node("Erf", {g->inputs()[0]}, 1)->output(0));
   ir::infer_shapes(*g);
-  auto k = snippets::compile(*g, {{{n}}, {n}});
+  auto k = snippets::compile(*g, {{{n}}, {n}}, opt());
   std::vector<float> y(xs.size());
   k->run({xs.data()}, {y.data()}, 0, k->rows());
   for (size_t i = 0; i < xs.size(); ++i) ASSERT_TRUE(close(y[i], std::erf(xs[i]), 1e-5f, 1e-6f)) << xs[i];
@@ -85,7 +107,7 @@ TEST(SnippetsEmitters, ErfMatchesStdErf) {
     auto h = snippets_body({{n}});
     h->add_output(h->add_node(op, {h->inputs()[0]}, 1)->output(0));
     ir::infer_shapes(*h);
-    auto kk = snippets::compile(*h, {{{n}}, {n}});
+    auto kk = snippets::compile(*h, {{{n}}, {n}}, opt());
     kk->run({xs.data()}, {y.data()}, 0, kk->rows());
     for (size_t i = 0; i < xs.size(); ++i) {
       float ref = std::string(op) == "Tanh" ? std::tanh(xs[i]) : std::exp(xs[i]);
@@ -94,7 +116,66 @@ TEST(SnippetsEmitters, ErfMatchesStdErf) {
   }
 }
 
-TEST(SnippetsEmitters, NanInfAndSignedZerosMatchTheReference) {
+TEST_P(SnippetsEmitters, CompositeActivationsWithinTolerance) {
+  check_unary(opt(), "Elu", -6.0f, 6.0f, 1e-5f, 1e-6f, {{"alpha", 0.7f}});
+  for (const char* op : {"Softplus", "Mish"}) check_unary(opt(), op, -25.0f, 25.0f, 1e-5f, 1e-6f);
+  check_unary(opt(), "Gelu", -6.0f, 6.0f, 1e-5f, 1e-6f);
+  check_unary(opt(), "Gelu", -6.0f, 6.0f, 1e-5f, 1e-6f, {{"approximate", "tanh"}});
+  check_unary(opt(), "Gelu", -0.4f, 0.4f, 1e-5f, 1e-6f);
+  check_unary(opt(), "HardSigmoid", -6.0f, 6.0f, 1e-6f, 1e-7f, {{"alpha", 0.3f}, {"beta", 0.4f}});
+  check_unary(opt(), "HardSwish", -6.0f, 6.0f, 1e-6f, 1e-7f);
+  check_unary(opt(), "Log", 1e-3f, 1e3f, 1e-6f, 1e-6f);
+  check_unary(opt(), "Log", 0.5f, 2.0f, 1e-6f, 1e-7f);
+  check_unary(opt(), "Log", 1e-44f, 1e-37f, 1e-6f, 0);  // subnormals
+  check_unary(opt(), "Reciprocal", -5.0f, 5.0f, 0, 0);
+}
+
+TEST_P(SnippetsEmitters, PReluWithBroadcastSlope) {
+  std::mt19937 rng(9);
+  for (int64_t n : {1, 17, 100}) {
+    SCOPED_TRACE(n);
+    auto x = random_tensor({3, n}, rng, -50, 50), slope = random_tensor({n}, rng, -1, 1);
+    auto g = snippets_body({{3, n}, {n}});
+    g->add_output(g->add_node("PRelu", {g->inputs()[0], g->inputs()[1]}, 1)->output(0));
+    EXPECT_EQ(compare_with_reference(g, {x, slope}, 0, 0, opt()), 0);
+  }
+}
+
+// Comparisons, logic, Where and Cast: bools and integers inside the body, f32 at its edges.
+TEST_P(SnippetsEmitters, ComparisonsLogicWhereAndCast) {
+  std::mt19937 rng(4);
+  for (int64_t n : {1, 17, 100}) {
+    SCOPED_TRACE(n);
+    auto g = snippets_body({{3, n}, {3, n}});
+    ir::Value* x = g->inputs()[0];
+    ir::Value* y = g->inputs()[1];
+    auto node = [&](const char* op, std::vector<ir::Value*> in) { return g->add_node(op, in, 1)->output(0); };
+    auto cast = [&](ir::Value* v, int64_t to) {
+      ir::Node* c = g->add_node("Cast", {v}, 1);
+      c->attrs["to"] = to;
+      return c->output(0);
+    };
+    ir::Value* gt = node("Greater", {x, y});
+    ir::Value* le = node("LessOrEqual", {x, scalar_const(*g, 0.5f)});
+    ir::Value* both = node("And", {gt, le});
+    ir::Value* eq = node("Equal", {node("Floor", {x}), node("Floor", {y})});
+    ir::Value* sel = node("Xor", {node("Not", {both}), eq});
+    ir::Value* either = node("Or", {node("Less", {x, y}), node("GreaterOrEqual", {y, scalar_const(*g, 1.0f)})});
+    ir::Value* w = node("Where", {sel, x, node("Mul", {y, scalar_const(*g, 2.0f)})});
+    ir::Value* out = node("Add", {w, cast(either, 1)});                        // bool -> f32
+    out = node("Add", {out, cast(cast(node("Mul", {x, scalar_const(*g, 3.0f)}), 6), 1)});  // f32 -> i32 -> f32
+    out = node("Add", {out, cast(cast(node("Sub", {x, y}), 9), 1)});          // f32 -> bool -> f32
+    out = node("Add", {out, cast(cast(cast(x, 7), 9), 1)});                   // f32 -> i64 -> bool -> f32
+    g->add_output(out);
+    // integral values make Equal and the truncations hit both sides
+    auto xs = random_tensor({3, n}, rng, -4, 4), ys = random_tensor({3, n}, rng, -4, 4);
+    for (int64_t i = 0; i < xs.size(); i += 3) xs.data<float>()[i] = std::round(xs.data<float>()[i]);
+    for (int64_t i = 0; i < ys.size(); i += 2) ys.data<float>()[i] = std::round(ys.data<float>()[i]);
+    EXPECT_EQ(compare_with_reference(g, {xs, ys}, 0, 0, opt()), 0);
+  }
+}
+
+TEST_P(SnippetsEmitters, NanInfAndSignedZerosMatchTheReference) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> special = {nan, -nan, inf, -inf, 0.0f, -0.0f, 1.0f, -1.0f, 1e-40f, -1e-40f, 3.4e38f, -3.4e38f,
                                 88.0f, -88.0f, 0.5f, -2.5f, 2.5f};
@@ -110,44 +191,59 @@ TEST(SnippetsEmitters, NanInfAndSignedZerosMatchTheReference) {
     SCOPED_TRACE(op);
     auto g = snippets_body({{n, n}, {n, n}});
     g->add_output(g->add_node(op, {g->inputs()[0], g->inputs()[1]}, 1)->output(0));
-    EXPECT_EQ(compare_with_reference(g, {a, b}, 0, 0), 0);
+    EXPECT_EQ(compare_with_reference(g, {a, b}, 0, 0, opt()), 0);
   }
   for (const char* op : {"Neg", "Abs", "Relu", "Sqrt", "Floor", "Ceil", "Round", "LeakyRelu", "Clip"}) {
     SCOPED_TRACE(op);
     auto g = snippets_body({{n, n}});
     g->add_output(g->add_node(op, {g->inputs()[0]}, 1)->output(0));
-    EXPECT_EQ(compare_with_reference(g, {a}, 0, 0), 0);
+    EXPECT_EQ(compare_with_reference(g, {a}, 0, 0, opt()), 0);
   }
-  for (const char* op : {"Exp", "Sigmoid", "Tanh", "Erf"}) {
+  for (const char* op : {"Exp", "Sigmoid", "Tanh", "Erf", "Elu", "Softplus", "Mish", "Gelu", "HardSigmoid", "HardSwish",
+                         "Log", "Reciprocal"}) {
     SCOPED_TRACE(op);
     auto g = snippets_body({{n, n}});
     g->add_output(g->add_node(op, {g->inputs()[0]}, 1)->output(0));
-    EXPECT_EQ(compare_with_reference(g, {a}, 1e-5f, 1e-6f), 0);
+    EXPECT_EQ(compare_with_reference(g, {a}, 1e-5f, 1e-6f, opt()), 0);
+  }
+  for (const char* op : {"PRelu", "Equal", "Less", "GreaterOrEqual"}) {
+    SCOPED_TRACE(op);
+    auto g = snippets_body({{n, n}, {n, n}});
+    ir::Node* node = g->add_node(op, {g->inputs()[0], g->inputs()[1]}, 1);
+    ir::Value* out = node->output(0);
+    const std::string o = op;
+    if (o == "Equal" || o == "Less" || o == "GreaterOrEqual") {  // bool -> f32 to leave the body
+      ir::Node* c = g->add_node("Cast", {out}, 1);
+      c->attrs["to"] = int64_t{1};
+      out = c->output(0);
+    }
+    g->add_output(out);
+    EXPECT_EQ(compare_with_reference(g, {a, b}, 0, 0, opt()), 0);
   }
   for (float p : {0.5f, 2.0f, 3.0f, -1.0f, -2.0f, 0.0f, 1.0f}) {
     SCOPED_TRACE("Pow " + std::to_string(p));
     auto g = snippets_body({{n, n}});
     g->add_output(g->add_node("Pow", {g->inputs()[0], scalar_const(*g, p)}, 1)->output(0));
-    EXPECT_EQ(compare_with_reference(g, {a}, 1e-6f, 1e-30f), 0);
+    EXPECT_EQ(compare_with_reference(g, {a}, 1e-6f, 1e-30f, opt()), 0);
   }
 }
 
-TEST(SnippetsEmitters, FmaAndScalars) {
+TEST_P(SnippetsEmitters, FmaAndScalars) {
   std::mt19937 rng(3);
   auto g = snippets_body({{4, 37}, {4, 37}});
   ir::Value* m = g->add_node("Mul", {g->inputs()[0], scalar_const(*g, 1.5f)}, 1)->output(0);
   ir::Value* a = g->add_node("Add", {m, g->inputs()[1]}, 1)->output(0);
   g->add_output(a);
   auto x = random_tensor({4, 37}, rng, -2, 2), y = random_tensor({4, 37}, rng, -2, 2);
-  EXPECT_EQ(compare_with_reference(g, {x, y}, 1e-6f, 1e-6f), 0);
+  EXPECT_EQ(compare_with_reference(g, {x, y}, 1e-6f, 1e-6f, opt()), 0);
   ir::infer_shapes(*g);
-  auto k = snippets::compile(*g, {{{4, 37}, {4, 37}}, {4, 37}});
+  auto k = snippets::compile(*g, {{{4, 37}, {4, 37}}, {4, 37}}, opt());
   EXPECT_NE(k->describe().find("FMA"), std::string::npos);
-  auto k2 = snippets::compile(*g, {{{4, 37}, {4, 37}}, {4, 37}}, {false});
+  auto k2 = snippets::compile(*g, {{{4, 37}, {4, 37}}, {4, 37}}, opt(false));
   EXPECT_EQ(k2->describe().find("FMA"), std::string::npos);
 }
 
-TEST(SnippetsEmitters, BroadcastPatterns) {
+TEST_P(SnippetsEmitters, BroadcastPatterns) {
   std::mt19937 rng(11);
   for (int64_t n : {1, 15, 16, 17, 1000}) {
     SCOPED_TRACE(n);
@@ -159,25 +255,25 @@ TEST(SnippetsEmitters, BroadcastPatterns) {
     g->add_output(v);
     std::vector<Tensor> ins;
     for (const auto& s : shapes) ins.push_back(random_tensor(s, rng, -2, 2));
-    EXPECT_EQ(compare_with_reference(g, ins, 0, 0, {false}), 0);
+    EXPECT_EQ(compare_with_reference(g, ins, 0, 0, opt(false)), 0);
   }
 }
 
-TEST(SnippetsEmitters, UnsupportedThrows) {
+TEST_P(SnippetsEmitters, UnsupportedThrows) {
   auto g = snippets_body({{4}});
-  g->add_output(g->add_node("Log", {g->inputs()[0]}, 1)->output(0));
+  g->add_output(g->add_node("Sin", {g->inputs()[0]}, 1)->output(0));
   ir::infer_shapes(*g);
-  EXPECT_THROW(snippets::compile(*g, {{{4}}, {4}}), Error);
+  EXPECT_THROW(snippets::compile(*g, {{{4}}, {4}}, opt()), Error);
   auto g2 = snippets_body({{4}});
   g2->add_output(g2->add_node("Pow", {g2->inputs()[0], scalar_const(*g2, 0.3f)}, 1)->output(0));
   ir::infer_shapes(*g2);
   EXPECT_FALSE(snippets::is_supported(*g2->outputs()[0]->producer()));
-  EXPECT_THROW(snippets::compile(*g2, {{{4}}, {4}}), Error);
+  EXPECT_THROW(snippets::compile(*g2, {{{4}}, {4}}, opt()), Error);
 }
 
 // Random bodies: chains of 2..12 ops over 1..4 inputs (full, row-broadcast, inner-broadcast
 // or scalar), every length with tails.
-TEST(SnippetsEndToEnd, RandomBodiesMatchTheReference) {
+TEST_P(SnippetsEndToEnd, RandomBodiesMatchTheReference) {
   const std::vector<std::string> unary = {"Neg", "Abs", "Relu", "Exp", "Sigmoid", "Tanh", "Erf", "Floor",
                                           "Ceil", "Round", "LeakyRelu", "Clip", "Sqrt", "Pow2", "Pow05"};
   const std::vector<std::string> binary = {"Add", "Sub", "Mul", "Div", "Max", "Min"};
@@ -224,14 +320,14 @@ TEST(SnippetsEndToEnd, RandomBodiesMatchTheReference) {
       for (const auto& s : shapes) ins.push_back(random_tensor(s, rng, -2, 2));
       SCOPED_TRACE("n=" + std::to_string(n) + " inputs=" + std::to_string(n_in) + " ops: " + trace);
       const float rtol = transcendental ? 1e-5f : 0.0f, atol = transcendental ? 1e-6f : 0.0f;
-      EXPECT_EQ(compare_with_reference(g, ins, rtol, atol, {false}), 0);
+      EXPECT_EQ(compare_with_reference(g, ins, rtol, atol, opt(false)), 0);
       ++cases;
     }
   }
   EXPECT_EQ(cases, 36);
 }
 
-TEST(SnippetsEndToEnd, RowRangesFromTwoThreads) {
+TEST_P(SnippetsEndToEnd, RowRangesFromTwoThreads) {
   std::mt19937 rng(5);
   const Shape s = {64, 1001};
   auto g = snippets_body({s, {64, 1}});
@@ -240,7 +336,8 @@ TEST(SnippetsEndToEnd, RowRangesFromTwoThreads) {
   v = g->add_node("Add", {v, scalar_const(*g, 1.0f)}, 1)->output(0);
   g->add_output(v);
   ir::infer_shapes(*g);
-  auto k = snippets::compile(*g, {{s, {64, 1}}, s});
+  auto k = snippets::compile(*g, {{s, {64, 1}}, s}, opt());
+  EXPECT_EQ(k->isa(), snippets::isa_name(GetParam()));
   ASSERT_EQ(k->rows(), 64);
   auto x = random_tensor(s, rng, -3, 3), y = random_tensor({64, 1}, rng, -1, 1);
   std::vector<float> whole(static_cast<size_t>(shape_size(s))), split(whole.size(), -7.0f);
@@ -255,6 +352,10 @@ TEST(SnippetsEndToEnd, RowRangesFromTwoThreads) {
   }
   EXPECT_EQ(whole, split);
 }
+
+std::string isa_param_name(const ::testing::TestParamInfo<snippets::Isa>& info) { return snippets::isa_name(info.param); }
+INSTANTIATE_TEST_SUITE_P(Isa, SnippetsEmitters, ::testing::Values(snippets::Isa::Avx512, snippets::Isa::Avx2), isa_param_name);
+INSTANTIATE_TEST_SUITE_P(Isa, SnippetsEndToEnd, ::testing::Values(snippets::Isa::Avx512, snippets::Isa::Avx2), isa_param_name);
 
 }  // namespace
 }  // namespace kiln::test

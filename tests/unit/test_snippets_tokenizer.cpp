@@ -401,3 +401,27 @@ TEST(SnippetsTokenizerSubgraphOp, BodyArityIsValidated) {
     EXPECT_NE(std::string(e.what()).find("the body has 1 inputs, the node 2"), std::string::npos) << e.what();
   }
 }
+
+TEST(SnippetsTokenizer, BoolsStayInsideASubgraph) {
+  // Less -> Where joins the chain; a comparison whose bool leaves the graph is not tokenized.
+  auto g = new_graph();
+  ir::Value* x = g->add_input("x", f32_type({2, 8}));
+  ir::Node* e = add(g, "Exp", {x}, "exp");
+  ir::Node* lt = add(g, "Less", {e->output(0), g->add_constant("one", f32_filled({}, 1.0f))}, "less");
+  ir::Node* w = add(g, "Where", {lt->output(0), e->output(0), x}, "where");
+  ir::Node* n = add(g, "Neg", {w->output(0)}, "neg");
+  g->add_output(n->output(0));
+  auto tg = tokenized(g, {rand_f32({2, 8}, 3, -2, 2)}, 1);
+  ASSERT_EQ(tg->num_nodes(), 1u);
+  EXPECT_EQ(fused(subgraphs(*tg).at(0)), (std::vector<std::string>{"exp", "less", "where", "neg"}));
+
+  auto g2 = new_graph();
+  ir::Value* y = g2->add_input("y", f32_type({2, 8}));
+  ir::Node* e2 = add(g2, "Exp", {y}, "exp");
+  ir::Node* gt = add(g2, "Greater", {e2->output(0), y}, "greater");
+  g2->add_output(gt->output(0));
+  ir::infer_shapes(*g2);
+  EXPECT_FALSE(snippets::tokenizable(*gt));
+  PassLog log;
+  EXPECT_EQ(snippets::tokenize(*g2, &log), 0u);
+}

@@ -87,11 +87,11 @@ class SubgraphNode : public Node {
       return req;
     }
     if (!layout) {  // plain row-major
-      impl = "jit:avx512_snippet";
+      impl = "jit:" + kernel_->isa() + "_snippet";
       for (Edge* e : outputs) e->blocked.reset();
       return std::vector<InputLayout>(inputs.size(), InputLayout::plain());
     }
-    impl = "jit:avx512_snippet_blocked";
+    impl = "jit:" + kernel_->isa() + "_snippet_blocked";
     for (Edge* e : outputs) e->set_layout(*layout);
     return std::vector<InputLayout>(inputs.size(), InputLayout::any());
   }

@@ -124,6 +124,9 @@ Op op_from_node(const ir::Node& n) {
     if (a.type() == ir::AttrType::f) op.attrs[name] = std::get<float>(a.value);
     else if (a.type() == ir::AttrType::i) op.attrs[name] = static_cast<double>(std::get<int64_t>(a.value));
   }
+  // the few facts emitters need beyond numeric attributes
+  if (n.op_type() == "Gelu" && n.has_attr("approximate") && n.attr_s("approximate") == "tanh") op.attrs["tanh"] = 1;
+  if (n.op_type() == "Cast" && n.has_input(0)) op.attrs["from_f32"] = n.input(0)->type.dtype == DType::f32 ? 1 : 0;
   return op;
 }
 

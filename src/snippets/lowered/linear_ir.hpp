@@ -141,6 +141,13 @@ class LinearIR {
   }
   const std::vector<int64_t>& master_shape() const { return master_shape_; }
   void set_master_shape(std::vector<int64_t> s) { master_shape_ = std::move(s); }
+  // f32 lanes of the target's vector register (16 for AVX-512, 8 for AVX2): the inner
+  // loop's increment and the width of a Load / Store.
+  int64_t vector_length() const { return vector_length_; }
+  void set_vector_length(int64_t v) { vector_length_ = v; }
+  // Vectors per iteration of the unrolled inner loops (UnrollLoops; 1 = no unrolling).
+  int64_t unroll_factor() const { return unroll_factor_; }
+  void set_unroll_factor(int64_t u) { unroll_factor_ = u; }
 
   // Creates an expression for `op` reading `inputs` (output ports of existing expressions)
   // with `num_outputs` outputs, inserts it before `pos` and gives it `loop_ids`. The output
@@ -171,6 +178,8 @@ class LinearIR {
   container exprs_;
   std::vector<LoopInfo> loops_;
   std::vector<int64_t> master_shape_;
+  int64_t vector_length_ = 16;
+  int64_t unroll_factor_ = 1;
   size_t next_id_ = 0;
 };
 

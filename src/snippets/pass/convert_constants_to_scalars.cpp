@@ -17,6 +17,7 @@ bool scalar_value(const ir::Value* v, float& out) {
   else if (t.dtype() == DType::f64) out = static_cast<float>(t.data<double>()[0]);
   else if (t.dtype() == DType::i64) out = static_cast<float>(t.data<int64_t>()[0]);
   else if (t.dtype() == DType::i32) out = static_cast<float>(t.data<int32_t>()[0]);
+  else if (t.dtype() == DType::boolean) out = t.data<bool>()[0] ? 1.0f : 0.0f;
   else return false;
   return true;
 }

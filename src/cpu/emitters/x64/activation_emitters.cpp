@@ -14,30 +14,21 @@ using namespace Xbyak;
 
 namespace {
 
-constexpr uint8_t kEqOq = 0x00, kLtOq = 0x11;
 
-void emit_neg(KernelEmitter& h, const Expression& e) {
-  const Zmm t = KernelEmitter::tmp(0);
-  h.load_const_bits(t, 0x80000000u);
-  h.vpxord(h.vout(e), h.vin(e, 0), t);
-}
+void emit_neg(KernelEmitter& h, const Expression& e) { h.vxor(h.vout(e), h.vin(e, 0), h.cst_bits(kSignBit)); }
 
-void emit_abs(KernelEmitter& h, const Expression& e) {
-  const Zmm t = KernelEmitter::tmp(0);
-  h.load_const_bits(t, 0x7fffffffu);
-  h.vpandd(h.vout(e), h.vin(e, 0), t);
-}
+void emit_abs(KernelEmitter& h, const Expression& e) { h.vand(h.vout(e), h.vin(e, 0), h.cst_bits(kAbsMask)); }
 
 // x < 0 ? 0 : x. vmaxps returns its second operand (x) for a NaN or equal zeros.
 void emit_relu(KernelEmitter& h, const Expression& e) {
-  const Zmm t = KernelEmitter::tmp(0);
+  const Xmm t = h.tmp(0);
   h.vxorps(t, t, t);
   h.vmaxps(h.vout(e), t, h.vin(e, 0));
 }
 
 // v < lo ? lo : v, then v > hi ? hi : v (NaN stays NaN).
 void emit_clip(KernelEmitter& h, const Expression& e) {
-  const Zmm lo = KernelEmitter::tmp(0), hi = KernelEmitter::tmp(1), t = KernelEmitter::tmp(2);
+  const Xmm lo = h.tmp(0), hi = h.tmp(1), t = h.tmp(2);
   h.load_const(lo, static_cast<float>(e.op().attr("min", -FLT_MAX)));
   h.load_const(hi, static_cast<float>(e.op().attr("max", FLT_MAX)));
   h.vmaxps(t, lo, h.vin(e, 0));
@@ -45,13 +36,10 @@ void emit_clip(KernelEmitter& h, const Expression& e) {
 }
 
 void emit_leaky_relu(KernelEmitter& h, const Expression& e) {
-  const Zmm x = h.vin(e, 0), t = KernelEmitter::tmp(0), z = KernelEmitter::tmp(1);
-  h.vxorps(z, z, z);
-  h.vcmpps(h.k2, x, z, kLtOq);
-  h.load_const(t, static_cast<float>(e.op().attr("alpha", 0.01)));
-  h.vmulps(t, t, x);
+  const Xmm x = h.vin(e, 0), t = h.tmp(0), z = h.tmp(1);
+  h.vmulps(t, x, h.cst(static_cast<float>(e.op().attr("alpha", 0.01))));
   h.vmovaps(z, x);
-  h.vmovaps(z | h.k2, t);
+  h.blend_if(z, x, h.cst(0.0f), kLtOq, t, h.tmp(2));
   h.vmovaps(h.vout(e), z);
 }
 
@@ -59,22 +47,19 @@ void emit_sqrt(KernelEmitter& h, const Expression& e) { h.vsqrtps(h.vout(e), h.v
 
 template <uint8_t Mode>
 void emit_round(KernelEmitter& h, const Expression& e) {
-  h.vrndscaleps(h.vout(e), h.vin(e, 0), Mode | 0x08);  // 0x08: no precision exception
+  h.vround(h.vout(e), h.vin(e, 0), Mode);
 }
 
 // x ^ p for an integer p (square and multiply, 1 / x^|p| when negative) or p = 0.5
 // (sqrt, with pow's +0 for -0 and +inf for -inf).
 void emit_power_static(KernelEmitter& h, const Expression& e) {
   const double p = e.op().attr("power");
-  const Zmm x = h.vin(e, 0), acc = KernelEmitter::tmp(0), base = KernelEmitter::tmp(1), t = KernelEmitter::tmp(2);
+  const Xmm x = h.vin(e, 0), acc = h.tmp(0), base = h.tmp(1), t = h.tmp(2);
   if (p == 0.5) {
     h.vsqrtps(acc, x);
     h.vxorps(t, t, t);
     h.vaddps(acc, acc, t);  // -0 -> +0
-    h.load_const(t, -INFINITY);
-    h.vcmpps(h.k2, x, t, kEqOq);
-    h.load_const(t, INFINITY);
-    h.vmovaps(acc | h.k2, t);
+    h.blend_if(acc, x, h.cst(-INFINITY), kEqOq, h.cst(INFINITY), t);
     h.vmovaps(h.vout(e), acc);
     return;
   }

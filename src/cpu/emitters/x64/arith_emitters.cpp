@@ -1,4 +1,4 @@
-// Binary arithmetic: Add, Sub, Mul, Div, Max, Min and FMA. The output register may be an
+// Binary arithmetic: Add, Sub, Mul, Div, Max, Min, PRelu and FMA. The output register may be an
 // input's (its last use), so every emitter reads all inputs before writing the output.
 #include "cpu/emitters/x64/kernel_emitter.hpp"
 
@@ -8,25 +8,32 @@ using namespace Xbyak;
 
 namespace {
 
-constexpr uint8_t kUnordQ = 0x03;
 
 // Max / Min propagate a NaN from either side like the reference kernels: the instruction
 // returns its second operand when either is NaN, and a NaN first operand is blended back.
 template <bool IsMax>
 void emit_minmax(KernelEmitter& h, const Expression& e) {
-  const Zmm a = h.vin(e, 0), b = h.vin(e, 1), t = KernelEmitter::tmp(0);
-  h.vcmpps(h.k2, a, a, kUnordQ);
+  const Xmm a = h.vin(e, 0), b = h.vin(e, 1), t = h.tmp(0);
   if (IsMax) h.vmaxps(t, a, b);
   else h.vminps(t, a, b);
-  h.vmovaps(t | h.k2, a);
+  h.blend_if(t, a, a, kUnordQ, a, h.tmp(1));
   h.vmovaps(h.vout(e), t);
 }
 
 void emit_fma(KernelEmitter& h, const Expression& e) {
-  const Zmm t = KernelEmitter::tmp(0);
+  const Xmm t = h.tmp(0);
   h.vmovaps(t, h.vin(e, 2));
   h.vfmadd231ps(t, h.vin(e, 0), h.vin(e, 1));
   h.vmovaps(h.vout(e), t);
+}
+
+// x < 0 ? slope x : x
+void emit_prelu(KernelEmitter& h, const Expression& e) {
+  const Xmm x = h.vin(e, 0), t = h.tmp(0), y = h.tmp(1);
+  h.vmulps(t, x, h.vin(e, 1));
+  h.vmovaps(y, x);
+  h.blend_if(y, x, h.cst(0.0f), kLtOq, t, h.tmp(2));
+  h.vmovaps(h.vout(e), y);
 }
 
 }  // namespace
@@ -38,6 +45,7 @@ void register_arith_emitters(std::map<std::string, EmitFn>& m) {
   m["Div"] = [](KernelEmitter& h, const Expression& e) { h.vdivps(h.vout(e), h.vin(e, 0), h.vin(e, 1)); };
   m["Max"] = emit_minmax<true>;
   m["Min"] = emit_minmax<false>;
+  m["PRelu"] = emit_prelu;
   m["FMA"] = emit_fma;
 }
 

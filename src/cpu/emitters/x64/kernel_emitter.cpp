@@ -9,33 +9,142 @@
 namespace kiln::cpu::x64 {
 
 using namespace Xbyak;
+using snippets::Isa;
 using snippets::lowered::LinearIR;
 using snippets::lowered::LoopInfo;
 
-KernelEmitter::KernelEmitter() : CodeGenerator(64 * 1024, Xbyak::AutoGrow) {}
+int allocatable_vregs(Isa isa) { return (isa == Isa::Avx512 ? 32 : 16) - kScratchVregs; }
 
-Zmm KernelEmitter::vin(const Expression& e, size_t i) const {
+KernelEmitter::KernelEmitter(Isa isa) : CodeGenerator(64 * 1024, Xbyak::AutoGrow), isa_(isa) {
+  KILN_CHECK(isa == Isa::Avx512 || isa == Isa::Avx2, "snippets x64: the kernel emitter needs a concrete ISA");
+}
+
+Xmm KernelEmitter::vreg(int idx) const {
+  if (avx512()) return Zmm(idx);
+  return Ymm(idx);
+}
+
+Xmm KernelEmitter::vin(const Expression& e, size_t i) const {
   int r = e.get_input_port_descriptor(i).reg;
-  KILN_CHECK(r >= 0 && r < kAllocatableVregs, cat("snippets x64: ", snippets::lowered::expr_name(e), " input ", i, " has no register"));
-  return Zmm(r);
+  KILN_CHECK(r >= 0 && r < allocatable_vregs(isa_),
+             cat("snippets x64: ", snippets::lowered::expr_name(e), " input ", i, " has no register"));
+  return vreg(r);
 }
 
-Zmm KernelEmitter::vout(const Expression& e) const {
+Xmm KernelEmitter::vout(const Expression& e) const {
   int r = e.get_output_port_descriptor(0).reg;
-  KILN_CHECK(r >= 0 && r < kAllocatableVregs, cat("snippets x64: ", snippets::lowered::expr_name(e), " output has no register"));
-  return Zmm(r);
+  KILN_CHECK(r >= 0 && r < allocatable_vregs(isa_), cat("snippets x64: ", snippets::lowered::expr_name(e), " output has no register"));
+  return vreg(r);
 }
 
-void KernelEmitter::load_const_bits(const Zmm& z, uint32_t bits) {
-  mov(eax, bits);
-  vpbroadcastd(z, eax);
+Xmm KernelEmitter::tmp(int i) const {
+  KILN_CHECK(i >= 0 && i < kScratchVregs, cat("snippets x64: scratch register ", i, " does not exist"));
+  return vreg(allocatable_vregs(isa_) + i);
 }
 
-void KernelEmitter::load_const(const Zmm& z, float v) { load_const_bits(z, std::bit_cast<uint32_t>(v)); }
+Address KernelEmitter::vec_cst(const std::vector<uint32_t>& lanes) {
+  auto it = table_index_.find(lanes);
+  size_t off;
+  if (it != table_index_.end()) {
+    off = it->second;
+  } else {
+    off = table_entries_.size() * static_cast<size_t>(vlen()) * 4;
+    table_entries_.push_back(lanes);
+    table_index_[lanes] = off;
+  }
+  return ptr[rip + table_ + static_cast<int>(off)];
+}
 
-void KernelEmitter::set_tail_mask(int64_t count) {
-  mov(eax, static_cast<uint32_t>((1u << count) - 1));
-  kmovw(k1, eax);
+Address KernelEmitter::cst_bits(uint32_t bits) { return vec_cst(std::vector<uint32_t>(static_cast<size_t>(vlen()), bits)); }
+
+Address KernelEmitter::cst(float v) { return cst_bits(std::bit_cast<uint32_t>(v)); }
+
+void KernelEmitter::vand(const Xmm& d, const Xmm& a, const Operand& b) {
+  if (avx512()) vpandd(d, a, b);
+  else vandps(d, a, b);
+}
+void KernelEmitter::vor(const Xmm& d, const Xmm& a, const Operand& b) {
+  if (avx512()) vpord(d, a, b);
+  else vorps(d, a, b);
+}
+void KernelEmitter::vxor(const Xmm& d, const Xmm& a, const Operand& b) {
+  if (avx512()) vpxord(d, a, b);
+  else vxorps(d, a, b);
+}
+
+void KernelEmitter::vround(const Xmm& d, const Xmm& s, uint8_t mode) {
+  if (avx512()) vrndscaleps(d, s, mode | 0x08);  // 0x08: no precision exception
+  else vroundps(d, s, mode | 0x08);
+}
+
+void KernelEmitter::blend_if(const Xmm& d, const Xmm& a, const Operand& b, uint8_t pred, const Operand& src, const Xmm& mask) {
+  if (avx512()) {
+    vcmpps(k2, a, b, pred);
+    vmovups(d | k2, src);
+  } else {
+    vcmpps(mask, a, b, pred);
+    vblendvps(d, d, src, mask);
+  }
+}
+
+void KernelEmitter::cmp_to_float(const Xmm& d, const Xmm& a, const Operand& b, uint8_t pred, const Xmm& mask) {
+  if (avx512()) {
+    vcmpps(k2, a, b, pred);
+    vmovups(d | k2 | T_z, cst(1.0f));
+  } else {
+    vcmpps(mask, a, b, pred);
+    vandps(d, mask, cst(1.0f));
+  }
+}
+
+void KernelEmitter::reciprocal(const Xmm& d, const Xmm& x, const Xmm& t) {
+  if (avx512()) vrcp14ps(d, x);
+  else vrcpps(d, x);
+  // d' = d + d (1 - x d)
+  vmovups(t, cst(1.0f));
+  vfnmadd231ps(t, x, d);
+  vfmadd231ps(d, d, t);
+}
+
+void KernelEmitter::scale_pow2(const Xmm& d, const Xmm& x, const Xmm& n, const Xmm& t) {
+  if (avx512()) {
+    vscalefps(d, x, n);
+    return;
+  }
+  vcvtps2dq(t, n);
+  vpaddd(t, t, cst_bits(127));
+  vpslld(t, t, 23);
+  vmulps(d, x, t);
+}
+
+void KernelEmitter::load_lanes(const Xmm& d, const Address& a, int64_t count, const Xmm& scratch) {
+  if (count >= vlen()) {
+    vmovups(d, a);
+  } else if (avx512()) {
+    mov(eax, static_cast<uint32_t>((1u << count) - 1));
+    kmovw(k1, eax);
+    vmovups(d | k1 | T_z, a);
+  } else {
+    std::vector<uint32_t> lanes(8, 0);
+    for (int64_t i = 0; i < count; ++i) lanes[static_cast<size_t>(i)] = 0xffffffffu;
+    vmovups(scratch, vec_cst(lanes));
+    vmaskmovps(d, scratch, a);
+  }
+}
+
+void KernelEmitter::store_lanes(const Address& a, const Xmm& s, int64_t count, const Xmm& scratch) {
+  if (count >= vlen()) {
+    vmovups(a, s);
+  } else if (avx512()) {
+    mov(eax, static_cast<uint32_t>((1u << count) - 1));
+    kmovw(k1, eax);
+    vmovups(a | k1, s);
+  } else {
+    std::vector<uint32_t> lanes(8, 0);
+    for (int64_t i = 0; i < count; ++i) lanes[static_cast<size_t>(i)] = 0xffffffffu;
+    vmovups(scratch, vec_cst(lanes));
+    vmaskmovps(a, scratch, s);
+  }
 }
 
 const Reg64& KernelEmitter::port_ptr(const Expression& mem) const {
@@ -86,8 +195,17 @@ void KernelEmitter::emit_loop_end(const Expression& e) {
     if (off) add(*r, static_cast<int32_t>(off));
 }
 
+void KernelEmitter::emit_constant_table() {
+  align(64);
+  L(table_);
+  for (const auto& lanes : table_entries_)
+    for (uint32_t v : lanes) dd(v);
+}
+
 void KernelEmitter::generate(const LinearIR& lir, const std::map<std::string, EmitFn>& emitters) {
   lir_ = &lir;
+  KILN_CHECK(lir.vector_length() == vlen(), cat("snippets x64: the Linear IR was prepared for ", lir.vector_length(),
+                                                " lanes, the ", avx512() ? "AVX-512" : "AVX2", " target has ", vlen()));
   size_t n_params = 0, n_results = 0;
   for (const auto& e : lir.expressions()) {
     if (e->type() == "Parameter") ++n_params;
@@ -123,6 +241,7 @@ void KernelEmitter::generate(const LinearIR& lir, const std::map<std::string, Em
   vzeroupper();
   for (auto it = saved.rbegin(); it != saved.rend(); ++it) pop(*it);
   ret();
+  emit_constant_table();
   ready();
 }
 

@@ -1,7 +1,11 @@
 #pragma once
-// x64 (AVX-512) code emission for a prepared Linear IR. KernelEmitter owns the Xbyak code
-// buffer, maps the abstract data pointers to general-purpose registers, writes the
-// prologue / epilogue and the loops, and calls the per-op emitters of the TargetMachine.
+// x64 code emission for a prepared Linear IR, for AVX-512 (zmm, 16 lanes) or AVX2 (ymm, 8
+// lanes). KernelEmitter owns the Xbyak code buffer, maps the abstract data pointers to
+// general-purpose registers, writes the prologue / epilogue and the loops, and calls the
+// per-op emitters of the TargetMachine. The helpers below hide the ISA differences, so an
+// emitter is written once for both: vector registers are Xbyak::Xmm objects carrying the
+// zmm / ymm kind, constants live in a table after the code (one full vector per constant,
+// read as a memory operand), and compare + select goes through blend_if().
 #include <xbyak/xbyak.h>
 
 #include <functional>
@@ -10,6 +14,7 @@
 #include <vector>
 
 #include "snippets/lowered/linear_ir.hpp"
+#include "snippets/target_machine.hpp"
 
 namespace kiln::cpu::x64 {
 
@@ -17,40 +22,91 @@ using snippets::lowered::Expression;
 class KernelEmitter;
 using EmitFn = std::function<void(KernelEmitter&, const Expression&)>;
 
-// Vector registers zmm0..zmm25 are allocated to values; zmm26..zmm31 are emitter scratch.
-inline constexpr int kAllocatableVregs = 26;
+// Six vector registers at the top are emitter scratch (tmp(0..5)); the rest are allocated
+// to values: zmm0..25 on AVX-512, ymm0..9 on AVX2.
 inline constexpr int kScratchVregs = 6;
+inline constexpr uint32_t kSignBit = 0x80000000u, kAbsMask = 0x7fffffffu;
+// vcmpps predicates (ordered: false when either is NaN, except kNeqUq)
+inline constexpr uint8_t kEqOq = 0x00, kLtOq = 0x11, kLeOq = 0x12, kUnordQ = 0x03, kNeqUq = 0x04, kNeqOq = 0x0C,
+                         kGeOq = 0x1D, kGtOq = 0x1E;
+int allocatable_vregs(snippets::Isa isa);
 
 class KernelEmitter : public Xbyak::CodeGenerator {
  public:
-  KernelEmitter();
+  explicit KernelEmitter(snippets::Isa isa);  // Avx512 or Avx2
   void generate(const snippets::lowered::LinearIR& lir, const std::map<std::string, EmitFn>& emitters);
 
-  // Helpers for emitters.
-  Xbyak::Zmm vin(const Expression& e, size_t i) const;
-  Xbyak::Zmm vout(const Expression& e) const;
-  static Xbyak::Zmm tmp(int i) { return Xbyak::Zmm(kAllocatableVregs + i); }
-  void load_const(const Xbyak::Zmm& z, float v);
-  void load_const_bits(const Xbyak::Zmm& z, uint32_t bits);
+  bool avx512() const { return isa_ == snippets::Isa::Avx512; }
+  int vlen() const { return avx512() ? 16 : 8; }
+  Xbyak::Xmm vreg(int idx) const;  // zmm<idx> or ymm<idx>
+  Xbyak::Xmm vin(const Expression& e, size_t i) const;
+  Xbyak::Xmm vout(const Expression& e) const;
+  Xbyak::Xmm tmp(int i) const;
+
+  // A full vector of `v` (every lane) in the constant table, as a memory operand.
+  Xbyak::Address cst(float v);
+  Xbyak::Address cst_bits(uint32_t bits);
+  void load_const(const Xbyak::Xmm& x, float v) { vmovups(x, cst(v)); }
+  void load_const_bits(const Xbyak::Xmm& x, uint32_t bits) { vmovups(x, cst_bits(bits)); }
+
+  // Bitwise ops (vpandd / vpand ...).
+  void vand(const Xbyak::Xmm& d, const Xbyak::Xmm& a, const Xbyak::Operand& b);
+  void vor(const Xbyak::Xmm& d, const Xbyak::Xmm& a, const Xbyak::Operand& b);
+  void vxor(const Xbyak::Xmm& d, const Xbyak::Xmm& a, const Xbyak::Operand& b);
+  // Round to integral (imm: 0 nearest, 1 floor, 2 ceil, 3 truncate).
+  void vround(const Xbyak::Xmm& d, const Xbyak::Xmm& s, uint8_t mode);
+  // d = (a <pred> b) ? src : d, per lane (pred: a vcmpps predicate). `mask` is a scratch
+  // register AVX2 needs for the comparison (unused on AVX-512, which uses k2).
+  void blend_if(const Xbyak::Xmm& d, const Xbyak::Xmm& a, const Xbyak::Operand& b, uint8_t pred,
+                const Xbyak::Operand& src, const Xbyak::Xmm& mask);
+  // d = (a <pred> b) ? 1.0f : 0.0f per lane (the snippets form of a bool); `mask` scratch.
+  void cmp_to_float(const Xbyak::Xmm& d, const Xbyak::Xmm& a, const Xbyak::Operand& b, uint8_t pred, const Xbyak::Xmm& mask);
+  // d = 1 / x to about 1e-7 relative (vrcp14ps / vrcpps and one Newton step); d, x, t distinct.
+  void reciprocal(const Xbyak::Xmm& d, const Xbyak::Xmm& x, const Xbyak::Xmm& t);
+  // d = x * 2^n for integral n (a float vector): vscalefps on AVX-512 (any n); on AVX2 the
+  // exponent is built by integer ops, valid for n in [-126, 127]. `t` scratch, distinct.
+  void scale_pow2(const Xbyak::Xmm& d, const Xbyak::Xmm& x, const Xbyak::Xmm& n, const Xbyak::Xmm& t);
+  // Vector load / store of the low `count` lanes (count < vlen: masked, other lanes read 0);
+  // `scratch` holds the AVX2 lane mask.
+  void load_lanes(const Xbyak::Xmm& d, const Xbyak::Address& a, int64_t count, const Xbyak::Xmm& scratch);
+  void store_lanes(const Xbyak::Address& a, const Xbyak::Xmm& s, int64_t count, const Xbyak::Xmm& scratch);
+
   const Xbyak::Reg64& param_ptr(size_t i) const { return data_regs_.at(i); }
   const Xbyak::Reg64& result_ptr(size_t i) const { return data_regs_.at(num_params_ + i); }
-  // Sets k1 to the low `count` lanes.
-  void set_tail_mask(int64_t count);
 
  private:
+  Xbyak::Address vec_cst(const std::vector<uint32_t>& lanes);
   void emit_loop_begin(const Expression& e);
   void emit_loop_end(const Expression& e);
+  void emit_constant_table();
   const Xbyak::Reg64& port_ptr(const Expression& mem) const;
+  snippets::Isa isa_;
   const snippets::lowered::LinearIR* lir_ = nullptr;
   std::vector<Xbyak::Reg64> data_regs_;
   size_t num_params_ = 0;
   std::map<size_t, Xbyak::Label> loop_labels_;
+  Xbyak::Label table_;
+  std::map<std::vector<uint32_t>, size_t> table_index_;  // lanes -> byte offset
+  std::vector<std::vector<uint32_t>> table_entries_;
 };
+
+// dst = e^src (transcendental_emitters.cpp), for the emitters built on it; src and dst
+// distinct from each other and from the scratch registers a, b, c.
+void emit_exp_core(KernelEmitter& h, const Xbyak::Xmm& dst, const Xbyak::Xmm& src, const Xbyak::Xmm& a,
+                   const Xbyak::Xmm& b, const Xbyak::Xmm& c);
+
+// r = tanh(a), r = erf(a) for a >= 0 (an |x|), a kept; scratch t0, t1, t2, m.
+void emit_abs_tanh_core(KernelEmitter& h, const Xbyak::Xmm& r, const Xbyak::Xmm& a, const Xbyak::Xmm& t0,
+                        const Xbyak::Xmm& t1, const Xbyak::Xmm& t2, const Xbyak::Xmm& m);
+void emit_abs_erf_core(KernelEmitter& h, const Xbyak::Xmm& r, const Xbyak::Xmm& a, const Xbyak::Xmm& t0,
+                       const Xbyak::Xmm& t1, const Xbyak::Xmm& t2, const Xbyak::Xmm& m);
 
 // Emitter families (one file each).
 void register_memory_emitters(std::map<std::string, EmitFn>& m);
 void register_arith_emitters(std::map<std::string, EmitFn>& m);
 void register_activation_emitters(std::map<std::string, EmitFn>& m);
 void register_transcendental_emitters(std::map<std::string, EmitFn>& m);
+void register_composite_emitters(std::map<std::string, EmitFn>& m);
+void register_logic_emitters(std::map<std::string, EmitFn>& m);
 
 }  // namespace kiln::cpu::x64

@@ -7,37 +7,28 @@ using namespace Xbyak;
 
 namespace {
 
-int64_t count_of(const Expression& e) { return static_cast<int64_t>(e.op().attr("count", 16)); }
+int64_t count_of(const KernelEmitter& h, const Expression& e) { return static_cast<int64_t>(e.op().attr("count", h.vlen())); }
+// Bytes past the data pointer (UnrollLoops' copies access later vectors).
+int offset_of(const Expression& e) { return static_cast<int>(e.op().attr("offset", 0)) * 4; }
 
 void emit_load(KernelEmitter& h, const Expression& e) {
   const Reg64& p = h.param_ptr(static_cast<size_t>(e.op().attr("param")));
-  const Zmm d = h.vout(e);
+  const Xmm d = h.vout(e);
   const auto& sub = e.get_input_port_descriptor(0).subtensor;
-  const int64_t n = (!sub.empty() && sub.back() == 1) ? 1 : count_of(e);
-  if (n >= 16) {
-    h.vmovups(d, h.ptr[p]);
-  } else if (n == 1) {
-    h.vmovss(Xmm(d.getIdx()), h.dword[p]);
-  } else {
-    h.set_tail_mask(n);
-    h.vmovups(d | h.k1 | h.T_z, h.ptr[p]);
+  if (!sub.empty() && sub.back() == 1) {
+    h.vmovss(Xmm(d.getIdx()), h.dword[p + offset_of(e)]);
+    return;
   }
+  h.load_lanes(d, h.ptr[p + offset_of(e)], count_of(h, e), h.tmp(0));
 }
 
 void emit_store(KernelEmitter& h, const Expression& e) {
   const Reg64& p = h.result_ptr(static_cast<size_t>(e.op().attr("result")));
-  const Zmm s = h.vin(e, 0);
-  const int64_t n = count_of(e);
-  if (n >= 16) {
-    h.vmovups(h.ptr[p], s);
-  } else {
-    h.set_tail_mask(n);
-    h.vmovups(h.ptr[p] | h.k1, s);
-  }
+  h.store_lanes(h.ptr[p + offset_of(e)], h.vin(e, 0), count_of(h, e), h.tmp(0));
 }
 
 void emit_broadcast_load(KernelEmitter& h, const Expression& e) {
-  h.vbroadcastss(h.vout(e), h.dword[h.param_ptr(static_cast<size_t>(e.op().attr("param")))]);
+  h.vbroadcastss(h.vout(e), h.dword[h.param_ptr(static_cast<size_t>(e.op().attr("param"))) + offset_of(e)]);
 }
 
 void emit_broadcast_move(KernelEmitter& h, const Expression& e) {

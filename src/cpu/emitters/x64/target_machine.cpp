@@ -2,12 +2,22 @@
 
 #include <xbyak/xbyak_util.h>
 
+#include "core/strings.hpp"
 #include "cpu/emitters/x64/kernel_emitter.hpp"
 #include "snippets/target_machine.hpp"
 
 namespace kiln::cpu::x64 {
 
+using snippets::Isa;
+
 namespace {
+
+bool cpu_has(Isa isa) {
+  static const Xbyak::util::Cpu cpu;
+  using C = Xbyak::util::Cpu;
+  if (isa == Isa::Avx512) return cpu.has(C::tAVX512F);
+  return cpu.has(C::tAVX2) && cpu.has(C::tFMA);
+}
 
 class X64Code : public snippets::CompiledCode {
  public:
@@ -20,32 +30,40 @@ class X64Code : public snippets::CompiledCode {
 
 class X64TargetMachine : public snippets::TargetMachine {
  public:
-  X64TargetMachine() {
+  explicit X64TargetMachine(Isa isa) : isa_(isa) {
     register_memory_emitters(jitters_);
     register_arith_emitters(jitters_);
     register_activation_emitters(jitters_);
     register_transcendental_emitters(jitters_);
+    register_composite_emitters(jitters_);
+    register_logic_emitters(jitters_);
   }
-  std::string name() const override { return "x64 avx512_core"; }
+  std::string name() const override { return isa_ == Isa::Avx512 ? "x64 avx512" : "x64 avx2"; }
+  Isa isa() const override { return isa_; }
+  int64_t vector_length() const override { return isa_ == Isa::Avx512 ? 16 : 8; }
   void check_available() const override {
-    static const bool ok = Xbyak::util::Cpu().has(Xbyak::util::Cpu::tAVX512F);
-    KILN_CHECK(ok, "snippets: the x64 generator needs AVX-512 (avx512f), which this CPU does not have");
+    KILN_CHECK(cpu_has(isa_), cat("snippets: the ", name(), " generator needs ",
+                                  isa_ == Isa::Avx512 ? "AVX-512 (avx512f)" : "AVX2 and FMA", ", which this CPU does not have"));
   }
   bool is_supported(const std::string& op_type) const override { return jitters_.count(op_type) != 0; }
-  int num_vector_regs() const override { return kAllocatableVregs; }
+  int num_vector_regs() const override { return allocatable_vregs(isa_); }
   int max_data_pointers() const override { return 12; }
   std::unique_ptr<snippets::CompiledCode> generate(const snippets::lowered::LinearIR& lir) const override {
-    auto k = std::make_unique<KernelEmitter>();
+    auto k = std::make_unique<KernelEmitter>(isa_);
     k->generate(lir, jitters_);
     return std::make_unique<X64Code>(std::move(k));
   }
 
  private:
+  Isa isa_;
   std::map<std::string, EmitFn> jitters_;
 };
 
 }  // namespace
 
-std::unique_ptr<snippets::TargetMachine> make_target_machine() { return std::make_unique<X64TargetMachine>(); }
+std::unique_ptr<snippets::TargetMachine> make_target_machine(Isa isa) {
+  if (isa == Isa::Auto) isa = cpu_has(Isa::Avx512) ? Isa::Avx512 : Isa::Avx2;
+  return std::make_unique<X64TargetMachine>(isa);
+}
 
 }  // namespace kiln::cpu::x64

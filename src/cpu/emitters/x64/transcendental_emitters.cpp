@@ -1,150 +1,136 @@
-// Exp, Sigmoid, Tanh, Erf by polynomial approximations (relative error ~1e-7).
+// Exp, Sigmoid, Tanh, Erf by polynomial approximations (relative error ~1e-7). Every
+// constant is a memory operand from the kernel's constant table, and divisions are a
+// reciprocal estimate refined by one Newton step (KernelEmitter::reciprocal).
 #include "cpu/emitters/x64/kernel_emitter.hpp"
+
+#include <cmath>
 
 namespace kiln::cpu::x64 {
 
 using namespace Xbyak;
 
-namespace {
-
-constexpr uint8_t kLtOq = 0x11, kGeOq = 0x1D;
-
-// dst = e^src. src may be t0, dst must differ from t0..t3. x is clamped to [-104, 89]
-// (NaN kept: min/max return their second operand then), x = n ln2 + r with |r| <= ln2/2
-// (ln2 in two parts so n ln2 is exact), e^r by its degree-7 Taylor polynomial, and the
-// result scaled by 2^n with vscalefps (overflow to inf, underflow to 0).
-void exp_core(KernelEmitter& h, const Zmm& dst, const Zmm& src, const Zmm& t0, const Zmm& t1, const Zmm& t2, const Zmm& t3) {
-  h.load_const(t3, -104.0f);
-  h.vmaxps(t0, t3, src);
-  h.load_const(t3, 89.0f);
-  h.vminps(t0, t3, t0);
-  h.load_const(t3, 1.44269504088896341f);
-  h.vmulps(t1, t0, t3);
-  h.vrndscaleps(t1, t1, 0x08);  // nearest
-  h.vmovaps(t2, t0);
-  h.load_const(t3, 0.693359375f);
-  h.vfnmadd231ps(t2, t1, t3);
-  h.load_const(t3, -2.12194440e-4f);
-  h.vfnmadd231ps(t2, t1, t3);
+// dst = e^src; src and dst distinct from each other and from a, b, c (scratch). x is
+// clamped (NaN kept: min/max return their second operand then), x = n ln2 + r with
+// |r| <= ln2/2 (ln2 in two parts so n ln2 is exact), e^r by its degree-7 Taylor polynomial,
+// and the result scaled by 2^n: vscalefps on AVX-512 (overflow to inf, underflow to 0); on
+// AVX2 2^(n-1) by integer ops, doubled, inf above ln(FLT_MAX) and 0 below the clamp.
+void emit_exp_core(KernelEmitter& h, const Xmm& dst, const Xmm& src, const Xmm& a, const Xmm& b, const Xmm& c) {
+  const float lo = h.avx512() ? -104.0f : -86.5f;
+  const float hi = h.avx512() ? 89.0f : 88.72283f;
+  h.vmovups(a, h.cst(lo));
+  h.vmaxps(a, a, src);
+  h.vmovups(b, h.cst(hi));
+  h.vminps(a, b, a);
+  h.vmulps(b, a, h.cst(1.44269504088896341f));
+  h.vround(b, b, 0);  // n
+  h.vmovaps(c, a);
+  h.vfnmadd231ps(c, b, h.cst(0.693359375f));
+  h.vfnmadd231ps(c, b, h.cst(-2.12194440e-4f));  // r
   static const float coeffs[] = {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f};
-  h.load_const(t3, 1.0f / 5040);
-  for (float c : coeffs) {
-    h.load_const(t0, c);
-    h.vfmadd213ps(t3, t2, t0);
+  h.vmovups(a, h.cst(1.0f / 5040));
+  for (float k : coeffs) h.vfmadd213ps(a, c, h.cst(k));
+  if (h.avx512()) {
+    h.vscalefps(dst, a, b);
+    return;
   }
-  h.vscalefps(dst, t3, t1);
+  h.vsubps(b, b, h.cst(1.0f));
+  h.scale_pow2(dst, a, b, c);
+  h.vaddps(dst, dst, dst);
+  h.blend_if(dst, src, h.cst(hi), kGtOq, h.cst(INFINITY), a);
+  h.blend_if(dst, src, h.cst(lo), kLtOq, h.cst(0.0f), a);
 }
 
-void emit_exp(KernelEmitter& h, const Expression& e) {
-  const Zmm t0 = KernelEmitter::tmp(0);
-  h.vmovaps(t0, h.vin(e, 0));
-  exp_core(h, h.vout(e), t0, t0, KernelEmitter::tmp(1), KernelEmitter::tmp(2), KernelEmitter::tmp(3));
+// r = tanh(a) for a = |z| >= 0 (a kept): (1 - e) / (1 + e), e = e^(-2a); below a = 0.125
+// the odd Taylor series to a^7. Scratch: t0, t1, t2, m.
+void emit_abs_tanh_core(KernelEmitter& h, const Xmm& r, const Xmm& a, const Xmm& t0, const Xmm& t1, const Xmm& t2,
+                        const Xmm& m) {
+  h.vmulps(m, a, h.cst(-2.0f));
+  emit_exp_core(h, r, m, t0, t1, t2);
+  h.vmovups(t0, h.cst(1.0f));
+  h.vsubps(t0, t0, r);
+  h.vaddps(t1, r, h.cst(1.0f));
+  h.reciprocal(t2, t1, m);
+  h.vmulps(r, t0, t2);  // large
+  h.vmulps(t0, a, a);
+  h.vmovups(t1, h.cst(-17.0f / 315));
+  h.vfmadd213ps(t1, t0, h.cst(2.0f / 15));
+  h.vfmadd213ps(t1, t0, h.cst(-1.0f / 3));
+  h.vmulps(t1, t1, t0);
+  h.vfmadd213ps(t1, a, a);  // small = a + a s q
+  h.blend_if(r, a, h.cst(0.125f), kLtOq, t1, t0);
 }
 
-// |x| into a.
-void abs_into(KernelEmitter& h, const Zmm& a, const Zmm& x, const Zmm& scratch) {
-  h.load_const_bits(scratch, 0x7fffffffu);
-  h.vpandd(a, x, scratch);
-}
-
-// dst = |y| with the sign of x.
-void copysign_out(KernelEmitter& h, const Zmm& dst, const Zmm& y, const Zmm& x, const Zmm& scratch) {
-  h.load_const_bits(scratch, 0x80000000u);
-  h.vpandd(scratch, scratch, x);
-  h.vpord(dst, y, scratch);
-}
-
-// x >= 0: 1 / (1 + e^-x); otherwise e^x / (1 + e^x) (both with e = e^-|x|).
-void emit_sigmoid(KernelEmitter& h, const Expression& e) {
-  const Zmm x = h.vin(e, 0);
-  const Zmm t0 = KernelEmitter::tmp(0), t1 = KernelEmitter::tmp(1), t2 = KernelEmitter::tmp(2), t3 = KernelEmitter::tmp(3),
-            a = KernelEmitter::tmp(4), ex = KernelEmitter::tmp(5);
-  h.vxorps(t0, t0, t0);
-  h.vcmpps(h.k3, x, t0, kGeOq);
-  h.load_const_bits(t0, 0x80000000u);
-  h.vpord(t0, x, t0);  // -|x|
-  exp_core(h, ex, t0, t0, t1, t2, t3);
-  h.load_const(t0, 1.0f);
-  h.vaddps(t1, t0, ex);
-  h.vdivps(t2, t0, t1);
-  h.vdivps(a, ex, t1);
-  h.vmovaps(a | h.k3, t2);
-  h.vmovaps(h.vout(e), a);
-}
-
-// tanh|x| = (1 - e) / (1 + e), e = e^(-2|x|); below |x| = 0.125 the odd Taylor series to x^7.
-void emit_tanh(KernelEmitter& h, const Expression& e) {
-  const Zmm x = h.vin(e, 0);
-  const Zmm t0 = KernelEmitter::tmp(0), t1 = KernelEmitter::tmp(1), t2 = KernelEmitter::tmp(2), t3 = KernelEmitter::tmp(3),
-            a = KernelEmitter::tmp(4), ex = KernelEmitter::tmp(5);
-  abs_into(h, a, x, t0);
-  h.load_const(t1, -2.0f);
-  h.vmulps(t0, a, t1);
-  exp_core(h, ex, t0, t0, t1, t2, t3);
-  h.load_const(t0, 1.0f);
-  h.vsubps(t1, t0, ex);
-  h.vaddps(t2, t0, ex);
-  h.vdivps(ex, t1, t2);  // large
-  h.vmulps(t2, a, a);
-  h.load_const(t3, -17.0f / 315);
-  h.load_const(t0, 2.0f / 15);
-  h.vfmadd213ps(t3, t2, t0);
-  h.load_const(t0, -1.0f / 3);
-  h.vfmadd213ps(t3, t2, t0);
-  h.vmulps(t3, t3, t2);
-  h.vfmadd213ps(t3, a, a);  // small = a + a s q
-  h.load_const(t0, 0.125f);
-  h.vcmpps(h.k2, a, t0, kLtOq);
-  h.vmovaps(ex | h.k2, t3);
-  copysign_out(h, h.vout(e), ex, x, t0);
-}
-
-// |x| < 0.5: 2/sqrt(pi) times the odd Maclaurin series to x^13; otherwise
-// 1 - t P(t) e^(-x^2), t = 1 / (1 + p|x|) (Abramowitz & Stegun 7.1.26). Sign of x.
-void emit_erf(KernelEmitter& h, const Expression& e) {
-  const Zmm x = h.vin(e, 0);
-  const Zmm t0 = KernelEmitter::tmp(0), t1 = KernelEmitter::tmp(1), t2 = KernelEmitter::tmp(2), t3 = KernelEmitter::tmp(3),
-            a = KernelEmitter::tmp(4), r = KernelEmitter::tmp(5);
-  abs_into(h, a, x, t0);
-  // e^(-ac^2), ac = min(|x|, 10)
-  h.load_const(t1, 10.0f);
-  h.vminps(t0, t1, a);
-  h.vmulps(t0, t0, t0);
-  h.load_const_bits(t1, 0x80000000u);
-  h.vpxord(t0, t0, t1);
-  exp_core(h, r, t0, t0, t1, t2, t3);
+// r = erf(a) for a = |x| >= 0 (a kept): a < 0.5: 2/sqrt(pi) times the odd Maclaurin series
+// to a^13; otherwise 1 - t P(t) e^(-a^2), t = 1 / (1 + p a) (Abramowitz & Stegun 7.1.26),
+// with a capped at 10. Scratch: t0, t1, t2, m.
+void emit_abs_erf_core(KernelEmitter& h, const Xmm& r, const Xmm& a, const Xmm& t0, const Xmm& t1, const Xmm& t2,
+                       const Xmm& m) {
+  // e^(-ac^2), ac = min(a, 10)
+  h.vmovups(r, h.cst(10.0f));
+  h.vminps(r, r, a);
+  h.vmulps(m, r, r);
+  h.vxor(m, m, h.cst_bits(kSignBit));
+  emit_exp_core(h, r, m, t0, t1, t2);
   // t = 1 / (1 + p ac)
-  h.load_const(t1, 10.0f);
-  h.vminps(t0, t1, a);
-  h.load_const(t1, 0.3275911f);
-  h.load_const(t2, 1.0f);
-  h.vfmadd213ps(t1, t0, t2);
-  h.vdivps(t1, t2, t1);
+  h.vmovups(m, h.cst(10.0f));
+  h.vminps(m, m, a);
+  h.vmovups(t0, h.cst(0.3275911f));
+  h.vfmadd213ps(t0, m, h.cst(1.0f));
+  h.reciprocal(t1, t0, t2);
   static const float p[] = {-1.453152027f, 1.421413741f, -0.284496736f, 0.254829592f};
-  h.load_const(t2, 1.061405429f);
-  for (float c : p) {
-    h.load_const(t0, c);
-    h.vfmadd213ps(t2, t1, t0);
-  }
+  h.vmovups(t2, h.cst(1.061405429f));
+  for (float c : p) h.vfmadd213ps(t2, t1, h.cst(c));
   h.vmulps(t2, t2, t1);
   h.vmulps(t2, t2, r);
-  h.load_const(t0, 1.0f);
-  h.vsubps(r, t0, t2);  // large
+  h.vmovups(r, h.cst(1.0f));
+  h.vsubps(r, r, t2);  // large
   // small
-  h.vmulps(t1, a, a);
+  h.vmulps(t0, a, a);
   static const float q[] = {-1.0f / 1320, 1.0f / 216, -1.0f / 42, 1.0f / 10, -1.0f / 3, 1.0f};
-  h.load_const(t2, 1.0f / 9360);
-  for (float c : q) {
-    h.load_const(t0, c);
-    h.vfmadd213ps(t2, t1, t0);
-  }
-  h.vmulps(t2, t2, a);
-  h.load_const(t0, 1.1283791670955126f);
-  h.vmulps(t2, t2, t0);
-  h.load_const(t0, 0.5f);
-  h.vcmpps(h.k2, a, t0, kLtOq);
-  h.vmovaps(r | h.k2, t2);
-  copysign_out(h, h.vout(e), r, x, t0);
+  h.vmovups(t1, h.cst(1.0f / 9360));
+  for (float c : q) h.vfmadd213ps(t1, t0, h.cst(c));
+  h.vmulps(t1, t1, a);
+  h.vmulps(t1, t1, h.cst(1.1283791670955126f));
+  h.blend_if(r, a, h.cst(0.5f), kLtOq, t1, t0);
+}
+
+namespace {
+
+void emit_exp(KernelEmitter& h, const Expression& e) {
+  const Xmm r = h.tmp(3);
+  emit_exp_core(h, r, h.vin(e, 0), h.tmp(0), h.tmp(1), h.tmp(2));
+  h.vmovaps(h.vout(e), r);
+}
+
+// 1 / (1 + e) for x >= 0 and e / (1 + e) otherwise, with e = e^-|x|.
+void emit_sigmoid(KernelEmitter& h, const Expression& e) {
+  const Xmm x = h.vin(e, 0);
+  const Xmm t0 = h.tmp(0), t1 = h.tmp(1), t2 = h.tmp(2), t3 = h.tmp(3), nx = h.tmp(4), ex = h.tmp(5);
+  h.vor(nx, x, h.cst_bits(kSignBit));  // -|x|
+  emit_exp_core(h, ex, nx, t0, t1, t2);
+  h.vaddps(t0, ex, h.cst(1.0f));
+  h.reciprocal(t1, t0, t2);
+  h.vmulps(t2, ex, t1);
+  h.blend_if(t1, x, h.cst(0.0f), kLtOq, t2, t3);
+  h.vmovaps(h.vout(e), t1);
+}
+
+void emit_tanh(KernelEmitter& h, const Expression& e) {
+  const Xmm x = h.vin(e, 0);
+  const Xmm a = h.tmp(3), r = h.tmp(5);
+  h.vand(a, x, h.cst_bits(kAbsMask));
+  emit_abs_tanh_core(h, r, a, h.tmp(0), h.tmp(1), h.tmp(2), h.tmp(4));
+  h.vand(h.tmp(0), x, h.cst_bits(kSignBit));
+  h.vor(h.vout(e), r, h.tmp(0));
+}
+
+void emit_erf(KernelEmitter& h, const Expression& e) {
+  const Xmm x = h.vin(e, 0);
+  const Xmm a = h.tmp(3), r = h.tmp(4);
+  h.vand(a, x, h.cst_bits(kAbsMask));
+  emit_abs_erf_core(h, r, a, h.tmp(0), h.tmp(1), h.tmp(2), h.tmp(5));
+  h.vand(h.tmp(0), x, h.cst_bits(kSignBit));
+  h.vor(h.vout(e), r, h.tmp(0));
 }
 
 }  // namespace

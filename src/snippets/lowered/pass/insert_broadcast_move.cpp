@@ -18,7 +18,7 @@ void insert_broadcast_move(LinearIR& lir) {
                               load->loop_ids);
     auto& out = bm->get_output_port_descriptor(0);
     out.shape = {load->get_output_port_descriptor(0).shape.at(0), inner};
-    out.subtensor = {1, kVectorLength};
+    out.subtensor = {1, lir.vector_length()};
     for (const auto& c : consumers) LinearIR::connect(bm->get_output_port(0), c);
   }
 }

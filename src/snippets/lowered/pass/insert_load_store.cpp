@@ -28,8 +28,8 @@ void insert_load_store(LinearIR& lir) {
   auto make_load = [&](const ExpressionPtr& param, LinearIR::iterator pos, const std::vector<size_t>& loops) {
     Op op{"Load", {{"param", param->op().attr("index")}}};
     auto load = lir.insert_node(pos, op, {param->get_output_port(0)}, 1, loops);
-    load->get_input_port_descriptor(0).subtensor = {1, kVectorLength};
-    load->get_output_port_descriptor(0).subtensor = {1, kVectorLength};
+    load->get_input_port_descriptor(0).subtensor = {1, lir.vector_length()};
+    load->get_output_port_descriptor(0).subtensor = {1, lir.vector_length()};
     add_port(lir, loops, load.get(), true);
     return load;
   };
@@ -60,8 +60,8 @@ void insert_load_store(LinearIR& lir) {
     }
     Op op{"Store", {{"result", res->op().attr("index")}}};
     auto store = lir.insert_node(pos, op, {src}, 1, nest);
-    store->get_input_port_descriptor(0).subtensor = {1, kVectorLength};
-    store->get_output_port_descriptor(0).subtensor = {1, kVectorLength};
+    store->get_input_port_descriptor(0).subtensor = {1, lir.vector_length()};
+    store->get_output_port_descriptor(0).subtensor = {1, lir.vector_length()};
     store->get_output_port_descriptor(0).shape = res->get_input_port_descriptor(0).shape;
     LinearIR::connect(store->get_output_port(0), res->get_input_port(0));
     add_port(lir, nest, store.get(), false);

@@ -17,7 +17,7 @@ void mark_loops(LinearIR& lir) {
   rows.dim_idx = 1;
   LoopInfo inner;
   inner.work_amount = master[1];
-  inner.increment = kVectorLength;
+  inner.increment = lir.vector_length();
   inner.dim_idx = 0;
   const size_t outer_id = lir.add_loop(rows);
   const size_t inner_id = lir.add_loop(inner);
@@ -25,7 +25,7 @@ void mark_loops(LinearIR& lir) {
     const std::string& t = e->type();
     if (is_io_op(t) || t == "Scalar") continue;
     e->loop_ids = {outer_id, inner_id};
-    for (size_t i = 0; i < e->num_outputs(); ++i) e->get_output_port_descriptor(i).subtensor = {1, kVectorLength};
+    for (size_t i = 0; i < e->num_outputs(); ++i) e->get_output_port_descriptor(i).subtensor = {1, lir.vector_length()};
   }
 }
 

@@ -9,8 +9,6 @@
 
 namespace kiln::snippets::lowered::pass {
 
-inline constexpr int64_t kVectorLength = 16;  // f32 lanes of a zmm register
-
 // Gives every computing expression the loop nest [rows, inner] (two LoopInfos: rows, inner).
 void mark_loops(LinearIR& lir);
 // Groups the expressions of one loop nest together: Parameters and Scalars first, the loop
@@ -31,6 +29,9 @@ void insert_loops(LinearIR& lir);
 // Splits a loop whose work amount is not a multiple of its increment into the main loop and
 // a tail copy (masked Load / Store, "count" = tail); drops an empty main loop.
 void insert_specific_iterations(LinearIR& lir);
+// Runs lir.unroll_factor() vectors per iteration of each innermost static loop, the body's
+// copies interleaved op by op; the remainder runs in a copy of the original loop after it.
+void unroll_loops(LinearIR& lir);
 // Several ports of one loop reading the same data pointer: only the first shifts it.
 void clean_repeated_data_pointer_shifts(LinearIR& lir);
 // Generator preparation: an abstract register per vector value and its live range.

@@ -44,6 +44,7 @@ PassPipeline PassPipeline::control_flow() {
   p.add("InitLoops", init_loops);
   p.add("InsertLoops", insert_loops);
   p.add("InsertSpecificIterations", insert_specific_iterations);
+  p.add("UnrollLoops", unroll_loops);
   p.add("CleanRepeatedDataPointerShifts", clean_repeated_data_pointer_shifts);
   return p;
 }

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Elementwise-chain test models for the snippets benchmark (issue 5), written next to the
+peer models so bench/compare_ort.sh times them like any other model:
+
+  $KILN_BENCH_CACHE/models/<name>/model.onnx and inputs/x.npy   (default ~/.cache/kiln-bench)
+
+  chain12_arith   12 cheap elementwise ops (Add, Mul, Relu, Sub, Abs, Max, Min, Sqrt, Neg, Clip)
+                  over one 1x64x256x256 f32 tensor: memory-bound, one pass over the data when fused.
+  chain12_mixed   12 ops of which 4 transcendental (Sigmoid, Tanh, Erf, Exp), same shape.
+
+Run with /usr/bin/python3 (onnx, numpy).  usage: make_chain_models.py [--only a,b] [--force]
+"""
+import argparse
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+SHAPE = [1, 64, 256, 256]
+
+
+def scalar(name, v):
+    return helper.make_tensor(name, TensorProto.FLOAT, [], [float(v)])
+
+
+def build(name, ops):
+    """ops: list of (op_type, const or None, attrs); each applied to the previous value."""
+    nodes, inits = [], []
+    cur = "x"
+    for i, (op, const, attrs) in enumerate(ops):
+        out = f"v{i}" if i + 1 < len(ops) else "y"
+        ins = [cur]
+        if op == "Clip":
+            lo, hi = const
+            inits += [scalar(f"lo{i}", lo), scalar(f"hi{i}", hi)]
+            ins += [f"lo{i}", f"hi{i}"]
+        elif const is not None:
+            inits.append(scalar(f"c{i}", const))
+            ins.append(f"c{i}")
+        nodes.append(helper.make_node(op, ins, [out], name=f"{op.lower()}_{i}", **attrs))
+        cur = out
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, SHAPE)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="kiln-bench")
+    onnx.checker.check_model(m)
+    return m
+
+
+MODELS = {
+    "chain12_arith": [("Add", 0.5, {}), ("Mul", 1.5, {}), ("Relu", None, {}), ("Sub", 0.25, {}), ("Abs", None, {}),
+                      ("Max", 0.1, {}), ("Min", 4.0, {}), ("Sqrt", None, {}), ("Mul", -0.75, {}), ("Neg", None, {}),
+                      ("Clip", (0.0, 1.25), {}), ("Add", 1.0, {})],
+    "chain12_mixed": [("Mul", 0.5, {}), ("Sigmoid", None, {}), ("Add", -0.25, {}), ("Tanh", None, {}),
+                      ("Mul", 3.0, {}), ("Erf", None, {}), ("Abs", None, {}), ("Neg", None, {}), ("Exp", None, {}),
+                      ("Sub", 0.5, {}), ("Max", -0.2, {}), ("Mul", 2.0, {})],
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default="")
+    ap.add_argument("--force", action="store_true")
+    a = ap.parse_args()
+    root = os.path.join(os.environ.get("KILN_BENCH_CACHE", os.path.expanduser("~/.cache/kiln-bench")), "models")
+    names = [n for n in a.only.split(",") if n] or list(MODELS)
+    for n in names:
+        if n not in MODELS:
+            raise SystemExit(f"make_chain_models: unknown model {n} (known: {', '.join(MODELS)})")
+        d = os.path.join(root, n)
+        if os.path.exists(os.path.join(d, "model.onnx")) and not a.force:
+            continue
+        os.makedirs(os.path.join(d, "inputs"), exist_ok=True)
+        onnx.save(build(n, MODELS[n]), os.path.join(d, "model.onnx"))
+        x = np.random.default_rng(0).uniform(-3, 3, SHAPE).astype(np.float32)
+        np.save(os.path.join(d, "inputs", "x.npy"), x)
+        print(f"wrote {d}")
+
+
+if __name__ == "__main__":
+    main()
