@@ -4,7 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <mutex>
 #include <set>
+#include <sstream>
+#include <unordered_map>
 
 #include "core/strings.hpp"
 #include "ir/graph.hpp"
@@ -31,6 +38,13 @@ const std::set<std::string>& compare_ops() {  // f32 in, bool out
 const std::set<std::string>& logic_ops() {  // bool in, bool out
   static const std::set<std::string> ops = {"And", "Or", "Xor", "Not"};
   return ops;
+}
+
+// A kernel name usable in a file name.
+std::string file_safe(const std::string& s) {
+  std::string r;
+  for (char c : s) r += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '_';
+  return r.empty() ? "kernel" : r;
 }
 
 bool supported_power(double p) { return p == 0.5 || (p == std::floor(p) && std::fabs(p) <= 16); }
@@ -235,6 +249,9 @@ std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shape
   KILN_CHECK(static_cast<int>(body.inputs().size() + body.outputs().size()) <= tm->max_data_pointers(),
              cat("snippets: ", body.inputs().size() + body.outputs().size(), " data pointers, the kernel has ",
                  tm->max_data_pointers(), " general-purpose registers for them"));
+  std::string dump_dir = options.dump_dir;
+  if (dump_dir.empty())
+    if (const char* env = std::getenv("KILN_SNIPPETS_DUMP_DIR")) dump_dir = env;
   // Unrolled inner loops need a register per copy of each value: the widest factor whose
   // registers fit wins.
   std::vector<int> factors = {options.unroll};
@@ -244,7 +261,21 @@ std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shape
     lir = lowered::LinearIR::from_graph(*g, kernel->schedule_.lir_in_shapes, kernel->schedule_.lir_out_shape);
     lir->set_vector_length(tm->vector_length());
     lir->set_unroll_factor(factors[f]);
-    lowered::pass::PassPipeline::control_flow().run(*lir);
+    std::function<void(const std::string&, const lowered::LinearIR&)> dump;
+    if (!dump_dir.empty()) {
+      int step = 0;
+      dump = [&, step](const std::string& pass, const lowered::LinearIR& ir) mutable {
+        char num[16];
+        std::snprintf(num, sizeof num, "%02d", ++step);
+        const std::string path = dump_dir + "/" + file_safe(options.name) + "_u" + std::to_string(factors[f]) + "_" + num +
+                                 "_" + pass + ".txt";
+        std::ofstream out(path);
+        KILN_CHECK(out.good(), cat("snippets: cannot write the Linear IR dump '", path, "'"));
+        out << "# after " << pass << "\n# control flow\n" << ir.serialize_control_flow() << "\n# data flow\n"
+            << ir.serialize_data_flow();
+      };
+    }
+    lowered::pass::PassPipeline::control_flow().run(*lir, dump);
 
     // 4. Generator preparation and emission.
     lowered::pass::init_live_ranges(*lir);
@@ -259,6 +290,101 @@ std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shape
   kernel->code_ = tm->generate(*lir);
   kernel->isa_ = isa_name(tm->isa());
   return kernel;
+}
+
+std::string kernel_cache_key(const ir::Graph& body, const KernelShapes& shapes, const CompileOptions& options) {
+  std::ostringstream k;
+  std::unordered_map<const ir::Value*, size_t> id;
+  auto ref = [&](const ir::Value* v) -> std::string {
+    if (!v) return "_";
+    auto it = id.find(v);
+    if (it != id.end()) return "%" + std::to_string(it->second);
+    KILN_CHECK(v->is_constant(), cat("snippets: body value '", v->name(), "' is neither an input nor computed"));
+    const Tensor& t = v->constant();
+    const auto* p = static_cast<const unsigned char*>(t.raw());
+    std::string hex;
+    for (size_t i = 0; i < t.byte_size() && i < 64; ++i) hex += cat(static_cast<int>(p[i]), ".");
+    if (t.byte_size() > 64) hex += std::to_string(std::hash<std::string>{}(std::string(reinterpret_cast<const char*>(p), t.byte_size())));
+    return cat("const<", dtype_name(t.dtype()), shape_to_string(t.shape()), ":", hex, ">");
+  };
+  for (const ir::Value* v : body.inputs()) {
+    k << "in " << dtype_name(v->type.dtype) << ";";
+    id[v] = id.size();
+  }
+  for (const ir::Node* n : body.topo_order()) {
+    k << n->domain() << "::" << n->op_type() << "(";
+    for (size_t i = 0; i < n->num_inputs(); ++i) k << (i ? "," : "") << ref(n->input(i));
+    k << ")";
+    for (const auto& [name, a] : n->attrs) k << " " << name << "=" << a.to_string();
+    for (size_t o = 0; o < n->num_outputs(); ++o) {
+      k << " ->" << dtype_name(n->output(o)->type.dtype);
+      id[n->output(o)] = id.size();
+    }
+    k << ";";
+  }
+  k << "out";
+  for (const ir::Value* v : body.outputs()) k << " " << ref(v);
+  k << "|shapes";
+  for (const Shape& s : shapes.inputs) k << " " << shape_to_string(s);
+  k << " -> " << shape_to_string(shapes.output);
+  k << "|isa " << isa_name(options.isa) << " fma " << options.fuse_fma << " unroll " << options.unroll;
+  return k.str();
+}
+
+namespace {
+
+struct KernelCache {
+  std::mutex mu;
+  std::unordered_map<std::string, std::weak_ptr<const Kernel>> kernels;
+  size_t hits = 0, misses = 0;
+};
+
+KernelCache& kernel_cache() {
+  static KernelCache c;
+  return c;
+}
+
+}  // namespace
+
+std::shared_ptr<const Kernel> compile_cached(const ir::Graph& body, const KernelShapes& shapes, const CompileOptions& options) {
+  const std::string key = kernel_cache_key(body, shapes, options);
+  KernelCache& c = kernel_cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.kernels.find(key);
+    if (it != c.kernels.end())
+      if (auto k = it->second.lock()) {
+        ++c.hits;
+        return k;
+      }
+  }
+  std::shared_ptr<const Kernel> k = compile(body, shapes, options);  // outside the lock: compiling takes a while
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto& slot = c.kernels[key];
+  if (auto other = slot.lock()) {  // another thread compiled it meanwhile
+    ++c.hits;
+    return other;
+  }
+  ++c.misses;
+  slot = k;
+  return k;
+}
+
+KernelCacheStats kernel_cache_stats() {
+  KernelCache& c = kernel_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  KernelCacheStats s;
+  s.hits = c.hits;
+  s.misses = c.misses;
+  for (auto it = c.kernels.begin(); it != c.kernels.end();) {
+    if (it->second.expired()) {
+      it = c.kernels.erase(it);
+    } else {
+      ++s.live;
+      ++it;
+    }
+  }
+  return s;
 }
 
 }  // namespace kiln::snippets

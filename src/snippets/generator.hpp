@@ -34,6 +34,11 @@ struct CompileOptions {
   // Vectors per inner-loop iteration (UnrollLoops). 0: the largest of 4, 2, 1 whose
   // registers fit.
   int unroll = 0;
+  // Debug: write the Linear IR after every control-flow pass to
+  // <dump_dir>/<name>_<NN>_<pass>.txt (also set by the environment variable
+  // KILN_SNIPPETS_DUMP_DIR when empty here).
+  std::string dump_dir;
+  std::string name = "kernel";  // for dumps and error messages
 };
 
 // The 2-D schedule: the output viewed as [rows, inner]; rows split into outer dims.
@@ -72,5 +77,18 @@ class Kernel {
 
 // Throws kiln::Error naming the node when something is unsupported.
 std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shapes, const CompileOptions& options = {});
+
+// compile() through a process-wide cache keyed by the body (ops, attributes, constants,
+// wiring), the shapes and the options that change the code: the same subgraph in several
+// places of a model, in several streams' graphs or in several compiled models is compiled
+// once while any of them holds it.
+std::shared_ptr<const Kernel> compile_cached(const ir::Graph& body, const KernelShapes& shapes,
+                                             const CompileOptions& options = {});
+struct KernelCacheStats {
+  size_t hits = 0, misses = 0, live = 0;  // live: kernels some caller still holds
+};
+KernelCacheStats kernel_cache_stats();
+// The cache key (exposed for tests): equal for bodies that compile to the same code.
+std::string kernel_cache_key(const ir::Graph& body, const KernelShapes& shapes, const CompileOptions& options);
 
 }  // namespace kiln::snippets

@@ -8,6 +8,10 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <filesystem>
+#include <fstream>
+
+#include "snippets/lowered/pass/passes.hpp"
 
 #include "snippets/target_machine.hpp"
 #include "test_snippets_util.hpp"
@@ -356,6 +360,68 @@ TEST_P(SnippetsEndToEnd, RowRangesFromTwoThreads) {
 std::string isa_param_name(const ::testing::TestParamInfo<snippets::Isa>& info) { return snippets::isa_name(info.param); }
 INSTANTIATE_TEST_SUITE_P(Isa, SnippetsEmitters, ::testing::Values(snippets::Isa::Avx512, snippets::Isa::Avx2), isa_param_name);
 INSTANTIATE_TEST_SUITE_P(Isa, SnippetsEndToEnd, ::testing::Values(snippets::Isa::Avx512, snippets::Isa::Avx2), isa_param_name);
+
+}  // namespace
+}  // namespace kiln::test
+
+namespace kiln::test {
+namespace {
+
+std::shared_ptr<ir::Graph> relu_mul_body(float k) {
+  auto g = snippets_body({{4, 40}});
+  ir::Value* v = g->add_node("Relu", {g->inputs()[0]}, 1)->output(0);
+  g->add_output(g->add_node("Mul", {v, scalar_const(*g, k)}, 1)->output(0));
+  ir::infer_shapes(*g);
+  return g;
+}
+
+TEST(SnippetsKernelCache, SameBodyAndShapesCompileOnce) {
+  const snippets::KernelShapes ks{{{4, 40}}, {4, 40}};
+  auto before = snippets::kernel_cache_stats();
+  auto a = snippets::compile_cached(*relu_mul_body(2.0f), ks);
+  auto b = snippets::compile_cached(*relu_mul_body(2.0f), ks);  // another graph, same body
+  EXPECT_EQ(a.get(), b.get());
+  auto c = snippets::compile_cached(*relu_mul_body(3.0f), ks);  // another constant
+  auto d = snippets::compile_cached(*relu_mul_body(2.0f), {{{2, 80}}, {2, 80}});  // other shapes
+  EXPECT_NE(a.get(), c.get());
+  EXPECT_NE(a.get(), d.get());
+  auto after = snippets::kernel_cache_stats();
+  EXPECT_EQ(after.hits - before.hits, 1u);
+  EXPECT_EQ(after.misses - before.misses, 3u);
+  EXPECT_NE(snippets::kernel_cache_key(*relu_mul_body(2.0f), ks, {}),
+            snippets::kernel_cache_key(*relu_mul_body(2.0f), ks, [] {
+              snippets::CompileOptions o;
+              o.isa = snippets::Isa::Avx2;
+              return o;
+            }()));
+  const size_t live = after.live;
+  a.reset();
+  b.reset();
+  EXPECT_EQ(snippets::kernel_cache_stats().live, live - 1);  // released kernels leave the cache
+}
+
+TEST(SnippetsDebug, LinearIrDumpAfterEveryPass) {
+  const std::string dir = ::testing::TempDir() + "kiln_lir_dump";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  snippets::CompileOptions o;
+  o.dump_dir = dir;
+  o.name = "my/kernel";
+  o.unroll = 1;
+  snippets::compile(*relu_mul_body(2.0f), {{{4, 40}}, {4, 40}}, o);
+  std::vector<std::string> files;
+  for (const auto& f : std::filesystem::directory_iterator(dir)) files.push_back(f.path().filename().string());
+  std::sort(files.begin(), files.end());
+  const auto names = snippets::lowered::pass::PassPipeline::control_flow().names();
+  ASSERT_EQ(files.size(), names.size());
+  EXPECT_EQ(files.front(), "my_kernel_u1_01_" + names.front() + ".txt");
+  std::ifstream last(dir + "/" + files.back());
+  std::string text((std::istreambuf_iterator<char>(last)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("# control flow"), std::string::npos);
+  EXPECT_NE(text.find("LoopBegin"), std::string::npos);
+  o.dump_dir = dir + "/no/such/dir";
+  EXPECT_THROW(snippets::compile(*relu_mul_body(2.0f), {{{4, 40}}, {4, 40}}, o), Error);
+}
 
 }  // namespace
 }  // namespace kiln::test

@@ -73,7 +73,9 @@ class SubgraphNode : public Node {
     }
     if (same) {
       try {
-        kernel_ = snippets::compile(*source->attr_graph(snippets::kBodyAttr), shapes);
+        snippets::CompileOptions opt;
+        opt.name = name;
+        kernel_ = snippets::compile_cached(*source->attr_graph(snippets::kBodyAttr), shapes, opt);
       } catch (const Error&) {
         // an op without emitter, no AVX-512, too many registers: the reference kernels below
       }
@@ -87,11 +89,11 @@ class SubgraphNode : public Node {
       return req;
     }
     if (!layout) {  // plain row-major
-      impl = "jit:" + kernel_->isa() + "_snippet";
+      impl = "snippet_" + kernel_->isa() + "_f32";
       for (Edge* e : outputs) e->blocked.reset();
       return std::vector<InputLayout>(inputs.size(), InputLayout::plain());
     }
-    impl = "jit:" + kernel_->isa() + "_snippet_blocked";
+    impl = "snippet_" + kernel_->isa() + "_f32_blocked";
     for (Edge* e : outputs) e->set_layout(*layout);
     return std::vector<InputLayout>(inputs.size(), InputLayout::any());
   }
@@ -134,7 +136,7 @@ class SubgraphNode : public Node {
   }
 
  private:
-  std::unique_ptr<snippets::Kernel> kernel_;
+  std::shared_ptr<const snippets::Kernel> kernel_;  // shared through the kernel cache
   std::unique_ptr<Node> fallback_;  // when the generator refused the body
   int64_t chunk_ = 0, chunks_ = 0;  // no broadcasting: the kernel covers one chunk of the flat elements
 };
