@@ -17,6 +17,7 @@
 #include "ir/graph.hpp"
 #include "snippets/lowered/pass/passes.hpp"
 #include "snippets/pass/data_flow_passes.hpp"
+#include "snippets/segfault_detector.hpp"
 #include "snippets/target_machine.hpp"
 
 namespace kiln::snippets {
@@ -218,7 +219,13 @@ void Kernel::run(const std::vector<const float*>& ins, const std::vector<float*>
       ptrs[i] = ins[i] + off;
     }
     for (size_t o = 0; o < outs.size(); ++o) ptrs[ins.size() + o] = outs[o] + r * sc.inner;
-    fn(ptrs.data(), count);
+    if (debug_) {
+      set_active_kernel(debug_.get());
+      fn(ptrs.data(), count);
+      set_active_kernel(nullptr);
+    } else {
+      fn(ptrs.data(), count);
+    }
     r += count;
   }
 }
@@ -287,7 +294,13 @@ std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shape
     }
   }
   kernel->describe_ = lir->serialize_control_flow();
-  kernel->code_ = tm->generate(*lir);
+  const char* det = std::getenv("KILN_SNIPPETS_SEGFAULT_DETECTOR");
+  if (options.segfault_detector || (det && std::string(det) == "1")) {
+    kernel->debug_ = std::make_unique<DebugState>();
+    kernel->debug_->kernel = options.name;
+    install_segfault_detector();
+  }
+  kernel->code_ = tm->generate(*lir, kernel->debug_.get());
   kernel->isa_ = isa_name(tm->isa());
   return kernel;
 }
@@ -327,7 +340,9 @@ std::string kernel_cache_key(const ir::Graph& body, const KernelShapes& shapes, 
   k << "|shapes";
   for (const Shape& s : shapes.inputs) k << " " << shape_to_string(s);
   k << " -> " << shape_to_string(shapes.output);
-  k << "|isa " << isa_name(options.isa) << " fma " << options.fuse_fma << " unroll " << options.unroll;
+  const char* det = std::getenv("KILN_SNIPPETS_SEGFAULT_DETECTOR");
+  k << "|isa " << isa_name(options.isa) << " fma " << options.fuse_fma << " unroll " << options.unroll << " detector "
+    << (options.segfault_detector || (det && std::string(det) == "1"));
   return k.str();
 }
 

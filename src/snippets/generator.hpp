@@ -39,6 +39,9 @@ struct CompileOptions {
   // KILN_SNIPPETS_DUMP_DIR when empty here).
   std::string dump_dir;
   std::string name = "kernel";  // for dumps and error messages
+  // Debug: instrument the kernel for the segfault detector (src/snippets/segfault_detector.hpp);
+  // also on when the environment has KILN_SNIPPETS_SEGFAULT_DETECTOR=1.
+  bool segfault_detector = false;
 };
 
 // The 2-D schedule: the output viewed as [rows, inner]; rows split into outer dims.
@@ -64,6 +67,9 @@ class Kernel {
   std::string describe() const { return describe_; }
   // The instruction set the code was generated for ("avx512", "avx2").
   const std::string& isa() const { return isa_; }
+  // Instrumented for the segfault detector (its state is shared by the threads running it,
+  // so callers run such a kernel on one thread).
+  bool debug() const { return debug_ != nullptr; }
 
  private:
   friend std::unique_ptr<Kernel> compile(const ir::Graph&, const KernelShapes&, const CompileOptions&);
@@ -73,6 +79,7 @@ class Kernel {
   std::unique_ptr<CompiledCode> code_;
   std::string describe_;
   std::string isa_;
+  std::unique_ptr<DebugState> debug_;
 };
 
 // Throws kiln::Error naming the node when something is unsupported.

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "snippets/lowered/linear_ir.hpp"
 
@@ -24,6 +25,17 @@ enum class Isa { Auto, Avx512, Avx2 };
 std::string isa_name(Isa isa);
 Isa parse_isa(const std::string& s);
 
+// Segfault-detector mode: before every emitter the kernel stores which expression runs, and
+// each loop counts its iterations, here; a SIGSEGV handler reports them (debug builds of a
+// kernel only: the stores cost time).
+struct DebugState {
+  volatile int32_t expr = -1;                  // index into expr_names
+  std::vector<int64_t> iterations;             // per loop id (sized before generation)
+  std::vector<std::string> expr_names;         // "Load#3 param=0"
+  std::vector<std::string> loop_names;         // "loop 1 (inner, 64 per iteration)"
+  std::string kernel;                          // the kernel's name
+};
+
 class TargetMachine {
  public:
   virtual ~TargetMachine() = default;
@@ -38,7 +50,8 @@ class TargetMachine {
   virtual int num_vector_regs() const = 0;
   virtual int max_data_pointers() const = 0;
   // Emits the kernel for a Linear IR after the control-flow passes and register assignment.
-  virtual std::unique_ptr<CompiledCode> generate(const lowered::LinearIR& lir) const = 0;
+  // `debug`: segfault-detector instrumentation into that state (null: none).
+  virtual std::unique_ptr<CompiledCode> generate(const lowered::LinearIR& lir, DebugState* debug = nullptr) const = 0;
 };
 
 }  // namespace kiln::snippets

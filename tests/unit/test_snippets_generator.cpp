@@ -425,3 +425,29 @@ TEST(SnippetsDebug, LinearIrDumpAfterEveryPass) {
 
 }  // namespace
 }  // namespace kiln::test
+
+namespace kiln::test {
+namespace {
+
+// A kernel given a bad data pointer: the detector names the emitter and the loop iteration.
+void run_on_bad_pointer() {
+  auto g = snippets_body({{4, 40}});
+  g->add_output(g->add_node("Relu", {g->inputs()[0]}, 1)->output(0));
+  ir::infer_shapes(*g);
+  snippets::CompileOptions o;
+  o.segfault_detector = true;
+  o.name = "bad_kernel";
+  auto k = snippets::compile(*g, {{{4, 40}}, {4, 40}}, o);
+  std::vector<float> out(160);
+  std::vector<float> x(160, 1.0f);
+  const float* in = x.data() + (1ll << 40);  // far outside the process
+  k->run({in}, {out.data()}, 0, k->rows());
+}
+
+TEST(SnippetsDebug, SegfaultDetectorReportsTheEmitter) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(run_on_bad_pointer(), "kernel 'bad_kernel' faulted(.|\n)*in emitter: Load#[0-9]+(.|\n)*iteration 0");
+}
+
+}  // namespace
+}  // namespace kiln::test

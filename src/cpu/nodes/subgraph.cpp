@@ -109,7 +109,7 @@ class SubgraphNode : public Node {
     for (Edge* e : inputs) ins.push_back(static_cast<const float*>(e->data));
     for (Edge* e : outputs) outs.push_back(static_cast<float*>(e->data));
     if (chunks_ > 0) {  // no broadcasting: chunks of the flat elements, split across threads
-      const int threads = chunks_ == 1 ? 1 : std::max(1, omp_get_max_threads());
+      const int threads = chunks_ == 1 || kernel_->debug() ? 1 : std::max(1, omp_get_max_threads());
 #pragma omp parallel for num_threads(threads) schedule(static)
       for (int64_t c = 0; c < chunks_; ++c) {
         std::vector<const float*> ci(ins.size());
@@ -122,7 +122,7 @@ class SubgraphNode : public Node {
     }
     const int64_t rows = kernel_->rows();
     const int64_t work = rows * kernel_->inner();
-    const int threads = work < 16384 ? 1 : std::max(1, omp_get_max_threads());
+    const int threads = work < 16384 || kernel_->debug() ? 1 : std::max(1, omp_get_max_threads());
     if (threads == 1 || rows == 1) {
       kernel_->run(ins, outs, 0, rows);
       return;

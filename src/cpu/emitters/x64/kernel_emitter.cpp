@@ -158,11 +158,26 @@ const Reg64& KernelEmitter::port_ptr(const Expression& mem) const {
 void KernelEmitter::emit_loop_begin(const Expression& e) {
   const size_t id = static_cast<size_t>(e.op().attr("loop"));
   const LoopInfo& l = lir_->loops().at(id);
+  if (debug_) debug_store(&debug_->iterations.at(id), -1, false);
   if (l.work_amount < 0) {
     L(loop_labels_[id]);
   } else if (l.work_amount != l.increment) {
     mov(rdi, l.work_amount);
     L(loop_labels_[id]);
+  }
+  if (debug_) debug_store(&debug_->iterations.at(id), 0, true);
+}
+
+// mov rax, &where; then mov [rax], value (int32 for the expression index, int64 for a loop
+// count) or inc qword [rax]. rax is emitter scratch, reloaded by every user.
+void KernelEmitter::debug_store(volatile void* where, int64_t value, bool increment) {
+  mov(rax, reinterpret_cast<uint64_t>(where));
+  if (increment) {
+    inc(qword[rax]);
+  } else if (where == &debug_->expr) {
+    mov(dword[rax], static_cast<uint32_t>(value));
+  } else {
+    mov(qword[rax], static_cast<int32_t>(value));
   }
 }
 
@@ -202,8 +217,19 @@ void KernelEmitter::emit_constant_table() {
     for (uint32_t v : lanes) dd(v);
 }
 
-void KernelEmitter::generate(const LinearIR& lir, const std::map<std::string, EmitFn>& emitters) {
+void KernelEmitter::generate(const LinearIR& lir, const std::map<std::string, EmitFn>& emitters, snippets::DebugState* debug) {
   lir_ = &lir;
+  debug_ = debug;
+  if (debug_) {
+    debug_->iterations.assign(lir.loops().size(), -1);
+    debug_->expr_names.clear();
+    debug_->loop_names.clear();
+    for (size_t i = 0; i < lir.loops().size(); ++i) {
+      const LoopInfo& l = lir.loops()[i];
+      debug_->loop_names.push_back(cat("loop ", i, " (", l.dim_idx == 0 ? "inner" : "rows", l.is_tail ? ", tail" : "",
+                                       ", ", l.increment, " per iteration)"));
+    }
+  }
   KILN_CHECK(lir.vector_length() == vlen(), cat("snippets x64: the Linear IR was prepared for ", lir.vector_length(),
                                                 " lanes, the ", avx512() ? "AVX-512" : "AVX2", " target has ", vlen()));
   size_t n_params = 0, n_results = 0;
@@ -235,9 +261,16 @@ void KernelEmitter::generate(const LinearIR& lir, const std::map<std::string, Em
     }
     auto it = emitters.find(t);
     KILN_CHECK(it != emitters.end(), cat("snippets x64: no emitter for ", t));
+    if (debug_) {
+      std::string n = snippets::lowered::expr_name(*e);
+      for (const auto& [k, v] : e->op().attrs) n += cat(" ", k, "=", v);
+      debug_store(&debug_->expr, static_cast<int64_t>(debug_->expr_names.size()), false);
+      debug_->expr_names.push_back(n);
+    }
     it->second(*this, *e);
   }
 
+  if (debug_) debug_store(&debug_->expr, -1, false);
   vzeroupper();
   for (auto it = saved.rbegin(); it != saved.rend(); ++it) pop(*it);
   ret();

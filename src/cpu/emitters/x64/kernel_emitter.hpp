@@ -34,7 +34,9 @@ int allocatable_vregs(snippets::Isa isa);
 class KernelEmitter : public Xbyak::CodeGenerator {
  public:
   explicit KernelEmitter(snippets::Isa isa);  // Avx512 or Avx2
-  void generate(const snippets::lowered::LinearIR& lir, const std::map<std::string, EmitFn>& emitters);
+  // `debug` (may be null): segfault-detector stores of the current expression and loop counts.
+  void generate(const snippets::lowered::LinearIR& lir, const std::map<std::string, EmitFn>& emitters,
+                snippets::DebugState* debug = nullptr);
 
   bool avx512() const { return isa_ == snippets::Isa::Avx512; }
   int vlen() const { return avx512() ? 16 : 8; }
@@ -80,7 +82,9 @@ class KernelEmitter : public Xbyak::CodeGenerator {
   void emit_loop_end(const Expression& e);
   void emit_constant_table();
   const Xbyak::Reg64& port_ptr(const Expression& mem) const;
+  void debug_store(volatile void* where, int64_t value, bool increment);
   snippets::Isa isa_;
+  snippets::DebugState* debug_ = nullptr;
   const snippets::lowered::LinearIR* lir_ = nullptr;
   std::vector<Xbyak::Reg64> data_regs_;
   size_t num_params_ = 0;

@@ -48,9 +48,10 @@ class X64TargetMachine : public snippets::TargetMachine {
   bool is_supported(const std::string& op_type) const override { return jitters_.count(op_type) != 0; }
   int num_vector_regs() const override { return allocatable_vregs(isa_); }
   int max_data_pointers() const override { return 12; }
-  std::unique_ptr<snippets::CompiledCode> generate(const snippets::lowered::LinearIR& lir) const override {
+  std::unique_ptr<snippets::CompiledCode> generate(const snippets::lowered::LinearIR& lir,
+                                                   snippets::DebugState* debug) const override {
     auto k = std::make_unique<KernelEmitter>(isa_);
-    k->generate(lir, jitters_);
+    k->generate(lir, jitters_, debug);
     return std::make_unique<X64Code>(std::move(k));
   }
 
