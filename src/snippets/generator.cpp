@@ -290,8 +290,11 @@ std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shape
       lowered::pass::assign_registers(*lir, tm->num_vector_regs());
       break;
     } catch (const Error&) {
-      if (f + 1 == factors.size()) throw;
+      if (f + 1 < factors.size()) continue;  // fewer copies first; spills as the last resort
     }
+    lowered::pass::insert_reg_spills(*lir, tm->num_vector_regs());
+    lowered::pass::init_live_ranges(*lir);
+    lowered::pass::assign_registers(*lir, tm->num_vector_regs());
   }
   kernel->describe_ = lir->serialize_control_flow();
   const char* det = std::getenv("KILN_SNIPPETS_SEGFAULT_DETECTOR");

@@ -331,6 +331,24 @@ TEST_P(SnippetsEndToEnd, RandomBodiesMatchTheReference) {
   EXPECT_EQ(cases, 36);
 }
 
+// More values live at once than AVX2 has registers: InsertRegSpills' stack slots.
+TEST_P(SnippetsEndToEnd, ManyLiveValuesSpillAndStillMatch) {
+  std::mt19937 rng(8);
+  const int k = 14;
+  auto g = snippets_body({{3, 77}});
+  std::vector<ir::Value*> vals;
+  for (int i = 0; i < k; ++i)
+    vals.push_back(g->add_node("Tanh", {g->add_node("Mul", {g->inputs()[0], scalar_const(*g, 0.1f * (i + 1))}, 1)->output(0)}, 1)->output(0));
+  ir::Value* sum = vals[0];
+  for (int i = 1; i < k; ++i) sum = g->add_node(i % 2 ? "Add" : "Max", {sum, vals[static_cast<size_t>(i)]}, 1)->output(0);
+  g->add_output(sum);
+  EXPECT_EQ(compare_with_reference(g, {random_tensor({3, 77}, rng, -3, 3)}, 1e-5f, 1e-6f, opt()), 0);
+  if (GetParam() == snippets::Isa::Avx2) {  // 10 allocatable ymm registers for 14 values
+    auto kern = snippets::compile(*g, {{{3, 77}}, {3, 77}}, opt());
+    EXPECT_NE(kern->describe().find("RegSpillBegin"), std::string::npos) << kern->describe();
+  }
+}
+
 TEST_P(SnippetsEndToEnd, RowRangesFromTwoThreads) {
   std::mt19937 rng(5);
   const Shape s = {64, 1001};

@@ -258,6 +258,84 @@ TEST(SnippetsControlFlow, PipelineRegistersBackendPassesByName) {
   EXPECT_EQ(seen, names);
 }
 
+TEST(SnippetsControlFlow, UnrollLoopsInterleavesCopiesAndKeepsARemainderLoop) {
+  auto lir = small_lir(100);  // 6 full vectors + a tail of 4
+  lir->set_unroll_factor(4);
+  for (auto p : {lp::mark_loops, lp::fuse_loops, lp::insert_load_store, lp::insert_broadcast_move,
+                 lp::load_move_broadcast_to_broadcast_load, lp::init_loops, lp::insert_loops,
+                 lp::insert_specific_iterations, lp::unroll_loops})
+    p(*lir);
+  ASSERT_EQ(lir->loops().size(), 4u);  // rows, unrolled main, tail, remainder
+  const LoopInfo& main = lir->loops()[1];
+  EXPECT_EQ(main.work_amount, 64);
+  EXPECT_EQ(main.increment, 64);
+  EXPECT_EQ(lir->loops()[3].work_amount, 32);
+  EXPECT_EQ(lir->loops()[3].increment, 16);
+  EXPECT_EQ(lir->loops()[2].work_amount, 4);  // the tail, still last
+  EXPECT_EQ(lir->loops()[2].entry_points[0].finalization_offset, -100);
+  // main body: each op four times in a row; the copies' Loads read 16, 32, 48 further,
+  // the broadcast input's copies read the same element
+  std::vector<std::string> body;
+  std::vector<double> load_offsets, bcast_offsets;
+  bool in_main = false;
+  for (auto& e : lir->expressions()) {
+    if (e->type() == "LoopBegin" && e->op().attr("loop") == 1) in_main = true;
+    else if (e->type() == "LoopEnd" && e->op().attr("loop") == 1) in_main = false;
+    else if (in_main) {
+      body.push_back(e->type());
+      if (e->type() == "Load") load_offsets.push_back(e->op().attr("offset", 0));
+      if (e->type() == "BroadcastLoad") bcast_offsets.push_back(e->op().attr("offset", 0));
+    }
+  }
+  EXPECT_EQ(body, (std::vector<std::string>{"Load", "Load", "Load", "Load", "BroadcastLoad", "BroadcastLoad", "BroadcastLoad",
+                                            "BroadcastLoad", "Add", "Add", "Add", "Add", "Relu", "Relu", "Relu", "Relu",
+                                            "Mul", "Mul", "Mul", "Mul", "Store", "Store", "Store", "Store"}));
+  EXPECT_EQ(load_offsets, (std::vector<double>{0, 16, 32, 48}));
+  EXPECT_EQ(bcast_offsets, (std::vector<double>{0, 0, 0, 0}));
+  // only the original memory expressions are loop ports (they shift the pointers)
+  EXPECT_EQ(main.entry_points.size(), 2u);
+  EXPECT_EQ(main.exit_points.size(), 1u);
+}
+
+TEST(SnippetsControlFlow, CleanupLoopOffsetsFoldsTheRewindIntoTheRowStep) {
+  auto lir = small_lir(32);  // no tail: the inner loop rewinds x and the output by 32
+  for (auto p : {lp::mark_loops, lp::fuse_loops, lp::insert_load_store, lp::insert_broadcast_move,
+                 lp::load_move_broadcast_to_broadcast_load, lp::init_loops, lp::insert_loops,
+                 lp::insert_specific_iterations, lp::clean_repeated_data_pointer_shifts})
+    p(*lir);
+  EXPECT_EQ(lir->loops()[1].entry_points[0].finalization_offset, -32);
+  EXPECT_EQ(lir->loops()[0].entry_points[0].ptr_increment, 32);
+  lp::cleanup_loop_offsets(*lir);
+  for (const auto* ports : {&lir->loops()[1].entry_points, &lir->loops()[1].exit_points})
+    for (const auto& p : *ports) EXPECT_EQ(p.finalization_offset, 0);
+  EXPECT_EQ(lir->loops()[0].entry_points[0].ptr_increment, 0);  // x: +32 - 32
+  EXPECT_EQ(lir->loops()[0].entry_points[1].ptr_increment, 1);   // y [2, 1]: one element per row, untouched
+  EXPECT_EQ(lir->loops()[0].exit_points[0].ptr_increment, 0);
+}
+
+TEST(SnippetsRegisters, InsertRegSpillsFitsTheBudget) {
+  // six values live at once (five Exps and the Load feeding the next), then summed
+  auto g = snippets_body({{1, 32}});
+  std::vector<ir::Value*> exps;
+  for (int i = 0; i < 6; ++i)
+    exps.push_back(g->add_node("Exp", {g->add_node("Mul", {g->inputs()[0], scalar_const(*g, 0.1f * (i + 1))}, 1)->output(0)}, 1)->output(0));
+  ir::Value* sum = exps[0];
+  for (int i = 1; i < 6; ++i) sum = g->add_node("Add", {sum, exps[static_cast<size_t>(i)]}, 1)->output(0);
+  g->add_output(sum);
+  snippets::pass::convert_constants_to_scalars(*g);
+  auto lir = LinearIR::from_graph(*g, {{1, 32}}, {1, 32});
+  lp::PassPipeline::control_flow().run(*lir);
+  lp::init_live_ranges(*lir);
+  EXPECT_THROW(lp::assign_registers(*lir, 4), Error);
+  lp::init_live_ranges(*lir);
+  const size_t spills = lp::insert_reg_spills(*lir, 4);
+  EXPECT_GT(spills, 0u);
+  auto t = types(*lir);
+  EXPECT_GT(std::count(t.begin(), t.end(), "RegSpillBegin") + std::count(t.begin(), t.end(), "Scalar"), 6);
+  lp::init_live_ranges(*lir);
+  EXPECT_NO_THROW(lp::assign_registers(*lir, 4));
+}
+
 TEST(SnippetsRegisters, LiveRangesAndReuse) {
   // A chain of 10 unary ops needs two registers at a time, not ten.
   auto g = snippets_body({{1, 64}});

@@ -2,6 +2,7 @@
 
 #include <kiln/error.hpp>
 
+#include <algorithm>
 #include <bit>
 
 #include "core/strings.hpp"
@@ -246,6 +247,11 @@ void KernelEmitter::generate(const LinearIR& lir, const std::map<std::string, Em
   // Prologue: callee-saved registers, data pointers from the argument array (rdi); rows in rsi.
   const std::vector<Reg64> saved = {rbx, rbp, r12, r13, r14, r15};
   for (const auto& r : saved) push(r);
+  int slots = 0;  // InsertRegSpills' stack slots
+  for (const auto& e : lir.expressions())
+    if (e->type() == "RegSpillBegin") slots = std::max(slots, static_cast<int>(e->op().attr("slot")) + 1);
+  const int frame = slots * vlen() * 4;
+  if (frame) sub(rsp, frame);
   for (size_t i = 0; i < data_regs_.size(); ++i) mov(data_regs_[i], ptr[rdi + static_cast<int>(i * 8)]);
 
   for (const auto& e : lir.expressions()) {
@@ -271,6 +277,7 @@ void KernelEmitter::generate(const LinearIR& lir, const std::map<std::string, Em
   }
 
   if (debug_) debug_store(&debug_->expr, -1, false);
+  if (frame) add(rsp, frame);
   vzeroupper();
   for (auto it = saved.rbegin(); it != saved.rend(); ++it) pop(*it);
   ret();

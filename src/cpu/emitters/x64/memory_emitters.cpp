@@ -1,4 +1,5 @@
-// Load / Store (full vector or masked tail), BroadcastLoad, BroadcastMove, Scalar.
+// Load / Store (full vector or masked tail), BroadcastLoad, BroadcastMove, Scalar, and the
+// register spills' stores / loads.
 #include "cpu/emitters/x64/kernel_emitter.hpp"
 
 namespace kiln::cpu::x64 {
@@ -35,6 +36,11 @@ void emit_broadcast_move(KernelEmitter& h, const Expression& e) {
   h.vbroadcastss(h.vout(e), Xmm(h.vin(e, 0).getIdx()));
 }
 
+// InsertRegSpills' stack slots, one vector each, at rsp (reserved by the prologue).
+int slot_offset(const KernelEmitter& h, const Expression& e) { return static_cast<int>(e.op().attr("slot")) * h.vlen() * 4; }
+void emit_spill(KernelEmitter& h, const Expression& e) { h.vmovups(h.ptr[h.rsp + slot_offset(h, e)], h.vin(e, 0)); }
+void emit_reload(KernelEmitter& h, const Expression& e) { h.vmovups(h.vout(e), h.ptr[h.rsp + slot_offset(h, e)]); }
+
 void emit_scalar(KernelEmitter& h, const Expression& e) { h.load_const(h.vout(e), static_cast<float>(e.op().attr("value"))); }
 
 }  // namespace
@@ -45,6 +51,8 @@ void register_memory_emitters(std::map<std::string, EmitFn>& m) {
   m["BroadcastLoad"] = emit_broadcast_load;
   m["BroadcastMove"] = emit_broadcast_move;
   m["Scalar"] = emit_scalar;
+  m["RegSpillBegin"] = emit_spill;
+  m["RegSpillEnd"] = emit_reload;
 }
 
 }  // namespace kiln::cpu::x64

@@ -36,6 +36,13 @@ void unroll_loops(LinearIR& lir);
 void clean_repeated_data_pointer_shifts(LinearIR& lir);
 // Generator preparation: an abstract register per vector value and its live range.
 void init_live_ranges(LinearIR& lir);
+// Makes the values fit `num_regs` registers (run before AssignRegisters when they do not):
+// Scalars are emitted again where used, other values go to stack slots between their
+// definition and next use (RegSpillBegin / RegSpillEnd "slot"). Returns the spills made.
+size_t insert_reg_spills(LinearIR& lir, int num_regs);
+// Loop pointer shifts: the last inner loop's rewind of a pointer (finalization offset) is
+// added to the enclosing loop's increment of that pointer instead (one add, often zero).
+void cleanup_loop_offsets(LinearIR& lir);
 // Maps abstract registers to physical ones (0 .. num_regs-1), reusing registers whose live
 // ranges do not overlap; throws kiln::Error when more are live at once than exist.
 void assign_registers(LinearIR& lir, int num_regs);

@@ -46,6 +46,7 @@ PassPipeline PassPipeline::control_flow() {
   p.add("InsertSpecificIterations", insert_specific_iterations);
   p.add("UnrollLoops", unroll_loops);
   p.add("CleanRepeatedDataPointerShifts", clean_repeated_data_pointer_shifts);
+  p.add("CleanupLoopOffsets", cleanup_loop_offsets);
   return p;
 }
 
