@@ -5,10 +5,13 @@
 #include <map>
 
 #include "core/strings.hpp"
+#include "cpu/dnnl_util.hpp"
 #include "cpu/graph_optimizer.hpp"
 #include "pattern/pattern_config.hpp"
 
 #include <fstream>
+#include <iostream>
+#include <mutex>
 #include <sstream>
 
 namespace kiln::api {
@@ -104,6 +107,7 @@ Settings parse_properties(const AnyMap& properties) {
   using Streams = cpu::StreamRequest::Streams;
   Settings s;
   std::map<std::string, std::string> given;  // canonical key -> the name it came under
+  bool precision_given = false;
   for (auto& [k, v] : properties) {
     const Key& key = find_key(k, false);
     const std::string name = key.name;
@@ -146,6 +150,7 @@ Settings parse_properties(const AnyMap& properties) {
       else if (u == "BF16") s.graph.bf16 = true;
       else if (u == "F32" || u == "FP32") s.graph.bf16 = false;
       else bad_value(k, v, "f32, bf16");
+      precision_given = true;
     } else if (name == "enable_profiling") {
       s.profiling = parse_bool(k, v);
     } else if (name == "kiln_disable_passes") {
@@ -179,7 +184,20 @@ Settings parse_properties(const AnyMap& properties) {
       s.reference = v == "reference";
     }
   }
+  // inference_precision not given: bf16 where oneDNN runs it natively, else f32.
+  if (!precision_given) s.graph.bf16 = cpu::native_bf16();
+  if (s.graph.bf16 && !s.reference) {
+    const std::string warning = precision_warning(s, cpu::native_bf16(), cpu::cpu_isa_name());
+    static std::once_flag once;  // one line per process, not one per compiled model
+    if (!warning.empty()) std::call_once(once, [&] { std::cerr << warning << "\n"; });
+  }
   return s;
+}
+
+std::string precision_warning(const Settings& s, bool native_bf16, const std::string& isa) {
+  if (!s.graph.bf16 || s.reference || native_bf16) return "";
+  return cat("kiln: warning: inference_precision=bf16 on a CPU without native bf16 (oneDNN ISA ", isa,
+             "): oneDNN emulates it, which is slower than f32");
 }
 
 std::string effective_value(const std::string& key, const Settings& s, const cpu::StreamLayout& layout) {
@@ -190,7 +208,7 @@ std::string effective_value(const std::string& key, const Settings& s, const cpu
   if (key == "performance_mode") return cpu::performance_mode_name(s.streams.mode);
   if (key == "exclusive_async_requests") return yes_no(s.exclusive);
   if (key == "enable_profiling") return yes_no(s.profiling);
-  if (key == "inference_precision") return s.graph.bf16 ? "bf16" : "f32";
+  if (key == "inference_precision") return s.graph.bf16 && !s.reference ? "bf16" : "f32";  // reference kernels: f32
   if (key == "kiln_executor") return s.reference ? "reference" : "cpu";
   if (key == "kiln_pattern_files") return s.pattern_files;
   if (key == "kiln_disable_passes")

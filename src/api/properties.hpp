@@ -17,13 +17,19 @@ struct Settings {
   bool profiling = false;      // enable_profiling
   bool exclusive = false;      // exclusive_async_requests
   bool reference = false;      // kiln_executor = reference
-  cpu::GraphOptions graph;     // kiln_disable_passes, kiln_pattern_files (parsed configs)
+  cpu::GraphOptions graph;     // kiln_disable_passes, kiln_pattern_files (parsed configs), inference_precision
   std::string pattern_files;   // kiln_pattern_files as given
 };
 
 // Throws kiln::Error naming the key (and, for a value, what it accepts); an unknown key
 // lists every key; a setting given under both its names is an error too.
+// inference_precision not given: bf16 where the CPU runs it natively (cpu::native_bf16()),
+// else f32. bf16 forced on a CPU without it prints precision_warning once per process to stderr.
 Settings parse_properties(const AnyMap& properties);
+
+// The one-line warning for bf16 on a CPU without native bf16 (oneDNN then emulates it),
+// "" when there is nothing to say (f32, the reference executor, or native bf16).
+std::string precision_warning(const Settings& s, bool native_bf16, const std::string& isa);
 
 // "num_streams" for "num_streams" or "CPU_THROUGHPUT_STREAMS"; throws for an unknown key
 // (`read_only`: also the keys get_property reports but compile_model does not take).

@@ -315,28 +315,35 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs, std::vector<Pr
   bind_views();  // views of inputs follow the user's buffers
   dnnl::stream stream(cpu_engine());
   if (profile) {
-    profile->clear();
-    profile->reserve(nodes_.size());
-    for (auto& n : nodes_) {
-      ProfilingInfo row;
-      row.node_name = n->name;
-      row.node_type = n->type();
-      row.exec_type = exec_type_of(*n);
+    if (profile_row_of_node_.size() != nodes_.size()) {
+      profile_rows_.clear();
+      profile_row_of_node_.clear();
+      for (auto& n : nodes_) {
+        ProfilingInfo row;
+        row.node_name = n->name;
+        row.node_type = n->type();
+        row.exec_type = exec_type_of(*n);
+        profile_row_of_node_.push_back(profile_rows_.size());
+        profile_rows_.push_back(std::move(row));
+        for (const std::string& f : n->fused) {  // the layers this node absorbed
+          ProfilingInfo gone;
+          gone.status = ProfilingInfo::Status::optimized_out;
+          gone.node_name = f;
+          gone.node_type = n->type();
+          gone.exec_type = "undef";
+          gone.fused_into = n->name;
+          profile_rows_.push_back(std::move(gone));
+        }
+      }
+    }
+    *profile = profile_rows_;
+    // between one node's timer and the next only the timers run (their CPU clock reads)
+    for (size_t i = 0; i < nodes_.size(); ++i) {
       NodeTimer timer;
       timer.start();
-      n->execute(stream);
+      nodes_[i]->execute(stream);
       stream.wait();
-      timer.stop(row);
-      profile->push_back(std::move(row));
-      for (const std::string& f : n->fused) {  // the layers this node absorbed
-        ProfilingInfo gone;
-        gone.status = ProfilingInfo::Status::optimized_out;
-        gone.node_name = f;
-        gone.node_type = n->type();
-        gone.exec_type = "undef";
-        gone.fused_into = n->name;
-        profile->push_back(std::move(gone));
-      }
+      timer.stop((*profile)[profile_row_of_node_[i]]);
     }
   } else {
     for (auto& n : nodes_) n->execute(stream);

@@ -37,7 +37,9 @@ struct GraphOptions {
   // Pattern configs from the user's files (property kiln_pattern_files), applied after the
   // shipped library by run_ir_passes; may be null.
   std::shared_ptr<const std::vector<pattern::PatternConfig>> user_patterns = {};
-  bool bf16 = false;  // inference_precision = bf16
+  // inference_precision = bf16. Off unless set: the property's default (bf16 where the CPU
+  // runs it natively) is decided by api::parse_properties, not here.
+  bool bf16 = false;
 };
 
 class Graph {
@@ -94,6 +96,11 @@ class Graph {
   size_t arena_bytes_ = 0;
   size_t in_place_nodes_ = 0;
   size_t concat_in_place_nodes_ = 0;
+  // The performance-counter rows without times (names, types, exec types, fused rows), made
+  // on the first profiled run, and the row each node times: a profiled run copies them once
+  // instead of building strings between one node's timer and the next.
+  std::vector<ProfilingInfo> profile_rows_;
+  std::vector<size_t> profile_row_of_node_;
 };
 
 }  // namespace kiln::cpu

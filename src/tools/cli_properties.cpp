@@ -22,4 +22,11 @@ AnyMap parse_property_specs(const std::vector<std::string>& specs) {
   return properties;
 }
 
+std::string describe_precision(const std::string& effective, const AnyMap& properties) {
+  if (properties.count("inference_precision") || properties.count("ENFORCE_BF16")) return effective;
+  if (effective == "bf16")
+    return "bf16  (default: this CPU runs bf16 natively; --property inference_precision=f32 for f32)";
+  return "f32  (default: this CPU has no native bf16)";
+}
+
 }  // namespace kiln::cli

@@ -248,6 +248,7 @@ int cmd_benchmark(const BenchmarkOptions& o) {
             << " each, pinning " << pinning << ", hint " << mode << ")\n";
   std::cout << "api         " << (async ? "async" : "sync") << ", " << nireq
             << (nireq == 1 ? " infer request\n" : " infer requests\n");
+  std::cout << "precision   " << describe_precision(compiled.get_property("inference_precision"), properties) << "\n";
   std::cout << "compile     " << fmt_ms(compile_ms) << "  (read_model + compile_model)\n" << std::flush;
 
   Progress progress;
@@ -300,10 +301,13 @@ int cmd_benchmark(const BenchmarkOptions& o) {
   }
 
   if (perf_counts) {
+    const std::vector<ProfilingInfo> mean_rows = counters.average();
     std::cout << "\nperformance counters (mean of " << counters.runs() << " timed iterations; profiling "
-              << "synchronises after every node, so the total is a little above the latency above"
+              << "synchronises after every node, so the latencies above are a little longer than without -pc"
               << (streams > 1 && nireq > 1 ? "; CPU times include the other streams' work" : "") << "):\n"
-              << tools::format_perf_counters(counters.average(), o.pc_sort.empty() ? "no_sort" : o.pc_sort);
+              << tools::format_perf_counters(mean_rows, o.pc_sort.empty() ? "no_sort" : o.pc_sort)
+              << tools::format_node_time_vs_latency(tools::node_time_sum_ms(mean_rows), st.mean, st.median)
+              << (async ? "  (async: a latency includes the time queued for a stream)" : "") << "\n";
   }
 
   if (!o.report_type.empty()) {
@@ -369,6 +373,7 @@ int cmd_benchmark(const BenchmarkOptions& o) {
     j["hint"] = mode;
     j["api"] = async ? "async" : "sync";
     j["nireq"] = nireq;
+    j["precision"] = compiled.get_property("inference_precision");
     j["properties"] = properties;
     j["iterations"] = times.size();
     j["warmup"] = o.warmup;
@@ -379,6 +384,7 @@ int cmd_benchmark(const BenchmarkOptions& o) {
     j["throughput_per_s"] = round3(throughput);
     j["fps"] = round3(throughput);
     j["peak_rss_mib"] = rss >= 0 ? nlohmann::json(round3(rss)) : nlohmann::json(nullptr);
+    if (perf_counts) j["node_time_sum_ms"] = round3(tools::node_time_sum_ms(counters.average()));
     std::ofstream f(o.json_path);
     KILN_CHECK(f.good(), cat("--json: cannot write '", o.json_path, "'"));
     f << j.dump(2) << "\n";

@@ -76,6 +76,8 @@ int cmd_inspect(const InspectOptions& o) {
   std::cout << "arena         " << g.arena_bytes() << " bytes, " << g.in_place_nodes()
             << " nodes in place (one arena per stream)\n";
   std::cout << "streams       " << layout.describe() << "\n";
+  std::cout << "precision     "
+            << describe_precision(api::effective_value("inference_precision", settings, layout), properties) << "\n";
   std::map<std::string, std::pair<size_t, size_t>> per_pass;  // applied, skipped
   for (const auto& e : plan.log.entries) (e.applied ? per_pass[e.pass].first : per_pass[e.pass].second)++;
   for (auto& [p, c] : per_pass) std::cout << "pass          " << p << ": " << c.first << " applied, " << c.second << " not\n";

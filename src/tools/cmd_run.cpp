@@ -57,6 +57,7 @@ int cmd_run(const RunOptions& o) {
     add_property(properties, "kiln_disable_passes", join(o.disabled_passes, ","), "--disable-pass");
   CompiledModel compiled = core.compile_model(model, properties);
   double compile_ms = ms_since(t0);
+  std::cout << "precision  " << describe_precision(compiled.get_property("inference_precision"), properties) << "\n";
   InferRequest req = compiled.create_infer_request();
   for (size_t i = 0; i < ports.size(); ++i) req.set_input_tensor(i, tensors[i]);
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """End-to-end check: run kiln on the real model architectures that ../shared/bench/make_models.py
 generates (fixed random weights, reference outputs from ONNX Runtime with graph optimisations
-disabled) and compare every output (rtol 1e-3, atol 1e-4 unless --atol).
+disabled) and compare every output (rtol 1e-3, atol 1e-4 unless --atol). kiln runs with
+inference_precision=f32, as the references were computed.
 
 usage: /usr/bin/python3 tests/e2e/check_models.py --kiln build/kiln --models DIR [--only a,b] [--make]
 
@@ -44,7 +45,9 @@ def check_model(kiln, model_dir, rtol, atol):
     if not refs:
         return False, "no reference outputs"
     with tempfile.TemporaryDirectory() as out:
-        cmd = [kiln, "run", os.path.join(model_dir, "model.onnx"), "--output-dir", out]
+        # f32 like the references (the default is bf16 on CPUs with native bf16, docs/settings.md)
+        cmd = [kiln, "run", os.path.join(model_dir, "model.onnx"), "--output-dir", out,
+               "--property", "inference_precision=f32"]
         for p in inputs:
             cmd += ["--input", f"{os.path.splitext(os.path.basename(p))[0]}={p}"]
         t0 = time.time()

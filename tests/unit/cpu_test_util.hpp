@@ -87,9 +87,12 @@ inline std::unique_ptr<cpu::Graph> compare_with_reference(const std::shared_ptr<
   EXPECT_TRUE(r.all_static);
   std::unique_ptr<cpu::Graph> cg;
   std::vector<Tensor> got;
+  // f32 against the f32 reference (GraphOptions bypass inference_precision's CPU-dependent default)
+  cpu::GraphOptions options{opt.disabled_passes, opt.log};
+  options.bf16 = false;
   if (opt.diagnostics) {
     try {
-      cg = std::make_unique<cpu::Graph>(copy, cpu::GraphOptions{opt.disabled_passes, opt.log});
+      cg = std::make_unique<cpu::Graph>(copy, options);
       got = cg->run(inputs);
     } catch (const std::exception& e) {
       ADD_FAILURE() << "cpu::Graph failed: " << e.what();
@@ -97,7 +100,7 @@ inline std::unique_ptr<cpu::Graph> compare_with_reference(const std::shared_ptr<
     }
     if (std::getenv("KILN_TEST_DESCRIBE")) std::cout << cg->describe();
   } else {
-    cg = std::make_unique<cpu::Graph>(copy, cpu::GraphOptions{opt.disabled_passes, opt.log});
+    cg = std::make_unique<cpu::Graph>(copy, options);
     got = cg->run(inputs);
   }
   EXPECT_EQ(got.size(), want.size());

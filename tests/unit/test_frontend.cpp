@@ -9,6 +9,7 @@
 #include "frontend/onnx/onnx_frontend.hpp"
 #include "ir/op_registry.hpp"
 #include "onnx_builder.hpp"
+#include "precision_util.hpp"
 
 namespace fs = std::filesystem;
 using kiln::test::OnnxBuilder;
@@ -56,7 +57,7 @@ TEST(Frontend, LoadsAndRunsASmallModel) {
   ASSERT_EQ(model->inputs().size(), 1u);
   EXPECT_EQ(model->inputs()[0].name, "x");
   EXPECT_EQ(model->outputs()[0].shape_string(), "[2,3]");
-  auto req = core.compile_model(model).create_infer_request();
+  auto req = core.compile_model(model, test::f32_properties()).create_infer_request();
   std::vector<float> x = {0, 0, 0, 0, 0, 0};
   req.set_input_tensor(Tensor::wrap(DType::f32, {2, 3}, x.data()));
   req.infer();
@@ -101,7 +102,7 @@ TEST(Frontend, SymbolicDimsRunWithAnyConcreteShape) {
   auto model = core.read_model_from_memory(b.bytes());
   EXPECT_EQ(model->inputs()[0].shape_string(), "[batch,4]");
   EXPECT_EQ(model->outputs()[0].shape_string(), "[batch,4]");
-  auto req = core.compile_model(model).create_infer_request();
+  auto req = core.compile_model(model, test::f32_properties()).create_infer_request();
   for (int64_t batch : {1, 5}) {
     Tensor x(DType::f32, {batch, 4});
     x.data<float>()[0] = -1.0f;
@@ -303,7 +304,7 @@ TEST(ControlFlow, IfBranchesReadOuterValues) {
   Core core;
   auto model = core.read_model_from_memory(b.bytes());
   EXPECT_EQ(model->outputs()[0].shape_string(), "[3]");
-  auto req = core.compile_model(model).create_infer_request();
+  auto req = core.compile_model(model, test::f32_properties()).create_infer_request();
   req.set_tensor("x", Tensor::from_vector<float>({-1, 0, 2}, {3}));
   req.set_tensor("cond", Tensor::scalar<bool>(true));
   req.infer();
@@ -344,7 +345,7 @@ TEST(ControlFlow, LoopAccumulatesACapturedValue) {
   b.output("partials");
 
   Core core;
-  auto req = core.compile_model(core.read_model_from_memory(b.bytes())).create_infer_request();
+  auto req = core.compile_model(core.read_model_from_memory(b.bytes()), test::f32_properties()).create_infer_request();
   req.set_input_tensor(Tensor::from_vector<float>({1, -2}, {2}));
   req.infer();
   EXPECT_EQ(req.get_output_tensor(0).to_f64(), (std::vector<double>{3, -6}));

@@ -7,9 +7,22 @@
 #include <fstream>
 #include <set>
 
+#include <xbyak/xbyak_util.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "api/properties.hpp"
+#include "core/strings.hpp"
+#include "cpu/dnnl_util.hpp"
 #include "cpu_test_util.hpp"
 #include "ir/graph.hpp"
 #include "ir/op_registry.hpp"
+#include "precision_util.hpp"
+#include "tools/common/perf_counters.hpp"
+#include "tools/common/zoo.hpp"
 
 using namespace kiln;
 using namespace kiln::test;
@@ -34,7 +47,7 @@ std::shared_ptr<Model> conv_relu_erf() {
 TEST(Profiling, OneExecutedRowPerRuntimeNodeWithTypesAndTimes) {
   Core core;
   for (const char* key : {"enable_profiling", "PERF_COUNT"}) {
-    CompiledModel cm = core.compile_model(conv_relu_erf(), {{key, "YES"}});
+    CompiledModel cm = core.compile_model(conv_relu_erf(), f32_properties({{key, "YES"}}));  // f32 exec types
     InferRequest req = cm.create_infer_request();
     req.set_input_tensor(random_tensor({1, 4, 8, 8}, 2));
     req.infer();
@@ -136,7 +149,7 @@ TEST(UserPatterns, PatternFilesFromThePropertyRewriteTheModel) {
       EXPECT_EQ(req.get_output_tensor().data<float>()[i], std::max(0.0f, in.data<float>()[i]));
     return std::make_pair(eltwise, cm);
   };
-  AnyMap base = {{"enable_profiling", "YES"}, {"kiln_disable_passes", "SnippetsTokenization"}};
+  AnyMap base = f32_properties({{"enable_profiling", "YES"}, {"kiln_disable_passes", "SnippetsTokenization"}});
   EXPECT_EQ(run(base).first, 2u);
   AnyMap with = base;
   with["kiln_pattern_files"] = path;
@@ -183,14 +196,18 @@ TEST(InferencePrecision, Bf16ConvolutionsAndFullyConnectedStayCloseToF32) {
       if (row.node_name == "conv") *conv_exec = row.exec_type;
     return std::make_pair(req.get_output_tensor().clone(), cm.get_property("inference_precision"));
   };
-  std::string exec32, exec16, exec_old;
-  auto [y32, p32] = run({}, &exec32);
+  std::string exec32, exec16, exec_old, exec32_old;
+  auto [y32, p32] = run(f32_properties(), &exec32);
   auto [y16, p16] = run({{"inference_precision", "bf16"}}, &exec16);
   auto [yold, pold] = run({{"ENFORCE_BF16", "YES"}}, &exec_old);
+  auto [y32old, p32old] = run({{"ENFORCE_BF16", "NO"}}, &exec32_old);
   EXPECT_EQ(p32, "f32");
   EXPECT_EQ(p16, "bf16");
   EXPECT_EQ(pold, "bf16");
+  EXPECT_EQ(p32old, "f32");
   EXPECT_EQ(exec32.find("bf16"), std::string::npos) << exec32;
+  EXPECT_EQ(exec32_old.find("bf16"), std::string::npos) << exec32_old;
+  expect_close(y32, y32old, 0, 0);
   EXPECT_NE(exec16.find("bf16"), std::string::npos) << exec16;  // oneDNN's bf16 kernel (native or emulated)
   // bf16 keeps 8 mantissa bits: about 3 significant digits per operand
   double max_abs = 0;
@@ -198,4 +215,122 @@ TEST(InferencePrecision, Bf16ConvolutionsAndFullyConnectedStayCloseToF32) {
   expect_close(y32, y16, 2e-2, 2e-2 * max_abs);
   expect_close(y16, yold, 0, 0);
   EXPECT_THROW(Core().compile_model(model, {{"inference_precision", "int4"}}), Error);
+}
+
+TEST(InferencePrecision, DefaultFollowsTheCpu) {
+  // What kiln detects (oneDNN's effective ISA) against the CPU's own flags (Xbyak's cpuid):
+  // with avx512_bf16 or AMX-BF16, and oneDNN not capped below them by ONEDNN_MAX_CPU_ISA,
+  // bf16 is native and the default.
+  Xbyak::util::Cpu cpu;
+  const bool cpu_bf16 = cpu.has(Xbyak::util::Cpu::tAVX512_BF16) || cpu.has(Xbyak::util::Cpu::tAMX_BF16);
+  const bool isa_capped = std::getenv("ONEDNN_MAX_CPU_ISA") || std::getenv("DNNL_MAX_CPU_ISA");
+  const bool native = cpu::native_bf16();
+  if (!isa_capped) {
+    EXPECT_EQ(native, cpu_bf16) << "oneDNN ISA " << cpu::cpu_isa_name();
+  }
+  if (!cpu_bf16) {
+    EXPECT_FALSE(native);
+  }
+  const std::string want = native ? "bf16" : "f32";
+  std::cout << "[ info ] oneDNN ISA " << cpu::cpu_isa_name() << ", CPU bf16 flags " << (cpu_bf16 ? "yes" : "no")
+            << ": default inference_precision " << want << "\n";
+
+  auto model = conv_relu_erf();
+  Core core;
+  auto exec_type_of_conv = [&](const CompiledModel& cm) {
+    InferRequest req = cm.create_infer_request();
+    req.set_input_tensor(random_tensor({1, 4, 8, 8}, 2));
+    req.infer();
+    for (auto& row : req.get_profiling_info())
+      if (row.node_name == "conv") return row.exec_type;
+    return std::string("<no conv row>");
+  };
+  CompiledModel by_default = core.compile_model(model, {{"enable_profiling", "YES"}});
+  EXPECT_EQ(by_default.get_property("inference_precision"), want);
+  EXPECT_EQ(by_default.get_property("ENFORCE_BF16"), want);  // the old name reports the same value
+  const std::string conv_exec = exec_type_of_conv(by_default);
+  EXPECT_EQ(conv_exec.find("bf16") != std::string::npos, native) << conv_exec;
+  // f32 stays selectable under both names, and bf16 can be forced
+  for (const AnyMap& p : {AnyMap{{"inference_precision", "f32"}}, AnyMap{{"inference_precision", "FP32"}},
+                          AnyMap{{"ENFORCE_BF16", "NO"}}}) {
+    AnyMap with = p;
+    with["enable_profiling"] = "YES";
+    CompiledModel cm = core.compile_model(model, with);
+    EXPECT_EQ(cm.get_property("inference_precision"), "f32") << p.begin()->first;
+    const std::string exec = exec_type_of_conv(cm);
+    EXPECT_EQ(exec.find("bf16"), std::string::npos) << exec;
+  }
+  EXPECT_EQ(core.compile_model(model, {{"ENFORCE_BF16", "YES"}}).get_property("inference_precision"), "bf16");
+  // the reference executor computes in f32 whatever the default
+  EXPECT_EQ(core.compile_model(model, {{"kiln_executor", "reference"}}).get_property("inference_precision"), "f32");
+  // errors name the key and what it accepts; one setting under both names is an error
+  for (const AnyMap& bad : {AnyMap{{"inference_precision", "f16"}}, AnyMap{{"ENFORCE_BF16", "maybe"}},
+                            AnyMap{{"inference_precision", "f32"}, {"ENFORCE_BF16", "NO"}}}) {
+    try {
+      core.compile_model(model, bad);
+      ADD_FAILURE() << "expected an error";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_TRUE(m.find(bad.begin()->first) != std::string::npos || m.find("inference_precision") != std::string::npos) << m;
+      if (bad.size() == 1) {
+        EXPECT_TRUE(m.find("bf16") != std::string::npos || m.find("YES") != std::string::npos) << m;
+      } else {
+        EXPECT_NE(m.find("given twice"), std::string::npos) << m;
+      }
+    }
+  }
+}
+
+TEST(InferencePrecision, ForcedBf16WithoutNativeSupportIsReported) {
+  api::Settings s = api::parse_properties({{"inference_precision", "bf16"}});
+  const std::string w = api::precision_warning(s, /*native_bf16=*/false, "avx2");
+  EXPECT_NE(w.find("inference_precision=bf16"), std::string::npos) << w;
+  EXPECT_NE(w.find("avx2"), std::string::npos) << w;
+  EXPECT_NE(w.find("emulates"), std::string::npos) << w;
+  EXPECT_EQ(w.find('\n'), std::string::npos) << w;  // one line
+  EXPECT_EQ(api::precision_warning(s, /*native_bf16=*/true, "avx512_core_bf16"), "");
+  EXPECT_EQ(api::precision_warning(api::parse_properties(f32_properties()), false, "avx2"), "");
+  EXPECT_EQ(api::precision_warning(api::parse_properties({{"inference_precision", "bf16"}, {"kiln_executor", "reference"}}),
+                                   false, "avx2"),
+            "");
+}
+
+TEST(Profiling, NodeTimeSumLineOfTheBenchmark) {
+  std::vector<ProfilingInfo> rows(3);
+  rows[0].real_time_us = 1500;
+  rows[1].real_time_us = 500;
+  rows[2].status = ProfilingInfo::Status::optimized_out;
+  rows[2].real_time_us = 7;  // fused rows do not count
+  EXPECT_DOUBLE_EQ(tools::node_time_sum_ms(rows), 2.0);
+  EXPECT_EQ(tools::format_node_time_vs_latency(2.0, 2.5, 2.4),
+            "node time sum 2.000 ms = 80.0% of mean latency 2.500 ms (median 2.400 ms: 83.3%)");
+}
+
+// The performance counters account for a request's time: the per-node real times of one
+// infer() add up to at most its wall time (nodes run inside it, one after the other) and to
+// most of it (what runs outside nodes -- input checks, the plan lookup, handing the request to
+// the stream's thread, copying the outputs -- is small next to a real model's nodes). A sanity
+// relation, not a speed assertion; the first inference, which builds the stream's graph, is
+// not counted.
+TEST(Profiling, NodeTimesAddUpToTheWallTime) {
+  using Clock = std::chrono::steady_clock;
+  Core core;
+  auto model = core.read_model_from_memory(tools::zoo_model_bytes("resnet18", 0));
+  for (const AnyMap& props : {f32_properties({{"enable_profiling", "YES"}}), AnyMap{{"enable_profiling", "YES"}},
+                              f32_properties({{"enable_profiling", "YES"}, {"num_streams", "0"}})}) {
+    CompiledModel cm = core.compile_model(model, props);
+    SCOPED_TRACE(cat("precision ", cm.get_property("inference_precision"), ", streams ", cm.get_property("num_streams")));
+    InferRequest req = cm.create_infer_request();
+    req.set_input_tensor(random_tensor({1, 3, 224, 224}, 7));
+    req.infer();  // builds the graph
+    for (int run = 0; run < 4; ++run) {
+      const auto t0 = Clock::now();
+      req.infer();
+      const double wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      const double nodes_ms = tools::node_time_sum_ms(req.get_profiling_info());
+      std::printf("[ info ] node times %.3f ms of %.3f ms wall (%.1f%%)\n", nodes_ms, wall_ms, 100.0 * nodes_ms / wall_ms);
+      EXPECT_LE(nodes_ms, wall_ms + 0.05) << "run " << run;
+      EXPECT_GE(nodes_ms, 0.5 * wall_ms) << "run " << run;
+    }
+  }
 }

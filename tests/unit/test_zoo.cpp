@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 
+#include "precision_util.hpp"
 #include "tools/common/zoo.hpp"
 
 using namespace kiln;
@@ -35,7 +36,7 @@ bool all_finite(const Tensor& t) {
 std::vector<Tensor> run(const std::string& name, const std::vector<Tensor>& inputs) {
   Core core;
   auto model = core.read_model_from_memory(zoo_model_bytes(name, 0));
-  auto compiled = core.compile_model(model);
+  auto compiled = core.compile_model(model, test::f32_properties());  // hand-computed f32 references
   auto req = compiled.create_infer_request();
   for (size_t i = 0; i < inputs.size(); ++i) req.set_input_tensor(i, inputs[i]);
   req.infer();

@@ -96,4 +96,19 @@ std::string format_perf_counters(const std::vector<ProfilingInfo>& rows, const s
   return out;
 }
 
+double node_time_sum_ms(const std::vector<ProfilingInfo>& rows) {
+  double us = 0;
+  for (const ProfilingInfo& r : rows)
+    if (r.status == ProfilingInfo::Status::executed) us += r.real_time_us;
+  return us / 1000.0;
+}
+
+std::string format_node_time_vs_latency(double node_sum_ms, double mean_ms, double median_ms) {
+  auto pct = [&](double of) { return of > 0 ? 100.0 * node_sum_ms / of : 0.0; };
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "node time sum %.3f ms = %.1f%% of mean latency %.3f ms (median %.3f ms: %.1f%%)",
+                node_sum_ms, pct(mean_ms), mean_ms, median_ms, pct(median_ms));
+  return buf;
+}
+
 }  // namespace kiln::tools

@@ -24,4 +24,11 @@ class PerfCounterAverage {
 // "simple_sort" (by real time, executed rows only).
 std::string format_perf_counters(const std::vector<ProfilingInfo>& rows, const std::string& sort);
 
+// The per-node real times of one inference added up (executed rows; fused rows count 0), in ms.
+double node_time_sum_ms(const std::vector<ProfilingInfo>& rows);
+
+// "node time sum 61.700 ms = 98.7% of mean latency 62.500 ms (median 62.300 ms: 99.0%)":
+// how much of a request's wall time the nodes account for.
+std::string format_node_time_vs_latency(double node_sum_ms, double mean_ms, double median_ms);
+
 }  // namespace kiln::tools
