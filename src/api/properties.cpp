@@ -36,7 +36,9 @@ const std::vector<Key>& keys() {
       {"exclusive_async_requests", "EXCLUSIVE_ASYNC_REQUESTS", "YES, NO", false},
       {"enable_profiling", "PERF_COUNT", "YES, NO", false},
       {"inference_precision", "ENFORCE_BF16", "f32, bf16 (ENFORCE_BF16: YES, NO)", false},
+      {"snippets_mode", "SNIPPETS_MODE", "ENABLE, IGNORE_CALLBACK, DISABLE", false},
       {"kiln_executor", nullptr, "cpu, reference", false},
+      {"kiln_snippets_isa", nullptr, "auto, avx512, avx2", false},
       {"kiln_disable_passes", nullptr, "optimizer pass names, comma-separated, or all-fusions", false},
       {"kiln_pattern_files", nullptr, "pattern-mapping JSON files, comma-separated (docs/pattern_mapping.md)", false},
       {"optimal_number_of_infer_requests", "OPTIMAL_NUMBER_OF_INFER_REQUESTS", "", true},
@@ -179,6 +181,20 @@ Settings parse_properties(const AnyMap& properties) {
       }
       s.graph.user_patterns = configs;
       s.pattern_files = join(files, ",");
+    } else if (name == "snippets_mode") {
+      const std::string u = upper(v);
+      if (u == "ENABLE") s.graph.snippets_mode = cpu::SnippetsMode::enable;
+      else if (u == "IGNORE_CALLBACK") s.graph.snippets_mode = cpu::SnippetsMode::ignore_callback;
+      else if (u == "DISABLE") s.graph.snippets_mode = cpu::SnippetsMode::disable;
+      else bad_value(k, v, "ENABLE, IGNORE_CALLBACK, DISABLE");
+    } else if (name == "kiln_snippets_isa") {
+      if (v != "auto" && v != "avx512" && v != "avx2") bad_value(k, v, "auto, avx512, avx2");
+      s.graph.snippets_isa = snippets::parse_isa(v);
+      try {
+        cpu::x64::make_target_machine(s.graph.snippets_isa)->check_available();
+      } catch (const Error& e) {
+        throw Error(cat("property kiln_snippets_isa=", v, ": ", e.what()));
+      }
     } else if (name == "kiln_executor") {
       if (v != "cpu" && v != "reference") bad_value(k, v, "cpu, reference");
       s.reference = v == "reference";
@@ -210,6 +226,16 @@ std::string effective_value(const std::string& key, const Settings& s, const cpu
   if (key == "enable_profiling") return yes_no(s.profiling);
   if (key == "inference_precision") return s.graph.bf16 && !s.reference ? "bf16" : "f32";  // reference kernels: f32
   if (key == "kiln_executor") return s.reference ? "reference" : "cpu";
+  if (key == "snippets_mode") {
+    switch (s.graph.snippets_mode) {
+      case cpu::SnippetsMode::enable: return "ENABLE";
+      case cpu::SnippetsMode::ignore_callback: return "IGNORE_CALLBACK";
+      case cpu::SnippetsMode::disable: return "DISABLE";
+    }
+  }
+  if (key == "kiln_snippets_isa") {  // what Auto resolves to here
+    return snippets::isa_name(cpu::x64::make_target_machine(s.graph.snippets_isa)->isa());
+  }
   if (key == "kiln_pattern_files") return s.pattern_files;
   if (key == "kiln_disable_passes")
     return join(std::vector<std::string>(s.graph.disabled_passes.begin(), s.graph.disabled_passes.end()), ",");

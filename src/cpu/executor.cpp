@@ -68,7 +68,7 @@ Executor::Plan& Executor::plan_locked(const std::vector<Shape>& shapes) {
   auto r = transforms::specialize_shapes(*plan->graph, shapes);
   if (r.all_static) {
     // model-level passes on the specialised graph (weights are constants by now)
-    run_ir_passes(*plan->graph, options_.disabled_passes, &plan->log, options_.user_patterns.get());
+    run_ir_passes(*plan->graph, options_.disabled_passes, &plan->log, options_.user_patterns.get(), options_.snippets_mode);
     plan->fast = true;
   } else {
     plan->fallback_reason = "the shape of '" + r.first_dynamic + "' depends on data";

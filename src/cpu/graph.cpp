@@ -49,6 +49,7 @@ Graph::Graph(std::shared_ptr<const ir::Graph> g, const GraphOptions& options) : 
   for (const ir::Node* n : ir_->topo_order()) {
     auto node = make_node(*n);
     node->bf16 = options.bf16;
+    node->snippets_isa = options.snippets_isa;
     for (const ir::Value* in : n->inputs()) node->inputs.push_back(in ? edge_for(in) : nullptr);
     for (const ir::Value* out : n->outputs()) {
       KILN_CHECK(out->type.shape.is_static(),

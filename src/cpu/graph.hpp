@@ -15,6 +15,7 @@
 
 #include "cpu/node.hpp"
 #include "ir/graph.hpp"
+#include "snippets/target_machine.hpp"
 
 namespace kiln::transforms {
 struct PassLog;
@@ -26,6 +27,10 @@ struct PatternConfig;
 namespace kiln::cpu {
 
 class WeightsCache;
+
+// Property snippets_mode: tokenize (enable), also the nodes MarkSkipped leaves to the CPU
+// optimizer's post-op fusions (ignore_callback), or not at all (disable).
+enum class SnippetsMode { enable, ignore_callback, disable };
 
 struct GraphOptions {
   // Passes of the CPU graph optimizer not to run, by name, or "all-fusions" for all of them.
@@ -40,6 +45,8 @@ struct GraphOptions {
   // inference_precision = bf16. Off unless set: the property's default (bf16 where the CPU
   // runs it natively) is decided by api::parse_properties, not here.
   bool bf16 = false;
+  SnippetsMode snippets_mode = SnippetsMode::enable;  // snippets_mode
+  snippets::Isa snippets_isa = snippets::Isa::Auto;   // kiln_snippets_isa: the Subgraph kernels' ISA
 };
 
 class Graph {

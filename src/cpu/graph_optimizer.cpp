@@ -31,7 +31,7 @@ constexpr const char* kUserPatterns = "UserPatterns";
 }  // namespace
 
 void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log,
-                   const std::vector<pattern::PatternConfig>* user_patterns) {
+                   const std::vector<pattern::PatternConfig>* user_patterns, SnippetsMode snippets) {
   if (disabled.count("all-fusions")) return;
   if (!disabled.count(kPatterns)) {
     pattern::FusionStats st = pattern::apply_transformer_fusions(g);
@@ -53,7 +53,12 @@ void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transfor
   }
   transforms::run_ir_fusion_passes(g, disabled, log);
   // last on the ir::Graph: what the CPU optimizer will not fuse and snippets can compile
-  if (!disabled.count(snippets::kTokenizationPass)) snippets::tokenize(g, log);
+  if (disabled.count(snippets::kTokenizationPass) || snippets == SnippetsMode::disable) return;
+  if (snippets == SnippetsMode::ignore_callback) {
+    snippets::tokenize(g, snippets::SkippedNodes{}, log);
+  } else {
+    snippets::tokenize(g, log);
+  }
 }
 
 std::vector<std::string> known_pass_names() {

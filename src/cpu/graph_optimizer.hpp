@@ -24,9 +24,11 @@ const std::vector<CpuPass>& cpu_passes();
 // src/pattern/ ("TransformerPatterns": LayerNorm, GELU), then QdqToFakeQuantize,
 // RemoveIdentityOps, FoldPadIntoConvolution, MergeGroupConvolution, FoldBatchNormalization
 // (src/transforms/).
-// `user_patterns` (may be null) run after the library as the pass "UserPatterns".
+// `user_patterns` (may be null) run after the library as the pass "UserPatterns". Last,
+// SnippetsTokenization as `snippets` says (ignore_callback: MarkSkipped's set is ignored).
 void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log,
-                   const std::vector<pattern::PatternConfig>* user_patterns = nullptr);
+                   const std::vector<pattern::PatternConfig>* user_patterns = nullptr,
+                   SnippetsMode snippets = SnippetsMode::enable);
 
 // Every pass name a user may disable: the ir::Graph passes run before lowering, these,
 // and "all-fusions".

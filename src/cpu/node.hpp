@@ -11,6 +11,7 @@
 
 #include "cpu/post_ops.hpp"
 #include "ir/graph.hpp"
+#include "snippets/target_machine.hpp"
 
 namespace kiln::cpu {
 
@@ -73,6 +74,8 @@ class Node {
   // inference_precision = bf16: Convolution / FullyConnected compute on bf16 activations and
   // weights (f32 accumulation and output); the graph inserts the f32 -> bf16 Reorders.
   bool bf16 = false;
+  // kiln_snippets_isa: the instruction set Subgraph nodes generate their kernels for.
+  snippets::Isa snippets_isa = snippets::Isa::Auto;
 
   // Node kinds that take post-ops (Convolution, FullyConnected): their list, else null.
   virtual PostOpList* post_ops() { return nullptr; }

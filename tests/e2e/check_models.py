@@ -5,6 +5,10 @@ disabled) and compare every output (rtol 1e-3, atol 1e-4 unless --atol). kiln ru
 inference_precision=f32, as the references were computed.
 
 usage: /usr/bin/python3 tests/e2e/check_models.py --kiln build/kiln --models DIR [--only a,b] [--make]
+                                                   [--property KEY=VALUE ...]
+
+--property passes a compile property to every run (e.g. snippets_mode=DISABLE: the same
+models with the snippets JIT off must match the references too).
 
 With --make, generates the models first (needs ../shared/bench: setup.sh installs ONNX Runtime
 from the npm registry; make_models.py exports the models with torch).
@@ -39,7 +43,7 @@ def compare(name, ref, got, rtol, atol):
     return None
 
 
-def check_model(kiln, model_dir, rtol, atol):
+def check_model(kiln, model_dir, rtol, atol, properties=()):
     inputs = sorted(glob.glob(os.path.join(model_dir, "inputs", "*.npy")))
     refs = sorted(glob.glob(os.path.join(model_dir, "ref_outputs", "*.npy")))
     if not refs:
@@ -48,6 +52,8 @@ def check_model(kiln, model_dir, rtol, atol):
         # f32 like the references (the default is bf16 on CPUs with native bf16, docs/settings.md)
         cmd = [kiln, "run", os.path.join(model_dir, "model.onnx"), "--output-dir", out,
                "--property", "inference_precision=f32"]
+        for p in properties:
+            cmd += ["--property", p]
         for p in inputs:
             cmd += ["--input", f"{os.path.splitext(os.path.basename(p))[0]}={p}"]
         t0 = time.time()
@@ -74,6 +80,7 @@ def main():
     ap.add_argument("--make", action="store_true")
     ap.add_argument("--rtol", type=float, default=1e-3)
     ap.add_argument("--atol", type=float, default=1e-4)
+    ap.add_argument("--property", action="append", default=[])
     a = ap.parse_args()
     only = [m for m in a.only.split(",") if m]
     if a.make:
@@ -86,7 +93,7 @@ def main():
     names = only or sorted(d for d in os.listdir(a.models) if os.path.isdir(os.path.join(a.models, d)))
     passed = failed = 0
     for n in names:
-        ok, msg = check_model(a.kiln, os.path.join(a.models, n), a.rtol, a.atol)
+        ok, msg = check_model(a.kiln, os.path.join(a.models, n), a.rtol, a.atol, a.property)
         print(f"{'PASS' if ok else 'FAIL'} {n}: {msg}", flush=True)
         passed += ok
         failed += not ok

@@ -48,7 +48,7 @@ TEST(CpuSubgraph, AnElementwiseChainRunsAsOneJitKernel) {
   std::vector<Tensor> in = {random_tensor({3, 37, 41}, 1, 3.0f), random_tensor({41}, 2)};
   auto impls = subgraph_impls(g, in, true);
   ASSERT_EQ(impls.size(), 1u);
-  EXPECT_EQ(impls[0], "snippet_avx512_f32");
+  EXPECT_EQ(impls[0], "snippet_avx512");
   EXPECT_TRUE(subgraph_impls(g, in, false).empty());
 }
 
@@ -69,7 +69,7 @@ TEST(CpuSubgraph, BetweenConvolutionsItKeepsTheirLayout) {
   // (two convolutions around it: their summation order differs from the reference's)
   auto impls = subgraph_impls(g, {random_tensor({1, 16, 12, 12}, 3)}, true, &reorders_on, 1e-4, 1e-5);
   ASSERT_EQ(impls.size(), 1u);
-  EXPECT_EQ(impls[0], "snippet_avx512_f32_blocked");
+  EXPECT_EQ(impls[0], "snippet_avx512_blocked");
   subgraph_impls(g, {random_tensor({1, 16, 12, 12}, 3)}, false, &reorders_off, 1e-4, 1e-5);
   EXPECT_LE(reorders_on, reorders_off);  // the subgraph adds no layout conversions
 }

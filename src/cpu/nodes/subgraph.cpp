@@ -28,6 +28,8 @@ class SubgraphNode : public Node {
   explicit SubgraphNode(const ir::Node& n) {
     source = &n;
     name = n.name();
+    // the ONNX nodes the tokenizer cut into the body: counters and the exec graph list them
+    if (n.has_attr(snippets::kFusedAttr)) fused = n.attr_strings(snippets::kFusedAttr);
   }
   const char* type() const override { return "Subgraph"; }
 
@@ -75,6 +77,7 @@ class SubgraphNode : public Node {
       try {
         snippets::CompileOptions opt;
         opt.name = name;
+        opt.isa = snippets_isa;
         kernel_ = snippets::compile_cached(*source->attr_graph(snippets::kBodyAttr), shapes, opt);
       } catch (const Error&) {
         // an op without emitter, no AVX-512, too many registers: the reference kernels below
@@ -89,11 +92,11 @@ class SubgraphNode : public Node {
       return req;
     }
     if (!layout) {  // plain row-major
-      impl = "snippet_" + kernel_->isa() + "_f32";
+      impl = "snippet_" + kernel_->isa();  // the counters add the precision: snippet_avx512_f32
       for (Edge* e : outputs) e->blocked.reset();
       return std::vector<InputLayout>(inputs.size(), InputLayout::plain());
     }
-    impl = "snippet_" + kernel_->isa() + "_f32_blocked";
+    impl = "snippet_" + kernel_->isa() + "_blocked";
     for (Edge* e : outputs) e->set_layout(*layout);
     return std::vector<InputLayout>(inputs.size(), InputLayout::any());
   }
