@@ -21,6 +21,8 @@ class Tensor {
   Tensor() = default;
   // Allocates zero-initialised storage.
   Tensor(DType dtype, Shape shape);
+  // Allocates storage left uninitialised (for buffers about to be overwritten whole).
+  static Tensor uninitialized(DType dtype, Shape shape);
   // Wraps memory the caller owns; the caller keeps it alive while the tensor is used.
   static Tensor wrap(DType dtype, Shape shape, void* data);
   // Wraps memory kept alive by `owner` (shared by every copy of the tensor).
@@ -50,6 +52,9 @@ class Tensor {
     check_type(dtype_of<T>::value);
     return static_cast<const T*>(data_);
   }
+
+  // How many tensors share this tensor's owned storage (0: wrapped memory, or undefined).
+  long use_count() const { return owner_.use_count(); }
 
   // Deep copy into new owned storage.
   Tensor clone() const;

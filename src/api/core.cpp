@@ -121,12 +121,17 @@ void execute(const std::shared_ptr<InferRequest::Impl>& self, const std::vector<
   std::vector<Tensor> outputs;
   std::vector<ProfilingInfo> profile;
   std::exception_ptr error;
+  std::vector<Tensor> previous;  // the last outputs: their buffers are reused when the user holds none
+  {
+    std::lock_guard<std::mutex> lock(self->mutex);
+    previous = std::move(self->outputs);
+  }
   try {
     if (!c.streams) omp_set_num_threads(c.layout.threads_per_stream);  // the caller's team (0 streams)
     std::unique_lock<std::mutex> exclusive;
     if (c.settings.exclusive) exclusive = std::unique_lock<std::mutex>(cpu::exclusive_requests_mutex());
     auto* prof = c.settings.profiling ? &profile : nullptr;
-    outputs = c.reference ? c.reference->run(inputs, nullptr, prof) : c.fast->run(inputs, prof);
+    outputs = c.reference ? c.reference->run(inputs, nullptr, prof) : c.fast->run(inputs, prof, &previous);
   } catch (...) {
     error = as_kiln_error(std::current_exception());
   }

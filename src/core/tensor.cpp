@@ -18,18 +18,25 @@ int64_t shape_size(const Shape& s) {
 
 std::string shape_to_string(const Shape& s) { return "[" + join(s) + "]"; }
 
-Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
-  for (int64_t d : shape_)
-    KILN_CHECK(d >= 0, cat("Tensor: negative dimension in shape ", shape_to_string(shape_)));
-  size_t bytes = byte_size();
+Tensor::Tensor(DType dtype, Shape shape) : Tensor(uninitialized(dtype, std::move(shape))) {
+  std::memset(data_, 0, ((byte_size() + 63) / 64) * 64);
+}
+
+Tensor Tensor::uninitialized(DType dtype, Shape shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  for (int64_t d : t.shape_)
+    KILN_CHECK(d >= 0, cat("Tensor: negative dimension in shape ", shape_to_string(t.shape_)));
+  const size_t bytes = t.byte_size();
   // Aligned for vector loads; at least one byte so data() is never null.
   size_t alloc = ((bytes + 63) / 64) * 64;
   if (alloc == 0) alloc = 64;
   void* p = std::aligned_alloc(64, alloc);
   if (!p) throw Error(cat("Tensor: cannot allocate ", bytes, " bytes"));
-  std::memset(p, 0, alloc);
-  owner_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
-  data_ = p;
+  t.owner_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  t.data_ = p;
+  return t;
 }
 
 Tensor Tensor::wrap(DType dtype, Shape shape, void* data) {

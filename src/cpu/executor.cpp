@@ -108,7 +108,8 @@ size_t Executor::cached_plans() const {
   return plans_.size();
 }
 
-std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile) {
+std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile,
+                                  std::vector<Tensor>* reuse) {
   const auto& gin = graph_->inputs();
   KILN_CHECK(inputs.size() == gin.size(),
              "graph '" + graph_->name + "' expects " + std::to_string(gin.size()) + " inputs, got " +
@@ -135,7 +136,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, std::vector
     g = build_graph(*plan);
     graphs_built_.fetch_add(1);
   }
-  return g->run(inputs, profile);
+  return g->run(inputs, profile, reuse);
 }
 
 }  // namespace kiln::cpu

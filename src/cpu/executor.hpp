@@ -38,7 +38,9 @@ class Executor {
 
   // `profile`: see Graph::run (rows from the reference executor when the plan falls back).
   // Thread-safe (see above).
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile = nullptr);
+  // `reuse`: the previous outputs, written over where no one else holds them (Graph::run).
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile = nullptr,
+                          std::vector<Tensor>* reuse = nullptr);
 
   struct Plan {
     std::shared_ptr<ir::Graph> graph;   // specialised copy (owns what cpu::Graphs point into)

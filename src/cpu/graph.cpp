@@ -302,7 +302,8 @@ static std::string exec_type_of(const Node& n) {
   return cat(t, "_", dtype_name(dt));
 }
 
-std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile) {
+std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile,
+                               std::vector<Tensor>* reuse) {
   KILN_CHECK(inputs.size() == input_edges_.size(),
              cat("cpu::Graph: ", inputs.size(), " inputs given, ", input_edges_.size(), " expected"));
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -351,8 +352,14 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs, std::vector<Pr
   }
   stream.wait();
   std::vector<Tensor> out;
-  for (Edge* e : output_edges_) {
-    Tensor t(e->dtype, e->shape);
+  for (size_t i = 0; i < output_edges_.size(); ++i) {
+    Edge* e = output_edges_[i];
+    Tensor t;
+    if (reuse && i < reuse->size()) {
+      Tensor& old = (*reuse)[i];
+      if (old.use_count() == 1 && old.dtype() == e->dtype && old.shape() == e->shape) t = std::move(old);
+    }
+    if (!t.defined()) t = Tensor::uninitialized(e->dtype, e->shape);  // written whole below
     if (e->bytes()) std::memcpy(t.raw(), e->data, e->bytes());
     out.push_back(std::move(t));
   }

@@ -64,7 +64,10 @@ class Graph {
 
   // Inputs in graph input order (already checked against the declared types).
   // `profile`, when given, gets one row per runtime node of this run.
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile = nullptr);
+  // `reuse` (may be null): the previous outputs; one of the right dtype and shape that no one
+  // else holds (use_count 1) is written over instead of allocating a new tensor.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile = nullptr,
+                          std::vector<Tensor>* reuse = nullptr);
 
   const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
   const std::vector<Edge*>& output_edges() const { return output_edges_; }
