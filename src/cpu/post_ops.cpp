@@ -115,9 +115,18 @@ std::optional<PostOpList> PostOpList::with(const std::vector<PostOp>& extra, boo
 bool keeps_jit(PostOpList& trial, PostOpList& current, const std::function<std::string(PostOpList&)>& impl_of,
                const char* primitive, std::string* why) {
   auto is_ref = [](const std::string& impl) { return impl.rfind("ref", 0) == 0; };
+  auto is_brgemm = [](const std::string& impl) { return impl.rfind("brg", 0) == 0; };
   try {
-    if (is_ref(impl_of(trial)) && !is_ref(impl_of(current))) {
+    const std::string with = impl_of(trial), without = impl_of(current);
+    if (is_ref(with) && !is_ref(without)) {
       if (why) *why = cat("oneDNN has only its reference ", primitive, " with post-ops ", trial.describe());
+      return false;
+    }
+    // e.g. a 1x1 convolution with a depthwise post-op: oneDNN 2.6 leaves brgconv_1x1 for its
+    // older jit_1x1 kernel, measured slower here than the two brgemm convolutions apart
+    if (is_brgemm(without) && !is_brgemm(with)) {
+      if (why) *why = cat("oneDNN would leave its brgemm ", primitive, " (", without, ") for ", with, " with post-ops ",
+                          trial.describe());
       return false;
     }
     return true;

@@ -63,7 +63,8 @@ class PostOpList {
 
 // Whether the primitive made for `trial` keeps an optimised kernel: `impl_of(list)` names the
 // implementation oneDNN picks for a list (throwing dnnl::error when it rejects it); a reference
-// kernel is refused unless the host's `current` list gets one too. `why` says what failed.
+// kernel is refused unless the host's `current` list gets one too, and so is leaving a brgemm
+// kernel for another family. `why` says what failed.
 bool keeps_jit(PostOpList& trial, PostOpList& current, const std::function<std::string(PostOpList&)>& impl_of,
                const char* primitive, std::string* why);
 

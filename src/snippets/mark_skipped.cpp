@@ -162,6 +162,22 @@ bool sum_layer(const ir::Graph& g, const ir::Node& r, const ir::Value* from, con
   return true;
 }
 
+// cpu::passes::fuse_simple_chain's Swish: Sigmoid(x) read only by Mul(x, Sigmoid(x)), x read
+// by those two only. Returns the Mul (its Sigmoid is its other input's producer) or null.
+const ir::Node* swish_mul(const ir::Graph& g, const ir::Value* x) {
+  if (x->uses().size() != 2 || !f32(x)) return nullptr;
+  for (int s = 0; s < 2; ++s) {
+    const ir::Node* sig = x->uses()[static_cast<size_t>(s)].node;
+    const ir::Node* mul = x->uses()[static_cast<size_t>(1 - s)].node;
+    if (sig->op_type() != "Sigmoid" || !onnx_domain(*sig) || mul->op_type() != "Mul" || !onnx_domain(*mul)) continue;
+    if (sig->num_inputs() != 1 || sig->num_outputs() != 1 || mul->num_inputs() != 2 || mul->num_outputs() != 1) continue;
+    const ir::Value* so = sig->output(0);
+    const bool wired = (mul->input(0) == x && mul->input(1) == so) || (mul->input(0) == so && mul->input(1) == x);
+    if (wired && so->uses().size() == 1 && !g.is_output(so) && mul->output(0)->type.shape == x->type.shape) return mul;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 SkippedNodes mark_skipped(const ir::Graph& g, transforms::PassLog* log) {
@@ -176,7 +192,19 @@ SkippedNodes mark_skipped(const ir::Graph& g, transforms::PassLog* log) {
     const ir::Value* cur = n->output(0);
     const ir::Node* prev = n;
     for (;;) {
-      if (cur->uses().size() != 1 || g.is_output(cur)) break;
+      if (g.is_output(cur)) break;
+      if (const ir::Node* mul = swish_mul(g, cur); mul && !skipped.count(mul)) {
+        const ir::Node* sig = mul->input(0) == cur ? mul->input(1)->producer() : mul->input(0)->producer();
+        skipped.insert(sig);
+        skipped.insert(mul);
+        if (log)
+          log->applied(kMarkSkippedPass, cat(prev->name(), " -> ", mul->name()),
+                       cat("left to the CPU optimizer: Swish (", sig->name(), ", ", mul->name(), ") as a post-op of ", n->name()));
+        prev = mul;
+        cur = mul->output(0);
+        continue;
+      }
+      if (cur->uses().size() != 1) break;
       const ir::Node* r = cur->uses()[0].node;
       if (skipped.count(r)) break;
       std::string what;

@@ -425,3 +425,20 @@ TEST(SnippetsTokenizer, BoolsStayInsideASubgraph) {
   PassLog log;
   EXPECT_EQ(snippets::tokenize(*g2, &log), 0u);
 }
+
+TEST(SnippetsMarkSkipped, SwishAfterAConvolutionIsLeftToTheCpuOptimizer) {
+  auto g = new_graph();
+  ir::Value* x = g->add_input("x", f32_type({1, 4, 8, 8}));
+  ir::Node* c = add(g, "Conv", {x, g->add_constant("w", rand_f32({8, 4, 1, 1}, 1, -1, 1))}, "conv");
+  ir::Node* s = add(g, "Sigmoid", {c->output(0)}, "sig");
+  ir::Node* m = add(g, "Mul", {c->output(0), s->output(0)}, "silu");
+  ir::Node* t = add(g, "Tanh", {m->output(0)}, "tanh");
+  ir::Node* e = add(g, "Exp", {t->output(0)}, "exp");
+  g->add_output(e->output(0));
+  ir::infer_shapes(*g);
+  PassLog log;
+  auto skipped = snippets::mark_skipped(*g, &log);
+  EXPECT_TRUE(skipped.count(s) && skipped.count(m));  // swish, then tanh and exp as eltwise post-ops
+  EXPECT_TRUE(skipped.count(t) && skipped.count(e));
+  EXPECT_EQ(snippets::tokenize(*g, &log), 0u);
+}

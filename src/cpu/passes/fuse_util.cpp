@@ -216,6 +216,31 @@ std::optional<std::vector<PostOp>> simple_post_ops(const Node& c, const Edge* fr
   return std::nullopt;
 }
 
+namespace {
+
+// Swish written out: Sigmoid(x) read only by a Mul(x, Sigmoid(x)) (either order), x read by
+// those two only. Returns {sigmoid, mul} or nulls.
+std::pair<Node*, Node*> swish_pair(const Graph& g, const Edge* x, const std::vector<Node*>& readers) {
+  if (readers.size() != 2 || x->dtype != DType::f32) return {nullptr, nullptr};
+  for (int s = 0; s < 2; ++s) {
+    Node* sig = readers[static_cast<size_t>(s)];
+    Node* mul = readers[static_cast<size_t>(1 - s)];
+    if (!sig->source || !mul->source || sig->source->op_type() != "Sigmoid" || mul->source->op_type() != "Mul") continue;
+    if (!sig->source->domain().empty() || !mul->source->domain().empty()) continue;
+    if (sig->inputs.size() != 1 || sig->inputs[0] != x || sig->outputs.size() != 1 || mul->inputs.size() != 2 ||
+        mul->outputs.size() != 1)
+      continue;
+    const Edge* so = sig->outputs[0];
+    const bool wired = (mul->inputs[0] == x && mul->inputs[1] == so) || (mul->inputs[0] == so && mul->inputs[1] == x);
+    auto so_readers = g.consumers(so);
+    if (!wired || so_readers.size() != 1 || g.is_graph_output(so) || mul->outputs[0]->shape != x->shape) continue;
+    return {sig, mul};
+  }
+  return {nullptr, nullptr};
+}
+
+}  // namespace
+
 size_t fuse_simple_chain(Graph& g, Node* host, const char* pass, int channel_axis, transforms::PassLog* log) {
   size_t fused = 0;
   std::string why;
@@ -224,6 +249,23 @@ size_t fuse_simple_chain(Graph& g, Node* host, const char* pass, int channel_axi
     Edge* out = host->outputs[0];
     auto readers = g.consumers(out);
     if (readers.empty()) break;
+    if (auto [sig, mul] = swish_pair(g, out, readers); sig && !g.is_graph_output(out)) {
+      // x * sigmoid(x): one swish post-op for both nodes
+      const std::vector<PostOp> ops = {eltwise(algorithm::eltwise_swish, 1.0f, 0.0f, mul->name)};
+      const std::string where = arrow(*host, *mul);
+      if (!host->accepts_post_ops(ops, &why)) {
+        if (log) log->skipped(pass, where, cat("Swish (", sig->name, ", ", mul->name, ") not fused: ", why));
+        break;
+      }
+      PostOpList* list = host->post_ops();
+      list->ops.insert(list->ops.end(), ops.begin(), ops.end());
+      const std::string names = cat(sig->name, " + ", mul->name);
+      g.absorb(host, sig);
+      g.absorb(host, mul);
+      if (log) log->applied(pass, where, cat("Swish (", names, ") as a post-op"));
+      ++fused;
+      continue;
+    }
     // is any reader a simple layer? (only then is a failure worth reporting)
     Node* simple = nullptr;
     std::optional<std::vector<PostOp>> ops;
