@@ -63,9 +63,33 @@ Graph::Graph(std::shared_ptr<const ir::Graph> g, const GraphOptions& options) : 
   for (const ir::Value* out : ir_->outputs()) output_edges_.push_back(edge_for(out));
   optimize_graph(*this, options);
   absorbed_.clear();  // the passes are done with the nodes they fused away
+  if (options.bf16) keep_bf16_between_convolutions();
   WeightsCache::Scope weights(options.weights);  // Convolution / FullyConnected pack through it
   prepare_all();
   plan_memory();
+}
+
+// bf16: a convolution computes on bf16 inputs anyway, so one whose output only other bf16
+// convolutions read (as their source, not as a sum operand) writes bf16 and the f32 -> bf16
+// Reorder in front of each reader disappears. Not with a sum or depthwise post-op (their
+// operands would have to be bf16 too), not for graph outputs.
+void Graph::keep_bf16_between_convolutions() {
+  auto conv = [](const Node* n) { return std::string(n->type()) == "Convolution" && n->bf16; };
+  for (auto& n : nodes_) {
+    if (!conv(n.get()) || n->outputs.size() != 1) continue;
+    const PostOpList* ops = n->post_ops();
+    if (ops && (ops->sum_input() >= 0 || ops->dw())) continue;
+    Edge* out = n->outputs[0];
+    if (is_graph_output(out) || out->dtype != DType::f32) continue;
+    auto readers = consumers(out);
+    bool ok = !readers.empty();
+    for (Node* r : readers) {
+      const PostOpList* rops = r->post_ops();
+      ok = ok && conv(r) && r->inputs[0] == out && !(rops && rops->dw());
+      for (size_t i = 1; ok && i < r->inputs.size(); ++i) ok = r->inputs[i] != out;
+    }
+    if (ok) n->bf16_output = true;
+  }
 }
 
 std::vector<Node*> Graph::consumers(const Edge* e) const {

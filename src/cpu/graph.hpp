@@ -83,6 +83,8 @@ class Graph {
   // absorbed node reads are computed by then), and records the fused names. `absorbed`
   // leaves the graph but stays valid until the optimizer passes are done.
   void absorb(Node* host, Node* absorbed);
+  // bf16 mode: marks the convolutions whose output only bf16 convolutions read (bf16_output).
+  void keep_bf16_between_convolutions();
   size_t arena_bytes() const { return arena_bytes_; }
   size_t in_place_nodes() const { return in_place_nodes_; }  // nodes writing over a dead input
   size_t concat_in_place_nodes() const { return concat_in_place_nodes_; }  // Concats whose inputs sit in the output

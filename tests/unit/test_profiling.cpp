@@ -217,6 +217,41 @@ TEST(InferencePrecision, Bf16ConvolutionsAndFullyConnectedStayCloseToF32) {
   EXPECT_THROW(Core().compile_model(model, {{"inference_precision", "int4"}}), Error);
 }
 
+TEST(InferencePrecision, Bf16StaysBf16BetweenConvolutions) {
+  // conv -> relu -> conv -> conv -> GlobalAveragePool: in bf16 the first two convolutions write
+  // bf16 for their reader, so no Reorder sits between the convolutions (only the input's, as in f32)
+  auto g = std::make_shared<ir::Graph>();
+  g->opset_imports[""] = 13;
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 16, 14, 14})});
+  ir::Value* v = x;
+  for (int i = 0; i < 3; ++i) {
+    auto* c = g->add_node("Conv", {v, g->add_constant(cat("w", i), random_tensor({16, 16, 3, 3}, 10 + i, 0.2f))}, 1,
+                          cat("conv", i));
+    c->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+    v = c->output(0);
+    if (i == 0) v = g->add_node("Relu", {v}, 1, "relu")->output(0);
+  }
+  g->add_output(g->add_node("GlobalAveragePool", {v}, 1, "gap")->output(0));
+  ir::infer_shapes(*g);
+  auto model = std::make_shared<Model>(g);
+  Tensor in = random_tensor({1, 16, 14, 14}, 3);
+  auto run = [&](const std::string& precision, size_t* reorders) {
+    CompiledModel cm = Core().compile_model(model, {{"inference_precision", precision}, {"enable_profiling", "YES"}});
+    InferRequest req = cm.create_infer_request();
+    req.set_input_tensor(in);
+    req.infer();
+    *reorders = 0;
+    for (auto& row : req.get_profiling_info()) *reorders += row.node_type == "Reorder";
+    return req.get_output_tensor().clone();
+  };
+  size_t r32 = 0, r16 = 0;
+  Tensor y32 = run("f32", &r32), y16 = run("bf16", &r16);
+  EXPECT_EQ(r16, r32);
+  double max_abs = 0;
+  for (int64_t i = 0; i < y32.size(); ++i) max_abs = std::max(max_abs, std::fabs(static_cast<double>(y32.data<float>()[i])));
+  expect_close(y32, y16, 3e-2, 3e-2 * max_abs);
+}
+
 TEST(InferencePrecision, DefaultFollowsTheCpu) {
   // What kiln detects (oneDNN's effective ISA) against the CPU's own flags (Xbyak's cpuid):
   // with avx512_bf16 or AMX-BF16, and oneDNN not capped below them by ONEDNN_MAX_CPU_ISA,

@@ -142,7 +142,8 @@ class ConvolutionNode : public Node {
     const auto f32 = memory::data_type::f32;
     const auto in_dt = bf16 && !post_ops.dw() ? memory::data_type::bf16 : f32;  // activations and weights
     memory::desc src_any(to_dims(x), in_dt, tag::any);
-    memory::desc dst_any(to_dims(y), f32, tag::any);
+    memory::desc dst_any(to_dims(y), bf16_output && in_dt == memory::data_type::bf16 ? memory::data_type::bf16 : f32,
+                         tag::any);
     memory::desc wei_any(weight_dims(), in_dt, tag::any);
     auto d = has_bias() ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                                           dnnl::algorithm::convolution_direct, src_any, wei_any,
