@@ -211,6 +211,7 @@ int cmd_benchmark(const BenchmarkOptions& o) {
   if (!hint.empty()) add_property(properties, "performance_mode", hint, "-hint");
   if (!o.nstreams.empty()) add_property(properties, "num_streams", o.nstreams, "-nstreams");
   if (!o.pin.empty()) add_property(properties, "enable_cpu_pinning", o.pin, "-pin");
+  if (!o.infer_precision.empty()) add_property(properties, "inference_precision", o.infer_precision, "-infer_precision");
   const bool async = !o.api.empty() ? o.api == "async" : (hint == "THROUGHPUT" || !o.nstreams.empty() || o.nireq > 1);
   KILN_CHECK(async || o.nireq <= 1, cat("-nireq ", o.nireq, " needs -api async (sync runs one request)"));
 

@@ -53,6 +53,7 @@ struct BenchmarkOptions {
   int nireq = 0;             // -nireq N; 0: 1 for sync, optimal_number_of_infer_requests for async
   std::string api;           // -api sync | async (empty: async with -hint throughput, -nstreams or -nireq > 1)
   std::string pin;           // -pin YES | NO | NUMA (empty: not given)
+  std::string infer_precision;  // -infer_precision f32 | bf16 (empty: not given)
   std::string trace_path;    // --trace FILE.json: Chrome-trace timeline of every node of every request
   std::string exec_graph_path;  // -exec_graph_path FILE.json: the runtime graph
   std::string report_type;      // -report_type no_counters | average_counters | detailed_counters (CSV reports)

@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
     for (size_t i = 2; i < args.size(); ++i) {
       if (args[i] == "--") break;
       for (const char* name : {"-niter", "-time", "-pc", "-pcsort", "-hint", "-nstreams", "-nthreads", "-nireq", "-api", "-exec_graph_path", "-report_type", "-report_folder",
-                               "-pin"})
+                               "-pin", "-infer_precision"})
         if (args[i] == name || args[i].rfind(std::string(name) + "=", 0) == 0) args[i].insert(0, "-");
     }
   }
@@ -133,6 +133,8 @@ int main(int argc, char** argv) {
                         "(throughput, FPS). Default async with -hint throughput, -nstreams or -nireq > 1 (also -api)")
       ->check(CLI::IsMember({"sync", "async"}));
   bench_cmd->add_option("--pin", bench.pin, "Pin stream threads (property enable_cpu_pinning): YES, NO, NUMA (also -pin)");
+  bench_cmd->add_option("--infer_precision", bench.infer_precision,
+                        "Inference precision (property inference_precision): f32, bf16 (also -infer_precision)");
 
   InfoOptions info;
   CLI::App* info_cmd = app.add_subcommand("info", "Describe a model: inputs, outputs, opsets, ops, parameters");
