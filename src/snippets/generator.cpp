@@ -304,6 +304,12 @@ std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shape
     install_segfault_detector();
   }
   kernel->code_ = tm->generate(*lir, kernel->debug_.get());
+  if (!dump_dir.empty()) {  // the machine code next to the Linear IR dumps
+    const std::string path = dump_dir + "/" + file_safe(options.name) + ".bin";
+    std::ofstream out(path, std::ios::binary);
+    KILN_CHECK(out.good(), cat("snippets: cannot write the code dump '", path, "'"));
+    out.write(reinterpret_cast<const char*>(kernel->code_->code()), static_cast<std::streamsize>(kernel->code_->size()));
+  }
   kernel->isa_ = isa_name(tm->isa());
   return kernel;
 }

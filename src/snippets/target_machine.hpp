@@ -17,6 +17,9 @@ class CompiledCode {
  public:
   virtual ~CompiledCode() = default;
   virtual KernelFn fn() const = 0;
+  // The machine code (for dumps: objdump -D -b binary -mi386:x86-64 FILE).
+  virtual const uint8_t* code() const = 0;
+  virtual size_t size() const = 0;
 };
 
 // The instruction set a kernel is generated for. Auto: the widest this CPU runs.

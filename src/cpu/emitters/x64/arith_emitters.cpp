@@ -1,5 +1,7 @@
 // Binary arithmetic: Add, Sub, Mul, Div, Max, Min, PRelu and FMA. The output register may be an
 // input's (its last use), so every emitter reads all inputs before writing the output.
+#include <cmath>
+
 #include "cpu/emitters/x64/kernel_emitter.hpp"
 
 namespace kiln::cpu::x64 {
@@ -11,8 +13,18 @@ namespace {
 
 // Max / Min propagate a NaN from either side like the reference kernels: the instruction
 // returns its second operand when either is NaN, and a NaN first operand is blended back.
+// With a Scalar operand that is not NaN one instruction does it: the Scalar first, the
+// other operand second (returned when either is NaN).
 template <bool IsMax>
 void emit_minmax(KernelEmitter& h, const Expression& e) {
+  for (size_t s = 0; s < 2; ++s) {
+    const Expression* src = e.input_expr(s);
+    if (src->type() == "Scalar" && !std::isnan(src->op().attr("value"))) {
+      if (IsMax) h.vmaxps(h.vout(e), h.vin(e, s), h.vin(e, 1 - s));
+      else h.vminps(h.vout(e), h.vin(e, s), h.vin(e, 1 - s));
+      return;
+    }
+  }
   const Xmm a = h.vin(e, 0), b = h.vin(e, 1), t = h.tmp(0);
   if (IsMax) h.vmaxps(t, a, b);
   else h.vminps(t, a, b);

@@ -43,7 +43,14 @@ Xmm KernelEmitter::tmp(int i) const {
   return vreg(allocatable_vregs(isa_) + i);
 }
 
-Address KernelEmitter::vec_cst(const std::vector<uint32_t>& lanes) {
+Cst KernelEmitter::vec_cst(const std::vector<uint32_t>& lanes) {
+  ++uses_[lanes];
+  auto p = pinned_.find(lanes);
+  if (p != pinned_.end()) return Cst(vreg(p->second));
+  return Cst(table_entry(lanes));
+}
+
+Address KernelEmitter::table_entry(const std::vector<uint32_t>& lanes) {
   auto it = table_index_.find(lanes);
   size_t off;
   if (it != table_index_.end()) {
@@ -56,9 +63,9 @@ Address KernelEmitter::vec_cst(const std::vector<uint32_t>& lanes) {
   return ptr[rip + table_ + static_cast<int>(off)];
 }
 
-Address KernelEmitter::cst_bits(uint32_t bits) { return vec_cst(std::vector<uint32_t>(static_cast<size_t>(vlen()), bits)); }
+Cst KernelEmitter::cst_bits(uint32_t bits) { return vec_cst(std::vector<uint32_t>(static_cast<size_t>(vlen()), bits)); }
 
-Address KernelEmitter::cst(float v) { return cst_bits(std::bit_cast<uint32_t>(v)); }
+Cst KernelEmitter::cst(float v) { return cst_bits(std::bit_cast<uint32_t>(v)); }
 
 void KernelEmitter::vand(const Xmm& d, const Xmm& a, const Operand& b) {
   if (avx512()) vpandd(d, a, b);
@@ -253,6 +260,19 @@ void KernelEmitter::generate(const LinearIR& lir, const std::map<std::string, Em
   const int frame = slots * vlen() * 4;
   if (frame) sub(rsp, frame);
   for (size_t i = 0; i < data_regs_.size(); ++i) mov(data_regs_[i], ptr[rdi + static_cast<int>(i * 8)]);
+  // Constants into the registers the values leave free (above the highest one assigned).
+  int highest = -1;
+  for (const auto& e : lir.expressions()) {
+    for (size_t i = 0; i < e->num_inputs(); ++i) highest = std::max(highest, e->get_input_port_descriptor(i).reg);
+    for (size_t i = 0; i < e->num_outputs(); ++i) highest = std::max(highest, e->get_output_port_descriptor(i).reg);
+  }
+  pinned_.clear();
+  for (const auto& lanes : pin_wanted_) {
+    const int r = highest + 1 + static_cast<int>(pinned_.size());
+    if (r >= allocatable_vregs(isa_)) break;
+    vmovups(vreg(r), table_entry(lanes));
+    pinned_[lanes] = r;
+  }
 
   for (const auto& e : lir.expressions()) {
     const std::string& t = e->type();

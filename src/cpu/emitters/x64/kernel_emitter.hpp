@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,9 +32,30 @@ inline constexpr uint8_t kEqOq = 0x00, kLtOq = 0x11, kLeOq = 0x12, kUnordQ = 0x0
                          kGeOq = 0x1D, kGtOq = 0x1E;
 int allocatable_vregs(snippets::Isa isa);
 
+// A constant operand: a register the prologue loaded it into (the most used constants,
+// while registers are free), else its full vector in the constant table.
+class Cst {
+ public:
+  explicit Cst(const Xbyak::Address& a) : mem_(a) {}
+  explicit Cst(const Xbyak::Xmm& r) : reg_(r) {}
+  operator const Xbyak::Operand&() const {  // NOLINT: used wherever an operand is
+    if (mem_) return *mem_;
+    return reg_;
+  }
+
+ private:
+  std::optional<Xbyak::Address> mem_;
+  Xbyak::Xmm reg_;
+};
+
 class KernelEmitter : public Xbyak::CodeGenerator {
  public:
   explicit KernelEmitter(snippets::Isa isa);  // Avx512 or Avx2
+  // Constants to keep in registers (the vectors' lanes, in order of preference): the prologue
+  // loads as many as there are registers the values leave free.
+  void pin_constants(std::vector<std::vector<uint32_t>> most_used) { pin_wanted_ = std::move(most_used); }
+  // After generate(): how often each constant vector was used (to choose what to pin).
+  const std::map<std::vector<uint32_t>, size_t>& constant_uses() const { return uses_; }
   // `debug` (may be null): segfault-detector stores of the current expression and loop counts.
   void generate(const snippets::lowered::LinearIR& lir, const std::map<std::string, EmitFn>& emitters,
                 snippets::DebugState* debug = nullptr);
@@ -46,8 +68,8 @@ class KernelEmitter : public Xbyak::CodeGenerator {
   Xbyak::Xmm tmp(int i) const;
 
   // A full vector of `v` (every lane) in the constant table, as a memory operand.
-  Xbyak::Address cst(float v);
-  Xbyak::Address cst_bits(uint32_t bits);
+  Cst cst(float v);
+  Cst cst_bits(uint32_t bits);
   void load_const(const Xbyak::Xmm& x, float v) { vmovups(x, cst(v)); }
   void load_const_bits(const Xbyak::Xmm& x, uint32_t bits) { vmovups(x, cst_bits(bits)); }
 
@@ -77,7 +99,8 @@ class KernelEmitter : public Xbyak::CodeGenerator {
   const Xbyak::Reg64& result_ptr(size_t i) const { return data_regs_.at(num_params_ + i); }
 
  private:
-  Xbyak::Address vec_cst(const std::vector<uint32_t>& lanes);
+  Cst vec_cst(const std::vector<uint32_t>& lanes);
+  Xbyak::Address table_entry(const std::vector<uint32_t>& lanes);
   void emit_loop_begin(const Expression& e);
   void emit_loop_end(const Expression& e);
   void emit_constant_table();
@@ -92,6 +115,9 @@ class KernelEmitter : public Xbyak::CodeGenerator {
   Xbyak::Label table_;
   std::map<std::vector<uint32_t>, size_t> table_index_;  // lanes -> byte offset
   std::vector<std::vector<uint32_t>> table_entries_;
+  std::map<std::vector<uint32_t>, size_t> uses_;
+  std::vector<std::vector<uint32_t>> pin_wanted_;
+  std::map<std::vector<uint32_t>, int> pinned_;  // lanes -> vector register
 };
 
 // dst = e^src (transcendental_emitters.cpp), for the emitters built on it; src and dst

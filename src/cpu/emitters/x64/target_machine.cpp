@@ -2,6 +2,8 @@
 
 #include <xbyak/xbyak_util.h>
 
+#include <algorithm>
+
 #include "core/strings.hpp"
 #include "cpu/emitters/x64/kernel_emitter.hpp"
 #include "snippets/target_machine.hpp"
@@ -23,6 +25,8 @@ class X64Code : public snippets::CompiledCode {
  public:
   explicit X64Code(std::unique_ptr<KernelEmitter> k) : k_(std::move(k)) {}
   snippets::KernelFn fn() const override { return k_->getCode<snippets::KernelFn>(); }
+  const uint8_t* code() const override { return k_->getCode(); }
+  size_t size() const override { return k_->getSize(); }
 
  private:
   std::unique_ptr<KernelEmitter> k_;
@@ -50,7 +54,20 @@ class X64TargetMachine : public snippets::TargetMachine {
   int max_data_pointers() const override { return 12; }
   std::unique_ptr<snippets::CompiledCode> generate(const snippets::lowered::LinearIR& lir,
                                                    snippets::DebugState* debug) const override {
+    // A first emission counts how often each constant is used; the real one keeps the most
+    // used in the registers the values leave free.
+    std::vector<std::vector<uint32_t>> by_use;
+    {
+      KernelEmitter probe(isa_);
+      snippets::DebugState scratch;
+      probe.generate(lir, jitters_, debug ? &scratch : nullptr);
+      std::vector<std::pair<size_t, std::vector<uint32_t>>> uses;
+      for (const auto& [lanes, n] : probe.constant_uses()) uses.emplace_back(n, lanes);
+      std::stable_sort(uses.begin(), uses.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+      for (auto& u : uses) by_use.push_back(std::move(u.second));
+    }
     auto k = std::make_unique<KernelEmitter>(isa_);
+    k->pin_constants(std::move(by_use));
     k->generate(lir, jitters_, debug);
     return std::make_unique<X64Code>(std::move(k));
   }
