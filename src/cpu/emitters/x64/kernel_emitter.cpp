@@ -125,34 +125,30 @@ void KernelEmitter::scale_pow2(const Xmm& d, const Xmm& x, const Xmm& n, const X
   vmulps(d, x, t);
 }
 
-void KernelEmitter::load_lanes(const Xmm& d, const Address& a, int64_t count, const Xmm& scratch) {
-  if (count >= vlen()) {
-    vmovups(d, a);
-  } else if (avx512()) {
+// The low `count` lanes: k1 on AVX-512, a lane mask vector in `scratch` on AVX2.
+void KernelEmitter::tail_mask(int64_t count, const Xmm& scratch) {
+  if (avx512()) {
     mov(eax, static_cast<uint32_t>((1u << count) - 1));
     kmovw(k1, eax);
-    vmovups(d | k1 | T_z, a);
-  } else {
-    std::vector<uint32_t> lanes(8, 0);
-    for (int64_t i = 0; i < count; ++i) lanes[static_cast<size_t>(i)] = 0xffffffffu;
-    vmovups(scratch, vec_cst(lanes));
-    vmaskmovps(d, scratch, a);
+    return;
   }
+  std::vector<uint32_t> lanes(8, 0);
+  for (int64_t i = 0; i < count; ++i) lanes[static_cast<size_t>(i)] = 0xffffffffu;
+  vmovups(scratch, vec_cst(lanes));
+}
+
+void KernelEmitter::load_lanes(const Xmm& d, const Address& a, int64_t count, const Xmm& scratch) {
+  if (count >= vlen()) return vmovups(d, a);
+  tail_mask(count, scratch);
+  if (avx512()) vmovups(d | k1 | T_z, a);
+  else vmaskmovps(d, scratch, a);
 }
 
 void KernelEmitter::store_lanes(const Address& a, const Xmm& s, int64_t count, const Xmm& scratch) {
-  if (count >= vlen()) {
-    vmovups(a, s);
-  } else if (avx512()) {
-    mov(eax, static_cast<uint32_t>((1u << count) - 1));
-    kmovw(k1, eax);
-    vmovups(a | k1, s);
-  } else {
-    std::vector<uint32_t> lanes(8, 0);
-    for (int64_t i = 0; i < count; ++i) lanes[static_cast<size_t>(i)] = 0xffffffffu;
-    vmovups(scratch, vec_cst(lanes));
-    vmaskmovps(a, scratch, s);
-  }
+  if (count >= vlen()) return vmovups(a, s);
+  tail_mask(count, scratch);
+  if (avx512()) vmovups(a | k1, s);
+  else vmaskmovps(a, scratch, s);
 }
 
 const Reg64& KernelEmitter::port_ptr(const Expression& mem) const {

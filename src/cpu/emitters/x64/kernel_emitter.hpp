@@ -100,6 +100,7 @@ class KernelEmitter : public Xbyak::CodeGenerator {
 
  private:
   Cst vec_cst(const std::vector<uint32_t>& lanes);
+  void tail_mask(int64_t count, const Xbyak::Xmm& scratch);
   Xbyak::Address table_entry(const std::vector<uint32_t>& lanes);
   void emit_loop_begin(const Expression& e);
   void emit_loop_end(const Expression& e);

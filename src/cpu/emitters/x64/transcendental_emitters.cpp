@@ -115,20 +115,14 @@ void emit_sigmoid(KernelEmitter& h, const Expression& e) {
   h.vmovaps(h.vout(e), t1);
 }
 
-void emit_tanh(KernelEmitter& h, const Expression& e) {
-  const Xmm x = h.vin(e, 0);
-  const Xmm a = h.tmp(3), r = h.tmp(5);
-  h.vand(a, x, h.cst_bits(kAbsMask));
-  emit_abs_tanh_core(h, r, a, h.tmp(0), h.tmp(1), h.tmp(2), h.tmp(4));
-  h.vand(h.tmp(0), x, h.cst_bits(kSignBit));
-  h.vor(h.vout(e), r, h.tmp(0));
-}
-
-void emit_erf(KernelEmitter& h, const Expression& e) {
+// An odd function f from its core on |x|: f(x) = sign(x) f(|x|).
+using AbsCore = void (*)(KernelEmitter&, const Xmm&, const Xmm&, const Xmm&, const Xmm&, const Xmm&, const Xmm&);
+template <AbsCore Core>
+void emit_odd(KernelEmitter& h, const Expression& e) {
   const Xmm x = h.vin(e, 0);
   const Xmm a = h.tmp(3), r = h.tmp(4);
   h.vand(a, x, h.cst_bits(kAbsMask));
-  emit_abs_erf_core(h, r, a, h.tmp(0), h.tmp(1), h.tmp(2), h.tmp(5));
+  Core(h, r, a, h.tmp(0), h.tmp(1), h.tmp(2), h.tmp(5));
   h.vand(h.tmp(0), x, h.cst_bits(kSignBit));
   h.vor(h.vout(e), r, h.tmp(0));
 }
@@ -138,8 +132,8 @@ void emit_erf(KernelEmitter& h, const Expression& e) {
 void register_transcendental_emitters(std::map<std::string, EmitFn>& m) {
   m["Exp"] = emit_exp;
   m["Sigmoid"] = emit_sigmoid;
-  m["Tanh"] = emit_tanh;
-  m["Erf"] = emit_erf;
+  m["Tanh"] = emit_odd<emit_abs_tanh_core>;
+  m["Erf"] = emit_odd<emit_abs_erf_core>;
 }
 
 }  // namespace kiln::cpu::x64
