@@ -313,6 +313,22 @@ TEST(SnippetsControlFlow, CleanupLoopOffsetsFoldsTheRewindIntoTheRowStep) {
   EXPECT_EQ(lir->loops()[0].exit_points[0].ptr_increment, 0);
 }
 
+TEST(SnippetsControlFlow, OptimizeLoopSingleEvaluationFoldsTheStepIntoTheRewind) {
+  auto lir = small_lir(20);  // a main loop of 16 and a tail of 4
+  for (auto p : {lp::mark_loops, lp::fuse_loops, lp::insert_load_store, lp::insert_broadcast_move,
+                 lp::load_move_broadcast_to_broadcast_load, lp::init_loops, lp::insert_loops,
+                 lp::insert_specific_iterations})
+    p(*lir);
+  const LoopPort before = lir->loops()[2].entry_points[0];  // the tail's x
+  lp::optimize_loop_single_evaluation(*lir);
+  EXPECT_TRUE(lir->loops()[1].evaluate_once);  // 16 of 16: once as well
+  EXPECT_TRUE(lir->loops()[2].evaluate_once);
+  EXPECT_FALSE(lir->loops()[0].evaluate_once);  // rows: given per call
+  const LoopPort after = lir->loops()[2].entry_points[0];
+  EXPECT_EQ(after.ptr_increment, 0);
+  EXPECT_EQ(after.finalization_offset, before.finalization_offset + before.ptr_increment * 4);
+}
+
 TEST(SnippetsRegisters, InsertRegSpillsFitsTheBudget) {
   // six values live at once (five Exps and the Load feeding the next), then summed
   auto g = snippets_body({{1, 32}});

@@ -111,6 +111,7 @@ struct LoopInfo {
   size_t dim_idx = 0;       // 0 = inner dim, 1 = rows
   std::vector<LoopPort> entry_points, exit_points;
   bool is_tail = false;     // created by InsertSpecificIterations
+  bool evaluate_once = false;  // OptimizeLoopSingleEvaluation: no counter, no jump back
 };
 
 class LinearIR {

@@ -157,15 +157,15 @@ const Reg64& KernelEmitter::port_ptr(const Expression& mem) const {
 }
 
 // Loops: the rows loop (work amount given per call in rsi) and static inner loops (counter
-// rdi). A loop that runs once (the tail) has no counter and no jump; its pointer shifts
-// are folded into the finalization offsets.
+// rdi). A loop that runs once (evaluate_once, e.g. the tail) has no counter and no jump.
+// A loop's step of a pointer is ptr_increment x increment elements.
 void KernelEmitter::emit_loop_begin(const Expression& e) {
   const size_t id = static_cast<size_t>(e.op().attr("loop"));
   const LoopInfo& l = lir_->loops().at(id);
   if (debug_) debug_store(&debug_->iterations.at(id), -1, false);
   if (l.work_amount < 0) {
     L(loop_labels_[id]);
-  } else if (l.work_amount != l.increment) {
+  } else if (!l.evaluate_once) {
     mov(rdi, l.work_amount);
     L(loop_labels_[id]);
   }
@@ -188,21 +188,17 @@ void KernelEmitter::debug_store(volatile void* where, int64_t value, bool increm
 void KernelEmitter::emit_loop_end(const Expression& e) {
   const size_t id = static_cast<size_t>(e.op().attr("loop"));
   const LoopInfo& l = lir_->loops().at(id);
-  const bool single = l.work_amount == l.increment;
+  const bool once = l.evaluate_once;
   std::vector<std::pair<const Reg64*, int64_t>> fin;
   for (const auto* ports : {&l.entry_points, &l.exit_points})
     for (const auto& p : *ports) {
       if (!p.is_incremented) continue;
       const Reg64& r = port_ptr(*p.expr);
       const int64_t step = p.ptr_increment * l.increment * 4;
-      if (single) {
-        fin.emplace_back(&r, step + p.finalization_offset * 4);
-      } else {
-        if (step) add(r, static_cast<uint32_t>(step));
-        fin.emplace_back(&r, p.finalization_offset * 4);
-      }
+      if (step) add(r, static_cast<uint32_t>(step));
+      fin.emplace_back(&r, p.finalization_offset * 4);
     }
-  if (!single) {
+  if (!once) {
     if (l.work_amount < 0) {
       dec(rsi);
     } else {

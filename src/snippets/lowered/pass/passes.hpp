@@ -43,6 +43,10 @@ size_t insert_reg_spills(LinearIR& lir, int num_regs);
 // Loop pointer shifts: the last inner loop's rewind of a pointer (finalization offset) is
 // added to the enclosing loop's increment of that pointer instead (one add, often zero).
 void cleanup_loop_offsets(LinearIR& lir);
+// A static loop whose work amount is one increment runs its body once: its pointer
+// increments become part of its finalization offsets and it is marked evaluate_once (the
+// emitter then writes no counter and no jump).
+void optimize_loop_single_evaluation(LinearIR& lir);
 // Maps abstract registers to physical ones (0 .. num_regs-1), reusing registers whose live
 // ranges do not overlap; throws kiln::Error when more are live at once than exist.
 void assign_registers(LinearIR& lir, int num_regs);

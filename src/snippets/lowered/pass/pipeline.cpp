@@ -47,6 +47,7 @@ PassPipeline PassPipeline::control_flow() {
   p.add("UnrollLoops", unroll_loops);
   p.add("CleanRepeatedDataPointerShifts", clean_repeated_data_pointer_shifts);
   p.add("CleanupLoopOffsets", cleanup_loop_offsets);
+  p.add("OptimizeLoopSingleEvaluation", optimize_loop_single_evaluation);
   return p;
 }
 
