@@ -53,11 +53,9 @@ bool supported_power(double p) { return p == 0.5 || (p == std::floor(p) && std::
 DType out_type(const ir::Node& n) { return n.num_outputs() ? n.output(0)->type.dtype : DType::undefined; }
 DType in_type(const ir::Node& n, size_t i) { return n.has_input(i) ? n.input(i)->type.dtype : DType::undefined; }
 
-// Values a kernel holds in its vector registers: f32, and bool / integers as f32 values.
-bool register_type(DType t) {
-  return t == DType::f32 || t == DType::boolean || t == DType::i32 || t == DType::i64 || t == DType::i8 ||
-         t == DType::u8 || t == DType::i16 || t == DType::u16;
-}
+// Values a kernel holds in its vector registers: f32, and bool / int32 / int64 as f32 values
+// (narrow and unsigned integers would need their wrap-around, which a float does not do).
+bool register_type(DType t) { return t == DType::f32 || t == DType::boolean || t == DType::i32 || t == DType::i64; }
 
 }  // namespace
 
