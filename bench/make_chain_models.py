@@ -7,6 +7,8 @@ peer models so bench/compare_ort.sh times them like any other model:
   chain12_arith   12 cheap elementwise ops (Add, Mul, Relu, Sub, Abs, Max, Min, Sqrt, Neg, Clip)
                   over one 1x64x256x256 f32 tensor: memory-bound, one pass over the data when fused.
   chain12_mixed   12 ops of which 4 transcendental (Sigmoid, Tanh, Erf, Exp), same shape.
+  gelu_prims      Erf-GELU written as ONNX primitives: x * (erf(x / sqrt 2) + 1) * 0.5
+  hswish_prims    hard-swish as primitives: x * clip(x + 3, 0, 6) / 6
 
 Run with /usr/bin/python3 (onnx, numpy).  usage: make_chain_models.py [--only a,b] [--force]
 """
@@ -22,6 +24,28 @@ SHAPE = [1, 64, 256, 256]
 
 def scalar(name, v):
     return helper.make_tensor(name, TensorProto.FLOAT, [], [float(v)])
+
+
+def graph_model(name, nodes, inits):
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, SHAPE)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="kiln-bench")
+    onnx.checker.check_model(m)
+    return m
+
+
+def gelu_prims():
+    n = helper.make_node
+    return graph_model("gelu_prims", [n("Div", ["x", "s2"], ["a"]), n("Erf", ["a"], ["b"]), n("Add", ["b", "one"], ["c"]),
+                                      n("Mul", ["x", "c"], ["d"]), n("Mul", ["d", "half"], ["y"])],
+                       [scalar("s2", 2 ** 0.5), scalar("one", 1.0), scalar("half", 0.5)])
+
+
+def hswish_prims():
+    n = helper.make_node
+    return graph_model("hswish_prims", [n("Add", ["x", "three"], ["a"]), n("Clip", ["a", "zero", "six"], ["b"]),
+                                        n("Div", ["b", "six"], ["c"]), n("Mul", ["x", "c"], ["y"])],
+                       [scalar("three", 3.0), scalar("zero", 0.0), scalar("six", 6.0)])
 
 
 def build(name, ops):
@@ -40,11 +64,7 @@ def build(name, ops):
             ins.append(f"c{i}")
         nodes.append(helper.make_node(op, ins, [out], name=f"{op.lower()}_{i}", **attrs))
         cur = out
-    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, SHAPE)], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="kiln-bench")
-    onnx.checker.check_model(m)
-    return m
+    return graph_model(name, nodes, inits)
 
 
 MODELS = {
@@ -63,15 +83,17 @@ def main():
     ap.add_argument("--force", action="store_true")
     a = ap.parse_args()
     root = os.path.join(os.environ.get("KILN_BENCH_CACHE", os.path.expanduser("~/.cache/kiln-bench")), "models")
-    names = [n for n in a.only.split(",") if n] or list(MODELS)
+    builders = {name: (lambda name=name: build(name, MODELS[name])) for name in MODELS}
+    builders.update({"gelu_prims": gelu_prims, "hswish_prims": hswish_prims})
+    names = [n for n in a.only.split(",") if n] or list(builders)
     for n in names:
-        if n not in MODELS:
-            raise SystemExit(f"make_chain_models: unknown model {n} (known: {', '.join(MODELS)})")
+        if n not in builders:
+            raise SystemExit(f"make_chain_models: unknown model {n} (known: {', '.join(builders)})")
         d = os.path.join(root, n)
         if os.path.exists(os.path.join(d, "model.onnx")) and not a.force:
             continue
         os.makedirs(os.path.join(d, "inputs"), exist_ok=True)
-        onnx.save(build(n, MODELS[n]), os.path.join(d, "model.onnx"))
+        onnx.save(builders[n](), os.path.join(d, "model.onnx"))
         x = np.random.default_rng(0).uniform(-3, 3, SHAPE).astype(np.float32)
         np.save(os.path.join(d, "inputs", "x.npy"), x)
         print(f"wrote {d}")
