@@ -3,6 +3,8 @@
 // convolutions, and bodies the generator cannot compile fall back to the reference kernels.
 #include <gtest/gtest.h>
 
+#include <iostream>
+
 #include "cpu/executor.hpp"
 #include "cpu_test_util.hpp"
 #include "snippets/subgraph_op.hpp"
@@ -50,6 +52,33 @@ TEST(CpuSubgraph, AnElementwiseChainRunsAsOneJitKernel) {
   ASSERT_EQ(impls.size(), 1u);
   EXPECT_EQ(impls[0], "snippet_avx512");
   EXPECT_TRUE(subgraph_impls(g, in, false).empty());
+}
+
+TEST(CpuSubgraph, BroadcastInputsInAPermutedLayout) {
+  // conv -> Mul(., s [1, 32, 1, 1], a graph input: not a post-op) -> Sigmoid -> conv. Where
+  // oneDNN picks channels-last for the convolutions, the subgraph runs in it, the per-channel
+  // input read plain, and adds no Reorder.
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 16, 12, 12})});
+  auto* s = g->add_input("s", {DType::f32, ir::PartialShape(Shape{1, 32, 1, 1})});
+  auto conv = [&](ir::Value* in, const char* name, uint32_t seed) {
+    auto* c = g->add_node("Conv", {in, g->add_constant(std::string(name) + "_w", random_tensor({32, in == x ? 16 : 32, 3, 3}, seed, 0.2f))}, 1, name);
+    c->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+    return c->output(0);
+  };
+  auto* m = g->add_node("Mul", {conv(x, "conv1", 1), s}, 1, "mul")->output(0);
+  auto* sg = g->add_node("Sigmoid", {m}, 1, "sig")->output(0);
+  g->add_output(conv(sg, "conv2", 2));
+  size_t reorders_on = 0, reorders_off = 0;
+  const std::vector<Tensor> in = {random_tensor({1, 16, 12, 12}, 3), random_tensor({1, 32, 1, 1}, 4)};
+  auto impls = subgraph_impls(g, in, true, &reorders_on, 1e-4, 1e-5);
+  ASSERT_EQ(impls.size(), 1u);
+  subgraph_impls(g, in, false, &reorders_off, 1e-4, 1e-5);
+  if (impls[0].find("_permuted") != std::string::npos) {
+    EXPECT_LE(reorders_on, reorders_off);
+  } else {
+    std::cout << "[ info ] the convolutions did not pick a permutation layout here: " << impls[0] << "\n";
+  }
 }
 
 TEST(CpuSubgraph, BetweenConvolutionsItKeepsTheirLayout) {

@@ -2,7 +2,8 @@
 // JIT kernel from the snippets generator (src/snippets/generator.hpp): every input loaded
 // once, the whole elementwise chain computed in vector registers, every output stored once.
 // Rows of the [rows, inner] schedule are split across the OpenMP team. Plain layouts in and
-// out. Where the generator cannot compile the body (an op it has no emitter for, several
+// out, or the producers' own layout: blocked when no input broadcasts, a dim permutation
+// such as channels-last also with broadcast inputs. Where the generator cannot compile the body (an op it has no emitter for, several
 // output shapes, no AVX-512) the node runs the body on the reference kernels instead and
 // its implementation says so ("ref:Subgraph").
 #include <omp.h>
@@ -21,6 +22,53 @@ namespace {
 
 bool static_f32(const ir::Value* v) {
   return v && v->type.dtype == DType::f32 && v->type.shape.is_static();
+}
+
+// The dim order (outermost first) of a dense layout that only permutes the dims (e.g.
+// channels-last, acdb), or nothing for blocked or padded layouts. Dims of size 1 go first:
+// their stride does not matter.
+std::optional<std::vector<size_t>> dim_permutation(const dnnl::memory::desc& md) {
+  const auto& d = md.data;
+  if (d.format_kind != dnnl_blocked || d.format_desc.blocking.inner_nblks != 0) return std::nullopt;
+  const size_t r = static_cast<size_t>(d.ndims);
+  std::vector<size_t> order(r);
+  for (size_t i = 0; i < r; ++i) {
+    if (d.padded_dims[i] != d.dims[i]) return std::nullopt;
+    order[i] = i;
+  }
+  const auto* st = d.format_desc.blocking.strides;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const bool a1 = d.dims[a] == 1, b1 = d.dims[b] == 1;
+    if (a1 != b1) return a1;
+    return st[a] > st[b];
+  });
+  int64_t expect = 1;
+  for (size_t k = r; k-- > 0;) {
+    const size_t i = order[k];
+    if (d.dims[i] == 1) continue;
+    if (st[i] != expect) return std::nullopt;
+    expect *= d.dims[i];
+  }
+  return order;
+}
+
+// `s` (numpy-aligned to rank r) in the dim order `perm`; with `plain`, null when its plain
+// row-major bytes would not be that order's bytes (its dims larger than 1 change relative order).
+std::optional<Shape> permute_shape(const Shape& s, const std::vector<size_t>& perm, bool plain) {
+  const size_t r = perm.size();
+  if (s.size() > r) return std::nullopt;
+  Shape a(r - s.size(), 1);
+  a.insert(a.end(), s.begin(), s.end());
+  Shape p(r);
+  std::vector<size_t> big_orig, big_perm;
+  for (size_t k = 0; k < r; ++k) {
+    p[k] = a[perm[k]];
+    if (a[perm[k]] > 1) big_perm.push_back(perm[k]);
+  }
+  for (size_t i = 0; i < r; ++i)
+    if (a[i] > 1) big_orig.push_back(i);
+  if (plain && big_orig != big_perm) return std::nullopt;
+  return p;
 }
 
 class SubgraphNode : public Node {
@@ -53,6 +101,35 @@ class SubgraphNode : public Node {
       for (int i = 0; dense && i < d.ndims; ++i) dense = d.padded_dims[i] == d.dims[i];
       for (Edge* e : inputs) dense = dense && !e->is_plain() && e->desc() == *layout;
       if (!dense) layout.reset();
+    }
+    // Canonicalization with broadcasting: the full-shape inputs share a layout that only
+    // permutes the dims (channels-last after a convolution) and every broadcast input's plain
+    // bytes are in that order too (a per-channel [1, C, 1, 1] in NHWC): the kernel runs on the
+    // permuted shapes and the outputs keep the layout.
+    std::optional<dnnl::memory::desc> permuted;
+    if (same && !all_full) {
+      const Edge* full = nullptr;
+      for (Edge* e : inputs)
+        if (e->shape == shapes.output && !e->is_plain()) full = e;
+      std::optional<std::vector<size_t>> perm;
+      if (full && full->desc().data.data_type == dnnl_f32) perm = dim_permutation(full->desc());
+      bool ok = perm.has_value();
+      snippets::KernelShapes ps;
+      for (size_t i = 0; ok && i < inputs.size(); ++i) {
+        Edge* e = inputs[i];
+        if (e->shape == shapes.output) {  // in the layout (the graph converts one that is not)
+          ps.inputs.push_back(*permute_shape(e->shape, *perm, false));
+        } else {
+          auto p = permute_shape(e->shape, *perm, true);
+          ok = p.has_value();
+          if (ok) ps.inputs.push_back(*p);
+        }
+      }
+      if (ok) {
+        ps.output = *permute_shape(shapes.output, *perm, false);
+        shapes = ps;
+        permuted = full->desc();
+      }
     }
     if (all_full) {
       // no broadcasting: the elements as [rows, cols] so that rows split across threads
@@ -89,6 +166,14 @@ class SubgraphNode : public Node {
       fallback_->outputs = outputs;
       auto req = fallback_->prepare();
       impl = "ref:Subgraph";
+      return req;
+    }
+    if (permuted) {
+      impl = "snippet_" + kernel_->isa() + "_permuted";
+      std::vector<InputLayout> req;
+      for (Edge* e : inputs)
+        req.push_back(e->shape == outputs[0]->shape ? InputLayout::exact(*permuted) : InputLayout::plain());
+      for (Edge* e : outputs) e->set_layout(*permuted);
       return req;
     }
     if (!layout) {  // plain row-major
