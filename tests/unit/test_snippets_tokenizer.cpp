@@ -442,3 +442,21 @@ TEST(SnippetsMarkSkipped, SwishAfterAConvolutionIsLeftToTheCpuOptimizer) {
   EXPECT_TRUE(skipped.count(t) && skipped.count(e));
   EXPECT_EQ(snippets::tokenize(*g, &log), 0u);
 }
+
+TEST(SnippetsTokenizer, ALoneBroadcastingBinaryGetsAKernel) {
+  // x * s with s [1, 8, 1, 1] computed elsewhere (an SE block's scale): a Subgraph of its own;
+  // the same Mul of two full tensors, or by a constant, stays a lone op
+  auto g = new_graph();
+  ir::Value* x = g->add_input("x", f32_type({1, 8, 4, 4}));
+  ir::Value* s = g->add_input("s", f32_type({1, 8, 1, 1}));
+  g->add_output(add(g, "Mul", {x, s}, "se_mul")->output(0));
+  auto tg = tokenized(g, {rand_f32({1, 8, 4, 4}, 1, -2, 2), rand_f32({1, 8, 1, 1}, 2, -2, 2)}, 1);
+  EXPECT_EQ(fused(subgraphs(*tg).at(0)), (std::vector<std::string>{"se_mul"}));
+
+  auto g2 = new_graph();
+  ir::Value* a = g2->add_input("a", f32_type({1, 8, 4, 4}));
+  ir::Value* b = g2->add_input("b", f32_type({1, 8, 4, 4}));
+  g2->add_output(add(g2, "Mul", {a, b}, "full_mul")->output(0));
+  g2->add_output(add(g2, "Mul", {a, g2->add_constant("k", rand_f32({1, 8, 1, 1}, 3, -1, 1))}, "const_mul")->output(0));
+  tokenized(g2, {rand_f32({1, 8, 4, 4}, 4, -2, 2), rand_f32({1, 8, 4, 4}, 5, -2, 2)}, 0);
+}

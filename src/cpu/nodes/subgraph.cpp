@@ -160,6 +160,21 @@ class SubgraphNode : public Node {
         // an op without emitter, no AVX-512, too many registers: the reference kernels below
       }
     }
+    const ir::Graph& body = *source->attr_graph(snippets::kBodyAttr);
+    bool converted = false;  // would the kernel need an input converted to plain?
+    for (Edge* e : inputs) converted |= !e->is_plain();
+    if (kernel_ && !layout && !permuted && converted && body.nodes().size() == 1) {
+      // a lone op (a broadcasting binary) in a layout the kernel cannot run in: its own
+      // oneDNN node over the same edges does better than Reorders around the kernel
+      fallback_ = make_node(*body.nodes().front());
+      fallback_->name = name;
+      fallback_->inputs = inputs;
+      fallback_->outputs = outputs;
+      auto req = fallback_->prepare();
+      impl = fallback_->impl;
+      kernel_.reset();
+      return req;
+    }
     if (!kernel_) {  // the body on the reference kernels, by a Reference node over the same edges
       fallback_ = make_reference_node(*source);
       fallback_->inputs = inputs;
