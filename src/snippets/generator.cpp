@@ -389,6 +389,9 @@ std::shared_ptr<const Kernel> compile_cached(const ir::Graph& body, const Kernel
   }
   ++c.misses;
   slot = k;
+  // forget kernels nobody holds any more (a long-running process compiles many models)
+  if (c.kernels.size() > 64)
+    for (auto it = c.kernels.begin(); it != c.kernels.end();) it = it->second.expired() ? c.kernels.erase(it) : std::next(it);
   return k;
 }
 
