@@ -81,6 +81,26 @@ TEST(CpuSubgraph, BroadcastInputsInAPermutedLayout) {
   }
 }
 
+TEST(CpuSubgraph, GeluAndHardSwishPrimitivesEndAsOneSubgraphEach) {
+  // the whole pipeline: the pattern library makes Gelu / HardSwish of the primitives, the
+  // tokenizer gives each its own kernel
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{2, 3, 40})});
+  auto c = [&](const char* n, float v) { return g->add_constant(n, Tensor::scalar<float>(v)); };
+  auto* d = g->add_node("Div", {x, c("sqrt2", 1.4142135f)}, 1, "gelu_div")->output(0);
+  auto* e = g->add_node("Erf", {d}, 1, "gelu_erf")->output(0);
+  auto* p = g->add_node("Add", {e, c("one", 1.0f)}, 1, "gelu_add")->output(0);
+  auto* m = g->add_node("Mul", {x, p}, 1, "gelu_mul")->output(0);
+  g->add_output(g->add_node("Mul", {m, c("half", 0.5f)}, 1, "gelu_mul2")->output(0));
+  auto* a = g->add_node("Add", {x, c("three", 3.0f)}, 1, "hs_add")->output(0);
+  auto* cl = g->add_node("Clip", {a, c("zero", 0.0f), c("six", 6.0f)}, 1, "hs_clip")->output(0);
+  auto* hm = g->add_node("Mul", {x, cl}, 1, "hs_mul")->output(0);
+  g->add_output(g->add_node("Div", {hm, c("six_b", 6.0f)}, 1, "hs_div")->output(0));
+  auto impls = subgraph_impls(g, {random_tensor({2, 3, 40}, 6, 4.0f)}, true, nullptr, 1e-5, 1e-6);
+  ASSERT_EQ(impls.size(), 2u);
+  for (const auto& i : impls) EXPECT_EQ(i.rfind("snippet_", 0), 0u) << i;
+}
+
 TEST(CpuSubgraph, BetweenConvolutionsItKeepsTheirLayout) {
   // conv -> x * relu(x) (conv's output read twice: not a post-op) -> abs -> conv
   auto g = make_graph();
