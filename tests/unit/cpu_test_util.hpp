@@ -20,25 +20,11 @@
 #include "ir/graph.hpp"
 #include "ir/op_registry.hpp"
 #include "runtime/reference_executor.hpp"
+#include "tensor_test_util.hpp"
 #include "transforms/pass_log.hpp"
 #include "transforms/specialize_shapes.hpp"
 
 namespace kiln::test {
-
-// An f32 tensor of shape `s` filled uniformly from [lo, hi) by an mt19937 seeded with `seed`.
-inline Tensor random_tensor(Shape s, uint32_t seed, float lo, float hi) {
-  Tensor t(DType::f32, std::move(s));
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  float* p = t.data<float>();
-  for (int64_t i = 0; i < t.size(); ++i) p[i] = u(rng);
-  return t;
-}
-
-// The same over [-scale, scale).
-inline Tensor random_tensor(Shape s, uint32_t seed, float scale = 1.0f) {
-  return random_tensor(std::move(s), seed, -scale, scale);
-}
 
 // Asserts same shape and |want - got| <= atol + rtol * |want| element-wise. With
 // `match_nonfinite`, equal values (also equal infinities) pass and a NaN in `want` needs a
@@ -71,6 +57,16 @@ struct CompareOptions {
   std::set<std::string> disabled_passes = {"all-fusions"};
   transforms::PassLog* log = nullptr;  // what the passes did
 };
+
+// For the fusion tests: every optimizer pass on, what they did into `log`, rtol 1e-4 / atol 1e-5.
+inline CompareOptions fusing(transforms::PassLog* log) {
+  CompareOptions o;
+  o.disabled_passes.clear();
+  o.log = log;
+  o.rtol = 1e-4;
+  o.atol = 1e-5;
+  return o;
+}
 
 // Runs g on the reference executor and on a cpu::Graph made from a specialised copy,
 // compares every output and returns the cpu::Graph.

@@ -13,15 +13,6 @@ using namespace kiln::test;
 
 namespace {
 
-CompareOptions fusing(transforms::PassLog* log) {
-  CompareOptions o;
-  o.disabled_passes.clear();
-  o.log = log;
-  o.rtol = 1e-4;
-  o.atol = 1e-5;
-  return o;
-}
-
 ir::Value* conv(ir::Graph& g, ir::Value* x, int64_t ic, int64_t oc, const std::string& name, uint32_t seed) {
   auto* c = g.add_node("Conv", {x, g.add_constant(name + "_w", random_tensor({oc, ic, 3, 3}, seed, 0.3f)),
                                 g.add_constant(name + "_b", random_tensor({oc}, seed + 1, 0.1f))},

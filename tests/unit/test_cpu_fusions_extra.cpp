@@ -34,15 +34,6 @@ using namespace kiln::test;
 
 namespace {
 
-CompareOptions fusing(transforms::PassLog* log) {
-  CompareOptions o;
-  o.disabled_passes.clear();
-  o.log = log;
-  o.rtol = 1e-4;
-  o.atol = 1e-5;
-  return o;
-}
-
 Tensor from_values(const std::vector<float>& v, Shape s) {
   Tensor t(DType::f32, std::move(s));
   std::copy(v.begin(), v.end(), t.data<float>());

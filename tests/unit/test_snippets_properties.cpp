@@ -5,23 +5,15 @@
 #include <kiln/core.hpp>
 #include <kiln/error.hpp>
 
-#include <random>
 
 #include "ir/graph.hpp"
 #include "ir/op_registry.hpp"
 #include "precision_util.hpp"
+#include "tensor_test_util.hpp"
 #include "snippets/target_machine.hpp"
 
 namespace kiln::test {
 namespace {
-
-Tensor random_input(const Shape& s, uint32_t seed) {
-  Tensor t(DType::f32, s);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-2, 2);
-  for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = u(rng);
-  return t;
-}
 
 // x -> Conv -> Relu -> Sigmoid -> Mul(., x') -> Tanh: Relu is a conv post-op unless
 // IGNORE_CALLBACK; the rest is one snippets kernel unless DISABLE.
@@ -29,7 +21,7 @@ std::shared_ptr<Model> conv_chain() {
   auto g = std::make_shared<ir::Graph>();
   g->opset_imports[""] = 13;
   auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 4, 8, 8})});
-  auto* c = g->add_node("Conv", {x, g->add_constant("w", random_input({4, 4, 3, 3}, 1))}, 1, "conv");
+  auto* c = g->add_node("Conv", {x, g->add_constant("w", random_tensor({4, 4, 3, 3}, 1, 2.0f))}, 1, "conv");
   c->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
   auto* r = g->add_node("Relu", {c->output(0)}, 1, "relu");
   auto* s = g->add_node("Sigmoid", {r->output(0)}, 1, "sigmoid");
@@ -49,7 +41,7 @@ Outcome run(AnyMap props) {
   props["enable_profiling"] = "YES";
   CompiledModel cm = Core().compile_model(conv_chain(), f32_properties(props));
   InferRequest req = cm.create_infer_request();
-  req.set_input_tensor(random_input({1, 4, 8, 8}, 7));
+  req.set_input_tensor(random_tensor({1, 4, 8, 8}, 7, 2.0f));
   req.infer();
   return {req.get_output_tensor().clone(), req.get_profiling_info()};
 }

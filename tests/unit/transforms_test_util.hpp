@@ -13,6 +13,7 @@
 #include "ir/graph.hpp"
 #include "ir/op_registry.hpp"
 #include "runtime/reference_executor.hpp"
+#include "tensor_test_util.hpp"
 #include "transforms/pass_log.hpp"
 
 namespace kiln::test {
@@ -27,12 +28,7 @@ inline ir::ValueType f32_type(std::vector<ir::Dim> dims) { return {DType::f32, i
 
 // An f32 tensor uniform in [lo, hi).
 inline Tensor rand_f32(Shape s, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  Tensor t(DType::f32, std::move(s));
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  float* p = t.data<float>();
-  for (int64_t i = 0; i < t.size(); ++i) p[i] = u(rng);
-  return t;
+  return random_tensor(std::move(s), seed, lo, hi);
 }
 
 inline Tensor f32_filled(Shape s, float v) {

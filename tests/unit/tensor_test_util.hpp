@@ -1,0 +1,26 @@
+#pragma once
+// Random f32 tensors for the unit tests (cpu_test_util.hpp, transforms_test_util.hpp).
+#include <kiln/tensor.hpp>
+
+#include <cstdint>
+#include <random>
+#include <utility>
+
+namespace kiln::test {
+
+// An f32 tensor of shape `s` filled uniformly from [lo, hi) by an mt19937 seeded with `seed`.
+inline Tensor random_tensor(Shape s, uint32_t seed, float lo, float hi) {
+  Tensor t(DType::f32, std::move(s));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.size(); ++i) p[i] = u(rng);
+  return t;
+}
+
+// The same over [-scale, scale).
+inline Tensor random_tensor(Shape s, uint32_t seed, float scale = 1.0f) {
+  return random_tensor(std::move(s), seed, -scale, scale);
+}
+
+}  // namespace kiln::test
