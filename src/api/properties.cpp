@@ -188,8 +188,11 @@ Settings parse_properties(const AnyMap& properties) {
       else if (u == "DISABLE") s.graph.snippets_mode = cpu::SnippetsMode::disable;
       else bad_value(k, v, "ENABLE, IGNORE_CALLBACK, DISABLE");
     } else if (name == "kiln_snippets_isa") {
-      if (v != "auto" && v != "avx512" && v != "avx2") bad_value(k, v, "auto, avx512, avx2");
-      s.graph.snippets_isa = snippets::parse_isa(v);
+      try {
+        s.graph.snippets_isa = snippets::parse_isa(v);
+      } catch (const Error&) {
+        bad_value(k, v, "auto, avx512, avx2");
+      }
       try {
         cpu::x64::make_target_machine(s.graph.snippets_isa)->check_available();
       } catch (const Error& e) {

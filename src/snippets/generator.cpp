@@ -48,6 +48,12 @@ std::string file_safe(const std::string& s) {
   return r.empty() ? "kernel" : r;
 }
 
+// CompileOptions::segfault_detector, or KILN_SNIPPETS_SEGFAULT_DETECTOR=1 in the environment.
+bool segfault_detector_on(const CompileOptions& options) {
+  const char* env = std::getenv("KILN_SNIPPETS_SEGFAULT_DETECTOR");
+  return options.segfault_detector || (env && std::string(env) == "1");
+}
+
 bool supported_power(double p) { return p == 0.5 || (p == std::floor(p) && std::fabs(p) <= 16); }
 
 DType out_type(const ir::Node& n) { return n.num_outputs() ? n.output(0)->type.dtype : DType::undefined; }
@@ -295,8 +301,7 @@ std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shape
     lowered::pass::assign_registers(*lir, tm->num_vector_regs());
   }
   kernel->describe_ = lir->serialize_control_flow();
-  const char* det = std::getenv("KILN_SNIPPETS_SEGFAULT_DETECTOR");
-  if (options.segfault_detector || (det && std::string(det) == "1")) {
+  if (segfault_detector_on(options)) {
     kernel->debug_ = std::make_unique<DebugState>();
     kernel->debug_->kernel = options.name;
     install_segfault_detector();
@@ -347,9 +352,8 @@ std::string kernel_cache_key(const ir::Graph& body, const KernelShapes& shapes, 
   k << "|shapes";
   for (const Shape& s : shapes.inputs) k << " " << shape_to_string(s);
   k << " -> " << shape_to_string(shapes.output);
-  const char* det = std::getenv("KILN_SNIPPETS_SEGFAULT_DETECTOR");
   k << "|isa " << isa_name(options.isa) << " fma " << options.fuse_fma << " unroll " << options.unroll << " detector "
-    << (options.segfault_detector || (det && std::string(det) == "1"));
+    << segfault_detector_on(options);
   return k.str();
 }
 

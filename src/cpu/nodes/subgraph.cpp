@@ -82,6 +82,7 @@ class SubgraphNode : public Node {
   const char* type() const override { return "Subgraph"; }
 
   std::vector<InputLayout> prepare() override {
+    const ir::Graph& body = *source->attr_graph(snippets::kBodyAttr);
     snippets::KernelShapes shapes;
     for (Edge* e : inputs) shapes.inputs.push_back(e->shape);
     shapes.output = outputs[0]->shape;
@@ -150,30 +151,28 @@ class SubgraphNode : public Node {
       chunk_ = 0;
       chunks_ = 0;
     }
-    if (same) {
-      try {
-        snippets::CompileOptions opt;
-        opt.name = name;
-        opt.isa = snippets_isa;
-        kernel_ = snippets::compile_cached(*source->attr_graph(snippets::kBodyAttr), shapes, opt);
-      } catch (const Error&) {
-        // an op without emitter, no AVX-512, too many registers: the reference kernels below
-      }
-    }
-    const ir::Graph& body = *source->attr_graph(snippets::kBodyAttr);
     bool converted = false;  // would the kernel need an input converted to plain?
     for (Edge* e : inputs) converted |= !e->is_plain();
-    if (kernel_ && !layout && !permuted && converted && body.nodes().size() == 1) {
-      // a lone op (a broadcasting binary) in a layout the kernel cannot run in: its own
-      // oneDNN node over the same edges does better than Reorders around the kernel
+    if (!layout && !permuted && converted && body.nodes().size() == 1) {
+      // a lone op in a layout the kernel cannot run in: its own oneDNN node over the same
+      // edges does better than Reorders around the kernel
       fallback_ = make_node(*body.nodes().front());
       fallback_->name = name;
       fallback_->inputs = inputs;
       fallback_->outputs = outputs;
       auto req = fallback_->prepare();
       impl = fallback_->impl;
-      kernel_.reset();
       return req;
+    }
+    if (same) {
+      try {
+        snippets::CompileOptions opt;
+        opt.name = name;
+        opt.isa = snippets_isa;
+        kernel_ = snippets::compile_cached(body, shapes, opt);
+      } catch (const Error&) {
+        // an op without emitter, no AVX-512, too many registers: the reference kernels below
+      }
     }
     if (!kernel_) {  // the body on the reference kernels, by a Reference node over the same edges
       fallback_ = make_reference_node(*source);

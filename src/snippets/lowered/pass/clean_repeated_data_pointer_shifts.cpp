@@ -8,16 +8,16 @@ namespace kiln::snippets::lowered::pass {
 // Ports of one loop that access the same data pointer (several Loads of one Parameter, a
 // main and a tail Load seen from the outer loop) must shift it once: the first keeps its
 // shifts, the others are marked not incremented.
+std::pair<int, int> data_pointer(const Expression& mem) {
+  const bool store = mem.type() == "Store";
+  return {store ? 1 : 0, static_cast<int>(mem.op().attr(store ? "result" : "param"))};
+}
+
 void clean_repeated_data_pointer_shifts(LinearIR& lir) {
   for (auto& loop : lir.loops()) {
     std::set<std::pair<int, int>> seen;
     for (auto* ports : {&loop.entry_points, &loop.exit_points})
-      for (auto& p : *ports) {
-        const Op& op = p.expr->op();
-        const bool store = op.type == "Store";
-        std::pair<int, int> key{store ? 1 : 0, static_cast<int>(op.attr(store ? "result" : "param"))};
-        p.is_incremented = seen.insert(key).second;
-      }
+      for (auto& p : *ports) p.is_incremented = seen.insert(data_pointer(*p.expr)).second;
   }
 }
 

@@ -4,15 +4,6 @@
 
 namespace kiln::snippets::lowered::pass {
 
-namespace {
-
-std::pair<int, int> pointer_of(const Expression& e) {
-  const bool store = e.type() == "Store";
-  return {store ? 1 : 0, static_cast<int>(e.op().attr(store ? "result" : "param"))};
-}
-
-}  // namespace
-
 // For each loop nested in another: where it is the last loop of the enclosing one to move a
 // data pointer, its rewind (finalization offset) moves into the enclosing loop's increment of
 // that pointer (the rows loop advances by a row and the inner loop rewinds by a row: the
@@ -31,18 +22,18 @@ void cleanup_loop_offsets(LinearIR& lir) {
   for (size_t id : order)
     for (const auto* ports : {&lir.loops()[id].entry_points, &lir.loops()[id].exit_points})
       for (const auto& p : *ports)
-        if (p.is_incremented) last[{parent.at(id), pointer_of(*p.expr)}] = id;
+        if (p.is_incremented) last[{parent.at(id), data_pointer(*p.expr)}] = id;
   for (size_t id : order) {
     LoopInfo& inner = lir.loops()[id];
     LoopInfo& outer = lir.loops()[parent.at(id)];
     for (auto* ports : {&inner.entry_points, &inner.exit_points})
       for (auto& p : *ports) {
         if (!p.is_incremented || p.finalization_offset == 0) continue;
-        const auto key = pointer_of(*p.expr);
+        const auto key = data_pointer(*p.expr);
         if (last.at({parent.at(id), key}) != id) continue;
         for (auto* oports : {&outer.entry_points, &outer.exit_points})
           for (auto& q : *oports)
-            if (q.is_incremented && pointer_of(*q.expr) == key && outer.increment != 0 &&
+            if (q.is_incremented && data_pointer(*q.expr) == key && outer.increment != 0 &&
                 p.finalization_offset % outer.increment == 0) {
               q.ptr_increment += p.finalization_offset / outer.increment;
               p.finalization_offset = 0;

@@ -32,6 +32,9 @@ void insert_specific_iterations(LinearIR& lir);
 // Runs lir.unroll_factor() vectors per iteration of each innermost static loop, the body's
 // copies interleaved op by op; the remainder runs in a copy of the original loop after it.
 void unroll_loops(LinearIR& lir);
+// The data pointer a memory expression moves: {0, Parameter index} for a Load /
+// BroadcastLoad, {1, Result index} for a Store.
+std::pair<int, int> data_pointer(const Expression& mem);
 // Several ports of one loop reading the same data pointer: only the first shifts it.
 void clean_repeated_data_pointer_shifts(LinearIR& lir);
 // Generator preparation: an abstract register per vector value and its live range.
