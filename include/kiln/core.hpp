@@ -132,6 +132,8 @@ class InferRequest {
   // kiln::Error), on the thread that ran it; the request is idle by then, so the callback
   // may read outputs and start_async() again. It must not wait() for other requests.
   void set_callback(std::function<void(std::exception_ptr)> callback);
+  // The last run's output (shares the request's buffer). A tensor you still hold keeps its
+  // values; once you drop it the next run writes its output into the same buffer.
   Tensor get_output_tensor(size_t index = 0) const;
   Tensor get_tensor(const std::string& name) const;  // an output by name
   // Per-node times of the last run; throws unless the model was compiled with
