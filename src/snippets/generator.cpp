@@ -98,6 +98,7 @@ bool is_supported(const ir::Node& n) {
     return n.num_inputs() == 3 && in_type(n, 0) == DType::boolean && in_type(n, 1) == DType::f32 &&
            in_type(n, 2) == DType::f32 && out == DType::f32;
   if (op == "Cast") return n.num_inputs() == 1 && register_type(in_type(n, 0)) && register_type(out);
+  if (is_reduction_op(op)) return n.num_inputs() == 1 && in_type(n, 0) == DType::f32 && (out == DType::f32 || out == DType::undefined);
   if (!float_ops().count(op)) return false;
   if (out != DType::f32 && out != DType::undefined) return false;
   if ((op == "Max" || op == "Min") && n.num_inputs() != 2) return false;
@@ -119,16 +120,19 @@ int64_t Schedule::rows() const {
   return r;
 }
 
-Schedule make_schedule(const KernelShapes& shapes) {
+Schedule make_schedule(const KernelShapes& shapes, int64_t inner_from) {
   const Shape& out = shapes.output;
   const size_t rank = out.size();
   const size_t n_in = shapes.inputs.size();
+  KILN_CHECK(inner_from < static_cast<int64_t>(rank), cat("snippets: inner block from dim ", inner_from, " of a rank-", rank, " output"));
   // Per kept dim (output dim > 1): does input i span it (true) or broadcast (false)?
   std::vector<int64_t> dims;
+  size_t first_inner = 0;  // kept dims [first_inner, size) are at or after inner_from
   std::vector<std::vector<bool>> full(n_in);
   for (size_t d = 0; d < rank; ++d) {
     KILN_CHECK(out[d] >= 1, cat("snippets: output shape ", shape_to_string(out), " has an empty dim"));
     if (out[d] == 1) continue;
+    if (static_cast<int64_t>(d) < inner_from) first_inner = dims.size() + 1;
     dims.push_back(out[d]);
     for (size_t i = 0; i < n_in; ++i) {
       const Shape& s = shapes.inputs[i];
@@ -153,17 +157,25 @@ Schedule make_schedule(const KernelShapes& shapes) {
   sc.in_inner_broadcast.assign(n_in, false);
   sc.in_strides.assign(n_in, {});
   size_t k = dims.size();  // dims [k, size) form the inner block
-  if (!dims.empty()) {
-    k = dims.size() - 1;
-    auto same = [&](size_t a, size_t b) {
+  auto same = [&](size_t a, size_t b) {
+    for (size_t i = 0; i < n_in; ++i)
+      if (full[i][a] != full[i][b]) return false;
+    return true;
+  };
+  if (inner_from >= 0) {
+    k = first_inner;
+    for (size_t d = k; d + 1 < dims.size(); ++d)
       for (size_t i = 0; i < n_in; ++i)
-        if (full[i][a] != full[i][b]) return false;
-      return true;
-    };
+        KILN_CHECK(full[i][d] == full[i].back(),
+                   cat("snippets: input ", i, " shape ", shape_to_string(shapes.inputs[i]), " broadcasts over part of the reduced dims of ",
+                       shape_to_string(out), " (from dim ", inner_from, ")"));
+  } else if (!dims.empty()) {
+    k = dims.size() - 1;
     while (k > 0 && same(k - 1, dims.size() - 1)) --k;
-    for (size_t d = k; d < dims.size(); ++d) sc.inner *= dims[d];
-    for (size_t i = 0; i < n_in; ++i) sc.in_inner_broadcast[i] = !full[i].back();
   }
+  for (size_t d = k; d < dims.size(); ++d) sc.inner *= dims[d];
+  if (k < dims.size())
+    for (size_t i = 0; i < n_in; ++i) sc.in_inner_broadcast[i] = !full[i].back();
   // Outer dims, adjacent ones merged when every input treats them alike.
   std::vector<int64_t> outer;
   std::vector<std::vector<bool>> ofull(n_in);
@@ -207,7 +219,12 @@ void Kernel::run(const std::vector<const float*>& ins, const std::vector<float*>
              cat("snippets kernel: expects ", sc.in_strides.size(), " inputs and ", num_outputs_, " outputs"));
   KILN_CHECK(begin >= 0 && begin <= end && end <= rows(), cat("snippets kernel: bad row range [", begin, ", ", end, ")"));
   const KernelFn fn = code_->fn();
-  std::vector<const void*> ptrs(ins.size() + outs.size());
+  std::vector<const void*> ptrs(ins.size() + outs.size() + buffer_offsets_.size());
+  if (scratch_size_ > 0) {  // the Buffers' rows: this thread's scratch, reused by every call
+    thread_local std::vector<float> scratch;
+    if (static_cast<int64_t>(scratch.size()) < scratch_size_) scratch.resize(static_cast<size_t>(scratch_size_));
+    for (size_t b = 0; b < buffer_offsets_.size(); ++b) ptrs[ins.size() + outs.size() + b] = scratch.data() + buffer_offsets_[b];
+  }
   const int64_t last = sc.outer.back();
   const size_t nd = sc.outer.size();
   int64_t r = begin;
@@ -234,6 +251,39 @@ void Kernel::run(const std::vector<const float*>& ins, const std::vector<float*>
   }
 }
 
+int64_t reduction_start(const ir::Node& n, const Shape& output) {
+  const int64_t rank = static_cast<int64_t>(output.size());
+  const ir::Value* in = n.input(0);
+  KILN_CHECK(in && in->type.shape.is_static() && in->type.shape.to_shape() == output,
+             cat("snippets: ", n.describe(), " reads a tensor of shape ", in ? in->type.shape.to_string() : "?",
+                 "; the generator reduces only tensors of the kernel's output shape ", shape_to_string(output)));
+  // opset 13 reduces one axis; earlier opsets the flattened dims from the axis on
+  const bool one_axis = n.opset() == 0 || n.opset() >= 13;
+  int64_t axis = n.has_attr("axis") ? n.attr_i("axis") : (one_axis ? -1 : 1);
+  KILN_CHECK(axis >= -rank && axis < rank, cat("snippets: ", n.describe(), " axis ", axis, " is out of range for rank ", rank));
+  if (axis < 0) axis += rank;
+  if (one_axis)
+    for (int64_t d = axis + 1; d < rank; ++d)
+      KILN_CHECK(output[static_cast<size_t>(d)] == 1, cat("snippets: ", n.describe(), " reduces axis ", axis, ", not the last dim of ",
+                                                          shape_to_string(output), " (the generator reduces along the inner dim)"));
+  return axis;
+}
+
+namespace {
+
+int64_t reduced_from(const ir::Graph& body, const Shape& output) {
+  int64_t from = -1;
+  for (const ir::Node* n : body.nodes()) {
+    if (!is_reduction_op(n->op_type())) continue;
+    const int64_t axis = reduction_start(*n, output);
+    KILN_CHECK(from < 0 || from == axis, cat("snippets: the body reduces from dim ", from, " and from dim ", axis, " (one inner block)"));
+    from = axis;
+  }
+  return from;
+}
+
+}  // namespace
+
 std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shapes, const CompileOptions& options) {
   auto tm = cpu::x64::make_target_machine(options.isa);
   tm->check_available();
@@ -251,11 +301,12 @@ std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shape
   pass::convert_pow_to_power_static(*g);
   if (options.fuse_fma) pass::fuse_mul_add_to_fma(*g);
   for (const ir::Node* n : g->nodes())
-    KILN_CHECK(tm->is_supported(n->op_type()), cat("snippets: ", n->describe(), " has no emitter on ", tm->name()));
+    KILN_CHECK(is_reduction_op(n->op_type()) || tm->is_supported(n->op_type()),
+               cat("snippets: ", n->describe(), " has no emitter on ", tm->name()));
 
   // 2. Linear IR over the 2-D schedule, 3. control-flow passes.
   auto kernel = std::unique_ptr<Kernel>(new Kernel());
-  kernel->schedule_ = make_schedule(shapes);
+  kernel->schedule_ = make_schedule(shapes, reduced_from(body, shapes.output));
   kernel->num_outputs_ = body.outputs().size();
   KILN_CHECK(static_cast<int>(body.inputs().size() + body.outputs().size()) <= tm->max_data_pointers(),
              cat("snippets: ", body.inputs().size() + body.outputs().size(), " data pointers, the kernel has ",
@@ -286,7 +337,7 @@ std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shape
             << ir.serialize_data_flow();
       };
     }
-    lowered::pass::PassPipeline::control_flow().run(*lir, dump);
+    lowered::pass::PassPipeline::control_flow(options.optimize_buffers).run(*lir, dump);
 
     // 4. Generator preparation and emission.
     lowered::pass::init_live_ranges(*lir);
@@ -301,6 +352,13 @@ std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shape
     lowered::pass::assign_registers(*lir, tm->num_vector_regs());
   }
   kernel->describe_ = lir->serialize_control_flow();
+  kernel->buffer_offsets_ = lir->buffer_offsets();
+  kernel->scratch_size_ = lir->scratch_size();
+  KILN_CHECK(static_cast<int>(body.inputs().size() + body.outputs().size() + kernel->buffer_offsets_.size()) <=
+                 tm->max_data_pointers(),
+             cat("snippets: ", body.inputs().size(), " inputs + ", body.outputs().size(), " outputs + ",
+                 kernel->buffer_offsets_.size(), " buffers need more data pointers than the kernel's ",
+                 tm->max_data_pointers(), " general-purpose registers for them"));
   if (segfault_detector_on(options)) {
     kernel->debug_ = std::make_unique<DebugState>();
     kernel->debug_->kernel = options.name;
@@ -353,7 +411,7 @@ std::string kernel_cache_key(const ir::Graph& body, const KernelShapes& shapes, 
   for (const Shape& s : shapes.inputs) k << " " << shape_to_string(s);
   k << " -> " << shape_to_string(shapes.output);
   k << "|isa " << isa_name(options.isa) << " fma " << options.fuse_fma << " unroll " << options.unroll << " detector "
-    << segfault_detector_on(options);
+    << segfault_detector_on(options) << " buffers " << options.optimize_buffers;
   return k.str();
 }
 

@@ -23,6 +23,11 @@ class CompiledCode;
 // Ops this generator can emit (f32), including the ones the data-flow passes create.
 bool is_supported(const ir::Node& n);
 
+// The first output dim a reduction op (Softmax, LogSoftmax) of the body reduces over: the
+// kernel's inner block is the dims from there on. Throws kiln::Error when the generator
+// cannot reduce it (not along the trailing dims, or not over the output's shape).
+int64_t reduction_start(const ir::Node& n, const Shape& output);
+
 struct KernelShapes {
   std::vector<Shape> inputs;  // numpy-broadcast to `output`
   Shape output;
@@ -42,6 +47,9 @@ struct CompileOptions {
   // Debug: instrument the kernel for the segfault detector (src/snippets/segfault_detector.hpp);
   // also on when the environment has KILN_SNIPPETS_SEGFAULT_DETECTOR=1.
   bool segfault_detector = false;
+  // AllocateBuffers mode: Buffers with disjoint lifetimes share scratch memory (true) or each
+  // has its own (false, for debugging an allocation).
+  bool optimize_buffers = true;
 };
 
 // The 2-D schedule: the output viewed as [rows, inner]; rows split into outer dims.
@@ -54,7 +62,9 @@ struct Schedule {
   std::vector<int64_t> lir_out_shape;
   int64_t rows() const;
 };
-Schedule make_schedule(const KernelShapes& shapes);
+// `inner_from` >= 0: the inner block is exactly the output dims [inner_from, rank) (a
+// reduction runs over them); every input must span all of them or none, else kiln::Error.
+Schedule make_schedule(const KernelShapes& shapes, int64_t inner_from = -1);
 
 class Kernel {
  public:
@@ -63,6 +73,8 @@ class Kernel {
   void run(const std::vector<const float*>& ins, const std::vector<float*>& outs, int64_t begin, int64_t end) const;
   int64_t rows() const { return schedule_.rows(); }
   int64_t inner() const { return schedule_.inner; }
+  // Floats of scratch memory one call uses (rows of the Buffers between inner loops).
+  int64_t scratch_size() const { return scratch_size_; }
   // The Linear IR after all passes and the register assignment.
   std::string describe() const { return describe_; }
   // The instruction set the code was generated for ("avx512", "avx2").
@@ -76,6 +88,8 @@ class Kernel {
   Kernel() = default;
   Schedule schedule_;
   size_t num_outputs_ = 0;
+  std::vector<int64_t> buffer_offsets_;  // per buffer data pointer, in the scratch (floats)
+  int64_t scratch_size_ = 0;
   std::unique_ptr<CompiledCode> code_;
   std::string describe_;
   std::string isa_;

@@ -3,6 +3,7 @@
 #include <functional>
 
 #include "snippets/generator.hpp"
+#include "snippets/op.hpp"
 
 #include <algorithm>
 #include <memory>
@@ -196,9 +197,49 @@ class Tokenizer {
         outputs += out;
       }
     }
-    if (inputs.size() + outputs > max_ptrs_)
-      return cat("the kernel would need ", inputs.size(), " inputs + ", outputs, " outputs = ",
-                 inputs.size() + outputs, " data pointers, more than the ", max_ptrs_, " registers for them");
+    // A reduction may need up to two Buffers between its loops, each a data pointer.
+    size_t buffers = 0;
+    for (const ir::Node* m : members) buffers += is_reduction_op(m->op_type()) ? 2 : 0;
+    if (inputs.size() + outputs + buffers > max_ptrs_)
+      return cat("the kernel would need ", inputs.size(), " inputs + ", outputs, " outputs", buffers ? cat(" + ", buffers, " buffers") : "",
+                 " = ", inputs.size() + outputs + buffers, " data pointers, more than the ", max_ptrs_, " registers for them");
+    if (buffers) return reduction_problem(members, inputs);
+    return "";
+  }
+
+  // Empty when the generator can run the candidate's reductions: every member computes the
+  // reduced tensor's shape (no broadcast past it), all reduce over the same trailing dims,
+  // and every input spans all or none of them.
+  static std::string reduction_problem(const std::vector<const ir::Node*>& members,
+                                       const std::unordered_set<const ir::Value*>& inputs) {
+    const ir::Node* first = nullptr;
+    for (const ir::Node* m : members)
+      if (is_reduction_op(m->op_type()) && !first) first = m;
+    const ir::PartialShape& ps = first->input(0)->type.shape;
+    if (!ps.is_static()) return cat(first->name(), " reduces a tensor of dynamic shape");
+    KernelShapes ks;
+    ks.output = ps.to_shape();
+    for (const ir::Node* m : members)
+      for (const ir::Value* o : m->outputs())
+        if (!(o->type.shape.is_static() && o->type.shape.to_shape() == ks.output))
+          return cat(m->name(), " makes a tensor of shape ", o->type.shape.to_string(), ", not the reduced ",
+                     shape_to_string(ks.output), " (a kernel with a reduction keeps one shape)");
+    for (const ir::Value* v : inputs) {
+      if (!v->type.shape.is_static()) return cat("input '", v->name(), "' has a dynamic shape");
+      ks.inputs.push_back(v->type.shape.to_shape());
+    }
+    try {
+      int64_t from = -1;
+      for (const ir::Node* m : members) {
+        if (!is_reduction_op(m->op_type())) continue;
+        const int64_t axis = reduction_start(*m, ks.output);
+        if (from >= 0 && axis != from) return cat(m->name(), " reduces from another dim than ", first->name());
+        from = axis;
+      }
+      make_schedule(ks, from);
+    } catch (const Error& e) {
+      return e.what();
+    }
     return "";
   }
 

@@ -153,3 +153,34 @@ TEST(CpuSubgraph, BodiesTheGeneratorCannotCompileRunOnTheReferenceKernels) {
   ASSERT_EQ(impls.size(), 1u);
   EXPECT_EQ(impls[0], "ref:Subgraph");
 }
+
+// Attention-style scores: Div by a scale, Add a [B, 1, 1, S] mask, Softmax over S, then a
+// Mul: one Subgraph with three inner loops and a scratch row, matching the reference.
+// LogSoftmax too; an opset 13 Softmax over another axis stays a Softmax node.
+TEST(CpuSubgraph, SoftmaxWithItsNeighboursIsOneKernel) {
+  for (const char* op : {"Softmax", "LogSoftmax"}) {
+    SCOPED_TRACE(op);
+    auto g = make_graph();
+    auto* q = g->add_input("q", {DType::f32, ir::PartialShape(Shape{2, 4, 24, 24})});
+    auto* mask = g->add_input("mask", {DType::f32, ir::PartialShape(Shape{2, 1, 1, 24})});
+    auto* scale = g->add_constant("scale", Tensor::from_vector<float>({8.0f}, Shape{}));
+    auto* d = g->add_node("Div", {q, scale}, 1, "div")->output(0);
+    auto* a = g->add_node("Add", {d, mask}, 1, "add")->output(0);
+    auto* s = g->add_node(op, {a}, 1, "softmax")->output(0);
+    auto* m = g->add_node("Mul", {s, q}, 1, "mul")->output(0);
+    g->add_output(m);
+    std::vector<Tensor> in = {random_tensor({2, 4, 24, 24}, 3, 10.0f), random_tensor({2, 1, 1, 24}, 4, 2.0f)};
+    auto impls = subgraph_impls(g, in, true);
+    ASSERT_EQ(impls.size(), 1u);
+    EXPECT_EQ(impls[0], "snippet_avx512");
+    EXPECT_TRUE(subgraph_impls(g, in, false).empty());
+  }
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{3, 5, 7})});
+  auto* n = g->add_node("Neg", {x}, 1, "neg")->output(0);
+  ir::Node* sm = g->add_node("Softmax", {n}, 1, "softmax");
+  sm->attrs["axis"] = ir::Attribute(int64_t{1});
+  auto* e = g->add_node("Exp", {sm->output(0)}, 1, "exp")->output(0);
+  g->add_output(e);
+  EXPECT_TRUE(subgraph_impls(g, {random_tensor({3, 5, 7}, 5)}, true).empty());  // neg and exp alone: not worth a kernel
+}

@@ -246,7 +246,7 @@ TEST(SnippetsControlFlow, PipelineRegistersBackendPassesByName) {
   auto p = lp::PassPipeline::control_flow();
   std::vector<std::string> ran;
   p.register_after("InsertLoadStore", "BackendAfter", [&](LinearIR&) { ran.push_back("after"); });
-  p.register_before("MarkLoops", "BackendFirst", [&](LinearIR&) { ran.push_back("first"); });
+  p.register_before("DecomposeReductions", "BackendFirst", [&](LinearIR&) { ran.push_back("first"); });
   auto names = p.names();
   EXPECT_EQ(names.front(), "BackendFirst");
   EXPECT_EQ(*(std::find(names.begin(), names.end(), "InsertLoadStore") + 1), "BackendAfter");

@@ -87,12 +87,12 @@ TEST(SnippetsTokenizer, TwoBranchesMerge) {
 
 TEST(SnippetsTokenizer, MergeThatWouldCreateACycleIsRefused) {
   // relu -> sigmoid ---------------------------> add
-  //              \-> Softmax (unsupported) -> tanh -> exp -/
+  //              \-> Hardmax (unsupported) -> tanh -> exp -/
   auto g = new_graph();
   ir::Value* x = g->add_input("x", f32_type({4, 6}));
   ir::Node* r = add(g, "Relu", {x}, "relu");
   ir::Node* s = add(g, "Sigmoid", {r->output(0)}, "sigmoid");
-  ir::Node* sm = add(g, "Softmax", {s->output(0)}, "softmax");
+  ir::Node* sm = add(g, "Hardmax", {s->output(0)}, "hardmax");
   ir::Node* t = add(g, "Tanh", {sm->output(0)}, "tanh");
   ir::Node* e = add(g, "Exp", {t->output(0)}, "exp");
   ir::Node* a = add(g, "Add", {s->output(0), e->output(0)}, "add");
@@ -110,19 +110,19 @@ TEST(SnippetsTokenizer, MergeThatWouldCreateACycleIsRefused) {
 }
 
 TEST(SnippetsTokenizer, CycleBetweenTwoSubgraphsIsRefused) {
-  // {a, d} and {b, e} would each be fine alone, but a -> Softmax -> e and b -> Softmax -> d
+  // {a, d} and {b, e} would each be fine alone, but a -> Hardmax -> e and b -> Hardmax -> d
   // make the two Subgraph nodes depend on each other.
   auto g = new_graph();
   ir::Value* x = g->add_input("x", f32_type({2, 5}));
   ir::Value* y = g->add_input("y", f32_type({2, 5}));
   ir::Node* a = add(g, "Relu", {x}, "a");
   ir::Node* b = add(g, "Exp", {y}, "b");
-  ir::Node* xa = add(g, "Softmax", {a->output(0)}, "softmax_a");
-  ir::Node* xb = add(g, "Softmax", {b->output(0)}, "softmax_b");
+  ir::Node* xa = add(g, "Hardmax", {a->output(0)}, "hardmax_a");
+  ir::Node* xb = add(g, "Hardmax", {b->output(0)}, "hardmax_b");
   ir::Node* d = add(g, "Add", {a->output(0), xb->output(0)}, "d");
   ir::Node* e = add(g, "Mul", {b->output(0), xa->output(0)}, "e");
   ir::Node* e2 = add(g, "Neg", {e->output(0)}, "e2");
-  ir::Node* out = add(g, "Softmax", {d->output(0)}, "out_d");
+  ir::Node* out = add(g, "Hardmax", {d->output(0)}, "out_d");
   g->add_output(out->output(0));
   g->add_output(e2->output(0));
   PassLog log;

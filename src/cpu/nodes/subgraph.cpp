@@ -14,6 +14,7 @@
 #include "core/strings.hpp"
 #include "cpu/nodes/node_factory.hpp"
 #include "snippets/generator.hpp"
+#include "snippets/op.hpp"
 #include "snippets/subgraph_op.hpp"
 
 namespace kiln::cpu {
@@ -88,11 +89,14 @@ class SubgraphNode : public Node {
     shapes.output = outputs[0]->shape;
     bool same = true;
     for (Edge* e : outputs) same &= e->shape == shapes.output;
+    // A body with a reduction keeps its plain shape: the reduced dims must stay the inner block.
+    bool reduces = false;
+    for (const ir::Node* n : body.nodes()) reduces |= snippets::is_reduction_op(n->op_type());
     // Canonicalization: inputs all of the output's shape and in one non-plain layout
     // without padding (e.g. channels-last or whole channel blocks after a convolution)
     // are the same elements at the same offsets: the kernel runs over them as flat
     // arrays and the outputs keep that layout, so no Reorder is needed around the node.
-    bool all_full = same && !inputs.empty();
+    bool all_full = same && !inputs.empty() && !reduces;
     for (Edge* e : inputs) all_full = all_full && e->shape == shapes.output;
     std::optional<dnnl::memory::desc> layout;
     if (all_full && !inputs[0]->is_plain()) {
@@ -108,7 +112,7 @@ class SubgraphNode : public Node {
     // bytes are in that order too (a per-channel [1, C, 1, 1] in NHWC): the kernel runs on the
     // permuted shapes and the outputs keep the layout.
     std::optional<dnnl::memory::desc> permuted;
-    if (same && !all_full) {
+    if (same && !all_full && !reduces) {
       const Edge* full = nullptr;
       for (Edge* e : inputs)
         if (e->shape == shapes.output && !e->is_plain()) full = e;

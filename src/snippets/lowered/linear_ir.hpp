@@ -96,7 +96,8 @@ class Expression {
   std::vector<PortDescriptor> in_desc_, out_desc_;
 };
 
-// One memory port of a loop: a Load/BroadcastLoad input or a Store output, with the data
+// One memory port of a loop: a Load/BroadcastLoad input or a Store output (of a Parameter,
+// a Result or a Buffer), with the data
 // pointer shifts InitLoops computes (in elements).
 struct LoopPort {
   Expression* expr = nullptr;
@@ -168,6 +169,15 @@ class LinearIR {
   // Makes a detached expression (not in the list) reading `inputs`.
   ExpressionPtr make_expression(Op op, const std::vector<ExpressionPort>& inputs, size_t num_outputs);
 
+  // AllocateBuffers' result: the scratch offset (elements) of each buffer data pointer
+  // ("ptr" of a Buffer and of its Loads / Stores) and the scratch a kernel call needs.
+  const std::vector<int64_t>& buffer_offsets() const { return buffer_offsets_; }
+  int64_t scratch_size() const { return scratch_size_; }
+  void set_buffers(std::vector<int64_t> offsets, int64_t scratch) {
+    buffer_offsets_ = std::move(offsets);
+    scratch_size_ = scratch;
+  }
+
   // Debug print: every expression with its connectors, descriptors and registers.
   std::string debug_print() const;
   // Control-flow view: every expression in order, loops with work amount / increment / shifts.
@@ -181,6 +191,8 @@ class LinearIR {
   std::vector<int64_t> master_shape_;
   int64_t vector_length_ = 16;
   int64_t unroll_factor_ = 1;
+  std::vector<int64_t> buffer_offsets_;
+  int64_t scratch_size_ = 0;
   size_t next_id_ = 0;
 };
 

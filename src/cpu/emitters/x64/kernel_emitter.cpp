@@ -151,7 +151,18 @@ void KernelEmitter::store_lanes(const Address& a, const Xmm& s, int64_t count, c
   else vmaskmovps(a, scratch, s);
 }
 
+void KernelEmitter::move_lanes(const Xmm& acc, const Xmm& src, int64_t count, const Xmm& scratch) {
+  if (count >= vlen()) return vmovaps(acc, src);
+  tail_mask(count, scratch);
+  if (avx512()) vmovaps(acc | k1, src);
+  else vblendvps(acc, acc, src, scratch);
+}
+
 const Reg64& KernelEmitter::port_ptr(const Expression& mem) const {
+  if (mem.op().has("buffer")) {
+    KILN_CHECK(mem.op().has("ptr"), cat("snippets x64: ", snippets::lowered::expr_name(mem), " reads a Buffer without a data pointer (run AllocateBuffers)"));
+    return buffer_ptr(static_cast<size_t>(mem.op().attr("ptr")));
+  }
   if (mem.type() == "Store") return result_ptr(static_cast<size_t>(mem.op().attr("result")));
   return param_ptr(static_cast<size_t>(mem.op().attr("param")));
 }
@@ -238,12 +249,14 @@ void KernelEmitter::generate(const LinearIR& lir, const std::map<std::string, Em
     if (e->type() == "Result") ++n_results;
   }
   const std::vector<Reg64> pool = {rbx, rbp, rcx, rdx, r8, r9, r10, r11, r12, r13, r14, r15};
-  KILN_CHECK(n_params + n_results <= pool.size(),
-             cat("snippets x64: ", n_params + n_results, " data pointers, at most ", pool.size(), " fit in registers"));
+  const size_t n_ptrs = n_params + n_results + lir.buffer_offsets().size();
+  KILN_CHECK(n_ptrs <= pool.size(), cat("snippets x64: ", n_ptrs, " data pointers, at most ", pool.size(), " fit in registers"));
   num_params_ = n_params;
-  data_regs_.assign(pool.begin(), pool.begin() + static_cast<std::ptrdiff_t>(n_params + n_results));
+  num_results_ = n_results;
+  data_regs_.assign(pool.begin(), pool.begin() + static_cast<std::ptrdiff_t>(n_ptrs));
 
-  // Prologue: callee-saved registers, data pointers from the argument array (rdi); rows in rsi.
+  // Prologue: callee-saved registers, data pointers from the argument array (rdi: inputs,
+  // outputs, then buffers); rows in rsi.
   const std::vector<Reg64> saved = {rbx, rbp, r12, r13, r14, r15};
   for (const auto& r : saved) push(r);
   int slots = 0;  // InsertRegSpills' stack slots

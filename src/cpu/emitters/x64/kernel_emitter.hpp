@@ -95,8 +95,15 @@ class KernelEmitter : public Xbyak::CodeGenerator {
   void load_lanes(const Xbyak::Xmm& d, const Xbyak::Address& a, int64_t count, const Xbyak::Xmm& scratch);
   void store_lanes(const Xbyak::Address& a, const Xbyak::Xmm& s, int64_t count, const Xbyak::Xmm& scratch);
 
+  // acc = src in the low `count` lanes only (count < vlen: a tail), the other lanes kept;
+  // `scratch` holds the AVX2 lane mask.
+  void move_lanes(const Xbyak::Xmm& acc, const Xbyak::Xmm& src, int64_t count, const Xbyak::Xmm& scratch);
+
   const Xbyak::Reg64& param_ptr(size_t i) const { return data_regs_.at(i); }
   const Xbyak::Reg64& result_ptr(size_t i) const { return data_regs_.at(num_params_ + i); }
+  const Xbyak::Reg64& buffer_ptr(size_t i) const { return data_regs_.at(num_params_ + num_results_ + i); }
+  // The data pointer a Load / BroadcastLoad / Store moves: its Parameter's, Result's or Buffer's.
+  const Xbyak::Reg64& port_ptr(const Expression& mem) const;
 
  private:
   Cst vec_cst(const std::vector<uint32_t>& lanes);
@@ -105,13 +112,12 @@ class KernelEmitter : public Xbyak::CodeGenerator {
   void emit_loop_begin(const Expression& e);
   void emit_loop_end(const Expression& e);
   void emit_constant_table();
-  const Xbyak::Reg64& port_ptr(const Expression& mem) const;
   void debug_store(volatile void* where, int64_t value, bool increment);
   snippets::Isa isa_;
   snippets::DebugState* debug_ = nullptr;
   const snippets::lowered::LinearIR* lir_ = nullptr;
   std::vector<Xbyak::Reg64> data_regs_;
-  size_t num_params_ = 0;
+  size_t num_params_ = 0, num_results_ = 0;
   std::map<size_t, Xbyak::Label> loop_labels_;
   Xbyak::Label table_;
   std::map<std::vector<uint32_t>, size_t> table_index_;  // lanes -> byte offset
@@ -139,5 +145,6 @@ void register_activation_emitters(std::map<std::string, EmitFn>& m);
 void register_transcendental_emitters(std::map<std::string, EmitFn>& m);
 void register_composite_emitters(std::map<std::string, EmitFn>& m);
 void register_logic_emitters(std::map<std::string, EmitFn>& m);
+void register_reduction_emitters(std::map<std::string, EmitFn>& m);
 
 }  // namespace kiln::cpu::x64

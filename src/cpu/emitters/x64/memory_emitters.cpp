@@ -1,4 +1,4 @@
-// Load / Store (full vector or masked tail), BroadcastLoad, BroadcastMove, Scalar, and the
+// Load / Store (full vector or masked tail; of a Parameter, Result or Buffer), BroadcastLoad, BroadcastMove, Scalar, and the
 // register spills' stores / loads.
 #include "cpu/emitters/x64/kernel_emitter.hpp"
 
@@ -13,7 +13,7 @@ int64_t count_of(const KernelEmitter& h, const Expression& e) { return static_ca
 int offset_of(const Expression& e) { return static_cast<int>(e.op().attr("offset", 0)) * 4; }
 
 void emit_load(KernelEmitter& h, const Expression& e) {
-  const Reg64& p = h.param_ptr(static_cast<size_t>(e.op().attr("param")));
+  const Reg64& p = h.port_ptr(e);
   const Xmm d = h.vout(e);
   const auto& sub = e.get_input_port_descriptor(0).subtensor;
   if (!sub.empty() && sub.back() == 1) {
@@ -24,7 +24,7 @@ void emit_load(KernelEmitter& h, const Expression& e) {
 }
 
 void emit_store(KernelEmitter& h, const Expression& e) {
-  const Reg64& p = h.result_ptr(static_cast<size_t>(e.op().attr("result")));
+  const Reg64& p = h.port_ptr(e);
   h.store_lanes(h.ptr[p + offset_of(e)], h.vin(e, 0), count_of(h, e), h.tmp(0));
 }
 

@@ -9,6 +9,7 @@ namespace kiln::snippets::lowered::pass {
 // main and a tail Load seen from the outer loop) must shift it once: the first keeps its
 // shifts, the others are marked not incremented.
 std::pair<int, int> data_pointer(const Expression& mem) {
+  if (mem.op().has("buffer")) return {2, static_cast<int>(mem.op().attr(mem.op().has("ptr") ? "ptr" : "buffer"))};
   const bool store = mem.type() == "Store";
   return {store ? 1 : 0, static_cast<int>(mem.op().attr(store ? "result" : "param"))};
 }

@@ -1,21 +1,48 @@
 #include <algorithm>
+#include <tuple>
+#include <unordered_map>
 
 #include "snippets/lowered/pass/passes.hpp"
 
 namespace kiln::snippets::lowered::pass {
 
-// Orders the expressions so those of one loop nest are contiguous: Parameters, then
-// expressions outside loops (Scalars), then the loop body, then Results. Every expression of
-// this slice has the same loop nest, so fusing is this stable reordering (data dependencies
-// hold: nothing outside a loop reads a value computed inside it).
+// Orders the expressions so that each loop's are contiguous: Parameters, then expressions
+// outside loops (Scalars), then the rows loop stage by stage - a stage's VectorFills, its
+// inner loop's body, its Horizons and the per-row values computed from them - then Results.
+// All vector expressions of a stage share one inner loop (MarkLoops gave them its id), so
+// fusing is this stable reordering: a stage only reads values of earlier stages, and within
+// one key the topological order of the list is kept.
 void fuse_loops(LinearIR& lir) {
-  auto rank = [](const ExpressionPtr& e) {
-    if (e->type() == "Parameter") return 0;
-    if (e->type() == "Result") return 3;
-    return e->loop_ids.empty() ? 1 : 2;
-  };
+  using Key = std::tuple<int, size_t, int>;  // (section, inner loop, place around it)
+  std::unordered_map<const Expression*, Key> key;
+  for (const auto& e : lir.expressions()) {
+    const std::string& t = e->type();
+    Key k;
+    if (t == "Parameter") {
+      k = {0, 0, 0};
+    } else if (t == "Result") {
+      k = {3, 0, 0};
+    } else if (e->loop_ids.empty()) {
+      k = {1, 0, 0};
+    } else if (e->loop_ids.size() >= 2) {
+      k = {2, e->loop_ids[1], 1};
+    } else if (t == "VectorFill") {
+      k = {2, 0, 0};  // placed by its accumulator below
+    } else if (is_horizon(t)) {
+      k = {2, e->input_expr(0)->loop_ids.at(1), 2};
+    } else {  // per-row: after the values it reads
+      k = {2, 0, 3};
+      for (size_t i = 0; i < e->num_inputs(); ++i) {
+        auto it = key.find(e->input_expr(i));
+        if (it != key.end() && std::get<0>(it->second) == 2) k = std::max(k, Key{2, std::get<1>(it->second), 3});
+      }
+    }
+    key[e.get()] = k;
+  }
+  for (const auto& e : lir.expressions())
+    if (is_accumulator(e->type())) key[e->input_expr(0)] = {2, e->loop_ids.at(1), 0};
   std::vector<ExpressionPtr> v(lir.expressions().begin(), lir.expressions().end());
-  std::stable_sort(v.begin(), v.end(), [&](const ExpressionPtr& a, const ExpressionPtr& b) { return rank(a) < rank(b); });
+  std::stable_sort(v.begin(), v.end(), [&](const ExpressionPtr& a, const ExpressionPtr& b) { return key.at(a.get()) < key.at(b.get()); });
   lir.expressions().assign(v.begin(), v.end());
 }
 

@@ -14,57 +14,79 @@ void add_port(LinearIR& lir, const std::vector<size_t>& loop_ids, Expression* e,
   }
 }
 
+bool in_inner_loop(const Expression& e) { return e.loop_ids.size() >= 2; }
+
+// Past the last expression of inner loop `loop` (where its Stores go).
+LinearIR::iterator end_of_loop(LinearIR& lir, size_t loop) {
+  auto pos = lir.end();
+  for (auto it = lir.begin(); it != lir.end(); ++it)
+    if (in_inner_loop(**it) && (*it)->loop_ids[1] == loop) pos = it;
+  if (pos != lir.end()) return std::next(pos);
+  // nothing computed (outputs that are inputs): before the Results
+  for (auto it = lir.begin(); it != lir.end(); ++it)
+    if ((*it)->type() == "Result") return it;
+  return lir.end();
+}
+
 }  // namespace
 
 // Memory is touched only by explicit Load / Store expressions: each consumer of a Parameter
-// inside a loop gets its own Load (CleanRepeatedDataPointerShifts later keeps one pointer
-// shift per Parameter), each Result gets a Store at the end of the loop body.
+// or a Buffer gets its own Load right before it, in its own loops (CleanRepeatedDataPointerShifts
+// later keeps one pointer shift per data pointer); each Result and each Buffer gets a Store at
+// the end of the inner loop that computes its value.
 void insert_load_store(LinearIR& lir) {
-  std::vector<ExpressionPtr> params, results;
+  std::vector<ExpressionPtr> sources, results, buffers;
+  size_t last_loop = 0;
   for (auto& e : lir.expressions()) {
-    if (e->type() == "Parameter") params.push_back(e);
+    if (e->type() == "Parameter" || e->type() == "Buffer") sources.push_back(e);
     if (e->type() == "Result") results.push_back(e);
+    if (e->type() == "Buffer") buffers.push_back(e);
+    if (in_inner_loop(*e)) last_loop = std::max(last_loop, e->loop_ids[1]);
   }
-  auto make_load = [&](const ExpressionPtr& param, LinearIR::iterator pos, const std::vector<size_t>& loops) {
-    Op op{"Load", {{"param", param->op().attr("index")}}};
-    auto load = lir.insert_node(pos, op, {param->get_output_port(0)}, 1, loops);
+  KILN_CHECK(lir.loops().size() >= 2, "InsertLoadStore: no loops (run MarkLoops first)");
+  if (last_loop == 0) last_loop = 1;
+  auto access = [](const Expression& src) -> std::pair<std::string, double> {
+    if (src.type() == "Buffer") return {"buffer", src.op().attr("buffer")};
+    return {"param", src.op().attr("index")};
+  };
+  auto make_load = [&](const ExpressionPtr& src, LinearIR::iterator pos, const std::vector<size_t>& loops) {
+    auto [key, id] = access(*src);
+    auto load = lir.insert_node(pos, Op{"Load", {{key, id}}}, {src->get_output_port(0)}, 1, loops);
     load->get_input_port_descriptor(0).subtensor = {1, lir.vector_length()};
     load->get_output_port_descriptor(0).subtensor = {1, lir.vector_length()};
     add_port(lir, loops, load.get(), true);
     return load;
   };
-  for (const auto& param : params) {
-    auto consumers = param->get_output_port_connector(0)->get_consumers();
+  for (const auto& src : sources) {
+    auto consumers = src->get_output_port_connector(0)->get_consumers();
     for (const auto& c : consumers) {
       Expression* ce = c.get_expr();
-      if (ce->loop_ids.empty()) continue;  // a Result reading the input directly: below
-      auto load = make_load(param, lir.find(ce), ce->loop_ids);
+      if (ce->loop_ids.empty()) continue;  // a Result reading an input directly: below
+      auto load = make_load(src, lir.find(ce), ce->loop_ids);
       LinearIR::connect(load->get_output_port(0), c);
     }
   }
-  // Stores go after the last loop expression, in Result order.
-  auto last_in_loop = lir.end();
-  for (auto it = lir.begin(); it != lir.end(); ++it)
-    if (!(*it)->loop_ids.empty()) last_in_loop = it;
-  KILN_CHECK(last_in_loop != lir.end() || lir.loops().size() >= 2, "InsertLoadStore: no loops (run MarkLoops first)");
-  std::vector<size_t> nest = {0, 1};
-  auto pos = last_in_loop == lir.end() ? lir.find(results.front().get()) : std::next(last_in_loop);
-  for (const auto& res : results) {
-    ExpressionPort src = res->get_input_port_connector(0)->get_source();
-    if (src.get_expr()->type() == "Parameter") {
-      // An output that is an input: copy it through a Load.
-      auto self = lir.find(src.get_expr());
-      ExpressionPtr param = *self;
-      auto load = make_load(param, pos, nest);
-      src = load->get_output_port(0);
-    }
-    Op op{"Store", {{"result", res->op().attr("index")}}};
-    auto store = lir.insert_node(pos, op, {src}, 1, nest);
+  auto make_store = [&](ExpressionPort value, const Expression& dst, const std::vector<int64_t>& shape) {
+    Expression* producer = value.get_expr();
+    const size_t loop = in_inner_loop(*producer) ? producer->loop_ids[1] : last_loop;
+    const std::vector<size_t> nest = {0, loop};
+    auto pos = end_of_loop(lir, loop);
+    if (producer->type() == "Parameter") value = make_load(*lir.find(producer), pos, nest)->get_output_port(0);  // an output that is an input
+    Op op = dst.type() == "Buffer" ? Op{"Store", {{"buffer", dst.op().attr("buffer")}}} : Op{"Store", {{"result", dst.op().attr("index")}}};
+    auto store = lir.insert_node(pos, op, {value}, 1, nest);
     store->get_input_port_descriptor(0).subtensor = {1, lir.vector_length()};
     store->get_output_port_descriptor(0).subtensor = {1, lir.vector_length()};
-    store->get_output_port_descriptor(0).shape = res->get_input_port_descriptor(0).shape;
-    LinearIR::connect(store->get_output_port(0), res->get_input_port(0));
+    store->get_output_port_descriptor(0).shape = shape;
     add_port(lir, nest, store.get(), false);
+    return store;
+  };
+  for (const auto& buf : buffers) {
+    auto store = make_store(buf->get_input_port_connector(0)->get_source(), *buf, buf->get_output_port_descriptor(0).shape);
+    LinearIR::connect(store->get_output_port(0), buf->get_input_port(0));
+  }
+  for (const auto& res : results) {
+    auto store = make_store(res->get_input_port_connector(0)->get_source(), *res, res->get_input_port_descriptor(0).shape);
+    LinearIR::connect(store->get_output_port(0), res->get_input_port(0));
   }
 }
 

@@ -59,6 +59,9 @@ size_t insert_reg_spills(LinearIR& lir, int num_regs) {
       for (const auto& c : v->get_output_port_connector(0)->get_consumers())
         if (pos.at(c.get_expr()) > here) next = std::min(next, pos.at(c.get_expr()));
       if (next == std::numeric_limits<int64_t>::max()) continue;  // live across a loop back edge only
+      bool accumulated = false;  // an accumulator updates it in place, every iteration
+      for (const auto& c : v->get_output_port_connector(0)->get_consumers()) accumulated |= is_accumulator(c.get_expr()->type());
+      if (accumulated) continue;
       if (next > farthest) {
         farthest = next;
         victim = v;

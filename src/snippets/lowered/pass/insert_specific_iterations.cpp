@@ -1,6 +1,7 @@
 #include <kiln/error.hpp>
 
 #include <unordered_map>
+#include <unordered_set>
 
 #include "snippets/lowered/pass/loop_clone.hpp"
 #include "snippets/lowered/pass/passes.hpp"
@@ -38,12 +39,16 @@ void insert_specific_iterations(LinearIR& lir) {
       for (auto& p : *ports) p.finalization_offset = 0;
 
     if (ml.work_amount == 0) {
-      // No full vector: only the tail remains. Results read the tail's Stores.
+      // No full vector: only the tail remains. What read the loop's values (Results its
+      // Stores, a Horizon its accumulator) reads the tail's.
       std::vector<ExpressionPtr> body(begin, std::next(end));
+      std::unordered_set<const Expression*> in_body;
+      for (const auto& e : body) in_body.insert(e.get());
       for (const auto& e : body)
-        if (e->type() == "Store") {
-          auto consumers = e->get_output_port_connector(0)->get_consumers();
-          for (const auto& c : consumers) LinearIR::connect(cloned.at(e.get())->get_output_port(0), c);
+        for (size_t o = 0; o < e->num_outputs(); ++o) {
+          auto consumers = e->get_output_port_connector(o)->get_consumers();
+          for (const auto& c : consumers)
+            if (!in_body.count(c.get_expr())) LinearIR::connect(cloned.at(e.get())->get_output_port(o), c);
         }
       for (auto it = body.rbegin(); it != body.rend(); ++it) lir.erase(lir.find(it->get()));
       for (size_t o : outer)

@@ -29,7 +29,10 @@ LoopCopy copy_loop_after(LinearIR& lir, size_t id, LoopInfo info, int64_t count)
     }
     Op op = e->op();
     if (is_loop_op(op.type) && static_cast<size_t>(op.attr("loop")) == id) op.attrs["loop"] = static_cast<double>(out.id);
-    if (count >= 0 && (op.type == "Load" || op.type == "Store") && e->get_input_port_descriptor(0).subtensor.back() != 1)
+    // masked to the tail's lanes: vector memory accesses, and accumulators (their other lanes
+    // would take the masked Loads' zeros in)
+    if (count >= 0 && (is_accumulator(op.type) ||
+                       ((op.type == "Load" || op.type == "Store") && e->get_input_port_descriptor(0).subtensor.back() != 1)))
       op.attrs["count"] = static_cast<double>(count);
     std::vector<size_t> loops = e->loop_ids;
     for (auto& l : loops)

@@ -9,14 +9,28 @@
 
 namespace kiln::snippets::lowered::pass {
 
-// Gives every computing expression the loop nest [rows, inner] (two LoopInfos: rows, inner).
+// Softmax / LogSoftmax along the inner dim become VectorFill, Accumulate*, Horizon* and
+// elementwise ops. Returns how many were decomposed.
+size_t decompose_reductions(LinearIR& lir);
+// Loop 0: the rows loop, around every computing expression. Vector expressions also get the
+// inner loop of their stage (loop 1 + stage): stage 0, or one past the stage whose reduction
+// they read. Per-row values (VectorFill, Horizon*, ops on them only) are in the rows loop only.
 void mark_loops(LinearIR& lir);
-// Groups the expressions of one loop nest together: Parameters and Scalars first, the loop
-// body next, Results last (one nest in this slice, so fusion is an ordering).
+// Orders the expressions so each loop's are contiguous: Parameters and Scalars first, then
+// per stage its VectorFills, its inner loop's body and its Horizons, Results last.
 void fuse_loops(LinearIR& lir);
-// Inserts a Load after each Parameter for every consumer and a Store before each Result;
-// registers them as entry / exit ports of their loops.
+// A value computed in one inner loop and read in a later one goes through a Buffer (a row
+// of scratch memory) placed after the producer's loop. Returns the Buffers made.
+size_t insert_buffers(LinearIR& lir);
+// Inserts a Load before every consumer of a Parameter or Buffer and a Store at the end of
+// the inner loop computing each Result's or Buffer's value; registers them as entry / exit
+// ports of their loops.
 void insert_load_store(LinearIR& lir);
+// Gives each Buffer a region of the per-call scratch and a data pointer ("ptr", also on its
+// Loads / Stores), recorded in lir.buffer_offsets(). `optimized`: Buffers whose lifetimes
+// (the inner loops from the write to the last read) do not overlap, or touch in the loop
+// that reads one and writes the other, share region and pointer. Returns the regions.
+size_t allocate_buffers(LinearIR& lir, bool optimized);
 // Inserts a BroadcastMove after a Load whose inner dim is 1 while its consumer's is not;
 // the Load then reads one element (subtensor [1, 1]).
 void insert_broadcast_move(LinearIR& lir);
@@ -33,7 +47,8 @@ void insert_specific_iterations(LinearIR& lir);
 // copies interleaved op by op; the remainder runs in a copy of the original loop after it.
 void unroll_loops(LinearIR& lir);
 // The data pointer a memory expression moves: {0, Parameter index} for a Load /
-// BroadcastLoad, {1, Result index} for a Store.
+// BroadcastLoad, {1, Result index} for a Store, {2, buffer pointer} for a Buffer's (its
+// "ptr" once allocated, else its "buffer" id).
 std::pair<int, int> data_pointer(const Expression& mem);
 // Several ports of one loop reading the same data pointer: only the first shifts it.
 void clean_repeated_data_pointer_shifts(LinearIR& lir);
@@ -64,8 +79,9 @@ class PassPipeline {
   std::vector<std::string> names() const;
   // Runs every pass; `after_each`, when given, sees the IR after each pass (debug dumps).
   void run(LinearIR& lir, const std::function<void(const std::string&, const LinearIR&)>& after_each = {}) const;
-  // The control-flow pipeline of this slice, in the order of the design guide.
-  static PassPipeline control_flow();
+  // The control-flow pipeline, in the order of the design guide. `optimize_buffers`: the
+  // AllocateBuffers mode.
+  static PassPipeline control_flow(bool optimize_buffers = true);
 
  private:
   size_t index_of(const std::string& name) const;

@@ -34,11 +34,14 @@ void PassPipeline::run(LinearIR& lir, const std::function<void(const std::string
   }
 }
 
-PassPipeline PassPipeline::control_flow() {
+PassPipeline PassPipeline::control_flow(bool optimize_buffers) {
   PassPipeline p;
+  p.add("DecomposeReductions", [](LinearIR& lir) { decompose_reductions(lir); });
   p.add("MarkLoops", mark_loops);
   p.add("FuseLoops", fuse_loops);
+  p.add("InsertBuffers", [](LinearIR& lir) { insert_buffers(lir); });
   p.add("InsertLoadStore", insert_load_store);
+  p.add("AllocateBuffers", [optimize_buffers](LinearIR& lir) { allocate_buffers(lir, optimize_buffers); });
   p.add("InsertBroadcastMove", insert_broadcast_move);
   p.add("LoadMoveBroadcastToBroadcastLoad", load_move_broadcast_to_broadcast_load);
   p.add("InitLoops", init_loops);
