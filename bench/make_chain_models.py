@@ -9,6 +9,8 @@ peer models so bench/compare_ort.sh times them like any other model:
   chain12_mixed   12 ops of which 4 transcendental (Sigmoid, Tanh, Erf, Exp), same shape.
   gelu_prims      Erf-GELU written as ONNX primitives: x * (erf(x / sqrt 2) + 1) * 0.5
   hswish_prims    hard-swish as primitives: x * clip(x + 3, 0, 6) / 6
+  softmax_scores  attention-score style: softmax(x / 8 + mask) over the last dim (256), the
+                  mask a [1, 1, 1, 256] initializer: a reduction kernel with a scratch row
 
 Run with /usr/bin/python3 (onnx, numpy).  usage: make_chain_models.py [--only a,b] [--force]
 """
@@ -17,6 +19,7 @@ import os
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
 from onnx import TensorProto, helper
 
 SHAPE = [1, 64, 256, 256]
@@ -46,6 +49,14 @@ def hswish_prims():
     return graph_model("hswish_prims", [n("Add", ["x", "three"], ["a"]), n("Clip", ["a", "zero", "six"], ["b"]),
                                         n("Div", ["b", "six"], ["c"]), n("Mul", ["x", "c"], ["y"])],
                        [scalar("three", 3.0), scalar("zero", 0.0), scalar("six", 6.0)])
+
+
+def softmax_scores():
+    n = helper.make_node
+    mask = np.where(np.arange(SHAPE[-1]) % 5 == 4, -10000.0, 0.0).astype(np.float32).reshape(1, 1, 1, SHAPE[-1])
+    return graph_model("softmax_scores", [n("Div", ["x", "scale"], ["a"]), n("Add", ["a", "mask"], ["b"]),
+                                          n("Softmax", ["b"], ["y"], axis=-1)],
+                       [scalar("scale", 8.0), onnx.numpy_helper.from_array(mask, "mask")])
 
 
 def build(name, ops):
@@ -84,7 +95,7 @@ def main():
     a = ap.parse_args()
     root = os.path.join(os.environ.get("KILN_BENCH_CACHE", os.path.expanduser("~/.cache/kiln-bench")), "models")
     builders = {name: (lambda name=name: build(name, MODELS[name])) for name in MODELS}
-    builders.update({"gelu_prims": gelu_prims, "hswish_prims": hswish_prims})
+    builders.update({"gelu_prims": gelu_prims, "hswish_prims": hswish_prims, "softmax_scores": softmax_scores})
     names = [n for n in a.only.split(",") if n] or list(builders)
     for n in names:
         if n not in builders:
