@@ -3,6 +3,7 @@
 // convolutions, and bodies the generator cannot compile fall back to the reference kernels.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <iostream>
 
 #include "cpu/executor.hpp"
@@ -183,4 +184,36 @@ TEST(CpuSubgraph, SoftmaxWithItsNeighboursIsOneKernel) {
   auto* e = g->add_node("Exp", {sm->output(0)}, 1, "exp")->output(0);
   g->add_output(e);
   EXPECT_TRUE(subgraph_impls(g, {random_tensor({3, 5, 7}, 5)}, true).empty());  // neg and exp alone: not worth a kernel
+}
+
+// conv -> Mul(., s [1, 32, 1, 1]) + t [1, 1, 12, 12] -> Sigmoid -> conv, where the convolutions
+// pick a channel-blocked layout (nChw8c with oneDNN capped at AVX2): the subgraph runs in it, the per-channel
+// input as plain vectors, the channel-constant one broadcast over each block, adding no Reorder.
+TEST(CpuSubgraph, BroadcastInputsInAChannelBlockedLayout) {
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 16, 12, 12})});
+  auto* s = g->add_input("s", {DType::f32, ir::PartialShape(Shape{1, 32, 1, 1})});
+  auto* t = g->add_input("t", {DType::f32, ir::PartialShape(Shape{1, 1, 12, 12})});
+  auto conv = [&](ir::Value* in, const char* name, uint32_t seed) {
+    auto* c = g->add_node("Conv", {in, g->add_constant(std::string(name) + "_w", random_tensor({32, in == x ? 16 : 32, 3, 3}, seed, 0.2f))}, 1, name);
+    c->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+    return c->output(0);
+  };
+  auto* c1 = conv(x, "conv1", 1);
+  auto* m = g->add_node("Mul", {c1, s}, 1, "mul")->output(0);
+  auto* a = g->add_node("Add", {m, t}, 1, "add")->output(0);
+  auto* sg = g->add_node("Sigmoid", {a}, 1, "sig")->output(0);
+  g->add_output(conv(sg, "conv2", 2));
+  size_t reorders_on = 0, reorders_off = 0;
+  const std::vector<Tensor> in = {random_tensor({1, 16, 12, 12}, 3), random_tensor({1, 32, 1, 1}, 4), random_tensor({1, 1, 12, 12}, 5)};
+  auto impls = subgraph_impls(g, in, true, &reorders_on, 1e-4, 1e-5);
+  ASSERT_EQ(impls.size(), 1u);
+  subgraph_impls(g, in, false, &reorders_off, 1e-4, 1e-5);
+  // AVX-512 oneDNN picks channels-last here (the permuted path); capped at AVX2 (the
+  // unit_onednn_avx2 ctest entry) nChw8c
+  EXPECT_TRUE(impls[0] == "snippet_avx512_blocked" || impls[0] == "snippet_avx512_permuted") << impls[0];
+  if (const char* isa = std::getenv("ONEDNN_MAX_CPU_ISA"); isa && std::string(isa) == "AVX2") {
+    EXPECT_EQ(impls[0], "snippet_avx512_blocked");
+  }
+  EXPECT_LE(reorders_on, reorders_off);
 }

@@ -2,10 +2,12 @@
 // JIT kernel from the snippets generator (src/snippets/generator.hpp): every input loaded
 // once, the whole elementwise chain computed in vector registers, every output stored once.
 // Rows of the [rows, inner] schedule are split across the OpenMP team. Plain layouts in and
-// out, or the producers' own layout: blocked when no input broadcasts, a dim permutation
-// such as channels-last also with broadcast inputs. Where the generator cannot compile the body (an op it has no emitter for, several
-// output shapes, no AVX-512) the node runs the body on the reference kernels instead and
-// its implementation says so ("ref:Subgraph").
+// out, or the producers' own layout: blocked (with broadcast inputs too when blocked on the
+// channels only: per-channel inputs are then plain vectors), or a dim permutation such as
+// channels-last, also with broadcast inputs. A body with a reduction runs plain. Where the
+// generator cannot compile the body (an op it has no emitter for, several output shapes)
+// the node runs the body on the reference kernels instead and its implementation says so
+// ("ref:Subgraph").
 #include <omp.h>
 
 #include <algorithm>
@@ -72,6 +74,52 @@ std::optional<Shape> permute_shape(const Shape& s, const std::vector<size_t>& pe
   return p;
 }
 
+// The block size B of a dense layout blocked on dim 1 only, with the outer dims in plain
+// order (nChw16c, nChw8c: element (n, c, h, w) at ((n, c / B, h, w), c % B)), or nothing.
+std::optional<int64_t> channel_block(const dnnl::memory::desc& md) {
+  const auto& d = md.data;
+  if (d.format_kind != dnnl_blocked || d.ndims < 3 || d.data_type != dnnl_f32) return std::nullopt;
+  const auto& b = d.format_desc.blocking;
+  if (b.inner_nblks != 1 || b.inner_idxs[0] != 1) return std::nullopt;
+  const int64_t B = b.inner_blks[0];
+  for (int i = 0; i < d.ndims; ++i)
+    if (d.padded_dims[i] != d.dims[i]) return std::nullopt;
+  int64_t expect = B;
+  for (int i = d.ndims; i-- > 0;) {
+    const int64_t outer = i == 1 ? d.dims[1] / B : d.dims[i];
+    if (outer == 1) continue;
+    if (b.strides[i] != expect) return std::nullopt;
+    expect *= outer;
+  }
+  return B;
+}
+
+// `s` (numpy-aligned to the output's rank) in the blocked view [d0, C / B, d2.., B] of a
+// channel-blocked output with C channels; null when its plain bytes are not in that order:
+// the full shape (read in the blocked layout itself), a per-channel [.., C, 1, 1] (C / B
+// blocks of B lanes) or one that is constant along the channels [.., 1, h, w] (one lane,
+// broadcast over the block).
+std::optional<Shape> blocked_view(const Shape& s, const Shape& out, int64_t B) {
+  const size_t r = out.size();
+  if (s.size() > r) return std::nullopt;
+  Shape a(r - s.size(), 1);
+  a.insert(a.end(), s.begin(), s.end());
+  const int64_t C = out[1];
+  bool trailing_ones = true;
+  for (size_t d = 2; d < r; ++d) trailing_ones &= a[d] == 1;
+  Shape v = {a[0]};
+  if (a == out || (a[1] == C && trailing_ones)) {
+    v.push_back(C / B);
+  } else if (a[1] == 1) {
+    v.push_back(1);
+  } else {
+    return std::nullopt;
+  }
+  v.insert(v.end(), a.begin() + 2, a.end());
+  v.push_back(a[1] == 1 ? 1 : B);
+  return v;
+}
+
 class SubgraphNode : public Node {
  public:
   explicit SubgraphNode(const ir::Node& n) {
@@ -136,6 +184,28 @@ class SubgraphNode : public Node {
         permuted = full->desc();
       }
     }
+    // Canonicalization with broadcasting in a channel-blocked layout (nChw16c between
+    // convolutions): the kernel runs on the blocked view [N, C / B, H, W, B], where a
+    // per-channel input is C / B plain vectors and the outputs keep the layout.
+    std::optional<dnnl::memory::desc> blocked;
+    if (same && !all_full && !reduces && !permuted) {
+      const Edge* full = nullptr;
+      for (Edge* e : inputs)
+        if (e->shape == shapes.output && !e->is_plain()) full = e;
+      const std::optional<int64_t> B = full ? channel_block(full->desc()) : std::nullopt;
+      bool ok = B.has_value();
+      snippets::KernelShapes bs;
+      for (size_t i = 0; ok && i < inputs.size(); ++i) {
+        auto v = blocked_view(inputs[i]->shape, shapes.output, *B);
+        ok = v.has_value();
+        if (ok) bs.inputs.push_back(*v);
+      }
+      if (ok) {
+        bs.output = *blocked_view(shapes.output, shapes.output, *B);
+        shapes = bs;
+        blocked = full->desc();
+      }
+    }
     if (all_full) {
       // no broadcasting: the elements as [rows, cols] so that rows split across threads
       // (cols the largest divisor of the count in [256, 16384], else one row)
@@ -157,7 +227,7 @@ class SubgraphNode : public Node {
     }
     bool converted = false;  // would the kernel need an input converted to plain?
     for (Edge* e : inputs) converted |= !e->is_plain();
-    if (!layout && !permuted && converted && body.nodes().size() == 1) {
+    if (!layout && !permuted && !blocked && converted && body.nodes().size() == 1) {
       // a lone op in a layout the kernel cannot run in: its own oneDNN node over the same
       // edges does better than Reorders around the kernel
       fallback_ = make_node(*body.nodes().front());
@@ -192,6 +262,14 @@ class SubgraphNode : public Node {
       for (Edge* e : inputs)
         req.push_back(e->shape == outputs[0]->shape ? InputLayout::exact(*permuted) : InputLayout::plain());
       for (Edge* e : outputs) e->set_layout(*permuted);
+      return req;
+    }
+    if (blocked) {
+      impl = "snippet_" + kernel_->isa() + "_blocked";
+      std::vector<InputLayout> req;
+      for (Edge* e : inputs)
+        req.push_back(e->shape == outputs[0]->shape ? InputLayout::exact(*blocked) : InputLayout::plain());
+      for (Edge* e : outputs) e->set_layout(*blocked);
       return req;
     }
     if (!layout) {  // plain row-major
