@@ -98,6 +98,9 @@ bool is_supported(const ir::Node& n) {
     return n.num_inputs() == 3 && in_type(n, 0) == DType::boolean && in_type(n, 1) == DType::f32 &&
            in_type(n, 2) == DType::f32 && out == DType::f32;
   if (op == "Cast") return n.num_inputs() == 1 && register_type(in_type(n, 0)) && register_type(out);
+  // C fmod, exact for every pair (mod_emitter.cpp); ONNX requires fmod=1 for floats
+  if (op == "Mod")
+    return n.num_inputs() == 2 && all_inputs(DType::f32) && out == DType::f32 && n.attr_i("fmod", 0) == 1;
   if (is_reduction_op(op)) return n.num_inputs() == 1 && in_type(n, 0) == DType::f32 && (out == DType::f32 || out == DType::undefined);
   if (!float_ops().count(op)) return false;
   if (out != DType::f32 && out != DType::undefined) return false;

@@ -145,6 +145,7 @@ void register_activation_emitters(std::map<std::string, EmitFn>& m);
 void register_transcendental_emitters(std::map<std::string, EmitFn>& m);
 void register_composite_emitters(std::map<std::string, EmitFn>& m);
 void register_logic_emitters(std::map<std::string, EmitFn>& m);
+void register_mod_emitters(std::map<std::string, EmitFn>& m);
 void register_reduction_emitters(std::map<std::string, EmitFn>& m);
 
 }  // namespace kiln::cpu::x64

@@ -41,6 +41,7 @@ class X64TargetMachine : public snippets::TargetMachine {
     register_transcendental_emitters(jitters_);
     register_composite_emitters(jitters_);
     register_logic_emitters(jitters_);
+    register_mod_emitters(jitters_);
     register_reduction_emitters(jitters_);
   }
   std::string name() const override { return isa_ == Isa::Avx512 ? "x64 avx512" : "x64 avx2"; }
