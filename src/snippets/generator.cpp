@@ -101,6 +101,12 @@ bool is_supported(const ir::Node& n) {
   // C fmod, exact for every pair (mod_emitter.cpp); ONNX requires fmod=1 for floats
   if (op == "Mod")
     return n.num_inputs() == 2 && all_inputs(DType::f32) && out == DType::f32 && n.attr_i("fmod", 0) == 1;
+  if (op == "Transpose") {  // read as a layout of its input: the last dim must stay last
+    const ir::Value* in = n.input(0);
+    if (n.num_inputs() != 1 || in_type(n, 0) != DType::f32 || !in->type.shape.rank_known || in->type.shape.rank() == 0) return false;
+    const auto perm = pass::transpose_perm(n, in->type.shape.rank());
+    return perm.size() == in->type.shape.rank() && perm.back() == static_cast<int64_t>(perm.size()) - 1;
+  }
   if (is_reduction_op(op)) return n.num_inputs() == 1 && in_type(n, 0) == DType::f32 && (out == DType::f32 || out == DType::undefined);
   if (!float_ops().count(op)) return false;
   if (out != DType::f32 && out != DType::undefined) return false;
@@ -123,94 +129,112 @@ int64_t Schedule::rows() const {
   return r;
 }
 
-Schedule make_schedule(const KernelShapes& shapes, int64_t inner_from) {
+Schedule make_schedule(const KernelShapes& shapes, int64_t inner_from, const std::vector<std::vector<int64_t>>& input_perms) {
   const Shape& out = shapes.output;
   const size_t rank = out.size();
   const size_t n_in = shapes.inputs.size();
   KILN_CHECK(inner_from < static_cast<int64_t>(rank), cat("snippets: inner block from dim ", inner_from, " of a rank-", rank, " output"));
-  // Per kept dim (output dim > 1): does input i span it (true) or broadcast (false)?
-  std::vector<int64_t> dims;
-  size_t first_inner = 0;  // kept dims [first_inner, size) are at or after inner_from
-  std::vector<std::vector<bool>> full(n_in);
-  for (size_t d = 0; d < rank; ++d) {
+  KILN_CHECK(input_perms.empty() || input_perms.size() == n_in,
+             cat("snippets: ", input_perms.size(), " input layouts for ", n_in, " inputs"));
+  for (size_t d = 0; d < rank; ++d)
     KILN_CHECK(out[d] >= 1, cat("snippets: output shape ", shape_to_string(out), " has an empty dim"));
+  // Per input, per output dim: its step in the input's memory (elements; 0 where it broadcasts
+  // or the dim is 1). An input with a layout (a Transpose fused into the kernel) is read in
+  // the permuted order: logical dim k is memory dim perm[k].
+  std::vector<std::vector<int64_t>> step(n_in, std::vector<int64_t>(rank, 0));
+  for (size_t i = 0; i < n_in; ++i) {
+    const Shape& mem = shapes.inputs[i];
+    std::vector<int64_t> mstride(mem.size(), 1);
+    for (size_t d = mem.size(); d-- > 1;) mstride[d - 1] = mstride[d] * mem[d];
+    std::vector<size_t> perm(mem.size());
+    for (size_t d = 0; d < perm.size(); ++d) perm[d] = d;
+    const bool laid_out = !input_perms.empty() && !input_perms[i].empty();
+    if (laid_out) {
+      const auto& p = input_perms[i];
+      std::vector<size_t> sorted(p.begin(), p.end());
+      std::sort(sorted.begin(), sorted.end());
+      KILN_CHECK(sorted == perm, cat("snippets: input ", i, " layout is not a permutation of its ", mem.size(), " dims"));
+      perm.assign(p.begin(), p.end());
+    }
+    KILN_CHECK(mem.size() <= rank, cat("snippets: input ", i, " shape ", shape_to_string(mem), " has a higher rank than the output"));
+    const size_t off = rank - mem.size();
+    for (size_t k = 0; k < mem.size(); ++k) {
+      const int64_t v = mem[perm[k]], o = out[off + k];
+      KILN_CHECK(v == o || v == 1, cat("snippets: input ", i, " shape ", shape_to_string(mem), laid_out ? " (as laid out)" : "",
+                                       " does not broadcast to ", shape_to_string(out)));
+      step[i][off + k] = v == 1 ? 0 : mstride[perm[k]];
+    }
+  }
+  // The dims larger than 1 (others change no offset).
+  std::vector<int64_t> dims;
+  std::vector<size_t> orig;
+  size_t first_inner = 0;  // kept dims [first_inner, size) are at or after inner_from
+  for (size_t d = 0; d < rank; ++d) {
     if (out[d] == 1) continue;
     if (static_cast<int64_t>(d) < inner_from) first_inner = dims.size() + 1;
     dims.push_back(out[d]);
-    for (size_t i = 0; i < n_in; ++i) {
-      const Shape& s = shapes.inputs[i];
-      KILN_CHECK(s.size() <= rank, cat("snippets: input ", i, " shape ", shape_to_string(s), " has a higher rank than the output"));
-      const size_t off = rank - s.size();
-      const int64_t v = d < off ? 1 : s[d - off];
-      KILN_CHECK(v == out[d] || v == 1, cat("snippets: input ", i, " shape ", shape_to_string(s),
-                                              " does not broadcast to ", shape_to_string(out)));
-      full[i].push_back(v == out[d]);
-    }
+    orig.push_back(d);
   }
-  for (size_t i = 0; i < n_in; ++i) {
-    const Shape& s = shapes.inputs[i];
-    KILN_CHECK(s.size() <= rank, cat("snippets: input ", i, " shape ", shape_to_string(s), " has a higher rank than the output"));
-    for (size_t d = 0; d < s.size(); ++d) {
-      const int64_t o = out[rank - s.size() + d];
-      KILN_CHECK(s[d] == o || s[d] == 1, cat("snippets: input ", i, " shape ", shape_to_string(s),
-                                               " does not broadcast to ", shape_to_string(out)));
-    }
-  }
+  auto st = [&](size_t i, size_t kd) { return step[i][orig[kd]]; };
+  // Kept dims a < b (adjacent) run as one for input i: both broadcast, or a's step spans b.
+  auto joins = [&](size_t i, size_t a, size_t b) {
+    return (st(i, a) == 0 && st(i, b) == 0) || (st(i, b) != 0 && st(i, a) == st(i, b) * dims[b]);
+  };
+  auto all_join = [&](size_t a, size_t b) {
+    for (size_t i = 0; i < n_in; ++i)
+      if (!joins(i, a, b)) return false;
+    return true;
+  };
   Schedule sc;
   sc.in_inner_broadcast.assign(n_in, false);
   sc.in_strides.assign(n_in, {});
-  size_t k = dims.size();  // dims [k, size) form the inner block
-  auto same = [&](size_t a, size_t b) {
-    for (size_t i = 0; i < n_in; ++i)
-      if (full[i][a] != full[i][b]) return false;
-    return true;
-  };
-  if (inner_from >= 0) {
-    k = first_inner;
-    for (size_t d = k; d + 1 < dims.size(); ++d)
-      for (size_t i = 0; i < n_in; ++i)
-        KILN_CHECK(full[i][d] == full[i].back(),
-                   cat("snippets: input ", i, " shape ", shape_to_string(shapes.inputs[i]), " broadcasts over part of the reduced dims of ",
-                       shape_to_string(out), " (from dim ", inner_from, ")"));
-  } else if (!dims.empty()) {
-    k = dims.size() - 1;
-    while (k > 0 && same(k - 1, dims.size() - 1)) --k;
+  size_t k = dims.size();  // dims [k, size) form the inner block: unit steps (or none) for every input
+  bool unit_last = true;  // every input contiguous (or broadcast) along the last kept dim
+  for (size_t i = 0; i < n_in && !dims.empty(); ++i) unit_last &= st(i, dims.size() - 1) <= 1;
+  KILN_CHECK(unit_last || inner_from < 0,
+             cat("snippets: an input is not contiguous along the reduced dims of ", shape_to_string(out), " (its layout moves them)"));
+  // Without that (a transposed input whose last dim is 1) the inner block is empty: one
+  // element per row.
+  if (!dims.empty() && unit_last) {
+    const size_t last = dims.size() - 1;
+    if (inner_from >= 0) {
+      k = first_inner;
+      for (size_t d = k; d + 1 < dims.size(); ++d)
+        for (size_t i = 0; i < n_in; ++i)
+          KILN_CHECK(joins(i, d, d + 1), cat("snippets: input ", i, " shape ", shape_to_string(shapes.inputs[i]),
+                                             " broadcasts over part of the reduced dims of ", shape_to_string(out),
+                                             " (from dim ", inner_from, ") or is not contiguous over them"));
+    } else {
+      k = last;
+      while (k > 0 && all_join(k - 1, k)) --k;
+    }
   }
   for (size_t d = k; d < dims.size(); ++d) sc.inner *= dims[d];
   if (k < dims.size())
-    for (size_t i = 0; i < n_in; ++i) sc.in_inner_broadcast[i] = !full[i].back();
-  // Outer dims, adjacent ones merged when every input treats them alike.
+    for (size_t i = 0; i < n_in; ++i) sc.in_inner_broadcast[i] = st(i, dims.size() - 1) == 0;
+  // Outer dims, adjacent ones merged where every input steps through them as one.
   std::vector<int64_t> outer;
-  std::vector<std::vector<bool>> ofull(n_in);
+  std::vector<size_t> innermost;  // per merged outer dim: its innermost kept dim
   for (size_t d = 0; d < k; ++d) {
-    bool merge = !outer.empty();
-    for (size_t i = 0; i < n_in && merge; ++i) merge = ofull[i].back() == full[i][d];
-    if (merge) {
+    if (!outer.empty() && all_join(innermost.back(), d)) {
       outer.back() *= dims[d];
+      innermost.back() = d;
     } else {
       outer.push_back(dims[d]);
-      for (size_t i = 0; i < n_in; ++i) ofull[i].push_back(full[i][d]);
+      innermost.push_back(d);
     }
   }
-  if (outer.empty()) {
-    outer.push_back(1);
-    for (size_t i = 0; i < n_in; ++i) ofull[i].push_back(false);
-  }
-  sc.outer = outer;
+  sc.outer = outer.empty() ? std::vector<int64_t>{1} : outer;
   for (size_t i = 0; i < n_in; ++i) {
-    int64_t acc = sc.in_inner_broadcast[i] ? 1 : sc.inner;
-    std::vector<int64_t> st(outer.size(), 0);
-    for (size_t d = outer.size(); d-- > 0;) {
-      if (ofull[i][d]) {
-        st[d] = acc;
-        acc *= outer[d];
-      }
-    }
-    sc.in_strides[i] = st;
-    const int64_t last = outer.back();
-    sc.lir_in_shapes.push_back({ofull[i].back() ? last : 1, sc.in_inner_broadcast[i] ? 1 : sc.inner});
+    std::vector<int64_t> s;
+    for (size_t g = 0; g < innermost.size(); ++g) s.push_back(st(i, innermost[g]));
+    if (s.empty()) s.push_back(0);
+    sc.in_strides[i] = s;
+    const int64_t row = s.back();
+    sc.lir_in_shapes.push_back({row != 0 ? sc.outer.back() : 1, sc.in_inner_broadcast[i] ? 1 : sc.inner});
+    sc.lir_in_row_strides.push_back(row);
   }
-  sc.lir_out_shape = {outer.back(), sc.inner};
+  sc.lir_out_shape = {sc.outer.back(), sc.inner};
   return sc;
 }
 
@@ -300,6 +324,7 @@ std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shape
 
   // 1. Data-flow passes on a copy.
   auto g = body.clone();
+  const std::vector<std::vector<int64_t>> perms = pass::fuse_transposes_into_parameters(*g);
   pass::convert_constants_to_scalars(*g);
   pass::convert_pow_to_power_static(*g);
   if (options.fuse_fma) pass::fuse_mul_add_to_fma(*g);
@@ -309,7 +334,10 @@ std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shape
 
   // 2. Linear IR over the 2-D schedule, 3. control-flow passes.
   auto kernel = std::unique_ptr<Kernel>(new Kernel());
-  kernel->schedule_ = make_schedule(shapes, reduced_from(body, shapes.output));
+  kernel->schedule_ = make_schedule(shapes, reduced_from(body, shapes.output), perms);
+  std::vector<std::vector<int64_t>> in_strides;  // the Parameters' memory strides over their [rows, inner] views
+  for (size_t i = 0; i < shapes.inputs.size(); ++i)
+    in_strides.push_back({kernel->schedule_.lir_in_row_strides[i], kernel->schedule_.in_inner_broadcast[i] ? 0 : 1});
   kernel->num_outputs_ = body.outputs().size();
   KILN_CHECK(static_cast<int>(body.inputs().size() + body.outputs().size()) <= tm->max_data_pointers(),
              cat("snippets: ", body.inputs().size() + body.outputs().size(), " data pointers, the kernel has ",
@@ -323,7 +351,7 @@ std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shape
   if (options.unroll <= 0) factors = {4, 2, 1};
   std::unique_ptr<lowered::LinearIR> lir;
   for (size_t f = 0; f < factors.size(); ++f) {
-    lir = lowered::LinearIR::from_graph(*g, kernel->schedule_.lir_in_shapes, kernel->schedule_.lir_out_shape);
+    lir = lowered::LinearIR::from_graph(*g, kernel->schedule_.lir_in_shapes, kernel->schedule_.lir_out_shape, in_strides);
     lir->set_vector_length(tm->vector_length());
     lir->set_unroll_factor(factors[f]);
     std::function<void(const std::string&, const lowered::LinearIR&)> dump;

@@ -59,12 +59,17 @@ struct Schedule {
   std::vector<std::vector<int64_t>> in_strides;    // per input, per outer dim (elements, 0 = broadcast)
   std::vector<bool> in_inner_broadcast;            // input constant along the inner block
   std::vector<std::vector<int64_t>> lir_in_shapes; // [rows of the last outer dim or 1, inner or 1]
+  std::vector<int64_t> lir_in_row_strides;         // per input: elements between rows of the last outer dim (0 = broadcast)
   std::vector<int64_t> lir_out_shape;
   int64_t rows() const;
 };
 // `inner_from` >= 0: the inner block is exactly the output dims [inner_from, rank) (a
 // reduction runs over them); every input must span all of them or none, else kiln::Error.
-Schedule make_schedule(const KernelShapes& shapes, int64_t inner_from = -1);
+// `input_perms` (empty, or one per input, empty for none): the kernel reads input i
+// transposed, its logical dim k being memory dim perm[k] (a Transpose fused into the kernel);
+// the last dim must stay last.
+Schedule make_schedule(const KernelShapes& shapes, int64_t inner_from = -1,
+                       const std::vector<std::vector<int64_t>>& input_perms = {});
 
 class Kernel {
  public:

@@ -4,6 +4,7 @@
 
 #include "snippets/generator.hpp"
 #include "snippets/op.hpp"
+#include "snippets/pass/data_flow_passes.hpp"
 
 #include <algorithm>
 #include <memory>
@@ -196,6 +197,19 @@ class Tokenizer {
         for (const ir::Use& u : o->uses()) out = out || !in_candidate(u.node);
         outputs += out;
       }
+    }
+    // 4. A Transpose is a way of reading a subgraph input: its input comes from outside, and
+    // every member reading that input reads it through the same perm.
+    for (const ir::Node* m : members) {
+      if (m->op_type() != "Transpose") continue;
+      const ir::Value* in = m->input(0);
+      if (in->producer() && in_candidate(in->producer()))
+        return cat(m->name(), " would transpose a value computed inside the subgraph (only its inputs can be read transposed)");
+      const size_t rank = in->type.shape.rank();
+      for (const ir::Use& u : in->uses())
+        if (in_candidate(u.node) && (u.node->op_type() != "Transpose" ||
+                                     pass::transpose_perm(*u.node, rank) != pass::transpose_perm(*m, rank)))
+          return cat(u.node->name(), " would read '", in->name(), "' other than through ", m->name(), "'s perm");
     }
     // A reduction may need up to two Buffers between its loops, each a data pointer.
     size_t buffers = 0;

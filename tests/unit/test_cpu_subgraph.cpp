@@ -217,3 +217,35 @@ TEST(CpuSubgraph, BroadcastInputsInAChannelBlockedLayout) {
   }
   EXPECT_LE(reorders_on, reorders_off);
 }
+
+// A Transpose of a graph input that keeps the last dim last (a head split, [B, S, H, D] ->
+// [B, H, S, D]) joins the Subgraph of the ops reading it: the kernel reads the input's rows in
+// the permuted order. One that moves the last dim stays a Transpose node.
+TEST(CpuSubgraph, ATransposeKeepingTheLastDimIsReadByTheKernel) {
+  for (bool keeps_last : {true, false}) {
+    SCOPED_TRACE(keeps_last ? "perm [0, 2, 1, 3]" : "perm [0, 1, 3, 2]");
+    auto g = make_graph();
+    auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{2, 8, 4, 32})});
+    const Shape ys = keeps_last ? Shape{2, 4, 8, 32} : Shape{2, 8, 32, 4};
+    auto* y = g->add_input("y", {DType::f32, ir::PartialShape(ys)});
+    ir::Node* t = g->add_node("Transpose", {x}, 1, "transpose");
+    t->attrs["perm"] = keeps_last ? std::vector<int64_t>{0, 2, 1, 3} : std::vector<int64_t>{0, 1, 3, 2};
+    auto* a = g->add_node("Add", {t->output(0), y}, 1, "add")->output(0);
+    g->add_output(g->add_node("Relu", {a}, 1, "relu")->output(0));
+    ir::infer_shapes(*g);
+    const std::vector<Tensor> in = {random_tensor({2, 8, 4, 32}, 7), random_tensor(ys, 8)};
+    auto want = runtime::ReferenceExecutor(g).run(in);
+    cpu::Executor ex(g, cpu::GraphOptions{});
+    expect_close(want[0], ex.run(in)[0], 0.0, 0.0);
+    const auto& plan = ex.plan_for({in[0].shape(), in[1].shape()});
+    size_t subgraphs = 0;
+    for (auto& n : plan.cpu->nodes()) {
+      if (std::string(n->type()) != "Subgraph") continue;
+      ++subgraphs;
+      EXPECT_EQ(n->impl, "snippet_avx512");
+      const bool has_t = std::find(n->fused.begin(), n->fused.end(), "transpose") != n->fused.end();
+      EXPECT_EQ(has_t, keeps_last);
+    }
+    EXPECT_EQ(subgraphs, 1u);
+  }
+}

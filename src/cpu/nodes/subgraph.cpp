@@ -4,7 +4,7 @@
 // Rows of the [rows, inner] schedule are split across the OpenMP team. Plain layouts in and
 // out, or the producers' own layout: blocked (with broadcast inputs too when blocked on the
 // channels only: per-channel inputs are then plain vectors), or a dim permutation such as
-// channels-last, also with broadcast inputs. A body with a reduction runs plain. Where the
+// channels-last, also with broadcast inputs. A body with a reduction or a Transpose runs plain. Where the
 // generator cannot compile the body (an op it has no emitter for, several output shapes)
 // the node runs the body on the reference kernels instead and its implementation says so
 // ("ref:Subgraph").
@@ -137,14 +137,15 @@ class SubgraphNode : public Node {
     shapes.output = outputs[0]->shape;
     bool same = true;
     for (Edge* e : outputs) same &= e->shape == shapes.output;
-    // A body with a reduction keeps its plain shape: the reduced dims must stay the inner block.
-    bool reduces = false;
-    for (const ir::Node* n : body.nodes()) reduces |= snippets::is_reduction_op(n->op_type());
+    // A body with a reduction (the reduced dims must stay the inner block) or a Transpose (its
+    // input's elements are not at the output's positions) runs in the plain shapes.
+    bool plain_only = false;
+    for (const ir::Node* n : body.nodes()) plain_only |= snippets::is_reduction_op(n->op_type()) || n->op_type() == "Transpose";
     // Canonicalization: inputs all of the output's shape and in one non-plain layout
     // without padding (e.g. channels-last or whole channel blocks after a convolution)
     // are the same elements at the same offsets: the kernel runs over them as flat
     // arrays and the outputs keep that layout, so no Reorder is needed around the node.
-    bool all_full = same && !inputs.empty() && !reduces;
+    bool all_full = same && !inputs.empty() && !plain_only;
     for (Edge* e : inputs) all_full = all_full && e->shape == shapes.output;
     std::optional<dnnl::memory::desc> layout;
     if (all_full && !inputs[0]->is_plain()) {
@@ -160,7 +161,7 @@ class SubgraphNode : public Node {
     // bytes are in that order too (a per-channel [1, C, 1, 1] in NHWC): the kernel runs on the
     // permuted shapes and the outputs keep the layout.
     std::optional<dnnl::memory::desc> permuted;
-    if (same && !all_full && !reduces) {
+    if (same && !all_full && !plain_only) {
       const Edge* full = nullptr;
       for (Edge* e : inputs)
         if (e->shape == shapes.output && !e->is_plain()) full = e;
@@ -188,7 +189,7 @@ class SubgraphNode : public Node {
     // convolutions): the kernel runs on the blocked view [N, C / B, H, W, B], where a
     // per-channel input is C / B plain vectors and the outputs keep the layout.
     std::optional<dnnl::memory::desc> blocked;
-    if (same && !all_full && !reduces && !permuted) {
+    if (same && !all_full && !plain_only && !permuted) {
       const Edge* full = nullptr;
       for (Edge* e : inputs)
         if (e->shape == shapes.output && !e->is_plain()) full = e;

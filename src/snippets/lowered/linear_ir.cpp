@@ -50,10 +50,12 @@ ExpressionPtr LinearIR::make_expression(Op op, const std::vector<ExpressionPort>
     connect(inputs[i], e->get_input_port(i));
     e->in_desc_[i] = inputs[i].get_descriptor();
     e->in_desc_[i].reg = -1;
+    e->in_desc_[i].strides.clear();  // a memory fact: PropagateLayout sets it where memory is accessed
   }
   for (size_t i = 0; i < num_outputs; ++i) {
     if (!inputs.empty()) e->out_desc_[i] = e->in_desc_[0];
     e->out_desc_[i].reg = -1;
+    e->out_desc_[i].strides.clear();
   }
   return e;
 }
@@ -139,9 +141,12 @@ std::string shape_str(const std::vector<int64_t>& s) {
 }  // namespace
 
 std::unique_ptr<LinearIR> LinearIR::from_graph(const ir::Graph& body, const std::vector<std::vector<int64_t>>& input_shapes,
-                                               const std::vector<int64_t>& output_shape) {
+                                               const std::vector<int64_t>& output_shape,
+                                               const std::vector<std::vector<int64_t>>& input_strides) {
   KILN_CHECK(input_shapes.size() == body.inputs().size(),
              cat("snippets: ", input_shapes.size(), " input shapes for a body with ", body.inputs().size(), " inputs"));
+  KILN_CHECK(input_strides.empty() || input_strides.size() == input_shapes.size(),
+             cat("snippets: ", input_strides.size(), " input strides for ", input_shapes.size(), " inputs"));
   auto lir = std::make_unique<LinearIR>();
   lir->master_shape_ = output_shape;
   std::unordered_map<const ir::Value*, ExpressionPort> produced;
@@ -150,6 +155,7 @@ std::unique_ptr<LinearIR> LinearIR::from_graph(const ir::Graph& body, const std:
     auto e = lir->make_expression(op, {}, 1);
     e->out_desc_[0].shape = input_shapes[i];
     e->out_desc_[0].layout = {0, 1};
+    if (!input_strides.empty()) e->out_desc_[0].strides = input_strides[i];
     lir->exprs_.push_back(e);
     produced[body.inputs()[i]] = e->get_output_port(0);
   }
@@ -179,6 +185,7 @@ std::unique_ptr<LinearIR> LinearIR::from_graph(const ir::Graph& body, const std:
     Op op{"Result", {{"index", static_cast<double>(i)}}};
     auto e = lir->make_expression(op, {it->second}, 0);
     e->in_desc_[0].shape = output_shape;
+    e->in_desc_[0].layout = {0, 1};
     lir->exprs_.push_back(e);
   }
   return lir;

@@ -25,6 +25,10 @@ struct PortDescriptor {
   std::vector<int64_t> shape;      // the 2-D [rows, inner] view this port reads or writes
   std::vector<size_t> layout;      // dim order (planar: 0..rank-1)
   std::vector<int64_t> subtensor;  // the part one emitter call processes (e.g. [1, 16])
+  // Memory ports only (Parameters, Results and the Loads / Stores PropagateLayout gives them
+  // to): elements between neighbours along each dim of `shape`; empty = dense row-major.
+  // A transposed input's rows are not `inner` apart.
+  std::vector<int64_t> strides;
   int reg = -1;                    // abstract, later physical vector register (-1: none)
 };
 
@@ -126,8 +130,11 @@ class LinearIR {
 
   // Converts a body graph (after the data-flow passes) to expressions in topological order.
   // input_shapes / output_shape: the 2-D [rows, inner] views (a 1 where an input broadcasts).
+  // input_strides (optional): each input's memory strides over its 2-D view (see
+  // PortDescriptor::strides), from the schedule.
   static std::unique_ptr<LinearIR> from_graph(const ir::Graph& body, const std::vector<std::vector<int64_t>>& input_shapes,
-                                              const std::vector<int64_t>& output_shape);
+                                              const std::vector<int64_t>& output_shape,
+                                              const std::vector<std::vector<int64_t>>& input_strides = {});
 
   container& expressions() { return exprs_; }
   const container& expressions() const { return exprs_; }

@@ -1,9 +1,12 @@
 #pragma once
-// Data-flow passes on a body graph (a copy the generator owns). Shape-agnostic.
+// Data-flow passes on a body graph (a copy the generator owns). Shape-agnostic unless noted.
 #include <cstddef>
+#include <cstdint>
+#include <vector>
 
 namespace kiln::ir {
 class Graph;
+class Node;
 }
 
 namespace kiln::snippets::pass {
@@ -16,5 +19,11 @@ size_t convert_constants_to_scalars(ir::Graph& body);
 size_t convert_pow_to_power_static(ir::Graph& body);
 // Add(Mul(a, b), c) with the Mul read only there becomes `FMA`(a, b, c).
 size_t fuse_mul_add_to_fma(ir::Graph& body);
+// Transposes reading a body input and keeping its last dim last become that input's layout:
+// they are removed and the perm of each input is returned (empty: read as it is). The
+// generator passes the perms to make_schedule. (Not shape-agnostic: it needs the rank.)
+std::vector<std::vector<int64_t>> fuse_transposes_into_parameters(ir::Graph& body);
+// A Transpose's perm ("perm", else the dims of a rank-`rank` input reversed).
+std::vector<int64_t> transpose_perm(const ir::Node& t, size_t rank);
 
 }  // namespace kiln::snippets::pass

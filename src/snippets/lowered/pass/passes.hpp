@@ -36,7 +36,11 @@ size_t allocate_buffers(LinearIR& lir, bool optimized);
 void insert_broadcast_move(LinearIR& lir);
 // Load -> BroadcastMove becomes one BroadcastLoad.
 void load_move_broadcast_to_broadcast_load(LinearIR& lir);
-// Pointer increments and finalization offsets of every loop port.
+// Gives every Load / BroadcastLoad / Store the layout and strides of the Parameter, Result or
+// Buffer it accesses; a vector access across non-contiguous lanes is an error. Returns the
+// memory expressions visited.
+size_t propagate_layout(LinearIR& lir);
+// Pointer increments and finalization offsets of every loop port (from the ports' strides).
 void init_loops(LinearIR& lir);
 // Inserts LoopBegin / LoopEnd around each loop's body.
 void insert_loops(LinearIR& lir);

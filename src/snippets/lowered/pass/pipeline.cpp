@@ -44,6 +44,7 @@ PassPipeline PassPipeline::control_flow(bool optimize_buffers) {
   p.add("AllocateBuffers", [optimize_buffers](LinearIR& lir) { allocate_buffers(lir, optimize_buffers); });
   p.add("InsertBroadcastMove", insert_broadcast_move);
   p.add("LoadMoveBroadcastToBroadcastLoad", load_move_broadcast_to_broadcast_load);
+  p.add("PropagateLayout", [](LinearIR& lir) { propagate_layout(lir); });
   p.add("InitLoops", init_loops);
   p.add("InsertLoops", insert_loops);
   p.add("InsertSpecificIterations", insert_specific_iterations);

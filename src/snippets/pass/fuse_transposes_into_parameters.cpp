@@ -1,0 +1,53 @@
+#include <algorithm>
+
+#include "ir/graph.hpp"
+#include "snippets/pass/data_flow_passes.hpp"
+
+namespace kiln::snippets::pass {
+
+std::vector<int64_t> transpose_perm(const ir::Node& t, size_t rank) {
+  std::vector<int64_t> perm;
+  if (t.has_attr("perm")) {
+    perm = t.attr_ints("perm");
+  } else {  // ONNX default: the dims reversed
+    for (size_t d = rank; d-- > 0;) perm.push_back(static_cast<int64_t>(d));
+  }
+  return perm;
+}
+
+// A Transpose of a body input that keeps the last dim last is a way of reading that input:
+// its rows in another order, each row still contiguous. The Transpose goes; the input's perm
+// is returned (the schedule steps through its memory in that order and PropagateLayout gives
+// the Loads its strides). Inputs also read untransposed, or through different perms, stay.
+std::vector<std::vector<int64_t>> fuse_transposes_into_parameters(ir::Graph& body) {
+  std::vector<std::vector<int64_t>> perms(body.inputs().size());
+  for (size_t i = 0; i < body.inputs().size(); ++i) {
+    ir::Value* in = body.inputs()[i];
+    if (in->uses().empty() || body.is_output(in) || !in->type.shape.rank_known) continue;
+    const size_t rank = in->type.shape.rank();
+    std::vector<ir::Node*> ts;
+    std::vector<int64_t> perm;
+    bool ok = rank >= 1;
+    for (const ir::Use& u : in->uses()) {
+      ir::Node* t = u.node;
+      if (t->op_type() != "Transpose" || !(t->domain().empty() || t->domain() == "ai.onnx")) {
+        ok = false;
+        break;
+      }
+      const std::vector<int64_t> p = transpose_perm(*t, rank);
+      if (ts.empty()) perm = p;
+      if (p != perm) ok = false;
+      if (std::find(ts.begin(), ts.end(), t) == ts.end()) ts.push_back(t);
+    }
+    ok = ok && perm.size() == rank && perm.back() == static_cast<int64_t>(rank) - 1;
+    if (!ok) continue;
+    for (ir::Node* t : ts) {
+      body.replace_all_uses(t->output(0), in);
+      body.erase_node(t);
+    }
+    perms[i] = perm;
+  }
+  return perms;
+}
+
+}  // namespace kiln::snippets::pass
