@@ -11,6 +11,8 @@ peer models so bench/compare_ort.sh times them like any other model:
   hswish_prims    hard-swish as primitives: x * clip(x + 3, 0, 6) / 6
   softmax_scores  attention-score style: softmax(x / 8 + mask) over the last dim (256), the
                   mask a [1, 1, 1, 256] initializer: a reduction kernel with a scratch row
+  transpose_scale relu(transpose(x, [0, 2, 1, 3]) * 0.125 + 0.5), x [1, 256, 64, 256]: the
+                  kernel reads x in the permuted order (a head split fused into the kernel)
 
 Run with /usr/bin/python3 (onnx, numpy).  usage: make_chain_models.py [--only a,b] [--force]
 """
@@ -29,8 +31,8 @@ def scalar(name, v):
     return helper.make_tensor(name, TensorProto.FLOAT, [], [float(v)])
 
 
-def graph_model(name, nodes, inits):
-    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
+def graph_model(name, nodes, inits, in_shape=None):
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, in_shape or SHAPE)],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, SHAPE)], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="kiln-bench")
     onnx.checker.check_model(m)
@@ -57,6 +59,17 @@ def softmax_scores():
     return graph_model("softmax_scores", [n("Div", ["x", "scale"], ["a"]), n("Add", ["a", "mask"], ["b"]),
                                           n("Softmax", ["b"], ["y"], axis=-1)],
                        [scalar("scale", 8.0), onnx.numpy_helper.from_array(mask, "mask")])
+
+
+# [1, 256, 64, 256] read as [1, 64, 256, 256]: a head split's transpose, then elementwise ops
+TRANSPOSED_IN = [SHAPE[0], SHAPE[2], SHAPE[1], SHAPE[3]]
+
+
+def transpose_scale():
+    n = helper.make_node
+    return graph_model("transpose_scale", [n("Transpose", ["x"], ["t"], perm=[0, 2, 1, 3]), n("Mul", ["t", "scale"], ["a"]),
+                                           n("Add", ["a", "bias"], ["b"]), n("Relu", ["b"], ["y"])],
+                       [scalar("scale", 0.125), scalar("bias", 0.5)], TRANSPOSED_IN)
 
 
 def build(name, ops):
@@ -95,7 +108,8 @@ def main():
     a = ap.parse_args()
     root = os.path.join(os.environ.get("KILN_BENCH_CACHE", os.path.expanduser("~/.cache/kiln-bench")), "models")
     builders = {name: (lambda name=name: build(name, MODELS[name])) for name in MODELS}
-    builders.update({"gelu_prims": gelu_prims, "hswish_prims": hswish_prims, "softmax_scores": softmax_scores})
+    builders.update({"gelu_prims": gelu_prims, "hswish_prims": hswish_prims, "softmax_scores": softmax_scores,
+                     "transpose_scale": transpose_scale})
     names = [n for n in a.only.split(",") if n] or list(builders)
     for n in names:
         if n not in builders:
@@ -105,7 +119,7 @@ def main():
             continue
         os.makedirs(os.path.join(d, "inputs"), exist_ok=True)
         onnx.save(builders[n](), os.path.join(d, "model.onnx"))
-        x = np.random.default_rng(0).uniform(-3, 3, SHAPE).astype(np.float32)
+        x = np.random.default_rng(0).uniform(-3, 3, TRANSPOSED_IN if n == "transpose_scale" else SHAPE).astype(np.float32)
         np.save(os.path.join(d, "inputs", "x.npy"), x)
         print(f"wrote {d}")
 
