@@ -460,3 +460,65 @@ TEST(SnippetsTokenizer, ALoneBroadcastingBinaryGetsAKernel) {
   g2->add_output(add(g2, "Mul", {a, g2->add_constant("k", rand_f32({1, 8, 1, 1}, 3, -1, 1))}, "const_mul")->output(0));
   tokenized(g2, {rand_f32({1, 8, 4, 4}, 4, -2, 2), rand_f32({1, 8, 4, 4}, 5, -2, 2)}, 0);
 }
+
+TEST(SnippetsTokenizer, SoftmaxJoinsOnlyWhereItsDimsCanBeTheInnerBlock) {
+  // x [2, 3, 4] * s [1, 3, 1] -> Softmax(opset 11, axis 1: over 3 x 4) -> Exp: s broadcasts over
+  // part of the reduced dims, so Softmax cannot join the Mul's subgraph: it starts one with the Exp
+  auto g = new_graph();
+  g->opset_imports[""] = 11;
+  ir::Value* x = g->add_input("x", f32_type({2, 3, 4}));
+  ir::Value* s = g->add_input("s", f32_type({1, 3, 1}));
+  ir::Node* m = add(g, "Mul", {x, s}, "mul");
+  ir::Node* r = add(g, "Relu", {m->output(0)}, "relu");
+  ir::Node* sm = add(g, "Softmax", {r->output(0)}, "softmax");
+  sm->set_opset(11);
+  sm->attrs["axis"] = ir::Attribute(int64_t{1});
+  ir::Node* e = add(g, "Exp", {sm->output(0)}, "exp");
+  g->add_output(e->output(0));
+  PassLog log;
+  auto tg = tokenized(g, {rand_f32({2, 3, 4}, 8), rand_f32({1, 3, 1}, 9)}, 2, &log);
+  auto sgs = subgraphs(*tg);
+  ASSERT_EQ(sgs.size(), 2u);
+  EXPECT_EQ(fused(sgs[0]), (std::vector<std::string>{"mul", "relu"}));
+  EXPECT_EQ(fused(sgs[1]), (std::vector<std::string>{"softmax", "exp"}));
+  bool logged = false;
+  for (auto& en : entries(log, kTokenizationPass, false))
+    logged |= en.where == "softmax" && en.message.find("broadcasts over part of the reduced dims") != std::string::npos;
+  EXPECT_TRUE(logged);
+
+  // the same with a per-row s [2, 1, 1]: one subgraph with the Softmax and the Exp
+  auto g2 = new_graph();
+  g2->opset_imports[""] = 11;
+  ir::Value* x2 = g2->add_input("x", f32_type({2, 3, 4}));
+  ir::Value* s2 = g2->add_input("s", f32_type({2, 1, 1}));
+  ir::Node* m2 = add(g2, "Mul", {x2, s2}, "mul");
+  ir::Node* sm2 = add(g2, "Softmax", {m2->output(0)}, "softmax");
+  sm2->set_opset(11);
+  sm2->attrs["axis"] = ir::Attribute(int64_t{1});
+  g2->add_output(add(g2, "Exp", {sm2->output(0)}, "exp")->output(0));
+  auto tg2 = tokenized(g2, {rand_f32({2, 3, 4}, 8), rand_f32({2, 1, 1}, 9)}, 1);
+  EXPECT_EQ(fused(subgraphs(*tg2).at(0)), (std::vector<std::string>{"mul", "softmax", "exp"}));
+}
+
+TEST(SnippetsTokenizer, ATransposeJoinsOnlyAsTheWayAnInputIsRead) {
+  // x -> Relu -> Transpose -> Add(., y): the Transpose reads a value the Relu computes, so it
+  // starts its own subgraph with the Add; the Relu is left alone
+  auto g = new_graph();
+  ir::Value* x = g->add_input("x", f32_type({2, 3, 8}));
+  ir::Value* y = g->add_input("y", f32_type({3, 2, 8}));
+  ir::Node* r = add(g, "Relu", {x}, "relu");
+  ir::Node* t = add(g, "Transpose", {r->output(0)}, "transpose");
+  t->attrs["perm"] = std::vector<int64_t>{1, 0, 2};
+  ir::Node* a = add(g, "Add", {t->output(0), y}, "add");
+  g->add_output(add(g, "Neg", {a->output(0)}, "neg")->output(0));
+  PassLog log;
+  auto tg = tokenized(g, {rand_f32({2, 3, 8}, 10), rand_f32({3, 2, 8}, 11)}, 1, &log);
+  auto sgs = subgraphs(*tg);
+  ASSERT_EQ(sgs.size(), 1u);
+  EXPECT_EQ(fused(sgs[0]), (std::vector<std::string>{"transpose", "add", "neg"}));
+  EXPECT_NE(tg->find_node("relu"), nullptr);
+  bool logged = false;
+  for (auto& en : entries(log, kTokenizationPass, false))
+    logged |= en.where == "transpose" && en.message.find("computed inside the subgraph") != std::string::npos;
+  EXPECT_TRUE(logged);
+}
