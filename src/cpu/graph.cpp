@@ -72,11 +72,13 @@ Graph::Graph(std::shared_ptr<const ir::Graph> g, const GraphOptions& options) : 
 // bf16: a convolution computes on bf16 inputs anyway, so one whose output only other bf16
 // convolutions read (as their source, not as a sum operand) writes bf16 and the f32 -> bf16
 // Reorder in front of each reader disappears. Not with a sum or depthwise post-op (their
-// operands would have to be bf16 too), not for graph outputs.
+// operands would have to be bf16 too), not for graph outputs. A snippets Subgraph read only by
+// bf16 convolutions is asked the same (its kernel stores bf16 where the CPU can).
 void Graph::keep_bf16_between_convolutions() {
   auto conv = [](const Node* n) { return std::string(n->type()) == "Convolution" && n->bf16; };
+  auto subgraph = [](const Node* n) { return std::string(n->type()) == "Subgraph" && n->bf16; };
   for (auto& n : nodes_) {
-    if (!conv(n.get()) || n->outputs.size() != 1) continue;
+    if (!(conv(n.get()) || subgraph(n.get())) || n->outputs.size() != 1) continue;
     const PostOpList* ops = n->post_ops();
     if (ops && (ops->sum_input() >= 0 || ops->dw())) continue;
     Edge* out = n->outputs[0];

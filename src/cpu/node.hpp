@@ -74,8 +74,9 @@ class Node {
   // inference_precision = bf16: Convolution / FullyConnected compute on bf16 activations and
   // weights (f32 accumulation and output); the graph inserts the f32 -> bf16 Reorders.
   bool bf16 = false;
-  // Convolution in bf16 mode whose readers all take bf16: writes its output in bf16 (the
-  // edge keeps its logical f32 dtype, its layout says bf16; see keep_bf16_between_convolutions).
+  // Convolution (or snippets Subgraph) in bf16 mode whose readers all take bf16: writes its
+  // output in bf16 (the edge keeps its logical f32 dtype, its layout says bf16; see
+  // keep_bf16_between_convolutions).
   bool bf16_output = false;
   // kiln_snippets_isa: the instruction set Subgraph nodes generate their kernels for.
   snippets::Isa snippets_isa = snippets::Isa::Auto;

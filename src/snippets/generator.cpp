@@ -266,7 +266,8 @@ void Kernel::run(const std::vector<const float*>& ins, const std::vector<float*>
       }
       ptrs[i] = ins[i] + off;
     }
-    for (size_t o = 0; o < outs.size(); ++o) ptrs[ins.size() + o] = outs[o] + r * sc.inner;
+    for (size_t o = 0; o < outs.size(); ++o)  // bf16 outputs: 2-byte elements
+      ptrs[ins.size() + o] = reinterpret_cast<char*>(outs[o]) + r * sc.inner * output_bytes_;
     if (debug_) {
       set_active_kernel(debug_.get());
       fn(ptrs.data(), count);
@@ -323,6 +324,8 @@ std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shape
     KILN_CHECK(v->type.dtype == DType::f32, cat("snippets: body input '", v->name(), "' is not f32"));
 
   // 1. Data-flow passes on a copy.
+  KILN_CHECK(!options.bf16_outputs || tm->supports_bf16_outputs(),
+             cat("snippets: bf16 outputs need the AVX-512 target on a CPU with avx512_bf16 (", tm->name(), ")"));
   auto g = body.clone();
   const std::vector<std::vector<int64_t>> perms = pass::fuse_transposes_into_parameters(*g);
   pass::convert_constants_to_scalars(*g);
@@ -353,6 +356,7 @@ std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shape
   for (size_t f = 0; f < factors.size(); ++f) {
     lir = lowered::LinearIR::from_graph(*g, kernel->schedule_.lir_in_shapes, kernel->schedule_.lir_out_shape, in_strides);
     lir->set_vector_length(tm->vector_length());
+    lir->set_bf16_outputs(options.bf16_outputs);
     lir->set_unroll_factor(factors[f]);
     std::function<void(const std::string&, const lowered::LinearIR&)> dump;
     if (!dump_dir.empty()) {
@@ -385,6 +389,7 @@ std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shape
   kernel->describe_ = lir->serialize_control_flow();
   kernel->buffer_offsets_ = lir->buffer_offsets();
   kernel->scratch_size_ = lir->scratch_size();
+  kernel->output_bytes_ = options.bf16_outputs ? 2 : 4;
   KILN_CHECK(static_cast<int>(body.inputs().size() + body.outputs().size() + kernel->buffer_offsets_.size()) <=
                  tm->max_data_pointers(),
              cat("snippets: ", body.inputs().size(), " inputs + ", body.outputs().size(), " outputs + ",
@@ -442,7 +447,8 @@ std::string kernel_cache_key(const ir::Graph& body, const KernelShapes& shapes, 
   for (const Shape& s : shapes.inputs) k << " " << shape_to_string(s);
   k << " -> " << shape_to_string(shapes.output);
   k << "|isa " << isa_name(options.isa) << " fma " << options.fuse_fma << " unroll " << options.unroll << " detector "
-    << segfault_detector_on(options) << " buffers " << options.optimize_buffers;
+    << segfault_detector_on(options) << " buffers " << options.optimize_buffers
+    << " bf16_out " << options.bf16_outputs;
   return k.str();
 }
 

@@ -50,6 +50,9 @@ struct CompileOptions {
   // AllocateBuffers mode: Buffers with disjoint lifetimes share scratch memory (true) or each
   // has its own (false, for debugging an allocation).
   bool optimize_buffers = true;
+  // Store every output as bf16 (rounded to nearest even) instead of f32: where the readers
+  // are bf16 convolutions. AVX-512 kernels on CPUs with avx512_bf16 only (else kiln::Error).
+  bool bf16_outputs = false;
 };
 
 // The 2-D schedule: the output viewed as [rows, inner]; rows split into outer dims.
@@ -80,6 +83,8 @@ class Kernel {
   int64_t inner() const { return schedule_.inner; }
   // Floats of scratch memory one call uses (rows of the Buffers between inner loops).
   int64_t scratch_size() const { return scratch_size_; }
+  // Bytes per output element: 4 (f32) or 2 (CompileOptions::bf16_outputs).
+  int64_t output_bytes() const { return output_bytes_; }
   // The Linear IR after all passes and the register assignment.
   std::string describe() const { return describe_; }
   // The instruction set the code was generated for ("avx512", "avx2").
@@ -95,6 +100,7 @@ class Kernel {
   size_t num_outputs_ = 0;
   std::vector<int64_t> buffer_offsets_;  // per buffer data pointer, in the scratch (floats)
   int64_t scratch_size_ = 0;
+  int64_t output_bytes_ = 4;
   std::unique_ptr<CompiledCode> code_;
   std::string describe_;
   std::string isa_;

@@ -52,6 +52,8 @@ class TargetMachine {
   // Vector registers the register allocator may hand out (the rest are emitter scratch).
   virtual int num_vector_regs() const = 0;
   virtual int max_data_pointers() const = 0;
+  // Stores of bf16 outputs (f32 rounded to nearest even) on this target and CPU.
+  virtual bool supports_bf16_outputs() const = 0;
   // Emits the kernel for a Linear IR after the control-flow passes and register assignment.
   // `debug`: segfault-detector instrumentation into that state (null: none).
   virtual std::unique_ptr<CompiledCode> generate(const lowered::LinearIR& lir, DebugState* debug = nullptr) const = 0;

@@ -120,6 +120,16 @@ std::optional<Shape> blocked_view(const Shape& s, const Shape& out, int64_t B) {
   return v;
 }
 
+// `d` with bf16 elements at the same element strides, for layouts without inner blocks.
+std::optional<dnnl::memory::desc> as_bf16(const dnnl::memory::desc& d) {
+  const auto& md = d.data;
+  if (md.format_kind != dnnl_blocked || md.format_desc.blocking.inner_nblks != 0) return std::nullopt;
+  for (int i = 0; i < md.ndims; ++i)
+    if (md.padded_dims[i] != md.dims[i]) return std::nullopt;
+  dnnl::memory::dims strides(md.format_desc.blocking.strides, md.format_desc.blocking.strides + md.ndims);
+  return dnnl::memory::desc(d.dims(), dnnl::memory::data_type::bf16, strides);
+}
+
 class SubgraphNode : public Node {
  public:
   explicit SubgraphNode(const ir::Node& n) {
@@ -242,14 +252,28 @@ class SubgraphNode : public Node {
       impl = fallback_->impl;
       return req;
     }
+    // bf16 outputs (the readers are bf16 convolutions): the output layout in bf16, when it is
+    // one oneDNN describes by strides (plain or a dim permutation)
+    std::optional<dnnl::memory::desc> out_bf16;
+    if (bf16_output && same && outputs.size() == 1 && !blocked) {
+      if (permuted) out_bf16 = as_bf16(*permuted);
+      else if (layout) out_bf16 = as_bf16(*layout);
+      else out_bf16 = as_bf16(outputs[0]->desc());
+    }
     if (same) {
-      try {
-        snippets::CompileOptions opt;
-        opt.name = name;
-        opt.isa = snippets_isa;
-        kernel_ = snippets::compile_cached(body, shapes, opt);
-      } catch (const Error&) {
-        // an op without emitter, no AVX-512, too many registers: the reference kernels below
+      snippets::CompileOptions opt;
+      opt.name = name;
+      opt.isa = snippets_isa;
+      for (bool bf16 : {true, false}) {
+        if (bf16 && !out_bf16) continue;
+        opt.bf16_outputs = bf16;
+        try {
+          kernel_ = snippets::compile_cached(body, shapes, opt);
+          break;
+        } catch (const Error&) {
+          // bf16 stores need avx512_bf16 (f32 next); an op without emitter, too many
+          // registers: the reference kernels below
+        }
       }
     }
     if (!kernel_) {  // the body on the reference kernels, by a Reference node over the same edges
@@ -260,12 +284,13 @@ class SubgraphNode : public Node {
       impl = "ref:Subgraph";
       return req;
     }
+    const bool bf16_out = kernel_->output_bytes() == 2;  // out_bf16 is the output's layout
     if (permuted) {
       impl = "snippet_" + kernel_->isa() + "_permuted";
       std::vector<InputLayout> req;
       for (Edge* e : inputs)
         req.push_back(e->shape == outputs[0]->shape ? InputLayout::exact(*permuted) : InputLayout::plain());
-      for (Edge* e : outputs) e->set_layout(*permuted);
+      for (Edge* e : outputs) e->set_layout(bf16_out ? *out_bf16 : *permuted);
       return req;
     }
     if (blocked) {
@@ -278,11 +303,14 @@ class SubgraphNode : public Node {
     }
     if (!layout) {  // plain row-major
       impl = "snippet_" + kernel_->isa();  // the counters add the precision: snippet_avx512_f32
-      for (Edge* e : outputs) e->blocked.reset();
+      for (Edge* e : outputs) {
+        e->blocked.reset();
+        if (bf16_out) e->set_layout(*out_bf16);
+      }
       return std::vector<InputLayout>(inputs.size(), InputLayout::plain());
     }
     impl = "snippet_" + kernel_->isa() + "_blocked";
-    for (Edge* e : outputs) e->set_layout(*layout);
+    for (Edge* e : outputs) e->set_layout(bf16_out ? *out_bf16 : *layout);
     return std::vector<InputLayout>(inputs.size(), InputLayout::any());
   }
 
@@ -303,7 +331,8 @@ class SubgraphNode : public Node {
         std::vector<const float*> ci(ins.size());
         std::vector<float*> co(outs.size());
         for (size_t i = 0; i < ins.size(); ++i) ci[i] = ins[i] + c * chunk_;
-        for (size_t i = 0; i < outs.size(); ++i) co[i] = outs[i] + c * chunk_;
+        for (size_t i = 0; i < outs.size(); ++i)  // bf16 outputs: 2-byte elements
+          co[i] = reinterpret_cast<float*>(reinterpret_cast<char*>(outs[i]) + c * chunk_ * kernel_->output_bytes());
         kernel_->run(ci, co, 0, kernel_->rows());
       }
       return;

@@ -180,6 +180,9 @@ class LinearIR {
   // ("ptr" of a Buffer and of its Loads / Stores) and the scratch a kernel call needs.
   const std::vector<int64_t>& buffer_offsets() const { return buffer_offsets_; }
   int64_t scratch_size() const { return scratch_size_; }
+  // The Results are stored as bf16 (InsertLoadStore marks their Stores "bf16").
+  bool bf16_outputs() const { return bf16_outputs_; }
+  void set_bf16_outputs(bool b) { bf16_outputs_ = b; }
   void set_buffers(std::vector<int64_t> offsets, int64_t scratch) {
     buffer_offsets_ = std::move(offsets);
     scratch_size_ = scratch;
@@ -200,6 +203,7 @@ class LinearIR {
   int64_t unroll_factor_ = 1;
   std::vector<int64_t> buffer_offsets_;
   int64_t scratch_size_ = 0;
+  bool bf16_outputs_ = false;
   size_t next_id_ = 0;
 };
 

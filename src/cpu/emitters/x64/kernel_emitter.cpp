@@ -205,9 +205,10 @@ void KernelEmitter::emit_loop_end(const Expression& e) {
     for (const auto& p : *ports) {
       if (!p.is_incremented) continue;
       const Reg64& r = port_ptr(*p.expr);
-      const int64_t step = p.ptr_increment * l.increment * 4;
+      const int64_t bytes = element_bytes(*p.expr);
+      const int64_t step = p.ptr_increment * l.increment * bytes;
       if (step) add(r, static_cast<uint32_t>(step));
-      fin.emplace_back(&r, p.finalization_offset * 4);
+      fin.emplace_back(&r, p.finalization_offset * bytes);
     }
   if (!once) {
     if (l.work_amount < 0) {

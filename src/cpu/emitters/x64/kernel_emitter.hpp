@@ -31,6 +31,8 @@ inline constexpr uint32_t kSignBit = 0x80000000u, kAbsMask = 0x7fffffffu;
 inline constexpr uint8_t kEqOq = 0x00, kLtOq = 0x11, kLeOq = 0x12, kUnordQ = 0x03, kNeqUq = 0x04, kNeqOq = 0x0C,
                          kGeOq = 0x1D, kGtOq = 0x1E;
 int allocatable_vregs(snippets::Isa isa);
+// Bytes per element of the memory a Load / Store accesses: 2 for a bf16 Store, else 4.
+inline int element_bytes(const Expression& mem) { return mem.op().attr("bf16", 0) != 0 ? 2 : 4; }
 
 // A constant operand: a register the prologue loaded it into (the most used constants,
 // while registers are free), else its full vector in the constant table.

@@ -10,7 +10,7 @@ namespace {
 
 int64_t count_of(const KernelEmitter& h, const Expression& e) { return static_cast<int64_t>(e.op().attr("count", h.vlen())); }
 // Bytes past the data pointer (UnrollLoops' copies access later vectors).
-int offset_of(const Expression& e) { return static_cast<int>(e.op().attr("offset", 0)) * 4; }
+int offset_of(const Expression& e) { return static_cast<int>(e.op().attr("offset", 0)) * element_bytes(e); }
 
 void emit_load(KernelEmitter& h, const Expression& e) {
   const Reg64& p = h.port_ptr(e);
@@ -23,7 +23,24 @@ void emit_load(KernelEmitter& h, const Expression& e) {
   h.load_lanes(d, h.ptr[p + offset_of(e)], count_of(h, e), h.tmp(0));
 }
 
+// bf16: vcvtneps2bf16 rounds to nearest even (NaN stays NaN) into 16 words, stored whole or,
+// in a tail, under a word mask.
+void emit_store_bf16(KernelEmitter& h, const Expression& e) {
+  const Reg64& p = h.port_ptr(e);
+  const Ymm w(h.tmp(0).getIdx());
+  h.vcvtneps2bf16(w, Zmm(h.vin(e, 0).getIdx()));
+  const int64_t count = count_of(h, e);
+  if (count >= h.vlen()) {
+    h.vmovdqu16(h.ptr[p + offset_of(e)], w);  // EVEX: the scratch register is above ymm15
+    return;
+  }
+  h.mov(h.eax, static_cast<uint32_t>((1u << count) - 1));
+  h.kmovd(h.k1, h.eax);
+  h.vmovdqu16(h.ptr[p + offset_of(e)] | h.k1, w);
+}
+
 void emit_store(KernelEmitter& h, const Expression& e) {
+  if (e.op().attr("bf16", 0) != 0) return emit_store_bf16(h, e);
   const Reg64& p = h.port_ptr(e);
   h.store_lanes(h.ptr[p + offset_of(e)], h.vin(e, 0), count_of(h, e), h.tmp(0));
 }

@@ -21,6 +21,12 @@ bool cpu_has(Isa isa) {
   return cpu.has(C::tAVX2) && cpu.has(C::tFMA);
 }
 
+bool cpu_has_bf16() {
+  static const Xbyak::util::Cpu cpu;
+  using C = Xbyak::util::Cpu;
+  return cpu.has(C::tAVX512_BF16) && cpu.has(C::tAVX512BW);
+}
+
 class X64Code : public snippets::CompiledCode {
  public:
   explicit X64Code(std::unique_ptr<KernelEmitter> k) : k_(std::move(k)) {}
@@ -54,6 +60,7 @@ class X64TargetMachine : public snippets::TargetMachine {
   bool is_supported(const std::string& op_type) const override { return jitters_.count(op_type) != 0; }
   int num_vector_regs() const override { return allocatable_vregs(isa_); }
   int max_data_pointers() const override { return 12; }
+  bool supports_bf16_outputs() const override { return isa_ == Isa::Avx512 && cpu_has_bf16(); }
   std::unique_ptr<snippets::CompiledCode> generate(const snippets::lowered::LinearIR& lir,
                                                    snippets::DebugState* debug) const override {
     // A first emission counts how often each constant is used; the real one keeps the most

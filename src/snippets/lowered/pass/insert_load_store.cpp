@@ -73,6 +73,7 @@ void insert_load_store(LinearIR& lir) {
     auto pos = end_of_loop(lir, loop);
     if (producer->type() == "Parameter") value = make_load(*lir.find(producer), pos, nest)->get_output_port(0);  // an output that is an input
     Op op = dst.type() == "Buffer" ? Op{"Store", {{"buffer", dst.op().attr("buffer")}}} : Op{"Store", {{"result", dst.op().attr("index")}}};
+    if (dst.type() == "Result" && lir.bf16_outputs()) op.attrs["bf16"] = 1;  // 2-byte elements
     auto store = lir.insert_node(pos, op, {value}, 1, nest);
     store->get_input_port_descriptor(0).subtensor = {1, lir.vector_length()};
     store->get_output_port_descriptor(0).subtensor = {1, lir.vector_length()};
