@@ -37,6 +37,13 @@ std::vector<std::string> subgraph_impls(const std::shared_ptr<ir::Graph>& g, con
   return impls;
 }
 
+// A 3x3 convolution (pad 1) of `in` (cin channels) to 32 channels with random weights.
+ir::Value* conv3x3_to_32(ir::Graph& g, ir::Value* in, int64_t cin, const char* name, uint32_t seed) {
+  auto* c = g.add_node("Conv", {in, g.add_constant(std::string(name) + "_w", random_tensor({32, cin, 3, 3}, seed, 0.2f))}, 1, name);
+  c->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+  return c->output(0);
+}
+
 }  // namespace
 
 TEST(CpuSubgraph, AnElementwiseChainRunsAsOneJitKernel) {
@@ -62,11 +69,7 @@ TEST(CpuSubgraph, BroadcastInputsInAPermutedLayout) {
   auto g = make_graph();
   auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 16, 12, 12})});
   auto* s = g->add_input("s", {DType::f32, ir::PartialShape(Shape{1, 32, 1, 1})});
-  auto conv = [&](ir::Value* in, const char* name, uint32_t seed) {
-    auto* c = g->add_node("Conv", {in, g->add_constant(std::string(name) + "_w", random_tensor({32, in == x ? 16 : 32, 3, 3}, seed, 0.2f))}, 1, name);
-    c->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
-    return c->output(0);
-  };
+  auto conv = [&](ir::Value* in, const char* name, uint32_t seed) { return conv3x3_to_32(*g, in, in == x ? 16 : 32, name, seed); };
   auto* m = g->add_node("Mul", {conv(x, "conv1", 1), s}, 1, "mul")->output(0);
   auto* sg = g->add_node("Sigmoid", {m}, 1, "sig")->output(0);
   g->add_output(conv(sg, "conv2", 2));
@@ -106,11 +109,7 @@ TEST(CpuSubgraph, BetweenConvolutionsItKeepsTheirLayout) {
   // conv -> x * relu(x) (conv's output read twice: not a post-op) -> abs -> conv
   auto g = make_graph();
   auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 16, 12, 12})});
-  auto conv = [&](ir::Value* in, const char* name, uint32_t seed) {
-    auto* c = g->add_node("Conv", {in, g->add_constant(std::string(name) + "_w", random_tensor({32, in == x ? 16 : 32, 3, 3}, seed, 0.2f))}, 1, name);
-    c->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
-    return c->output(0);
-  };
+  auto conv = [&](ir::Value* in, const char* name, uint32_t seed) { return conv3x3_to_32(*g, in, in == x ? 16 : 32, name, seed); };
   auto* c1 = conv(x, "conv1", 1);
   auto* sw = g->add_node("Mul", {c1, g->add_node("Relu", {c1}, 1, "relu")->output(0)}, 1, "mul")->output(0);
   auto* t = g->add_node("Abs", {sw}, 1, "abs")->output(0);
@@ -194,11 +193,7 @@ TEST(CpuSubgraph, BroadcastInputsInAChannelBlockedLayout) {
   auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 16, 12, 12})});
   auto* s = g->add_input("s", {DType::f32, ir::PartialShape(Shape{1, 32, 1, 1})});
   auto* t = g->add_input("t", {DType::f32, ir::PartialShape(Shape{1, 1, 12, 12})});
-  auto conv = [&](ir::Value* in, const char* name, uint32_t seed) {
-    auto* c = g->add_node("Conv", {in, g->add_constant(std::string(name) + "_w", random_tensor({32, in == x ? 16 : 32, 3, 3}, seed, 0.2f))}, 1, name);
-    c->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
-    return c->output(0);
-  };
+  auto conv = [&](ir::Value* in, const char* name, uint32_t seed) { return conv3x3_to_32(*g, in, in == x ? 16 : 32, name, seed); };
   auto* c1 = conv(x, "conv1", 1);
   auto* m = g->add_node("Mul", {c1, s}, 1, "mul")->output(0);
   auto* a = g->add_node("Add", {m, t}, 1, "add")->output(0);

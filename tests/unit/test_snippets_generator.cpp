@@ -48,24 +48,16 @@ TEST(SnippetsSchedule, CollapsesDimsAndFindsBroadcasts) {
 
 // Every emitter test runs on both x64 targets: AVX-512 and AVX2 (forced on AVX-512 CPUs;
 // skipped where the CPU lacks the ISA).
-class SnippetsIsaTest : public ::testing::TestWithParam<snippets::Isa> {
+class SnippetsGeneratorTest : public SnippetsIsaTest {
  protected:
-  void SetUp() override {
-    try {
-      cpu::x64::make_target_machine(GetParam())->check_available();
-    } catch (const Error& e) {
-      GTEST_SKIP() << e.what();
-    }
-  }
   snippets::CompileOptions opt(bool fma = true) const {
-    snippets::CompileOptions o;
+    snippets::CompileOptions o = isa_options();
     o.fuse_fma = fma;
-    o.isa = GetParam();
     return o;
   }
 };
-using SnippetsEmitters = SnippetsIsaTest;
-using SnippetsEndToEnd = SnippetsIsaTest;
+using SnippetsEmitters = SnippetsGeneratorTest;
+using SnippetsEndToEnd = SnippetsGeneratorTest;
 
 // One op on a [3, n] input for every tail length around the vector length.
 void check_unary(const snippets::CompileOptions& opt, const std::string& op, float lo, float hi, float rtol, float atol,
@@ -375,9 +367,8 @@ TEST_P(SnippetsEndToEnd, RowRangesFromTwoThreads) {
   EXPECT_EQ(whole, split);
 }
 
-std::string isa_param_name(const ::testing::TestParamInfo<snippets::Isa>& info) { return snippets::isa_name(info.param); }
-INSTANTIATE_TEST_SUITE_P(Isa, SnippetsEmitters, ::testing::Values(snippets::Isa::Avx512, snippets::Isa::Avx2), isa_param_name);
-INSTANTIATE_TEST_SUITE_P(Isa, SnippetsEndToEnd, ::testing::Values(snippets::Isa::Avx512, snippets::Isa::Avx2), isa_param_name);
+KILN_SNIPPETS_BOTH_ISAS(SnippetsEmitters);
+KILN_SNIPPETS_BOTH_ISAS(SnippetsEndToEnd);
 
 }  // namespace
 }  // namespace kiln::test

@@ -100,18 +100,10 @@ TEST(SnippetsLayout, PropagateLayoutGivesLoadsTheirInputsStrides) {
   EXPECT_THROW(lp::propagate_layout(*bad), Error);
 }
 
-class SnippetsTransposed : public ::testing::TestWithParam<snippets::Isa> {
+class SnippetsTransposed : public SnippetsIsaTest {
  protected:
-  void SetUp() override {
-    try {
-      cpu::x64::make_target_machine(GetParam())->check_available();
-    } catch (const Error& e) {
-      GTEST_SKIP() << e.what();
-    }
-  }
   snippets::CompileOptions opt() const {  // no FMA: bit-exact against the reference's two roundings
-    snippets::CompileOptions o;
-    o.isa = GetParam();
+    snippets::CompileOptions o = isa_options();
     o.fuse_fma = false;
     return o;
   }
@@ -145,8 +137,7 @@ TEST_P(SnippetsTransposed, SoftmaxOfATransposedInput) {
   EXPECT_EQ(compare_with_reference(g, {random_tensor(xs, 5, 4.0f)}, 1e-5f, 1e-6f, opt()), 0);
 }
 
-std::string isa_name_of(const ::testing::TestParamInfo<snippets::Isa>& info) { return snippets::isa_name(info.param); }
-INSTANTIATE_TEST_SUITE_P(Isa, SnippetsTransposed, ::testing::Values(snippets::Isa::Avx512, snippets::Isa::Avx2), isa_name_of);
+KILN_SNIPPETS_BOTH_ISAS(SnippetsTransposed);
 
 }  // namespace
 }  // namespace kiln::test

@@ -27,20 +27,9 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 constexpr float kDenormMin = std::numeric_limits<float>::denorm_min();
 
-class SnippetsMod : public ::testing::TestWithParam<snippets::Isa> {
+class SnippetsMod : public SnippetsIsaTest {
  protected:
-  void SetUp() override {
-    try {
-      cpu::x64::make_target_machine(GetParam())->check_available();
-    } catch (const Error& e) {
-      GTEST_SKIP() << e.what();
-    }
-  }
-  snippets::CompileOptions opt() const {
-    snippets::CompileOptions o;
-    o.isa = GetParam();
-    return o;
-  }
+  snippets::CompileOptions opt() const { return isa_options(); }
 };
 
 bool same_bits(float got, float want) {
@@ -274,8 +263,7 @@ TEST_P(SnippetsMod, InsideAChain) {
   EXPECT_EQ(bad, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, SnippetsMod, ::testing::Values(snippets::Isa::Avx512, snippets::Isa::Avx2),
-                         [](const auto& info) { return snippets::isa_name(info.param); });
+KILN_SNIPPETS_BOTH_ISAS(SnippetsMod);
 
 // Mod on two [4] inputs of type t; fmod < 0: no attribute (ONNX's default 0).
 ir::Node* typed_mod(ir::Graph& g, DType t, int64_t fmod) {

@@ -213,18 +213,10 @@ TEST(SnippetsReductionPasses, AllocateBuffersSharesMemoryOnlyWhenLifetimesAllow)
 
 // ---- whole kernels ----
 
-class SnippetsSoftmax : public ::testing::TestWithParam<snippets::Isa> {
+class SnippetsSoftmax : public SnippetsIsaTest {
  protected:
-  void SetUp() override {
-    try {
-      cpu::x64::make_target_machine(GetParam())->check_available();
-    } catch (const Error& e) {
-      GTEST_SKIP() << e.what();
-    }
-  }
   snippets::CompileOptions opt(bool optimize_buffers = true, int unroll = 0) const {
-    snippets::CompileOptions o;
-    o.isa = GetParam();
+    snippets::CompileOptions o = isa_options();
     o.optimize_buffers = optimize_buffers;
     o.unroll = unroll;
     return o;
@@ -317,8 +309,7 @@ TEST_P(SnippetsSoftmax, RowRangesFromTwoThreadsUseTheirOwnScratch) {
   EXPECT_EQ(whole, split);
 }
 
-std::string isa_name_of(const ::testing::TestParamInfo<snippets::Isa>& info) { return snippets::isa_name(info.param); }
-INSTANTIATE_TEST_SUITE_P(Isa, SnippetsSoftmax, ::testing::Values(snippets::Isa::Avx512, snippets::Isa::Avx2), isa_name_of);
+KILN_SNIPPETS_BOTH_ISAS(SnippetsSoftmax);
 
 }  // namespace
 }  // namespace kiln::test

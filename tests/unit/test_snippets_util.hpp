@@ -8,10 +8,13 @@
 #include <string>
 #include <vector>
 
+#include <kiln/error.hpp>
+
 #include "ir/graph.hpp"
 #include "ir/op_registry.hpp"
 #include "runtime/reference_executor.hpp"
 #include "snippets/generator.hpp"
+#include "snippets/target_machine.hpp"
 
 namespace kiln::test {
 
@@ -70,5 +73,27 @@ inline int64_t compare_with_reference(const std::shared_ptr<ir::Graph>& body, co
   }
   return bad;
 }
+
+// A test run on both x64 targets: AVX-512 and AVX2 (forced on AVX-512 CPUs; skipped where the
+// CPU lacks the ISA). isa_options() are the default CompileOptions for the parameter's ISA.
+class SnippetsIsaTest : public ::testing::TestWithParam<snippets::Isa> {
+ protected:
+  void SetUp() override {
+    try {
+      cpu::x64::make_target_machine(GetParam())->check_available();
+    } catch (const Error& e) {
+      GTEST_SKIP() << e.what();
+    }
+  }
+  snippets::CompileOptions isa_options() const {
+    snippets::CompileOptions o;
+    o.isa = GetParam();
+    return o;
+  }
+};
+
+inline std::string isa_param_name(const ::testing::TestParamInfo<snippets::Isa>& info) { return snippets::isa_name(info.param); }
+#define KILN_SNIPPETS_BOTH_ISAS(suite) \
+  INSTANTIATE_TEST_SUITE_P(Isa, suite, ::testing::Values(snippets::Isa::Avx512, snippets::Isa::Avx2), isa_param_name)
 
 }  // namespace kiln::test
