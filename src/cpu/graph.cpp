@@ -282,6 +282,15 @@ void Graph::plan_memory() {
   KILN_CHECK(p, cat("cpu::Graph: cannot allocate an arena of ", arena_bytes_, " bytes"));
   arena_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   for (size_t i = 0; i < planned.size(); ++i) planned[i]->data = static_cast<char*>(p) + plan.offsets[i];
+  // Outputs whose producer can write straight into the tensor run() returns: arena buffers
+  // of their own (not a view or an in-place alias of another buffer), plain, listed once.
+  // Views of them (a Concat's inputs placed inside it) follow through bind_views().
+  output_arena_.assign(output_edges_.size(), nullptr);
+  for (size_t i = 0; i < output_edges_.size(); ++i) {
+    Edge* e = output_edges_[i];
+    const bool once = std::count(output_edges_.begin(), output_edges_.end(), e) == 1;
+    if (e->kind == Edge::Kind::arena && !e->alias_of && e->is_plain() && e->bytes() > 0 && once) output_arena_[i] = e->data;
+  }
   bind_views();
   for (auto& e : edges_) e->bind_memory();
 }
@@ -340,7 +349,19 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs, std::vector<Pr
                    shape_to_string(e->shape)));
     e->data = const_cast<void*>(inputs[i].raw());
   }
-  bind_views();  // views of inputs follow the user's buffers
+  // Outputs: written in place into the returned tensors where the plan allows (the previous
+  // run's when the caller holds none), else copied out of the arena after the run.
+  std::vector<Tensor> out(output_edges_.size());
+  for (size_t i = 0; i < output_edges_.size(); ++i) {
+    Edge* e = output_edges_[i];
+    if (reuse && i < reuse->size()) {
+      Tensor& old = (*reuse)[i];
+      if (old.use_count() == 1 && old.dtype() == e->dtype && old.shape() == e->shape) out[i] = std::move(old);
+    }
+    if (!out[i].defined()) out[i] = Tensor::uninitialized(e->dtype, e->shape);  // written whole
+    if (output_arena_.size() == output_edges_.size() && output_arena_[i]) e->data = out[i].raw();
+  }
+  bind_views();  // views of inputs and outputs follow the user's buffers
   dnnl::stream stream(cpu_engine());
   if (profile) {
     if (profile_row_of_node_.size() != nodes_.size()) {
@@ -377,18 +398,15 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs, std::vector<Pr
     for (auto& n : nodes_) n->execute(stream);
   }
   stream.wait();
-  std::vector<Tensor> out;
   for (size_t i = 0; i < output_edges_.size(); ++i) {
     Edge* e = output_edges_[i];
-    Tensor t;
-    if (reuse && i < reuse->size()) {
-      Tensor& old = (*reuse)[i];
-      if (old.use_count() == 1 && old.dtype() == e->dtype && old.shape() == e->shape) t = std::move(old);
+    if (output_arena_.size() == output_edges_.size() && output_arena_[i]) {
+      e->data = output_arena_[i];  // back to its arena buffer: the tensor is the caller's now
+      continue;
     }
-    if (!t.defined()) t = Tensor::uninitialized(e->dtype, e->shape);  // written whole below
-    if (e->bytes()) std::memcpy(t.raw(), e->data, e->bytes());
-    out.push_back(std::move(t));
+    if (e->bytes()) std::memcpy(out[i].raw(), e->data, e->bytes());
   }
+  bind_views();
   return out;
 }
 

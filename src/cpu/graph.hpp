@@ -106,6 +106,9 @@ class Graph {
   std::vector<Edge*> input_edges_, output_edges_;
   std::shared_ptr<void> arena_;
   size_t arena_bytes_ = 0;
+  // Per output edge: its arena buffer, or null when the run cannot write the output directly
+  // into the returned tensor (not an arena root, not plain, or listed twice) and copies it.
+  std::vector<void*> output_arena_;
   size_t in_place_nodes_ = 0;
   size_t concat_in_place_nodes_ = 0;
   // The performance-counter rows without times (names, types, exec types, fused rows), made

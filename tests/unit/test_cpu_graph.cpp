@@ -322,3 +322,54 @@ TEST(CpuConcatInPlace, NotWhenSlicesAreStrided) {
   auto cg = compare_with_reference(g, {random_tensor({2, 3, 4}, 8)});
   EXPECT_EQ(cg->concat_in_place_nodes(), 0u) << cg->describe();
 }
+
+// Outputs are written straight into the tensors run() returns (the previous run's when the
+// caller hands them back): also a Concat whose inputs are placed inside it, an output read by
+// later nodes, one listed twice, a Reshape view of another buffer, and a graph input as output.
+TEST(CpuGraphOutputs, WrittenIntoTheReturnedTensorsEveryLayoutOfThePlan) {
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 3, 8, 8})});
+  auto* r = g->add_node("Relu", {x}, 1, "relu")->output(0);
+  auto* n = g->add_node("Neg", {x}, 1, "neg")->output(0);
+  auto* cat_node = g->add_node("Concat", {r, n}, 1, "concat");
+  cat_node->attrs["axis"] = int64_t{1};
+  auto* e = g->add_node("Exp", {x}, 1, "exp")->output(0);
+  auto* a = g->add_node("Abs", {e}, 1, "abs")->output(0);
+  auto* s = g->add_node("Sigmoid", {x}, 1, "sigmoid")->output(0);
+  auto* shape = g->add_constant("shape", Tensor::from_vector<int64_t>({1, 192}, Shape{2}));
+  auto* v = g->add_node("Reshape", {s, shape}, 1, "reshape")->output(0);
+  g->add_output(cat_node->output(0));
+  g->add_output(e);
+  g->add_output(a);
+  g->add_output(v);
+  g->add_output(e);  // twice
+  g->add_output(x);  // an input
+  ir::infer_shapes(*g);
+  runtime::ReferenceExecutor ref(g);
+  cpu::Graph cg(g);
+  EXPECT_NE(cg.describe().find("1 concats in place"), std::string::npos) << cg.describe();
+  std::vector<Tensor> prev;
+  const void* concat_buffer = nullptr;
+  for (uint32_t rep = 0; rep < 3; ++rep) {
+    SCOPED_TRACE("run " + std::to_string(rep));
+    const std::vector<Tensor> in = {random_tensor({1, 3, 8, 8}, 40 + rep, 2.0f)};
+    auto want = ref.run(in);
+    std::vector<Tensor> got = cg.run(in, nullptr, &prev);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) expect_close(want[i], got[i], 1e-5, 1e-6);
+    EXPECT_NE(got[1].raw(), got[4].raw());  // the same value, two tensors
+    if (rep > 0) {
+      EXPECT_EQ(got[0].raw(), concat_buffer);  // handed back: written over
+    }
+    concat_buffer = got[0].raw();
+    prev = std::move(got);
+  }
+  // a caller holding an output keeps its values
+  Tensor held = prev[0];
+  const std::vector<Tensor> in = {random_tensor({1, 3, 8, 8}, 50, 2.0f)};
+  Tensor before = held.clone();
+  auto got = cg.run(in, nullptr, &prev);
+  EXPECT_NE(got[0].raw(), held.raw());
+  expect_close(before, held, 0, 0);
+  expect_close(ref.run(in)[0], got[0], 1e-5, 1e-6);
+}
