@@ -211,11 +211,11 @@ class Tokenizer {
                                      pass::transpose_perm(*u.node, rank) != pass::transpose_perm(*m, rank)))
           return cat(u.node->name(), " would read '", in->name(), "' other than through ", m->name(), "'s perm");
     }
-    // A reduction may need up to two Buffers between its loops, each a data pointer.
+    // A reduction may need Buffers between its loops: they share one data pointer.
     size_t buffers = 0;
-    for (const ir::Node* m : members) buffers += is_reduction_op(m->op_type()) ? 2 : 0;
+    for (const ir::Node* m : members) buffers = is_reduction_op(m->op_type()) ? 1 : buffers;
     if (inputs.size() + outputs + buffers > max_ptrs_)
-      return cat("the kernel would need ", inputs.size(), " inputs + ", outputs, " outputs", buffers ? cat(" + ", buffers, " buffers") : "",
+      return cat("the kernel would need ", inputs.size(), " inputs + ", outputs, " outputs", buffers ? " + 1 scratch (buffers)" : "",
                  " = ", inputs.size() + outputs + buffers, " data pointers, more than the ", max_ptrs_, " registers for them");
     if (buffers) return reduction_problem(members, inputs);
     return "";

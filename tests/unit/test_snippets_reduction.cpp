@@ -192,8 +192,14 @@ TEST(SnippetsReductionPasses, AllocateBuffersSharesMemoryOnlyWhenLifetimesAllow)
   for (bool optimized : {false, true}) {
     auto lir = buffered(softmax_body(2, 40), 2, 40);
     EXPECT_EQ(lp::allocate_buffers(*lir, optimized), 2u);
-    EXPECT_EQ(lir->buffer_offsets(), (std::vector<int64_t>{0, 48}));  // rows rounded up to 16 floats
+    EXPECT_EQ(lir->buffer_offsets(), (std::vector<int64_t>{0}));  // one scratch pointer for all
     EXPECT_EQ(lir->scratch_size(), 96);
+    std::set<double> offsets;
+    for (Expression* b : of_type(*lir, "Buffer")) {
+      offsets.insert(b->op().attr("offset"));
+      EXPECT_EQ(b->input_expr(0)->op().attr("buffer_offset", -1), b->op().attr("offset"));  // its Store
+    }
+    EXPECT_EQ(offsets, (std::set<double>{0, 48}));  // rows rounded up to 16 floats
   }
   // in place: x*2 is last read in loop 2, which writes exp - the same row serves both when optimized
   for (bool optimized : {false, true}) {
@@ -201,13 +207,15 @@ TEST(SnippetsReductionPasses, AllocateBuffersSharesMemoryOnlyWhenLifetimesAllow)
     const size_t regions = lp::allocate_buffers(*lir, optimized);
     EXPECT_EQ(regions, optimized ? 1u : 2u);
     EXPECT_EQ(lir->scratch_size(), optimized ? 48 : 96);
-    std::set<double> ptrs;
+    std::set<double> offsets;
     for (Expression* b : of_type(*lir, "Buffer")) {
-      ptrs.insert(b->op().attr("ptr"));
-      EXPECT_EQ(b->input_expr(0)->op().attr("ptr", -1), b->op().attr("ptr"));  // its Store
-      for (const auto& c : b->get_output_port_connector(0)->get_consumers()) EXPECT_EQ(c.get_expr()->op().attr("ptr", -1), b->op().attr("ptr"));
+      offsets.insert(b->op().attr("offset"));
+      EXPECT_EQ(b->op().attr("ptr", -1), 0);
+      EXPECT_EQ(b->input_expr(0)->op().attr("buffer_offset", -1), b->op().attr("offset"));  // its Store
+      for (const auto& c : b->get_output_port_connector(0)->get_consumers())
+        EXPECT_EQ(c.get_expr()->op().attr("buffer_offset", -1), b->op().attr("offset"));
     }
-    EXPECT_EQ(ptrs.size(), regions);
+    EXPECT_EQ(offsets.size(), regions);
   }
 }
 
@@ -242,6 +250,30 @@ TEST_P(SnippetsSoftmax, UnrollFactorsAgree) {
       SCOPED_TRACE("unroll=" + std::to_string(unroll) + " n=" + std::to_string(n));
       EXPECT_EQ(compare_with_reference(softmax_body(3, n), {random_tensor({3, n}, rng(), -4.0f, 4.0f)}, 1e-5f, 1e-6f, opt(true, unroll)), 0);
     }
+}
+
+// Eleven values cross from the first loop to the last: eleven Buffers, one scratch pointer (a
+// pointer each would not fit the general-purpose registers).
+TEST_P(SnippetsSoftmax, ManyBuffersShareOneDataPointer) {
+  const int64_t n = 37;
+  auto g = snippets_body({{4, n}});
+  std::vector<ir::Value*> scaled;
+  ir::Value* sum = nullptr;
+  for (int k = 1; k <= 11; ++k) {
+    scaled.push_back(g->add_node("Mul", {g->inputs()[0], scalar_const(*g, 0.1f * static_cast<float>(k))}, 1)->output(0));
+    sum = sum ? g->add_node("Add", {sum, scaled.back()}, 1)->output(0) : scaled.back();
+  }
+  ir::Value* y = g->add_node("Softmax", {sum}, 1)->output(0);
+  for (ir::Value* v : scaled) y = g->add_node("Add", {y, v}, 1)->output(0);
+  g->add_output(y);
+  for (bool optimized : {false, true}) {
+    SCOPED_TRACE(optimized ? "optimized" : "non-optimized");
+    EXPECT_EQ(compare_with_reference(g, {random_tensor({4, n}, 16, 2.0f)}, 1e-5f, 1e-5f, opt(optimized)), 0);
+    auto k = snippets::compile(*g, {{{4, n}}, {4, n}}, opt(optimized));
+    size_t buffers = 0;
+    for (size_t at = 0; (at = k->describe().find("Buffer#", at)) != std::string::npos; ++at) ++buffers;
+    EXPECT_GE(buffers, 11u);
+  }
 }
 
 // Attention scores: Softmax(q / 8 + mask) with a [1, 1, 1, S] mask broadcast over heads and rows.

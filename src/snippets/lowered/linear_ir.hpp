@@ -177,7 +177,8 @@ class LinearIR {
   ExpressionPtr make_expression(Op op, const std::vector<ExpressionPort>& inputs, size_t num_outputs);
 
   // AllocateBuffers' result: the scratch offset (elements) of each buffer data pointer
-  // ("ptr" of a Buffer and of its Loads / Stores) and the scratch a kernel call needs.
+  // ("ptr" of a Buffer and of its Loads / Stores; one, at 0, shared by all Buffers) and the
+  // scratch a kernel call needs.
   const std::vector<int64_t>& buffer_offsets() const { return buffer_offsets_; }
   int64_t scratch_size() const { return scratch_size_; }
   // The Results are stored as bf16 (InsertLoadStore marks their Stores "bf16").

@@ -10,7 +10,10 @@ namespace {
 
 int64_t count_of(const KernelEmitter& h, const Expression& e) { return static_cast<int64_t>(e.op().attr("count", h.vlen())); }
 // Bytes past the data pointer (UnrollLoops' copies access later vectors).
-int offset_of(const Expression& e) { return static_cast<int>(e.op().attr("offset", 0)) * element_bytes(e); }
+// (plus a Buffer's region in the scratch: its Loads / Stores share the scratch pointer).
+int offset_of(const Expression& e) {
+  return static_cast<int>(e.op().attr("offset", 0) + e.op().attr("buffer_offset", 0)) * element_bytes(e);
+}
 
 void emit_load(KernelEmitter& h, const Expression& e) {
   const Reg64& p = h.port_ptr(e);

@@ -10,10 +10,12 @@ size_t inner_loop(const Expression& e) { return e.loop_ids.size() >= 2 ? e.loop_
 
 }  // namespace
 
-// Places every Buffer in the kernel's scratch memory (one row each, rounded up to 64 bytes)
-// and gives it a data pointer ("ptr"; its Loads and Stores get it too). Non-optimized: one
-// region and one pointer per Buffer. Optimized: a Buffer reuses the region (and pointer) of
-// one whose last read is in the inner loop that writes it or earlier. In that same loop the
+// Places every Buffer in the kernel's scratch memory (one row each, rounded up to 64 bytes):
+// its "offset" there, also on its Loads and Stores ("buffer_offset", elements). Every Buffer
+// row is walked in the same steps, so they all share one data pointer (the scratch's, "ptr" 0):
+// however many values cross loops, a kernel spends one register on them. Non-optimized: one
+// region per Buffer. Optimized: a Buffer reuses the region of one whose last read is in the
+// inner loop that writes it or earlier. In that same loop the
 // read happens first at each position: a loop body's Loads precede its Stores (which sit at
 // its end), also in unrolled and tail copies, and both walk the row in the same steps, so
 // writing in place over the value just read is safe (softmax's input row becomes its exp row).
@@ -33,17 +35,19 @@ size_t allocate_buffers(LinearIR& lir, bool optimized) {
         if (region_free_from[r] <= written) region = r;
     if (region == region_free_from.size()) region_free_from.push_back(0);
     region_free_from[region] = last_read;
-    b->op().attrs["ptr"] = static_cast<double>(region);
-    b->op().attrs["offset"] = static_cast<double>(static_cast<int64_t>(region) * row);
+    const double offset = static_cast<double>(static_cast<int64_t>(region) * row);
+    b->op().attrs["ptr"] = 0;
+    b->op().attrs["offset"] = offset;
     auto mark = [&](Expression* mem) {
-      if (mem->type() == "Load" || mem->type() == "Store") mem->op().attrs["ptr"] = static_cast<double>(region);
+      if (mem->type() != "Load" && mem->type() != "Store") return;
+      mem->op().attrs["ptr"] = 0;
+      mem->op().attrs["buffer_offset"] = offset;
     };
     mark(b->input_expr(0));
     for (const auto& c : b->get_output_port_connector(0)->get_consumers()) mark(c.get_expr());
   }
-  std::vector<int64_t> offsets;
-  for (size_t r = 0; r < region_free_from.size(); ++r) offsets.push_back(static_cast<int64_t>(r) * row);
-  lir.set_buffers(offsets, static_cast<int64_t>(region_free_from.size()) * row);
+  const int64_t scratch = static_cast<int64_t>(region_free_from.size()) * row;
+  lir.set_buffers(buffers.empty() ? std::vector<int64_t>{} : std::vector<int64_t>{0}, scratch);
   return region_free_from.size();
 }
 

@@ -26,10 +26,10 @@ size_t insert_buffers(LinearIR& lir);
 // the inner loop computing each Result's or Buffer's value; registers them as entry / exit
 // ports of their loops.
 void insert_load_store(LinearIR& lir);
-// Gives each Buffer a region of the per-call scratch and a data pointer ("ptr", also on its
-// Loads / Stores), recorded in lir.buffer_offsets(). `optimized`: Buffers whose lifetimes
-// (the inner loops from the write to the last read) do not overlap, or touch in the loop
-// that reads one and writes the other, share region and pointer. Returns the regions.
+// Gives each Buffer a region of the per-call scratch ("offset"; "buffer_offset" on its Loads /
+// Stores); all share one data pointer ("ptr" 0, lir.buffer_offsets() = {0}). `optimized`:
+// Buffers whose lifetimes (the inner loops from the write to the last read) do not overlap, or
+// touch in the loop that reads one and writes the other, share a region. Returns the regions.
 size_t allocate_buffers(LinearIR& lir, bool optimized);
 // Inserts a BroadcastMove after a Load whose inner dim is 1 while its consumer's is not;
 // the Load then reads one element (subtensor [1, 1]).
