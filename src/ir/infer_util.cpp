@@ -38,6 +38,26 @@ int64_t normalize_axis(int64_t axis, int64_t rank, const Node& node, bool allow_
   return a;
 }
 
+std::vector<int64_t> transpose_perm(const Node& node, size_t rank) {
+  std::vector<int64_t> perm;
+  if (node.has_attr("perm")) {
+    perm = node.attr_ints("perm");
+    if (perm.size() != rank)
+      throw Error(cat(node.describe(), ": perm [", join(perm), "] has ", perm.size(), " entries for rank ", rank));
+    std::vector<bool> seen(rank, false);
+    for (auto& p : perm) {
+      int64_t q = p < 0 ? p + static_cast<int64_t>(rank) : p;
+      if (q < 0 || q >= static_cast<int64_t>(rank) || seen[static_cast<size_t>(q)])
+        throw Error(cat(node.describe(), ": perm [", join(perm), "] is not a permutation of 0..", rank - 1));
+      seen[static_cast<size_t>(q)] = true;
+      p = q;
+    }
+  } else {
+    for (size_t i = rank; i-- > 0;) perm.push_back(static_cast<int64_t>(i));
+  }
+  return perm;
+}
+
 std::function<void(InferContext&)> infer_same_as_input(size_t i) {
   return [i](InferContext& ctx) { ctx.set_output(0, ctx.input_dtype(i), ctx.input_shape(i)); };
 }

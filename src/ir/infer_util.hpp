@@ -9,6 +9,9 @@ PartialShape broadcast_shapes(const std::vector<PartialShape>& shapes, const Nod
 // Normalises a possibly negative axis into [0, rank) (or [0, rank] with allow_end);
 // throws an error naming the node otherwise.
 int64_t normalize_axis(int64_t axis, int64_t rank, const Node& node, bool allow_end = false);
+// A Transpose's perm for a rank-`rank` input ("perm" with negative entries normalised, else
+// the dims reversed); throws an error naming the node when it is not a permutation.
+std::vector<int64_t> transpose_perm(const Node& node, size_t rank);
 // infer function: output 0 has the type of input `i`.
 std::function<void(InferContext&)> infer_same_as_input(size_t i = 0);
 // Product of dims if all static, else an unknown dim.

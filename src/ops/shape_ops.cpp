@@ -302,26 +302,6 @@ void add_flatten(ir::OpRegistry& r) {
 
 // ---------------- Transpose ----------------
 
-std::vector<int64_t> transpose_perm(const ir::Node& node, size_t rank) {
-  std::vector<int64_t> perm;
-  if (node.has_attr("perm")) {
-    perm = node.attr_ints("perm");
-    if (perm.size() != rank)
-      throw Error(cat(node.describe(), ": perm [", join(perm), "] has ", perm.size(), " entries for rank ", rank));
-    std::vector<bool> seen(rank, false);
-    for (auto& p : perm) {
-      int64_t q = p < 0 ? p + static_cast<int64_t>(rank) : p;
-      if (q < 0 || q >= static_cast<int64_t>(rank) || seen[static_cast<size_t>(q)])
-        throw Error(cat(node.describe(), ": perm [", join(perm), "] is not a permutation of 0..", rank - 1));
-      seen[static_cast<size_t>(q)] = true;
-      p = q;
-    }
-  } else {
-    for (size_t i = rank; i-- > 0;) perm.push_back(static_cast<int64_t>(i));
-  }
-  return perm;
-}
-
 void add_transpose(ir::OpRegistry& r) {
   ir::OpSchema s;
   s.name = "Transpose";
@@ -336,14 +316,14 @@ void add_transpose(ir::OpRegistry& r) {
         ctx.set_output(0, ctx.input_dtype(0), PartialShape::unknown_rank());
       return;
     }
-    auto perm = transpose_perm(ctx.node(), in.rank());
+    auto perm = ir::transpose_perm(ctx.node(), in.rank());
     std::vector<Dim> out;
     for (auto p : perm) out.push_back(in.dims[static_cast<size_t>(p)]);
     ctx.set_output(0, ctx.input_dtype(0), PartialShape(out));
   };
   s.run = [](RunContext& ctx) {
     const Tensor& x = ctx.input(0);
-    auto perm = transpose_perm(ctx.node(), x.rank());
+    auto perm = ir::transpose_perm(ctx.node(), x.rank());
     Shape os;
     for (auto p : perm) os.push_back(x.shape()[static_cast<size_t>(p)]);
     Tensor& y = ctx.allocate_output(0, x.dtype(), os);

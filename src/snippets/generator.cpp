@@ -15,6 +15,7 @@
 
 #include "core/strings.hpp"
 #include "ir/graph.hpp"
+#include "ir/infer_util.hpp"
 #include "snippets/lowered/pass/passes.hpp"
 #include "snippets/pass/data_flow_passes.hpp"
 #include "snippets/segfault_detector.hpp"
@@ -104,8 +105,12 @@ bool is_supported(const ir::Node& n) {
   if (op == "Transpose") {  // read as a layout of its input: the last dim must stay last
     const ir::Value* in = n.input(0);
     if (n.num_inputs() != 1 || in_type(n, 0) != DType::f32 || !in->type.shape.rank_known || in->type.shape.rank() == 0) return false;
-    const auto perm = pass::transpose_perm(n, in->type.shape.rank());
-    return perm.size() == in->type.shape.rank() && perm.back() == static_cast<int64_t>(perm.size()) - 1;
+    try {
+      const auto perm = ir::transpose_perm(n, in->type.shape.rank());
+      return perm.back() == static_cast<int64_t>(perm.size()) - 1;
+    } catch (const Error&) {  // not a permutation
+      return false;
+    }
   }
   if (is_reduction_op(op)) return n.num_inputs() == 1 && in_type(n, 0) == DType::f32 && (out == DType::f32 || out == DType::undefined);
   if (!float_ops().count(op)) return false;
@@ -297,11 +302,9 @@ int64_t reduction_start(const ir::Node& n, const Shape& output) {
   return axis;
 }
 
-namespace {
-
-int64_t reduced_from(const ir::Graph& body, const Shape& output) {
+int64_t reduced_from(const std::vector<const ir::Node*>& nodes, const Shape& output) {
   int64_t from = -1;
-  for (const ir::Node* n : body.nodes()) {
+  for (const ir::Node* n : nodes) {
     if (!is_reduction_op(n->op_type())) continue;
     const int64_t axis = reduction_start(*n, output);
     KILN_CHECK(from < 0 || from == axis, cat("snippets: the body reduces from dim ", from, " and from dim ", axis, " (one inner block)"));
@@ -309,8 +312,6 @@ int64_t reduced_from(const ir::Graph& body, const Shape& output) {
   }
   return from;
 }
-
-}  // namespace
 
 std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shapes, const CompileOptions& options) {
   auto tm = cpu::x64::make_target_machine(options.isa);
@@ -337,7 +338,8 @@ std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shape
 
   // 2. Linear IR over the 2-D schedule, 3. control-flow passes.
   auto kernel = std::unique_ptr<Kernel>(new Kernel());
-  kernel->schedule_ = make_schedule(shapes, reduced_from(body, shapes.output), perms);
+  const std::vector<ir::Node*> nodes = body.nodes();
+  kernel->schedule_ = make_schedule(shapes, reduced_from({nodes.begin(), nodes.end()}, shapes.output), perms);
   std::vector<std::vector<int64_t>> in_strides;  // the Parameters' memory strides over their [rows, inner] views
   for (size_t i = 0; i < shapes.inputs.size(); ++i)
     in_strides.push_back({kernel->schedule_.lir_in_row_strides[i], kernel->schedule_.in_inner_broadcast[i] ? 0 : 1});

@@ -27,6 +27,9 @@ bool is_supported(const ir::Node& n);
 // kernel's inner block is the dims from there on. Throws kiln::Error when the generator
 // cannot reduce it (not along the trailing dims, or not over the output's shape).
 int64_t reduction_start(const ir::Node& n, const Shape& output);
+// The same over all the reductions among `nodes` (-1: none); kiln::Error when they reduce
+// from different dims (a kernel has one inner block).
+int64_t reduced_from(const std::vector<const ir::Node*>& nodes, const Shape& output);
 
 struct KernelShapes {
   std::vector<Shape> inputs;  // numpy-broadcast to `output`

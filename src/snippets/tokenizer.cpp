@@ -4,7 +4,6 @@
 
 #include "snippets/generator.hpp"
 #include "snippets/op.hpp"
-#include "snippets/pass/data_flow_passes.hpp"
 
 #include <algorithm>
 #include <memory>
@@ -12,6 +11,7 @@
 #include <unordered_set>
 
 #include "core/strings.hpp"
+#include "ir/infer_util.hpp"
 #include "ir/op_registry.hpp"
 #include "snippets/subgraph_op.hpp"
 
@@ -208,7 +208,7 @@ class Tokenizer {
       const size_t rank = in->type.shape.rank();
       for (const ir::Use& u : in->uses())
         if (in_candidate(u.node) && (u.node->op_type() != "Transpose" ||
-                                     pass::transpose_perm(*u.node, rank) != pass::transpose_perm(*m, rank)))
+                                     ir::transpose_perm(*u.node, rank) != ir::transpose_perm(*m, rank)))
           return cat(u.node->name(), " would read '", in->name(), "' other than through ", m->name(), "'s perm");
     }
     // A reduction may need Buffers between its loops: they share one data pointer.
@@ -243,14 +243,7 @@ class Tokenizer {
       ks.inputs.push_back(v->type.shape.to_shape());
     }
     try {
-      int64_t from = -1;
-      for (const ir::Node* m : members) {
-        if (!is_reduction_op(m->op_type())) continue;
-        const int64_t axis = reduction_start(*m, ks.output);
-        if (from >= 0 && axis != from) return cat(m->name(), " reduces from another dim than ", first->name());
-        from = axis;
-      }
-      make_schedule(ks, from);
+      make_schedule(ks, reduced_from(members, ks.output));
     } catch (const Error& e) {
       return e.what();
     }

@@ -130,6 +130,39 @@ std::optional<dnnl::memory::desc> as_bf16(const dnnl::memory::desc& d) {
   return dnnl::memory::desc(d.dims(), dnnl::memory::data_type::bf16, strides);
 }
 
+// The kernel shapes of `inputs` -> `out` in the dim permutation of `layout` (the full-shape
+// inputs') when every broadcast input's plain bytes are in that order, else nothing.
+std::optional<snippets::KernelShapes> permuted_view(const std::vector<Edge*>& inputs, const Shape& out,
+                                                    const dnnl::memory::desc& layout) {
+  if (layout.data.data_type != dnnl_f32) return std::nullopt;
+  const std::optional<std::vector<size_t>> perm = dim_permutation(layout);
+  if (!perm) return std::nullopt;
+  snippets::KernelShapes ks;
+  for (const Edge* e : inputs) {
+    const bool full = e->shape == out;  // in the layout (the graph converts one that is not)
+    auto p = permute_shape(e->shape, *perm, !full);
+    if (!p) return std::nullopt;
+    ks.inputs.push_back(*p);
+  }
+  ks.output = *permute_shape(out, *perm, false);
+  return ks;
+}
+
+// The same in the blocked view of a layout blocked on the channels only.
+std::optional<snippets::KernelShapes> channel_blocked_view(const std::vector<Edge*>& inputs, const Shape& out,
+                                                           const dnnl::memory::desc& layout) {
+  const std::optional<int64_t> B = channel_block(layout);
+  if (!B) return std::nullopt;
+  snippets::KernelShapes ks;
+  for (const Edge* e : inputs) {
+    auto v = blocked_view(e->shape, out, *B);
+    if (!v) return std::nullopt;
+    ks.inputs.push_back(*v);
+  }
+  ks.output = *blocked_view(out, out, *B);
+  return ks;
+}
+
 class SubgraphNode : public Node {
  public:
   explicit SubgraphNode(const ir::Node& n) {
@@ -166,55 +199,28 @@ class SubgraphNode : public Node {
       for (Edge* e : inputs) dense = dense && !e->is_plain() && e->desc() == *layout;
       if (!dense) layout.reset();
     }
-    // Canonicalization with broadcasting: the full-shape inputs share a layout that only
-    // permutes the dims (channels-last after a convolution) and every broadcast input's plain
-    // bytes are in that order too (a per-channel [1, C, 1, 1] in NHWC): the kernel runs on the
-    // permuted shapes and the outputs keep the layout.
-    std::optional<dnnl::memory::desc> permuted;
+    // Canonicalization with broadcasting: the full-shape inputs keep the layout they come in
+    // (the graph converts any that differ) and the broadcast inputs are read plain, when their
+    // plain bytes are in that layout's order; the outputs keep the layout. Either a layout that
+    // only permutes the dims (channels-last after a convolution; a per-channel [1, C, 1, 1]
+    // is in NHWC order): the kernel runs on the permuted shapes; or one blocked on the
+    // channels only (nChw16c): the kernel runs on the view [N, C / B, H, W, B], a per-channel
+    // input being C / B plain vectors.
+    std::optional<dnnl::memory::desc> bcast;
+    bool bcast_blocked = false;
     if (same && !all_full && !plain_only) {
       const Edge* full = nullptr;
       for (Edge* e : inputs)
         if (e->shape == shapes.output && !e->is_plain()) full = e;
-      std::optional<std::vector<size_t>> perm;
-      if (full && full->desc().data.data_type == dnnl_f32) perm = dim_permutation(full->desc());
-      bool ok = perm.has_value();
-      snippets::KernelShapes ps;
-      for (size_t i = 0; ok && i < inputs.size(); ++i) {
-        Edge* e = inputs[i];
-        if (e->shape == shapes.output) {  // in the layout (the graph converts one that is not)
-          ps.inputs.push_back(*permute_shape(e->shape, *perm, false));
-        } else {
-          auto p = permute_shape(e->shape, *perm, true);
-          ok = p.has_value();
-          if (ok) ps.inputs.push_back(*p);
-        }
+      std::optional<snippets::KernelShapes> view;
+      if (full) view = permuted_view(inputs, shapes.output, full->desc());
+      if (full && !view) {
+        view = channel_blocked_view(inputs, shapes.output, full->desc());
+        bcast_blocked = view.has_value();
       }
-      if (ok) {
-        ps.output = *permute_shape(shapes.output, *perm, false);
-        shapes = ps;
-        permuted = full->desc();
-      }
-    }
-    // Canonicalization with broadcasting in a channel-blocked layout (nChw16c between
-    // convolutions): the kernel runs on the blocked view [N, C / B, H, W, B], where a
-    // per-channel input is C / B plain vectors and the outputs keep the layout.
-    std::optional<dnnl::memory::desc> blocked;
-    if (same && !all_full && !plain_only && !permuted) {
-      const Edge* full = nullptr;
-      for (Edge* e : inputs)
-        if (e->shape == shapes.output && !e->is_plain()) full = e;
-      const std::optional<int64_t> B = full ? channel_block(full->desc()) : std::nullopt;
-      bool ok = B.has_value();
-      snippets::KernelShapes bs;
-      for (size_t i = 0; ok && i < inputs.size(); ++i) {
-        auto v = blocked_view(inputs[i]->shape, shapes.output, *B);
-        ok = v.has_value();
-        if (ok) bs.inputs.push_back(*v);
-      }
-      if (ok) {
-        bs.output = *blocked_view(shapes.output, shapes.output, *B);
-        shapes = bs;
-        blocked = full->desc();
+      if (view) {
+        shapes = *view;
+        bcast = full->desc();
       }
     }
     if (all_full) {
@@ -238,7 +244,7 @@ class SubgraphNode : public Node {
     }
     bool converted = false;  // would the kernel need an input converted to plain?
     for (Edge* e : inputs) converted |= !e->is_plain();
-    if (!layout && !permuted && converted && body.nodes().size() == 1) {
+    if (!layout && (!bcast || bcast_blocked) && converted && body.nodes().size() == 1) {
       // a lone op in a layout the kernel cannot run in: its own oneDNN node over the same
       // edges does better than Reorders around the kernel. Also in the channel-blocked view:
       // its rows are one vector each, and oneDNN's binary runs an SE block's per-channel Mul
@@ -255,8 +261,8 @@ class SubgraphNode : public Node {
     // bf16 outputs (the readers are bf16 convolutions): the output layout in bf16, when it is
     // one oneDNN describes by strides (plain or a dim permutation)
     std::optional<dnnl::memory::desc> out_bf16;
-    if (bf16_output && same && outputs.size() == 1 && !blocked) {
-      if (permuted) out_bf16 = as_bf16(*permuted);
+    if (bf16_output && same && outputs.size() == 1) {
+      if (bcast) out_bf16 = as_bf16(*bcast);
       else if (layout) out_bf16 = as_bf16(*layout);
       else out_bf16 = as_bf16(outputs[0]->desc());
     }
@@ -285,20 +291,12 @@ class SubgraphNode : public Node {
       return req;
     }
     const bool bf16_out = kernel_->output_bytes() == 2;  // out_bf16 is the output's layout
-    if (permuted) {
-      impl = "snippet_" + kernel_->isa() + "_permuted";
+    if (bcast) {
+      impl = "snippet_" + kernel_->isa() + (bcast_blocked ? "_blocked" : "_permuted");
       std::vector<InputLayout> req;
       for (Edge* e : inputs)
-        req.push_back(e->shape == outputs[0]->shape ? InputLayout::exact(*permuted) : InputLayout::plain());
-      for (Edge* e : outputs) e->set_layout(bf16_out ? *out_bf16 : *permuted);
-      return req;
-    }
-    if (blocked) {
-      impl = "snippet_" + kernel_->isa() + "_blocked";
-      std::vector<InputLayout> req;
-      for (Edge* e : inputs)
-        req.push_back(e->shape == outputs[0]->shape ? InputLayout::exact(*blocked) : InputLayout::plain());
-      for (Edge* e : outputs) e->set_layout(*blocked);
+        req.push_back(e->shape == outputs[0]->shape ? InputLayout::exact(*bcast) : InputLayout::plain());
+      for (Edge* e : outputs) e->set_layout(bf16_out ? *out_bf16 : *bcast);
       return req;
     }
     if (!layout) {  // plain row-major

@@ -6,7 +6,6 @@
 
 namespace kiln::ir {
 class Graph;
-class Node;
 }
 
 namespace kiln::snippets::pass {
@@ -23,7 +22,5 @@ size_t fuse_mul_add_to_fma(ir::Graph& body);
 // they are removed and the perm of each input is returned (empty: read as it is). The
 // generator passes the perms to make_schedule. (Not shape-agnostic: it needs the rank.)
 std::vector<std::vector<int64_t>> fuse_transposes_into_parameters(ir::Graph& body);
-// A Transpose's perm ("perm", else the dims of a rank-`rank` input reversed).
-std::vector<int64_t> transpose_perm(const ir::Node& t, size_t rank);
 
 }  // namespace kiln::snippets::pass

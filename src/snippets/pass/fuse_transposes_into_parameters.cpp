@@ -1,19 +1,12 @@
 #include <algorithm>
 
+#include <kiln/error.hpp>
+
 #include "ir/graph.hpp"
+#include "ir/infer_util.hpp"
 #include "snippets/pass/data_flow_passes.hpp"
 
 namespace kiln::snippets::pass {
-
-std::vector<int64_t> transpose_perm(const ir::Node& t, size_t rank) {
-  std::vector<int64_t> perm;
-  if (t.has_attr("perm")) {
-    perm = t.attr_ints("perm");
-  } else {  // ONNX default: the dims reversed
-    for (size_t d = rank; d-- > 0;) perm.push_back(static_cast<int64_t>(d));
-  }
-  return perm;
-}
 
 // A Transpose of a body input that keeps the last dim last is a way of reading that input:
 // its rows in another order, each row still contiguous. The Transpose goes; the input's perm
@@ -34,7 +27,13 @@ std::vector<std::vector<int64_t>> fuse_transposes_into_parameters(ir::Graph& bod
         ok = false;
         break;
       }
-      const std::vector<int64_t> p = transpose_perm(*t, rank);
+      std::vector<int64_t> p;
+      try {
+        p = ir::transpose_perm(*t, rank);
+      } catch (const Error&) {  // not a permutation: shape inference reports it, the Transpose stays
+        ok = false;
+        break;
+      }
       if (ts.empty()) perm = p;
       if (p != perm) ok = false;
       if (std::find(ts.begin(), ts.end(), t) == ts.end()) ts.push_back(t);

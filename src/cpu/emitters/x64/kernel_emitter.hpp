@@ -97,6 +97,9 @@ class KernelEmitter : public Xbyak::CodeGenerator {
   void load_lanes(const Xbyak::Xmm& d, const Xbyak::Address& a, int64_t count, const Xbyak::Xmm& scratch);
   void store_lanes(const Xbyak::Address& a, const Xbyak::Xmm& s, int64_t count, const Xbyak::Xmm& scratch);
 
+  // The low `count` lanes: k1 on AVX-512 (also a word mask for 16-bit elements), a lane mask
+  // vector in `scratch` on AVX2.
+  void tail_mask(int64_t count, const Xbyak::Xmm& scratch);
   // acc = src in the low `count` lanes only (count < vlen: a tail), the other lanes kept;
   // `scratch` holds the AVX2 lane mask.
   void move_lanes(const Xbyak::Xmm& acc, const Xbyak::Xmm& src, int64_t count, const Xbyak::Xmm& scratch);
@@ -109,7 +112,6 @@ class KernelEmitter : public Xbyak::CodeGenerator {
 
  private:
   Cst vec_cst(const std::vector<uint32_t>& lanes);
-  void tail_mask(int64_t count, const Xbyak::Xmm& scratch);
   Xbyak::Address table_entry(const std::vector<uint32_t>& lanes);
   void emit_loop_begin(const Expression& e);
   void emit_loop_end(const Expression& e);

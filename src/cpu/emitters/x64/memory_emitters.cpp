@@ -37,8 +37,7 @@ void emit_store_bf16(KernelEmitter& h, const Expression& e) {
     h.vmovdqu16(h.ptr[p + offset_of(e)], w);  // EVEX: the scratch register is above ymm15
     return;
   }
-  h.mov(h.eax, static_cast<uint32_t>((1u << count) - 1));
-  h.kmovd(h.k1, h.eax);
+  h.tail_mask(count, h.tmp(1));
   h.vmovdqu16(h.ptr[p + offset_of(e)] | h.k1, w);
 }
 
