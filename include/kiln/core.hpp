@@ -98,7 +98,8 @@ class CompiledModel {
   // (e.g. num_streams -> the number AUTO or a hint chose; inference_num_threads -> the
   // threads of all streams together). Also the read-only keys
   // optimal_number_of_infer_requests (OPTIMAL_NUMBER_OF_INFER_REQUESTS: enough requests
-  // to keep every stream busy) and kiln_threads_per_stream. Unknown key: kiln::Error.
+  // to keep every stream busy), kiln_threads_per_stream and kiln_cpu_isa (as
+  // Core::get_property). Unknown key: kiln::Error.
   std::string get_property(const std::string& key) const;
   struct Impl;
 
@@ -155,6 +156,12 @@ class Core {
   std::shared_ptr<Model> read_model_from_memory(const std::string& bytes, const std::string& base_dir = ".") const;
   CompiledModel compile_model(const std::shared_ptr<Model>& model, const AnyMap& properties = {}) const;
   CompiledModel compile_model(const std::string& path, const AnyMap& properties = {}) const;
+  // What this machine runs: "kiln_cpu_isa" (the instruction set kiln uses: the CPU's own,
+  // capped by the environment variable KILN_MAX_CPU_ISA, e.g. "avx2 (capped by
+  // KILN_MAX_CPU_ISA=AVX2; this CPU: avx512_core_bf16)"), "OPTIMIZATION_CAPABILITIES"
+  // ("FP32", or "FP32 BF16" where inference_precision=bf16 runs). Unknown key (or a bad
+  // KILN_MAX_CPU_ISA): kiln::Error.
+  std::string get_property(const std::string& key) const;
 };
 
 }  // namespace kiln

@@ -196,6 +196,8 @@ CompiledModel Core::compile_model(const std::string& path, const AnyMap& propert
   return compile_model(read_model(path), properties);
 }
 
+std::string Core::get_property(const std::string& key) const { return api::device_property(key); }
+
 // ---------------- CompiledModel ----------------
 
 static const CompiledModel::Impl& need(const std::shared_ptr<CompiledModel::Impl>& p) {

@@ -6,6 +6,7 @@
 
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
+#include "cpu/isa.hpp"
 #include "cpu/graph_optimizer.hpp"
 #include "pattern/pattern_config.hpp"
 
@@ -43,6 +44,7 @@ const std::vector<Key>& keys() {
       {"kiln_pattern_files", nullptr, "pattern-mapping JSON files, comma-separated (docs/pattern_mapping.md)", false},
       {"optimal_number_of_infer_requests", "OPTIMAL_NUMBER_OF_INFER_REQUESTS", "", true},
       {"kiln_threads_per_stream", nullptr, "", true},
+      {"kiln_cpu_isa", nullptr, "", true},
   };
   return k;
 }
@@ -193,8 +195,9 @@ Settings parse_properties(const AnyMap& properties) {
       } catch (const Error&) {
         bad_value(k, v, "auto, avx512, avx2");
       }
-      try {
-        cpu::x64::make_target_machine(s.graph.snippets_isa)->check_available();
+      try {  // auto: the widest the ISA in use runs, or none
+        if (s.graph.snippets_isa != snippets::Isa::Auto)
+          cpu::x64::make_target_machine(s.graph.snippets_isa)->check_available();
       } catch (const Error& e) {
         throw Error(cat("property kiln_snippets_isa=", v, ": ", e.what()));
       }
@@ -203,19 +206,26 @@ Settings parse_properties(const AnyMap& properties) {
       s.reference = v == "reference";
     }
   }
-  // inference_precision not given: bf16 where oneDNN runs it natively, else f32.
-  if (!precision_given) s.graph.bf16 = cpu::native_bf16();
+  // inference_precision not given: bf16 where the ISA in use runs it natively, else f32.
+  if (!precision_given) s.graph.bf16 = cpu::bf16_native();
   if (s.graph.bf16 && !s.reference) {
-    const std::string warning = precision_warning(s, cpu::native_bf16(), cpu::cpu_isa_name());
+    check_bf16_available(cpu::bf16_available(), cpu::isa_description());
+    const std::string warning = precision_warning(s, cpu::bf16_native(), cpu::isa_description());
     static std::once_flag once;  // one line per process, not one per compiled model
     if (!warning.empty()) std::call_once(once, [&] { std::cerr << warning << "\n"; });
   }
   return s;
 }
 
+void check_bf16_available(bool available, const std::string& isa) {
+  KILN_CHECK(available, cat("inference_precision=bf16: this CPU cannot compute in bf16 (instruction set ", isa,
+                            "): oneDNN runs bf16 only on AVX-512 (natively with avx512_bf16 or AMX, emulated on "
+                            "other AVX-512 CPUs); use inference_precision=f32"));
+}
+
 std::string precision_warning(const Settings& s, bool native_bf16, const std::string& isa) {
   if (!s.graph.bf16 || s.reference || native_bf16) return "";
-  return cat("kiln: warning: inference_precision=bf16 on a CPU without native bf16 (oneDNN ISA ", isa,
+  return cat("kiln: warning: inference_precision=bf16 on a CPU without native bf16 (instruction set ", isa,
              "): oneDNN emulates it, which is slower than f32");
 }
 
@@ -236,15 +246,24 @@ std::string effective_value(const std::string& key, const Settings& s, const cpu
       case cpu::SnippetsMode::disable: return "DISABLE";
     }
   }
-  if (key == "kiln_snippets_isa") {  // what Auto resolves to here
-    return snippets::isa_name(cpu::x64::make_target_machine(s.graph.snippets_isa)->isa());
+  if (key == "kiln_snippets_isa") {  // what Auto resolves to here ("none": no snippets target)
+    if (s.graph.snippets_isa != snippets::Isa::Auto) return snippets::isa_name(s.graph.snippets_isa);
+    const auto best = cpu::x64::best_isa();
+    return best ? snippets::isa_name(*best) : "none";
   }
   if (key == "kiln_pattern_files") return s.pattern_files;
   if (key == "kiln_disable_passes")
     return join(std::vector<std::string>(s.graph.disabled_passes.begin(), s.graph.disabled_passes.end()), ",");
   if (key == "optimal_number_of_infer_requests") return std::to_string(std::max(1, layout.streams));
   if (key == "kiln_threads_per_stream") return std::to_string(layout.threads_per_stream);
+  if (key == "kiln_cpu_isa") return cpu::isa_description();
   throw Error(cat("unknown property '", key, "'; accepted: ", accepted_keys(true)));
+}
+
+std::string device_property(const std::string& key) {
+  if (key == "kiln_cpu_isa") return cpu::isa_description();
+  if (key == "OPTIMIZATION_CAPABILITIES") return cpu::bf16_available() ? "FP32 BF16" : "FP32";
+  throw Error(cat("unknown device property '", key, "'; accepted: kiln_cpu_isa, OPTIMIZATION_CAPABILITIES"));
 }
 
 }  // namespace kiln::api

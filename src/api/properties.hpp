@@ -23,9 +23,15 @@ struct Settings {
 
 // Throws kiln::Error naming the key (and, for a value, what it accepts); an unknown key
 // lists every key; a setting given under both its names is an error too.
-// inference_precision not given: bf16 where the CPU runs it natively (cpu::native_bf16()),
-// else f32. bf16 forced on a CPU without it prints precision_warning once per process to stderr.
+// inference_precision not given: bf16 where the ISA in use runs it natively
+// (cpu::bf16_native()), else f32. bf16 asked for where oneDNN cannot run it at all (below
+// AVX-512) throws (check_bf16_available); where oneDNN emulates it, precision_warning is
+// printed once per process to stderr.
 Settings parse_properties(const AnyMap& properties);
+
+// Throws kiln::Error saying what the CPU (instruction set `isa`) lacks and what to use
+// instead when bf16 is not `available`.
+void check_bf16_available(bool available, const std::string& isa);
 
 // The one-line warning for bf16 on a CPU without native bf16 (oneDNN then emulates it),
 // "" when there is nothing to say (f32, the reference executor, or native bf16).
@@ -34,6 +40,10 @@ std::string precision_warning(const Settings& s, bool native_bf16, const std::st
 // "num_streams" for "num_streams" or "CPU_THROUGHPUT_STREAMS"; throws for an unknown key
 // (`read_only`: also the keys get_property reports but compile_model does not take).
 std::string canonical_key(const std::string& key, bool read_only);
+
+// What Core::get_property reports: kiln_cpu_isa (the instruction set in use, see
+// cpu/isa.hpp), OPTIMIZATION_CAPABILITIES ("FP32", "FP32 BF16"). Unknown key: kiln::Error.
+std::string device_property(const std::string& key);
 
 // The effective value of a canonical key.
 std::string effective_value(const std::string& key, const Settings& s, const cpu::StreamLayout& layout);

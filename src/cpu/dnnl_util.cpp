@@ -1,8 +1,11 @@
 #include "cpu/dnnl_util.hpp"
 
+#include "cpu/isa.hpp"
+
 namespace kiln::cpu {
 
 dnnl::engine& cpu_engine() {
+  isa_info();  // the ISA cap before oneDNN's first primitive
   static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   return eng;
 }
@@ -34,29 +37,10 @@ std::optional<dnnl::memory::desc> plain_desc(const Shape& s, DType t) {
   return dnnl::memory::desc(to_dims(s), *dt, strides);
 }
 
-std::string cpu_isa_name() {
-  using isa = dnnl::cpu_isa;
-  switch (dnnl::get_effective_cpu_isa()) {
-    case isa::sse41: return "sse41";
-    case isa::avx: return "avx";
-    case isa::avx2: return "avx2";
-    case isa::avx2_vnni: return "avx2_vnni";
-    case isa::avx512_mic: return "avx512_mic";
-    case isa::avx512_mic_4ops: return "avx512_mic_4ops";
-    case isa::avx512_core: return "avx512_core";
-    case isa::avx512_core_vnni: return "avx512_core_vnni";
-    case isa::avx512_core_bf16: return "avx512_core_bf16";
-    case isa::avx512_core_amx: return "avx512_core_amx";
-    default: return "generic";
-  }
-}
-
-bool native_bf16() {
-  // oneDNN's ISA values are bit sets: avx512_core_amx contains avx512_core_bf16.
-  const auto bits = [](dnnl::cpu_isa i) { return static_cast<unsigned>(i); };
-  static const bool native = (bits(dnnl::get_effective_cpu_isa()) & bits(dnnl::cpu_isa::avx512_core_bf16)) ==
-                             bits(dnnl::cpu_isa::avx512_core_bf16);
-  return native;
+bool has_padding(const dnnl::memory::desc& d) {
+  for (int i = 0; i < d.data.ndims; ++i)
+    if (d.data.padded_dims[i] != d.data.dims[i]) return true;
+  return false;
 }
 
 }  // namespace kiln::cpu

@@ -1,6 +1,6 @@
 #pragma once
 // oneDNN glue: the process-wide CPU engine, dtype mapping, plain (row-major) descriptors,
-// what the CPU runs natively.
+// padded layouts.
 #include <kiln/dtype.hpp>
 #include <kiln/tensor.hpp>
 
@@ -10,6 +10,8 @@
 
 namespace kiln::cpu {
 
+// The process's CPU engine. Its first use applies KILN_MAX_CPU_ISA (cpu/isa.hpp) to oneDNN,
+// and throws kiln::Error for a bad value of it.
 dnnl::engine& cpu_engine();
 
 // oneDNN's data type for a kiln dtype, if oneDNN has one (f32, bf16, f16, i32, i8, u8).
@@ -20,13 +22,8 @@ dnnl::memory::dims to_dims(const Shape& s);
 // Dense row-major descriptor of a shape (rank 1..DNNL_MAX_NDIMS, oneDNN dtype); nullopt otherwise.
 std::optional<dnnl::memory::desc> plain_desc(const Shape& s, DType t);
 
-// The instruction set oneDNN uses on this CPU (dnnl::get_effective_cpu_isa(): the CPU's own,
-// capped by ONEDNN_MAX_CPU_ISA), e.g. "avx512_core_bf16".
-std::string cpu_isa_name();
-
-// True when oneDNN computes bf16 with native instructions here (avx512_bf16, or AMX-BF16);
-// elsewhere its bf16 kernels emulate them (slower than f32). Decides the default of the
-// property inference_precision.
-bool native_bf16();
+// True when a layout pads some dim (e.g. 17 channels in nChw16c hold 32): the padding
+// must stay zero, and some oneDNN 2.6 kernels mishandle the last, partial block.
+bool has_padding(const dnnl::memory::desc& d);
 
 }  // namespace kiln::cpu

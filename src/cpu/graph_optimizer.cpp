@@ -1,9 +1,11 @@
 #include "cpu/graph_optimizer.hpp"
 
 #include "core/strings.hpp"
+#include "cpu/isa.hpp"
 #include "ir/op_registry.hpp"
 #include "pattern/pattern_library.hpp"
 #include "pattern/pattern_mapping.hpp"
+#include "snippets/target_machine.hpp"
 #include "snippets/tokenizer.hpp"
 #include "transforms/ir_fusion_passes.hpp"
 
@@ -54,6 +56,12 @@ void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transfor
   transforms::run_ir_fusion_passes(g, disabled, log);
   // last on the ir::Graph: what the CPU optimizer will not fuse and snippets can compile
   if (disabled.count(snippets::kTokenizationPass) || snippets == SnippetsMode::disable) return;
+  if (!x64::best_isa()) {  // an SSE4.1 CPU (or capped there): the ops keep their own nodes
+    if (log) log->skipped(snippets::kTokenizationPass, g.name.empty() ? "graph" : g.name,
+                          cat("no snippets target for the instruction set in use (", isa_description(),
+                              "; needs AVX2 and FMA)"));
+    return;
+  }
   if (snippets == SnippetsMode::ignore_callback) {
     snippets::tokenize(g, snippets::SkippedNodes{}, log);
   } else {

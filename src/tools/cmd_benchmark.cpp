@@ -250,6 +250,7 @@ int cmd_benchmark(const BenchmarkOptions& o) {
   std::cout << "api         " << (async ? "async" : "sync") << ", " << nireq
             << (nireq == 1 ? " infer request\n" : " infer requests\n");
   std::cout << "precision   " << describe_precision(compiled.get_property("inference_precision"), properties) << "\n";
+  std::cout << "isa         " << compiled.get_property("kiln_cpu_isa") << "\n";
   std::cout << "compile     " << fmt_ms(compile_ms) << "  (read_model + compile_model)\n" << std::flush;
 
   Progress progress;
@@ -375,6 +376,7 @@ int cmd_benchmark(const BenchmarkOptions& o) {
     j["api"] = async ? "async" : "sync";
     j["nireq"] = nireq;
     j["precision"] = compiled.get_property("inference_precision");
+    j["isa"] = compiled.get_property("kiln_cpu_isa");
     j["properties"] = properties;
     j["iterations"] = times.size();
     j["warmup"] = o.warmup;

@@ -166,6 +166,8 @@ int cmd_info(const InfoOptions& o) {
     std::cout << "unsupported ops: " << join(names, ", ") << "\n";
   }
   std::cout << "shape inference: " << (infer_error.empty() ? "ok" : "failed: " + infer_error) << "\n";
+  std::cout << "cpu: " << Core().get_property("kiln_cpu_isa") << ", precisions "
+            << Core().get_property("OPTIMIZATION_CAPABILITIES") << "\n";
   if (o.graph) {
     std::cout << "\n";
     ir::print_graph(*graph, std::cout);

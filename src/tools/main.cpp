@@ -185,6 +185,8 @@ int main(int argc, char** argv) {
   }
 
   try {
+    // a bad KILN_MAX_CPU_ISA / ONEDNN_MAX_CPU_ISA is reported before anything runs
+    if (!zoo_cmd->parsed()) kiln::Core().get_property("kiln_cpu_isa");
     if (run_cmd->parsed()) return cmd_run(run);
     if (bench_cmd->parsed()) return cmd_benchmark(bench);
     if (info_cmd->parsed()) return cmd_info(info);

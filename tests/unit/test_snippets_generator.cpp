@@ -385,6 +385,7 @@ std::shared_ptr<ir::Graph> relu_mul_body(float k) {
 }
 
 TEST(SnippetsKernelCache, SameBodyAndShapesCompileOnce) {
+  KILN_SKIP_WITHOUT_SNIPPETS_TARGET();
   const snippets::KernelShapes ks{{{4, 40}}, {4, 40}};
   auto before = snippets::kernel_cache_stats();
   auto a = snippets::compile_cached(*relu_mul_body(2.0f), ks);
@@ -410,6 +411,7 @@ TEST(SnippetsKernelCache, SameBodyAndShapesCompileOnce) {
 }
 
 TEST(SnippetsDebug, LinearIrDumpAfterEveryPass) {
+  KILN_SKIP_WITHOUT_SNIPPETS_TARGET();
   const std::string dir = ::testing::TempDir() + "kiln_lir_dump";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
@@ -460,6 +462,7 @@ void run_on_bad_pointer() {
 }
 
 TEST(SnippetsDebug, SegfaultDetectorReportsTheEmitter) {
+  KILN_SKIP_WITHOUT_SNIPPETS_TARGET();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(run_on_bad_pointer(), "kernel 'bad_kernel' faulted(.|\n)*in emitter: Load#[0-9]+(.|\n)*iteration 0");
 }

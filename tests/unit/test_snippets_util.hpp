@@ -10,6 +10,7 @@
 
 #include <kiln/error.hpp>
 
+#include "cpu/isa.hpp"
 #include "ir/graph.hpp"
 #include "ir/op_registry.hpp"
 #include "runtime/reference_executor.hpp"
@@ -91,6 +92,13 @@ class SnippetsIsaTest : public ::testing::TestWithParam<snippets::Isa> {
     return o;
   }
 };
+
+// For the tests that compile kernels with the default target: skipped (with the reason)
+// where the instruction set in use has no snippets target (SSE4.1, or capped there).
+#define KILN_SKIP_WITHOUT_SNIPPETS_TARGET()                                                        \
+  do {                                                                                            \
+    if (!cpu::x64::best_isa()) GTEST_SKIP() << "no snippets target on " << cpu::isa_description(); \
+  } while (0)
 
 inline std::string isa_param_name(const ::testing::TestParamInfo<snippets::Isa>& info) { return snippets::isa_name(info.param); }
 #define KILN_SNIPPETS_BOTH_ISAS(suite) \

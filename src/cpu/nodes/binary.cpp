@@ -4,8 +4,15 @@
 // oneDNN wants src0 to have the output's full shape and src1 the same rank with each dim
 // equal to src0's or 1. So: the operand with the output shape becomes src0 (for
 // Add/Mul/Max/Min the operands are swapped when only the second one has it; Sub is
-// swapped and negated with an eltwise post-op, (b - a) * -1 being exactly a - b; Div with
-// a broadcast dividend stays on Reference); a lower-rank operand gets leading 1s.
+// swapped and computed as an Add with src0 scaled by -1, -b + a being exactly a - b; Div
+// with a broadcast dividend stays on Reference); a lower-rank operand gets leading 1s.
+//
+// oneDNN 2.6 bugs this works around (both on blocked layouts whose channels are padded,
+// e.g. 17 channels in nChw8c / nChw16c; tests/unit/test_cpu_eltwise.cpp covers each):
+// - its jit:uni binary with an eltwise post-op writes past the end of dst (heap
+//   corruption) and leaves the last channel block wrong, hence the src0 scale above;
+// - run in place (dst == src0) it leaves the last channel block without the operation,
+//   so on such layouts the output never reuses src0's memory.
 //
 // Layouts, tried best first (the first with a JIT kernel wins, else the first oneDNN
 // takes): src0 in the layout its producer made (blocked / channels-last after a
@@ -34,7 +41,7 @@ using dnnl::memory;
 struct BinarySpec {
   algorithm alg;
   bool swap = false;    // src0 is ONNX input 1
-  bool negate = false;  // Sub with swapped operands: dst = -(src0 - src1)
+  bool negate = false;  // Sub with swapped operands: dst = -1 * src0 + src1
   bool commutative = false;
   bool is_sub = false;
 };
@@ -133,8 +140,12 @@ class BinaryNode : public Node {
     name = n.name();
   }
   const char* type() const override { return "Binary"; }
-  // oneDNN binary may write over src0 (the operand with the output's shape)
-  int inplace_input() const override { return spec_.swap ? 1 : 0; }
+  // oneDNN binary may write over src0 (the operand with the output's shape), except on a
+  // layout with padded channels (see the top of this file)
+  int inplace_input() const override {
+    if (padded_) return -1;
+    return spec_.swap ? 1 : 0;
+  }
 
   std::vector<InputLayout> prepare() override {
     // same shapes, one blocked (e.g. a residual Add of a plain and a conv output): keep
@@ -154,11 +165,8 @@ class BinaryNode : public Node {
     const bool same_shape = p1 == ys;
 
     dnnl::primitive_attr attr;
-    if (spec_.negate) {
-      dnnl::post_ops po;
-      po.append_eltwise(1.0f, algorithm::eltwise_linear, -1.0f, 0.0f);
-      attr.set_post_ops(po);
-    }
+    const algorithm alg = spec_.negate ? algorithm::binary_add : spec_.alg;
+    if (spec_.negate) attr.set_scales(DNNL_ARG_SRC_0, 0, {-1.0f});
 
     // Candidate (src0, src1, dst) descriptors with the layouts they need, best first;
     // the first with an optimised oneDNN kernel wins, else the first oneDNN accepts.
@@ -207,7 +215,7 @@ class BinaryNode : public Node {
     std::vector<std::optional<dnnl::binary::primitive_desc>> pds(cands.size());
     for (size_t k = 0; k < cands.size() && !chosen; ++k) {
       try {
-        pds[k] = dnnl::binary::primitive_desc(dnnl::binary::desc(spec_.alg, cands[k].md0, cands[k].md1, cands[k].mdd),
+        pds[k] = dnnl::binary::primitive_desc(dnnl::binary::desc(alg, cands[k].md0, cands[k].md1, cands[k].mdd),
                                               attr, cpu_engine());
         if (!is_ref_impl(pds[k]->impl_info_str())) chosen = k;
       } catch (const dnnl::error&) {
@@ -223,6 +231,7 @@ class BinaryNode : public Node {
     md0_ = c.md0;
     md1_ = c.md1;
     mdd_ = c.mdd;
+    padded_ = has_padding(mdd_);
     if (c.own_src1) {
       src1_ = memory(md1_, cpu_engine());
       memory from(plain_p1, cpu_engine(), e1->data);
@@ -250,6 +259,7 @@ class BinaryNode : public Node {
  private:
   BinarySpec spec_;
   memory::desc md0_, md1_, mdd_;
+  bool padded_ = false;  // dst has padded dims: not in place
   memory src1_;  // a constant src1 in the layout the primitive wants
   dnnl::binary::primitive_desc pd_;
   dnnl::binary prim_;

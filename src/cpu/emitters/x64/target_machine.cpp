@@ -6,6 +6,7 @@
 
 #include "core/strings.hpp"
 #include "cpu/emitters/x64/kernel_emitter.hpp"
+#include "cpu/isa.hpp"
 #include "snippets/target_machine.hpp"
 
 namespace kiln::cpu::x64 {
@@ -14,17 +15,12 @@ using snippets::Isa;
 
 namespace {
 
-bool cpu_has(Isa isa) {
-  static const Xbyak::util::Cpu cpu;
-  using C = Xbyak::util::Cpu;
-  if (isa == Isa::Avx512) return cpu.has(C::tAVX512F);
-  return cpu.has(C::tAVX2) && cpu.has(C::tFMA);
-}
-
-bool cpu_has_bf16() {
-  static const Xbyak::util::Cpu cpu;
-  using C = Xbyak::util::Cpu;
-  return cpu.has(C::tAVX512_BF16) && cpu.has(C::tAVX512BW);
+// Does the ISA in use (the CPU's, capped by KILN_MAX_CPU_ISA) run this target? AVX-512
+// kernels use avx512f/bw/dq/vl (oneDNN's avx512_core), AVX2 kernels also FMA.
+bool isa_runs(Isa isa) {
+  if (isa == Isa::Avx512) return isa_at_least(cpu::Isa::avx512_core);
+  static const bool fma = Xbyak::util::Cpu().has(Xbyak::util::Cpu::tFMA);
+  return isa_at_least(cpu::Isa::avx2) && fma;
 }
 
 class X64Code : public snippets::CompiledCode {
@@ -54,13 +50,14 @@ class X64TargetMachine : public snippets::TargetMachine {
   Isa isa() const override { return isa_; }
   int64_t vector_length() const override { return isa_ == Isa::Avx512 ? 16 : 8; }
   void check_available() const override {
-    KILN_CHECK(cpu_has(isa_), cat("snippets: the ", name(), " generator needs ",
-                                  isa_ == Isa::Avx512 ? "AVX-512 (avx512f)" : "AVX2 and FMA", ", which this CPU does not have"));
+    KILN_CHECK(isa_runs(isa_), cat("snippets: the ", name(), " generator needs ",
+                                   isa_ == Isa::Avx512 ? "AVX-512 (avx512_core)" : "AVX2 and FMA",
+                                   ", which the instruction set in use does not have: ", isa_description()));
   }
   bool is_supported(const std::string& op_type) const override { return jitters_.count(op_type) != 0; }
   int num_vector_regs() const override { return allocatable_vregs(isa_); }
   int max_data_pointers() const override { return 12; }
-  bool supports_bf16_outputs() const override { return isa_ == Isa::Avx512 && cpu_has_bf16(); }
+  bool supports_bf16_outputs() const override { return isa_ == Isa::Avx512 && bf16_native(); }
   std::unique_ptr<snippets::CompiledCode> generate(const snippets::lowered::LinearIR& lir,
                                                    snippets::DebugState* debug) const override {
     // A first emission counts how often each constant is used; the real one keeps the most
@@ -88,8 +85,16 @@ class X64TargetMachine : public snippets::TargetMachine {
 
 }  // namespace
 
+std::optional<Isa> best_isa() {
+  if (isa_runs(Isa::Avx512)) return Isa::Avx512;
+  if (isa_runs(Isa::Avx2)) return Isa::Avx2;
+  return std::nullopt;
+}
+
 std::unique_ptr<snippets::TargetMachine> make_target_machine(Isa isa) {
-  if (isa == Isa::Auto) isa = cpu_has(Isa::Avx512) ? Isa::Avx512 : Isa::Avx2;
+  // Auto without a target (an SSE4.1 CPU, or capped there): the AVX2 machine, whose
+  // check_available() says why it cannot run
+  if (isa == Isa::Auto) isa = best_isa().value_or(Isa::Avx2);
   return std::make_unique<X64TargetMachine>(isa);
 }
 
