@@ -13,7 +13,11 @@ namespace kiln {
 
 using Shape = std::vector<int64_t>;
 
-int64_t shape_size(const Shape& s);  // product of dims (1 for a scalar)
+// Product of dims (1 for a scalar). Throws kiln::Error when the dims other than 0 multiply
+// to more than kMaxElements: no tensor is that large, and strides computed from such a shape
+// would overflow (a crafted model may declare one).
+int64_t shape_size(const Shape& s);
+inline constexpr int64_t kMaxElements = int64_t(1) << 58;  // bytes of any element type fit in an int64
 std::string shape_to_string(const Shape& s);  // "[1,3,224,224]"
 
 class Tensor {

@@ -11,9 +11,21 @@
 namespace kiln {
 
 int64_t shape_size(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
+  // the magnitude of the non-zero dims first, checked; negative dims (unknown, in some
+  // callers) give a negative product as they always did
+  int64_t magnitude = 1;
+  bool zero = false, negative = false;
+  for (int64_t d : s) {
+    if (d == 0) {
+      zero = true;
+      continue;
+    }
+    negative ^= d < 0;
+    const int64_t a = d < 0 ? (d < -kMaxElements ? kMaxElements + 1 : -d) : d;
+    if (__builtin_mul_overflow(magnitude, a, &magnitude) || magnitude > kMaxElements)
+      throw Error(cat("shape ", shape_to_string(s), " has more than 2^58 elements (no tensor is that large)"));
+  }
+  return zero ? 0 : negative ? -magnitude : magnitude;
 }
 
 std::string shape_to_string(const Shape& s) { return "[" + join(s) + "]"; }

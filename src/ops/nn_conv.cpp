@@ -272,6 +272,15 @@ void conv_infer_shape(ir::InferContext& ctx, DType out_dtype, size_t x_idx, size
   if (rank < 3) throw ctx.error("input X must have rank >= 3 (N, C, spatial...), got ", xs.to_string());
   if (ws.rank_known && ws.rank() != rank)
     throw ctx.error("weight W must have the rank of X: X ", xs.to_string(), ", W ", ws.to_string());
+  // channels: C = W.shape[1] * group, M = W.shape[0] divisible by group
+  const int64_t group = n.attr_i("group", 1);
+  if (group < 1) throw ctx.error("attribute 'group' must be >= 1, got ", group);
+  if (xs.rank_known && ws.rank_known && xs.dims[1].is_static() && ws.dims[1].is_static() &&
+      xs.dims[1].value != ws.dims[1].value * group)
+    throw ctx.error("input channels ", xs.dims[1].value, " must equal W.shape[1] (", ws.dims[1].value, ") * group (",
+                    group, "); X ", xs.to_string(), ", W ", ws.to_string());
+  if (ws.rank_known && ws.dims[0].is_static() && ws.dims[0].value % group != 0)
+    throw ctx.error("output channels W.shape[0] = ", ws.dims[0].value, " must be divisible by group ", group);
   const size_t nsp = rank - 2;
   std::vector<ir::Dim> dims(rank);
   dims[0] = xs.rank_known ? xs.dims[0] : ir::Dim::unknown();
@@ -422,10 +431,20 @@ void register_conv_transpose(ir::OpRegistry& r) {
     size_t rank = xs.rank_known ? xs.rank() : ws.rank_known ? ws.rank() : 0;
     if (rank == 0) return ctx.set_output(0, dt, ir::PartialShape::unknown_rank());
     if (rank < 3) throw ctx.error("input X must have rank >= 3 (N, C, spatial...), got ", xs.to_string());
+    if (ws.rank_known && ws.rank() != rank)
+      throw ctx.error("weight W must have the rank of X: X ", xs.to_string(), ", W ", ws.to_string());
     const size_t nsp = rank - 2;
     std::vector<ir::Dim> dims(rank);
     dims[0] = xs.rank_known ? xs.dims[0] : ir::Dim::unknown();
     int64_t group = n.attr_i("group", 1);
+    if (group < 1) throw ctx.error("attribute 'group' must be >= 1, got ", group);
+    // channels: W is [C, M / group, k...], C divisible by group
+    if (xs.rank_known && ws.rank_known && xs.dims[1].is_static() && ws.dims[0].is_static() &&
+        xs.dims[1].value != ws.dims[0].value)
+      throw ctx.error("W.shape[0] (", ws.dims[0].value, ") must equal the input channels ", xs.dims[1].value, "; X ",
+                      xs.to_string(), ", W ", ws.to_string());
+    if (xs.rank_known && xs.dims[1].is_static() && xs.dims[1].value % group != 0)
+      throw ctx.error("input channels ", xs.dims[1].value, " must be divisible by group ", group);
     dims[1] = ws.rank_known ? ir::dim_mul(ws.dims[1], ir::Dim(group)) : ir::Dim::unknown();
     std::vector<int64_t> wk(nsp, 1);
     bool kernel_known = n.has_attr("kernel_shape");

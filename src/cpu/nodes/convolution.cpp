@@ -33,7 +33,8 @@ class ConvolutionNode : public Node {
 
   bool accepts_post_ops(const std::vector<PostOp>& extra, std::string* why) override {
     auto trial = post_ops_.with(extra, /*allow_sum=*/true, "Convolution", why);
-    return trial && keeps_jit(*trial, post_ops_, [&](PostOpList& l) { return make_pd(l).impl_info_str(); },
+    // -> std::string: the name lives in the temporary primitive descriptor
+    return trial && keeps_jit(*trial, post_ops_, [&](PostOpList& l) -> std::string { return make_pd(l).impl_info_str(); },
                               "convolution", why);
   }
 

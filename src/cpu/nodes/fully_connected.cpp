@@ -53,7 +53,7 @@ class FullyConnectedNode : public Node {
     auto trial = post_ops_.with(extra, /*allow_sum=*/false, "FullyConnected", why);
     if (!trial) return false;
     setup();
-    return keeps_jit(*trial, post_ops_, [&](PostOpList& l) { return make_pd(l).impl_info_str(); }, "matmul", why);
+    return keeps_jit(*trial, post_ops_, [&](PostOpList& l) -> std::string { return make_pd(l).impl_info_str(); }, "matmul", why);
   }
 
   std::vector<InputLayout> prepare() override {

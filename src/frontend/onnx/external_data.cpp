@@ -34,26 +34,37 @@ std::string resolve_inside(const std::string& base_dir, const std::string& locat
 std::string read_external_data(const onnx::TensorProto& p, const std::string& base_dir, size_t expected_bytes) {
   std::string location;
   int64_t offset = 0, length = -1;
-  for (const auto& kv : p.external_data()) {
+  bool has_length = false;
+  // a whole non-negative decimal integer, else an error naming the key
+  auto number = [&](const onnx::StringStringEntryProto& kv) {
+    const std::string& v = kv.value();
+    size_t used = 0;
+    long long x = -1;
     try {
-      if (kv.key() == "location") location = kv.value();
-      else if (kv.key() == "offset") offset = std::stoll(kv.value());
-      else if (kv.key() == "length") length = std::stoll(kv.value());
+      x = std::stoll(v, &used);
     } catch (const std::exception&) {
-      throw Error(cat("tensor '", p.name(), "': external data key '", kv.key(), "' has a bad value '", kv.value(), "'"));
+      used = 0;
     }
+    KILN_CHECK(!v.empty() && used == v.size() && x >= 0,
+               cat("tensor '", p.name(), "': external data key '", kv.key(), "' has the value '", v,
+                   "', expected a non-negative integer"));
+    return static_cast<int64_t>(x);
+  };
+  for (const auto& kv : p.external_data()) {
+    if (kv.key() == "location") location = kv.value();
+    else if (kv.key() == "offset") offset = number(kv);
+    else if (kv.key() == "length") length = number(kv), has_length = true;
   }
   KILN_CHECK(!location.empty(), cat("tensor '", p.name(), "': external data without a location"));
-  KILN_CHECK(offset >= 0, cat("tensor '", p.name(), "': negative external data offset"));
-  if (length >= 0)
+  if (has_length)
     KILN_CHECK(static_cast<size_t>(length) == expected_bytes,
                cat("tensor '", p.name(), "': external data length ", length, " but the tensor needs ", expected_bytes, " bytes"));
   std::string path = resolve_inside(base_dir, location);
   std::ifstream f(path, std::ios::binary);
   KILN_CHECK(f, cat("tensor '", p.name(), "': cannot open external data file '", path, "'"));
   f.seekg(0, std::ios::end);
-  auto size = static_cast<int64_t>(f.tellg());
-  KILN_CHECK(offset + static_cast<int64_t>(expected_bytes) <= size,
+  const auto size = static_cast<int64_t>(f.tellg());
+  KILN_CHECK(size >= 0 && offset <= size && expected_bytes <= static_cast<uint64_t>(size - offset),
              cat("tensor '", p.name(), "': external data file '", location, "' has ", size, " bytes, need ",
                  expected_bytes, " at offset ", offset));
   std::string data(expected_bytes, '\0');

@@ -194,6 +194,11 @@ std::shared_ptr<ir::Graph> load_model(onnx::ModelProto& model, const std::string
   std::map<std::string, int> opsets;
   for (const auto& op : model.opset_import()) {
     std::string d = op.domain() == "ai.onnx" ? "" : op.domain();
+    // checked before narrowing: 2^32 + 13 must not read as 13
+    KILN_CHECK(op.version() >= 1 && op.version() <= 1000,
+               cat("the model imports opset version ", op.version(), " of domain '",
+                   d.empty() ? "ai.onnx" : d, "'; opset versions are small positive integers"));
+    KILN_CHECK(!opsets.count(d), cat("the model imports domain '", d.empty() ? "ai.onnx" : d, "' twice"));
     opsets[d] = static_cast<int>(op.version());
   }
   if (opsets.count("")) {

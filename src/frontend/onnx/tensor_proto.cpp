@@ -51,24 +51,41 @@ static Tensor tensor_from_proto_shape(const onnx::TensorProto& p) {
   return Tensor::wrap(dt, shape, &no_data);
 }
 
+// The number of values a TensorProto holds in the typed field its dtype uses.
+static int64_t typed_values(const onnx::TensorProto& p, DType dt) {
+  switch (dt) {
+    case DType::f32: return p.float_data_size();
+    case DType::f64: return p.double_data_size();
+    case DType::i64: return p.int64_data_size();
+    case DType::u32: case DType::u64: return p.uint64_data_size();
+    default: return p.int32_data_size();
+  }
+}
+
 Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir) {
   std::string what = cat("tensor '", p.name(), "'");
+  // shape (element count checked) and the data's presence are validated before anything
+  // is allocated: a crafted model may declare gigabytes over a few bytes of data
   Tensor shell = tensor_from_proto_shape(p);
   DType dt = shell.dtype();
   const Shape& shape = shell.shape();
-  Tensor t(dt, shape);
-  size_t bytes = t.byte_size();
+  const size_t bytes = shell.byte_size();
   if (p.data_location() == onnx::TensorProto::EXTERNAL) {
-    std::string data = read_external_data(p, base_dir, bytes);
-    std::memcpy(t.raw(), data.data(), bytes);
+    std::string data = read_external_data(p, base_dir, bytes);  // checks the file holds them first
+    Tensor t = Tensor::uninitialized(dt, shape);
+    if (bytes) std::memcpy(t.raw(), data.data(), bytes);
     return t;
   }
   if (p.has_raw_data()) {
     KILN_CHECK(p.raw_data().size() == bytes, cat(what, ": raw_data has ", p.raw_data().size(), " bytes, shape ",
                                                  shape_to_string(shape), " of ", dtype_name(dt), " needs ", bytes));
+    Tensor t = Tensor::uninitialized(dt, shape);
     if (bytes) std::memcpy(t.raw(), p.raw_data().data(), bytes);
     return t;
   }
+  KILN_CHECK(typed_values(p, dt) == shell.size(),
+             cat(what, ": has ", typed_values(p, dt), " values for shape ", shape_to_string(shape)));
+  Tensor t(dt, shape);
   switch (dt) {
     case DType::f32: copy_field(p.float_data(), t, what); break;
     case DType::f64: copy_field(p.double_data(), t, what); break;
