@@ -28,6 +28,7 @@ dnnl::memory::dims to_dims(const Shape& s) { return dnnl::memory::dims(s.begin()
 std::optional<dnnl::memory::desc> plain_desc(const Shape& s, DType t) {
   auto dt = dnnl_type(t);
   if (!dt || s.empty() || s.size() > DNNL_MAX_NDIMS) return std::nullopt;
+  (void)shape_size(s);  // throws where the strides below would overflow
   dnnl::memory::dims strides(s.size());
   dnnl::memory::dim st = 1;
   for (size_t i = s.size(); i-- > 0;) {
