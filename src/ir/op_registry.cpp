@@ -1,5 +1,8 @@
 #include "ir/op_registry.hpp"
 
+#include "ir/onnx_versions.hpp"
+
+#include <algorithm>
 #include <cstring>
 
 #include <mutex>
@@ -72,9 +75,27 @@ const OpSchema* OpRegistry::find(const std::string& domain, const std::string& n
   return it == ops_.end() ? nullptr : &it->second;
 }
 
+OpSchema* OpRegistry::find_mutable(const std::string& domain, const std::string& name) {
+  auto it = ops_.find({domain == "ai.onnx" ? "" : domain, name});
+  return it == ops_.end() ? nullptr : &it->second;
+}
+
 std::vector<const OpSchema*> OpRegistry::all() const {
   std::vector<const OpSchema*> out;
   for (auto& [k, v] : ops_) out.push_back(&v);
+  return out;
+}
+
+std::vector<int> implemented_versions(const OpSchema& s) {
+  std::vector<int> out;
+  if (!s.domain.empty()) return out;
+  const auto& table = onnx_op_versions();
+  auto it = table.find(s.name);
+  if (it == table.end()) return out;
+  // unset: the revisions up to opset 17, or the first one of an operator added later
+  const int newest = s.max_version != 0 ? s.max_version : std::max(17, s.since_version);
+  for (int v : it->second)
+    if (v <= newest) out.push_back(v);
   return out;
 }
 
@@ -88,6 +109,14 @@ const OpSchema& validate_node(const Node& node) {
   if (node.opset() != 0 && node.opset() < s->since_version)
     throw Error(cat(node.describe(), ": op ", node.op_type(), " needs opset >= ", s->since_version,
                     ", the model imports opset ", node.opset()));
+  if (s->domain.empty() && node.opset() != 0) {
+    const int asked = onnx_op_version(node.op_type(), node.opset());
+    const std::vector<int> have = implemented_versions(*s);
+    if (asked != 0 && !have.empty() && asked > have.back())
+      throw Error(cat(node.describe(), ": version ", asked, " of ", node.op_type(), " (the model imports opset ",
+                      node.opset(), ") is not implemented; kiln implements ", node.op_type(), " versions ",
+                      join(have, ", ")));
+  }
   size_t nin = node.num_inputs();
   KILN_CHECK(nin >= s->min_inputs && nin <= s->max_inputs,
              cat(node.describe(), ": expected ", s->min_inputs,

@@ -76,6 +76,11 @@ struct OpSchema {
   std::string domain;  // "" = default ONNX domain
   std::string name;
   int since_version = 1;  // oldest opset of the domain this op exists in
+  // Default domain: the newest revision of the operator kiln implements (an opset version
+  // from onnx_op_versions()); every older one is implemented too. 0: the revisions up to
+  // opset 17 (or since_version, for an operator added later). A model whose opset means a
+  // newer revision is refused by name.
+  int max_version = 0;
   size_t min_inputs = 1, max_inputs = 1;
   size_t min_outputs = 1, max_outputs = 1;
   std::vector<AttrSpec> attrs;  // every attribute the op accepts
@@ -90,14 +95,21 @@ class OpRegistry {
   static OpRegistry& instance();  // populated with every built-in op on first use
   void add(OpSchema schema);
   const OpSchema* find(const std::string& domain, const std::string& name) const;
+  OpSchema* find_mutable(const std::string& domain, const std::string& name);  // while registering
   std::vector<const OpSchema*> all() const;
 
  private:
   std::map<std::pair<std::string, std::string>, OpSchema> ops_;
 };
 
-// Checks a node against its schema: op known (error names op, domain, opset and node),
-// input/output counts, attribute names/types/required, then schema.validate.
+// Default domain: the revisions of `s` kiln implements, oldest first (from
+// onnx_op_versions(), up to s.max_version).
+std::vector<int> implemented_versions(const OpSchema& s);
+
+// Checks a node against its schema: op known (error names op, domain, opset and node), the
+// operator's revision at the model's opset implemented (error names node, op, the version
+// asked and the versions kiln has), input/output counts, attribute names/types/required,
+// then schema.validate.
 const OpSchema& validate_node(const Node& node);
 
 // Runs validate_node + infer for every node in topological order, filling value types.

@@ -131,6 +131,7 @@ void register_unary_math(ir::OpRegistry& r) {
                         else return v < V(0) ? neg_wrap(v) : v;
                       }));
   add_unary<kSigned>(r, "Neg", 1, {}, plain([](auto v) { return neg_wrap(v); }));
+  add_unary<kSignedInt | kUnsignedInt>(r, "BitwiseNot", 18, {}, plain([](auto v) { return ~v; }));
   add_unary<kNumeric>(r, "Sign", 9, {}, plain([](auto v) {
                         using V = decltype(v);
                         if constexpr (std::is_unsigned_v<V>) return V(v > 0 ? 1 : 0);

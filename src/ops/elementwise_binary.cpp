@@ -308,6 +308,14 @@ void register_arith(ir::OpRegistry& r) {
     r.add(std::move(s));
   }
 
+  // BitwiseAnd / Or / Xor (opset 18): integers of one type, numpy broadcasting.
+  add_binary<kSignedInt | kUnsignedInt, false>(r, "BitwiseAnd", 18, simple([](auto a, auto b) { return a & b; }), {},
+                                               false);
+  add_binary<kSignedInt | kUnsignedInt, false>(r, "BitwiseOr", 18, simple([](auto a, auto b) { return a | b; }), {},
+                                               false);
+  add_binary<kSignedInt | kUnsignedInt, false>(r, "BitwiseXor", 18, simple([](auto a, auto b) { return a ^ b; }), {},
+                                               false);
+
   // Pow: base and exponent may differ in type; output has the base's type.
   {
     ir::OpSchema s;

@@ -137,11 +137,12 @@ void store_complex(Tensor& t, const std::vector<cd>& v, const char* what) {
   misc_store_f64(t, flat, what);
 }
 
-int64_t dft_axis(const ir::Node& n, int64_t rank) {
-  int64_t axis = n.attr_i("axis", 1);
-  int64_t a = axis < 0 ? axis + rank : axis;
-  KILN_CHECK(a >= 0 && a < rank - 1, cat(n.describe(), ": attribute 'axis' (", axis, ") must index a signal "
-                                                       "dimension of the rank-", rank, " input (not the last one)"));
+// The signal axis: input 2 (opset 20; normalize_opset moves the attribute of DFT-17 there),
+// default -2, the last signal dimension. The last dim of the input holds real / imaginary.
+int64_t dft_axis(const ir::Node& n, int64_t axis, int64_t rank) {
+  const int64_t a = axis < 0 ? axis + rank : axis;
+  KILN_CHECK(a >= 0 && a < rank - 1, cat(n.describe(), ": axis ", axis, " must index a signal dimension of the rank-",
+                                         rank, " input (not the last one)"));
   return a;
 }
 
@@ -149,19 +150,24 @@ void register_dft(ir::OpRegistry& r) {
   ir::OpSchema s;
   s.name = "DFT";
   s.since_version = 17;
+  s.max_version = 20;
   s.min_inputs = 1;
-  s.max_inputs = 2;
-  s.attrs = {{"axis", ir::AttrType::i}, {"inverse", ir::AttrType::i}, {"onesided", ir::AttrType::i}};
+  s.max_inputs = 3;
+  s.attrs = {{"inverse", ir::AttrType::i}, {"onesided", ir::AttrType::i}};
   s.infer = [](ir::InferContext& ctx) {
     const ir::Node& n = ctx.node();
     const auto& xs = ctx.input_shape(0);
-    if (!xs.rank_known) {
-      ctx.set_output(0, ctx.input_dtype(0), ir::PartialShape::unknown_rank());
+    std::optional<int64_t> axis = int64_t(-2);
+    if (ctx.has_input(2)) axis = const_scalar(ctx, 2);
+    if (!xs.rank_known || !axis) {
+      ctx.set_output(0, ctx.input_dtype(0),
+                     xs.rank_known ? ir::PartialShape(std::vector<ir::Dim>(xs.rank(), ir::Dim::unknown()))
+                                   : ir::PartialShape::unknown_rank());
       return;
     }
     const int64_t rank = static_cast<int64_t>(xs.rank());
     if (rank < 2) throw ctx.error("input must have rank >= 2, got ", xs.to_string());
-    const int64_t a = dft_axis(n, rank);
+    const int64_t a = dft_axis(n, *axis, rank);
     ir::PartialShape out = xs;
     ir::Dim len = xs.dims[static_cast<size_t>(a)];
     if (ctx.has_input(1)) {
@@ -178,7 +184,7 @@ void register_dft(ir::OpRegistry& r) {
     const Tensor& X = ctx.input(0);
     if (X.rank() < 2) throw ctx.error("input must have rank >= 2, got ", shape_to_string(X.shape()));
     const int64_t rank = static_cast<int64_t>(X.rank());
-    const int64_t a = dft_axis(n, rank);
+    const int64_t a = dft_axis(n, ctx.has_input(2) ? scalar_int(ctx, 2, "axis") : -2, rank);
     const std::vector<cd> x = load_complex(ctx, X, "input");
     const int64_t nin_full = X.shape()[static_cast<size_t>(a)];
     int64_t L = nin_full;

@@ -309,17 +309,30 @@ double apply_padding(double c, int64_t size, Pad pad, bool align) {
 double cubic1(double x, double A) { return ((A + 2) * x - (A + 3)) * x * x + 1; }         // |x| <= 1
 double cubic2(double x, double A) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; }  // 1 < |x| < 2
 
+// GridSample (16, 20, 22): samples X [N, C, D1..Dr] at the grid's points [N, O1..Or, r]
+// (coordinates in [-1, 1], last dim in x, y, z order: reversed spatial dims). Opset 20 made it
+// N-d and renamed the modes linear / cubic (opset 16's bilinear / bicubic are the same); cubic
+// is 2-D only.
+std::string gridsample_mode(const ir::Node& n) {
+  std::string m = n.attr_s("mode", n.opset() >= 20 ? "linear" : "bilinear");
+  if (m == "bilinear") m = "linear";
+  if (m == "bicubic") m = "cubic";
+  return m;
+}
+
 void register_gridsample(ir::OpRegistry& r) {
   ir::OpSchema s;
   s.name = "GridSample";
   s.since_version = 16;
+  s.max_version = 22;
   s.min_inputs = 2;
   s.max_inputs = 2;
   s.attrs = {{"align_corners", ir::AttrType::i}, {"mode", ir::AttrType::s}, {"padding_mode", ir::AttrType::s}};
   s.validate = [](const ir::Node& n) {
-    std::string m = n.attr_s("mode", "bilinear");
-    KILN_CHECK(m == "bilinear" || m == "nearest" || m == "bicubic",
-               cat(n.describe(), ": attribute 'mode' must be bilinear, nearest or bicubic, got '", m, "'"));
+    const std::string m = gridsample_mode(n);
+    KILN_CHECK(m == "linear" || m == "nearest" || m == "cubic",
+               cat(n.describe(), ": attribute 'mode' must be linear, nearest or cubic (bilinear, bicubic before opset ",
+                   "20), got '", n.attr_s("mode", ""), "'"));
     std::string p = n.attr_s("padding_mode", "zeros");
     KILN_CHECK(p == "zeros" || p == "border" || p == "reflection",
                cat(n.describe(), ": attribute 'padding_mode' must be zeros, border or reflection, got '", p, "'"));
@@ -327,79 +340,295 @@ void register_gridsample(ir::OpRegistry& r) {
   s.infer = [](ir::InferContext& ctx) {
     const auto& xs = ctx.input_shape(0);
     const auto& gs = ctx.input_shape(1);
-    if (xs.rank_known && xs.rank() != 4) throw ctx.error("input X must have rank 4, got ", xs.to_string());
-    if (gs.rank_known && gs.rank() != 4) throw ctx.error("input grid must have rank 4, got ", gs.to_string());
+    const size_t rank = xs.rank_known ? xs.rank() : gs.rank_known ? gs.rank() : 0;
+    if (rank == 0) return ctx.set_output(0, ctx.input_dtype(0), ir::PartialShape::unknown_rank());
+    if (rank < 3) throw ctx.error("input X must have rank >= 3 (N, C, spatial...), got ", xs.to_string());
+    if (xs.rank_known && gs.rank_known && gs.rank() != xs.rank())
+      throw ctx.error("grid must have the rank of X (", xs.rank(), "), got ", gs.to_string());
+    if (gridsample_mode(ctx.node()) == "cubic" && rank != 4)
+      throw ctx.error("mode cubic samples 2-D images (rank-4 X) only, got rank ", rank);
     ir::Dim nd = dim_or_unknown(xs, 0);
     if (!nd.is_static()) nd = dim_or_unknown(gs, 0);
-    ctx.set_output(0, ctx.input_dtype(0),
-                   ir::PartialShape({nd, dim_or_unknown(xs, 1), dim_or_unknown(gs, 1), dim_or_unknown(gs, 2)}));
+    std::vector<ir::Dim> out = {nd, dim_or_unknown(xs, 1)};
+    for (size_t i = 1; i + 1 < rank; ++i) out.push_back(dim_or_unknown(gs, i));
+    ctx.set_output(0, ctx.input_dtype(0), ir::PartialShape(out));
   };
   s.run = [](RunContext& ctx) {
     const ir::Node& n = ctx.node();
     const Tensor& X = ctx.input(0);
     const Tensor& G = ctx.input(1);
-    if (X.rank() != 4) throw ctx.error("input X must have rank 4, got ", shape_to_string(X.shape()));
+    const size_t rank = X.rank();
+    if (rank < 3) throw ctx.error("input X must have rank >= 3 (N, C, spatial...), got ", shape_to_string(X.shape()));
+    const size_t r = rank - 2;  // spatial dims
     if (!is_floating(G.dtype())) throw ctx.error("input grid must be a floating point tensor");
-    if (G.rank() != 4 || G.shape()[3] != 2 || G.shape()[0] != X.shape()[0])
-      throw ctx.error("grid must have shape [", X.shape()[0], ", H_out, W_out, 2], got ", shape_to_string(G.shape()));
-    const int64_t N = X.shape()[0], C = X.shape()[1], H = X.shape()[2], W = X.shape()[3];
-    const int64_t Ho = G.shape()[1], Wo = G.shape()[2];
-    const std::string mode = n.attr_s("mode", "bilinear");
+    if (G.rank() != rank || G.shape()[rank - 1] != static_cast<int64_t>(r) || G.shape()[0] != X.shape()[0])
+      throw ctx.error("grid must have shape [", X.shape()[0], ", out spatial (", r, " dims), ", r, "], got ",
+                      shape_to_string(G.shape()));
+    const std::string mode = gridsample_mode(n);
+    if (mode == "cubic" && r != 2) throw ctx.error("mode cubic samples 2-D images (rank-4 X) only");
     const std::string pm = n.attr_s("padding_mode", "zeros");
     const Pad pad = pm == "border" ? Pad::border : pm == "reflection" ? Pad::reflection : Pad::zeros;
     const bool align = n.attr_i("align_corners", 0) != 0;
+    const int64_t N = X.shape()[0], C = X.shape()[1];
+    std::vector<int64_t> in(r), out(r), stride(r);
+    int64_t in_size = 1, out_size = 1;
+    for (size_t i = r; i-- > 0;) {
+      in[i] = X.shape()[2 + i];
+      out[i] = G.shape()[1 + i];
+      stride[i] = in_size;
+      in_size *= in[i];
+      out_size *= out[i];
+    }
     const std::vector<double> x = load_f64(X), g = load_f64(G);
-    std::vector<double> y(static_cast<size_t>(N * C * Ho * Wo), 0.0);
-    auto pixel = [&](const double* plane, int64_t yy, int64_t xx) -> double {
-      return (yy >= 0 && yy < H && xx >= 0 && xx < W) ? plane[yy * W + xx] : 0.0;
-    };
-    // bicubic reads every tap through the padding mode
-    auto pixel_padded = [&](const double* plane, int64_t yy, int64_t xx) -> double {
-      if (pad != Pad::zeros) {
-        xx = safe_floor(apply_padding(static_cast<double>(xx), W, pad, align));
-        yy = safe_floor(apply_padding(static_cast<double>(yy), H, pad, align));
+    std::vector<double> y(static_cast<size_t>(N * C * out_size), 0.0);
+    // the value at integer coordinates (spatial order), 0 outside
+    auto at = [&](const double* plane, const int64_t* c) -> double {
+      int64_t off = 0;
+      for (size_t i = 0; i < r; ++i) {
+        if (c[i] < 0 || c[i] >= in[i]) return 0.0;
+        off += c[i] * stride[i];
       }
-      return pixel(plane, yy, xx);
+      return plane[off];
     };
+    std::vector<double> src(r);
+    std::vector<int64_t> cc(r), lo(r);
+    std::vector<double> frac(r);
     for (int64_t b = 0; b < N; ++b) {
-      for (int64_t oh = 0; oh < Ho; ++oh) {
-        for (int64_t ow = 0; ow < Wo; ++ow) {
-          const double* gp = g.data() + ((b * Ho + oh) * Wo + ow) * 2;
-          double ix = unnormalize(gp[0], W, align), iy = unnormalize(gp[1], H, align);
-          for (int64_t c = 0; c < C; ++c) {
-            const double* plane = x.data() + (b * C + c) * H * W;
-            double v = 0;
-            if (mode == "bicubic") {
-              const double fx = std::floor(ix), fy = std::floor(iy);
-              const double tx = ix - fx, ty = iy - fy;
-              const double A = -0.75;
-              const double wx[4] = {cubic2(tx + 1, A), cubic1(tx, A), cubic1(1 - tx, A), cubic2(2 - tx, A)};
-              const double wy[4] = {cubic2(ty + 1, A), cubic1(ty, A), cubic1(1 - ty, A), cubic2(2 - ty, A)};
-              const int64_t x0 = safe_floor(fx) - 1, y0 = safe_floor(fy) - 1;
-              for (int64_t i = 0; i < 4; ++i) {
-                double row = 0;
-                for (int64_t j = 0; j < 4; ++j) row += wx[j] * pixel_padded(plane, y0 + i, x0 + j);
-                v += wy[i] * row;
-              }
-            } else {
-              const double px = apply_padding(ix, W, pad, align), py = apply_padding(iy, H, pad, align);
-              if (mode == "nearest") {
-                v = pixel(plane, safe_floor(std::nearbyint(py)), safe_floor(std::nearbyint(px)));
-              } else {
-                const double fx = std::floor(px), fy = std::floor(py);
-                const int64_t x0 = safe_floor(fx), y0 = safe_floor(fy);
-                const double lx = px - fx, ly = py - fy;
-                v = (1 - ly) * ((1 - lx) * pixel(plane, y0, x0) + lx * pixel(plane, y0, x0 + 1)) +
-                    ly * ((1 - lx) * pixel(plane, y0 + 1, x0) + lx * pixel(plane, y0 + 1, x0 + 1));
-              }
+      for (int64_t o = 0; o < out_size; ++o) {
+        const double* gp = g.data() + (b * out_size + o) * static_cast<int64_t>(r);
+        // grid coordinate k is spatial dim r-1-k (x first)
+        for (size_t i = 0; i < r; ++i) src[i] = unnormalize(gp[r - 1 - i], in[i], align);
+        if (mode != "cubic")
+          for (size_t i = 0; i < r; ++i) src[i] = apply_padding(src[i], in[i], pad, align);
+        for (int64_t c = 0; c < C; ++c) {
+          const double* plane = x.data() + (b * C + c) * in_size;
+          double v = 0;
+          if (mode == "nearest") {
+            for (size_t i = 0; i < r; ++i) cc[i] = safe_floor(std::nearbyint(src[i]));
+            v = at(plane, cc.data());
+          } else if (mode == "linear") {
+            for (size_t i = 0; i < r; ++i) {
+              const double f = std::floor(src[i]);
+              lo[i] = safe_floor(f);
+              frac[i] = src[i] - f;
             }
-            y[static_cast<size_t>(((b * C + c) * Ho + oh) * Wo + ow)] = v;
+            for (uint32_t corner = 0; corner < (1u << r); ++corner) {
+              double w = 1;
+              for (size_t i = 0; i < r; ++i) {
+                const bool up = (corner >> i) & 1u;
+                cc[i] = lo[i] + up;
+                w *= up ? frac[i] : 1 - frac[i];
+              }
+              if (w != 0) v += w * at(plane, cc.data());
+            }
+          } else {  // cubic, 2-D: every tap read through the padding mode
+            const double iy = src[0], ix = src[1];
+            const double fx = std::floor(ix), fy = std::floor(iy);
+            const double tx = ix - fx, ty = iy - fy;
+            const double A = -0.75;
+            const double wx[4] = {cubic2(tx + 1, A), cubic1(tx, A), cubic1(1 - tx, A), cubic2(2 - tx, A)};
+            const double wy[4] = {cubic2(ty + 1, A), cubic1(ty, A), cubic1(1 - ty, A), cubic2(2 - ty, A)};
+            const int64_t x0 = safe_floor(fx) - 1, y0 = safe_floor(fy) - 1;
+            for (int64_t i = 0; i < 4; ++i) {
+              double row = 0;
+              for (int64_t j = 0; j < 4; ++j) {
+                int64_t p[2] = {y0 + i, x0 + j};
+                if (pad != Pad::zeros) {
+                  p[0] = safe_floor(apply_padding(static_cast<double>(p[0]), in[0], pad, align));
+                  p[1] = safe_floor(apply_padding(static_cast<double>(p[1]), in[1], pad, align));
+                }
+                row += wx[j] * at(plane, p);
+              }
+              v += wy[i] * row;
+            }
           }
+          y[static_cast<size_t>((b * C + c) * out_size + o)] = v;
         }
       }
     }
-    Tensor& out = ctx.allocate_output(0, X.dtype(), {N, C, Ho, Wo});
-    misc_store_f64(out, y, "GridSample");
+    Shape os = {N, C};
+    os.insert(os.end(), out.begin(), out.end());
+    Tensor& result = ctx.allocate_output(0, X.dtype(), os);
+    misc_store_f64(result, y, "GridSample");
+  };
+  r.add(std::move(s));
+}
+
+// ---------------------------------------------------------------- AffineGrid
+
+// AffineGrid (20): theta [N, 2, 3] (or [N, 3, 4]) applied to the base grid of an image of size
+// [N, C, H, W] (or [N, C, D, H, W]): the output [N, H, W, 2] (or [N, D, H, W, 3]) holds, per
+// position, theta * (x, y[, z], 1) with x along W. The base coordinates span [-1, 1]: the
+// pixel centres ((2i + 1) / L - 1), or the corner pixels themselves with align_corners.
+void register_affine_grid(ir::OpRegistry& r) {
+  ir::OpSchema s;
+  s.name = "AffineGrid";
+  s.since_version = 20;
+  s.max_version = 20;
+  s.min_inputs = s.max_inputs = 2;
+  s.attrs = {{"align_corners", ir::AttrType::i}};
+  s.infer = [](ir::InferContext& ctx) {
+    const ir::PartialShape& th = ctx.input_shape(0);
+    std::vector<int64_t> size;
+    const Tensor* c = ctx.input_constant(1);
+    if (c) size = c->to_i64();
+    if (!c || (size.size() != 4 && size.size() != 5)) {
+      const ir::PartialShape& ss = ctx.input_shape(1);
+      if (ss.rank_known && ss.rank() == 1 && ss.dims[0].is_static() && (ss.dims[0].value == 4 || ss.dims[0].value == 5)) {
+        const size_t r = static_cast<size_t>(ss.dims[0].value);
+        return ctx.set_output(0, ctx.input_dtype(0), ir::PartialShape(std::vector<ir::Dim>(r, ir::Dim::unknown())));
+      }
+      return ctx.set_output(0, ctx.input_dtype(0), ir::PartialShape::unknown_rank());
+    }
+    std::vector<ir::Dim> out = {th.rank_known ? th.dims[0] : ir::Dim(size[0])};
+    for (size_t i = 2; i < size.size(); ++i) out.emplace_back(size[i]);
+    out.emplace_back(static_cast<int64_t>(size.size() - 2));
+    ctx.set_output(0, ctx.input_dtype(0), ir::PartialShape(out));
+  };
+  s.run = [](RunContext& ctx) {
+    const Tensor& theta = ctx.input(0);
+    const std::vector<int64_t> size = ctx.input(1).to_i64();
+    if (size.size() != 4 && size.size() != 5)
+      throw ctx.error("size must be [N, C, H, W] or [N, C, D, H, W], got [", join(size), "]");
+    const size_t r = size.size() - 2;  // spatial dims
+    const int64_t N = size[0];
+    if (theta.shape() != Shape{N, static_cast<int64_t>(r), static_cast<int64_t>(r + 1)})
+      throw ctx.error("theta must be [", N, ", ", r, ", ", r + 1, "] for size [", join(size), "], got ",
+                      shape_to_string(theta.shape()));
+    const bool align = ctx.node().attr_i("align_corners", 0) != 0;
+    auto base = [&](int64_t i, int64_t len) {
+      if (len <= 1) return 0.0;
+      return align ? -1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(len - 1)
+                   : (2.0 * static_cast<double>(i) + 1) / static_cast<double>(len) - 1;
+    };
+    const std::vector<double> t = theta.to_f64();
+    Shape os = {N};
+    int64_t points = 1;
+    for (size_t i = 2; i < size.size(); ++i) {
+      if (size[i] < 0) throw ctx.error("size [", join(size), "] has a negative entry");
+      os.push_back(size[i]);
+      points *= size[i];
+    }
+    os.push_back(static_cast<int64_t>(r));
+    std::vector<double> y(static_cast<size_t>(N * points) * r);
+    std::vector<double> p(r + 1, 1.0);
+    for (int64_t b = 0; b < N; ++b)
+      for (int64_t q = 0; q < points; ++q) {
+        // coordinate k of the point is spatial dim r-1-k (x first)
+        int64_t rem = q;
+        for (size_t d = r; d-- > 0;) {
+          const int64_t len = size[2 + d];
+          p[r - 1 - d] = base(rem % len, len);
+          rem /= len;
+        }
+        for (size_t k = 0; k < r; ++k) {
+          double acc = 0;
+          for (size_t j = 0; j <= r; ++j) acc += t[static_cast<size_t>(b) * r * (r + 1) + k * (r + 1) + j] * p[j];
+          y[static_cast<size_t>(b * points + q) * r + k] = acc;
+        }
+      }
+    misc_store_f64(ctx.allocate_output(0, theta.dtype(), os), y, "AffineGrid");
+  };
+  r.add(std::move(s));
+}
+
+// ---------------------------------------------------------------- DeformConv
+
+// DeformConv (19, 22), 2-D: a convolution whose every tap reads X at its regular position plus
+// a learned offset (bilinear interpolation, 0 outside the image), scaled by an optional mask.
+// offset [N, offset_group * 2 * kH * kW, oH, oW] holds (dy, dx) per tap; mask [N,
+// offset_group * kH * kW, oH, oW]; channels are split into offset_group groups for both.
+void register_deform_conv(ir::OpRegistry& r) {
+  ir::OpSchema s;
+  s.name = "DeformConv";
+  s.since_version = 19;
+  s.max_version = 22;
+  s.min_inputs = 3;
+  s.max_inputs = 5;
+  s.attrs = {{"dilations", ir::AttrType::ints}, {"group", ir::AttrType::i},      {"kernel_shape", ir::AttrType::ints},
+             {"offset_group", ir::AttrType::i}, {"pads", ir::AttrType::ints},    {"strides", ir::AttrType::ints}};
+  s.infer = [](ir::InferContext& ctx) {
+    const ir::PartialShape& xs = ctx.input_shape(0);
+    const ir::PartialShape& ws = ctx.input_shape(1);
+    const ir::PartialShape& os = ctx.input_shape(2);
+    if (xs.rank_known && xs.rank() != 4) throw ctx.error("X must be 4-D [N, C, H, W] (2-D DeformConv), got ", xs.to_string());
+    std::vector<ir::Dim> out = {xs.rank_known ? xs.dims[0] : ir::Dim::unknown(),
+                                ws.rank_known ? ws.dims[0] : ir::Dim::unknown(), ir::Dim::unknown(), ir::Dim::unknown()};
+    if (os.rank_known && os.rank() == 4) out[2] = os.dims[2], out[3] = os.dims[3];
+    ctx.set_output(0, ctx.input_dtype(0), ir::PartialShape(out));
+  };
+  s.run = [](RunContext& ctx) {
+    const ir::Node& n = ctx.node();
+    const Tensor& X = ctx.input(0);
+    const Tensor& W = ctx.input(1);
+    const Tensor& O = ctx.input(2);
+    const Tensor* Bt = ctx.has_input(3) ? &ctx.input(3) : nullptr;
+    const Tensor* M = ctx.has_input(4) ? &ctx.input(4) : nullptr;
+    if (X.rank() != 4 || W.rank() != 4) throw ctx.error("X and W must be 4-D (2-D DeformConv)");
+    const int64_t N = X.shape()[0], C = X.shape()[1], H = X.shape()[2], Wd = X.shape()[3];
+    const int64_t oC = W.shape()[0], kH = W.shape()[2], kW = W.shape()[3];
+    const int64_t group = n.attr_i("group", 1), og = n.attr_i("offset_group", 1);
+    if (group < 1 || og < 1 || C % group || oC % group || C % og || W.shape()[1] != C / group)
+      throw ctx.error("channels: X has ", C, ", W ", shape_to_string(W.shape()), ", group ", group, ", offset_group ", og);
+    auto ints = [&](const char* name, int64_t dflt, size_t count) {
+      auto v = n.attr_ints(name, std::vector<int64_t>(count, dflt));
+      if (v.size() != count) throw ctx.error("attribute '", name, "' has ", v.size(), " values, expected ", count);
+      return v;
+    };
+    const auto ks = ints("kernel_shape", 0, 2);
+    if (n.has_attr("kernel_shape") && (ks[0] != kH || ks[1] != kW))
+      throw ctx.error("kernel_shape [", join(ks), "] does not match W ", shape_to_string(W.shape()));
+    const auto st = ints("strides", 1, 2), dl = ints("dilations", 1, 2), pd = ints("pads", 0, 4);
+    const int64_t oH = (H + pd[0] + pd[2] - (dl[0] * (kH - 1) + 1)) / st[0] + 1;
+    const int64_t oW = (Wd + pd[1] + pd[3] - (dl[1] * (kW - 1) + 1)) / st[1] + 1;
+    if (oH <= 0 || oW <= 0) throw ctx.error("the kernel does not fit the padded input");
+    const int64_t K = kH * kW;
+    if (O.shape() != Shape{N, og * 2 * K, oH, oW})
+      throw ctx.error("offset must be [", N, ", ", og * 2 * K, ", ", oH, ", ", oW, "], got ", shape_to_string(O.shape()));
+    if (M && M->shape() != Shape{N, og * K, oH, oW})
+      throw ctx.error("mask must be [", N, ", ", og * K, ", ", oH, ", ", oW, "], got ", shape_to_string(M->shape()));
+    if (Bt && Bt->shape() != Shape{oC}) throw ctx.error("B must be [", oC, "], got ", shape_to_string(Bt->shape()));
+    const std::vector<double> x = X.to_f64(), w = W.to_f64(), off = O.to_f64();
+    const std::vector<double> m = M ? M->to_f64() : std::vector<double>(), bias = Bt ? Bt->to_f64() : std::vector<double>();
+    auto sample = [&](const double* plane, double py, double px) {
+      if (py <= -1 || py >= static_cast<double>(H) || px <= -1 || px >= static_cast<double>(Wd)) return 0.0;
+      const double fy = std::floor(py), fx = std::floor(px);
+      const int64_t y0 = static_cast<int64_t>(fy), x0 = static_cast<int64_t>(fx);
+      const double ly = py - fy, lx = px - fx;
+      auto at = [&](int64_t yy, int64_t xx) { return yy >= 0 && yy < H && xx >= 0 && xx < Wd ? plane[yy * Wd + xx] : 0.0; };
+      return (1 - ly) * ((1 - lx) * at(y0, x0) + lx * at(y0, x0 + 1)) + ly * ((1 - lx) * at(y0 + 1, x0) + lx * at(y0 + 1, x0 + 1));
+    };
+    const int64_t cpg = C / group, opg = oC / group, cpo = C / og;
+    std::vector<double> y(static_cast<size_t>(N * oC * oH * oW), 0.0);
+    std::vector<double> col(static_cast<size_t>(C * K));  // sampled input per output position
+    for (int64_t b = 0; b < N; ++b)
+      for (int64_t oh = 0; oh < oH; ++oh)
+        for (int64_t ow = 0; ow < oW; ++ow) {
+          for (int64_t c = 0; c < C; ++c) {
+            const int64_t g = c / cpo;
+            const double* plane = x.data() + (b * C + c) * H * Wd;
+            for (int64_t i = 0; i < kH; ++i)
+              for (int64_t j = 0; j < kW; ++j) {
+                const int64_t k = i * kW + j;
+                const size_t oi = static_cast<size_t>(((b * og + g) * 2 * K + 2 * k) * oH * oW + oh * oW + ow);
+                const double dy = off[oi], dx = off[oi + static_cast<size_t>(oH * oW)];
+                const double py = static_cast<double>(oh * st[0] - pd[0] + i * dl[0]) + dy;
+                const double px = static_cast<double>(ow * st[1] - pd[1] + j * dl[1]) + dx;
+                double v = sample(plane, py, px);
+                if (M) v *= m[static_cast<size_t>(((b * og + g) * K + k) * oH * oW + oh * oW + ow)];
+                col[static_cast<size_t>(c * K + k)] = v;
+              }
+          }
+          for (int64_t o = 0; o < oC; ++o) {
+            const int64_t g = o / opg;
+            double acc = Bt ? bias[static_cast<size_t>(o)] : 0.0;
+            for (int64_t c = 0; c < cpg; ++c)
+              for (int64_t k = 0; k < K; ++k)
+                acc += w[static_cast<size_t>((o * cpg + c) * K + k)] * col[static_cast<size_t>((g * cpg + c) * K + k)];
+            y[static_cast<size_t>(((b * oC + o) * oH + oh) * oW + ow)] = acc;
+          }
+        }
+    misc_store_f64(ctx.allocate_output(0, X.dtype(), {N, oC, oH, oW}), y, "DeformConv");
   };
   r.add(std::move(s));
 }
@@ -407,6 +636,8 @@ void register_gridsample(ir::OpRegistry& r) {
 }  // namespace
 
 void register_misc_vision_ops(ir::OpRegistry& r) {
+  register_affine_grid(r);
+  register_deform_conv(r);
   register_nms(r);
   register_roialign(r);
   register_gridsample(r);

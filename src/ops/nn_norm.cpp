@@ -1,5 +1,5 @@
 // Normalisations: BatchNormalization (inference and training_mode statistics),
-// InstanceNormalization, LRN, MeanVarianceNormalization.
+// InstanceNormalization, GroupNormalization, LpNormalization, LRN, MeanVarianceNormalization.
 #include <algorithm>
 #include <cmath>
 
@@ -290,9 +290,117 @@ void register_mvn(ir::OpRegistry& r) {
 
 }  // namespace
 
+// ---------------------------------------------------------------------------
+// GroupNormalization (18, 21): mean and variance over each group of C / num_groups channels
+// (and all spatial positions) of a sample, then y = x_hat * scale + bias: one scale / bias per
+// group in opset 18, per channel since 21.
+
+void register_groupnorm(ir::OpRegistry& r) {
+  ir::OpSchema s;
+  s.name = "GroupNormalization";
+  s.since_version = 18;
+  s.max_version = 21;
+  s.min_inputs = s.max_inputs = 3;
+  s.attrs = {{"epsilon", ir::AttrType::f}, {"num_groups", ir::AttrType::i, true}, {"stash_type", ir::AttrType::i}};
+  s.validate = [](const ir::Node& n) {
+    KILN_CHECK(n.attr_i("num_groups") >= 1, cat(n.describe(), ": num_groups must be >= 1, got ", n.attr_i("num_groups")));
+  };
+  s.infer = ir::infer_same_as_input(0);
+  s.run = [](ir::RunContext& ctx) {
+    const ir::Node& n = ctx.node();
+    const Tensor& x = ctx.input(0);
+    const Shape& xs = x.shape();
+    KILN_CHECK(xs.size() >= 2, ctx.error("input X must have rank >= 2 (N, C, ...), got ", shape_to_string(xs)));
+    const int64_t N = xs[0], C = xs[1], G = n.attr_i("num_groups");
+    KILN_CHECK(C % G == 0, ctx.error("channels ", C, " are not divisible by num_groups ", G));
+    const int64_t per = n.opset() >= 21 || n.opset() == 0 ? C : G;  // scale / bias values
+    const Tensor& sc = ctx.input(1);
+    const Tensor& bi = ctx.input(2);
+    KILN_CHECK(sc.size() == per && bi.size() == per,
+               ctx.error("scale and bias must have ", per, per == C ? " (one per channel)" : " (one per group)",
+                         " values, got shapes ", shape_to_string(sc.shape()), " and ", shape_to_string(bi.shape())));
+    int64_t inner = 1;
+    for (size_t i = 2; i < xs.size(); ++i) inner *= xs[i];
+    const int64_t cg = C / G;
+    const std::vector<double> xv = x.to_f64(), scale = sc.to_f64(), bias = bi.to_f64();
+    const double eps = n.attr_f("epsilon", 1e-5f);
+    std::vector<double> y(xv.size());
+    for (int64_t b = 0; b < N; ++b)
+      for (int64_t g = 0; g < G; ++g) {
+        const int64_t first = (b * C + g * cg) * inner, count = cg * inner;
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < count; ++i) mean += xv[static_cast<size_t>(first + i)];
+        mean = count ? mean / static_cast<double>(count) : 0.0;
+        for (int64_t i = 0; i < count; ++i) {
+          const double d = xv[static_cast<size_t>(first + i)] - mean;
+          var += d * d;
+        }
+        var = count ? var / static_cast<double>(count) : 0.0;
+        const double inv = 1.0 / std::sqrt(var + eps);
+        for (int64_t c = 0; c < cg; ++c) {
+          const size_t p = static_cast<size_t>(per == C ? g * cg + c : g);
+          for (int64_t i = 0; i < inner; ++i) {
+            const size_t at = static_cast<size_t>(first + c * inner + i);
+            y[at] = (xv[at] - mean) * inv * scale[p] + bias[p];
+          }
+        }
+      }
+    Tensor& out = ctx.allocate_output(0, x.dtype(), xs);
+    store_f64(out, y);
+  };
+  r.add(std::move(s));
+}
+
+// ---------------------------------------------------------------------------
+// LpNormalization: x / ||x||_p along `axis` (p = 1 or 2); a zero norm gives 0.
+
+void register_lpnorm(ir::OpRegistry& r) {
+  ir::OpSchema s;
+  s.name = "LpNormalization";
+  s.since_version = 1;
+  s.max_version = 22;
+  s.attrs = {{"axis", ir::AttrType::i}, {"p", ir::AttrType::i}};
+  s.validate = [](const ir::Node& n) {
+    const int64_t p = n.attr_i("p", 2);
+    KILN_CHECK(p == 1 || p == 2, cat(n.describe(), ": attribute 'p' must be 1 or 2, got ", p));
+  };
+  s.infer = ir::infer_same_as_input(0);
+  s.run = [](ir::RunContext& ctx) {
+    const Tensor& x = ctx.input(0);
+    KILN_CHECK(is_floating(x.dtype()), ctx.error("input must be a float tensor, got ", dtype_name(x.dtype())));
+    const int64_t rank = static_cast<int64_t>(x.rank());
+    KILN_CHECK(rank >= 1, ctx.error("input must have rank >= 1"));
+    const int64_t axis = normalize_axis(ctx.node().attr_i("axis", -1), rank, ctx.node());
+    const bool l1 = ctx.node().attr_i("p", 2) == 1;
+    int64_t outer = 1, inner = 1;
+    const int64_t len = x.shape()[static_cast<size_t>(axis)];
+    for (int64_t d = 0; d < axis; ++d) outer *= x.shape()[static_cast<size_t>(d)];
+    for (int64_t d = axis + 1; d < rank; ++d) inner *= x.shape()[static_cast<size_t>(d)];
+    std::vector<double> v = x.to_f64();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        double norm = 0;
+        for (int64_t k = 0; k < len; ++k) {
+          const double e = v[static_cast<size_t>((o * len + k) * inner + i)];
+          norm += l1 ? std::fabs(e) : e * e;
+        }
+        if (!l1) norm = std::sqrt(norm);
+        for (int64_t k = 0; k < len; ++k) {
+          double& e = v[static_cast<size_t>((o * len + k) * inner + i)];
+          e = norm == 0 ? 0.0 : e / norm;
+        }
+      }
+    Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
+    store_f64(y, v);
+  };
+  r.add(std::move(s));
+}
+
 void register_norm_ops(ir::OpRegistry& r) {
   register_batchnorm(r);
   register_instancenorm(r);
+  register_groupnorm(r);
+  register_lpnorm(r);
   register_lrn(r);
   register_mvn(r);
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/onnx_dtype.hpp"
 #include "ir/infer_util.hpp"
 #include "ops/kernel_util.hpp"
 #include "ops/op_families.hpp"
@@ -28,55 +29,101 @@ Q saturate_round(F v) {
   return static_cast<Q>(r);
 }
 
+// The integer types QuantizeLinear writes and DequantizeLinear reads (int16 / uint16 since
+// opset 21; int4 / uint4 and float8 are types kiln does not have, refused when read).
 template <typename Fn>
-decltype(auto) dispatch_q8(DType t, Fn&& fn, const char* what) {
+decltype(auto) dispatch_q(DType t, Fn&& fn, const char* what) {
   switch (t) {
     case DType::i8: return fn(TypeTag<int8_t>{});
     case DType::u8: return fn(TypeTag<uint8_t>{});
+    case DType::i16: return fn(TypeTag<int16_t>{});
+    case DType::u16: return fn(TypeTag<uint16_t>{});
     default: throw_unsupported_dtype(t, what);
   }
 }
 
-// Per-tensor or per-axis layout of scale / zero point over x: element i of x uses
-// parameter (i / inner) % count.
-struct AxisLayout {
-  int64_t count = 1;  // number of parameters
-  int64_t inner = 1;  // product of dims after the axis
+bool is_q_type(DType t) { return t == DType::i8 || t == DType::u8 || t == DType::i16 || t == DType::u16; }
+
+// Which scale / zero point each element of x uses: per tensor (one), per axis (a 1-D scale
+// along `axis`), or blocked (opset 21: the scale has x's shape but ceil(D / block_size) along
+// `axis`; block_size consecutive elements there share one).
+struct ParamLayout {
+  int64_t count = 1;       // number of parameters
+  int64_t axis_dim = 1;    // x's size along the axis
+  int64_t inner = 1;       // product of x's dims after the axis
+  int64_t blocks = 1;      // the scale's size along the axis (blocked)
+  int64_t block = 0;       // block_size; 0: per tensor / per axis
+  int64_t index(int64_t i) const {
+    if (count == 1) return 0;
+    const int64_t a = (i / inner) % axis_dim;
+    if (block == 0) return a;
+    const int64_t outer = i / (inner * axis_dim);
+    return (outer * blocks + a / block) * inner + i % inner;
+  }
 };
 
-AxisLayout axis_layout(const RunContext& ctx, const Shape& x, const Tensor& scale, const Tensor* zp) {
-  AxisLayout lay;
-  const int64_t n = scale.size();
-  if (zp && zp->size() != n)
+ParamLayout param_layout(const RunContext& ctx, const Shape& x, const Tensor& scale, const Tensor* zp) {
+  ParamLayout lay;
+  const ir::Node& n = ctx.node();
+  const int64_t count = scale.size();
+  if (zp && zp->shape() != scale.shape())
     throw ctx.error("scale (shape ", shape_to_string(scale.shape()), ") and zero point (shape ",
                     shape_to_string(zp->shape()), ") must have the same shape");
-  if (n == 1 && scale.rank() <= 1) return lay;  // per tensor
-  if (scale.rank() != 1)
-    throw ctx.error("scale must be a scalar or a 1-D tensor, got shape ", shape_to_string(scale.shape()));
+  const int64_t block = n.attr_i("block_size", 0);
+  if (block < 0) throw ctx.error("attribute 'block_size' must be >= 0, got ", block);
   const int64_t rank = static_cast<int64_t>(x.size());
-  const int64_t axis = normalize_axis(ctx.node().attr_i("axis", 1), rank, ctx.node());
-  if (rank == 0 || x[axis] != n)
-    throw ctx.error("per-axis scale has ", n, " elements but input dim ", axis, " of ", shape_to_string(x), " is ",
-                    rank == 0 ? 0 : x[axis]);
-  lay.count = n;
-  for (int64_t d = axis + 1; d < rank; ++d) lay.inner *= x[d];
+  if (block == 0 && count == 1 && scale.rank() <= 1) return lay;  // per tensor
+  const int64_t axis = normalize_axis(n.attr_i("axis", 1), std::max<int64_t>(rank, 1), n);
+  if (rank == 0) throw ctx.error("a scale of shape ", shape_to_string(scale.shape()), " for a scalar input");
+  lay.count = count;
+  lay.axis_dim = x[static_cast<size_t>(axis)];
+  for (int64_t d = axis + 1; d < rank; ++d) lay.inner *= x[static_cast<size_t>(d)];
+  if (block == 0) {
+    if (scale.rank() != 1 || count != lay.axis_dim)
+      throw ctx.error("per-axis scale must be 1-D with ", lay.axis_dim, " elements (dim ", axis, " of ",
+                      shape_to_string(x), "), got shape ", shape_to_string(scale.shape()));
+    return lay;
+  }
+  // blocked: the scale has x's shape except ceil(D / block_size) along the axis
+  bool ok = static_cast<int64_t>(scale.rank()) == rank;
+  for (int64_t d = 0; ok && d < rank; ++d) {
+    const int64_t want = d == axis ? (x[static_cast<size_t>(d)] + block - 1) / block : x[static_cast<size_t>(d)];
+    ok = scale.shape()[static_cast<size_t>(d)] == want;
+  }
+  if (!ok)
+    throw ctx.error("blocked scale (block_size ", block, ", axis ", axis, ") must have shape ",
+                    "of x with ceil(", lay.axis_dim, " / ", block, ") along the axis; x ", shape_to_string(x),
+                    ", scale ", shape_to_string(scale.shape()));
+  lay.block = block;
+  lay.blocks = scale.shape()[static_cast<size_t>(axis)];
   return lay;
 }
+
+// output_dtype (opset 21 Q, 23 DQ) when given, else `fallback`.
+DType output_dtype(const ir::Node& n, DType fallback, const char* what) {
+  if (!n.has_attr("output_dtype") || n.attr_i("output_dtype") == 0) return fallback;
+  return dtype_from_onnx_code(static_cast<int>(n.attr_i("output_dtype")), cat(n.describe(), " ", what));
+}
+
+const std::vector<ir::AttrSpec> kQdqAttrs = {{"axis", ir::AttrType::i},         {"block_size", ir::AttrType::i},
+                                             {"output_dtype", ir::AttrType::i}, {"saturate", ir::AttrType::i},
+                                             {"precision", ir::AttrType::i}};
 
 void register_quantize_linear(ir::OpRegistry& r) {
   ir::OpSchema s;
   s.name = "QuantizeLinear";
   s.since_version = 10;
+  s.max_version = 23;
   s.min_inputs = 2;
   s.max_inputs = 3;
-  s.attrs = {{"axis", ir::AttrType::i}};
+  s.attrs = kQdqAttrs;
   s.infer = [](ir::InferContext& ctx) {
-    DType out = DType::u8;
-    if (ctx.has_input(2)) {
-      out = ctx.input_dtype(2);
-      if (out != DType::undefined && out != DType::u8 && out != DType::i8)
-        throw ctx.error("y_zero_point must be uint8 or int8, got ", dtype_name(out));
-    }
+    DType out = ctx.has_input(2) ? ctx.input_dtype(2) : DType::u8;
+    out = output_dtype(ctx.node(), out, "output_dtype");
+    if (ctx.has_input(2) && ctx.input_dtype(2) != DType::undefined && ctx.input_dtype(2) != out)
+      throw ctx.error("output_dtype ", dtype_name(out), " differs from y_zero_point's ", dtype_name(ctx.input_dtype(2)));
+    if (out != DType::undefined && !is_q_type(out))
+      throw ctx.error("the output must be int8, uint8, int16 or uint16, got ", dtype_name(out));
     ctx.set_output(0, out, ctx.input_shape(0));
   };
   s.run = [](ir::RunContext& ctx) {
@@ -85,19 +132,19 @@ void register_quantize_linear(ir::OpRegistry& r) {
     const Tensor* zp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
     if (!is_floating(scale.dtype()))
       throw ctx.error("y_scale must be a float tensor, got ", dtype_name(scale.dtype()));
-    const DType out = zp ? zp->dtype() : DType::u8;
-    AxisLayout lay = axis_layout(ctx, x.shape(), scale, zp);
+    const DType out = output_dtype(ctx.node(), zp ? zp->dtype() : DType::u8, "output_dtype");
+    const ParamLayout lay = param_layout(ctx, x.shape(), scale, zp);
     std::vector<double> sc = scale.to_f64();
     std::vector<int64_t> z = zp ? zp->to_i64() : std::vector<int64_t>(static_cast<size_t>(lay.count), 0);
     Tensor& y = ctx.allocate_output(0, out, x.shape());
-    dispatch_q8(out, [&](auto qtag) {
+    dispatch_q(out, [&](auto qtag) {
       using Q = typename decltype(qtag)::type;
       Q* py = y.data<Q>();
       if (x.dtype() == DType::i32) {
         // numpy: int32 / float32 -> float64
         const int32_t* px = x.data<int32_t>();
         for (int64_t i = 0; i < x.size(); ++i) {
-          const int64_t c = (i / lay.inner) % lay.count;
+          const int64_t c = lay.index(i);
           py[i] = saturate_round<Q>(std::nearbyint(static_cast<double>(px[i]) / sc[c]) + static_cast<double>(z[c]));
         }
         return;
@@ -106,7 +153,7 @@ void register_quantize_linear(ir::OpRegistry& r) {
         using T = typename decltype(tag)::type;
         const T* px = x.data<T>();
         for (int64_t i = 0; i < x.size(); ++i) {
-          const int64_t c = (i / lay.inner) % lay.count;
+          const int64_t c = lay.index(i);
           const float v = static_cast<float>(px[i]) / static_cast<float>(sc[c]);
           py[i] = saturate_round<Q>(std::nearbyint(v) + static_cast<float>(z[c]));
         }
@@ -120,14 +167,18 @@ void register_dequantize_linear(ir::OpRegistry& r) {
   ir::OpSchema s;
   s.name = "DequantizeLinear";
   s.since_version = 10;
+  s.max_version = 23;
   s.min_inputs = 2;
   s.max_inputs = 3;
-  s.attrs = {{"axis", ir::AttrType::i}};
+  s.attrs = kQdqAttrs;
   s.infer = [](ir::InferContext& ctx) {
     DType x = ctx.input_dtype(0);
-    if (x != DType::undefined && x != DType::u8 && x != DType::i8 && x != DType::i32)
-      throw ctx.error("x must be int8, uint8 or int32, got ", dtype_name(x));
-    ctx.set_output(0, DType::f32, ctx.input_shape(0));
+    if (x != DType::undefined && !is_q_type(x) && x != DType::i32)
+      throw ctx.error("x must be int8, uint8, int16, uint16 or int32, got ", dtype_name(x));
+    // the scale's type (float32 before opset 19; float16 / bfloat16 too since), or output_dtype (23)
+    DType out = ctx.input_dtype(1);
+    if (out == DType::undefined) out = DType::f32;
+    ctx.set_output(0, output_dtype(ctx.node(), out, "output_dtype"), ctx.input_shape(0));
   };
   s.run = [](ir::RunContext& ctx) {
     const Tensor& x = ctx.input(0);
@@ -138,25 +189,26 @@ void register_dequantize_linear(ir::OpRegistry& r) {
     if (zp && zp->dtype() != x.dtype())
       throw ctx.error("x_zero_point (", dtype_name(zp->dtype()), ") must have the element type of x (",
                       dtype_name(x.dtype()), ")");
-    AxisLayout lay = axis_layout(ctx, x.shape(), scale, zp);
+    const DType out = output_dtype(ctx.node(), scale.dtype(), "output_dtype");
+    if (!is_floating(out)) throw ctx.error("output_dtype must be a float type, got ", dtype_name(out));
+    const ParamLayout lay = param_layout(ctx, x.shape(), scale, zp);
     std::vector<double> sc = scale.to_f64();
     std::vector<int64_t> z = zp ? zp->to_i64() : std::vector<int64_t>(static_cast<size_t>(lay.count), 0);
-    Tensor& y = ctx.allocate_output(0, DType::f32, x.shape());
-    float* py = y.data<float>();
+    Tensor& y = ctx.allocate_output(0, out, x.shape());
     auto body = [&](auto tag) {
       using Q = typename decltype(tag)::type;
       const Q* px = x.data<Q>();
-      for (int64_t i = 0; i < x.size(); ++i) {
-        const int64_t c = (i / lay.inner) % lay.count;
-        py[i] = static_cast<float>(static_cast<int64_t>(px[i]) - z[c]) * static_cast<float>(sc[c]);
-      }
+      dispatch_float(out, [&](auto otag) {
+        using O = typename decltype(otag)::type;
+        O* py = y.data<O>();
+        for (int64_t i = 0; i < x.size(); ++i) {
+          const int64_t c = lay.index(i);
+          py[i] = O(static_cast<float>(static_cast<int64_t>(px[i]) - z[c]) * static_cast<float>(sc[c]));
+        }
+      }, "DequantizeLinear");
     };
-    switch (x.dtype()) {
-      case DType::i8: body(TypeTag<int8_t>{}); break;
-      case DType::u8: body(TypeTag<uint8_t>{}); break;
-      case DType::i32: body(TypeTag<int32_t>{}); break;
-      default: throw ctx.error("x must be int8, uint8 or int32, got ", dtype_name(x.dtype()));
-    }
+    if (x.dtype() == DType::i32) body(TypeTag<int32_t>{});
+    else dispatch_q(x.dtype(), body, ctx.node().describe().c_str());
   };
   r.add(std::move(s));
 }

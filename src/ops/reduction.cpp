@@ -159,11 +159,15 @@ void reduce_run(ir::RunContext& ctx) {
   const Tensor& x = ctx.input(0);
   const int64_t rank = static_cast<int64_t>(x.rank());
   ReduceAxes ra = resolve_reduce_axes(ctx.node(), rank, reduce_axes_runtime(ctx));
-  if (ra.noop) {
+  // noop_with_empty_axes: no axis is reduced, so each element is its own group: the identity
+  // for Sum / Mean / Max / Min / Prod / LogSumExp, |x| for L1 / L2, log(x) for LogSum, x^2 for
+  // SumSquare (as ONNX's reference and ONNX Runtime compute it)
+  constexpr bool identity_when_noop = K == RK::Sum || K == RK::Mean || K == RK::Max || K == RK::Min || K == RK::Prod;
+  if (ra.noop && identity_when_noop) {
     ctx.set_output(0, x);
     return;
   }
-  const bool keepdims = ctx.node().attr_i("keepdims", 1) != 0;
+  const bool keepdims = ctx.node().attr_i("keepdims", 1) != 0 || ra.noop;
   Shape keep_shape = x.shape(), out_shape;
   for (int64_t d = 0; d < rank; ++d) {
     if (ra.reduced[static_cast<size_t>(d)]) {
@@ -174,6 +178,16 @@ void reduce_run(ir::RunContext& ctx) {
     }
   }
   Tensor& y = ctx.allocate_output(0, x.dtype(), out_shape);
+  if constexpr (K == RK::Max || K == RK::Min) {
+    if (x.dtype() == DType::boolean) {  // opset 20: Max = any, Min = all, on the 0 / 1 bytes
+      const Tensor xb = Tensor::wrap(DType::u8, x.shape(), const_cast<void*>(x.raw()));
+      Tensor yb = Tensor::wrap(DType::u8, y.shape(), y.raw());
+      reduce_kernel<K, uint8_t>(xb, keep_shape, yb);
+      auto* p = static_cast<uint8_t*>(y.raw());
+      for (int64_t i = 0; i < y.size(); ++i) p[i] = p[i] != 0;  // Min over nothing: 255 -> true
+      return;
+    }
+  }
   dispatch_numeric(
       x.dtype(), [&](auto tag) { reduce_kernel<K, typename decltype(tag)::type>(x, keep_shape, y); },
       ctx.node().op_type().c_str());

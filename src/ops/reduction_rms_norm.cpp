@@ -6,6 +6,7 @@
 
 #include "core/dispatch.hpp"
 #include "core/strings.hpp"
+#include "ir/infer_util.hpp"
 #include "ir/op_registry.hpp"
 
 namespace kiln::ops {
@@ -62,6 +63,78 @@ void register_rms_norm(ir::OpRegistry& r) {
     }, ctx.node().describe().c_str());
   };
   r.add(std::move(s));
+
+  // ONNX RMSNormalization (opset 23): normalises over the dims from `axis` to the last one
+  // (default -1), Scale broadcast against them; computed in double (stash_type 1 asks for at
+  // least float).
+  ir::OpSchema o;
+  o.name = "RMSNormalization";
+  o.since_version = 23;
+  o.max_version = 23;
+  o.min_inputs = o.max_inputs = 2;
+  o.attrs = {{"axis", ir::AttrType::i}, {"epsilon", ir::AttrType::f}, {"stash_type", ir::AttrType::i}};
+  o.infer = [](ir::InferContext& ctx) {
+    const DType dt = ctx.input_dtype(0);
+    if (dt != DType::undefined && !is_floating(dt)) throw ctx.error("X must be a float tensor, got ", dtype_name(dt));
+    const ir::PartialShape& x = ctx.input_shape(0);
+    if (x.rank_known) ir::normalize_axis(ctx.node().attr_i("axis", -1), static_cast<int64_t>(x.rank()), ctx.node());
+    ctx.set_output(0, ctx.input_dtype(1) != DType::undefined ? ctx.input_dtype(1) : dt, x);
+  };
+  o.run = [](ir::RunContext& ctx) {
+    const Tensor& x = ctx.input(0);
+    const Tensor& sc = ctx.input(1);
+    const int64_t rank = static_cast<int64_t>(x.rank());
+    KILN_CHECK(rank >= 1, ctx.error("X must have rank >= 1"));
+    KILN_CHECK(is_floating(x.dtype()) && is_floating(sc.dtype()), ctx.error("X and scale must be float tensors"));
+    const int64_t axis = ir::normalize_axis(ctx.node().attr_i("axis", -1), rank, ctx.node());
+    const Shape norm_shape(x.shape().begin() + axis, x.shape().end());
+    // scale broadcast (numpy rules, unidirectional) to the normalised dims
+    const Shape& ss = sc.shape();
+    KILN_CHECK(ss.size() <= norm_shape.size(), ctx.error("scale ", shape_to_string(ss), " does not broadcast to ",
+                                                         shape_to_string(norm_shape)));
+    int64_t inner = 1;
+    for (int64_t d : norm_shape) inner *= d;
+    const std::vector<double> sv = sc.to_f64();
+    std::vector<double> gamma(static_cast<size_t>(inner));
+    const size_t off = norm_shape.size() - ss.size();
+    for (size_t k = 0; k < ss.size(); ++k)
+      KILN_CHECK(ss[k] == 1 || ss[k] == norm_shape[off + k],
+                 ctx.error("scale ", shape_to_string(ss), " does not broadcast to ", shape_to_string(norm_shape)));
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t rem = i, si = 0, mul = 1;
+      for (size_t d = norm_shape.size(); d-- > 0;) {
+        const int64_t c = rem % norm_shape[d];
+        rem /= norm_shape[d];
+        if (d >= off) {
+          const int64_t sd = ss[d - off];
+          if (sd != 1) si += c * mul;
+          mul *= sd;
+        }
+      }
+      gamma[static_cast<size_t>(i)] = sv[static_cast<size_t>(si)];
+    }
+    const double eps = ctx.node().attr_f("epsilon", 1e-5f);
+    const std::vector<double> xv = x.to_f64();
+    std::vector<double> y(xv.size());
+    const int64_t rows = inner == 0 ? 0 : x.size() / inner;
+    for (int64_t r0 = 0; r0 < rows; ++r0) {
+      double ss2 = 0;
+      for (int64_t j = 0; j < inner; ++j) ss2 += xv[static_cast<size_t>(r0 * inner + j)] * xv[static_cast<size_t>(r0 * inner + j)];
+      const double inv = 1.0 / std::sqrt(ss2 / static_cast<double>(inner) + eps);
+      for (int64_t j = 0; j < inner; ++j)
+        y[static_cast<size_t>(r0 * inner + j)] = xv[static_cast<size_t>(r0 * inner + j)] * inv * gamma[static_cast<size_t>(j)];
+    }
+    Tensor& out = ctx.allocate_output(0, sc.dtype(), x.shape());
+    dispatch_float(out.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* p = out.data<T>();
+      for (size_t i = 0; i < y.size(); ++i) {
+        if constexpr (std::is_same_v<T, double>) p[i] = y[i];
+        else p[i] = T(static_cast<float>(y[i]));
+      }
+    }, "RMSNormalization");
+  };
+  r.add(std::move(o));
 }
 
 }  // namespace kiln::ops

@@ -81,5 +81,6 @@ int64_t static_length(const ir::InferContext& ctx, size_t i);
 
 void register_index_ops(ir::OpRegistry& r);   // shape_index.cpp
 void register_resize_ops(ir::OpRegistry& r);  // shape_resize.cpp
+void register_crop_ops(ir::OpRegistry& r);    // shape_crop.cpp: CenterCropPad, Col2Im
 
 }  // namespace kiln::ops::shape_detail

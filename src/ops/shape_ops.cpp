@@ -1093,6 +1093,7 @@ void register_shape_ops(ir::OpRegistry& r) {
   add_range(r);
   register_index_ops(r);
   register_resize_ops(r);
+  register_crop_ops(r);
 }
 
 }  // namespace kiln::ops

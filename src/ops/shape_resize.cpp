@@ -194,7 +194,15 @@ void add_pad(ir::OpRegistry& r) {
 // ---------------- Resize / Upsample ----------------
 
 enum class Interp { nearest, linear, cubic };
-enum class Coord { half_pixel, pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn, tf_crop_and_resize };
+enum class Coord {
+  half_pixel,
+  half_pixel_symmetric,  // opset 19
+  pytorch_half_pixel,
+  align_corners,
+  asymmetric,
+  tf_half_pixel_for_nn,
+  tf_crop_and_resize
+};
 enum class NearestMode { round_prefer_floor, round_prefer_ceil, floor, ceil, simple };
 
 struct ResizeParams {
@@ -204,6 +212,7 @@ struct ResizeParams {
   double cubic_a = -0.75;
   bool exclude_outside = false;
   double extrapolation = 0.0;
+  bool antialias = false;  // opset 18: linear / cubic downscaling stretches the filter by 1 / scale
 };
 
 Interp parse_interp(const ir::Node& n) {
@@ -224,6 +233,7 @@ ResizeParams resize_params(const ir::Node& n) {
   }
   std::string c = n.attr_s("coordinate_transformation_mode", "half_pixel");
   if (c == "half_pixel") p.coord = Coord::half_pixel;
+  else if (c == "half_pixel_symmetric") p.coord = Coord::half_pixel_symmetric;
   else if (c == "pytorch_half_pixel") p.coord = Coord::pytorch_half_pixel;
   else if (c == "align_corners") p.coord = Coord::align_corners;
   else if (c == "asymmetric") p.coord = Coord::asymmetric;
@@ -239,16 +249,26 @@ ResizeParams resize_params(const ir::Node& n) {
   p.cubic_a = n.attr_f("cubic_coeff_a", -0.75f);
   p.exclude_outside = n.attr_i("exclude_outside", 0) != 0;
   p.extrapolation = n.attr_f("extrapolation_value", 0.0f);
+  p.antialias = n.attr_i("antialias", 0) != 0;
+  const std::string k = n.attr_s("keep_aspect_ratio_policy", "stretch");
+  if (k != "stretch" && k != "not_larger" && k != "not_smaller")
+    throw Error(cat(n.describe(), ": keep_aspect_ratio_policy must be stretch, not_larger or not_smaller, got '", k, "'"));
   return p;
 }
 
 // Maps an output coordinate to the input coordinate along one axis.
-// out_len is the (possibly fractional) resized length in * scale, as the ONNX reference uses.
-double original_coord(const ResizeParams& p, int64_t x, double scale, int64_t in_d, double out_len, double roi_s,
-                      double roi_e) {
+// out_len is the (possibly fractional) resized length in * scale, as the ONNX reference uses;
+// out_d the integer one.
+double original_coord(const ResizeParams& p, int64_t x, double scale, int64_t in_d, int64_t out_d, double out_len,
+                      double roi_s, double roi_e) {
   const double xr = static_cast<double>(x);
   switch (p.coord) {
     case Coord::half_pixel: return (xr + 0.5) / scale - 0.5;
+    case Coord::half_pixel_symmetric: {
+      const double adjustment = static_cast<double>(out_d) / out_len;
+      const double center = static_cast<double>(in_d) / 2;
+      return center * (1 - adjustment) + (xr + 0.5) / scale - 0.5;
+    }
     case Coord::pytorch_half_pixel: return out_len > 1 ? (xr + 0.5) / scale - 0.5 : 0.0;
     case Coord::align_corners:
       return out_len == 1 ? 0.0 : xr * static_cast<double>(in_d - 1) / (out_len - 1);
@@ -283,15 +303,29 @@ struct AxisPlan {
   std::vector<char> extrap;   // out_d
 };
 
+// Cubic convolution kernel (Keys, parameter A) at distance d.
+double cubic_weight(double d, double A) {
+  d = std::fabs(d);
+  if (d <= 1) return ((A + 2) * d - (A + 3)) * d * d + 1;
+  if (d < 2) return ((A * d - 5 * A) * d + 8 * A) * d - 4 * A;
+  return 0.0;
+}
+
 AxisPlan plan_axis(const ResizeParams& p, double scale, int64_t in_d, int64_t out_d, double out_len, double roi_s,
                    double roi_e) {
   AxisPlan a;
-  a.K = p.mode == Interp::nearest ? 1 : p.mode == Interp::linear ? 2 : 4;
+  // antialias (linear / cubic, downscaling): the filter stretched by 1 / scale, normalised
+  const bool stretched = p.antialias && p.mode != Interp::nearest && scale < 1;
+  const double reach = stretched ? (p.mode == Interp::linear ? 1.0 : 2.0) / scale : 0;
+  if (reach > 4.0 * static_cast<double>(in_d) + 8)
+    throw Error(cat("Resize: antialias filter of ", reach, " input pixels for an axis of ", in_d, " (scale ", scale, ")"));
+  const int64_t start = stretched ? static_cast<int64_t>(std::floor(-reach)) + 1 : 0;
+  a.K = p.mode == Interp::nearest ? 1 : stretched ? 2 - 2 * start : p.mode == Interp::linear ? 2 : 4;
   a.idx.assign(static_cast<size_t>(out_d * a.K), 0);
   a.w.assign(static_cast<size_t>(out_d * a.K), 0.0);
   a.extrap.assign(static_cast<size_t>(out_d), 0);
   for (int64_t o = 0; o < out_d; ++o) {
-    double x = original_coord(p, o, scale, in_d, out_len, roi_s, roi_e);
+    double x = original_coord(p, o, scale, in_d, out_d, out_len, roi_s, roi_e);
     size_t b = static_cast<size_t>(o * a.K);
     if (p.coord == Coord::tf_crop_and_resize && (x < 0 || x > static_cast<double>(in_d - 1))) {
       a.extrap[static_cast<size_t>(o)] = 1;
@@ -305,6 +339,21 @@ AxisPlan plan_axis(const ResizeParams& p, double scale, int64_t in_d, int64_t ou
     const double f = std::floor(x);
     const double t = x - f;
     const int64_t x0 = static_cast<int64_t>(f);
+    if (stretched) {
+      double sum = 0;
+      std::vector<double> c(static_cast<size_t>(a.K));
+      for (int64_t k = 0; k < a.K; ++k) {
+        const double arg = (static_cast<double>(start + k) - t) * scale;
+        double w = p.mode == Interp::linear ? std::max(0.0, 1 - std::fabs(arg)) : cubic_weight(arg, p.cubic_a);
+        const int64_t i = x0 + start + k;
+        if (p.exclude_outside && (i < 0 || i >= in_d)) w = 0;
+        c[static_cast<size_t>(k)] = w;
+        sum += w;
+        a.idx[b + static_cast<size_t>(k)] = std::clamp<int64_t>(i, 0, in_d - 1);
+      }
+      for (int64_t k = 0; k < a.K; ++k) a.w[b + static_cast<size_t>(k)] = sum != 0 ? c[static_cast<size_t>(k)] / sum : 0;
+      continue;
+    }
     double c[4];
     int64_t first;
     if (p.mode == Interp::linear) {
@@ -451,23 +500,126 @@ void check_scales(const RunContext& ctx, const std::vector<double>& scales, size
     if (!(s > 0) || !std::isfinite(s)) throw ctx.error("scales must be positive, got [", join(scales), "]");
 }
 
+// The axes a Resize resizes (opset 18 attribute axes; all by default), normalised.
+std::vector<size_t> resize_axis_list(const ir::Node& n, size_t rank) {
+  std::vector<size_t> out;
+  if (!n.has_attr("axes")) {
+    for (size_t k = 0; k < rank; ++k) out.push_back(k);
+    return out;
+  }
+  for (int64_t a : n.attr_ints("axes")) {
+    const int64_t k = normalize_axis(a, static_cast<int64_t>(rank), n);
+    KILN_CHECK(std::find(out.begin(), out.end(), static_cast<size_t>(k)) == out.end(),
+               cat(n.describe(), ": axis ", a, " is repeated in axes"));
+    out.push_back(static_cast<size_t>(k));
+  }
+  return out;
+}
+
+// With the axes attribute, sizes / scales hold one entry per listed axis: expanded to the
+// full rank (the other axes keep their size, scale 1).
+template <typename Err>
+void resize_axes(const ir::Node& n, const Shape& in, std::vector<int64_t>& sizes, std::vector<double>& scales,
+                 const Err& err) {
+  if (!n.has_attr("axes")) return;
+  const auto axes = resize_axis_list(n, in.size());
+  auto expand = [&](auto& v, auto fill, const char* what) {
+    if (v.empty()) return;
+    if (v.size() != axes.size()) throw err(cat(what, " has ", v.size(), " entries for ", axes.size(), " axes"));
+    std::vector<std::decay_t<decltype(v[0])>> full;
+    for (size_t k = 0; k < in.size(); ++k) full.push_back(fill(k));
+    for (size_t i = 0; i < axes.size(); ++i) full[axes[i]] = v[i];
+    v = std::move(full);
+  };
+  expand(sizes, [&](size_t k) { return in[k]; }, "sizes");
+  expand(scales, [](size_t) { return 1.0; }, "scales");
+}
+
+// Output shape, scales and fractional lengths of a Resize on input shape `in`, from its
+// sizes or scales (each may be empty; with the axes attribute one entry per listed axis) and
+// keep_aspect_ratio_policy. Throws kiln::Error naming the node.
+ResizeSpec resize_spec(const ir::Node& n, const Shape& in, std::vector<int64_t> sizes, std::vector<double> scales) {
+  auto err = [&](const std::string& m) { return Error(cat(n.describe(), ": ", m)); };
+  const size_t rank = in.size();
+  ResizeSpec spec;
+  if (!sizes.empty() && !scales.empty()) throw err("only one of scales and sizes may be given");
+  resize_axes(n, in, sizes, scales, err);
+  if (!sizes.empty()) {
+    if (sizes.size() != rank) throw err(cat("sizes [", join(sizes), "] has ", sizes.size(), " entries for input rank ", rank));
+    for (size_t k = 0; k < rank; ++k)
+      if (sizes[k] < 0) throw err(cat("sizes [", join(sizes), "] has a negative entry"));
+    const std::string policy = n.attr_s("keep_aspect_ratio_policy", "stretch");
+    if (policy != "stretch") {
+      // one scale for the axes given (the smallest / largest ratio), sizes rounded from it
+      const auto axes = resize_axis_list(n, rank);
+      double common = policy == "not_larger" ? std::numeric_limits<double>::infinity() : 0;
+      for (size_t k : axes) {
+        const double r = static_cast<double>(sizes[k]) / static_cast<double>(std::max<int64_t>(in[k], 1));
+        common = policy == "not_larger" ? std::min(common, r) : std::max(common, r);
+      }
+      for (size_t k = 0; k < rank; ++k) {
+        const bool listed = std::find(axes.begin(), axes.end(), k) != axes.end();
+        spec.out.push_back(listed ? static_cast<int64_t>(std::nearbyint(common * static_cast<double>(in[k]))) : in[k]);
+        spec.scales.push_back(listed ? common : 1.0);
+        spec.out_len.push_back(static_cast<double>(spec.out.back()));
+      }
+    } else {
+      spec.out = sizes;
+      for (size_t k = 0; k < rank; ++k) {
+        spec.scales.push_back(in[k] == 0 ? 1.0 : static_cast<double>(sizes[k]) / static_cast<double>(in[k]));
+        spec.out_len.push_back(static_cast<double>(sizes[k]));
+      }
+    }
+  } else if (!scales.empty()) {
+    if (scales.size() != rank) throw err(cat("scales has ", scales.size(), " entries for input rank ", rank));
+    for (double v : scales)
+      if (!(v > 0) || !std::isfinite(v)) throw err(cat("scales must be positive, got [", join(scales), "]"));
+    spec.scales = scales;
+    for (size_t k = 0; k < rank; ++k) {
+      spec.out.push_back(scaled_dim(in[k], scales[k]));
+      spec.out_len.push_back(static_cast<double>(in[k]) * scales[k]);
+    }
+  } else {
+    throw err("one of scales and sizes must be given");
+  }
+  return spec;
+}
+
 void add_resize(ir::OpRegistry& r) {
   ir::OpSchema s;
   s.name = "Resize";
   s.since_version = 10;
   s.min_inputs = 1;
   s.max_inputs = 4;
+  s.max_version = 19;
   s.attrs = {{"mode", ir::AttrType::s},
              {"coordinate_transformation_mode", ir::AttrType::s},
              {"nearest_mode", ir::AttrType::s},
              {"cubic_coeff_a", ir::AttrType::f},
              {"exclude_outside", ir::AttrType::i},
-             {"extrapolation_value", ir::AttrType::f}};
+             {"extrapolation_value", ir::AttrType::f},
+             {"antialias", ir::AttrType::i},
+             {"axes", ir::AttrType::ints},
+             {"keep_aspect_ratio_policy", ir::AttrType::s}};
   s.validate = [](const ir::Node& n) { resize_params(n); };
   s.infer = [](ir::InferContext& ctx) {
     DType dt = ctx.input_dtype(0);
     const PartialShape& in = ctx.input_shape(0);
     std::vector<int64_t> sizes;
+    const ir::Node& n = ctx.node();
+    if (n.has_attr("axes") || n.attr_s("keep_aspect_ratio_policy", "stretch") != "stretch") {
+      // opset 18 forms: computed as the run does when the dims and sizes / scales are known
+      std::vector<double> scales;
+      const Tensor* sc = ctx.has_input(2) ? ctx.input_constant(2) : nullptr;
+      if (sc) scales = sc->to_f64();
+      const bool known = (!ctx.has_input(3) || const_ints(ctx, 3, sizes)) && (!ctx.has_input(2) || sc);
+      if (known && in.is_static()) {
+        ctx.set_output(0, dt, PartialShape(resize_spec(n, in.to_shape(), sizes, scales).out));
+      } else {
+        ctx.set_output(0, dt, in.rank_known ? unknown_dims(in.rank()) : PartialShape::unknown_rank());
+      }
+      return;
+    }
     if (ctx.has_input(3) && const_ints(ctx, 3, sizes) && !sizes.empty()) {
       if (in.rank_known && sizes.size() != in.rank())
         throw ctx.error("sizes [", join(sizes), "] has ", sizes.size(), " entries for input rank ", in.rank());
@@ -509,25 +661,7 @@ void add_resize(ir::OpRegistry& r) {
       if (!is_floating(ctx.input(2).dtype())) throw ctx.error("scales must be a float tensor");
       scales = ctx.input(2).to_f64();
     }
-    if (!sizes.empty() && !scales.empty()) throw ctx.error("only one of scales and sizes may be given");
-    if (!sizes.empty()) {
-      if (sizes.size() != rank) throw ctx.error("sizes [", join(sizes), "] has ", sizes.size(), " entries for input rank ", rank);
-      spec.out = sizes;
-      for (size_t k = 0; k < rank; ++k) {
-        if (sizes[k] < 0) throw ctx.error("sizes [", join(sizes), "] has a negative entry");
-        spec.scales.push_back(x.shape()[k] == 0 ? 1.0 : static_cast<double>(sizes[k]) / static_cast<double>(x.shape()[k]));
-        spec.out_len.push_back(static_cast<double>(sizes[k]));
-      }
-    } else if (!scales.empty()) {
-      check_scales(ctx, scales, rank);
-      spec.scales = scales;
-      for (size_t k = 0; k < rank; ++k) {
-        spec.out.push_back(scaled_dim(x.shape()[k], scales[k]));
-        spec.out_len.push_back(static_cast<double>(x.shape()[k]) * scales[k]);
-      }
-    } else {
-      throw ctx.error("one of scales and sizes must be given");
-    }
+    spec = resize_spec(ctx.node(), x.shape(), sizes, scales);
     if (p.coord == Coord::tf_crop_and_resize) {
       if (!ctx.has_input(1) || ctx.input(1).size() == 0)
         throw ctx.error("coordinate_transformation_mode tf_crop_and_resize needs roi");

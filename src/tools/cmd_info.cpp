@@ -15,6 +15,7 @@
 #include "frontend/onnx/onnx_frontend.hpp"
 #include "frontend/onnx/tensor_proto.hpp"
 #include "ir/graph.hpp"
+#include "ir/onnx_versions.hpp"
 #include "ir/op_registry.hpp"
 #include "ir/printer.hpp"
 
@@ -104,7 +105,50 @@ std::map<std::string, std::string> declared_outputs(const std::string& path) {
 
 }  // namespace
 
+// kiln info --ops: per domain, each operator kiln implements with its versions (the
+// default domain: the ONNX revisions, up to opset 23), then the ONNX operators it does not.
+int print_ops() {
+  std::map<std::string, std::vector<const ir::OpSchema*>> by_domain;
+  for (const ir::OpSchema* s : ir::OpRegistry::instance().all()) by_domain[s->domain].push_back(s);
+  std::cout << "operators kiln implements (ai.onnx: the opset versions that introduced or changed each; a model\n"
+               "importing opset N uses the newest version <= N, up to opset "
+            << ir::kMaxOnnxOpset << "):\n";
+  std::set<std::string> have;
+  for (const auto& [domain, schemas] : by_domain) {
+    std::cout << (domain.empty() ? "ai.onnx" : domain) << "\n";
+    for (const ir::OpSchema* s : schemas) {
+      std::string line = cat("since ", s->since_version);
+      if (domain.empty()) {
+        have.insert(s->name);
+        const std::vector<int> v = ir::implemented_versions(*s);
+        std::vector<int> refused;
+        const auto it = ir::onnx_op_versions().find(s->name);
+        if (it != ir::onnx_op_versions().end())
+          for (int x : it->second)
+            if (v.empty() || x > v.back()) refused.push_back(x);
+        if (!v.empty()) line = join(v, ", ");
+        if (!refused.empty()) line += cat("  (refused: ", join(refused, ", "), ")");
+      }
+      std::cout << "  " << s->name << "  " << line << "\n";
+    }
+    if (domain.empty()) {  // Constant nodes become constants when the model is read
+      std::cout << "  Constant  " << join(ir::onnx_op_versions().at("Constant"), ", ") << "  (folded when read)\n";
+      have.insert("Constant");
+    }
+  }
+  std::vector<std::string> missing;
+  for (const auto& [op, versions] : ir::onnx_op_versions())
+    if (!have.count(op)) missing.push_back(cat(op, " (", join(versions, ", "), ")"));
+  std::cout << "ONNX operators kiln does not implement (a model using one is refused when read):\n";
+  for (const std::string& m : missing) std::cout << "  " << m << "\n";
+  if (missing.empty()) std::cout << "  none\n";
+  return 0;
+}
+
 int cmd_info(const InfoOptions& o) {
+  if (o.ops && o.model.empty()) return print_ops();
+  KILN_CHECK(!o.model.empty(), "kiln info: give a model file (or --ops)");
+  if (o.ops) print_ops();
   std::error_code ec;
   KILN_CHECK(std::filesystem::exists(o.model, ec), cat("model file '", o.model, "' does not exist"));
   KILN_CHECK(!std::filesystem::is_directory(o.model, ec), cat("'", o.model, "' is a directory, not a model file"));

@@ -64,6 +64,7 @@ int cmd_benchmark(const BenchmarkOptions& o);
 struct InfoOptions {
   std::string model;
   bool graph = false;  // also print the graph dump
+  bool ops = false;    // list the operators and versions kiln implements (no model needed)
 };
 int cmd_info(const InfoOptions& o);
 

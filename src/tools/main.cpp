@@ -138,8 +138,10 @@ int main(int argc, char** argv) {
 
   InfoOptions info;
   CLI::App* info_cmd = app.add_subcommand("info", "Describe a model: inputs, outputs, opsets, ops, parameters");
-  info_cmd->add_option("model", info.model, "ONNX model file")->required();
+  info_cmd->add_option("model", info.model, "ONNX model file (not needed with --ops)");
   info_cmd->add_flag("-g,--graph", info.graph, "Also print the graph, one line per node");
+  info_cmd->add_flag("--ops", info.ops,
+                     "List every operator kiln implements with its versions, and the ONNX operators it refuses");
 
   InspectOptions insp;
   CLI::App* insp_cmd = app.add_subcommand(

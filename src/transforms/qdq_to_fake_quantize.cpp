@@ -27,8 +27,12 @@ QParams read_params(const ir::Node& n, const ir::PartialShape& xs) {
     p.reason = cat("the ", n.op_type(), " scale is not a constant");
     return p;
   }
-  if (!is_floating(s->constant().dtype())) {
-    p.reason = cat("the ", n.op_type(), " scale is ", dtype_name(s->constant().dtype()));
+  if (s->constant().dtype() != DType::f32) {  // f16 / bf16 scales mean f16 / bf16 outputs (opset 19)
+    p.reason = cat("the ", n.op_type(), " scale is ", dtype_name(s->constant().dtype()), ", not float32");
+    return p;
+  }
+  if (n.attr_i("block_size", 0) != 0 || n.has_attr("output_dtype")) {  // opset 21 forms
+    p.reason = cat("the ", n.op_type(), n.attr_i("block_size", 0) != 0 ? " is blocked" : " has output_dtype");
     return p;
   }
   p.scale = s->constant().to_f64();

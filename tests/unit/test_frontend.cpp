@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "frontend/onnx/onnx_frontend.hpp"
+#include "ir/onnx_versions.hpp"
 #include "ir/op_registry.hpp"
 #include "onnx_builder.hpp"
 #include "precision_util.hpp"
@@ -168,6 +169,89 @@ TEST(FrontendErrors, UnsupportedOpset) {
   b.output("y");
   std::string msg = error_of([&] { frontend::load_onnx_bytes(b.bytes(), "."); });
   EXPECT_NE(msg.find("opset 99"), std::string::npos) << msg;
+}
+
+TEST(OperatorVersions, ModelsOfOpsets18To23LoadAndRun) {
+  // a model exported today: opset 23, ops whose versions changed after 17 (ReduceMean-18 with
+  // axes as an input, Pad-23) and ones that did not (Relu-14)
+  OnnxBuilder b(23);
+  b.input("x", {2, 3, 4});
+  b.initializer("axes", Tensor::from_vector<int64_t>({-1}, {1}));
+  b.initializer("pads", Tensor::from_vector<int64_t>({0, 0, 1, 0, 0, 1}, {6}));
+  b.node("ReduceMean", {"x", "axes"}, {"m"}, "mean");
+  b.node("Pad", {"m", "pads"}, {"p"}, "pad");
+  b.node("Relu", {"p"}, {"y"}, "relu");
+  b.output("y");
+  Core core;
+  auto req = core.compile_model(core.read_model_from_memory(b.bytes()), test::f32_properties()).create_infer_request();
+  std::vector<float> x(24);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) - 10.0f;
+  req.set_input_tensor(Tensor::from_vector<float>(x, {2, 3, 4}));
+  req.infer();
+  const Tensor y = req.get_output_tensor();
+  ASSERT_EQ(y.shape(), (Shape{2, 3, 3}));
+  // row means of 0..23 - 10 are -8.5, -4.5, ...: padded with a 0 each side, then Relu
+  EXPECT_EQ(y.data<float>()[0], 0.0f);
+  EXPECT_EQ(y.data<float>()[1], 0.0f);
+  EXPECT_FLOAT_EQ(y.data<float>()[3 * 3 + 1], 3.5f);  // row 3: mean(12..15) - 10
+  // opset 24 is past what kiln reads
+  OnnxBuilder c(24);
+  c.input("x", {2});
+  c.node("Relu", {"x"}, {"y"});
+  c.output("y");
+  const std::string msg = error_of([&] { core.read_model_from_memory(c.bytes()); });
+  EXPECT_NE(msg.find("opset 24; kiln supports opsets 1 to 23"), std::string::npos) << msg;
+}
+
+TEST(OperatorVersions, ImplementedVersionsFollowTheSchemaAndTheOnnxHistory) {
+  ir::OpSchema s;
+  s.name = "Pad";
+  EXPECT_EQ(ir::implemented_versions(s), (std::vector<int>{1, 2, 11, 13}));  // default: up to opset 17
+  s.max_version = 19;
+  EXPECT_EQ(ir::implemented_versions(s), (std::vector<int>{1, 2, 11, 13, 18, 19}));
+  s.domain = "com.microsoft";
+  EXPECT_TRUE(ir::implemented_versions(s).empty());  // other domains have no ONNX history
+  EXPECT_EQ(ir::onnx_op_version("Pad", 17), 13);
+  EXPECT_EQ(ir::onnx_op_version("Pad", 20), 19);
+  EXPECT_EQ(ir::onnx_op_version("Attention", 22), 0);  // not in ONNX before 23
+  EXPECT_EQ(ir::onnx_op_version("NoSuchOp", 23), 0);
+  // every registered default-domain op is in the history and implements its newest revision
+  // up to opset 23, except where listed here with why
+  for (const ir::OpSchema* op : ir::OpRegistry::instance().all()) {
+    if (!op->domain.empty() || op->name == "Upsample" || op->name == "Scatter") continue;  // deprecated
+    const auto& hist = ir::onnx_op_versions();
+    ASSERT_TRUE(hist.count(op->name)) << op->name << " is not an ONNX operator";
+    const std::vector<int> v = ir::implemented_versions(*op);
+    ASSERT_FALSE(v.empty()) << op->name << " implements no version";
+    EXPECT_EQ(v.back(), hist.at(op->name).back()) << op->name;
+  }
+}
+
+TEST(OperatorVersions, AVersionKilnDoesNotImplementIsRefusedByName) {
+  // MaxRoiPool (versions 1 and 22) registered for this test implementing only version 1
+  ir::OpSchema s;
+  s.name = "MaxRoiPool";
+  s.min_inputs = s.max_inputs = 2;
+  s.attrs = {{"pooled_shape", ir::AttrType::ints}, {"spatial_scale", ir::AttrType::f}};
+  s.infer = [](ir::InferContext& ctx) { ctx.set_output(0, DType::f32, ir::PartialShape::unknown_rank()); };
+  ir::OpRegistry::instance().add(s);
+  for (int opset : {21, 22, 23}) {
+    OnnxBuilder b(opset);
+    b.input("x", {1, 1, 4, 4});
+    b.input("rois", {1, 5});
+    b.node("MaxRoiPool", {"x", "rois"}, {"y"}, "roi_pool");
+    b.output("y");
+    const std::string msg = error_of([&] { Core().read_model_from_memory(b.bytes()); });
+    if (opset < 22) {
+      EXPECT_EQ(msg, "<no error>");
+    } else {
+      EXPECT_NE(msg.find("'roi_pool'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("version 22 of MaxRoiPool (the model imports opset " + std::to_string(opset) +
+                         ") is not implemented; kiln implements MaxRoiPool versions 1"),
+                std::string::npos)
+          << msg;
+    }
+  }
 }
 
 TEST(FrontendErrors, DanglingInputAndCycle) {

@@ -11,6 +11,7 @@
 
 #include "core/strings.hpp"
 #include "frontend/onnx/opset_normalize.hpp"
+#include "ir/onnx_versions.hpp"
 #include "frontend/onnx/tensor_proto.hpp"
 
 namespace kiln::frontend {
@@ -18,7 +19,7 @@ namespace kiln::frontend {
 namespace {
 
 constexpr int kMinOpset = 1;
-constexpr int kMaxOpset = 17;
+constexpr int kMaxOpset = ir::kMaxOnnxOpset;  // ONNX 1.18
 
 ir::ValueType value_type_from_proto(const onnx::ValueInfoProto& vi) {
   ir::ValueType ty;

@@ -48,6 +48,12 @@ void normalize_opset(ir::Graph& g) {
       }
       KILN_CHECK(n->has_attr("pads"), cat(n->describe(), ": Pad (opset ", v, ") needs attribute 'pads'"));
       attr_to_input(g, n, "pads", 1);
+    } else if (op == "DFT" && v < 20) {
+      // DFT-17: attribute axis (default 1); DFT-20: input 2 (default -2)
+      const int64_t axis = n->attr_i("axis", 1);
+      n->attrs.erase("axis");
+      while (n->num_inputs() < 2) g.append_node_input(n, nullptr);
+      g.set_node_input(n, 2, g.add_constant(g.unique_name(n->name() + "_axis"), Tensor::scalar<int64_t>(axis)));
     } else if (op == "Resize" && v == 10 && n->num_inputs() == 2) {
       ir::Value* scales = n->input(1);
       g.set_node_input(n, 1, nullptr);
