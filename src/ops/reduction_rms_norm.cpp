@@ -1,4 +1,5 @@
-// RMSNormalization (domain "kiln"): y = x / sqrt(mean(x^2 over the last axis) + epsilon) * scale,
+// RMSNormalization (domain "kiln", and ONNX's of opset 23, which normalises over the dims from
+// `axis` on): y = x / sqrt(mean(x^2 over the last axis) + epsilon) * scale,
 // what the RMSNorm pattern (src/pattern/library/rms_norm.json) makes of LLaMA / T5-style
 // decompositions. Inputs X (float, rank >= 1) and Scale ([C], C = X's last dim); attribute
 // epsilon. Rows are independent: split across the OpenMP team, accumulated in double.
@@ -10,6 +11,40 @@
 #include "ir/op_registry.hpp"
 
 namespace kiln::ops {
+
+namespace {
+
+// y[i, j] = x[i, j] / sqrt(mean_j(x[i, :]^2) + eps) * gamma[j] over rows of c elements; rows
+// split across the OpenMP team, sums in double. y may have another float type than x.
+void rms_norm_rows(const Tensor& x, const std::vector<double>& gamma, double eps, Tensor& y, const char* what) {
+  const int64_t c = static_cast<int64_t>(gamma.size());
+  const int64_t rows = c == 0 ? 0 : x.size() / c;
+  dispatch_float(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    dispatch_float(y.dtype(), [&](auto otag) {
+      using O = typename decltype(otag)::type;
+      const T* px = x.data<T>();
+      O* py = y.data<O>();
+#pragma omp parallel for if (rows * c > 32768) schedule(static)
+      for (int64_t i = 0; i < rows; ++i) {
+        const T* row = px + i * c;
+        double ss = 0;
+        for (int64_t j = 0; j < c; ++j) {
+          const double v = static_cast<double>(row[j]);
+          ss += v * v;
+        }
+        const double inv = 1.0 / std::sqrt(ss / static_cast<double>(c) + eps);
+        for (int64_t j = 0; j < c; ++j) {
+          const double r = static_cast<double>(row[j]) * inv * gamma[static_cast<size_t>(j)];
+          if constexpr (std::is_same_v<O, double>) py[i * c + j] = r;
+          else py[i * c + j] = O(static_cast<float>(r));
+        }
+      }
+    }, what);
+  }, what);
+}
+
+}  // namespace
 
 void register_rms_norm(ir::OpRegistry& r) {
   ir::OpSchema s;
@@ -43,24 +78,7 @@ void register_rms_norm(ir::OpRegistry& r) {
     const double eps = ctx.node().attr_f("epsilon", 1e-6f);
     const std::vector<double> gamma = sc.to_f64();
     Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
-    const int64_t rows = c == 0 ? 0 : x.size() / c;
-    dispatch_float(x.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T* px = x.data<T>();
-      T* py = y.data<T>();
-#pragma omp parallel for if (rows * c > 32768) schedule(static)
-      for (int64_t i = 0; i < rows; ++i) {
-        const T* row = px + i * c;
-        double ss = 0;
-        for (int64_t j = 0; j < c; ++j) {
-          const double v = static_cast<double>(static_cast<float>(row[j]));
-          ss += v * v;
-        }
-        const double inv = 1.0 / std::sqrt(ss / static_cast<double>(c) + eps);
-        for (int64_t j = 0; j < c; ++j)
-          py[i * c + j] = T(static_cast<float>(static_cast<double>(static_cast<float>(row[j])) * inv * gamma[static_cast<size_t>(j)]));
-      }
-    }, ctx.node().describe().c_str());
+    rms_norm_rows(x, gamma, eps, y, ctx.node().describe().c_str());
   };
   r.add(std::move(s));
 
@@ -114,25 +132,8 @@ void register_rms_norm(ir::OpRegistry& r) {
       gamma[static_cast<size_t>(i)] = sv[static_cast<size_t>(si)];
     }
     const double eps = ctx.node().attr_f("epsilon", 1e-5f);
-    const std::vector<double> xv = x.to_f64();
-    std::vector<double> y(xv.size());
-    const int64_t rows = inner == 0 ? 0 : x.size() / inner;
-    for (int64_t r0 = 0; r0 < rows; ++r0) {
-      double ss2 = 0;
-      for (int64_t j = 0; j < inner; ++j) ss2 += xv[static_cast<size_t>(r0 * inner + j)] * xv[static_cast<size_t>(r0 * inner + j)];
-      const double inv = 1.0 / std::sqrt(ss2 / static_cast<double>(inner) + eps);
-      for (int64_t j = 0; j < inner; ++j)
-        y[static_cast<size_t>(r0 * inner + j)] = xv[static_cast<size_t>(r0 * inner + j)] * inv * gamma[static_cast<size_t>(j)];
-    }
     Tensor& out = ctx.allocate_output(0, sc.dtype(), x.shape());
-    dispatch_float(out.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      T* p = out.data<T>();
-      for (size_t i = 0; i < y.size(); ++i) {
-        if constexpr (std::is_same_v<T, double>) p[i] = y[i];
-        else p[i] = T(static_cast<float>(y[i]));
-      }
-    }, "RMSNormalization");
+    rms_norm_rows(x, gamma, eps, out, ctx.node().describe().c_str());
   };
   r.add(std::move(o));
 }

@@ -380,6 +380,36 @@ case("matmul_add_opset_23", 23, [node("MatMul", ["a", "b"], ["m"]), node("Add", 
      [("a", randn(2, 3)), ("b", randn(3, 4)), ("c", randn(4))], ["y"])
 
 
+# A decoder block as opset 23 writes it: RMSNormalization, Q/K/V projections, RotaryEmbedding,
+# causal grouped-query Attention (3-D, heads as attributes), output projection, residual,
+# RMSNormalization, Gelu MLP, residual. Weights are initializers (constants).
+def decoder_block():
+    B_, S_, E, Hq, Hkv, D_ = 1, 6, 32, 4, 2, 8
+    init = lambda name, a: numpy_helper.from_array(a.astype(np.float32), name)
+    inits = [init("g1", randu(0.5, 1.5, E)), init("g2", randu(0.5, 1.5, E)),
+             init("wq", randn(E, Hq * D_) * 0.2), init("wk", randn(E, Hkv * D_) * 0.2),
+             init("wv", randn(E, Hkv * D_) * 0.2), init("wo", randn(Hq * D_, E) * 0.2),
+             init("w1", randn(E, 64) * 0.2), init("w2", randn(64, E) * 0.2),
+             init("cos", np.cos(np.arange(S_)[:, None] * 0.3 * np.arange(1, D_ // 2 + 1)[None, :]).astype(np.float32)),
+             init("sin", np.sin(np.arange(S_)[:, None] * 0.3 * np.arange(1, D_ // 2 + 1)[None, :]).astype(np.float32)),
+             numpy_helper.from_array(np.arange(S_, dtype=np.int64)[None, :].repeat(B_, 0), "pos")]
+    nodes = [
+        node("RMSNormalization", ["x", "g1"], ["n1"], epsilon=1e-5),
+        node("MatMul", ["n1", "wq"], ["q"]), node("MatMul", ["n1", "wk"], ["k"]), node("MatMul", ["n1", "wv"], ["v"]),
+        node("RotaryEmbedding", ["q", "cos", "sin", "pos"], ["qr"], num_heads=Hq),
+        node("RotaryEmbedding", ["k", "cos", "sin", "pos"], ["kr"], num_heads=Hkv),
+        node("Attention", ["qr", "kr", "v"], ["a"], q_num_heads=Hq, kv_num_heads=Hkv, is_causal=1),
+        node("MatMul", ["a", "wo"], ["o"]), node("Add", ["x", "o"], ["h"]),
+        node("RMSNormalization", ["h", "g2"], ["n2"], epsilon=1e-5),
+        node("MatMul", ["n2", "w1"], ["u"]), node("Gelu", ["u"], ["ug"]), node("MatMul", ["ug", "w2"], ["d"]),
+        node("Add", ["h", "d"], ["y"]),
+    ]
+    case("decoder_block_23", 23, nodes, [("x", randn(B_, S_, E))], ["y"], inits)
+
+
+decoder_block()
+
+
 # ---------------- writing ----------------
 
 def to_spec(a):
