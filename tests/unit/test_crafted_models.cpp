@@ -13,27 +13,17 @@
 #include <functional>
 
 #include "frontend/onnx/onnx_frontend.hpp"
+#include "error_util.hpp"
 #include "onnx_builder.hpp"
 #include "precision_util.hpp"
 
 namespace fs = std::filesystem;
+using kiln::test::error_of;
 using kiln::test::OnnxBuilder;
 using namespace kiln;
 
 namespace {
 
-// The kiln::Error's message, or "<no error>"; any other exception fails the test.
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "not a kiln::Error: " << e.what();
-    return e.what();
-  }
-  return "<no error>";
-}
 
 // The model's bytes, read and compiled and run once with zero inputs of its declared shapes.
 void read_compile_run(const std::string& bytes) {

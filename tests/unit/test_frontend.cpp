@@ -9,23 +9,17 @@
 #include "frontend/onnx/onnx_frontend.hpp"
 #include "ir/onnx_versions.hpp"
 #include "ir/op_registry.hpp"
+#include "error_util.hpp"
 #include "onnx_builder.hpp"
 #include "precision_util.hpp"
 
 namespace fs = std::filesystem;
+using kiln::test::error_of;
 using kiln::test::OnnxBuilder;
 using namespace kiln;
 
 namespace {
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 fs::path temp_dir(const std::string& name) {
   fs::path d = fs::temp_directory_path() / ("kiln_test_" + name + "_" + std::to_string(::getpid()));

@@ -19,6 +19,7 @@
 #include "cpu/executor.hpp"
 #include "cpu/stream_layout.hpp"
 #include "cpu_test_util.hpp"
+#include "error_util.hpp"
 #include "ir/graph.hpp"
 #include "ir/op_registry.hpp"
 
@@ -89,14 +90,6 @@ bool same_bits(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.raw(), b.raw(), a.byte_size()) == 0;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no kiln::Error>";
-}
 
 #define EXPECT_CONTAINS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
