@@ -3,8 +3,9 @@
 #   1. the release build's ctest suite: unit tests (natively and again with kiln capped at
 #      AVX-512 without bf16, AVX2 and SSE4.1), ONNX conformance, CLI, real models (natively,
 #      snippets off, AVX2, SSE4.1);
-#   2. the unit tests (with the crafted-model regressions) and the built-in ResNet-18 / BERT
-#      models again in an AddressSanitizer + UndefinedBehaviorSanitizer build (build-sanitize/).
+#   2. the unit tests (with the crafted-model regressions and the built-in ResNet-18 / BERT
+#      models) and the opset 18-23 conformance cases again in an AddressSanitizer +
+#      UndefinedBehaviorSanitizer build (build-sanitize/).
 # Options: --no-sanitize skips 2; anything else goes to ctest (e.g. -R unit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,10 +25,11 @@ if [ "$sanitize" = 1 ]; then
   # -O0: half the compile time of -O1 under the sanitizers; the tests stay fast
   cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g1" \
         -DKILN_SANITIZE=ON -DKILN_BUILD_BENCHMARKS=OFF >/dev/null
-  cmake --build build-sanitize -j"$JOBS" --target kiln_unit_tests
+  cmake --build build-sanitize -j"$JOBS" --target kiln_unit_tests kiln_conformance
   # oneDNN and libgomp keep per-thread caches alive at exit: leaks are not checked
   export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   build-sanitize/tests/kiln_unit_tests --gtest_brief=1
+  build-sanitize/tests/kiln_conformance --root tests/data/onnx_new --expected tests/onnx_new/expected_pass.txt
   echo "[kiln] sanitizer run clean"
 fi
