@@ -8,7 +8,7 @@ PKGS=(
   build-essential cmake ninja-build pkg-config
   libdnnl-dev libxbyak-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
-  nlohmann-json3-dev libcli11-dev
+  nlohmann-json3-dev libcli11-dev libre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev
   libonnx-testdata
   python3-numpy python3-onnx python3-torch python3-torchvision libopenblas0-openmp

@@ -36,7 +36,9 @@ class Graph;
 // symbolic name of a dynamic dim ("" if it has none).
 struct PortInfo {
   std::string name;
-  DType dtype = DType::undefined;
+  DType dtype = DType::undefined;  // a sequence's / optional's: of its tensors
+  ValueKind kind = ValueKind::tensor;
+  ValueKind element_kind = ValueKind::tensor;  // an optional's: tensor or sequence
   bool rank_known = true;
   std::vector<int64_t> shape;
   std::vector<std::string> dim_names;

@@ -22,6 +22,7 @@ enum class DType : uint8_t {
   i64,
   u64,
   boolean,
+  string,  // std::string elements (ONNX STRING); only the ops that handle text take it
 };
 
 size_t dtype_size(DType t);
@@ -77,5 +78,6 @@ template <> struct dtype_of<uint32_t> { static constexpr DType value = DType::u3
 template <> struct dtype_of<int64_t> { static constexpr DType value = DType::i64; };
 template <> struct dtype_of<uint64_t> { static constexpr DType value = DType::u64; };
 template <> struct dtype_of<bool> { static constexpr DType value = DType::boolean; };
+template <> struct dtype_of<std::string> { static constexpr DType value = DType::string; };
 
 }  // namespace kiln

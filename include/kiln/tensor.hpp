@@ -1,11 +1,14 @@
 #pragma once
 // kiln::Tensor: a dense, row-major n-d array. Either owns its storage (shared,
 // so copies of a Tensor alias the same data) or wraps user memory without a copy.
+// It also carries ONNX's other value types: a sequence of tensors, and an optional value
+// (none, or one tensor or sequence); see kind().
 #include <kiln/dtype.hpp>
 #include <kiln/error.hpp>
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +22,9 @@ using Shape = std::vector<int64_t>;
 int64_t shape_size(const Shape& s);
 inline constexpr int64_t kMaxElements = int64_t(1) << 58;  // bytes of any element type fit in an int64
 std::string shape_to_string(const Shape& s);  // "[1,3,224,224]"
+
+// What a value is: a tensor, or one of ONNX's sequence and optional types.
+enum class ValueKind : uint8_t { tensor, sequence, optional };
 
 class Tensor {
  public:
@@ -37,11 +43,24 @@ class Tensor {
   template <typename T>
   static Tensor scalar(T v) { return from_vector<T>(std::vector<T>{v}, Shape{}); }
 
+  // A sequence of tensors of element type `elem` (each item a tensor of that type).
+  static Tensor sequence(DType elem, std::vector<Tensor> items);
+  // An optional value of element type `elem` holding nothing, or `value` (a tensor, or a
+  // sequence when `of` is ValueKind::sequence).
+  static Tensor optional(DType elem, std::optional<Tensor> value, ValueKind of = ValueKind::tensor);
+  ValueKind kind() const { return kind_; }
+  bool is_tensor() const { return kind_ == ValueKind::tensor; }
+  // An optional's content kind (tensor or sequence); a sequence's items are tensors.
+  ValueKind element_kind() const { return elem_kind_; }
+  // A sequence's tensors, or what an optional holds (none or one); throws for a tensor.
+  const std::vector<Tensor>& items() const;
+
+  // For a sequence or an optional, dtype() is the element type, shape() is empty and size() 0.
   bool defined() const { return dtype_ != DType::undefined; }
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   size_t rank() const { return shape_.size(); }
-  int64_t size() const { return shape_size(shape_); }  // element count
+  int64_t size() const { return kind_ == ValueKind::tensor ? shape_size(shape_) : 0; }  // element count
   size_t byte_size() const { return static_cast<size_t>(size()) * dtype_size(dtype_); }
 
   void* raw() { return data_; }
@@ -71,6 +90,9 @@ class Tensor {
 
  private:
   void check_type(DType want) const;
+  ValueKind kind_ = ValueKind::tensor;
+  ValueKind elem_kind_ = ValueKind::tensor;
+  std::shared_ptr<const std::vector<Tensor>> items_;  // sequence / optional contents
   DType dtype_ = DType::undefined;
   Shape shape_;
   std::shared_ptr<void> owner_;

@@ -37,6 +37,8 @@ static PortInfo port_of(const ir::Value& v) {
   PortInfo p;
   p.name = v.name();
   p.dtype = v.type.dtype;
+  p.kind = v.type.kind;
+  p.element_kind = v.type.elem_kind;
   p.rank_known = v.type.shape.rank_known;
   for (const ir::Dim& d : v.type.shape.dims) {
     p.shape.push_back(d.is_static() ? d.value : -1);

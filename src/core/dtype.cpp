@@ -11,6 +11,7 @@ size_t dtype_size(DType t) {
     case DType::f16: case DType::bf16: case DType::i16: case DType::u16: return 2;
     case DType::f64: case DType::i64: case DType::u64: return 8;
     case DType::i8: case DType::u8: case DType::boolean: return 1;
+    case DType::string: return sizeof(std::string);
     case DType::undefined: return 0;
   }
   return 0;
@@ -31,13 +32,14 @@ const char* dtype_name(DType t) {
     case DType::i64: return "i64";
     case DType::u64: return "u64";
     case DType::boolean: return "bool";
+    case DType::string: return "string";
     case DType::undefined: return "undefined";
   }
   return "?";
 }
 
 DType dtype_from_name(const std::string& n) {
-  for (int i = 1; i <= static_cast<int>(DType::boolean); ++i) {
+  for (int i = 1; i <= static_cast<int>(DType::string); ++i) {
     auto t = static_cast<DType>(i);
     if (n == dtype_name(t)) return t;
   }

@@ -12,7 +12,6 @@ namespace {
 const char* unsupported_onnx_type_name(int64_t code) {
   switch (code) {
     case 0: return "UNDEFINED";
-    case 8: return "STRING";
     case 14: return "COMPLEX64";
     case 15: return "COMPLEX128";
     case 17: return "FLOAT8E4M3FN";
@@ -37,6 +36,7 @@ DType dtype_from_onnx_code(int64_t code, const std::string& what) {
     case 5: return DType::i16;
     case 6: return DType::i32;
     case 7: return DType::i64;
+    case 8: return DType::string;
     case 9: return DType::boolean;
     case 10: return DType::f16;
     case 11: return DType::f64;
@@ -59,6 +59,7 @@ int dtype_to_onnx_code(DType t) {
     case DType::i32: return 6;
     case DType::i64: return 7;
     case DType::boolean: return 9;
+    case DType::string: return 8;
     case DType::f16: return 10;
     case DType::f64: return 11;
     case DType::u32: return 12;

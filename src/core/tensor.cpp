@@ -1,5 +1,6 @@
 #include <kiln/tensor.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -31,7 +32,7 @@ int64_t shape_size(const Shape& s) {
 std::string shape_to_string(const Shape& s) { return "[" + join(s) + "]"; }
 
 Tensor::Tensor(DType dtype, Shape shape) : Tensor(uninitialized(dtype, std::move(shape))) {
-  std::memset(data_, 0, ((byte_size() + 63) / 64) * 64);
+  if (dtype_ != DType::string) std::memset(data_, 0, ((byte_size() + 63) / 64) * 64);  // strings: constructed empty
 }
 
 Tensor Tensor::uninitialized(DType dtype, Shape shape) {
@@ -40,6 +41,13 @@ Tensor Tensor::uninitialized(DType dtype, Shape shape) {
   t.shape_ = std::move(shape);
   for (int64_t d : t.shape_)
     KILN_CHECK(d >= 0, cat("Tensor: negative dimension in shape ", shape_to_string(t.shape_)));
+  if (dtype == DType::string) {  // objects, not bytes: constructed (empty) and destroyed
+    const size_t n = static_cast<size_t>(t.size());
+    auto* p = new std::string[n == 0 ? 1 : n];
+    t.owner_ = std::shared_ptr<void>(p, [](void* q) { delete[] static_cast<std::string*>(q); });
+    t.data_ = p;
+    return t;
+  }
   const size_t bytes = t.byte_size();
   // Aligned for vector loads; at least one byte so data() is never null.
   size_t alloc = ((bytes + 63) / 64) * 64;
@@ -68,9 +76,54 @@ Tensor Tensor::adopt(DType dtype, Shape shape, std::shared_ptr<void> owner, void
   return t;
 }
 
+Tensor Tensor::sequence(DType elem, std::vector<Tensor> items) {
+  for (const Tensor& i : items)
+    KILN_CHECK(i.kind() == ValueKind::tensor && (i.dtype() == elem || elem == DType::undefined),
+               cat("Tensor::sequence: an item of type ", dtype_name(i.dtype()), " in a sequence of ", dtype_name(elem)));
+  Tensor t;
+  t.kind_ = ValueKind::sequence;
+  t.dtype_ = elem;
+  t.items_ = std::make_shared<const std::vector<Tensor>>(std::move(items));
+  return t;
+}
+
+Tensor Tensor::optional(DType elem, std::optional<Tensor> value, ValueKind of) {
+  KILN_CHECK(of != ValueKind::optional, "Tensor::optional: an optional of an optional");
+  std::vector<Tensor> items;
+  if (value) {
+    KILN_CHECK(value->kind() == of && (value->dtype() == elem || elem == DType::undefined),
+               cat("Tensor::optional: a value of kind/type ", dtype_name(value->dtype()), " for an optional of ",
+                   dtype_name(elem)));
+    items.push_back(std::move(*value));
+  }
+  Tensor t;
+  t.kind_ = ValueKind::optional;
+  t.elem_kind_ = of;
+  t.dtype_ = elem;
+  t.items_ = std::make_shared<const std::vector<Tensor>>(std::move(items));
+  return t;
+}
+
+const std::vector<Tensor>& Tensor::items() const {
+  KILN_CHECK(kind_ != ValueKind::tensor && items_, "Tensor::items: a tensor has no items (not a sequence or an optional)");
+  return *items_;
+}
+
 Tensor Tensor::clone() const {
+  if (kind_ != ValueKind::tensor) {
+    std::vector<Tensor> copies;
+    for (const Tensor& i : items()) copies.push_back(i.clone());
+    Tensor t = *this;
+    t.items_ = std::make_shared<const std::vector<Tensor>>(std::move(copies));
+    return t;
+  }
   Tensor t(dtype_, shape_);
-  if (byte_size()) std::memcpy(t.data_, data_, byte_size());
+  if (dtype_ == DType::string) {
+    const auto* s = static_cast<const std::string*>(data_);
+    std::copy(s, s + size(), static_cast<std::string*>(t.data_));
+  } else if (byte_size()) {
+    std::memcpy(t.data_, data_, byte_size());
+  }
   return t;
 }
 
@@ -83,6 +136,8 @@ Tensor Tensor::reshaped(Shape shape) const {
 }
 
 void Tensor::check_type(DType want) const {
+  KILN_CHECK(kind_ == ValueKind::tensor, cat("Tensor: a ", kind_ == ValueKind::sequence ? "sequence" : "optional",
+                                             " value has no elements of its own (see items())"));
   KILN_CHECK(want == dtype_, cat("Tensor: element type is ", dtype_name(dtype_), ", accessed as ",
                                  dtype_name(want)));
 }
@@ -115,6 +170,21 @@ std::string Tensor::to_string(size_t max_elems) const {
   std::ostringstream os;
   os << dtype_name(dtype_) << shape_to_string(shape_);
   if (!defined()) return os.str();
+  if (kind_ != ValueKind::tensor) {
+    std::ostringstream v;
+    v << (kind_ == ValueKind::sequence ? "sequence(" : "optional(") << dtype_name(dtype_) << ") [";
+    for (size_t i = 0; i < items().size(); ++i) v << (i ? ", " : "") << items()[i].to_string(max_elems);
+    v << "]";
+    return v.str();
+  }
+  if (dtype_ == DType::string) {
+    const auto* s = static_cast<const std::string*>(data_);
+    os << " {";
+    for (int64_t i = 0; i < size() && i < static_cast<int64_t>(max_elems); ++i) os << (i ? ", \"" : "\"") << s[i] << '"';
+    if (size() > static_cast<int64_t>(max_elems)) os << ", ...";
+    os << "}";
+    return os.str();
+  }
   auto v = to_f64();
   os << " {";
   for (size_t i = 0; i < v.size() && i < max_elems; ++i) os << (i ? ", " : "") << v[i];

@@ -41,6 +41,17 @@ ThreadRegistry* registry() {
 
 std::atomic<uint64_t> g_next_executor_id{1};
 
+// A value the runtime graph has no buffers for (string tensors, sequences, optionals), or "".
+std::string value_without_fast_path(const ir::Graph& g) {
+  auto unfit = [](const ir::Value* v) { return v && (v->type.dtype == DType::string || v->type.kind != ValueKind::tensor); };
+  for (const ir::Value* v : g.inputs())
+    if (unfit(v)) return v->name();
+  for (const ir::Node* n : g.nodes())
+    for (const ir::Value* v : n->outputs())
+      if (unfit(v)) return v->name();
+  return "";
+}
+
 }  // namespace
 
 Executor::Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options)
@@ -64,6 +75,10 @@ Executor::Plan& Executor::plan_locked(const std::vector<Shape>& shapes) {
   auto it = plans_.find(shapes);
   if (it != plans_.end()) return *it->second;
   auto plan = std::make_unique<Plan>();
+  if (const std::string v = value_without_fast_path(*graph_); !v.empty()) {
+    plan->fallback_reason = "'" + v + "' holds strings, a sequence or an optional, which run on the reference kernels";
+    return *(plans_[shapes] = std::move(plan));
+  }
   plan->graph = graph_->clone();
   auto r = transforms::specialize_shapes(*plan->graph, shapes);
   if (r.all_static) {

@@ -25,13 +25,27 @@ const Tensor* InferContext::input_constant(size_t i) const {
 }
 
 void InferContext::set_output(size_t i, DType dtype, PartialShape shape) {
-  if (i >= node_.num_outputs()) return;  // optional output not requested
-  Value* v = node_.output(i);
-  v->type.dtype = dtype;
-  v->type.shape = std::move(shape);
+  ValueType t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  set_output_type(i, std::move(t));
+}
+
+void InferContext::set_output_type(size_t i, ValueType type) {
+  if (i >= node_.num_outputs() || !node_.output(i)) return;  // optional output not requested
+  node_.output(i)->type = std::move(type);
 }
 
 const Tensor& RunContext::input(size_t i) const {
+  if (!has_input(i)) throw error("input ", i, " is required here but absent");
+  // the one door tensor kernels read through: a sequence / optional never reaches them
+  if (!inputs_[i]->is_tensor())
+    throw error("input ", i, " is a ", inputs_[i]->kind() == ValueKind::sequence ? "sequence" : "optional",
+                ", this op takes tensors");
+  return *inputs_[i];
+}
+
+const Tensor& RunContext::value(size_t i) const {
   if (!has_input(i)) throw error("input ", i, " is required here but absent");
   return *inputs_[i];
 }
@@ -39,7 +53,7 @@ const Tensor& RunContext::input(size_t i) const {
 Tensor& RunContext::allocate_output(size_t i, DType dtype, Shape shape) {
   if (i >= outputs_.size()) throw error("kernel wrote output ", i, " but the node has ", outputs_.size());
   Tensor& out = outputs_[i];
-  if (out.defined() && out.dtype() == dtype && out.shape() == shape) {
+  if (out.defined() && out.is_tensor() && dtype != DType::string && out.dtype() == dtype && out.shape() == shape) {
     // A destination the caller placed (e.g. an arena buffer): zeroed like a new tensor.
     if (out.byte_size()) std::memset(out.raw(), 0, out.byte_size());
     return out;

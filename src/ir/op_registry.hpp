@@ -34,7 +34,8 @@ class InferContext {
   const PartialShape& input_shape(size_t i) const { return input_type(i).shape; }
   // The input's value when it is a constant (initializer / folded), else nullptr.
   const Tensor* input_constant(size_t i) const;
-  void set_output(size_t i, DType dtype, PartialShape shape);
+  void set_output(size_t i, DType dtype, PartialShape shape);  // a tensor
+  void set_output_type(size_t i, ValueType type);             // any kind (sequence, optional)
   // An error whose message starts with the node's description.
   template <typename... Args>
   Error error(const Args&... args) const {
@@ -54,7 +55,8 @@ class RunContext {
   size_t num_inputs() const { return inputs_.size(); }
   size_t num_outputs() const { return outputs_.size(); }
   bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
-  const Tensor& input(size_t i) const;  // throws if absent
+  const Tensor& input(size_t i) const;  // a tensor; throws if absent or a sequence / optional
+  const Tensor& value(size_t i) const;  // any kind (sequence and optional ops); throws if absent
   // Allocates (zeroed) output i and returns it.
   // When the caller pre-placed output i (outputs[i] defined, same dtype and shape), that
   // tensor is zeroed and returned: kernels then write straight into the caller's memory.

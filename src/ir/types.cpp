@@ -33,6 +33,11 @@ std::string PartialShape::to_string() const {
   return s + "]";
 }
 
-std::string ValueType::to_string() const { return std::string(dtype_name(dtype)) + shape.to_string(); }
+std::string ValueType::to_string() const {
+  const std::string t = std::string(dtype_name(dtype)) + shape.to_string();
+  if (kind == ValueKind::sequence) return "seq(" + t + ")";
+  if (kind == ValueKind::optional) return elem_kind == ValueKind::sequence ? "opt(seq(" + t + "))" : "opt(" + t + ")";
+  return t;
+}
 
 }  // namespace kiln::ir

@@ -50,10 +50,14 @@ struct PartialShape {
   std::string to_string() const;  // "[1,3,batch,?]" or "[...]"
 };
 
+// A tensor's element type and shape; or, for ONNX's sequence and optional types, their
+// element type and the shape of their tensors (kind, and elem_kind: what an optional holds).
 struct ValueType {
   DType dtype = DType::undefined;
   PartialShape shape = PartialShape::unknown_rank();
-  std::string to_string() const;
+  ValueKind kind = ValueKind::tensor;
+  ValueKind elem_kind = ValueKind::tensor;
+  std::string to_string() const;  // "f32[1,3]", "seq(f32[...])", "opt(seq(f32[...]))"
 };
 
 }  // namespace kiln::ir

@@ -68,6 +68,8 @@ void register_all_ops(ir::OpRegistry& r) {
   register_quant_ops(r);
   register_misc_ops(r);
   register_control_flow_ops(r);
+  register_string_ops(r);  // after elementwise: extends Equal
+  register_sequence_ops(r);
   snippets::register_subgraph_op(r);  // kiln Subgraph (snippets tokenizer)
   // an operator listed must be registered, and its revision must exist in ONNX
   std::vector<std::string> bad;

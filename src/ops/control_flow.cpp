@@ -48,6 +48,10 @@ void infer_body(ir::InferContext& ctx, ir::Graph& body, const std::vector<ir::Va
     if (i < declared.size()) {
       if (in->type.dtype == DType::undefined) in->type.dtype = declared[i].dtype;
       if (!in->type.shape.rank_known) in->type.shape = declared[i].shape;
+      if (in->type.kind == ValueKind::tensor) {  // sequences / optionals carried in
+        in->type.kind = declared[i].kind;
+        in->type.elem_kind = declared[i].elem_kind;
+      }
     } else {
       in->type = ctx.input_type(capture_index(n, in->name()));
     }
@@ -58,8 +62,16 @@ void infer_body(ir::InferContext& ctx, ir::Graph& body, const std::vector<ir::Va
 // The body's input tensors: the declared ones given, then its captures by name.
 std::vector<Tensor> body_inputs(const ir::RunContext& ctx, const ir::Graph& body, std::vector<Tensor> declared) {
   for (size_t i = declared.size(); i < body.inputs().size(); ++i)
-    declared.push_back(ctx.input(capture_index(ctx.node(), body.inputs()[i]->name())));
+    declared.push_back(ctx.value(capture_index(ctx.node(), body.inputs()[i]->name())));
   return declared;
+}
+
+// A loop-carried value where an optional is declared but the body gave its content (a
+// tensor or a sequence): wrapped in the optional, as ONNX's type rules allow.
+Tensor as_kind(Tensor v, const ir::ValueType& declared) {
+  if (declared.kind == ValueKind::optional && v.kind() != ValueKind::optional)
+    return Tensor::optional(v.dtype(), v, v.kind());
+  return v;
 }
 
 bool scalar_true(const Tensor& t, const ir::RunContext& ctx, const char* what) {
@@ -154,7 +166,10 @@ void register_if(ir::OpRegistry& r) {
     for (size_t i = 0; i < n.num_outputs(); ++i) {
       const auto& a = then_g->outputs()[i]->type;
       const auto& b = else_g->outputs()[i]->type;
-      ctx.set_output(i, a.dtype, merge(a.shape, b.shape));
+      ir::ValueType t = a;  // a branch may give a sequence / optional
+      t.dtype = a.dtype != DType::undefined ? a.dtype : b.dtype;
+      t.shape = merge(a.shape, b.shape);
+      ctx.set_output_type(i, t);
     }
   };
   s.run = [](ir::RunContext& ctx) {
@@ -196,8 +211,11 @@ void register_loop(ir::OpRegistry& r) {
     if (nout < 1 + carried || n.num_outputs() != nout - 1)
       throw ctx.error("body has ", nout, " outputs; with ", carried, " loop-carried values the node needs ",
                       nout - 1, " outputs, it has ", n.num_outputs());
-    for (size_t i = 0; i < carried; ++i)
-      ctx.set_output(i, ctx.input_dtype(2 + i), merge(ctx.input_shape(2 + i), body->outputs()[1 + i]->type.shape));
+    for (size_t i = 0; i < carried; ++i) {
+      ir::ValueType t = ctx.input_type(2 + i);  // sequences / optionals carried as they are
+      t.shape = merge(ctx.input_shape(2 + i), body->outputs()[1 + i]->type.shape);
+      ctx.set_output_type(i, t);
+    }
     for (size_t k = 1 + carried; k < nout; ++k) {
       const auto& t = body->outputs()[k]->type;
       ir::PartialShape sh = ir::PartialShape::unknown_rank();
@@ -215,7 +233,7 @@ void register_loop(ir::OpRegistry& r) {
     int64_t max_trips = ctx.has_input(0) ? ctx.input(0).to_i64().at(0) : std::numeric_limits<int64_t>::max();
     bool cond = ctx.has_input(1) ? scalar_true(ctx.input(1), ctx, "Loop condition") : true;
     std::vector<Tensor> state;
-    for (size_t i = 0; i < carried; ++i) state.push_back(ctx.input(2 + i));
+    for (size_t i = 0; i < carried; ++i) state.push_back(ctx.value(2 + i));
     size_t nscan = body->outputs().size() - 1 - carried;
     std::vector<std::vector<Tensor>> scans(nscan);
     runtime::ReferenceExecutor exec(body);
@@ -224,10 +242,10 @@ void register_loop(ir::OpRegistry& r) {
       ins.insert(ins.end(), state.begin(), state.end());
       auto outs = exec.run(body_inputs(ctx, *body, std::move(ins)));
       cond = scalar_true(outs[0], ctx, "Loop body condition output");
-      for (size_t i = 0; i < carried; ++i) state[i] = outs[1 + i];
+      for (size_t i = 0; i < carried; ++i) state[i] = as_kind(outs[1 + i], body->inputs()[2 + i]->type);
       for (size_t k = 0; k < nscan; ++k) scans[k].push_back(outs[1 + carried + k]);
     }
-    for (size_t i = 0; i < carried; ++i) ctx.set_output(i, state[i]);
+    for (size_t i = 0; i < carried; ++i) ctx.set_output(i, as_kind(state[i], n.output(i)->type));
     for (size_t k = 0; k < nscan; ++k) {
       const auto& t = body->outputs()[1 + carried + k]->type;
       ctx.set_output(carried + k, stack(scans[k], 0, false, ctx, t.dtype, static_or_empty(t.shape)));

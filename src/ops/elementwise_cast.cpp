@@ -1,5 +1,7 @@
 // Elementwise ops, part 3: Cast, CastLike, Clip.
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -52,7 +54,53 @@ To convert(From v) {
   }
 }
 
+// A number as text: the shortest decimal that reads back to the same value (numpy's str of a
+// float32 / float64), integers in decimal, bools as True / False.
+template <class From>
+std::string number_to_string(From v) {
+  if constexpr (std::is_same_v<From, bool>) {
+    return v ? "True" : "False";
+  } else {
+    char buf[64];
+    std::to_chars_result r;
+    if constexpr (is_half_v<From>) r = std::to_chars(buf, buf + sizeof buf, static_cast<float>(v));
+    else r = std::to_chars(buf, buf + sizeof buf, v);
+    return std::string(buf, r.ptr);
+  }
+}
+
+// Text to a number: decimal or scientific, inf / nan in any case (strtod); anything else is an
+// error naming the string.
+double string_to_number(const std::string& s) {
+  const char* b = s.c_str();
+  char* end = nullptr;
+  const double v = std::strtod(b, &end);
+  while (end && *end == ' ') ++end;
+  KILN_CHECK(end != b && end && *end == '\0', cat("Cast: '", s, "' is not a number"));
+  return v;
+}
+
 void cast_tensor(const Tensor& x, Tensor& y) {
+  if (x.dtype() == DType::string || y.dtype() == DType::string) {
+    if (x.dtype() == y.dtype()) {
+      std::copy(x.data<std::string>(), x.data<std::string>() + x.size(), y.data<std::string>());
+    } else if (x.dtype() == DType::string) {
+      const std::string* px = x.data<std::string>();
+      dispatch_all(y.dtype(), [&](auto tt) {
+        using To = typename decltype(tt)::type;
+        To* py = y.data<To>();
+        for (int64_t i = 0; i < x.size(); ++i) py[i] = convert<To>(string_to_number(px[i]));
+      }, "Cast");
+    } else {
+      std::string* py = y.data<std::string>();
+      dispatch_all(x.dtype(), [&](auto ft) {
+        using From = typename decltype(ft)::type;
+        const From* px = x.data<From>();
+        for (int64_t i = 0; i < x.size(); ++i) py[i] = number_to_string(px[i]);
+      }, "Cast");
+    }
+    return;
+  }
   dispatch_all(x.dtype(), [&](auto ft) {
     using From = typename decltype(ft)::type;
     dispatch_all(y.dtype(), [&](auto tt) {

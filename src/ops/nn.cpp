@@ -195,8 +195,9 @@ void register_identity(ir::OpRegistry& r) {
   ir::OpSchema s;
   s.name = "Identity";
   s.since_version = 1;
-  s.infer = ir::infer_same_as_input(0);
-  s.run = [](ir::RunContext& ctx) { ctx.set_output(0, ctx.input(0)); };
+  // any value: tensors, sequences and optionals (opset 14, 16) pass through
+  s.infer = [](ir::InferContext& ctx) { ctx.set_output_type(0, ctx.input_type(0)); };
+  s.run = [](ir::RunContext& ctx) { ctx.set_output(0, ctx.value(0)); };
   r.add(std::move(s));
 }
 

@@ -12,6 +12,8 @@ void register_shape_ops(ir::OpRegistry& r);           // shape_ops.cpp: Reshape,
 void register_reduction_ops(ir::OpRegistry& r);       // reduction.cpp: Reduce*, ArgMax/Min, Softmax, LayerNorm, TopK, CumSum, ...
 void register_quant_ops(ir::OpRegistry& r);           // quant.cpp: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, ...
 void register_misc_ops(ir::OpRegistry& r);            // misc.cpp: everything else the conformance suite needs
-void register_control_flow_ops(ir::OpRegistry& r);     // control_flow.cpp: If, Loop, Scan (bodies run by the reference executor)
+void register_control_flow_ops(ir::OpRegistry& r);
+void register_string_ops(ir::OpRegistry& r);
+void register_sequence_ops(ir::OpRegistry& r);        // sequence.cpp: Sequence*, SplitToSequence, ConcatFromSequence, SequenceMap, Optional*          // strings.cpp: StringNormalizer, RegexFullMatch, StringConcat, StringSplit, Equal on strings     // control_flow.cpp: If, Loop, Scan (bodies run by the reference executor)
 void register_all_ops(ir::OpRegistry& r);
 }  // namespace kiln::ops

@@ -30,7 +30,15 @@ ReferenceExecutor::ReferenceExecutor(std::shared_ptr<const ir::Graph> graph) : g
 
 void check_input(const ir::Value& input, const Tensor& t, std::unordered_map<std::string, int64_t>& symbols) {
   const ir::ValueType& ty = input.type;
-  KILN_CHECK(t.defined(), cat("input '", input.name(), "' was not set"));
+  KILN_CHECK(t.defined() || t.kind() != ValueKind::tensor, cat("input '", input.name(), "' was not set"));
+  auto kind_name = [](ValueKind k) { return k == ValueKind::tensor ? "a tensor" : k == ValueKind::sequence ? "a sequence" : "an optional"; };
+  KILN_CHECK(t.kind() == ty.kind, cat("input '", input.name(), "': expected ", kind_name(ty.kind), ", got ", kind_name(t.kind())));
+  if (ty.kind != ValueKind::tensor) {  // the element type; the items' shapes vary
+    KILN_CHECK(ty.dtype == DType::undefined || t.dtype() == ty.dtype || t.dtype() == DType::undefined,
+               cat("input '", input.name(), "': expected element type ", dtype_name(ty.dtype), ", got ",
+                   dtype_name(t.dtype())));
+    return;
+  }
   KILN_CHECK(ty.dtype == DType::undefined || t.dtype() == ty.dtype,
              cat("input '", input.name(), "': expected element type ", dtype_name(ty.dtype), ", got ",
                  dtype_name(t.dtype())));

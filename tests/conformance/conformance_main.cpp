@@ -59,6 +59,17 @@ std::vector<fs::path> numbered(const fs::path& dir, const std::string& prefix) {
 
 std::string compare(const Tensor& expected, const Tensor& actual, const std::string& name) {
   std::ostringstream os;
+  if (expected.kind() != ValueKind::tensor || actual.kind() != ValueKind::tensor) {  // sequences, optionals
+    if (expected.kind() != actual.kind()) return "output '" + name + "': a different kind of value";
+    if (expected.items().size() != actual.items().size())
+      return "output '" + name + "': " + std::to_string(actual.items().size()) + " items, expected " +
+             std::to_string(expected.items().size());
+    for (size_t i = 0; i < expected.items().size(); ++i) {
+      std::string d = compare(expected.items()[i], actual.items()[i], name + "[" + std::to_string(i) + "]");
+      if (!d.empty()) return d;
+    }
+    return "";
+  }
   if (expected.dtype() != actual.dtype()) {
     os << "output '" << name << "': dtype " << dtype_name(actual.dtype()) << ", expected " << dtype_name(expected.dtype());
     return os.str();
@@ -67,6 +78,15 @@ std::string compare(const Tensor& expected, const Tensor& actual, const std::str
     os << "output '" << name << "': shape " << shape_to_string(actual.shape()) << ", expected "
        << shape_to_string(expected.shape());
     return os.str();
+  }
+  if (expected.dtype() == DType::string) {
+    for (int64_t i = 0; i < expected.size(); ++i)
+      if (expected.data<std::string>()[i] != actual.data<std::string>()[i]) {
+        os << "output '" << name << "' [" << i << "]: \"" << actual.data<std::string>()[i] << "\", expected \""
+           << expected.data<std::string>()[i] << "\"";
+        return os.str();
+      }
+    return "";
   }
   bool exact = !is_floating(expected.dtype());
   auto e = expected.to_f64(), a = actual.to_f64();
@@ -121,13 +141,19 @@ Outcome run_case(const fs::path& dir) {
         return {Outcome::fail, "test data has " + std::to_string(ins.size()) + " inputs, model has " +
                                    std::to_string(model->inputs().size())};
       }
-      for (size_t i = 0; i < ins.size(); ++i) req.set_input_tensor(i, as_declared(frontend::tensor_from_proto_file(ins[i].string()), model->inputs()[i].dtype));
+      for (size_t i = 0; i < ins.size(); ++i) {
+        const PortInfo& p = model->inputs()[i];
+        req.set_input_tensor(
+            i, as_declared(frontend::value_from_proto_file(ins[i].string(), p.kind, p.dtype, p.element_kind), p.dtype));
+      }
       req.infer();
       if (outs.size() != model->outputs().size())
         return {Outcome::fail, "test data has " + std::to_string(outs.size()) + " outputs, model has " +
                                    std::to_string(model->outputs().size())};
       for (size_t i = 0; i < outs.size(); ++i) {
-        Tensor expected = as_declared(frontend::tensor_from_proto_file(outs[i].string()), model->outputs()[i].dtype);
+        const PortInfo& p = model->outputs()[i];
+        Tensor expected =
+            as_declared(frontend::value_from_proto_file(outs[i].string(), p.kind, p.dtype, p.element_kind), p.dtype);
         std::string diff = compare(expected, req.get_output_tensor(i), model->outputs()[i].name);
         if (!diff.empty()) return {Outcome::fail, set.filename().string() + ": " + diff};
       }

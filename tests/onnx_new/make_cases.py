@@ -380,6 +380,53 @@ case("matmul_add_opset_23", 23, [node("MatMul", ["a", "b"], ["m"]), node("Add", 
      [("a", randn(2, 3)), ("b", randn(3, 4)), ("c", randn(4))], ["y"])
 
 
+# ---------------- strings, sequences and optional values ----------------
+
+def strings(*v, shape=None):
+    a = np.array(v, dtype=object)
+    return a.reshape(shape) if shape else a
+
+
+case("regex_full_match_20", 20, [node("RegexFullMatch", ["x"], ["y"], pattern="www\\.[a-z.-]+\\.com")],
+     [("x", strings("www.google.com", "www.facebook.com", "www.bbc.co.uk", "google.com"))], ["y"])
+case("string_concat_20_broadcast", 20, [node("StringConcat", ["a", "b"], ["y"])],
+     [("a", strings("a", "bc", "", "d", shape=(2, 2))), ("b", strings("_x", "!"))], ["y"])
+case("string_split_20_delimiter", 20, [node("StringSplit", ["x"], ["y", "z"], delimiter="-")],
+     [("x", strings("1-2-3", "4", "5--6", ""))], ["y", "z"])
+case("string_split_20_whitespace_maxsplit", 20, [node("StringSplit", ["x"], ["y", "z"], maxsplit=1)],
+     [("x", strings("  hello  big world ", "one", "a b c d", shape=(3,)))], ["y", "z"])
+case("equal_19_string", 19, [node("Equal", ["a", "b"], ["y"])],
+     [("a", strings("x", "yy", "z")), ("b", strings("x", "y", "z"))], ["y"])
+case("cast_23_float_to_string_and_back", 23,
+     [node("Cast", ["x"], ["s"], to=TensorProto.STRING), node("Cast", ["s"], ["y"], to=TensorProto.FLOAT)],
+     [("x", np.array([0.5, -1.25, 3.0, 1e-3], np.float32))], ["y"])
+case("optional_has_element_18_tensor", 18,
+     [node("OptionalHasElement", ["x"], ["h"]), node("OptionalGetElement", ["x"], ["y"])],
+     [("x", randn(2, 3))], ["h", "y"])
+case("optional_empty_18", 18,
+     [node("Optional", [], ["o"], type=helper.make_tensor_type_proto(TensorProto.FLOAT, None)),
+      node("OptionalHasElement", ["o"], ["h"])],
+     [], ["h"])
+case("optional_wraps_tensor_18", 18,
+     [node("Optional", ["x"], ["o"]), node("OptionalHasElement", ["o"], ["h"]), node("OptionalGetElement", ["o"], ["y"])],
+     [("x", randn(3))], ["h", "y"])
+case("sequence_split_concat_23", 23,
+     [node("SplitToSequence", ["x"], ["s"], axis=1), node("SequenceLength", ["s"], ["n"]),
+      node("SequenceAt", ["s", "i"], ["a"]), node("ConcatFromSequence", ["s"], ["y"], axis=0, new_axis=1)],
+     [("x", randn(2, 4)), ("i", np.array(-1, np.int64))], ["n", "a", "y"])
+body = helper.make_graph([node("Mul", ["e", "e"], ["sq"])], "body",
+                         [helper.make_tensor_value_info("e", TensorProto.FLOAT, None)],
+                         [helper.make_tensor_value_info("sq", TensorProto.FLOAT, None)])
+case("sequence_map_23", 23,
+     [node("SplitToSequence", ["x"], ["s"], axis=0, keepdims=0), node("SequenceMap", ["s"], ["m"], body=body),
+      node("ConcatFromSequence", ["m"], ["y"], axis=0)],
+     [("x", randn(3, 2))], ["y"])
+case("sequence_insert_erase_23", 23,
+     [node("SequenceConstruct", ["a", "b"], ["s"]), node("SequenceInsert", ["s", "c", "p"], ["s2"]),
+      node("SequenceErase", ["s2"], ["s3"]), node("ConcatFromSequence", ["s3"], ["y"], axis=0)],
+     [("a", randn(1, 2)), ("b", randn(2, 2)), ("c", randn(3, 2)), ("p", np.array(0, np.int64))], ["y"])
+
+
 # A decoder block as opset 23 writes it: RMSNormalization, Q/K/V projections, RotaryEmbedding,
 # causal grouped-query Attention (3-D, heads as attributes), output projection, residual,
 # RMSNormalization, Gelu MLP, residual. Weights are initializers (constants).

@@ -72,6 +72,12 @@ struct OnnxBuilder {
     a->set_type(onnx::AttributeProto::INT);
     a->set_i(v);
   }
+  static void attr_s(onnx::NodeProto* n, const std::string& k, const std::string& v) {
+    auto* a = n->add_attribute();
+    a->set_name(k);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+  }
   static void attr_ints(onnx::NodeProto* n, const std::string& k, const std::vector<int64_t>& v) {
     auto* a = n->add_attribute();
     a->set_name(k);

@@ -288,7 +288,9 @@ TEST(OpsElementwise, Errors) {
   // float Mod requires fmod=1
   EXPECT_THROW(run_op("Mod", {f32({1.f}), f32({2.f})}), Error);
   // bad attributes
-  EXPECT_THROW(run_op("Cast", {f32({1.f})}, {{"to", 8}}), Error);
+  EXPECT_THROW(run_op("Cast", {f32({1.f})}, {{"to", 14}}), Error);  // COMPLEX64: a type kiln does not have
+  EXPECT_EQ(run_op("Cast", {f32({1.5f})}, {{"to", 8}}).data<std::string>()[0], "1.5");  // STRING
+  EXPECT_THROW(run_op("Cast", {Tensor::from_vector<std::string>({"x1"}, {1})}, {{"to", 1}}), Error);  // not a number
   EXPECT_THROW(run_op("Cast", {f32({1.f})}, {{"to", 99}}), Error);
   EXPECT_THROW(run_op("Cast", {f32({1.f})}), Error);  // `to` is required
   EXPECT_THROW(run_op("BitShift", {vec<uint8_t>({1}), vec<uint8_t>({1})}, {{"direction", "UP"}}), Error);

@@ -23,11 +23,23 @@ constexpr int kMaxOpset = ir::kMaxOnnxOpset;  // ONNX 1.18
 
 ir::ValueType value_type_from_proto(const onnx::ValueInfoProto& vi) {
   ir::ValueType ty;
-  const auto& tp = vi.type();
-  if (tp.value_case() == onnx::TypeProto::VALUE_NOT_SET) return ty;  // untyped (allowed in subgraphs)
-  KILN_CHECK(tp.has_tensor_type(),
-             cat("graph input/output '", vi.name(), "' is not a tensor (sequence, map and optional types are not supported)"));
-  const auto& tt = tp.tensor_type();
+  const onnx::TypeProto* tpp = &vi.type();
+  if (tpp->value_case() == onnx::TypeProto::VALUE_NOT_SET) return ty;  // untyped (allowed in subgraphs)
+  // optional(tensor | sequence(tensor)), sequence(tensor): the kinds, then the tensor type
+  if (tpp->has_optional_type()) {
+    ty.kind = ValueKind::optional;
+    tpp = &tpp->optional_type().elem_type();
+    if (tpp->has_sequence_type()) ty.elem_kind = ValueKind::sequence;
+  }
+  if (tpp->has_sequence_type()) {
+    if (ty.kind == ValueKind::tensor) ty.kind = ValueKind::sequence;
+    tpp = &tpp->sequence_type().elem_type();
+  }
+  KILN_CHECK(tpp->value_case() == onnx::TypeProto::VALUE_NOT_SET || tpp->has_tensor_type(),
+             cat("graph input/output '", vi.name(), "' has a type kiln does not support (maps, sparse tensors, ",
+                 "sequences of sequences)"));
+  if (!tpp->has_tensor_type()) return ty;
+  const auto& tt = tpp->tensor_type();
   if (tt.elem_type() == onnx::TensorProto::UNDEFINED) return ty;
   ty.dtype = dtype_from_onnx(tt.elem_type(), cat("graph input/output '", vi.name(), "'"));
   if (!tt.has_shape()) return ty;  // unknown rank
@@ -79,6 +91,16 @@ ir::Attribute attribute_from_proto(const onnx::AttributeProto& a, const std::str
     case AP::FLOATS: return ir::Attribute(std::vector<float>(a.floats().begin(), a.floats().end()));
     case AP::STRINGS: return ir::Attribute(std::vector<std::string>(a.strings().begin(), a.strings().end()));
     case AP::TENSOR: return ir::Attribute(tensor_from_proto(a.t(), base_dir));
+    case AP::TYPE_PROTO: {  // Optional's `type`: "tensor <elem code>" or "sequence <elem code>"
+      const onnx::TypeProto* t = &a.tp();
+      std::string kind = "tensor";
+      if (t->has_sequence_type()) {
+        kind = "sequence";
+        t = &t->sequence_type().elem_type();
+      }
+      KILN_CHECK(t->has_tensor_type(), cat(where, ": attribute '", a.name(), "' is a type kiln does not support"));
+      return ir::Attribute(cat(kind, " ", t->tensor_type().elem_type()));
+    }
     case AP::GRAPH: {
       std::vector<std::string> caps;
       auto body = build_graph(a.g(), opsets, base_dir, scope, &caps);

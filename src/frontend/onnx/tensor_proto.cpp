@@ -1,5 +1,6 @@
 #include "frontend/onnx/tensor_proto.hpp"
 
+#include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
 
 #include <cstring>
@@ -69,6 +70,16 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
   Tensor shell = tensor_from_proto_shape(p);
   DType dt = shell.dtype();
   const Shape& shape = shell.shape();
+  if (dt == DType::string) {  // string_data only
+    KILN_CHECK(p.data_location() != onnx::TensorProto::EXTERNAL && !p.has_raw_data(),
+               cat(what, ": string tensors hold their values in string_data"));
+    KILN_CHECK(p.string_data_size() == shell.size(),
+               cat(what, ": has ", p.string_data_size(), " strings for shape ", shape_to_string(shape)));
+    Tensor t(dt, shape);
+    auto* d = t.data<std::string>();
+    for (int i = 0; i < p.string_data_size(); ++i) d[i] = p.string_data(i);
+    return t;
+  }
   const size_t bytes = shell.byte_size();
   if (p.data_location() == onnx::TensorProto::EXTERNAL) {
     std::string data = read_external_data(p, base_dir, bytes);  // checks the file holds them first
@@ -120,10 +131,58 @@ Tensor tensor_from_proto_file(const std::string& path) {
   return tensor_from_proto(p, std::filesystem::path(path).parent_path().string());
 }
 
+namespace {
+
+Tensor sequence_from_proto(const onnx::SequenceProto& s, DType elem, const std::string& base_dir) {
+  KILN_CHECK(s.elem_type() == onnx::SequenceProto::TENSOR || s.elem_type() == onnx::SequenceProto::UNDEFINED,
+             cat("sequence '", s.name(), "': only sequences of tensors are supported"));
+  std::vector<Tensor> items;
+  for (const auto& t : s.tensor_values()) items.push_back(tensor_from_proto(t, base_dir));
+  if (!items.empty()) elem = items[0].dtype();
+  return Tensor::sequence(elem, std::move(items));
+}
+
+}  // namespace
+
+Tensor value_from_proto_file(const std::string& path, ValueKind kind, DType elem, ValueKind of) {
+  if (kind == ValueKind::tensor) return tensor_from_proto_file(path);
+  std::ifstream f(path, std::ios::binary);
+  KILN_CHECK(f, cat("cannot open '", path, "'"));
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  if (kind == ValueKind::sequence) {
+    onnx::SequenceProto s;
+    KILN_CHECK(s.ParseFromString(bytes), cat("'", path, "' is not a serialized ONNX SequenceProto"));
+    return sequence_from_proto(s, elem, dir);
+  }
+  onnx::OptionalProto o;
+  KILN_CHECK(o.ParseFromString(bytes), cat("'", path, "' is not a serialized ONNX OptionalProto"));
+  if (of == ValueKind::sequence && o.elem_type() == onnx::OptionalProto::TENSOR) {
+    // not an OptionalProto but the SequenceProto of the value (ONNX's own test data has such)
+    onnx::SequenceProto s;
+    KILN_CHECK(s.ParseFromString(bytes), cat("'", path, "' is not a serialized ONNX OptionalProto or SequenceProto"));
+    Tensor v = sequence_from_proto(s, elem, dir);
+    return Tensor::optional(v.dtype(), v, ValueKind::sequence);
+  }
+  if (o.elem_type() == onnx::OptionalProto::SEQUENCE || o.has_sequence_value()) {
+    if (!o.has_sequence_value()) return Tensor::optional(elem, std::nullopt, ValueKind::sequence);
+    Tensor s = sequence_from_proto(o.sequence_value(), elem, dir);
+    return Tensor::optional(s.dtype(), s, ValueKind::sequence);
+  }
+  if (!o.has_tensor_value()) return Tensor::optional(elem, std::nullopt, ValueKind::tensor);
+  Tensor t = tensor_from_proto(o.tensor_value(), dir);
+  return Tensor::optional(t.dtype(), t, ValueKind::tensor);
+}
+
 void tensor_to_proto(const Tensor& t, onnx::TensorProto& p) {
   p.set_data_type(dtype_to_onnx(t.dtype()));
   p.clear_dims();
   for (int64_t d : t.shape()) p.add_dims(d);
+  if (t.dtype() == DType::string) {
+    p.clear_string_data();
+    for (int64_t i = 0; i < t.size(); ++i) p.add_string_data(t.data<std::string>()[i]);
+    return;
+  }
   p.set_raw_data(std::string(static_cast<const char*>(t.raw()), t.byte_size()));
 }
 

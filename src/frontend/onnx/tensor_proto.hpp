@@ -23,6 +23,12 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base
 Tensor take_tensor_from_proto(onnx::TensorProto& proto, const std::string& base_dir);
 // Reads a serialized TensorProto file (.pb, as in the ONNX backend test data).
 Tensor tensor_from_proto_file(const std::string& path);
+
+// A serialized value of kind `kind` (ONNX's SequenceProto / OptionalProto for sequences and
+// optionals, a TensorProto for a tensor), as a kiln::Tensor of that kind. `elem` is the element
+// type to use for an empty sequence or optional (they carry none); `of`, what an optional
+// holds (a plain SequenceProto is read as an optional sequence that has its value).
+Tensor value_from_proto_file(const std::string& path, ValueKind kind, DType elem, ValueKind of = ValueKind::tensor);
 // Fills a TensorProto (raw_data form) from a tensor.
 void tensor_to_proto(const Tensor& t, onnx::TensorProto& proto);
 

@@ -169,6 +169,48 @@ uint32_t read_le(const std::string& b, size_t off, size_t n) {
   return v;
 }
 
+// UTF-8 <-> UTF-32 (numpy's unicode arrays hold UTF-32 code points). Invalid UTF-8 bytes
+// become U+FFFD.
+std::u32string utf8_to_utf32(const std::string& s) {
+  std::u32string out;
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (n == 0 || i + static_cast<size_t>(n) > s.size()) {
+      out += U'\xFFFD';
+      ++i;
+      continue;
+    }
+    char32_t cp = n == 1 ? c : c & (0x7f >> n);
+    for (int k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + static_cast<size_t>(k)]) & 0x3f);
+    out += cp;
+    i += static_cast<size_t>(n);
+  }
+  return out;
+}
+
+std::string utf32_to_utf8(char32_t cp) {
+  std::string o;
+  if (cp < 0x80) {
+    o += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    o += static_cast<char>(0xc0 | (cp >> 6));
+    o += static_cast<char>(0x80 | (cp & 0x3f));
+  } else if (cp < 0x10000) {
+    o += static_cast<char>(0xe0 | (cp >> 12));
+    o += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    o += static_cast<char>(0x80 | (cp & 0x3f));
+  } else if (cp < 0x110000) {
+    o += static_cast<char>(0xf0 | (cp >> 18));
+    o += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
+    o += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    o += static_cast<char>(0x80 | (cp & 0x3f));
+  } else {
+    o += "\xEF\xBF\xBD";
+  }
+  return o;
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   KILN_CHECK(f, cat("cannot open '", path, "'"));
@@ -219,6 +261,39 @@ Tensor npy_from_bytes(const std::string& b, const std::string& what) {
   KILN_CHECK(!h.fortran, cat(what, ": Fortran-order .npy arrays are not supported (save with C order, e.g. "
                                    "np.ascontiguousarray)"));
   bool big = false;
+  if (h.descr.size() >= 3 && (h.descr[0] == '<' || h.descr[0] == '>' || h.descr[0] == '=') && h.descr[1] == 'U') {
+    // unicode strings: `width` UTF-32 code points per element, padded with zeros
+    const std::string w = h.descr.substr(2);
+    KILN_CHECK(!w.empty() && w.size() < 9 && std::all_of(w.begin(), w.end(), ::isdigit),
+               cat(what, ": unsupported .npy dtype '", h.descr, "'"));
+    const uint64_t width = std::stoull(w);
+    uint64_t count = 1;
+    for (int64_t d : h.shape)
+      KILN_CHECK(!__builtin_mul_overflow(count, static_cast<uint64_t>(d), &count), cat(what, ": .npy shape too large"));
+    uint64_t nbytes = 0;
+    KILN_CHECK(!__builtin_mul_overflow(count, width * 4, &nbytes) && nbytes <= (uint64_t(1) << 40),
+               cat(what, ": .npy shape too large"));
+    KILN_CHECK(b.size() - data_off == nbytes, cat(what, ": a .npy of shape ", shape_to_string(h.shape), " and dtype ",
+                                                  h.descr, " needs ", nbytes, " data bytes, the file has ",
+                                                  b.size() - data_off));
+    Tensor t(DType::string, h.shape);
+    std::string* out = t.data<std::string>();
+    for (uint64_t i = 0; i < count; ++i) {
+      std::string s;
+      for (uint64_t k = 0; k < width; ++k) {
+        const size_t at = data_off + static_cast<size_t>((i * width + k) * 4);
+        char32_t cp = h.descr[0] == '>' ? (static_cast<char32_t>(static_cast<unsigned char>(b[at])) << 24) |
+                                              (static_cast<char32_t>(static_cast<unsigned char>(b[at + 1])) << 16) |
+                                              (static_cast<char32_t>(static_cast<unsigned char>(b[at + 2])) << 8) |
+                                              static_cast<unsigned char>(b[at + 3])
+                                        : read_le(b, at, 4);
+        if (cp == 0) break;
+        s += utf32_to_utf8(cp);
+      }
+      out[i] = std::move(s);
+    }
+    return t;
+  }
   DType dt = dtype_from_descr(h.descr, big, what);
   size_t esize = dtype_size(dt);
   uint64_t count = 1;
@@ -246,8 +321,18 @@ Tensor npy_from_bytes(const std::string& b, const std::string& what) {
 }
 
 std::string npy_to_bytes(const Tensor& t) {
-  KILN_CHECK(t.defined(), "cannot write an undefined tensor as .npy");
-  std::string dict = "{'descr': '" + npy_descr(t.dtype()) + "', 'fortran_order': False, 'shape': (";
+  KILN_CHECK(t.defined() && t.is_tensor(), "cannot write an undefined tensor, a sequence or an optional as .npy");
+  // strings: numpy unicode, as wide as the longest (in code points)
+  std::vector<std::u32string> wide;
+  size_t width = 1;
+  if (t.dtype() == DType::string) {
+    for (int64_t i = 0; i < t.size(); ++i) {
+      wide.push_back(utf8_to_utf32(t.data<std::string>()[i]));
+      width = std::max(width, wide.back().size());
+    }
+  }
+  const std::string descr = t.dtype() == DType::string ? "<U" + std::to_string(width) : npy_descr(t.dtype());
+  std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (";
   for (size_t i = 0; i < t.rank(); ++i) dict += std::to_string(t.shape()[i]) + (t.rank() == 1 ? "," : (i + 1 < t.rank() ? ", " : ""));
   dict += "), }";
   // Version 1.0 when the header length fits in 16 bits, else 2.0. Pad with spaces so that
@@ -270,6 +355,14 @@ std::string npy_to_bytes(const Tensor& t) {
   out += '\0';
   for (size_t i = 0; i < (major == 1 ? 2u : 4u); ++i) out += static_cast<char>((header_len >> (8 * i)) & 0xff);
   out += dict;
+  if (t.dtype() == DType::string) {
+    for (const std::u32string& s : wide)
+      for (size_t k = 0; k < width; ++k) {
+        const char32_t cp = k < s.size() ? s[k] : 0;
+        for (int b = 0; b < 4; ++b) out += static_cast<char>((cp >> (8 * b)) & 0xff);
+      }
+    return out;
+  }
   if (t.byte_size() > 0) out.append(static_cast<const char*>(t.raw()), t.byte_size());
   return out;
 }

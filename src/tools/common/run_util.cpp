@@ -240,7 +240,19 @@ TensorStats tensor_stats(const Tensor& t) {
 }
 
 std::string summarize_tensor(const std::string& name, const Tensor& t) {
+  if (t.kind() == ValueKind::sequence) {
+    std::string out = cat(name, "  sequence of ", t.items().size(), " ", dtype_name(t.dtype()), " tensors");
+    for (size_t i = 0; i < t.items().size() && i < 4; ++i) out += cat(i ? ", " : ": ", shape_to_string(t.items()[i].shape()));
+    return out + (t.items().size() > 4 ? ", ..." : "");
+  }
+  if (t.kind() == ValueKind::optional)
+    return t.items().empty() ? cat(name, "  optional ", dtype_name(t.dtype()), ": none")
+                             : summarize_tensor(cat(name, " (optional)"), t.items()[0]);
   std::string out = cat(name, "  ", shape_to_string(t.shape()), "  ", dtype_name(t.dtype()));
+  if (t.dtype() == DType::string) {
+    for (int64_t i = 0; i < t.size() && i < 4; ++i) out += cat(i ? ", \"" : "  \"", t.data<std::string>()[i], "\"");
+    return out + (t.size() > 4 ? ", ..." : t.size() == 0 ? "  (empty)" : "");
+  }
   TensorStats s = tensor_stats(t);
   if (s.count == 0) return out + "  (empty)";
   if (s.nan == s.count) return out + cat("  all NaN (", s.nan, ")");

@@ -1,0 +1,1 @@
+2  hello  big world 2one2a b c dBx
