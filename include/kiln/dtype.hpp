@@ -23,7 +23,19 @@ enum class DType : uint8_t {
   u64,
   boolean,
   string,  // std::string elements (ONNX STRING); only the ops that handle text take it
+  // 8- and 4-bit number formats (ONNX FLOAT8*, UINT4, INT4, FLOAT4E2M1). kiln holds one element
+  // per byte, as its bit pattern (4-bit ones in the low nibble; files pack two per byte), and
+  // computes with them only in Cast, CastLike, QuantizeLinear and DequantizeLinear: see
+  // is_narrow and src/core/narrow_types.hpp.
+  f8e4m3fn,
+  f8e4m3fnuz,
+  f8e5m2,
+  f8e5m2fnuz,
+  u4,
+  i4,
+  f4e2m1,
 };
+constexpr DType kLastDType = DType::f4e2m1;
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);  // "f32", "i64", "bool", ...
@@ -31,6 +43,8 @@ DType dtype_from_name(const std::string& name);  // throws kiln::Error
 bool is_floating(DType t);
 bool is_integral(DType t);  // integers and bool excluded? no: integers only
 bool is_signed(DType t);
+// The 8- and 4-bit formats above: stored and moved, converted by the cast and Q/DQ ops only.
+bool is_narrow(DType t);
 
 // IEEE half precision stored as bits; arithmetic happens in float.
 struct float16 {
@@ -63,6 +77,13 @@ struct bfloat16 {
   }
 };
 
+// An element of one of the 8- / 4-bit formats: its bit pattern. The values it stands for are
+// computed by narrow_to_float / narrow_from_float (src/core/narrow_types.hpp).
+template <DType D>
+struct narrow_bits {
+  uint8_t bits = 0;
+};
+
 // C++ type <-> DType mapping.
 template <typename T> struct dtype_of;
 template <> struct dtype_of<float> { static constexpr DType value = DType::f32; };
@@ -79,5 +100,6 @@ template <> struct dtype_of<int64_t> { static constexpr DType value = DType::i64
 template <> struct dtype_of<uint64_t> { static constexpr DType value = DType::u64; };
 template <> struct dtype_of<bool> { static constexpr DType value = DType::boolean; };
 template <> struct dtype_of<std::string> { static constexpr DType value = DType::string; };
+template <DType D> struct dtype_of<narrow_bits<D>> { static constexpr DType value = D; };
 
 }  // namespace kiln

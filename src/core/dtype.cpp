@@ -11,6 +11,8 @@ size_t dtype_size(DType t) {
     case DType::f16: case DType::bf16: case DType::i16: case DType::u16: return 2;
     case DType::f64: case DType::i64: case DType::u64: return 8;
     case DType::i8: case DType::u8: case DType::boolean: return 1;
+    case DType::f8e4m3fn: case DType::f8e4m3fnuz: case DType::f8e5m2: case DType::f8e5m2fnuz:
+    case DType::u4: case DType::i4: case DType::f4e2m1: return 1;  // one element per byte in memory
     case DType::string: return sizeof(std::string);
     case DType::undefined: return 0;
   }
@@ -33,13 +35,20 @@ const char* dtype_name(DType t) {
     case DType::u64: return "u64";
     case DType::boolean: return "bool";
     case DType::string: return "string";
+    case DType::f8e4m3fn: return "f8e4m3fn";
+    case DType::f8e4m3fnuz: return "f8e4m3fnuz";
+    case DType::f8e5m2: return "f8e5m2";
+    case DType::f8e5m2fnuz: return "f8e5m2fnuz";
+    case DType::u4: return "u4";
+    case DType::i4: return "i4";
+    case DType::f4e2m1: return "f4e2m1";
     case DType::undefined: return "undefined";
   }
   return "?";
 }
 
 DType dtype_from_name(const std::string& n) {
-  for (int i = 1; i <= static_cast<int>(DType::string); ++i) {
+  for (int i = 1; i <= static_cast<int>(kLastDType); ++i) {
     auto t = static_cast<DType>(i);
     if (n == dtype_name(t)) return t;
   }
@@ -58,6 +67,13 @@ bool is_integral(DType t) {
   switch (t) {
     case DType::i8: case DType::u8: case DType::i16: case DType::u16:
     case DType::i32: case DType::u32: case DType::i64: case DType::u64: return true;
+    default: return false;
+  }
+}
+bool is_narrow(DType t) {
+  switch (t) {
+    case DType::f8e4m3fn: case DType::f8e4m3fnuz: case DType::f8e5m2: case DType::f8e5m2fnuz:
+    case DType::u4: case DType::i4: case DType::f4e2m1: return true;
     default: return false;
   }
 }

@@ -14,13 +14,6 @@ const char* unsupported_onnx_type_name(int64_t code) {
     case 0: return "UNDEFINED";
     case 14: return "COMPLEX64";
     case 15: return "COMPLEX128";
-    case 17: return "FLOAT8E4M3FN";
-    case 18: return "FLOAT8E4M3FNUZ";
-    case 19: return "FLOAT8E5M2";
-    case 20: return "FLOAT8E5M2FNUZ";
-    case 21: return "UINT4";
-    case 22: return "INT4";
-    case 23: return "FLOAT4E2M1";
     default: return nullptr;
   }
 }
@@ -43,6 +36,13 @@ DType dtype_from_onnx_code(int64_t code, const std::string& what) {
     case 12: return DType::u32;
     case 13: return DType::u64;
     case 16: return DType::bf16;
+    case 17: return DType::f8e4m3fn;
+    case 18: return DType::f8e4m3fnuz;
+    case 19: return DType::f8e5m2;
+    case 20: return DType::f8e5m2fnuz;
+    case 21: return DType::u4;
+    case 22: return DType::i4;
+    case 23: return DType::f4e2m1;
     default: break;
   }
   const char* name = unsupported_onnx_type_name(code);
@@ -65,6 +65,13 @@ int dtype_to_onnx_code(DType t) {
     case DType::u32: return 12;
     case DType::u64: return 13;
     case DType::bf16: return 16;
+    case DType::f8e4m3fn: return 17;
+    case DType::f8e4m3fnuz: return 18;
+    case DType::f8e5m2: return 19;
+    case DType::f8e5m2fnuz: return 20;
+    case DType::u4: return 21;
+    case DType::i4: return 22;
+    case DType::f4e2m1: return 23;
     case DType::undefined: break;
   }
   return 0;

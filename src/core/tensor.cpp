@@ -1,12 +1,14 @@
 #include <kiln/tensor.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <type_traits>
 
 #include "core/dispatch.hpp"
+#include "core/narrow_types.hpp"
 #include "core/strings.hpp"
 
 namespace kiln {
@@ -144,6 +146,14 @@ void Tensor::check_type(DType want) const {
 
 std::vector<int64_t> Tensor::to_i64() const {
   std::vector<int64_t> out(static_cast<size_t>(size()));
+  if (is_narrow(dtype_)) {  // 8- / 4-bit formats: their values
+    const auto* d = static_cast<const uint8_t*>(data_);
+    for (size_t i = 0; i < out.size(); ++i) {
+      const float v = narrow_to_float(dtype_, d[i]);
+      out[i] = std::isfinite(v) ? static_cast<int64_t>(v) : 0;
+    }
+    return out;
+  }
   dispatch_all(dtype_, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* d = static_cast<const T*>(data_);
@@ -158,6 +168,11 @@ std::vector<int64_t> Tensor::to_i64() const {
 
 std::vector<double> Tensor::to_f64() const {
   std::vector<double> out(static_cast<size_t>(size()));
+  if (is_narrow(dtype_)) {
+    const auto* d = static_cast<const uint8_t*>(data_);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = narrow_to_float(dtype_, d[i]);
+    return out;
+  }
   dispatch_all(dtype_, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* d = static_cast<const T*>(data_);

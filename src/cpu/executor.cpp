@@ -52,6 +52,17 @@ std::string value_without_fast_path(const ir::Graph& g) {
   return "";
 }
 
+// A value of an 8- / 4-bit type left after the IR passes (constant folding turns weights
+// stored that way into floats), or "": the CPU nodes do not take them.
+std::string narrow_value(const ir::Graph& g) {
+  for (const ir::Value* v : g.inputs())
+    if (is_narrow(v->type.dtype)) return v->name();
+  for (const ir::Node* n : g.nodes())
+    for (const ir::Value* v : n->outputs())
+      if (v && is_narrow(v->type.dtype)) return v->name();
+  return "";
+}
+
 }  // namespace
 
 Executor::Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options)
@@ -84,7 +95,11 @@ Executor::Plan& Executor::plan_locked(const std::vector<Shape>& shapes) {
   if (r.all_static) {
     // model-level passes on the specialised graph (weights are constants by now)
     run_ir_passes(*plan->graph, options_.disabled_passes, &plan->log, options_.user_patterns.get(), options_.snippets_mode);
-    plan->fast = true;
+    if (const std::string v = narrow_value(*plan->graph); !v.empty()) {
+      plan->fallback_reason = "'" + v + "' holds an 8- or 4-bit type, which runs on the reference kernels";
+    } else {
+      plan->fast = true;
+    }
   } else {
     plan->fallback_reason = "the shape of '" + r.first_dynamic + "' depends on data";
   }

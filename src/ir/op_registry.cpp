@@ -170,12 +170,26 @@ static ValueType merge_declared(const ValueType& inferred, const ValueType& decl
   return t;
 }
 
+// An 8- / 4-bit value given to an op that does not compute with those types: refused by name.
+static void check_narrow_inputs(const Node& n, const OpSchema& s) {
+  if (s.takes_narrow_types) return;
+  for (size_t i = 0; i < n.num_inputs(); ++i) {
+    const Value* v = n.input(i);
+    if (!v || !is_narrow(v->type.dtype)) continue;
+    throw Error(cat(n.describe(), ": input ", i, " '", v->name(), "' is ", dtype_name(v->type.dtype), "; ",
+                    n.op_type(), " does not take the 8- and 4-bit types (kiln converts them in Cast, CastLike, ",
+                    "QuantizeLinear and DequantizeLinear and moves them through Identity, Reshape, Transpose and ",
+                    "the like): convert it with Cast or DequantizeLinear first"));
+  }
+}
+
 void infer_shapes(Graph& graph) {
   std::vector<ValueType> declared;
   for (Value* v : graph.outputs()) declared.push_back(v->type);
   for (Node* n : graph.topo_order()) {
     const OpSchema& s = validate_node(*n);
     if (!s.infer) throw Error(cat(n->describe(), ": op has no shape inference"));
+    check_narrow_inputs(*n, s);
     InferContext ctx(*n);
     s.infer(ctx);
   }

@@ -86,6 +86,10 @@ struct OpSchema {
   size_t min_inputs = 1, max_inputs = 1;
   size_t min_outputs = 1, max_outputs = 1;
   std::vector<AttrSpec> attrs;  // every attribute the op accepts
+  // Takes the 8- / 4-bit element types (float8, int4, uint4, float4e2m1): the ops that convert
+  // them (Cast, Q / DQ) or move them unchanged. Any other op given one is refused when the
+  // model is read.
+  bool takes_narrow_types = false;
   // Optional extra validation of attribute values (ranges, consistency); throw kiln::Error.
   std::function<void(const Node&)> validate;
   std::function<void(InferContext&)> infer;

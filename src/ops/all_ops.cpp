@@ -82,6 +82,13 @@ void register_all_ops(ir::OpRegistry& r) {
     if (s->max_version < newest) s->max_version = newest;
   }
   KILN_CHECK(bad.empty(), cat("ops: the revision table names unregistered or unknown revisions: ", join(bad, ", ")));
+  // the ops that take the 8- / 4-bit types (ONNX allows them in these; the movers copy bytes)
+  for (const char* op : {"Cast", "CastLike", "QuantizeLinear", "DequantizeLinear", "Identity", "Reshape",
+                         "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Shape", "Size", "If", "Loop", "Scan"}) {
+    ir::OpSchema* s = r.find_mutable("", op);
+    KILN_CHECK(s, cat("ops: ", op, " is not registered"));
+    s->takes_narrow_types = true;
+  }
 }
 
 }  // namespace kiln::ops

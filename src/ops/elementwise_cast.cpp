@@ -6,6 +6,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/narrow_types.hpp"
 #include "ir/infer_util.hpp"
 #include "ops/elementwise_common.hpp"
 #include "ops/kernel_util.hpp"
@@ -80,7 +81,57 @@ double string_to_number(const std::string& s) {
   return v;
 }
 
-void cast_tensor(const Tensor& x, Tensor& y) {
+void cast_tensor(const Tensor& x, Tensor& y, bool saturate);
+
+// Casts that involve an 8- / 4-bit format (core/narrow_types.hpp has the rules): through
+// their values; int4 / uint4 count as integers (wrapping from other integers).
+void cast_narrow(const Tensor& x, Tensor& y, bool saturate) {
+  const DType from = x.dtype(), to = y.dtype();
+  const int64_t n = x.size();
+  if (from == DType::string || to == DType::string) {  // through f32
+    Tensor mid(DType::f32, x.shape());
+    cast_tensor(x, mid, saturate);
+    cast_tensor(mid, y, saturate);
+    return;
+  }
+  const bool int_from = from == DType::i4 || from == DType::u4;
+  if (is_narrow(from) && is_narrow(to)) {
+    const auto* px = static_cast<const uint8_t*>(x.raw());
+    auto* py = static_cast<uint8_t*>(y.raw());
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = narrow_to_float(from, px[i]);
+      py[i] = int_from ? narrow_from_integer(to, static_cast<int64_t>(v), saturate) : narrow_from_float(to, v, saturate);
+    }
+    return;
+  }
+  if (is_narrow(from)) {
+    const auto* px = static_cast<const uint8_t*>(x.raw());
+    dispatch_all(to, [&](auto tt) {
+      using To = typename decltype(tt)::type;
+      To* py = y.data<To>();
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = narrow_to_float(from, px[i]);
+        py[i] = int_from ? convert<To>(static_cast<int32_t>(v)) : convert<To>(v);
+      }
+    }, "Cast");
+    return;
+  }
+  auto* py = static_cast<uint8_t*>(y.raw());
+  dispatch_all(from, [&](auto ft) {
+    using From = typename decltype(ft)::type;
+    const From* px = x.data<From>();
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (std::is_integral_v<From>) py[i] = narrow_from_integer(to, static_cast<int64_t>(px[i]), saturate);
+      else py[i] = narrow_from_float(to, static_cast<double>(static_cast<calc_t<From>>(px[i])), saturate);
+    }
+  }, "Cast");
+}
+
+void cast_tensor(const Tensor& x, Tensor& y, bool saturate) {
+  if (is_narrow(x.dtype()) || is_narrow(y.dtype())) {
+    cast_narrow(x, y, saturate);
+    return;
+  }
   if (x.dtype() == DType::string || y.dtype() == DType::string) {
     if (x.dtype() == y.dtype()) {
       std::copy(x.data<std::string>(), x.data<std::string>() + x.size(), y.data<std::string>());
@@ -131,7 +182,7 @@ void register_cast(ir::OpRegistry& r) {
         return;
       }
       Tensor& y = ctx.allocate_output(0, to, x.shape());
-      cast_tensor(x, y);
+      cast_tensor(x, y, ctx.node().attr_i("saturate", 1) != 0);
     };
     r.add(std::move(s));
   }
@@ -150,7 +201,7 @@ void register_cast(ir::OpRegistry& r) {
         return;
       }
       Tensor& y = ctx.allocate_output(0, to, x.shape());
-      cast_tensor(x, y);
+      cast_tensor(x, y, ctx.node().attr_i("saturate", 1) != 0);
     };
     r.add(std::move(s));
   }

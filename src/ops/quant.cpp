@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/narrow_types.hpp"
 #include "core/onnx_dtype.hpp"
 #include "ir/infer_util.hpp"
 #include "ops/kernel_util.hpp"
@@ -29,8 +30,8 @@ Q saturate_round(F v) {
   return static_cast<Q>(r);
 }
 
-// The integer types QuantizeLinear writes and DequantizeLinear reads (int16 / uint16 since
-// opset 21; int4 / uint4 and float8 are types kiln does not have, refused when read).
+// The integer types QuantizeLinear writes and DequantizeLinear reads through C++ types
+// (int16 / uint16 since opset 21).
 template <typename Fn>
 decltype(auto) dispatch_q(DType t, Fn&& fn, const char* what) {
   switch (t) {
@@ -42,7 +43,12 @@ decltype(auto) dispatch_q(DType t, Fn&& fn, const char* what) {
   }
 }
 
-bool is_q_type(DType t) { return t == DType::i8 || t == DType::u8 || t == DType::i16 || t == DType::u16; }
+// ... and the 8- / 4-bit formats (float8 since opset 19, int4 / uint4 since 21, float4e2m1
+// since 23), held as bit patterns and converted by core/narrow_types.
+bool is_q_type(DType t) {
+  return t == DType::i8 || t == DType::u8 || t == DType::i16 || t == DType::u16 || is_narrow(t);
+}
+
 
 // Which scale / zero point each element of x uses: per tensor (one), per axis (a 1-D scale
 // along `axis`), or blocked (opset 21: the scale has x's shape but ceil(D / block_size) along
@@ -99,6 +105,24 @@ ParamLayout param_layout(const RunContext& ctx, const Shape& x, const Tensor& sc
   return lay;
 }
 
+// y = round(x / scale) + zero point for int4 / uint4 (clamped), x / scale + zero point for the
+// float formats (rounded to nearest even, saturating unless `saturate` is 0 for float8).
+void quantize_narrow(const RunContext& ctx, const Tensor& x, const ParamLayout& lay, const std::vector<double>& sc,
+                     const Tensor* zp, Tensor& y) {
+  const DType out = y.dtype();
+  const bool integer = out == DType::i4 || out == DType::u4;
+  const bool saturate = ctx.node().attr_i("saturate", 1) != 0;
+  const std::vector<double> z = zp ? zp->to_f64() : std::vector<double>(static_cast<size_t>(lay.count), 0.0);
+  const std::vector<double> xv = x.to_f64();
+  auto* py = static_cast<uint8_t*>(y.raw());
+  for (int64_t i = 0; i < x.size(); ++i) {
+    const int64_t c = lay.index(i);
+    const float v = static_cast<float>(xv[i]) / static_cast<float>(sc[c]);
+    py[i] = integer ? narrow_from_float(out, std::nearbyint(v) + z[c])
+                    : narrow_from_float(out, static_cast<double>(v) + z[c], saturate);
+  }
+}
+
 // output_dtype (opset 21 Q, 23 DQ) when given, else `fallback`.
 DType output_dtype(const ir::Node& n, DType fallback, const char* what) {
   if (!n.has_attr("output_dtype") || n.attr_i("output_dtype") == 0) return fallback;
@@ -123,7 +147,8 @@ void register_quantize_linear(ir::OpRegistry& r) {
     if (ctx.has_input(2) && ctx.input_dtype(2) != DType::undefined && ctx.input_dtype(2) != out)
       throw ctx.error("output_dtype ", dtype_name(out), " differs from y_zero_point's ", dtype_name(ctx.input_dtype(2)));
     if (out != DType::undefined && !is_q_type(out))
-      throw ctx.error("the output must be int8, uint8, int16 or uint16, got ", dtype_name(out));
+      throw ctx.error("the output must be int8, uint8, int16, uint16, int4, uint4, float8 or float4e2m1, got ",
+                      dtype_name(out));
     ctx.set_output(0, out, ctx.input_shape(0));
   };
   s.run = [](ir::RunContext& ctx) {
@@ -136,7 +161,15 @@ void register_quantize_linear(ir::OpRegistry& r) {
     const ParamLayout lay = param_layout(ctx, x.shape(), scale, zp);
     std::vector<double> sc = scale.to_f64();
     std::vector<int64_t> z = zp ? zp->to_i64() : std::vector<int64_t>(static_cast<size_t>(lay.count), 0);
+    if (zp && zp->dtype() != out)
+      throw ctx.error("y_zero_point is ", dtype_name(zp->dtype()), ", output_dtype asks for ", dtype_name(out));
     Tensor& y = ctx.allocate_output(0, out, x.shape());
+    if (is_narrow(out)) {
+      if (!is_floating(x.dtype()) && x.dtype() != DType::i32)
+        throw ctx.error("x must be a float or int32 tensor, got ", dtype_name(x.dtype()));
+      quantize_narrow(ctx, x, lay, sc, zp, y);
+      return;
+    }
     dispatch_q(out, [&](auto qtag) {
       using Q = typename decltype(qtag)::type;
       Q* py = y.data<Q>();
@@ -174,7 +207,8 @@ void register_dequantize_linear(ir::OpRegistry& r) {
   s.infer = [](ir::InferContext& ctx) {
     DType x = ctx.input_dtype(0);
     if (x != DType::undefined && !is_q_type(x) && x != DType::i32)
-      throw ctx.error("x must be int8, uint8, int16, uint16 or int32, got ", dtype_name(x));
+      throw ctx.error("x must be int8, uint8, int16, uint16, int32, int4, uint4, float8 or float4e2m1, got ",
+                      dtype_name(x));
     // the scale's type (float32 before opset 19; float16 / bfloat16 too since), or output_dtype (23)
     DType out = ctx.input_dtype(1);
     if (out == DType::undefined) out = DType::f32;
@@ -193,8 +227,21 @@ void register_dequantize_linear(ir::OpRegistry& r) {
     if (!is_floating(out)) throw ctx.error("output_dtype must be a float type, got ", dtype_name(out));
     const ParamLayout lay = param_layout(ctx, x.shape(), scale, zp);
     std::vector<double> sc = scale.to_f64();
-    std::vector<int64_t> z = zp ? zp->to_i64() : std::vector<int64_t>(static_cast<size_t>(lay.count), 0);
     Tensor& y = ctx.allocate_output(0, out, x.shape());
+    if (is_narrow(x.dtype())) {  // (value - zero point) * scale, through the formats' values
+      const std::vector<double> xv = x.to_f64();
+      const std::vector<double> zv = zp ? zp->to_f64() : std::vector<double>(static_cast<size_t>(lay.count), 0.0);
+      dispatch_float(out, [&](auto otag) {
+        using O = typename decltype(otag)::type;
+        O* py = y.data<O>();
+        for (int64_t i = 0; i < x.size(); ++i) {
+          const int64_t c = lay.index(i);
+          py[i] = O(static_cast<float>(xv[i] - zv[c]) * static_cast<float>(sc[c]));
+        }
+      }, "DequantizeLinear");
+      return;
+    }
+    std::vector<int64_t> z = zp ? zp->to_i64() : std::vector<int64_t>(static_cast<size_t>(lay.count), 0);
     auto body = [&](auto tag) {
       using Q = typename decltype(tag)::type;
       const Q* px = x.data<Q>();

@@ -63,6 +63,37 @@ static int64_t typed_values(const onnx::TensorProto& p, DType dt) {
   }
 }
 
+static bool is_four_bit(DType t) { return t == DType::u4 || t == DType::i4 || t == DType::f4e2m1; }
+
+// 4-bit tensors: files pack two elements a byte, the first in the low nibble; kiln holds one
+// a byte. `packed` has (n + 1) / 2 bytes.
+static Tensor unpack_four_bit(DType dt, const Shape& shape, const uint8_t* packed) {
+  Tensor t = Tensor::uninitialized(dt, shape);
+  auto* d = static_cast<uint8_t*>(t.raw());
+  for (int64_t i = 0; i < t.size(); ++i) d[i] = static_cast<uint8_t>((packed[i / 2] >> ((i % 2) * 4)) & 0x0F);
+  return t;
+}
+
+static Tensor four_bit_from_proto(const onnx::TensorProto& p, const Tensor& shell, const std::string& base_dir,
+                                  const std::string& what) {
+  const size_t packed = static_cast<size_t>((shell.size() + 1) / 2);
+  std::string data;
+  if (p.data_location() == onnx::TensorProto::EXTERNAL) {
+    data = read_external_data(p, base_dir, packed);
+  } else if (p.has_raw_data()) {
+    KILN_CHECK(p.raw_data().size() == packed,
+               cat(what, ": raw_data has ", p.raw_data().size(), " bytes, shape ", shape_to_string(shell.shape()),
+                   " of ", dtype_name(shell.dtype()), " needs ", packed, " (two elements a byte)"));
+    data = p.raw_data();
+  } else {
+    KILN_CHECK(static_cast<size_t>(p.int32_data_size()) == packed,
+               cat(what, ": has ", p.int32_data_size(), " packed bytes in int32_data, shape ",
+                   shape_to_string(shell.shape()), " needs ", packed, " (two elements a byte)"));
+    for (int32_t v : p.int32_data()) data.push_back(static_cast<char>(v & 0xFF));
+  }
+  return unpack_four_bit(shell.dtype(), shell.shape(), reinterpret_cast<const uint8_t*>(data.data()));
+}
+
 Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir) {
   std::string what = cat("tensor '", p.name(), "'");
   // shape (element count checked) and the data's presence are validated before anything
@@ -80,6 +111,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
     for (int i = 0; i < p.string_data_size(); ++i) d[i] = p.string_data(i);
     return t;
   }
+  if (is_four_bit(dt)) return four_bit_from_proto(p, shell, base_dir, what);
   const size_t bytes = shell.byte_size();
   if (p.data_location() == onnx::TensorProto::EXTERNAL) {
     std::string data = read_external_data(p, base_dir, bytes);  // checks the file holds them first
@@ -97,6 +129,11 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
   KILN_CHECK(typed_values(p, dt) == shell.size(),
              cat(what, ": has ", typed_values(p, dt), " values for shape ", shape_to_string(shape)));
   Tensor t(dt, shape);
+  if (is_narrow(dt)) {  // float8: the bit patterns in int32_data
+    auto* d = static_cast<uint8_t*>(t.raw());
+    for (int i = 0; i < p.int32_data_size(); ++i) d[i] = static_cast<uint8_t>(p.int32_data(i) & 0xFF);
+    return t;
+  }
   switch (dt) {
     case DType::f32: copy_field(p.float_data(), t, what); break;
     case DType::f64: copy_field(p.double_data(), t, what); break;
@@ -108,7 +145,10 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
 }
 
 Tensor take_tensor_from_proto(onnx::TensorProto& p, const std::string& base_dir) {
-  if (!p.has_raw_data() || p.data_location() == onnx::TensorProto::EXTERNAL) return tensor_from_proto(p, base_dir);
+  if (!p.has_raw_data() || p.data_location() == onnx::TensorProto::EXTERNAL ||
+      p.data_type() == dtype_to_onnx(DType::u4) || p.data_type() == dtype_to_onnx(DType::i4) ||
+      p.data_type() == dtype_to_onnx(DType::f4e2m1))  // packed: unpacked by the copying path
+    return tensor_from_proto(p, base_dir);
   // validate type, dims and size exactly as the copying path does, on an empty shell
   Tensor checked_shape = tensor_from_proto_shape(p);
   size_t bytes = checked_shape.byte_size();
@@ -181,6 +221,14 @@ void tensor_to_proto(const Tensor& t, onnx::TensorProto& p) {
   if (t.dtype() == DType::string) {
     p.clear_string_data();
     for (int64_t i = 0; i < t.size(); ++i) p.add_string_data(t.data<std::string>()[i]);
+    return;
+  }
+  if (is_four_bit(t.dtype())) {  // two elements a byte, the first in the low nibble
+    std::string packed(static_cast<size_t>((t.size() + 1) / 2), '\0');
+    const auto* d = static_cast<const uint8_t*>(t.raw());
+    for (int64_t i = 0; i < t.size(); ++i)
+      packed[static_cast<size_t>(i / 2)] = static_cast<char>(packed[static_cast<size_t>(i / 2)] | ((d[i] & 0x0F) << ((i % 2) * 4)));
+    p.set_raw_data(std::move(packed));
     return;
   }
   p.set_raw_data(std::string(static_cast<const char*>(t.raw()), t.byte_size()));
