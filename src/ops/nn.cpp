@@ -79,7 +79,12 @@ int64_t window_output_size(const ir::Node& n, Window& w, size_t i, int64_t in) {
   int64_t span = in + pb + pe - ek;
   KILN_CHECK(span >= 0, cat(n.describe(), ": spatial dim ", i, " of size ", in, " (padded ", in + pb + pe,
                             ") is smaller than the kernel extent ", ek));
-  return (w.ceil_mode ? ceil_div(span, s) : span / s) + 1;
+  if (!w.ceil_mode) return span / s + 1;
+  // ceil_mode: one more window where it fits partly, but the last one must start inside the
+  // input or its begin padding, not in the end padding (ONNX's reference, PyTorch)
+  int64_t out = ceil_div(span, s) + 1;
+  if ((out - 1) * s >= in + pb) --out;
+  return out;
 }
 
 std::vector<int64_t> window_output(const ir::Node& n, Window& w, const std::vector<int64_t>& in) {

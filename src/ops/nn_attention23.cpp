@@ -302,19 +302,21 @@ void register_rotary_embedding(ir::OpRegistry& r) {
     if (R == 0) R = D;
     if (R < 0 || R > D || R % 2) throw ctx.error("rotary_embedding_dim ", R, " must be even and at most the head size ", D);
     const int64_t half = R / 2;
-    // cos / sin row for (b, s): cache[pos[b, s]] (2-D cache) or cache[b, s] (3-D cache)
+    // cos / sin row for (b, s): cache[pos[b, s]] (2-D cache) or cache[b, s] (3-D cache); a row may
+    // be longer than R / 2 (a cache made for the full head): its first R / 2 entries are used
     const std::vector<double> cv = C.to_f64(), sv = Sn.to_f64();
+    const int64_t width = C.rank() >= 1 ? C.shape().back() : 0;
     std::vector<int64_t> ids;
     if (pos) {
       if (pos->shape() != Shape{B, S}) throw ctx.error("position_ids must be [", B, ", ", S, "], got ", shape_to_string(pos->shape()));
       ids = pos->to_i64();
-      if (C.rank() != 2 || Sn.shape() != C.shape() || C.shape()[1] != half)
-        throw ctx.error("with position_ids, cos_cache and sin_cache must be [max position + 1, ", half, "], got ",
+      if (C.rank() != 2 || Sn.shape() != C.shape() || width < half)
+        throw ctx.error("with position_ids, cos_cache and sin_cache must be [max position + 1, >= ", half, "], got ",
                         shape_to_string(C.shape()), " and ", shape_to_string(Sn.shape()));
       for (int64_t id : ids)
         if (id < 0 || id >= C.shape()[0]) throw ctx.error("position id ", id, " is outside the caches' ", C.shape()[0], " rows");
-    } else if (C.shape() != Shape{B, S, half} || Sn.shape() != C.shape()) {
-      throw ctx.error("without position_ids, cos_cache and sin_cache must be [", B, ", ", S, ", ", half, "], got ",
+    } else if (C.rank() != 3 || C.shape()[0] != B || C.shape()[1] != S || width < half || Sn.shape() != C.shape()) {
+      throw ctx.error("without position_ids, cos_cache and sin_cache must be [", B, ", ", S, ", >= ", half, "], got ",
                       shape_to_string(C.shape()), " and ", shape_to_string(Sn.shape()));
     }
     const bool inter = n.attr_i("interleaved", 0) != 0;
@@ -326,7 +328,7 @@ void register_rotary_embedding(ir::OpRegistry& r) {
           const int64_t row = pos ? ids[static_cast<size_t>(b * S + t)] : b * S + t;
           const int64_t base = four ? ((b * H + h) * S + t) * D : ((b * S + t) * H + h) * D;
           for (int64_t i = 0; i < half; ++i) {
-            const double c = cv[static_cast<size_t>(row * half + i)], sn = sv[static_cast<size_t>(row * half + i)];
+            const double c = cv[static_cast<size_t>(row * width + i)], sn = sv[static_cast<size_t>(row * width + i)];
             const int64_t i1 = inter ? 2 * i : i, i2 = inter ? 2 * i + 1 : i + half;
             const double x1 = x[static_cast<size_t>(base + i1)], x2 = x[static_cast<size_t>(base + i2)];
             y[static_cast<size_t>(base + i1)] = c * x1 - sn * x2;

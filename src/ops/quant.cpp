@@ -72,7 +72,8 @@ ParamLayout param_layout(const RunContext& ctx, const Shape& x, const Tensor& sc
   ParamLayout lay;
   const ir::Node& n = ctx.node();
   const int64_t count = scale.size();
-  if (zp && zp->shape() != scale.shape())
+  // a one-element zero point goes with a one-element scale whatever their ranks ([] and [1])
+  if (zp && zp->shape() != scale.shape() && !(zp->size() == 1 && count == 1))
     throw ctx.error("scale (shape ", shape_to_string(scale.shape()), ") and zero point (shape ",
                     shape_to_string(zp->shape()), ") must have the same shape");
   const int64_t block = n.attr_i("block_size", 0);

@@ -666,6 +666,18 @@ void add_resize(ir::OpRegistry& r) {
       if (!ctx.has_input(1) || ctx.input(1).size() == 0)
         throw ctx.error("coordinate_transformation_mode tf_crop_and_resize needs roi");
       spec.roi = ctx.input(1).to_f64();
+      if (ctx.node().has_attr("axes")) {  // [starts, ends] of the listed axes; the others keep all (0 .. 1)
+        const auto axes = resize_axis_list(ctx.node(), rank);
+        if (spec.roi.size() != 2 * axes.size())
+          throw ctx.error("roi has ", spec.roi.size(), " entries, expected 2 * len(axes) = ", 2 * axes.size());
+        std::vector<double> full(2 * rank, 0.0);
+        for (size_t k = 0; k < rank; ++k) full[rank + k] = 1.0;
+        for (size_t i = 0; i < axes.size(); ++i) {
+          full[axes[i]] = spec.roi[i];
+          full[rank + axes[i]] = spec.roi[axes.size() + i];
+        }
+        spec.roi = std::move(full);
+      }
       if (spec.roi.size() != 2 * rank) throw ctx.error("roi has ", spec.roi.size(), " entries, expected 2 * rank = ", 2 * rank);
     }
     resize_run(ctx, x, spec, p);

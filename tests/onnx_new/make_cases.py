@@ -373,6 +373,33 @@ case("rotary_embedding_partial", 23,
      [("x", x), ("c", randu(-1, 1, 10, 2)), ("s", randu(-1, 1, 10, 2)), ("p", pos)], ["y"])
 case("rotary_embedding_3d_no_positions", 23, [node("RotaryEmbedding", ["x", "c", "s"], ["y"], num_heads=2)],
      [("x", randn(2, 4, 16)), ("c", randu(-1, 1, 2, 4, 4)), ("s", randu(-1, 1, 2, 4, 4))], ["y"])
+# forms met in ONNX 1.18's node suite: a partial rotation with caches made for the full head, a
+# roi for the listed axes only, a ceil_mode window that would start in the end padding, and a
+# [] scale with a [1] zero point
+def rotary_reference(x, cos, sin, pos, rdim):
+    """numpy RotaryEmbedding (4-D x [B, H, S, D], not interleaved) using cos / sin[..., :rdim / 2]."""
+    h = rdim // 2
+    c, s_ = cos[pos][:, None, :, :h], sin[pos][:, None, :, :h]  # [B, 1, S, h]
+    x1, x2 = x[..., :h], x[..., h:rdim]
+    return np.concatenate([c * x1 - s_ * x2, s_ * x1 + c * x2, x[..., rdim:]], axis=-1).astype(np.float32)
+
+
+x, cos, sin, pos = randn(2, 3, 4, 8), randu(-1, 1, 10, 4), randu(-1, 1, 10, 4), randi(0, 10, 2, 4)
+case("rotary_embedding_partial_full_width_cache", 23,  # ORT 1.30 refuses the wider caches
+     [node("RotaryEmbedding", ["x", "c", "s", "p"], ["y"], rotary_embedding_dim=4)],
+     [("x", x), ("c", cos), ("s", sin), ("p", pos)], ["y"], expected={"y": rotary_reference(x, cos, sin, pos, 4)})
+case("resize_tf_crop_and_resize_axes_19", 19,
+     [node("Resize", ["x", "roi", "", "sizes"], ["y"], axes=[3, 2], coordinate_transformation_mode="tf_crop_and_resize",
+           mode="linear")],
+     [("x", randn(1, 2, 4, 5)), ("roi", np.array([0.2, 0.1, 0.9, 0.8], np.float32)), ("sizes", i64(3, 3))], ["y"])
+case("maxpool_ceil_last_window_in_pad_22", 22,
+     [node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2], pads=[0, 0, 1, 1], ceil_mode=1)],
+     [("x", randn(1, 1, 4, 4))], ["y"])
+case("averagepool_ceil_last_window_in_pad_22", 22,
+     [node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[0, 0, 2, 2], ceil_mode=1)],
+     [("x", randn(1, 3, 4, 4))], ["y"])
+case("dequantize_linear_scalar_scale_1d_zero_point_21", 21, [node("DequantizeLinear", ["x", "s", "z"], ["y"])],
+     [("x", randi(0, 255, 6, dtype=np.uint8)), ("s", np.array(0.1, np.float32)), ("z", np.array([3], np.uint8))], ["y"])
 unary("transpose_23", 23, "Transpose", randn(2, 3), perm=[1, 0])
 case("reshape_23", 23, [node("Reshape", ["x", "s"], ["y"])], [("x", randn(2, 3)), ("s", i64(3, 2))], ["y"])
 unary("cast_23", 23, "Cast", randn(5), to=TensorProto.DOUBLE)
