@@ -15,6 +15,11 @@ std::vector<int64_t> transpose_perm(const Node& node, size_t rank);
 // infer function: output 0 has the type of input `i`.
 std::function<void(InferContext&)> infer_same_as_input(size_t i = 0);
 // Product of dims if all static, else an unknown dim.
+// Dim i of s, or unknown when the rank is unknown or not larger than i.
+inline Dim dim_or_unknown(const PartialShape& s, size_t i) {
+  return s.rank_known && i < s.rank() ? s.dims[i] : Dim::unknown();
+}
+
 Dim dim_product(const std::vector<Dim>& dims);
 // a op b on dims when both static, else unknown (symbolic equality kept for Dim == Dim).
 Dim dim_mul(const Dim& a, const Dim& b);

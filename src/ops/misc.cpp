@@ -11,7 +11,8 @@ namespace kiln::ops {
 void register_misc_rnn_ops(ir::OpRegistry& r);     // misc_rnn.cpp: RNN, GRU, LSTM
 void register_misc_vision_ops(ir::OpRegistry& r);  // misc_vision.cpp: NonMaxSuppression, RoiAlign, GridSample
 void register_misc_signal_ops(ir::OpRegistry& r);  // misc_signal.cpp: windows, DFT, STFT, MelWeightMatrix
-void register_misc_random_ops(ir::OpRegistry& r);  // misc_random.cpp: Bernoulli, RandomNormal/Uniform(+Like)
+void register_misc_random_ops(ir::OpRegistry& r);  // misc_random.cpp: Bernoulli, Multinomial, RandomNormal/Uniform(+Like)
+void register_max_roi_pool(ir::OpRegistry& r);      // misc_roi_pool.cpp: MaxRoiPool
 void register_misc_tfidf_ops(ir::OpRegistry& r);   // misc_tfidf.cpp: TfIdfVectorizer (integer tokens)
 
 // Stores double values into a tensor of any dtype (integers round to nearest, bool is v != 0).
@@ -42,6 +43,7 @@ void misc_store_f64(Tensor& t, const std::vector<double>& v, const char* what) {
 void register_misc_ops(ir::OpRegistry& r) {
   register_misc_rnn_ops(r);
   register_misc_vision_ops(r);
+  register_max_roi_pool(r);
   register_misc_signal_ops(r);
   register_misc_random_ops(r);
   register_misc_tfidf_ops(r);

@@ -1,6 +1,7 @@
 // Random generators: RandomNormal, RandomUniform, RandomNormalLike, RandomUniformLike,
-// Bernoulli. std::mt19937 seeded from the `seed` attribute when given (each run restarts
+// Bernoulli, Multinomial. std::mt19937 seeded from the `seed` attribute when given (each run restarts
 // from the seed, so seeded nodes are reproducible), else from std::random_device.
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -151,9 +152,58 @@ void add_bernoulli(ir::OpRegistry& r) {
   r.add(std::move(s));
 }
 
+// Multinomial (7, 22): sample_size draws per row of [batch, classes] unnormalised log
+// probabilities (softmax of the row), as int32 (default) or int64 class indices.
+void add_multinomial(ir::OpRegistry& r) {
+  ir::OpSchema s;
+  s.name = "Multinomial";
+  s.since_version = 7;
+  s.max_version = 22;
+  s.attrs = {{"dtype", ir::AttrType::i}, {"sample_size", ir::AttrType::i}, {"seed", ir::AttrType::f}};
+  s.validate = [](const ir::Node& n) {
+    const DType t = out_dtype(n, DType::i32);
+    KILN_CHECK(t == DType::i32 || t == DType::i64, cat(n.describe(), ": dtype must be int32 or int64, got ", dtype_name(t)));
+    KILN_CHECK(n.attr_i("sample_size", 1) > 0, cat(n.describe(), ": sample_size must be positive"));
+  };
+  s.infer = [](ir::InferContext& ctx) {
+    const auto& xs = ctx.input_shape(0);
+    if (xs.rank_known && xs.rank() != 2) throw ctx.error("input must be [batch, classes], got ", xs.to_string());
+    ctx.set_output(0, out_dtype(ctx.node(), DType::i32),
+                   ir::PartialShape({dim_or_unknown(xs, 0), ir::Dim(ctx.node().attr_i("sample_size", 1))}));
+  };
+  s.run = [](RunContext& ctx) {
+    const ir::Node& n = ctx.node();
+    const Tensor& x = ctx.input(0);
+    if (!is_floating(x.dtype())) throw ctx.error("input must be a floating point tensor, got ", dtype_name(x.dtype()));
+    if (x.rank() != 2) throw ctx.error("input must be [batch, classes], got ", shape_to_string(x.shape()));
+    const int64_t B = x.shape()[0], K = x.shape()[1], S = n.attr_i("sample_size", 1);
+    if (K == 0 && B > 0) throw ctx.error("cannot sample from zero classes");
+    const std::vector<double> logits = x.to_f64();
+    std::mt19937 eng = make_engine(n);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    std::vector<double> out(static_cast<size_t>(B * S));
+    std::vector<double> cdf(static_cast<size_t>(K));
+    for (int64_t b = 0; b < B; ++b) {
+      const double* row = &logits[static_cast<size_t>(b * K)];
+      const double mx = *std::max_element(row, row + K);
+      if (!std::isfinite(mx)) throw ctx.error("row ", b, " has no finite log-probability");
+      double total = 0.0;
+      for (int64_t k = 0; k < K; ++k) cdf[static_cast<size_t>(k)] = total += std::exp(row[k] - mx);
+      for (int64_t i = 0; i < S; ++i) {
+        const double t = u(eng) * total;
+        const auto it = std::upper_bound(cdf.begin(), cdf.end(), t);
+        out[static_cast<size_t>(b * S + i)] = static_cast<double>(std::min<int64_t>(it - cdf.begin(), K - 1));
+      }
+    }
+    misc_store_f64(ctx.allocate_output(0, out_dtype(n, DType::i32), {B, S}), out, "Multinomial");
+  };
+  r.add(std::move(s));
+}
+
 }  // namespace
 
 void register_misc_random_ops(ir::OpRegistry& r) {
+  add_multinomial(r);
   add_random(r, "RandomNormal", Dist::normal);
   add_random(r, "RandomUniform", Dist::uniform);
   add_random_like(r, "RandomNormalLike", Dist::normal);

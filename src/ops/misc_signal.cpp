@@ -21,10 +21,6 @@ namespace {
 
 using cd = std::complex<double>;
 
-ir::Dim dim_or_unknown(const ir::PartialShape& s, size_t i) {
-  return s.rank_known && i < s.rank() ? s.dims[i] : ir::Dim::unknown();
-}
-
 // Reads a scalar integer input (a 0-d or 1-element tensor).
 int64_t scalar_int(const RunContext& ctx, size_t i, const char* name) {
   const Tensor& t = ctx.input(i);

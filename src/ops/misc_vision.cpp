@@ -25,10 +25,6 @@ int64_t safe_floor(double v) {
   return static_cast<int64_t>(std::floor(v));
 }
 
-ir::Dim dim_or_unknown(const ir::PartialShape& s, size_t i) {
-  return s.rank_known && i < s.rank() ? s.dims[i] : ir::Dim::unknown();
-}
-
 // ---------------------------------------------------------------- NonMaxSuppression
 
 struct Box {

@@ -400,6 +400,9 @@ case("averagepool_ceil_last_window_in_pad_22", 22,
      [("x", randn(1, 3, 4, 4))], ["y"])
 case("dequantize_linear_scalar_scale_1d_zero_point_21", 21, [node("DequantizeLinear", ["x", "s", "z"], ["y"])],
      [("x", randi(0, 255, 6, dtype=np.uint8)), ("s", np.array(0.1, np.float32)), ("z", np.array([3], np.uint8))], ["y"])
+case("max_roi_pool_21", 21, [node("MaxRoiPool", ["x", "rois"], ["y"], pooled_shape=[2, 3], spatial_scale=0.5)],
+     [("x", randn(2, 3, 8, 10)),
+      ("rois", np.array([[0, 1, 2, 12, 14], [1, 0, 0, 19, 15], [0, 6, 6, 6, 6], [1, 15, 3, 30, 40]], np.float32))], ["y"])
 unary("transpose_23", 23, "Transpose", randn(2, 3), perm=[1, 0])
 case("reshape_23", 23, [node("Reshape", ["x", "s"], ["y"])], [("x", randn(2, 3)), ("s", i64(3, 2))], ["y"])
 unary("cast_23", 23, "Cast", randn(5), to=TensorProto.DOUBLE)

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <memory>
 
@@ -249,6 +250,30 @@ TEST(OpsMisc, RandomGenerators) {
   EXPECT_EQ(vals<int64_t>(b[0]), (std::vector<int64_t>{0, 1, 0, 1}));
   EXPECT_THROW(run_op("Bernoulli", {f32({2}, {1})}), Error);
   EXPECT_THROW(run_op("RandomNormal", {}, {{"shape", std::vector<int64_t>{2}}, {"dtype", 6}}), Error);
+}
+
+TEST(OpsMisc, MultinomialSamplesTheSoftmaxOfEachRow) {
+  // row 0: log-probabilities of 0.1 / 0.2 / 0.7; row 1: class 2 only (the others -inf)
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const Tensor x = f32({std::log(0.1f), std::log(0.2f), std::log(0.7f), ninf, ninf, 3.0f}, {2, 3});
+  const int64_t n = 20000;
+  auto y = run_op("Multinomial", {x}, {{"sample_size", n}, {"seed", 5.0f}});
+  ASSERT_EQ(y[0].dtype(), DType::i32);  // the default
+  ASSERT_EQ(y[0].shape(), (Shape{2, n}));
+  const int32_t* p = y[0].data<int32_t>();
+  int64_t count[3] = {0, 0, 0};
+  for (int64_t i = 0; i < n; ++i) ++count[p[i]];
+  // binomial standard deviation at n = 20000 is at most 0.0035: 0.015 is > 4 sigma
+  EXPECT_NEAR(static_cast<double>(count[0]) / n, 0.1, 0.015);
+  EXPECT_NEAR(static_cast<double>(count[1]) / n, 0.2, 0.015);
+  EXPECT_NEAR(static_cast<double>(count[2]) / n, 0.7, 0.015);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(p[n + i], 2);
+  // seeded: the same draws again; int64 on request
+  auto again = run_op("Multinomial", {x}, {{"sample_size", n}, {"seed", 5.0f}, {"dtype", 7}});
+  ASSERT_EQ(again[0].dtype(), DType::i64);
+  for (int64_t i = 0; i < 50; ++i) EXPECT_EQ(again[0].data<int64_t>()[i], p[i]);
+  EXPECT_THROW(run_op("Multinomial", {x}, {{"dtype", 1}}), Error);  // float output
+  EXPECT_THROW(run_op("Multinomial", {f32({ninf, ninf}, {1, 2})}), Error);  // nothing to draw
 }
 
 // ------------------------------------------------------------------ text
