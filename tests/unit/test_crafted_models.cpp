@@ -16,10 +16,12 @@
 #include "error_util.hpp"
 #include "onnx_builder.hpp"
 #include "precision_util.hpp"
+#include "temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using kiln::test::error_of;
 using kiln::test::OnnxBuilder;
+using kiln::test::ScopedTempDir;
 using namespace kiln;
 
 namespace {
@@ -126,9 +128,8 @@ TEST(CraftedModels, InitializerDeclaringMoreThanItHoldsIsRefusedBeforeAllocating
 }
 
 TEST(CraftedModels, ExternalDataOffsetsAndLengthsAreChecked) {
-  fs::path d = fs::temp_directory_path() / ("kiln_test_crafted_ext_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
+  const ScopedTempDir tmp("crafted_ext");
+  const fs::path& d = tmp.path();
   std::ofstream(d / "w.bin", std::ios::binary) << std::string(24, '\0');
   auto model_with = [&](const std::vector<std::pair<std::string, std::string>>& keys) {
     OnnxBuilder b;

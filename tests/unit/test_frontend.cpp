@@ -12,6 +12,7 @@
 #include "error_util.hpp"
 #include "onnx_builder.hpp"
 #include "precision_util.hpp"
+#include "temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using kiln::test::error_of;
@@ -20,13 +21,6 @@ using namespace kiln;
 
 namespace {
 
-
-fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("kiln_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
 
 void write_file(const fs::path& p, const std::string& bytes) {
   std::ofstream f(p, std::ios::binary);
@@ -114,7 +108,8 @@ TEST(Frontend, SymbolicDimsRunWithAnyConcreteShape) {
 // ---------------- bad models ----------------
 
 TEST(FrontendErrors, NotAnOnnxFile) {
-  fs::path d = temp_dir("notonnx");
+  const kiln::test::ScopedTempDir tmp("notonnx");
+  const fs::path& d = tmp.path();
   write_file(d / "a.onnx", "this is plain text, not a protobuf\n");
   Core core;
   EXPECT_NE(error_of([&] { core.read_model((d / "a.onnx").string()); }).find("not an ONNX model"), std::string::npos);
@@ -298,7 +293,8 @@ OnnxBuilder external_model(const std::string& location) {
 }  // namespace
 
 TEST(ExternalData, LoadsFromTheModelFolder) {
-  fs::path d = temp_dir("ext_ok");
+  const kiln::test::ScopedTempDir tmp("ext_ok");
+  const fs::path& d = tmp.path();
   std::vector<float> w = {1, -1, 2, -2, 3, -3};
   write_file(d / "weights.bin", std::string(reinterpret_cast<const char*>(w.data()), w.size() * 4));
   write_file(d / "m.onnx", external_model("weights.bin").bytes());
@@ -307,7 +303,8 @@ TEST(ExternalData, LoadsFromTheModelFolder) {
 }
 
 TEST(ExternalData, RefusesPathsOutsideTheModelFolder) {
-  fs::path d = temp_dir("ext_bad");
+  const kiln::test::ScopedTempDir tmp("ext_bad");
+  const fs::path& d = tmp.path();
   fs::create_directories(d / "model");
   for (const std::string loc : {"../../etc/passwd", "/etc/passwd", "sub/../../outside.bin"}) {
     write_file(d / "model" / "m.onnx", external_model(loc).bytes());

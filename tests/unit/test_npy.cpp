@@ -14,6 +14,7 @@
 #include "frontend/onnx/tensor_proto.hpp"
 #include "tools/common/npy.hpp"
 #include "tools/common/tensor_file.hpp"
+#include "temp_dir.hpp"
 
 using namespace kiln;
 using namespace kiln::tools;
@@ -70,17 +71,6 @@ std::string f32_bytes(std::initializer_list<float> v) {
   return s;
 }
 
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    path = std::filesystem::temp_directory_path() / ("kiln_test_npy_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
 
 }  // namespace
 
@@ -198,34 +188,34 @@ TEST(Npy, RejectsMalformed) {
 }
 
 TEST(Npy, Files) {
-  TempDir dir;
-  auto path = (dir.path / "x.npy").string();
+  const kiln::test::ScopedTempDir dir("npy");
+  auto path = (dir / "x.npy").string();
   Tensor t = sample(DType::f32, {3, 4});
   write_npy(path, t);
   expect_same(read_npy(path), t);
   expect_same(load_tensor_file(path), t);
   // Sniffed by magic when the extension is unusual.
-  auto other = (dir.path / "x.bin").string();
+  auto other = (dir / "x.bin").string();
   std::filesystem::copy_file(path, other);
   expect_same(load_tensor_file(other), t);
-  EXPECT_THROW(read_npy((dir.path / "missing.npy").string()), Error);
-  EXPECT_THROW(load_tensor_file((dir.path / "missing.npy").string()), Error);
-  EXPECT_THROW(load_tensor_file(dir.path.string()), Error);
-  EXPECT_THROW(write_npy((dir.path / "no_such_dir" / "y.npy").string(), t), Error);
+  EXPECT_THROW(read_npy((dir / "missing.npy").string()), Error);
+  EXPECT_THROW(load_tensor_file((dir / "missing.npy").string()), Error);
+  EXPECT_THROW(load_tensor_file(dir.path().string()), Error);
+  EXPECT_THROW(write_npy((dir / "no_such_dir" / "y.npy").string(), t), Error);
   {
-    std::ofstream f(dir.path / "bad.npy", std::ios::binary);
+    std::ofstream f(dir / "bad.npy", std::ios::binary);
     f << "\x93NUMPY garbage";
   }
-  EXPECT_THROW(load_tensor_file((dir.path / "bad.npy").string()), Error);
+  EXPECT_THROW(load_tensor_file((dir / "bad.npy").string()), Error);
 }
 
 TEST(Npy, TensorProtoFiles) {
-  TempDir dir;
+  const kiln::test::ScopedTempDir dir("npy");
   Tensor t = sample(DType::i32, {2, 5});
   onnx::TensorProto proto;
   frontend::tensor_to_proto(t, proto);
   for (const char* name : {"t.pb", "t_no_ext"}) {
-    auto path = (dir.path / name).string();
+    auto path = (dir / name).string();
     {
       std::ofstream f(path, std::ios::binary);
       ASSERT_TRUE(proto.SerializeToOstream(&f));
@@ -233,8 +223,8 @@ TEST(Npy, TensorProtoFiles) {
     expect_same(load_tensor_file(path), t);
   }
   {
-    std::ofstream f(dir.path / "junk.pb", std::ios::binary);
+    std::ofstream f(dir / "junk.pb", std::ios::binary);
     f << "\xff\xff\xff not a protobuf";
   }
-  EXPECT_THROW(load_tensor_file((dir.path / "junk.pb").string()), Error);
+  EXPECT_THROW(load_tensor_file((dir / "junk.pb").string()), Error);
 }

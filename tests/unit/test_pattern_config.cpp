@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pattern/pattern_config.hpp"
+#include "temp_dir.hpp"
 
 using namespace kiln;
 using namespace kiln::pattern;
@@ -118,7 +119,8 @@ TEST(PatternConfig, GraphNodeNameSourceAndBareOutChain) {
 TEST(PatternConfig, FromStringAndFile) {
   PatternConfig a = parse_pattern_config_string(spec_layer_norm().dump());
   EXPECT_EQ(a.num_in(), 9u);
-  auto path = std::filesystem::temp_directory_path() / "kiln_pattern_config_test.json";
+  const kiln::test::ScopedTempDir tmp("pattern_config");
+  const auto path = tmp / "layer_norm.json";
   {
     std::ofstream f(path);
     f << spec_layer_norm().dump(2);

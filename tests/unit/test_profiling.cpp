@@ -24,6 +24,7 @@
 #include "precision_util.hpp"
 #include "tools/common/perf_counters.hpp"
 #include "tools/common/zoo.hpp"
+#include "temp_dir.hpp"
 
 using namespace kiln;
 using namespace kiln::test;
@@ -123,7 +124,8 @@ TEST(Profiling, OffByDefaultAndBadValuesAreErrors) {
 
 TEST(UserPatterns, PatternFilesFromThePropertyRewriteTheModel) {
   // Relu(Relu(x)) -> Relu(x), given as a user pattern file
-  const std::string path = testing::TempDir() + "kiln_user_pattern.json";
+  const kiln::test::ScopedTempDir tmp("user_pattern");
+  const std::string path = (tmp / "double_relu.json").string();
   {
     std::ofstream f(path);
     f << R"([{"name": "double_relu", "patterns": {"in": [[[0, "Relu"], [1, "Relu"]]], "out": [[[0, "Relu"]]]},
@@ -161,7 +163,7 @@ TEST(UserPatterns, PatternFilesFromThePropertyRewriteTheModel) {
   EXPECT_EQ(run(with).first, 2u);
 
   // files that are missing or not a valid config fail compile_model, naming the file
-  for (const std::string& bad : {testing::TempDir() + "no_such_file.json", path + ".bad"}) {
+  for (const std::string& bad : {(tmp / "no_such_file.json").string(), path + ".bad"}) {
     if (bad.find(".bad") != std::string::npos) std::ofstream(bad) << R"({"name": "x", "patterns": 3})";
     try {
       Core().compile_model(model, {{"kiln_pattern_files", bad}});

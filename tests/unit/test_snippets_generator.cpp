@@ -15,6 +15,7 @@
 
 #include "snippets/target_machine.hpp"
 #include "test_snippets_util.hpp"
+#include "temp_dir.hpp"
 
 namespace kiln::test {
 namespace {
@@ -412,9 +413,8 @@ TEST(SnippetsKernelCache, SameBodyAndShapesCompileOnce) {
 
 TEST(SnippetsDebug, LinearIrDumpAfterEveryPass) {
   KILN_SKIP_WITHOUT_SNIPPETS_TARGET();
-  const std::string dir = ::testing::TempDir() + "kiln_lir_dump";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const kiln::test::ScopedTempDir tmp("lir_dump");
+  const std::string dir = tmp.path().string();
   snippets::CompileOptions o;
   o.dump_dir = dir;
   o.name = "my/kernel";
