@@ -189,7 +189,7 @@ CompiledModel Core::compile_model(const std::shared_ptr<Model>& model, const Any
   c.settings = s;
   c.layout = cpu::resolve_streams(s.streams, cpu::CpuTopology::detect());
   if (s.reference) c.reference = std::make_unique<runtime::ReferenceExecutor>(model->graph());
-  else c.fast = std::make_unique<cpu::Executor>(model->graph(), s.graph);
+  else c.fast = std::make_unique<cpu::Executor>(model->graph(), s.graph, s.plan_capacity);
   if (c.layout.streams > 0) c.streams = std::make_unique<cpu::StreamExecutor>(c.layout);
   return cm;
 }

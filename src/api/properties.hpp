@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/executor.hpp"
 #include "cpu/graph.hpp"
 #include "cpu/stream_layout.hpp"
 
@@ -19,6 +20,7 @@ struct Settings {
   bool reference = false;      // kiln_executor = reference
   cpu::GraphOptions graph;     // kiln_disable_passes, kiln_pattern_files (parsed configs), inference_precision
   std::string pattern_files;   // kiln_pattern_files as given
+  size_t plan_capacity = cpu::Executor::kDefaultPlanCapacity;  // kiln_plan_cache_capacity
 };
 
 // Throws kiln::Error naming the key (and, for a value, what it accepts); an unknown key

@@ -1,5 +1,6 @@
 #include "cpu/executor.hpp"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "cpu/graph_optimizer.hpp"
@@ -9,10 +10,21 @@ namespace kiln::cpu {
 
 namespace {
 
+// A cpu::Graph this thread built for one plan, and that plan's eviction flag.
+struct ThreadGraph {
+  std::shared_ptr<std::atomic<bool>> evicted;
+  std::unique_ptr<Graph> graph;
+};
+
 // The cpu::Graphs this thread built for one Executor, one per plan.
 struct ThreadGraphs {
   std::shared_ptr<std::atomic<bool>> alive;  // the Executor's flag
-  std::map<std::vector<Shape>, std::unique_ptr<Graph>> graphs;
+  std::map<std::vector<Shape>, ThreadGraph> graphs;
+  uint64_t evictions_seen = 0;               // the Executor's evictions_ when last scanned
+  void drop_evicted() {
+    for (auto it = graphs.begin(); it != graphs.end();)
+      it = it->second.evicted && it->second.evicted->load() ? graphs.erase(it) : std::next(it);
+  }
 };
 
 // Every thread's graphs, by executor id. Destroyed with the thread, on the thread.
@@ -65,11 +77,12 @@ std::string narrow_value(const ir::Graph& g) {
 
 }  // namespace
 
-Executor::Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options)
+Executor::Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options, size_t plan_capacity)
     : graph_(graph),
       options_(std::move(options)),
       reference_(graph),
       weights_(std::make_shared<WeightsCache>()),
+      capacity_(std::max<size_t>(plan_capacity, 1)),
       id_(g_next_executor_id.fetch_add(1)),
       alive_(std::make_shared<std::atomic<bool>>(true)) {
   options_.log = nullptr;
@@ -82,13 +95,25 @@ Executor::~Executor() {
   if (t_registry_touched && t_registry_alive) t_registry.by_executor.erase(id_);
 }
 
-Executor::Plan& Executor::plan_locked(const std::vector<Shape>& shapes) {
+std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& shapes) {
   auto it = plans_.find(shapes);
-  if (it != plans_.end()) return *it->second;
-  auto plan = std::make_unique<Plan>();
+  if (it != plans_.end()) {
+    it->second->last_used = ++clock_;
+    return it->second;
+  }
+  // full: drop the least recently used plan (threads drop their graphs of it on their next run)
+  while (plans_.size() >= capacity_) {
+    auto lru = std::min_element(plans_.begin(), plans_.end(),
+                                [](const auto& a, const auto& b) { return a.second->last_used < b.second->last_used; });
+    lru->second->evicted->store(true);
+    plans_.erase(lru);
+    evictions_.fetch_add(1);
+  }
+  auto plan = std::make_shared<Plan>();
+  plan->last_used = ++clock_;
   if (const std::string v = value_without_fast_path(*graph_); !v.empty()) {
     plan->fallback_reason = "'" + v + "' holds strings, a sequence or an optional, which run on the reference kernels";
-    return *(plans_[shapes] = std::move(plan));
+    return plans_[shapes] = std::move(plan);
   }
   plan->graph = graph_->clone();
   auto r = transforms::specialize_shapes(*plan->graph, shapes);
@@ -103,7 +128,7 @@ Executor::Plan& Executor::plan_locked(const std::vector<Shape>& shapes) {
   } else {
     plan->fallback_reason = "the shape of '" + r.first_dynamic + "' depends on data";
   }
-  return *(plans_[shapes] = std::move(plan));
+  return plans_[shapes] = std::move(plan);
 }
 
 std::unique_ptr<Graph> Executor::build_graph(Plan& plan) {
@@ -121,10 +146,11 @@ std::unique_ptr<Graph> Executor::build_graph(Plan& plan) {
 }
 
 const Executor::Plan& Executor::plan_for(const std::vector<Shape>& shapes) {
-  Plan* p = nullptr;
+  std::shared_ptr<Plan> p;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    p = &plan_locked(shapes);
+    p = plan_locked(shapes);
+    if (std::find(inspected_.begin(), inspected_.end(), p) == inspected_.end()) inspected_.push_back(p);
     if (!p->fast || p->cpu) return *p;
   }
   auto g = build_graph(*p);
@@ -150,10 +176,10 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, std::vector
     runtime::check_input(*gin[i], inputs[i], symbols);
     shapes.push_back(inputs[i].shape());
   }
-  Plan* plan = nullptr;
+  std::shared_ptr<Plan> plan;  // held for the run: the cache may drop it meanwhile
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    plan = &plan_locked(shapes);
+    plan = plan_locked(shapes);
   }
   if (!plan->fast) return reference_.run(inputs, nullptr, profile);
   ThreadRegistry* reg = registry();
@@ -161,12 +187,18 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, std::vector
   reg->prune();
   ThreadGraphs& mine = reg->by_executor[id_];
   if (!mine.alive) mine.alive = alive_;
-  std::unique_ptr<Graph>& g = mine.graphs[shapes];
-  if (!g) {
-    g = build_graph(*plan);
+  if (const uint64_t e = evictions_.load(); e != mine.evictions_seen) {  // graphs of dropped plans go
+    mine.drop_evicted();
+    mine.evictions_seen = e;
+  }
+  ThreadGraph& g = mine.graphs[shapes];
+  if (!g.graph || g.evicted != plan->evicted) {  // first run, or the plan was dropped and made again
+    g.graph.reset();
+    g.graph = build_graph(*plan);
+    g.evicted = plan->evicted;
     graphs_built_.fetch_add(1);
   }
-  return g->run(inputs, profile, reuse);
+  return g.graph->run(inputs, profile, reuse);
 }
 
 }  // namespace kiln::cpu

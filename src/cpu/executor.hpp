@@ -2,8 +2,11 @@
 // The fast executor. For each distinct set of input shapes it compiles a plan once:
 // the ir::Graph is cloned, specialised to those shapes (constant subexpressions folded,
 // every shape static) and optimised by the ir passes. Plans are cached by input shapes,
-// so repeating shapes cost nothing extra. A graph whose shapes depend on data (e.g.
-// NonZero feeding a Reshape) runs on the reference executor instead.
+// so repeating shapes cost nothing extra; the cache keeps at most `plan_capacity` plans
+// (property kiln_plan_cache_capacity) and drops the least recently used one beyond that,
+// with every thread's graphs of it, so a stream of ever new shapes runs in bounded memory.
+// A graph whose shapes depend on data (e.g. NonZero feeding a Reshape) runs on the
+// reference executor instead.
 //
 // Threads: run() may be called from any number of threads at once (the stream workers
 // of a compiled model, or the callers' own threads with 0 streams). Every thread runs on
@@ -11,7 +14,8 @@
 // plan and destroyed by that thread (oneDNN's library scratchpad is per thread): each
 // has its own intermediate buffers, while plans and packed weights (WeightsCache) are
 // shared. A thread's graphs are destroyed when the Executor is destroyed on that thread,
-// else by the thread itself on its next run() of any Executor or when it exits.
+// else by the thread itself on its next run() of any Executor or when it exits; a thread
+// drops its graphs of evicted plans on its next run() of this Executor.
 #include <kiln/tensor.hpp>
 
 #include <atomic>
@@ -31,7 +35,9 @@ class Executor {
  public:
   // `options.log` and `options.weights` are ignored: every plan keeps its own log, and
   // the executor its own weights cache.
-  explicit Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options = {});
+  static constexpr size_t kDefaultPlanCapacity = 32;
+  explicit Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options = {},
+                    size_t plan_capacity = kDefaultPlanCapacity);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -51,23 +57,32 @@ class Executor {
     // thread; null when the shapes are data-dependent. run() does not use it.
     std::unique_ptr<Graph> cpu;
     bool cpu_logged = false;            // the CPU passes' entries are in `log`
+    uint64_t last_used = 0;             // LRU clock (mutex_)
+    // Set when the cache drops the plan: threads then drop their graphs of it.
+    std::shared_ptr<std::atomic<bool>> evicted = std::make_shared<std::atomic<bool>>(false);
   };
   // The plan for these input shapes (compiled on first use), with its inspection graph.
-  // For tools and tests on one thread.
+  // For tools and tests on one thread; the plan stays valid for the executor's lifetime
+  // even when the cache drops it.
   const Plan& plan_for(const std::vector<Shape>& shapes);
   size_t cached_plans() const;
+  size_t plan_capacity() const { return capacity_; }
   size_t graphs_built() const { return graphs_built_.load(); }  // cpu::Graphs built by run() on all threads
   const WeightsCache& weights() const { return *weights_; }
 
  private:
-  Plan& plan_locked(const std::vector<Shape>& shapes);  // mutex_ held
+  std::shared_ptr<Plan> plan_locked(const std::vector<Shape>& shapes);  // mutex_ held
   std::unique_ptr<Graph> build_graph(Plan& plan);       // mutex_ not held
 
   std::shared_ptr<const ir::Graph> graph_;
   GraphOptions options_;
   runtime::ReferenceExecutor reference_;
   std::shared_ptr<WeightsCache> weights_;
-  std::map<std::vector<Shape>, std::unique_ptr<Plan>> plans_;
+  std::map<std::vector<Shape>, std::shared_ptr<Plan>> plans_;
+  size_t capacity_;
+  uint64_t clock_ = 0;                                  // LRU clock (mutex_)
+  std::atomic<uint64_t> evictions_{0};                  // threads rescan their graphs when it moves
+  std::vector<std::shared_ptr<Plan>> inspected_;        // plans plan_for() returned (kept alive)
   mutable std::mutex mutex_;
   uint64_t id_;                                // key of this executor's graphs in each thread
   std::shared_ptr<std::atomic<bool>> alive_;   // false once destroyed: threads drop its graphs

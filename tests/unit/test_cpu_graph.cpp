@@ -2,9 +2,11 @@
 // reorders, the memory planner, and the plan cache for dynamic shapes.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "cpu/executor.hpp"
 #include "cpu/graph.hpp"
@@ -153,6 +155,48 @@ TEST(CpuExecutor, PlansAreCachedPerInputShape) {
   const auto& plan = ex.plan_for({{3, 4, 8, 8}});
   ASSERT_TRUE(plan.cpu);
   EXPECT_EQ(plan.graph->num_nodes(), 2u);  // Conv + Reshape; the shape chain was folded
+}
+
+TEST(CpuExecutor, ThePlanCacheKeepsTheMostRecentlyUsedShapes) {
+  // capacity 2 over batches 1, 2, 3, 1, 3: at most two plans live; a dropped shape is planned
+  // again when it comes back, with the same results; each thread's graphs follow the cache
+  auto g = std::make_shared<ir::Graph>();
+  g->opset_imports[""] = 13;
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(std::vector<ir::Dim>{ir::Dim::sym("n"), 4, 8, 8})});
+  auto* c = g->add_node("Conv", {x, g->add_constant("w", random_tensor({6, 4, 3, 3}, 1))}, 1, "conv");
+  auto* r = g->add_node("Relu", {c->output(0)}, 1, "relu");
+  g->add_output(r->output(0));
+  ir::infer_shapes(*g);
+  runtime::ReferenceExecutor ref(g);
+  cpu::Executor ex(g, {}, 2);
+  EXPECT_EQ(ex.plan_capacity(), 2u);
+  std::vector<int64_t> seen;
+  for (int64_t n : {1, 2, 3, 1, 3, 3}) {
+    Tensor in = random_tensor({n, 4, 8, 8}, static_cast<uint32_t>(n));
+    expect_close(ref.run({in})[0], ex.run({in})[0]);
+    EXPECT_LE(ex.cached_plans(), 2u);
+  }
+  // built: 1, 2, 3 (drops 1), 1 again (drops 2), 3 still cached, 3 again: four graphs
+  EXPECT_EQ(ex.graphs_built(), 4u);
+  // two threads cycling through more shapes than the cache holds: every result right
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 12; ++i) {
+        const int64_t n = 1 + (i + t) % 5;
+        Tensor in = random_tensor({n, 4, 8, 8}, static_cast<uint32_t>(10 * n + t));
+        const Tensor want = ref.run({in})[0], got = ex.run({in})[0];
+        for (int64_t k = 0; k < want.size(); ++k)
+          if (std::fabs(want.data<float>()[k] - got.data<float>()[k]) > 1e-4f + 1e-3f * std::fabs(want.data<float>()[k])) {
+            ++wrong;
+            break;
+          }
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_LE(ex.cached_plans(), 2u);
 }
 
 TEST(CpuExecutor, DataDependentShapesFallBackToTheReferenceExecutor) {

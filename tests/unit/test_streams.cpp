@@ -212,6 +212,17 @@ TEST(StreamsSettings, LayoutRulesOnOtherMachines) {
   EXPECT_EQ(l.describe(), "0 streams (requests run on the caller's thread), 8 threads, not pinned");
 }
 
+TEST(StreamsSettings, PlanCacheCapacity) {
+  Core core;
+  auto model = mlp_model();
+  EXPECT_EQ(core.compile_model(model).get_property("kiln_plan_cache_capacity"),
+            std::to_string(cpu::Executor::kDefaultPlanCapacity));
+  EXPECT_EQ(core.compile_model(model, {{"kiln_plan_cache_capacity", "3"}}).get_property("kiln_plan_cache_capacity"), "3");
+  for (const char* bad : {"0", "-1", "many", "100001"})
+    EXPECT_CONTAINS(error_of([&] { core.compile_model(model, {{"kiln_plan_cache_capacity", bad}}); }),
+                    "an integer in [1, 100000]");
+}
+
 TEST(StreamsSettings, ErrorsNameTheKeyAndListWhatIsAccepted) {
   Core core;
   auto model = mlp_model();
