@@ -35,6 +35,14 @@ const Tensor& sequence_input(const RunContext& ctx, size_t i) {
   return s;
 }
 
+// A tensor of element type `t` may join a sequence of `seq` (undefined: an empty sequence
+// whose type is not known yet). Ctx: InferContext or RunContext.
+template <class Ctx>
+void check_insertable(const Ctx& ctx, DType seq, DType t) {
+  if (seq != t && seq != DType::undefined)
+    throw ctx.error("the tensor's element type ", dtype_name(t), " differs from the sequence's ", dtype_name(seq));
+}
+
 // A position input (scalar int32 / int64) checked against [-n, n) (or [-n, n] with `end_ok`).
 int64_t position(const RunContext& ctx, size_t i, int64_t n, bool end_ok) {
   const Tensor& p = ctx.input(i);
@@ -107,17 +115,13 @@ void register_sequence_basics(ir::OpRegistry& r) {
     s.min_inputs = 2;
     s.max_inputs = 3;
     s.infer = [](ir::InferContext& ctx) {
-      if (ctx.input_dtype(0) != ctx.input_dtype(1) && ctx.input_dtype(0) != DType::undefined)
-        throw ctx.error("the tensor's element type ", dtype_name(ctx.input_dtype(1)), " differs from the sequence's ",
-                        dtype_name(ctx.input_dtype(0)));
+      check_insertable(ctx, ctx.input_dtype(0), ctx.input_dtype(1));
       ctx.set_output_type(0, seq_type(ctx.input_dtype(1)));
     };
     s.run = [](RunContext& ctx) {
       const Tensor& seq = sequence_input(ctx, 0);
       const Tensor& t = ctx.input(1);
-      if (seq.dtype() != t.dtype() && seq.dtype() != DType::undefined)
-        throw ctx.error("the tensor's element type ", dtype_name(t.dtype()), " differs from the sequence's ",
-                        dtype_name(seq.dtype()));
+      check_insertable(ctx, seq.dtype(), t.dtype());
       std::vector<Tensor> items = seq.items();
       const int64_t n = static_cast<int64_t>(items.size());
       const int64_t at = ctx.has_input(2) ? position(ctx, 2, n, true) : n;

@@ -28,6 +28,21 @@ void require_strings(const RunContext& ctx, size_t i) {
     throw ctx.error("input ", i, " must be a string tensor, got ", dtype_name(ctx.input(i).dtype()));
 }
 
+// out[i] = fn(a, b) over two string tensors with numpy broadcasting (StringConcat, Equal).
+template <class Out, class Fn>
+void string_binary(RunContext& ctx, DType out_dtype, Fn fn) {
+  require_strings(ctx, 0);
+  require_strings(ctx, 1);
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  const Shape out = broadcast_shape({a.shape(), b.shape()}, ctx.node());
+  Tensor& y = ctx.allocate_output(0, out_dtype, out);
+  const std::string *pa = a.data<std::string>(), *pb = b.data<std::string>();
+  Out* py = y.data<Out>();
+  for_each_broadcast<2>(out, {a.shape(), b.shape()},
+                        [&](int64_t i, const std::array<int64_t, 2>& off) { py[i] = fn(pa[off[0]], pb[off[1]]); });
+}
+
 std::string change_case(std::string s, int how) {  // how: -1 lower, 1 upper (ASCII)
   for (char& c : s)
     c = static_cast<char>(how < 0 ? std::tolower(static_cast<unsigned char>(c)) : std::toupper(static_cast<unsigned char>(c)));
@@ -135,16 +150,7 @@ void register_string_concat(ir::OpRegistry& r) {
     ctx.set_output(0, DType::string, ir::broadcast_shapes({ctx.input_shape(0), ctx.input_shape(1)}, ctx.node()));
   };
   s.run = [](RunContext& ctx) {
-    require_strings(ctx, 0);
-    require_strings(ctx, 1);
-    const Tensor& a = ctx.input(0);
-    const Tensor& b = ctx.input(1);
-    const Shape out = broadcast_shape({a.shape(), b.shape()}, ctx.node());
-    Tensor& y = ctx.allocate_output(0, DType::string, out);
-    const std::string *pa = a.data<std::string>(), *pb = b.data<std::string>();
-    std::string* py = y.data<std::string>();
-    for_each_broadcast<2>(out, {a.shape(), b.shape()},
-                          [&](int64_t i, const std::array<int64_t, 2>& off) { py[i] = pa[off[0]] + pb[off[1]]; });
+    string_binary<std::string>(ctx, DType::string, [](const std::string& a, const std::string& b) { return a + b; });
   };
   r.add(std::move(s));
 }
@@ -238,16 +244,7 @@ void extend_equal_to_strings(ir::OpRegistry& r) {
   };
   s.run = [numeric_run](RunContext& ctx) {
     if (ctx.input(0).dtype() != DType::string && ctx.input(1).dtype() != DType::string) return numeric_run(ctx);
-    require_strings(ctx, 0);
-    require_strings(ctx, 1);
-    const Tensor& a = ctx.input(0);
-    const Tensor& b = ctx.input(1);
-    const Shape out = broadcast_shape({a.shape(), b.shape()}, ctx.node());
-    Tensor& y = ctx.allocate_output(0, DType::boolean, out);
-    const std::string *pa = a.data<std::string>(), *pb = b.data<std::string>();
-    bool* py = y.data<bool>();
-    for_each_broadcast<2>(out, {a.shape(), b.shape()},
-                          [&](int64_t i, const std::array<int64_t, 2>& off) { py[i] = pa[off[0]] == pb[off[1]]; });
+    string_binary<bool>(ctx, DType::boolean, [](const std::string& a, const std::string& b) { return a == b; });
   };
   r.add(std::move(s));
 }
