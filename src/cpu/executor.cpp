@@ -19,6 +19,7 @@ struct ThreadGraph {
 // The cpu::Graphs this thread built for one Executor, one per plan.
 struct ThreadGraphs {
   std::shared_ptr<std::atomic<bool>> alive;  // the Executor's flag
+  std::shared_ptr<Arena> arena = std::make_shared<Arena>();  // shared by the graphs below (one runs at a time)
   std::map<std::vector<Shape>, ThreadGraph> graphs;
   uint64_t evictions_seen = 0;               // the Executor's evictions_ when last scanned
   void drop_evicted() {
@@ -87,6 +88,7 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options,
       alive_(std::make_shared<std::atomic<bool>>(true)) {
   options_.log = nullptr;
   options_.weights = nullptr;
+  options_.arena = nullptr;
 }
 
 Executor::~Executor() {
@@ -131,9 +133,10 @@ std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& 
   return plans_[shapes] = std::move(plan);
 }
 
-std::unique_ptr<Graph> Executor::build_graph(Plan& plan) {
+std::unique_ptr<Graph> Executor::build_graph(Plan& plan, std::shared_ptr<Arena> arena) {
   GraphOptions o = options_;
   o.weights = weights_.get();
+  o.arena = std::move(arena);
   transforms::PassLog log;
   o.log = &log;
   auto g = std::make_unique<Graph>(plan.graph, o);
@@ -157,6 +160,12 @@ const Executor::Plan& Executor::plan_for(const std::vector<Shape>& shapes) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!p->cpu) p->cpu = std::move(g);
   return *p;
+}
+
+size_t Executor::thread_arena_bytes() const {
+  if (!t_registry_touched || !t_registry_alive) return 0;
+  auto it = t_registry.by_executor.find(id_);
+  return it == t_registry.by_executor.end() ? 0 : it->second.arena->capacity();
 }
 
 size_t Executor::cached_plans() const {
@@ -194,7 +203,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, std::vector
   ThreadGraph& g = mine.graphs[shapes];
   if (!g.graph || g.evicted != plan->evicted) {  // first run, or the plan was dropped and made again
     g.graph.reset();
-    g.graph = build_graph(*plan);
+    g.graph = build_graph(*plan, mine.arena);
     g.evicted = plan->evicted;
     graphs_built_.fetch_add(1);
   }

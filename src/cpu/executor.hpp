@@ -11,9 +11,10 @@
 // Threads: run() may be called from any number of threads at once (the stream workers
 // of a compiled model, or the callers' own threads with 0 streams). Every thread runs on
 // cpu::Graphs of its own, one per plan, built by that thread on its first run of the
-// plan and destroyed by that thread (oneDNN's library scratchpad is per thread): each
-// has its own intermediate buffers, while plans and packed weights (WeightsCache) are
-// shared. A thread's graphs are destroyed when the Executor is destroyed on that thread,
+// plan and destroyed by that thread (oneDNN's library scratchpad is per thread); a
+// thread's graphs share one arena for their intermediate buffers (one runs at a time),
+// grown to the largest plan's need, while plans and packed weights (WeightsCache) are
+// shared by all threads. A thread's graphs are destroyed when the Executor is destroyed on that thread,
 // else by the thread itself on its next run() of any Executor or when it exits; a thread
 // drops its graphs of evicted plans on its next run() of this Executor.
 #include <kiln/tensor.hpp>
@@ -69,10 +70,13 @@ class Executor {
   size_t plan_capacity() const { return capacity_; }
   size_t graphs_built() const { return graphs_built_.load(); }  // cpu::Graphs built by run() on all threads
   const WeightsCache& weights() const { return *weights_; }
+  // The bytes of the calling thread's arena for this executor (0 before its first fast run).
+  size_t thread_arena_bytes() const;
 
  private:
   std::shared_ptr<Plan> plan_locked(const std::vector<Shape>& shapes);  // mutex_ held
-  std::unique_ptr<Graph> build_graph(Plan& plan);       // mutex_ not held
+  // mutex_ not held; `arena`: the calling thread's for this executor (null: the graph's own)
+  std::unique_ptr<Graph> build_graph(Plan& plan, std::shared_ptr<Arena> arena = nullptr);
 
   std::shared_ptr<const ir::Graph> graph_;
   GraphOptions options_;

@@ -26,7 +26,8 @@ Edge* Graph::new_edge(const std::string& name, DType dtype, Shape shape) {
   return edges_.back().get();
 }
 
-Graph::Graph(std::shared_ptr<const ir::Graph> g, const GraphOptions& options) : ir_(std::move(g)) {
+Graph::Graph(std::shared_ptr<const ir::Graph> g, const GraphOptions& options)
+    : ir_(std::move(g)), arena_(options.arena) {
   std::unordered_map<const ir::Value*, Edge*> edge_of;
   auto edge_for = [&](const ir::Value* v) -> Edge* {
     auto it = edge_of.find(v);
@@ -278,21 +279,26 @@ void Graph::plan_memory() {
     if (index.count(root_of(e))) reqs[index[root_of(e)]].last = end;  // kept until copied out
   MemoryPlan plan = kiln::cpu::plan_memory(reqs);
   arena_bytes_ = plan.total_bytes;
-  void* p = std::aligned_alloc(MemoryPlan::kAlignment, std::max<size_t>(arena_bytes_, MemoryPlan::kAlignment));
-  KILN_CHECK(p, cat("cpu::Graph: cannot allocate an arena of ", arena_bytes_, " bytes"));
-  arena_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
-  for (size_t i = 0; i < planned.size(); ++i) planned[i]->data = static_cast<char*>(p) + plan.offsets[i];
+  planned_ = std::move(planned);
+  planned_offsets_ = std::move(plan.offsets);
   // Outputs whose producer can write straight into the tensor run() returns: arena buffers
   // of their own (not a view or an in-place alias of another buffer), plain, listed once.
   // Views of them (a Concat's inputs placed inside it) follow through bind_views().
-  output_arena_.assign(output_edges_.size(), nullptr);
+  output_direct_.assign(output_edges_.size(), false);
   for (size_t i = 0; i < output_edges_.size(); ++i) {
     Edge* e = output_edges_[i];
     const bool once = std::count(output_edges_.begin(), output_edges_.end(), e) == 1;
-    if (e->kind == Edge::Kind::arena && !e->alias_of && e->is_plain() && e->bytes() > 0 && once) output_arena_[i] = e->data;
+    output_direct_[i] = e->kind == Edge::Kind::arena && !e->alias_of && e->is_plain() && e->bytes() > 0 && once;
   }
-  bind_views();
+  if (!arena_) arena_ = std::make_shared<Arena>();
+  bind_arena(arena_->reserve(arena_bytes_));
   for (auto& e : edges_) e->bind_memory();
+}
+
+void Graph::bind_arena(void* base) {
+  arena_base_ = base;
+  for (size_t i = 0; i < planned_.size(); ++i) planned_[i]->data = static_cast<char*>(base) + planned_offsets_[i];
+  bind_views();
 }
 
 void Graph::plan_in_place() {
@@ -349,6 +355,8 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs, std::vector<Pr
                    shape_to_string(e->shape)));
     e->data = const_cast<void*>(inputs[i].raw());
   }
+  // the arena may have grown (and moved) for another graph sharing it
+  if (void* base = arena_->reserve(arena_bytes_); base != arena_base_) bind_arena(base);
   // Outputs: written in place into the returned tensors where the plan allows (the previous
   // run's when the caller holds none), else copied out of the arena after the run.
   std::vector<Tensor> out(output_edges_.size());
@@ -359,7 +367,7 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs, std::vector<Pr
       if (old.use_count() == 1 && old.dtype() == e->dtype && old.shape() == e->shape) out[i] = std::move(old);
     }
     if (!out[i].defined()) out[i] = Tensor::uninitialized(e->dtype, e->shape);  // written whole
-    if (output_arena_.size() == output_edges_.size() && output_arena_[i]) e->data = out[i].raw();
+    if (output_direct_[i]) e->data = out[i].raw();
   }
   bind_views();  // views of inputs and outputs follow the user's buffers
   dnnl::stream stream(cpu_engine());
@@ -400,13 +408,9 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs, std::vector<Pr
   stream.wait();
   for (size_t i = 0; i < output_edges_.size(); ++i) {
     Edge* e = output_edges_[i];
-    if (output_arena_.size() == output_edges_.size() && output_arena_[i]) {
-      e->data = output_arena_[i];  // back to its arena buffer: the tensor is the caller's now
-      continue;
-    }
-    if (e->bytes()) std::memcpy(out[i].raw(), e->data, e->bytes());
+    if (!output_direct_[i] && e->bytes()) std::memcpy(out[i].raw(), e->data, e->bytes());
   }
-  bind_views();
+  bind_arena(arena_base_);  // direct outputs back to their arena buffers: the tensors are the caller's now
   return out;
 }
 

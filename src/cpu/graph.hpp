@@ -3,8 +3,9 @@
 // (see transforms::specialize_shapes). One runtime node per ir node — a oneDNN-backed
 // node where one supports it, else a Reference node running the spine's kernel — plus
 // Reorder nodes where a consumer needs another layout than its producer made. All
-// intermediate tensors live in one arena planned by lifetime; nothing is allocated
-// during execute() except by Reference nodes' kernels.
+// intermediate tensors live at offsets planned by lifetime in one arena, which graphs
+// running on one thread may share (GraphOptions::arena); nothing is allocated during
+// execute() except by Reference nodes' kernels.
 #include <kiln/core.hpp>
 #include <kiln/tensor.hpp>
 
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/arena.hpp"
 #include "cpu/node.hpp"
 #include "ir/graph.hpp"
 #include "snippets/target_machine.hpp"
@@ -47,6 +49,9 @@ struct GraphOptions {
   bool bf16 = false;
   SnippetsMode snippets_mode = SnippetsMode::enable;  // snippets_mode
   snippets::Isa snippets_isa = snippets::Isa::Auto;   // kiln_snippets_isa: the Subgraph kernels' ISA
+  // Where the intermediate tensors live during run(): shared with other graphs that run on
+  // the same thread (never at the same time); null: the graph has an arena of its own.
+  std::shared_ptr<Arena> arena = nullptr;
 };
 
 class Graph {
@@ -85,7 +90,7 @@ class Graph {
   void absorb(Node* host, Node* absorbed);
   // bf16 mode: marks the convolutions whose output only bf16 convolutions read (bf16_output).
   void keep_bf16_between_convolutions();
-  size_t arena_bytes() const { return arena_bytes_; }
+  size_t arena_bytes() const { return arena_bytes_; }  // what this graph needs of its arena
   size_t in_place_nodes() const { return in_place_nodes_; }  // nodes writing over a dead input
   size_t concat_in_place_nodes() const { return concat_in_place_nodes_; }  // Concats whose inputs sit in the output
   // One line per node: name, type, impl, output layouts (for tests and debugging).
@@ -98,17 +103,21 @@ class Graph {
   void plan_in_place();
   void plan_concat_in_place();
   void bind_views();
+  void bind_arena(void* base);  // the planned buffers at their offsets from `base`
 
   std::shared_ptr<const ir::Graph> ir_;
   std::vector<std::unique_ptr<Edge>> edges_;
   std::vector<std::unique_ptr<Node>> nodes_;  // execution order
   std::vector<std::unique_ptr<Node>> absorbed_;  // fused away by absorb(), freed after the passes
   std::vector<Edge*> input_edges_, output_edges_;
-  std::shared_ptr<void> arena_;
+  std::shared_ptr<Arena> arena_;
   size_t arena_bytes_ = 0;
-  // Per output edge: its arena buffer, or null when the run cannot write the output directly
-  // into the returned tensor (not an arena root, not plain, or listed twice) and copies it.
-  std::vector<void*> output_arena_;
+  void* arena_base_ = nullptr;             // where the planned buffers are bound now
+  std::vector<Edge*> planned_;             // the arena's root buffers ...
+  std::vector<size_t> planned_offsets_;    // ... and their offsets
+  // Per output edge: whether the run can write the output directly into the returned
+  // tensor (an arena root of its own, plain, listed once), else it is copied out.
+  std::vector<bool> output_direct_;
   size_t in_place_nodes_ = 0;
   size_t concat_in_place_nodes_ = 0;
   // The performance-counter rows without times (names, types, exec types, fused rows), made

@@ -199,6 +199,62 @@ TEST(CpuExecutor, ThePlanCacheKeepsTheMostRecentlyUsedShapes) {
   EXPECT_LE(ex.cached_plans(), 2u);
 }
 
+TEST(CpuArena, GrowsByHalfAgainAndKeepsItsBufferWhenLarger) {
+  cpu::Arena a;
+  EXPECT_EQ(a.capacity(), 0u);
+  void* p = a.reserve(1000);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % cpu::Arena::kAlignment, 0u);
+  EXPECT_GE(a.capacity(), 1000u);
+  EXPECT_EQ(a.reserve(10), p);  // smaller: the same bytes
+  EXPECT_EQ(a.reallocations(), 1u);
+  a.reserve(1100);  // a little more: grows by half, so the next step up fits
+  EXPECT_GE(a.capacity(), 1500u);
+  const size_t c = a.capacity();
+  a.reserve(c);
+  EXPECT_EQ(a.reallocations(), 2u);
+  a.reserve(10 * c);  // far more: exactly what is asked (rounded to the alignment)
+  EXPECT_EQ(a.capacity(), 10 * c);
+  EXPECT_EQ(a.reallocations(), 3u);
+}
+
+TEST(CpuExecutor, AThreadsGraphsShareOneArena) {
+  // widths growing, shrinking and alternating: each plan's graph binds its buffers to the
+  // thread's one arena, wherever the last growth moved it, and results stay right
+  auto g = std::make_shared<ir::Graph>();
+  g->opset_imports[""] = 13;
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(std::vector<ir::Dim>{1, 4, 6, ir::Dim::sym("w")})});
+  auto* c1 = g->add_node("Conv", {x, g->add_constant("w1", random_tensor({8, 4, 3, 3}, 1))}, 1, "c1");
+  c1->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+  auto* r = g->add_node("Sigmoid", {c1->output(0)}, 1, "act");
+  auto* c2 = g->add_node("Conv", {r->output(0), g->add_constant("w2", random_tensor({5, 8, 1, 1}, 2))}, 1, "c2");
+  auto* t = g->add_node("Transpose", {c2->output(0)}, 1, "t");
+  t->attrs["perm"] = std::vector<int64_t>{0, 3, 1, 2};
+  g->add_output(t->output(0));
+  g->add_output(c1->output(0));
+  ir::infer_shapes(*g);
+  runtime::ReferenceExecutor ref(g);
+  cpu::Executor ex(g);  // GraphOptions{}: f32
+  std::vector<Tensor> previous;
+  size_t largest = 0, sum = 0;
+  for (int64_t w : {8, 64, 8, 40, 64, 8, 64}) {
+    Tensor in = random_tensor({1, 4, 6, w}, static_cast<uint32_t>(w));
+    auto want = ref.run({in});
+    auto got = ex.run({in}, nullptr, &previous);
+    ASSERT_EQ(got.size(), 2u);
+    expect_close(want[0], got[0]);
+    expect_close(want[1], got[1]);
+    previous = got;
+    const auto& plan = ex.plan_for({in.shape()});
+    ASSERT_TRUE(plan.cpu);
+    if (w == 64 && largest < plan.cpu->arena_bytes()) largest = plan.cpu->arena_bytes();
+    EXPECT_GE(ex.thread_arena_bytes(), plan.cpu->arena_bytes());
+  }
+  for (int64_t w : {8, 40, 64}) sum += ex.plan_for({{1, 4, 6, w}}).cpu->arena_bytes();
+  // one arena: as large as the largest plan needs (with the growth margin), less than all of them
+  EXPECT_GE(ex.thread_arena_bytes(), largest);
+  EXPECT_LT(ex.thread_arena_bytes(), sum);
+}
+
 TEST(CpuExecutor, DataDependentShapesFallBackToTheReferenceExecutor) {
   auto g = std::make_shared<ir::Graph>();
   g->opset_imports[""] = 13;

@@ -1,0 +1,32 @@
+#include "cpu/arena.hpp"
+
+#include <kiln/error.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "core/strings.hpp"
+
+namespace kiln::cpu {
+
+void* Arena::reserve(size_t bytes) {
+  bytes = std::max<size_t>(bytes, kAlignment);
+  if (bytes <= capacity_) return data_.get();
+  size_t grown = capacity_ + capacity_ / 2;
+  size_t size = std::max(bytes, grown);
+  size = (size + kAlignment - 1) / kAlignment * kAlignment;
+  data_.reset();  // the old bytes go first: never both at once
+  capacity_ = 0;
+  void* p = std::aligned_alloc(kAlignment, size);
+  if (!p && size > bytes) {  // the growth margin may be what does not fit
+    size = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    p = std::aligned_alloc(kAlignment, size);
+  }
+  KILN_CHECK(p, cat("cpu::Graph: cannot allocate an arena of ", bytes, " bytes"));
+  data_ = std::unique_ptr<void, void (*)(void*)>(p, [](void* q) { std::free(q); });
+  capacity_ = size;
+  ++reallocations_;
+  return p;
+}
+
+}  // namespace kiln::cpu

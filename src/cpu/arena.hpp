@@ -1,0 +1,33 @@
+#pragma once
+// Arena: the bytes a cpu::Graph's intermediate tensors live in while it runs. Graphs that
+// never run at the same time share one: the cpu::Executor gives every thread one arena per
+// compiled model, used by all that thread's graphs (one per input-shape plan), so memory is
+// the largest plan's need, not the sum over plans, and a new shape reuses pages already
+// touched instead of faulting in fresh ones. The contents do not outlive a run.
+#include <cstddef>
+#include <memory>
+
+namespace kiln::cpu {
+
+class Arena {
+ public:
+  static constexpr size_t kAlignment = 64;
+  Arena() = default;
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  // At least `bytes` bytes (aligned to kAlignment), valid until the next reserve() that
+  // grows the arena. Growing replaces the buffer (the old contents are dropped) by one of
+  // max(bytes, 1.5 x the old size), so a stream of growing shapes reallocates a logarithmic
+  // number of times. Throws kiln::Error when the memory cannot be had.
+  void* reserve(size_t bytes);
+  size_t capacity() const { return capacity_; }
+  size_t reallocations() const { return reallocations_; }
+
+ private:
+  std::unique_ptr<void, void (*)(void*)> data_{nullptr, [](void*) {}};
+  size_t capacity_ = 0;
+  size_t reallocations_ = 0;
+};
+
+}  // namespace kiln::cpu
