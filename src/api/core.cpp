@@ -221,7 +221,12 @@ const std::vector<PortInfo>& CompiledModel::outputs() const { return need(impl_)
 
 std::string CompiledModel::get_property(const std::string& key) const {
   const auto& c = need(impl_);
-  return api::effective_value(api::canonical_key(key, /*read_only=*/true), c.settings, c.layout);
+  const std::string k = api::canonical_key(key, /*read_only=*/true);
+  // the plan cache's counters: the executor's state, not a setting (0 on the reference executor)
+  if (k == "kiln_plan_cache_size") return std::to_string(c.fast ? c.fast->cached_plans() : 0);
+  if (k == "kiln_plan_cache_hits") return std::to_string(c.fast ? c.fast->plan_hits() : 0);
+  if (k == "kiln_plan_cache_misses") return std::to_string(c.fast ? c.fast->plan_misses() : 0);
+  return api::effective_value(k, c.settings, c.layout);
 }
 
 // ---------------- InferRequest ----------------

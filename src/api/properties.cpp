@@ -46,6 +46,9 @@ const std::vector<Key>& keys() {
       {"optimal_number_of_infer_requests", "OPTIMAL_NUMBER_OF_INFER_REQUESTS", "", true},
       {"kiln_threads_per_stream", nullptr, "", true},
       {"kiln_cpu_isa", nullptr, "", true},
+      {"kiln_plan_cache_size", nullptr, "", true},
+      {"kiln_plan_cache_hits", nullptr, "", true},
+      {"kiln_plan_cache_misses", nullptr, "", true},
   };
   return k;
 }

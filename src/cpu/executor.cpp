@@ -97,8 +97,9 @@ Executor::~Executor() {
   if (t_registry_touched && t_registry_alive) t_registry.by_executor.erase(id_);
 }
 
-std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& shapes) {
+std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& shapes, bool* hit) {
   auto it = plans_.find(shapes);
+  if (hit) *hit = it != plans_.end();
   if (it != plans_.end()) {
     it->second->last_used = ++clock_;
     return it->second;
@@ -188,7 +189,9 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, std::vector
   std::shared_ptr<Plan> plan;  // held for the run: the cache may drop it meanwhile
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    plan = plan_locked(shapes);
+    bool hit = false;
+    plan = plan_locked(shapes, &hit);
+    (hit ? plan_hits_ : plan_misses_).fetch_add(1);
   }
   if (!plan->fast) return reference_.run(inputs, nullptr, profile);
   ThreadRegistry* reg = registry();

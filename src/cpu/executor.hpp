@@ -69,12 +69,16 @@ class Executor {
   size_t cached_plans() const;
   size_t plan_capacity() const { return capacity_; }
   size_t graphs_built() const { return graphs_built_.load(); }  // cpu::Graphs built by run() on all threads
+  // run()s that found their input shapes' plan cached / had to make it.
+  size_t plan_hits() const { return plan_hits_.load(); }
+  size_t plan_misses() const { return plan_misses_.load(); }
   const WeightsCache& weights() const { return *weights_; }
   // The bytes of the calling thread's arena for this executor (0 before its first fast run).
   size_t thread_arena_bytes() const;
 
  private:
-  std::shared_ptr<Plan> plan_locked(const std::vector<Shape>& shapes);  // mutex_ held
+  // mutex_ held; `hit` (may be null): whether the plan was cached
+  std::shared_ptr<Plan> plan_locked(const std::vector<Shape>& shapes, bool* hit = nullptr);
   // mutex_ not held; `arena`: the calling thread's for this executor (null: the graph's own)
   std::unique_ptr<Graph> build_graph(Plan& plan, std::shared_ptr<Arena> arena = nullptr);
 
@@ -91,6 +95,7 @@ class Executor {
   uint64_t id_;                                // key of this executor's graphs in each thread
   std::shared_ptr<std::atomic<bool>> alive_;   // false once destroyed: threads drop its graphs
   std::atomic<size_t> graphs_built_{0};
+  std::atomic<size_t> plan_hits_{0}, plan_misses_{0};
 };
 
 }  // namespace kiln::cpu

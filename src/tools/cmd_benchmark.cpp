@@ -221,7 +221,20 @@ int cmd_benchmark(const BenchmarkOptions& o) {
   auto model = core.read_model(o.model);
   double compile_ms = ms_since(t0);
   const auto& ports = model->inputs();
-  tools::PreparedInputs in = tools::prepare_inputs(ports, o.inputs, o.shapes, /*random_missing=*/true, o.seed);
+  // -data_shape: one set of inputs per shape group, cycled through; else one set
+  std::vector<tools::PreparedInputs> groups;
+  if (!o.data_shape.empty()) {
+    KILN_CHECK(!async, "-data_shape runs one request after the other: not with -api async, -hint throughput, "
+                       "-nstreams or -nireq");
+    for (const auto& specs : tools::parse_data_shape(o.data_shape, ports)) {
+      std::vector<std::string> all = o.shapes;
+      all.insert(all.end(), specs.begin(), specs.end());
+      groups.push_back(tools::prepare_inputs(ports, o.inputs, all, /*random_missing=*/true, o.seed));
+    }
+  } else {
+    groups.push_back(tools::prepare_inputs(ports, o.inputs, o.shapes, /*random_missing=*/true, o.seed));
+  }
+  const tools::PreparedInputs& in = groups[0];
 
   t0 = Clock::now();
   CompiledModel compiled = core.compile_model(model, properties);
@@ -241,9 +254,12 @@ int cmd_benchmark(const BenchmarkOptions& o) {
   }
 
   std::cout << "model       " << o.model << "\n";
-  for (size_t i = 0; i < ports.size(); ++i)
-    std::cout << "input       " << ports[i].name << "  " << shape_to_string(in.tensors[i].shape()) << "  "
-              << dtype_name(in.tensors[i].dtype()) << "  (" << in.sources[i] << ")\n";
+  for (size_t i = 0; i < ports.size(); ++i) {
+    std::cout << "input       " << ports[i].name << "  " << shape_to_string(in.tensors[i].shape());
+    if (groups.size() > 1)
+      std::cout << " .. " << shape_to_string(groups.back().tensors[i].shape()) << " (" << groups.size() << " shapes)";
+    std::cout << "  " << dtype_name(in.tensors[i].dtype()) << "  (" << in.sources[i] << ")\n";
+  }
   std::cout << "threads     " << total_threads << "\n";
   std::cout << "streams     " << streams << " (" << per_stream << (per_stream == 1 ? " thread" : " threads")
             << " each, pinning " << pinning << ", hint " << mode << ")\n";
@@ -257,15 +273,6 @@ int cmd_benchmark(const BenchmarkOptions& o) {
   const bool timed_by_count = o.seconds <= 0;
   const int iterations = o.iterations > 0 ? o.iterations : kDefaultIterations;
 
-  // First inference (includes any lazy initialisation), then untimed warmup runs.
-  progress.update("first", 0, "", true);
-  t0 = Clock::now();
-  reqs[0].infer();
-  double first_ms = ms_since(t0);
-  progress.clear();  // the bar shares the terminal with stdout
-  std::cout << "first       " << fmt_ms(first_ms) << "  (first inference)\n" << std::flush;
-  if (o.warmup > 0) run_loop(reqs, async, o.warmup, 0, progress, "warmup", {});
-
   // Timed iterations.
   tools::PerfCounterAverage counters;
   std::map<size_t, tools::PerfCounterAverage> per_request;  // -report_type detailed_counters
@@ -277,7 +284,40 @@ int cmd_benchmark(const BenchmarkOptions& o) {
       if (o.report_type == "detailed_counters") per_request[request].add(rows);
       if (!o.trace_path.empty()) trace.add(request, rows);
     };
-  LoopResult loop = run_loop(reqs, async, timed_by_count ? iterations : 0, o.seconds, progress, "timing", sink);
+  double first_ms = 0;
+  LoopResult loop;
+  std::vector<double> first_seen, repeated;  // -data_shape: latencies of a shape's first / later inferences
+  if (groups.size() == 1 && o.data_shape.empty()) {
+    // First inference (includes any lazy initialisation), then untimed warmup runs.
+    progress.update("first", 0, "", true);
+    t0 = Clock::now();
+    reqs[0].infer();
+    first_ms = ms_since(t0);
+    progress.clear();  // the bar shares the terminal with stdout
+    std::cout << "first       " << fmt_ms(first_ms) << "  (first inference)\n" << std::flush;
+    if (o.warmup > 0) run_loop(reqs, async, o.warmup, 0, progress, "warmup", {});
+    loop = run_loop(reqs, async, timed_by_count ? iterations : 0, o.seconds, progress, "timing", sink);
+  } else {
+    // the shape groups in turn, every inference timed: a group's first is a first-seen shape
+    const size_t count = o.iterations > 0 ? static_cast<size_t>(o.iterations) : 3 * groups.size();
+    std::vector<bool> seen(groups.size(), false);
+    const auto t_start = Clock::now();
+    for (size_t n = 0; timed_by_count ? n < count : (n == 0 || ms_since(t_start) / 1000.0 < o.seconds); ++n) {
+      const size_t g = n % groups.size();
+      for (size_t k = 0; k < ports.size(); ++k) reqs[0].set_input_tensor(k, groups[g].tensors[k]);
+      progress.update("timing", timed_by_count ? static_cast<double>(n) / count : ms_since(t_start) / 1000.0 / o.seconds,
+                      cat(n, " runs"));
+      t0 = Clock::now();
+      reqs[0].infer();
+      const double ms = ms_since(t0);
+      loop.latencies_ms.push_back(ms);
+      (seen[g] ? repeated : first_seen).push_back(ms);
+      if (n == 0) first_ms = ms;
+      seen[g] = true;
+      if (sink) sink(0, reqs[0].get_profiling_info());
+    }
+    loop.wall_s = ms_since(t_start) / 1000.0;
+  }
   progress.clear();
   const std::vector<double>& times = loop.latencies_ms;
 
@@ -287,7 +327,9 @@ int cmd_benchmark(const BenchmarkOptions& o) {
 
   std::cout << "latency     median " << fmt_ms(st.median) << ", min " << fmt_ms(st.min) << ", p90 "
             << fmt_ms(st.p90) << ", max " << fmt_ms(st.max) << ", mean " << fmt_ms(st.mean) << "  ("
-            << times.size() << " iterations after " << o.warmup << " warmup)\n";
+            << times.size()
+            << (first_seen.empty() ? cat(" iterations after ", o.warmup, " warmup)\n")
+                                   : std::string(" iterations over all shapes, no warmup)\n"));
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.2f", throughput);
   std::cout << "throughput  " << buf << " inferences/s";
@@ -295,6 +337,23 @@ int cmd_benchmark(const BenchmarkOptions& o) {
     std::cout << "  (FPS, " << nireq << (nireq == 1 ? " request" : " requests") << " in flight on " << streams
               << (streams == 1 ? " stream)" : " streams)");
   std::cout << "\n";
+  if (!first_seen.empty()) {
+    auto line = [&](const char* label, const std::vector<double>& v) {
+      if (v.empty()) return void(std::cout << label << "none\n");
+      const tools::LatencyStats s = tools::latency_stats(v);
+      double total = 0;
+      for (double x : v) total += x;
+      std::cout << label << "median " << fmt_ms(s.median) << ", mean " << fmt_ms(s.mean) << ", max " << fmt_ms(s.max)
+                << ", total " << fmt_ms(total) << "  (" << v.size() << " inferences)\n";
+    };
+    std::cout << "shapes      " << groups.size() << " groups, cycled (-data_shape)\n";
+    line("first-seen  ", first_seen);
+    line("repeated    ", repeated);
+    std::cout << "plan cache  " << compiled.get_property("kiln_plan_cache_size") << " of "
+              << compiled.get_property("kiln_plan_cache_capacity") << " plans kept, "
+              << compiled.get_property("kiln_plan_cache_hits") << " hits, "
+              << compiled.get_property("kiln_plan_cache_misses") << " misses\n";
+  }
   if (rss >= 0) {
     std::snprintf(buf, sizeof buf, "%.1f", rss);
     std::cout << "peak RSS    " << buf << " MiB  (VmHWM)\n";
@@ -379,7 +438,7 @@ int cmd_benchmark(const BenchmarkOptions& o) {
     j["isa"] = compiled.get_property("kiln_cpu_isa");
     j["properties"] = properties;
     j["iterations"] = times.size();
-    j["warmup"] = o.warmup;
+    j["warmup"] = first_seen.empty() ? o.warmup : 0;
     j["compile_ms"] = round3(compile_ms);
     j["first_inference_ms"] = round3(first_ms);
     j["latency_ms"] = {{"median", round3(st.median)}, {"min", round3(st.min)}, {"p90", round3(st.p90)},
@@ -388,6 +447,23 @@ int cmd_benchmark(const BenchmarkOptions& o) {
     j["fps"] = round3(throughput);
     j["peak_rss_mib"] = rss >= 0 ? nlohmann::json(round3(rss)) : nlohmann::json(nullptr);
     if (perf_counts) j["node_time_sum_ms"] = round3(tools::node_time_sum_ms(counters.average()));
+    if (!first_seen.empty()) {
+      auto stats = [](const std::vector<double>& v) {
+        if (v.empty()) return nlohmann::json(nullptr);
+        const tools::LatencyStats s = tools::latency_stats(v);
+        double total = 0;
+        for (double x : v) total += x;
+        return nlohmann::json{{"count", v.size()}, {"median", round3(s.median)}, {"mean", round3(s.mean)},
+                              {"max", round3(s.max)}, {"total", round3(total)}};
+      };
+      j["data_shape"] = {{"groups", groups.size()},
+                         {"first_seen_ms", stats(first_seen)},
+                         {"repeated_ms", stats(repeated)},
+                         {"plan_cache", {{"size", std::stoul(compiled.get_property("kiln_plan_cache_size"))},
+                                         {"capacity", std::stoul(compiled.get_property("kiln_plan_cache_capacity"))},
+                                         {"hits", std::stoul(compiled.get_property("kiln_plan_cache_hits"))},
+                                         {"misses", std::stoul(compiled.get_property("kiln_plan_cache_misses"))}}}};
+    }
     std::ofstream f(o.json_path);
     KILN_CHECK(f.good(), cat("--json: cannot write '", o.json_path, "'"));
     f << j.dump(2) << "\n";

@@ -58,6 +58,7 @@ struct BenchmarkOptions {
   std::string exec_graph_path;  // -exec_graph_path FILE.json: the runtime graph
   std::string report_type;      // -report_type no_counters | average_counters | detailed_counters (CSV reports)
   std::string report_folder;    // -report_folder DIR (default: the current directory)
+  std::string data_shape;       // -data_shape "x[1,3,48,96][1,3,48,120]": cycle through these input shapes
 };
 int cmd_benchmark(const BenchmarkOptions& o);
 

@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
     for (size_t i = 2; i < args.size(); ++i) {
       if (args[i] == "--") break;
       for (const char* name : {"-niter", "-time", "-pc", "-pcsort", "-hint", "-nstreams", "-nthreads", "-nireq", "-api", "-exec_graph_path", "-report_type", "-report_folder",
-                               "-pin", "-infer_precision"})
+                               "-pin", "-infer_precision", "-data_shape"})
         if (args[i] == name || args[i].rfind(std::string(name) + "=", 0) == 0) args[i].insert(0, "-");
     }
   }
@@ -115,6 +115,10 @@ int main(int argc, char** argv) {
                         "Order of the -pc table: sort (by time, with totals per node type), no_sort (execution "
                         "order), simple_sort (by time, executed nodes only) (also -pcsort; implies -pc)")
       ->check(CLI::IsMember({"sort", "no_sort", "simple_sort"}));
+  bench_cmd->add_option("--data_shape", bench.data_shape,
+                        "Cycle through input shapes, one inference each in turn: x[1,3,48,96][1,3,48,120] or "
+                        "ids[1,8][1,12],mask[1,8][1,12]; reports first-seen and repeated shapes' latency and the "
+                        "plan cache (also -data_shape; sync only, no warmup)");
   bench_cmd->add_option("-p,--property", bench.properties, kPropertyHelp)->allow_extra_args(false);
   bench_cmd->add_option("--hint", bench.hint,
                         "Performance hint (property performance_mode): latency (one stream per NUMA node), "

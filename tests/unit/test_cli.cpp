@@ -11,6 +11,36 @@
 using namespace kiln;
 using namespace kiln::tools;
 
+TEST(CliUtil, DataShapeGroups) {
+  PortInfo ids, mask;
+  ids.name = "ids";
+  mask.name = "mask";
+  using Groups = std::vector<std::vector<std::string>>;
+  // the i-th shapes go together; one shape is kept in every group
+  EXPECT_EQ(parse_data_shape("ids[1,8][2,12], mask[1,8][2,12]", {ids, mask}),
+            (Groups{{"ids=[1,8]", "mask=[1,8]"}, {"ids=[2,12]", "mask=[2,12]"}}));
+  EXPECT_EQ(parse_data_shape("ids[1,8][1,9][1,10],mask[1,4]", {ids, mask}),
+            (Groups{{"ids=[1,8]", "mask=[1,4]"}, {"ids=[1,9]", "mask=[1,4]"}, {"ids=[1,10]", "mask=[1,4]"}}));
+  EXPECT_EQ(parse_data_shape("[3][4]", {ids}), (Groups{{"ids=[3]"}, {"ids=[4]"}}));  // the only input
+  auto error_of = [](const std::string& spec, const std::vector<PortInfo>& ports) {
+    try {
+      parse_data_shape(spec, ports);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of("[3][4]", {ids, mask}).find("name each"), std::string::npos);
+  EXPECT_NE(error_of("ids[1][2],mask[1][2][3]", {ids, mask}).find("has 2 shapes, others 3"), std::string::npos);
+  EXPECT_NE(error_of("idz[1]", {ids, mask}).find("no input named 'idz'"), std::string::npos);
+  EXPECT_NE(error_of("ids[1],ids[2]", {ids, mask}).find("given twice"), std::string::npos);
+  EXPECT_NE(error_of("ids[1,2", {ids}).find("missing ']'"), std::string::npos);
+  EXPECT_NE(error_of("ids[1,x]", {ids}).find("x"), std::string::npos);
+  EXPECT_NE(error_of("ids[1] mask[2]", {ids, mask}).find("expected ','"), std::string::npos);
+  EXPECT_NE(error_of("ids[1],", {ids, mask}).find("nothing after"), std::string::npos);
+  EXPECT_NE(error_of("", {ids}).find("no shapes"), std::string::npos);
+}
+
 TEST(CliUtil, ShapeSpecs) {
   EXPECT_EQ(parse_shape_spec("x=[1,128]"), (std::pair<std::string, Shape>{"x", {1, 128}}));
   EXPECT_EQ(parse_shape_spec("x=1, 3 ,224"), (std::pair<std::string, Shape>{"x", {1, 3, 224}}));

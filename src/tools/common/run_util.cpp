@@ -137,6 +137,53 @@ std::pair<std::string, std::string> split_assignment(const std::string& spec) {
   return {spec.substr(0, eq), spec.substr(eq + 1)};
 }
 
+std::vector<std::vector<std::string>> parse_data_shape(const std::string& spec, const std::vector<PortInfo>& ports) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> lists;  // input -> its shapes, "[d0,...]"
+  size_t pos = 0;
+  const std::string where = cat("-data_shape '", spec, "'");
+  while (pos < spec.size()) {
+    const size_t open = spec.find('[', pos);
+    KILN_CHECK(open != std::string::npos, cat(where, ": expected NAME[d0,d1,...] at '", spec.substr(pos), "'"));
+    std::string name = trim(spec.substr(pos, open - pos));
+    if (name.empty()) {
+      KILN_CHECK(ports.size() == 1, cat(where, ": the model has ", ports.size(), " inputs; name each (inputs: ",
+                                        input_names(ports), ")"));
+      name = ports[0].name;
+    }
+    KILN_CHECK(find_port(ports, name) >= 0,
+               cat(where, ": the model has no input named '", name, "' (inputs: ", input_names(ports), ")"));
+    for (const auto& l : lists) KILN_CHECK(l.first != name, cat(where, ": input '", name, "' is given twice"));
+    std::vector<std::string> shapes;
+    pos = open;
+    while (pos < spec.size() && spec[pos] == '[') {
+      const size_t close = spec.find(']', pos);
+      KILN_CHECK(close != std::string::npos, cat(where, ": missing ']'"));
+      const std::string dims = spec.substr(pos, close - pos + 1);
+      parse_shape_spec(cat(name, "=", dims));  // checks the dims now, naming them
+      shapes.push_back(dims);
+      pos = close + 1;
+      while (pos < spec.size() && std::isspace(static_cast<unsigned char>(spec[pos]))) ++pos;
+    }
+    lists.emplace_back(name, std::move(shapes));
+    if (pos < spec.size()) {
+      KILN_CHECK(spec[pos] == ',', cat(where, ": expected ',' or '[' at '", spec.substr(pos), "'"));
+      ++pos;
+      KILN_CHECK(pos < spec.size(), cat(where, ": nothing after the last ','"));
+    }
+  }
+  KILN_CHECK(!lists.empty(), cat(where, ": no shapes"));
+  size_t groups = 1;
+  for (const auto& l : lists) groups = std::max(groups, l.second.size());
+  for (const auto& l : lists)
+    KILN_CHECK(l.second.size() == 1 || l.second.size() == groups,
+               cat(where, ": input '", l.first, "' has ", l.second.size(), " shapes, others ", groups,
+                   " (give each input one shape or as many as the others)"));
+  std::vector<std::vector<std::string>> out(groups);
+  for (size_t g = 0; g < groups; ++g)
+    for (const auto& l : lists) out[g].push_back(cat(l.first, "=", l.second[l.second.size() == 1 ? 0 : g]));
+  return out;
+}
+
 std::pair<std::string, Shape> parse_shape_spec(const std::string& spec) {
   auto [name, value] = split_assignment(spec);
   KILN_CHECK(!name.empty(), cat("--shape '", spec, "': expected NAME=[d0,d1,...]"));

@@ -37,6 +37,12 @@ struct PreparedInputs {
   std::vector<Tensor> tensors;       // one per model input, in port order
   std::vector<std::string> sources;  // file name or "random, seed N"
 };
+// benchmark_app's -data_shape: "x[1,3,48,96][1,3,48,120]" or, for several inputs,
+// "ids[1,8][1,12],mask[1,8][1,12]" (the i-th shape of every input go together; an input with one
+// shape keeps it in every group; the name may be left out when the model has one input). Returns
+// the groups, each as --shape specs (NAME=[d0,...]) for prepare_inputs. Errors name the spec.
+std::vector<std::vector<std::string>> parse_data_shape(const std::string& spec, const std::vector<PortInfo>& ports);
+
 PreparedInputs prepare_inputs(const std::vector<PortInfo>& ports, const std::vector<std::string>& input_specs,
                               const std::vector<std::string>& shape_specs, bool random_missing, uint32_t seed);
 

@@ -1,0 +1,209 @@
+#!/usr/bin/env node
+'use strict';
+// ONNX Runtime (CPU EP, onnxruntime-node) timing of a variable-shape stream: one session, and
+// inferences whose input shapes change every run (a model exported with dynamic axes, e.g. by
+// make_dynamic_models.py).
+//
+// usage: node bench/dynamic_stream_ort.js MODEL.onnx --shapes SPEC [--threads 2] [--passes 3]
+//                                         [--dump DIR]
+//        node bench/dynamic_stream_ort.js --gen crnn|bert|bert-batch      (prints a SPEC)
+//
+// SPEC is benchmark_app's data_shape syntax: `x[1,3,48,96][1,3,48,120]`, or for several inputs
+// `input_ids[1,8][1,12],attention_mask[1,8][1,12]`; the i-th shape of every input makes the i-th
+// group (an input given a single shape keeps it in every group).
+// A pass runs every group once, in order; one JSON line per pass on stdout:
+//   {"runtime":"ort","pass":p,"shapes":N,"total_ms":..,"median_ms":..,"rss_mib":..,"peak_rss_mib":..,
+//    "min_ms":..,"max_ms":..,"threads":..}
+// total_ms is the sum of the N session.run() latencies (input generation is not timed), median
+// over the N runs; rss from process.memoryUsage().rss after the pass, peak from
+// process.resourceUsage().maxRSS.  Pass 1 is cold: nothing runs before it.
+// Inputs (the same in every pass): float -> uniform [-1, 1) from a fixed-seed generator; int64
+// whose name contains "mask" -> ones with the last 25% of positions (last axis) zero; other int64
+// whose name contains "type" -> zeros; other int64 (input_ids) -> uniform in [0, 30000).
+// --dump DIR writes, for the first pass, DIR/<group>_in_<name>.npy and DIR/<group>_out_<name>.npy
+// (make_dynamic_models.py compares them with torch).
+// Session: intraOpNumThreads = --threads, interOpNumThreads 1, graphOptimizationLevel 'all',
+// executionMode 'sequential'.
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+
+const CACHE = process.env.KILN_BENCH_CACHE || path.join(os.homedir(), '.cache', 'kiln-bench');
+
+function usage(code) {
+  const lines = fs.readFileSync(__filename, 'utf8').split('\n').slice(2);
+  const end = lines.findIndex(l => !l.startsWith('//'));
+  console.error(lines.slice(0, end).map(l => l.replace(/^\/\/ ?/, '')).join('\n'));
+  process.exit(code);
+}
+
+// --- shape specs ----------------------------------------------------------------------------
+
+function genSpec(kind) {
+  const n = 64;
+  const fmt = (name, shapes) => name + shapes.map(s => `[${s.join(',')}]`).join('');
+  const idx = [...Array(n).keys()];
+  if (kind === 'crnn') return fmt('x', idx.map(i => [1, 3, 48, 96 + 24 * i]));
+  if (kind === 'bert' || kind === 'bert-batch') {
+    const shapes = idx.map(i => [kind === 'bert' ? 1 : [1, 2, 4, 8][i % 4], 8 + 2 * i]);
+    return `${fmt('input_ids', shapes)},${fmt('attention_mask', shapes)}`;
+  }
+  throw new Error(`--gen: unknown kind ${kind} (crnn, bert, bert-batch)`);
+}
+
+// 'a[1,2][3,4],b[5]' -> [{a: [1,2], b: [5]}, {a: [3,4], b: [5]}]
+function parseSpec(spec) {
+  const inputs = [];
+  const re = /\s*([^,\[\]\s][^,\[\]]*?)\s*((?:\[[^\]]*\]\s*)+)\s*(?:,|$)/y;
+  let m;
+  while (re.lastIndex < spec.length && (m = re.exec(spec)) !== null) {
+    const shapes = [...m[2].matchAll(/\[([^\]]*)\]/g)].map(s => s[1].trim() === '' ? [] : s[1].split(',').map(d => {
+      const v = Number(d.trim());
+      if (!Number.isInteger(v) || v < 0) throw new Error(`bad dim '${d}' in --shapes`);
+      return v;
+    }));
+    inputs.push({ name: m[1], shapes });
+  }
+  if (!inputs.length || re.lastIndex !== spec.length) throw new Error(`cannot parse --shapes '${spec}' (expected name[d,d][d,d],name[..])`);
+  const n = Math.max(...inputs.map(i => i.shapes.length));
+  for (const i of inputs) {
+    if (i.shapes.length !== n && i.shapes.length !== 1) throw new Error(`--shapes: ${i.name} has ${i.shapes.length} shapes, others ${n}`);
+  }
+  return [...Array(n).keys()].map(g => Object.fromEntries(inputs.map(i => [i.name, i.shapes[i.shapes.length === 1 ? 0 : g]])));
+}
+
+// --- inputs ---------------------------------------------------------------------------------
+
+function rng(seed) {            // mulberry32: uniform [0, 1)
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6D2B79F5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function makeTensor(ort, name, type, dims, seed) {
+  const n = dims.reduce((a, b) => a * b, 1);
+  const rnd = rng(seed);
+  const last = dims.length ? dims[dims.length - 1] : 1;
+  switch (type) {
+    case 'float32': case 'float': {
+      const d = new Float32Array(n);
+      for (let i = 0; i < n; i++) d[i] = rnd() * 2 - 1;
+      return new ort.Tensor('float32', d, dims);
+    }
+    case 'int64': case 'int32': {
+      const d = type === 'int64' ? new BigInt64Array(n) : new Int32Array(n);
+      const cast = type === 'int64' ? BigInt : Number;
+      const lname = name.toLowerCase();
+      const valid = last - Math.floor(last / 4);
+      for (let i = 0; i < n; i++) {
+        let v;
+        if (lname.includes('mask')) v = (i % last) < valid ? 1 : 0;
+        else if (lname.includes('type')) v = 0;
+        else v = Math.floor(rnd() * 30000);
+        d[i] = cast(v);
+      }
+      return new ort.Tensor(type, d, dims);
+    }
+    default: throw new Error(`input ${name}: no generator for type ${type}`);
+  }
+}
+
+// --- npy (for --dump) -----------------------------------------------------------------------
+
+function writeNpy(file, tensor) {
+  const descr = { float32: '<f4', int64: '<i8', int32: '<i4', float64: '<f8', uint8: '|u1', bool: '|b1' }[tensor.type];
+  if (!descr) throw new Error(`--dump: cannot write type ${tensor.type}`);
+  const shape = tensor.dims.length === 1 ? `(${tensor.dims[0]},)` : `(${tensor.dims.join(', ')})`;
+  let header = `{'descr': '${descr}', 'fortran_order': False, 'shape': ${shape}, }`;
+  header += ' '.repeat(63 - ((10 + header.length) % 64)) + '\n';
+  const pre = Buffer.alloc(10);
+  pre.write('\x93NUMPY', 0, 'latin1');
+  pre[6] = 1; pre[7] = 0; pre.writeUInt16LE(header.length, 8);
+  const data = tensor.data;
+  fs.writeFileSync(file, Buffer.concat([pre, Buffer.from(header, 'latin1'),
+    Buffer.from(data.buffer, data.byteOffset, data.byteLength)]));
+}
+
+// --- main -----------------------------------------------------------------------------------
+
+function parseArgs(argv) {
+  const a = { model: null, shapes: null, threads: 2, passes: 3, dump: null, gen: null };
+  for (let i = 0; i < argv.length; i++) {
+    const k = argv[i];
+    const v = () => { if (i + 1 >= argv.length) throw new Error(`${k} needs a value`); return argv[++i]; };
+    if (k === '--shapes') a.shapes = v();
+    else if (k === '--threads') a.threads = parseInt(v(), 10);
+    else if (k === '--passes') a.passes = parseInt(v(), 10);
+    else if (k === '--dump') a.dump = v();
+    else if (k === '--gen') a.gen = v();
+    else if (k === '-h' || k === '--help') usage(0);
+    else if (!a.model && !k.startsWith('--')) a.model = k;
+    else throw new Error(`unexpected argument ${k}`);
+  }
+  if (!a.gen && (!a.model || !a.shapes)) usage(2);
+  if (!(a.threads >= 1) || !(a.passes >= 1)) throw new Error('--threads and --passes must be >= 1');
+  return a;
+}
+
+const r3 = x => Math.round(x * 1000) / 1000;
+const mib = bytes => Math.round(bytes / 1048576 * 10) / 10;
+
+function median(xs) {
+  const s = [...xs].sort((x, y) => x - y);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+
+async function main() {
+  const a = parseArgs(process.argv.slice(2));
+  if (a.gen) { console.log(genSpec(a.gen)); return; }
+  const groups = parseSpec(a.shapes);
+
+  const ort = require(path.join(CACHE, 'node_modules', 'onnxruntime-node'));
+  const t0 = process.hrtime.bigint();
+  const session = await ort.InferenceSession.create(a.model, {
+    intraOpNumThreads: a.threads, interOpNumThreads: 1,
+    graphOptimizationLevel: 'all', executionMode: 'sequential',
+  });
+  const sessionMs = Number(process.hrtime.bigint() - t0) / 1e6;
+  const types = Object.fromEntries((session.inputMetadata || []).map(m => [m.name, m.isTensor ? m.type : null]));
+  for (const name of session.inputNames) {
+    if (!(name in groups[0])) throw new Error(`--shapes gives no shape for model input ${name}`);
+  }
+  for (const name of Object.keys(groups[0])) {
+    if (!session.inputNames.includes(name)) throw new Error(`--shapes names ${name}, not an input of the model (${session.inputNames.join(', ')})`);
+  }
+  console.error(`# ${path.basename(path.dirname(a.model))}/${path.basename(a.model)}: ${groups.length} shape groups, ` +
+                `${a.threads} threads, session created in ${sessionMs.toFixed(0)} ms`);
+  if (a.dump) fs.mkdirSync(a.dump, { recursive: true });
+
+  for (let p = 1; p <= a.passes; p++) {
+    const ms = [];
+    for (let g = 0; g < groups.length; g++) {
+      const feeds = {};
+      session.inputNames.forEach((name, k) => {
+        const type = types[name] || (/ids|mask/i.test(name) ? 'int64' : 'float32');
+        feeds[name] = makeTensor(ort, name, type, groups[g][name], 1000003 * (g + 1) + 7919 * k);
+      });
+      const t = process.hrtime.bigint();
+      const out = await session.run(feeds);
+      ms.push(Number(process.hrtime.bigint() - t) / 1e6);
+      if (a.dump && p === 1) {
+        for (const [name, tensor] of Object.entries(feeds)) writeNpy(path.join(a.dump, `${g}_in_${name}.npy`), tensor);
+        for (const [name, tensor] of Object.entries(out)) writeNpy(path.join(a.dump, `${g}_out_${name}.npy`), tensor);
+      }
+    }
+    console.log(JSON.stringify({
+      runtime: 'ort', pass: p, shapes: groups.length,
+      total_ms: r3(ms.reduce((x, y) => x + y, 0)), median_ms: r3(median(ms)),
+      rss_mib: mib(process.memoryUsage().rss), peak_rss_mib: mib(process.resourceUsage().maxRSS * 1024),
+      min_ms: r3(Math.min(...ms)), max_ms: r3(Math.max(...ms)), threads: a.threads,
+    }));
+  }
+}
+
+main().catch(e => { console.error(`dynamic_stream_ort: ${e.message}`); process.exit(1); });
