@@ -282,6 +282,34 @@ TEST(CpuReduce, MatchesReference) {
     auto cg = compare_with_reference(g, {random_tensor({1, 128, 768}, 1)});
     expect_jit(*cg, "Reduce");
   }
+  // a run of adjacent dims with dims after it: kiln's strided loop (oneDNN has only its reference kernel there)
+  struct Middle {
+    std::string op;
+    Shape x;
+    std::vector<int64_t> axes;
+    bool strided;
+  };
+  for (const Middle& c : std::vector<Middle>{{"ReduceMean", {1, 256, 3, 200}, {2}, true},  // a recogniser's height
+                                             {"ReduceMax", {2, 4, 3, 1, 5, 6}, {2, 3, 4}, true},
+                                             {"ReduceMin", {5, 3, 1200}, {1}, true},  // rows in chunks
+                                             {"ReduceSum", {3, 17, 5, 2}, {1, 2}, true},
+                                             {"ReduceSum", {3, 17, 5}, {0, 2}, false},  // two runs
+                                             {"ReduceMean", {3, 17, 5}, {2}, false}}) {  // innermost
+    SCOPED_TRACE(c.op + " " + shape_to_string(c.x));
+    auto g = make_graph(13);
+    auto* x = g->add_input("x", {DType::f32, ir::PartialShape(c.x)});
+    auto* n = g->add_node(c.op, {x}, 1, "r");
+    n->attrs["axes"] = c.axes;
+    n->attrs["keepdims"] = int64_t(0);
+    g->add_output(n->output(0));
+    Tensor in = random_tensor(c.x, 9);
+    if (c.op == "ReduceMax") in.data<float>()[7] = std::nanf("");  // NaN wins
+    CompareOptions opt;
+    opt.match_nonfinite = true;
+    auto cg = compare_with_reference(g, {in}, opt);
+    ASSERT_EQ(count_type(*cg, "Reduce"), 1u);
+    EXPECT_EQ(find(*cg, "r")->impl == "kiln:strided", c.strided) << find(*cg, "r")->impl;
+  }
   // stays on Reference: LogSumExp, noop with empty axes, reducing only unit dims
   auto reference_case = [&](const std::string& op, Shape s, std::vector<int64_t> axes, bool noop) {
     auto g = make_graph(18);

@@ -4,9 +4,17 @@
 // bytes are the same), so the primitive always sees dst with 1s on the reduced dims.
 // oneDNN has JIT kernels when the reduced dims are the innermost ones (e.g. BERT's
 // decomposed LayerNorm: ReduceMean over the last axis, or global pooling over H, W);
-// other patterns run its reference kernel, still in f32 and parallel.
+// Sum / Mean / Max / Min over a run of adjacent dims that is not innermost (e.g. ReduceMean
+// over H of [N, C, H, W], a text recogniser collapsing the height) run on kiln's own loop over
+// the input viewed as [outer, reduced, inner], vectorised along `inner`; oneDNN would take its
+// reference kernel there (20x slower). Other patterns run oneDNN's reference kernel, still in
+// f32 and parallel.
 // Left on Reference: ReduceLogSum / ReduceLogSumExp, empty axes with
 // noop_with_empty_axes=1 (identity), and reductions whose reduced dims are all 1.
+#include <omp.h>
+
+#include <algorithm>
+
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/nodes/node_factory.hpp"
@@ -69,6 +77,69 @@ std::optional<Shape> reduced_shape(const ir::Node& n, const Shape& s) {
   return out;
 }
 
+// The input as [outer, reduced, inner] when the reduced dims of s (1 in out) are one run of
+// adjacent dims (dims of size 1 anywhere do not matter) with something after it; else nullopt.
+struct MiddleRun {
+  int64_t outer = 1, reduced = 1, inner = 1;
+};
+std::optional<MiddleRun> middle_run(const Shape& s, const Shape& out) {
+  MiddleRun m;
+  int state = 0;  // 0: before the run, 1: in it, 2: after it
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == 1) continue;
+    const bool reduced = out[i] == 1;
+    if (reduced && state == 2) return std::nullopt;  // a second run
+    if (reduced) state = 1;
+    else if (state == 1) state = 2;
+    (state == 0 ? m.outer : state == 1 ? m.reduced : m.inner) *= s[i];
+  }
+  if (m.inner == 1 || m.reduced == 1) return std::nullopt;  // innermost: oneDNN's JIT does it
+  return m;
+}
+
+enum class MiddleOp { sum, mean, max, min };
+
+// y[o, i] = op over r of x[o, r, i]; rows of `inner` split into chunks so a small `outer`
+// still spreads over the team. Max / Min propagate NaN.
+void reduce_middle(const float* x, float* y, const MiddleRun& m, MiddleOp op) {
+  const int64_t chunk = std::min<int64_t>(m.inner, 1024);
+  const int64_t chunks = (m.inner + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static)
+  for (int64_t job = 0; job < m.outer * chunks; ++job) {
+    const int64_t o = job / chunks, i0 = (job % chunks) * chunk, n = std::min(chunk, m.inner - i0);
+    const float* src = x + o * m.reduced * m.inner + i0;
+    float* dst = y + o * m.inner + i0;
+    std::copy(src, src + n, dst);
+    for (int64_t r = 1; r < m.reduced; ++r) {
+      const float* row = src + r * m.inner;
+      switch (op) {
+        case MiddleOp::sum:
+        case MiddleOp::mean:
+          for (int64_t i = 0; i < n; ++i) dst[i] += row[i];
+          break;
+        case MiddleOp::max:
+          for (int64_t i = 0; i < n; ++i) dst[i] = (dst[i] > row[i] || dst[i] != dst[i]) ? dst[i] : row[i];
+          break;
+        case MiddleOp::min:
+          for (int64_t i = 0; i < n; ++i) dst[i] = (dst[i] < row[i] || dst[i] != dst[i]) ? dst[i] : row[i];
+          break;
+      }
+    }
+    if (op == MiddleOp::mean) {
+      const float scale = 1.0f / static_cast<float>(m.reduced);
+      for (int64_t i = 0; i < n; ++i) dst[i] *= scale;
+    }
+  }
+}
+
+std::optional<MiddleOp> middle_op(const std::string& op) {
+  if (op == "ReduceSum") return MiddleOp::sum;
+  if (op == "ReduceMean") return MiddleOp::mean;
+  if (op == "ReduceMax") return MiddleOp::max;
+  if (op == "ReduceMin") return MiddleOp::min;
+  return std::nullopt;
+}
+
 class ReduceNode : public Node {
  public:
   explicit ReduceNode(const ir::Node& n) {
@@ -82,25 +153,38 @@ class ReduceNode : public Node {
     auto out = reduced_shape(*source, s);
     auto alg = reduce_alg(source->op_type());
     KILN_CHECK(out && alg, cat(source->describe(), ": not a reduction the Reduce node takes"));
+    outputs[0]->blocked.reset();
+    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
+    req[0] = InputLayout::plain();
+    middle_ = middle_run(s, *out);
+    op_ = middle_op(source->op_type());
+    if (middle_ && op_) {
+      impl = "kiln:strided";
+      return req;
+    }
+    middle_.reset();
     src_md_ = dense_desc(s);
     dst_md_ = dense_desc(*out);
     pd_ = dnnl::reduction::primitive_desc(dnnl::reduction::desc(alg->alg, src_md_, dst_md_, alg->p, 0.0f),
                                           cpu_engine());
     prim_ = dnnl::reduction(pd_);
     impl = pd_.impl_info_str();
-    outputs[0]->blocked.reset();
-    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
-    req[0] = InputLayout::plain();
     return req;
   }
 
   void execute(dnnl::stream& stream) override {
+    if (middle_) {
+      reduce_middle(static_cast<const float*>(inputs[0]->data), static_cast<float*>(outputs[0]->data), *middle_, *op_);
+      return;
+    }
     memory src(src_md_, cpu_engine(), inputs[0]->data);
     memory dst(dst_md_, cpu_engine(), outputs[0]->data);
     prim_.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
   }
 
  private:
+  std::optional<MiddleRun> middle_;  // set: kiln's loop instead of the primitive
+  std::optional<MiddleOp> op_;
   memory::desc src_md_, dst_md_;
   dnnl::reduction::primitive_desc pd_;
   dnnl::reduction prim_;
