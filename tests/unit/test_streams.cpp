@@ -221,6 +221,17 @@ TEST(StreamsSettings, PlanCacheCapacity) {
   for (const char* bad : {"0", "-1", "many", "100001"})
     EXPECT_CONTAINS(error_of([&] { core.compile_model(model, {{"kiln_plan_cache_capacity", bad}}); }),
                     "an integer in [1, 100000]");
+  // the cache's counters: batches 1, 2, 1, 3 with room for two plans: 3 made (3 drops 2), 1 found
+  CompiledModel cm = core.compile_model(model, {{"kiln_plan_cache_capacity", "2"}});
+  InferRequest req = cm.create_infer_request();
+  for (int64_t batch : {1, 2, 1, 3}) {
+    req.set_input_tensor(Tensor(DType::f32, {batch, 32}));
+    req.infer();
+  }
+  EXPECT_EQ(cm.get_property("kiln_plan_cache_misses"), "3");
+  EXPECT_EQ(cm.get_property("kiln_plan_cache_hits"), "1");
+  EXPECT_EQ(cm.get_property("kiln_plan_cache_size"), "2");
+  EXPECT_CONTAINS(error_of([&] { core.compile_model(model, {{"kiln_plan_cache_hits", "1"}}); }), "unknown property");
 }
 
 TEST(StreamsSettings, ErrorsNameTheKeyAndListWhatIsAccepted) {
