@@ -260,6 +260,7 @@ int cmd_benchmark(const BenchmarkOptions& o) {
       std::cout << " .. " << shape_to_string(groups.back().tensors[i].shape()) << " (" << groups.size() << " shapes)";
     std::cout << "  " << dtype_name(in.tensors[i].dtype()) << "  (" << in.sources[i] << ")\n";
   }
+  if (!in.defaulted_dims_hint().empty()) std::cout << "note        " << in.defaulted_dims_hint() << "\n";
   std::cout << "threads     " << total_threads << "\n";
   std::cout << "streams     " << streams << " (" << per_stream << (per_stream == 1 ? " thread" : " threads")
             << " each, pinning " << pinning << ", hint " << mode << ")\n";
@@ -287,6 +288,7 @@ int cmd_benchmark(const BenchmarkOptions& o) {
   double first_ms = 0;
   LoopResult loop;
   std::vector<double> first_seen, repeated;  // -data_shape: latencies of a shape's first / later inferences
+  try {
   if (groups.size() == 1 && o.data_shape.empty()) {
     // First inference (includes any lazy initialisation), then untimed warmup runs.
     progress.update("first", 0, "", true);
@@ -317,6 +319,11 @@ int cmd_benchmark(const BenchmarkOptions& o) {
       if (sink) sink(0, reqs[0].get_profiling_info());
     }
     loop.wall_s = ms_since(t_start) / 1000.0;
+  }
+  } catch (const Error& e) {
+    progress.clear();
+    if (in.defaulted_dims_hint().empty()) throw;
+    throw Error(cat(e.what(), "\n  (", in.defaulted_dims_hint(), ")"));  // the likely cause
   }
   progress.clear();
   const std::vector<double>& times = loop.latencies_ms;

@@ -53,7 +53,15 @@ int cmd_inspect(const InspectOptions& o) {
   cpu::Executor ex(model->graph(), options);
   std::vector<Shape> shapes;
   for (const Tensor& t : in.tensors) shapes.push_back(t.shape());
-  const cpu::Executor::Plan& plan = ex.plan_for(shapes);
+  const cpu::Executor::Plan* planned = nullptr;
+  try {
+    planned = &ex.plan_for(shapes);
+  } catch (const Error& e) {
+    if (in.defaulted_dims_hint().empty()) throw;
+    throw Error(cat(e.what(), "\n  (", in.defaulted_dims_hint(), ")"));  // the likely cause
+  }
+  const cpu::Executor::Plan& plan = *planned;
+  if (!in.defaulted_dims_hint().empty()) std::cout << "note          " << in.defaulted_dims_hint() << "\n";
   if (!plan.cpu) {
     std::cout << "runtime graph: none (" << plan.fallback_reason << "); the model runs on the reference executor\n";
     return 0;

@@ -49,6 +49,7 @@ int cmd_run(const RunOptions& o) {
   for (size_t i = 0; i < ports.size(); ++i)
     std::cout << "input  " << ports[i].name << "  " << shape_to_string(tensors[i].shape()) << "  "
               << dtype_name(tensors[i].dtype()) << "  (" << sources[i] << ")\n";
+  if (!in.defaulted_dims_hint().empty()) std::cout << "note   " << in.defaulted_dims_hint() << "\n";
 
   t0 = Clock::now();
   AnyMap properties = parse_property_specs(o.properties);
@@ -62,10 +63,15 @@ int cmd_run(const RunOptions& o) {
   for (size_t i = 0; i < ports.size(); ++i) req.set_input_tensor(i, tensors[i]);
 
   std::vector<double> times;
-  for (int it = 0; it < o.iterations; ++it) {
-    t0 = Clock::now();
-    req.infer();
-    times.push_back(ms_since(t0));
+  try {
+    for (int it = 0; it < o.iterations; ++it) {
+      t0 = Clock::now();
+      req.infer();
+      times.push_back(ms_since(t0));
+    }
+  } catch (const Error& e) {
+    if (in.defaulted_dims_hint().empty()) throw;
+    throw Error(cat(e.what(), "\n  (", in.defaulted_dims_hint(), ")"));  // the likely cause
   }
 
   const auto& outs = compiled.outputs();

@@ -41,6 +41,30 @@ TEST(CliUtil, DataShapeGroups) {
   EXPECT_NE(error_of("", {ids}).find("no shapes"), std::string::npos);
 }
 
+TEST(CliUtil, DynamicDimsSetToOneAreNamedWithHowToGiveThem) {
+  PortInfo ids, mask, img;
+  ids.name = "ids";
+  ids.dtype = DType::i64;
+  ids.shape = {-1, -1};
+  ids.dim_names = {"batch", "sequence"};
+  mask = ids;
+  mask.name = "mask";
+  img.name = "img";
+  img.dtype = DType::f32;
+  img.shape = {1, 3, -1};
+  img.dim_names = {"", "", ""};
+  PreparedInputs in = prepare_inputs({ids, mask, img}, {}, {"sequence=7"}, true, 0);
+  EXPECT_EQ(in.tensors[0].shape(), (Shape{1, 7}));
+  EXPECT_EQ(in.defaulted_dims, (std::vector<std::string>{"batch"}));  // once, though two inputs have it
+  EXPECT_EQ(in.defaulted_unnamed, (std::vector<std::string>{"img dim 2"}));
+  EXPECT_EQ(in.defaulted_dims_hint(),
+            "the dynamic dims 'batch', the unnamed img dim 2 were set to 1, since no --shape gave them; give them: "
+            "--shape batch=N --shape img=[d0,d1,...]");
+  // every dim given: nothing to say
+  EXPECT_EQ(prepare_inputs({ids, mask, img}, {}, {"batch=2", "sequence=3", "img=[1,3,5]"}, true, 0).defaulted_dims_hint(),
+            "");
+}
+
 TEST(CliUtil, ShapeSpecs) {
   EXPECT_EQ(parse_shape_spec("x=[1,128]"), (std::pair<std::string, Shape>{"x", {1, 128}}));
   EXPECT_EQ(parse_shape_spec("x=1, 3 ,224"), (std::pair<std::string, Shape>{"x", {1, 3, 224}}));

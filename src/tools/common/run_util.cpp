@@ -123,12 +123,40 @@ PreparedInputs prepare_inputs(const std::vector<PortInfo>& ports, const std::vec
     if (r.tensors[i].defined()) continue;
     auto it = shapes.find(ports[i].name);
     Shape shape = it != shapes.end() ? it->second : concrete_shape(ports[i], symbols);
+    if (it == shapes.end())
+      for (size_t d = 0; d < ports[i].shape.size(); ++d) {
+        if (ports[i].shape[d] >= 0) continue;
+        const std::string sym = d < ports[i].dim_names.size() ? ports[i].dim_names[d] : std::string();
+        if (sym.empty())
+          r.defaulted_unnamed.push_back(cat(ports[i].name, " dim ", d));
+        else if (!symbols.count(sym) &&
+                 std::find(r.defaulted_dims.begin(), r.defaulted_dims.end(), sym) == r.defaulted_dims.end())
+          r.defaulted_dims.push_back(sym);
+      }
     KILN_CHECK(ports[i].dtype != DType::undefined,
                cat("input '", ports[i].name, "' has no declared element type; give it with --input"));
     r.tensors[i] = random_tensor(ports[i].name, ports[i].dtype, shape, rng);
     r.sources[i] = cat("random, seed ", seed);
   }
   return r;
+}
+
+std::string PreparedInputs::defaulted_dims_hint() const {
+  std::vector<std::string> names, give;
+  for (const std::string& sym : defaulted_dims) {
+    names.push_back(cat("'", sym, "'"));
+    give.push_back(cat("--shape ", sym, "=N"));
+  }
+  for (const std::string& d : defaulted_unnamed) {
+    names.push_back(cat("the unnamed ", d));
+    give.push_back(cat("--shape ", d.substr(0, d.rfind(" dim ")), "=[d0,d1,...]"));
+  }
+  if (names.empty()) return "";
+  std::sort(give.begin(), give.end());
+  give.erase(std::unique(give.begin(), give.end()), give.end());
+  return cat(names.size() > 1 ? "the dynamic dims " : "the dynamic dim ", join(names, ", "),
+             names.size() > 1 ? " were" : " was", " set to 1, since no --shape gave ", names.size() > 1 ? "them" : "it",
+             "; give ", names.size() > 1 ? "them" : "it", ": ", join(give, " "));
 }
 
 std::pair<std::string, std::string> split_assignment(const std::string& spec) {

@@ -36,6 +36,13 @@ Tensor random_tensor(const std::string& name, DType dtype, const Shape& shape, s
 struct PreparedInputs {
   std::vector<Tensor> tensors;       // one per model input, in port order
   std::vector<std::string> sources;  // file name or "random, seed N"
+  // Dynamic dims of random inputs that no --shape gave and that were set to 1: their symbols
+  // (each once), and "x dim 2" for a dim without a name.
+  std::vector<std::string> defaulted_dims;
+  std::vector<std::string> defaulted_unnamed;
+  // "" when nothing was defaulted; else a sentence naming those dims and how to give them,
+  // for errors of a model that does not run at size 1 and for the CLI's note.
+  std::string defaulted_dims_hint() const;
 };
 // benchmark_app's -data_shape: "x[1,3,48,96][1,3,48,120]" or, for several inputs,
 // "ids[1,8][1,12],mask[1,8][1,12]" (the i-th shape of every input go together; an input with one
