@@ -1,6 +1,8 @@
 #include "cpu/executor.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <string_view>
 #include <unordered_map>
 
 #include "cpu/graph_optimizer.hpp"
@@ -89,6 +91,40 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options,
   options_.log = nullptr;
   options_.weights = nullptr;
   options_.arena = nullptr;
+  for (const ir::Node* n : graph_->nodes())
+    for (const ir::Value* v : n->inputs())
+      if (v && v->is_constant()) model_constants_.insert(v->constant().raw());
+}
+
+void Executor::share_folded_constants(ir::Graph& g) {
+  constexpr size_t kMinBytes = 4096;  // small ones cost more to hash than they weigh
+  for (auto it = constant_pool_.begin(); it != constant_pool_.end();)
+    it = it->second.use_count() == 1 ? constant_pool_.erase(it) : std::next(it);
+  std::unordered_set<ir::Value*> seen;
+  for (ir::Node* n : g.nodes()) {
+    for (ir::Value* v : n->inputs()) {
+      if (!v || !v->is_constant() || !seen.insert(v).second) continue;
+      const Tensor& t = v->constant();
+      // the model's own constants are shared by every plan already; wrapped memory is not ours
+      if (t.byte_size() < kMinBytes || t.use_count() == 0 || model_constants_.count(t.raw())) continue;
+      const std::string_view bytes(static_cast<const char*>(t.raw()), t.byte_size());
+      const size_t h = std::hash<std::string_view>()(bytes);
+      bool shared = false;
+      for (auto [it, end] = constant_pool_.equal_range(h); it != end && !shared; ++it) {
+        const Tensor& p = it->second;
+        if (p.dtype() != t.dtype() || p.shape() != t.shape() || std::memcmp(p.raw(), t.raw(), t.byte_size()) != 0)
+          continue;
+        if (p.raw() != t.raw()) v->set_constant(p);  // `t` is gone from here on
+        shared = true;
+      }
+      if (!shared) constant_pool_.emplace(h, t);
+    }
+  }
+}
+
+size_t Executor::shared_constants() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return constant_pool_.size();
 }
 
 Executor::~Executor() {
@@ -123,6 +159,7 @@ std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& 
   if (r.all_static) {
     // model-level passes on the specialised graph (weights are constants by now)
     run_ir_passes(*plan->graph, options_.disabled_passes, &plan->log, options_.user_patterns.get(), options_.snippets_mode);
+    share_folded_constants(*plan->graph);
     if (const std::string v = narrow_value(*plan->graph); !v.empty()) {
       plan->fallback_reason = "'" + v + "' holds an 8- or 4-bit type, which runs on the reference kernels";
     } else {

@@ -21,6 +21,8 @@
 
 #include <atomic>
 #include <map>
+#include <unordered_map>
+#include <unordered_set>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -75,10 +77,15 @@ class Executor {
   const WeightsCache& weights() const { return *weights_; }
   // The bytes of the calling thread's arena for this executor (0 before its first fast run).
   size_t thread_arena_bytes() const;
+  size_t shared_constants() const;  // distinct folded constants the plans share now
 
  private:
   // mutex_ held; `hit` (may be null): whether the plan was cached
   std::shared_ptr<Plan> plan_locked(const std::vector<Shape>& shapes, bool* hit = nullptr);
+  // mutex_ held: constants the plan's passes computed (folded weights) that equal one an
+  // earlier plan computed share its storage, so packed weights are found by address and
+  // kept once, however many shapes come (see constant_pool_).
+  void share_folded_constants(ir::Graph& g);
   // mutex_ not held; `arena`: the calling thread's for this executor (null: the graph's own)
   std::unique_ptr<Graph> build_graph(Plan& plan, std::shared_ptr<Arena> arena = nullptr);
 
@@ -91,6 +98,10 @@ class Executor {
   uint64_t clock_ = 0;                                  // LRU clock (mutex_)
   std::atomic<uint64_t> evictions_{0};                  // threads rescan their graphs when it moves
   std::vector<std::shared_ptr<Plan>> inspected_;        // plans plan_for() returned (kept alive)
+  // Folded constants of the plans, by a hash of their bytes; an entry only the pool holds
+  // (its plans and packed weights are gone) is dropped when the next plan is made.
+  std::unordered_multimap<size_t, Tensor> constant_pool_;
+  std::unordered_set<const void*> model_constants_;     // the storage of graph_'s own constants
   mutable std::mutex mutex_;
   uint64_t id_;                                // key of this executor's graphs in each thread
   std::shared_ptr<std::atomic<bool>> alive_;   // false once destroyed: threads drop its graphs

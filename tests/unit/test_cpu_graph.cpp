@@ -255,6 +255,32 @@ TEST(CpuExecutor, AThreadsGraphsShareOneArena) {
   EXPECT_LT(ex.thread_arena_bytes(), sum);
 }
 
+TEST(CpuExecutor, WeightsFoldedPerPlanArePackedOncePerModel) {
+  // Conv -> BatchNormalization: every plan folds the normalisation into new conv weights;
+  // equal bytes share one tensor, so the weights cache packs them once for all widths
+  auto g = std::make_shared<ir::Graph>();
+  g->opset_imports[""] = 13;
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(std::vector<ir::Dim>{1, 16, 5, ir::Dim::sym("w")})});
+  auto* c = g->add_node("Conv", {x, g->add_constant("w", random_tensor({32, 16, 3, 3}, 1))}, 1, "conv");
+  c->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+  auto* bn = g->add_node("BatchNormalization",
+                         {c->output(0), g->add_constant("scale", random_tensor({32}, 2, 0.5f, 1.5f)),
+                          g->add_constant("bias", random_tensor({32}, 3)), g->add_constant("mean", random_tensor({32}, 4)),
+                          g->add_constant("var", random_tensor({32}, 5, 0.5f, 1.5f))},
+                         1, "bn");
+  g->add_output(bn->output(0));
+  ir::infer_shapes(*g);
+  runtime::ReferenceExecutor ref(g);
+  cpu::Executor ex(g);
+  for (int64_t w : {7, 9, 12, 7}) {
+    Tensor in = random_tensor({1, 16, 5, w}, static_cast<uint32_t>(w));
+    expect_close(ref.run({in})[0], ex.run({in})[0]);
+  }
+  EXPECT_EQ(ex.cached_plans(), 3u);
+  EXPECT_EQ(ex.shared_constants(), 1u);    // the folded weights (the bias is below the size worth sharing)
+  EXPECT_EQ(ex.weights().entries(), 1u);   // packed once, not once per width
+}
+
 TEST(CpuExecutor, DataDependentShapesFallBackToTheReferenceExecutor) {
   auto g = std::make_shared<ir::Graph>();
   g->opset_imports[""] = 13;
