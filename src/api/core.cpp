@@ -188,6 +188,8 @@ CompiledModel Core::compile_model(const std::shared_ptr<Model>& model, const Any
   c.model = model;
   c.settings = s;
   c.layout = cpu::resolve_streams(s.streams, cpu::CpuTopology::detect());
+  // oneDNN's primitive cache is the process's: the last compile_model that sets it decides
+  if (s.runtime_cache_capacity >= 0) dnnl::set_primitive_cache_capacity(s.runtime_cache_capacity);
   if (s.reference) c.reference = std::make_unique<runtime::ReferenceExecutor>(model->graph());
   else c.fast = std::make_unique<cpu::Executor>(model->graph(), s.graph, s.plan_capacity);
   if (c.layout.streams > 0) c.streams = std::make_unique<cpu::StreamExecutor>(c.layout);

@@ -43,6 +43,8 @@ const std::vector<Key>& keys() {
       {"kiln_disable_passes", nullptr, "optimizer pass names, comma-separated, or all-fusions", false},
       {"kiln_pattern_files", nullptr, "pattern-mapping JSON files, comma-separated (docs/pattern_mapping.md)", false},
       {"kiln_plan_cache_capacity", nullptr, "an integer in [1, 100000]: the input-shape plans kept", false},
+      {"cpu_runtime_cache_capacity", "CPU_RUNTIME_CACHE_CAPACITY",
+       "an integer in [0, 1000000]: oneDNN primitives kept for reuse, process-wide (0: none)", false},
       {"optimal_number_of_infer_requests", "OPTIMAL_NUMBER_OF_INFER_REQUESTS", "", true},
       {"kiln_threads_per_stream", nullptr, "", true},
       {"kiln_cpu_isa", nullptr, "", true},
@@ -209,6 +211,8 @@ Settings parse_properties(const AnyMap& properties) {
       int n = 0;
       if (!parse_int(v, 1, 100000, &n)) bad_value(k, v, "an integer in [1, 100000]");
       s.plan_capacity = static_cast<size_t>(n);
+    } else if (name == "cpu_runtime_cache_capacity") {
+      if (!parse_int(v, 0, 1000000, &s.runtime_cache_capacity)) bad_value(k, v, "an integer in [0, 1000000]");
     } else if (name == "kiln_executor") {
       if (v != "cpu" && v != "reference") bad_value(k, v, "cpu, reference");
       s.reference = v == "reference";
@@ -261,6 +265,7 @@ std::string effective_value(const std::string& key, const Settings& s, const cpu
   }
   if (key == "kiln_pattern_files") return s.pattern_files;
   if (key == "kiln_plan_cache_capacity") return std::to_string(s.plan_capacity);
+  if (key == "cpu_runtime_cache_capacity") return std::to_string(dnnl::get_primitive_cache_capacity());
   if (key == "kiln_disable_passes")
     return join(std::vector<std::string>(s.graph.disabled_passes.begin(), s.graph.disabled_passes.end()), ",");
   if (key == "optimal_number_of_infer_requests") return std::to_string(std::max(1, layout.streams));

@@ -21,6 +21,7 @@ struct Settings {
   cpu::GraphOptions graph;     // kiln_disable_passes, kiln_pattern_files (parsed configs), inference_precision
   std::string pattern_files;   // kiln_pattern_files as given
   size_t plan_capacity = cpu::Executor::kDefaultPlanCapacity;  // kiln_plan_cache_capacity
+  int runtime_cache_capacity = -1;  // cpu_runtime_cache_capacity; -1: not given (left as it is)
 };
 
 // Throws kiln::Error naming the key (and, for a value, what it accepts); an unknown key

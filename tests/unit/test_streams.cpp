@@ -234,6 +234,25 @@ TEST(StreamsSettings, PlanCacheCapacity) {
   EXPECT_CONTAINS(error_of([&] { core.compile_model(model, {{"kiln_plan_cache_hits", "1"}}); }), "unknown property");
 }
 
+TEST(StreamsSettings, RuntimeCacheCapacity) {
+  // oneDNN's primitive cache, process-wide: set by the compile that gives it, reported by all
+  Core core;
+  auto model = mlp_model();
+  const int before = dnnl::get_primitive_cache_capacity();
+  EXPECT_EQ(core.compile_model(model, {{"cpu_runtime_cache_capacity", "100"}}).get_property("cpu_runtime_cache_capacity"), "100");
+  EXPECT_EQ(dnnl::get_primitive_cache_capacity(), 100);
+  CompiledModel off = core.compile_model(model, {{"CPU_RUNTIME_CACHE_CAPACITY", "0"}});
+  EXPECT_EQ(off.get_property("CPU_RUNTIME_CACHE_CAPACITY"), "0");
+  InferRequest req = off.create_infer_request();  // runs with nothing cached
+  req.set_input_tensor(Tensor(DType::f32, {2, 32}));
+  req.infer();
+  EXPECT_EQ(core.compile_model(model).get_property("cpu_runtime_cache_capacity"), "0");  // left as it is
+  for (const char* bad : {"-1", "lots", "1000001"})
+    EXPECT_CONTAINS(error_of([&] { core.compile_model(model, {{"cpu_runtime_cache_capacity", bad}}); }),
+                    "an integer in [0, 1000000]");
+  dnnl::set_primitive_cache_capacity(before);
+}
+
 TEST(StreamsSettings, ErrorsNameTheKeyAndListWhatIsAccepted) {
   Core core;
   auto model = mlp_model();
