@@ -67,6 +67,7 @@ Value* Graph::new_value(const std::string& name) {
   v->name_ = n;
   Value* p = v.get();
   values_.push_back(std::move(v));
+  value_pos_[p] = std::prev(values_.end());
   value_by_name_[n] = p;
   return p;
 }
@@ -75,7 +76,7 @@ std::string Graph::unique_name(const std::string& prefix) {
   std::string n;
   do {
     n = cat(prefix, "_", name_counter_++);
-  } while (value_by_name_.count(n) || find_node(n));
+  } while (value_by_name_.count(n) || node_names_.count(n));
   return n;
 }
 
@@ -103,6 +104,8 @@ Node* Graph::add_node(const std::string& op_type, const std::vector<Value*>& inp
   n->opset_ = opset_for(domain);
   Node* p = n.get();
   nodes_.push_back(std::move(n));
+  node_pos_[p] = std::prev(nodes_.end());
+  ++node_names_[p->name_];
   for (Value* v : inputs) append_node_input(p, v);
   for (size_t i = 0; i < output_names.size(); ++i) {
     Value* v = new_value(output_names[i]);
@@ -214,22 +217,29 @@ void Graph::erase_node(Node* node) {
     if (node->inputs_[i]) remove_use(node->inputs_[i], node, i);
   for (Value* out : node->outputs_) {
     value_by_name_.erase(out->name_);
-    values_.remove_if([&](const std::unique_ptr<Value>& v) { return v.get() == out; });
+    auto at = value_pos_.find(out);
+    values_.erase(at->second);
+    value_pos_.erase(at);
   }
-  nodes_.remove_if([&](const std::unique_ptr<Node>& n) { return n.get() == node; });
+  if (auto named = node_names_.find(node->name_); named != node_names_.end() && --named->second == 0)
+    node_names_.erase(named);
+  auto at = node_pos_.find(node);
+  nodes_.erase(at->second);  // node is freed here
+  node_pos_.erase(at);
 }
 
 Node* Graph::replace_node(Node* old, const std::string& op_type, const std::vector<Value*>& inputs,
                           const std::string& domain) {
-  Node* n = add_node(op_type, inputs, old->num_outputs(), "", domain);
-  n->name_ = old->name_ + "/" + op_type;
+  Node* n = add_node(op_type, inputs, old->num_outputs(), old->name_ + "/" + op_type, domain);
   for (size_t i = 0; i < old->num_outputs(); ++i) {
     n->outputs_[i]->type = old->outputs_[i]->type;
     replace_all_uses(old->outputs_[i], n->outputs_[i]);
   }
   std::string name = old->name_;
   erase_node(old);
+  if (--node_names_[n->name_] == 0) node_names_.erase(n->name_);
   n->name_ = name;
+  ++node_names_[name];
   return n;
 }
 
@@ -255,7 +265,10 @@ void Graph::remove_dead() {
   }
   values_.remove_if([&](const std::unique_ptr<Value>& v) {
     bool dead = v->is_constant() && v->uses_.empty() && !is_output(v.get()) && !v->producer_;
-    if (dead) value_by_name_.erase(v->name_);
+    if (dead) {
+      value_by_name_.erase(v->name_);
+      value_pos_.erase(v.get());
+    }
     return dead;
   });
 }

@@ -156,6 +156,11 @@ class Graph {
   static void remove_use(Value* v, Node* node, size_t i);
   std::list<std::unique_ptr<Node>> nodes_;
   std::list<std::unique_ptr<Value>> values_;
+  // where each node / value sits in its list, so erasing one is O(1) (passes erase many)
+  std::unordered_map<const Node*, std::list<std::unique_ptr<Node>>::iterator> node_pos_;
+  std::unordered_map<const Value*, std::list<std::unique_ptr<Value>>::iterator> value_pos_;
+  // how many nodes carry each name (names need not be unique), for unique_name
+  std::unordered_map<std::string, size_t> node_names_;
   std::unordered_map<std::string, Value*> value_by_name_;
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
