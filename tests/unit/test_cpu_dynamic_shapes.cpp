@@ -1,0 +1,153 @@
+// Every runtime node kind under changing input shapes: one cpu::Executor per model runs a
+// stream of shapes that grow, shrink, alternate and change the batch (1 and more), each
+// inference compared with the reference executor. The plans of one thread share one arena
+// and the packed weights, so a node that kept a pointer or a size from another shape's plan
+// shows up here as a wrong value (or, under AddressSanitizer, as a bad access).
+#include <gtest/gtest.h>
+
+#include "cpu/executor.hpp"
+#include "ir/op_registry.hpp"
+#include "runtime/reference_executor.hpp"
+
+#include "cpu_test_util.hpp"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+using ir::Dim;
+
+ir::PartialShape dims(std::vector<Dim> d) { return ir::PartialShape(std::move(d)); }
+
+// Runs `shapes` (one entry per inference: every input's shape) through one executor, twice
+// over (the second time every plan exists), and checks that each kind in `kinds` ran.
+void run_stream(const std::shared_ptr<ir::Graph>& g, const std::vector<std::vector<Shape>>& shapes,
+                const std::vector<std::string>& kinds) {
+  ir::infer_shapes(*g);
+  runtime::ReferenceExecutor ref(g);
+  cpu::Executor ex(g);  // GraphOptions{}: f32
+  uint32_t seed = 1;
+  std::vector<Tensor> previous;
+  for (int pass = 0; pass < 2; ++pass)
+    for (const auto& s : shapes) {
+      SCOPED_TRACE(cat("pass ", pass, ", shapes ", shape_to_string(s[0])));
+      std::vector<Tensor> in;
+      for (size_t i = 0; i < s.size(); ++i) {
+        const DType t = g->inputs()[i]->type.dtype;
+        if (t == DType::i64) {  // a sequence length
+          in.push_back(Tensor::from_vector<int64_t>(std::vector<int64_t>(static_cast<size_t>(shape_size(s[i])), 1), s[i]));
+        } else {
+          in.push_back(random_tensor(s[i], seed++));
+        }
+      }
+      auto want = ref.run(in);
+      auto got = ex.run(in, nullptr, pass ? &previous : nullptr);  // outputs written over the last ones
+      ASSERT_EQ(want.size(), got.size());
+      for (size_t i = 0; i < want.size(); ++i) expect_close(want[i], got[i], 1e-4, 1e-4);
+      previous = got;
+    }
+  const auto& plan = ex.plan_for(shapes.back());
+  ASSERT_TRUE(plan.cpu) << plan.fallback_reason;
+  for (const std::string& k : kinds) EXPECT_GE(count_type(*plan.cpu, k), 1u) << k << "\n" << plan.cpu->describe();
+}
+
+// [N, C, H, W] streams: grow, shrink, alternate, then batch 3.
+std::vector<std::vector<Shape>> image_stream(int64_t c) {
+  return {{{1, c, 8, 8}}, {{1, c, 8, 24}}, {{1, c, 16, 40}}, {{1, c, 8, 12}},
+          {{1, c, 16, 40}}, {{1, c, 8, 8}}, {{3, c, 8, 24}}, {{2, c, 16, 8}}};
+}
+
+ir::Value* conv(ir::Graph& g, ir::Value* x, int64_t ci, int64_t co, uint32_t seed, const std::string& name) {
+  auto* c = g.add_node("Conv", {x, g.add_constant(name + "_w", random_tensor({co, ci, 3, 3}, seed, 0.5f)),
+                                g.add_constant(name + "_b", random_tensor({co}, seed + 1))},
+                       1, name);
+  c->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+  return c->output(0);
+}
+
+}  // namespace
+
+TEST(CpuDynamicShapes, ConvolutionPoolingConcatAndInPlaceSums) {
+  // conv + relu (post-op), a residual sum, pooling of both kinds, a channel concat written in place
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 4, Dim::sym("h"), Dim::sym("w")})});
+  auto* a = g->add_node("Relu", {conv(*g, x, 4, 16, 1, "c1")}, 1, "r1")->output(0);
+  auto* b = conv(*g, a, 16, 16, 3, "c2");
+  auto* sum = g->add_node("Add", {b, a}, 1, "sum")->output(0);
+  auto* mp = g->add_node("MaxPool", {sum}, 1, "mp");
+  mp->attrs["kernel_shape"] = std::vector<int64_t>{2, 2};
+  mp->attrs["strides"] = std::vector<int64_t>{2, 2};
+  auto* ap = g->add_node("AveragePool", {mp->output(0)}, 1, "ap");
+  ap->attrs["kernel_shape"] = std::vector<int64_t>{3, 3};
+  ap->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+  auto* c3 = conv(*g, mp->output(0), 16, 16, 5, "c3");
+  auto* cat_ = g->add_node("Concat", {c3, ap->output(0)}, 1, "cat");
+  cat_->attrs["axis"] = int64_t(1);
+  g->add_output(cat_->output(0));
+  run_stream(g, image_stream(4), {"Convolution", "Pooling", "Concat"});
+}
+
+TEST(CpuDynamicShapes, ElementwiseBinaryResizeAndLrn) {
+  // a broadcast binary, an elementwise chain (a snippets kernel), nearest upsampling, LRN, BatchNorm alone
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 8, Dim::sym("h"), Dim::sym("w")})});
+  auto* y = g->add_input("y", {DType::f32, dims({Dim::sym("n"), 8, Dim::sym("h"), Dim::sym("w")})});
+  auto* m = g->add_node("Mul", {x, g->add_constant("s", random_tensor({8, 1, 1}, 2))}, 1, "scale")->output(0);
+  auto* e = g->add_node("Tanh", {g->add_node("Add", {m, y}, 1, "add")->output(0)}, 1, "tanh")->output(0);
+  auto* sg = g->add_node("Sigmoid", {e}, 1, "sig")->output(0);
+  auto* bn = g->add_node("BatchNormalization",
+                         {sg, g->add_constant("g", random_tensor({8}, 3, 0.5f, 1.5f)), g->add_constant("be", random_tensor({8}, 4)),
+                          g->add_constant("mu", random_tensor({8}, 5)), g->add_constant("var", random_tensor({8}, 6, 0.5f, 1.5f))},
+                         1, "bn");
+  auto* lrn = g->add_node("LRN", {bn->output(0)}, 1, "lrn");
+  lrn->attrs["size"] = int64_t(3);
+  auto* rs = g->add_node("Resize", {lrn->output(0), nullptr, g->add_constant("scales", Tensor::from_vector<float>({1, 1, 2, 2}, {4}))},
+                         1, "up");
+  rs->attrs["mode"] = std::string("nearest");
+  rs->attrs["nearest_mode"] = std::string("floor");
+  rs->attrs["coordinate_transformation_mode"] = std::string("asymmetric");
+  g->add_output(rs->output(0));
+  std::vector<std::vector<Shape>> stream;
+  for (const auto& s : image_stream(8)) stream.push_back({s[0], s[0]});
+  run_stream(g, stream, {"Resize", "LRN", "BatchNorm"});
+}
+
+TEST(CpuDynamicShapes, SequencesThroughFullyConnectedSoftmaxLayerNormReduceAndViews) {
+  // [n, L, 16]: MatMul + bias (FullyConnected), Softmax, LayerNormalization, a transpose,
+  // a flattening view, a reduction over L, an activations-free MatMul of two activations
+  auto g = make_graph(17);
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), Dim::sym("L"), 16})});
+  auto* fc = g->add_node("MatMul", {x, g->add_constant("w", random_tensor({16, 24}, 1, 0.3f))}, 1, "fc")->output(0);
+  auto* fb = g->add_node("Add", {fc, g->add_constant("b", random_tensor({24}, 2))}, 1, "fc_bias")->output(0);
+  auto* sm = g->add_node("Softmax", {fb}, 1, "sm")->output(0);
+  auto* ln = g->add_node("LayerNormalization",
+                         {sm, g->add_constant("ls", random_tensor({24}, 3)), g->add_constant("lb", random_tensor({24}, 4))}, 1, "ln");
+  auto* t = g->add_node("Transpose", {ln->output(0)}, 1, "t");
+  t->attrs["perm"] = std::vector<int64_t>{0, 2, 1};
+  auto* scores = g->add_node("MatMul", {ln->output(0), t->output(0)}, 1, "scores")->output(0);  // [n, L, L]
+  auto* red = g->add_node("ReduceMean", {scores}, 1, "mean");
+  red->attrs["axes"] = std::vector<int64_t>{1};
+  red->attrs["keepdims"] = int64_t(0);
+  auto* flat = g->add_node("Flatten", {t->output(0)}, 1, "flat");
+  flat->attrs["axis"] = int64_t(1);
+  g->add_output(red->output(0));
+  g->add_output(flat->output(0));
+  std::vector<std::vector<Shape>> stream = {{{1, 5, 16}}, {{1, 40, 16}}, {{1, 7, 16}}, {{1, 40, 16}},
+                                            {{1, 1, 16}}, {{4, 12, 16}}, {{2, 33, 16}}, {{1, 5, 16}}};
+  run_stream(g, stream, {"FullyConnected", "MatMul", "Softmax", "LayerNorm", "Reduce", "Transpose", "View"});
+}
+
+TEST(CpuDynamicShapes, LstmOverEveryLengthAndBatch) {
+  auto g = make_graph(14);
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("T"), Dim::sym("n"), 6})});
+  auto* n = g->add_node("LSTM", {x, g->add_constant("W", random_tensor({2, 32, 6}, 1, 0.5f)),
+                                 g->add_constant("R", random_tensor({2, 32, 8}, 2, 0.5f)),
+                                 g->add_constant("B", random_tensor({2, 64}, 3, 0.5f))},
+                        3, "lstm");
+  n->attrs["hidden_size"] = int64_t(8);
+  n->attrs["direction"] = std::string("bidirectional");
+  for (size_t i = 0; i < 3; ++i) g->add_output(n->output(i));
+  std::vector<std::vector<Shape>> stream = {{{3, 1, 6}}, {{20, 1, 6}}, {{5, 1, 6}}, {{20, 3, 6}}, {{1, 2, 6}}, {{9, 4, 6}}};
+  run_stream(g, stream, {"LSTM"});
+}
