@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <optional>
+#include <set>
 
 #include "core/dispatch.hpp"
 #include "core/strings.hpp"
@@ -400,13 +401,37 @@ const std::vector<Fusion>& fusions() {
   return all;
 }
 
+// "domain:op" of every node of g ("" for ai.onnx), to skip patterns that cannot match.
+std::set<std::string> op_types(const ir::Graph& g) {
+  std::set<std::string> out;
+  for (const ir::Node* n : g.nodes()) out.insert(cat(n->domain() == "ai.onnx" ? "" : n->domain(), ":", n->op_type()));
+  return out;
+}
+
+// Some node of the graph can stand for every node of the pattern (by op type).
+bool may_match(const PatternConfig& c, const std::set<std::string>& ops) {
+  for (const PatternNode& p : c.in_nodes) {
+    bool any = false;
+    for (const std::string& alt : p.ops) {
+      auto [domain, op] = split_op(alt);
+      any = any || ops.count(cat(domain == "ai.onnx" ? "" : domain, ":", op));
+    }
+    if (!any) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 FusionStats apply_transformer_fusions(ir::Graph& graph) {
   FusionStats stats;
   ir::infer_shapes(graph);  // the checks read dtypes, ranks and the normalised size
+  std::set<std::string> ops = op_types(graph);
   for (const Fusion& f : fusions()) {
-    PatternResult res = pattern_mapping(graph, library_pattern(f.pattern), {f.filter, f.fixup});
+    const PatternConfig& config = library_pattern(f.pattern);
+    if (config.search_mode == SearchMode::op_type && !may_match(config, ops)) continue;  // a whole graph walk saved
+    PatternResult res = pattern_mapping(graph, config, {f.filter, f.fixup});
+    if (res.count()) ops = op_types(graph);
     stats.*(f.counter) += res.count();
     if (res.count()) stats.by_pattern[f.pattern] = res.count();
   }
