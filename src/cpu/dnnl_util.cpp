@@ -1,5 +1,9 @@
 #include "cpu/dnnl_util.hpp"
 
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
 #include "cpu/isa.hpp"
 
 namespace kiln::cpu {
@@ -42,6 +46,86 @@ bool has_padding(const dnnl::memory::desc& d) {
   for (int i = 0; i < d.data.ndims; ++i)
     if (d.data.padded_dims[i] != d.data.dims[i]) return true;
   return false;
+}
+
+namespace {
+
+template <class T>
+void put(std::string& s, const T& v) {
+  s.append(reinterpret_cast<const char*>(&v), sizeof(v));
+}
+
+struct PdCache {
+  std::mutex mutex;
+  std::unordered_map<std::string, std::shared_ptr<const void>> entries;
+};
+PdCache& pd_cache() {
+  static PdCache c;
+  return c;
+}
+constexpr size_t kMaxCachedPds = 4096;
+
+}  // namespace
+
+std::string post_ops_key(const dnnl::primitive_attr& attr) {
+  const dnnl::post_ops po = attr.get_post_ops();
+  std::string key = "po";
+  for (int i = 0; i < po.len(); ++i) {
+    const dnnl::primitive::kind k = po.kind(i);
+    put(key, k);
+    if (k == dnnl::primitive::kind::eltwise) {
+      float scale = 0, alpha = 0, beta = 0;
+      dnnl::algorithm alg{};
+      po.get_params_eltwise(i, scale, alg, alpha, beta);
+      put(key, scale), put(key, alg), put(key, alpha), put(key, beta);
+    } else if (k == dnnl::primitive::kind::binary) {
+      dnnl::algorithm alg{};
+      dnnl::memory::desc md;
+      po.get_params_binary(i, alg, md);
+      put(key, alg), put(key, md.data);
+    } else if (k == dnnl::primitive::kind::sum) {
+      float scale = 0;
+      int32_t zero_point = 0;
+      dnnl::memory::data_type dt{};
+      po.get_params_sum(i, scale, zero_point, dt);
+      put(key, scale), put(key, zero_point), put(key, dt);
+    } else if (k == dnnl::primitive::kind::prelu) {
+      int mask = 0;
+      po.get_params_prelu(i, mask);
+      put(key, mask);
+    } else if (k == dnnl::primitive::kind::convolution) {
+      dnnl::memory::data_type w{}, b{}, d{};
+      dnnl::memory::dim kernel = 0, stride = 0, pad = 0;
+      int mask = 0;
+      std::vector<float> scales;
+      po.get_params_dw(i, w, b, d, kernel, stride, pad, mask, scales);
+      put(key, w), put(key, b), put(key, d), put(key, kernel), put(key, stride), put(key, pad), put(key, mask);
+      for (float s : scales) put(key, s);
+    } else {
+      return "";
+    }
+  }
+  return key;
+}
+
+std::shared_ptr<const void> find_cached_pd(const std::string& key) {
+  PdCache& c = pd_cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto it = c.entries.find(key);
+  return it == c.entries.end() ? nullptr : it->second;
+}
+
+void cache_pd(const std::string& key, std::shared_ptr<const void> pd) {
+  PdCache& c = pd_cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  if (c.entries.size() >= kMaxCachedPds) c.entries.clear();  // a stream of ever new shapes: start over
+  c.entries.emplace(key, std::move(pd));
+}
+
+size_t cached_pds() {
+  PdCache& c = pd_cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  return c.entries.size();
 }
 
 }  // namespace kiln::cpu

@@ -159,7 +159,7 @@ class ConvolutionNode : public Node {
       post_ops.append_to(po);
       attr.set_post_ops(po);
     }
-    return dnnl::convolution_forward::primitive_desc(d, attr, cpu_engine());
+    return cached_pd<dnnl::convolution_forward::primitive_desc>(d, attr);
   }
 
   PostOpList post_ops_;

@@ -162,7 +162,7 @@ class FullyConnectedNode : public Node {
     const bool bias_arg = !bias_vals_.empty() && !bias_post_op_;
     auto d = bias_arg ? dnnl::matmul::desc(src_md_, wei_any, bias_md_, dst_md_)
                       : dnnl::matmul::desc(src_md_, wei_any, dst_md_);
-    return dnnl::matmul::primitive_desc(d, attr, cpu_engine());
+    return cached_pd<dnnl::matmul::primitive_desc>(d, attr);
   }
 
   PostOpList post_ops_;
