@@ -288,6 +288,7 @@ int cmd_benchmark(const BenchmarkOptions& o) {
   double first_ms = 0;
   LoopResult loop;
   std::vector<double> first_seen, repeated;  // -data_shape: latencies of a shape's first / later inferences
+  std::vector<double> rss_per_pass;          // -data_shape: resident MiB after each pass over the shapes
   try {
   if (groups.size() == 1 && o.data_shape.empty()) {
     // First inference (includes any lazy initialisation), then untimed warmup runs.
@@ -316,6 +317,7 @@ int cmd_benchmark(const BenchmarkOptions& o) {
       (seen[g] ? repeated : first_seen).push_back(ms);
       if (n == 0) first_ms = ms;
       seen[g] = true;
+      if (g + 1 == groups.size()) rss_per_pass.push_back(tools::rss_mib());
       if (sink) sink(0, reqs[0].get_profiling_info());
     }
     loop.wall_s = ms_since(t_start) / 1000.0;
@@ -356,6 +358,11 @@ int cmd_benchmark(const BenchmarkOptions& o) {
     std::cout << "shapes      " << groups.size() << " groups, cycled (-data_shape)\n";
     line("first-seen  ", first_seen);
     line("repeated    ", repeated);
+    if (!rss_per_pass.empty()) {
+      std::vector<std::string> mib;
+      for (double m : rss_per_pass) mib.push_back(cat(static_cast<long>(std::lround(m))));
+      std::cout << "memory      resident " << join(mib, ", ") << " MiB after each pass over the shapes\n";
+    }
     std::cout << "plan cache  " << compiled.get_property("kiln_plan_cache_size") << " of "
               << compiled.get_property("kiln_plan_cache_capacity") << " plans kept, "
               << compiled.get_property("kiln_plan_cache_hits") << " hits, "
@@ -464,6 +471,7 @@ int cmd_benchmark(const BenchmarkOptions& o) {
                               {"max", round3(s.max)}, {"total", round3(total)}};
       };
       j["data_shape"] = {{"groups", groups.size()},
+                         {"rss_mib_per_pass", rss_per_pass},
                          {"first_seen_ms", stats(first_seen)},
                          {"repeated_ms", stats(repeated)},
                          {"plan_cache", {{"size", std::stoul(compiled.get_property("kiln_plan_cache_size"))},

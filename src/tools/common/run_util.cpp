@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -363,15 +364,21 @@ LatencyStats latency_stats(std::vector<double> ms) {
   return s;
 }
 
-double peak_rss_mib() {
+namespace {
+double status_mib(const char* key) {  // a "Key:  N kB" line of /proc/self/status, in MiB; -1 if absent
   std::ifstream f("/proc/self/status");
   std::string line;
+  const size_t n = std::strlen(key);
   while (std::getline(f, line)) {
-    if (line.rfind("VmHWM:", 0) != 0) continue;
+    if (line.compare(0, n, key) != 0) continue;
     long long kib = 0;
-    if (std::sscanf(line.c_str() + 6, "%lld", &kib) == 1) return static_cast<double>(kib) / 1024.0;
+    if (std::sscanf(line.c_str() + n, "%lld", &kib) == 1) return static_cast<double>(kib) / 1024.0;
   }
   return -1;
 }
+}  // namespace
+
+double peak_rss_mib() { return status_mib("VmHWM:"); }
+double rss_mib() { return status_mib("VmRSS:"); }
 
 }  // namespace kiln::tools

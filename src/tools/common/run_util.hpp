@@ -74,5 +74,7 @@ LatencyStats latency_stats(std::vector<double> ms);
 
 // Peak resident set size of this process in MiB (VmHWM in /proc/self/status); -1 if unknown.
 double peak_rss_mib();
+// Resident set size now, in MiB (VmRSS); -1 if unknown.
+double rss_mib();
 
 }  // namespace kiln::tools
