@@ -55,15 +55,15 @@ void put(std::string& s, const T& v) {
   s.append(reinterpret_cast<const char*>(&v), sizeof(v));
 }
 
-struct PdCache {
+struct ImplNames {
   std::mutex mutex;
-  std::unordered_map<std::string, std::shared_ptr<const void>> entries;
+  std::unordered_map<std::string, std::string> entries;
 };
-PdCache& pd_cache() {
-  static PdCache c;
+ImplNames& impl_names() {
+  static ImplNames c;
   return c;
 }
-constexpr size_t kMaxCachedPds = 4096;
+constexpr size_t kMaxImplNames = 16384;
 
 }  // namespace
 
@@ -108,24 +108,19 @@ std::string post_ops_key(const dnnl::primitive_attr& attr) {
   return key;
 }
 
-std::shared_ptr<const void> find_cached_pd(const std::string& key) {
-  PdCache& c = pd_cache();
+std::optional<std::string> find_impl_name(const std::string& key) {
+  ImplNames& c = impl_names();
   std::lock_guard<std::mutex> lock(c.mutex);
   auto it = c.entries.find(key);
-  return it == c.entries.end() ? nullptr : it->second;
+  if (it == c.entries.end()) return std::nullopt;
+  return it->second;
 }
 
-void cache_pd(const std::string& key, std::shared_ptr<const void> pd) {
-  PdCache& c = pd_cache();
+void remember_impl_name(const std::string& key, const std::string& impl) {
+  ImplNames& c = impl_names();
   std::lock_guard<std::mutex> lock(c.mutex);
-  if (c.entries.size() >= kMaxCachedPds) c.entries.clear();  // a stream of ever new shapes: start over
-  c.entries.emplace(key, std::move(pd));
-}
-
-size_t cached_pds() {
-  PdCache& c = pd_cache();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  return c.entries.size();
+  if (c.entries.size() >= kMaxImplNames) c.entries.clear();  // a stream of ever new shapes: start over
+  c.entries.emplace(key, impl);
 }
 
 }  // namespace kiln::cpu

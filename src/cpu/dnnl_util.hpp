@@ -1,6 +1,6 @@
 #pragma once
 // oneDNN glue: the process-wide CPU engine, dtype mapping, plain (row-major) descriptors,
-// padded layouts, the memo of primitive descriptors.
+// padded layouts, the memo of implementation names.
 #include <kiln/dtype.hpp>
 #include <kiln/tensor.hpp>
 
@@ -33,27 +33,28 @@ bool has_padding(const dnnl::memory::desc& d);
 // when post-ops are all they set. "" when a post-op kind is not known here (do not cache).
 std::string post_ops_key(const dnnl::primitive_attr& attr);
 
-// The process's memo of primitive descriptors (bounded: emptied when it holds too many).
-std::shared_ptr<const void> find_cached_pd(const std::string& key);
-void cache_pd(const std::string& key, std::shared_ptr<const void> pd);
-size_t cached_pds();
+// The process's memo of implementation names (bounded: emptied when it holds too many).
+std::optional<std::string> find_impl_name(const std::string& key);
+void remember_impl_name(const std::string& key, const std::string& impl);
 
-// The primitive descriptor of (d, attr), made once per process: identical layers of a model,
-// the post-op trials of the fusion passes and every input-shape plan and stream get the one
-// made first (creating one costs as much as running a small layer: oneDNN searches its
-// implementations and their blockings). For attributes that carry post-ops only.
-// `d.data` is oneDNN's plain C descriptor: equal bytes, equal operation.
+// oneDNN's implementation for (d, attr) -- "brgconv:avx512_core", "ref:any", ... -- asked
+// once per process: the fusion passes ask it for every post-op they try on every layer of
+// every plan and stream, and making the descriptor to read it costs about as much as
+// running a small layer (oneDNN searches its implementations and their blockings). Only the
+// name is kept, not the descriptor. For attributes that carry post-ops only; `d.data` is
+// oneDNN's plain C descriptor: equal bytes, equal operation. Throws dnnl::error as
+// creating the descriptor does (not remembered).
 template <class PD, class Desc>
-PD cached_pd(const Desc& d, const dnnl::primitive_attr& attr) {
+std::string impl_name(const Desc& d, const dnnl::primitive_attr& attr) {
   const std::string ops = post_ops_key(attr);
-  if (ops.empty()) return PD(d, attr, cpu_engine());
+  if (ops.empty()) return PD(d, attr, cpu_engine()).impl_info_str();
   std::string key = typeid(PD).name();
   key.append(reinterpret_cast<const char*>(&d.data), sizeof(d.data));
   key += ops;
-  if (auto hit = find_cached_pd(key)) return *static_cast<const PD*>(hit.get());
-  auto pd = std::make_shared<const PD>(d, attr, cpu_engine());  // a dnnl::error is not cached
-  cache_pd(key, pd);
-  return *pd;
+  if (auto hit = find_impl_name(key)) return *hit;
+  std::string impl = PD(d, attr, cpu_engine()).impl_info_str();
+  remember_impl_name(key, impl);
+  return impl;
 }
 
 }  // namespace kiln::cpu

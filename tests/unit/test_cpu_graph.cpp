@@ -282,14 +282,14 @@ TEST(CpuExecutor, WeightsFoldedPerPlanArePackedOncePerModel) {
   EXPECT_EQ(ex.weights().entries(), 1u);   // packed once, not once per width
 }
 
-TEST(CpuPdCache, EqualDescriptorsAndPostOpsShareOnePrimitiveDescriptor) {
+TEST(CpuImplNames, RememberedPerOperationAndPostOps) {
   using dnnl::memory;
   const auto f32 = memory::data_type::f32;
-  auto conv_desc = [&](int64_t w) {
+  auto conv_desc = [&](int64_t w, int64_t oc) {
     return dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                            memory::desc({1, 8, 5, w}, f32, memory::format_tag::any),
-                                           memory::desc({16, 8, 3, 3}, f32, memory::format_tag::any),
-                                           memory::desc({1, 16, 5, w}, f32, memory::format_tag::any), {1, 1}, {0, 0},
+                                           memory::desc({oc, 8, 3, 3}, f32, memory::format_tag::any),
+                                           memory::desc({1, oc, 5, w}, f32, memory::format_tag::any), {1, 1}, {0, 0},
                                            {1, 1}, {1, 1});
   };
   auto with = [](auto add) {
@@ -303,13 +303,17 @@ TEST(CpuPdCache, EqualDescriptorsAndPostOpsShareOnePrimitiveDescriptor) {
   const auto relu = with([](dnnl::post_ops& po) { po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f); });
   const auto leaky = with([](dnnl::post_ops& po) { po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.1f, 0.0f); });
   auto add_of = [&](memory::dims d) {
-    return with([d](dnnl::post_ops& po) { po.append_binary(dnnl::algorithm::binary_add, memory::desc(d, memory::data_type::f32, memory::format_tag::abcd)); });
+    return with([d](dnnl::post_ops& po) {
+      po.append_binary(dnnl::algorithm::binary_add, memory::desc(d, memory::data_type::f32, memory::format_tag::abcd));
+    });
   };
-  const PD a = cpu::cached_pd<PD>(conv_desc(9), relu), b = cpu::cached_pd<PD>(conv_desc(9), relu);
-  EXPECT_EQ(a.get(), b.get());  // one descriptor, made once
-  EXPECT_NE(cpu::cached_pd<PD>(conv_desc(10), relu).get(), a.get());   // another width
-  EXPECT_NE(cpu::cached_pd<PD>(conv_desc(9), leaky).get(), a.get());   // another post-op parameter
-  EXPECT_NE(cpu::post_ops_key(add_of({1, 16, 1, 1})), cpu::post_ops_key(add_of({1, 1, 1, 1})));  // another operand
+  // the remembered name is oneDNN's, for each operation
+  for (int64_t oc : {16, 3})
+    EXPECT_EQ(cpu::impl_name<PD>(conv_desc(9, oc), relu), PD(conv_desc(9, oc), relu, cpu::cpu_engine()).impl_info_str());
+  EXPECT_EQ(cpu::impl_name<PD>(conv_desc(9, 16), relu), cpu::impl_name<PD>(conv_desc(9, 16), relu));
+  // keys: every parameter of the post-ops counts
+  EXPECT_NE(cpu::post_ops_key(relu), cpu::post_ops_key(leaky));
+  EXPECT_NE(cpu::post_ops_key(add_of({1, 16, 1, 1})), cpu::post_ops_key(add_of({1, 1, 1, 1})));
   EXPECT_NE(cpu::post_ops_key(relu), cpu::post_ops_key(dnnl::primitive_attr()));
   EXPECT_EQ(cpu::post_ops_key(relu), cpu::post_ops_key(with([](dnnl::post_ops& po) {
               po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);

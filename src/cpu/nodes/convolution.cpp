@@ -34,7 +34,11 @@ class ConvolutionNode : public Node {
   bool accepts_post_ops(const std::vector<PostOp>& extra, std::string* why) override {
     auto trial = post_ops_.with(extra, /*allow_sum=*/true, "Convolution", why);
     // -> std::string: the name lives in the temporary primitive descriptor
-    return trial && keeps_jit(*trial, post_ops_, [&](PostOpList& l) -> std::string { return make_pd(l).impl_info_str(); },
+    return trial && keeps_jit(*trial, post_ops_, [&](PostOpList& l) {
+                                std::string impl;
+                                make_pd(l, &impl);
+                                return impl;
+                              },
                               "convolution", why);
   }
 
@@ -113,7 +117,9 @@ class ConvolutionNode : public Node {
   }
 
   // The primitive for these post-ops, with oneDNN's choice of layouts.
-  dnnl::convolution_forward::primitive_desc make_pd(PostOpList& post_ops) const {
+  // impl_only: only oneDNN's implementation name for them, into *impl_only (remembered per
+  // process); the returned descriptor is then empty.
+  dnnl::convolution_forward::primitive_desc make_pd(PostOpList& post_ops, std::string* impl_only = nullptr) const {
     const ir::Node& n = *source;
     const Shape& x = inputs[0]->shape;
     const Shape& w = inputs[1]->shape;
@@ -159,7 +165,12 @@ class ConvolutionNode : public Node {
       post_ops.append_to(po);
       attr.set_post_ops(po);
     }
-    return cached_pd<dnnl::convolution_forward::primitive_desc>(d, attr);
+    using PD = dnnl::convolution_forward::primitive_desc;
+    if (impl_only) {
+      *impl_only = impl_name<PD>(d, attr);
+      return {};
+    }
+    return PD(d, attr, cpu_engine());
   }
 
   PostOpList post_ops_;

@@ -53,7 +53,12 @@ class FullyConnectedNode : public Node {
     auto trial = post_ops_.with(extra, /*allow_sum=*/false, "FullyConnected", why);
     if (!trial) return false;
     setup();
-    return keeps_jit(*trial, post_ops_, [&](PostOpList& l) -> std::string { return make_pd(l).impl_info_str(); }, "matmul", why);
+    return keeps_jit(*trial, post_ops_, [&](PostOpList& l) {
+                       std::string impl;
+                       make_pd(l, &impl);
+                       return impl;
+                     },
+                     "matmul", why);
   }
 
   std::vector<InputLayout> prepare() override {
@@ -151,7 +156,9 @@ class FullyConnectedNode : public Node {
   }
 
   // The primitive with these fused post-ops (after the bias post-op, when there is one).
-  dnnl::matmul::primitive_desc make_pd(const PostOpList& fused) {
+  // impl_only: only oneDNN's implementation name for them, into *impl_only (remembered per
+  // process); the returned descriptor is then empty.
+  dnnl::matmul::primitive_desc make_pd(const PostOpList& fused, std::string* impl_only = nullptr) {
     memory::desc wei_any({K_, N_}, in_dt_, tag::any);
     dnnl::primitive_attr attr;
     dnnl::post_ops po;
@@ -162,7 +169,11 @@ class FullyConnectedNode : public Node {
     const bool bias_arg = !bias_vals_.empty() && !bias_post_op_;
     auto d = bias_arg ? dnnl::matmul::desc(src_md_, wei_any, bias_md_, dst_md_)
                       : dnnl::matmul::desc(src_md_, wei_any, dst_md_);
-    return cached_pd<dnnl::matmul::primitive_desc>(d, attr);
+    if (impl_only) {
+      *impl_only = impl_name<dnnl::matmul::primitive_desc>(d, attr);
+      return {};
+    }
+    return dnnl::matmul::primitive_desc(d, attr, cpu_engine());
   }
 
   PostOpList post_ops_;
