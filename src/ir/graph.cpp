@@ -283,6 +283,11 @@ std::shared_ptr<Graph> Graph::clone() const {
   g->opset_imports = opset_imports;
   g->name_counter_ = name_counter_;
   std::unordered_map<const Value*, Value*> map;
+  map.reserve(values_.size());  // the copy's indexes, sized once instead of rehashed as they grow
+  g->value_by_name_.reserve(values_.size());
+  g->value_pos_.reserve(values_.size());
+  g->node_pos_.reserve(nodes_.size());
+  g->node_names_.reserve(nodes_.size());
   for (Value* in : inputs_) map[in] = g->add_input(in->name(), in->type);
   for (auto& v : values_)
     if (v->is_constant() && !v->producer_) map[v.get()] = g->add_constant(v->name_, v->constant_);
