@@ -2,6 +2,7 @@
 // and more (the permuted Y), biases, initial states, the outputs a model asks for, and the
 // forms that stay on the reference kernel.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include "cpu/graph.hpp"
 #include "ir/op_registry.hpp"
@@ -61,15 +62,22 @@ TEST(CpuLstm, MatchesReferenceInEveryDirectionAndBatch) {
       {4, 2, 6, 6, "bidirectional", true, false, 3, true},  // Y omitted
       {1, 1, 1, 1},                                    // one of everything
   };
-  uint32_t seed = 10;
-  for (const LstmCase& c : cases) {
-    SCOPED_TRACE(cat("T ", c.T, " N ", c.N, " C ", c.C, " H ", c.H, " ", c.direction));
-    auto [g, feeds] = lstm_graph(c, seed);
-    seed += 10;
-    auto cg = compare_with_reference(g, feeds, 1e-4, 1e-5);
-    EXPECT_EQ(count_type(*cg, "LSTM"), 1u);
-    EXPECT_EQ(count_type(*cg, "Reference"), 0u);
+  // a team of one thread: one primitive for both directions (Y permuted when N > 1); of two:
+  // one primitive per direction, run at once
+  const int team = omp_get_max_threads();
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    uint32_t seed = 10;
+    for (const LstmCase& c : cases) {
+      SCOPED_TRACE(cat(threads, " threads, T ", c.T, " N ", c.N, " C ", c.C, " H ", c.H, " ", c.direction));
+      auto [g, feeds] = lstm_graph(c, seed);
+      seed += 10;
+      auto cg = compare_with_reference(g, feeds, 1e-4, 1e-5);
+      EXPECT_EQ(count_type(*cg, "LSTM"), 1u);
+      EXPECT_EQ(count_type(*cg, "Reference"), 0u);
+    }
   }
+  omp_set_num_threads(team);
 }
 
 TEST(CpuLstm, FormsOneDnnDoesNotComputeStayOnTheReferenceKernel) {

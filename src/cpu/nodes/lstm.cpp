@@ -8,8 +8,12 @@
 // keeps two biases: the weights are repacked once per compiled model through the weights
 // cache (W [D, 4H, C] -> ldigo, R [D, 4H, H] -> ldigo, in the layout the primitive picks) and
 // the bias is Wb + Rb in ldgo. The states are plain [D, N, H], which is oneDNN's ldnc with one
-// layer. Y [T, D, N, H] is oneDNN's dst_layer [T, N, D*H] when N or D is 1; otherwise the
-// primitive writes [T, N, D, H] to a buffer of the node and a reorder permutes it into Y.
+// layer. With two directions and a team of two or more threads, each direction is its own
+// primitive and the two run at once, one thread each, writing their slices of Y directly;
+// otherwise one primitive computes them, and Y [T, D, N, H] is its dst_layer [T, N, D*H]
+// when N or D is 1, else a reorder permutes it into Y from a buffer of the node.
+#include <omp.h>
+
 #include <cstring>
 
 #include "core/strings.hpp"
@@ -39,67 +43,38 @@ class LstmNode : public Node {
 
   std::vector<InputLayout> prepare() override {
     const Shape& x = inputs[0]->shape;  // [T, N, C]
-    const int64_t T = x[0], N = x[1], C = x[2];
-    const int64_t D = directions(*source);
-    const int64_t H = inputs[2]->shape[2];  // R [D, 4H, H]
-    const auto f32 = memory::data_type::f32;
+    T_ = x[0], N_ = x[1], C_ = x[2];
+    D_ = directions(*source);
+    H_ = inputs[2]->shape[2];  // R [D, 4H, H]
     const std::string dir = source->attr_s("direction", "forward");
-    const auto direction = dir == "bidirectional" ? dnnl::rnn_direction::bidirectional_concat
-                           : dir == "reverse"     ? dnnl::rnn_direction::unidirectional_right2left
-                                                  : dnnl::rnn_direction::unidirectional_left2right;
-    const memory::desc states({1, D, N, H}, f32, tag::ldnc);
-    src_layer_ = memory::desc({T, N, C}, f32, tag::tnc);
+    src_layer_ = memory::desc({T_, N_, C_}, memory::data_type::f32, tag::tnc);
     has_h0_ = input(5) != nullptr;
     has_c0_ = input(6) != nullptr;
-    const memory::desc none;
-    dst_layer_ = memory::desc({T, N, D * H}, f32, tag::tnc);
-    states_ = states;
-    auto d = dnnl::lstm_forward::desc(dnnl::prop_kind::forward_inference, direction, src_layer_, has_h0_ ? states : none,
-                                      has_c0_ ? states : none, memory::desc({1, D, C, 4, H}, f32, tag::any),
-                                      memory::desc({1, D, H, 4, H}, f32, tag::any), memory::desc({1, D, 4, H}, f32, tag::ldgo),
-                                      dst_layer_, output(1) ? states : none, output(2) ? states : none);
-    pd_ = dnnl::lstm_forward::primitive_desc(d, cpu_engine());
-    prim_ = dnnl::lstm_forward(pd_);
-    impl = pd_.impl_info_str();
-
-    // W / R: ONNX [D, 4H, K] (gates i, o, f, c) -> ldigo [1, D, K, 4, H] (gates i, f, c, o) -> the primitive's layout
-    auto pack = [&](const Edge* e, const memory::desc& target, int64_t K, const char* which) {
-      return pack_weights(e->constant, cat("lstm/", which), target, [&](memory& dst) {
-        const float* src = static_cast<const float*>(e->data);
-        std::vector<float> plain(static_cast<size_t>(D * K * 4 * H));
-        for (int64_t dd = 0; dd < D; ++dd)
-          for (int64_t k = 0; k < K; ++k)
-            for (int g = 0; g < 4; ++g)
-              for (int64_t h = 0; h < H; ++h)
-                plain[static_cast<size_t>(((dd * K + k) * 4 + g) * H + h)] =
-                    src[(dd * 4 * H + kOnnxGate[g] * H + h) * K + k];
-        memory m(memory::desc({1, D, K, 4, H}, f32, tag::ldigo), cpu_engine(), plain.data());
-        reorder_into(m, dst);
-      });
-    };
-    weights_layer_ = pack(inputs[1], pd_.weights_layer_desc(), C, "W");
-    weights_iter_ = pack(inputs[2], pd_.weights_iter_desc(), H, "R");
-    // bias: Wb + Rb per gate, ldgo [1, D, 4, H]
-    bias_ = memory(memory::desc({1, D, 4, H}, f32, tag::ldgo), cpu_engine());
-    float* b = static_cast<float*>(bias_.get_data_handle());
-    std::memset(b, 0, static_cast<size_t>(D * 4 * H) * sizeof(float));
-    if (const Edge* B = input(3)) {
-      const float* src = static_cast<const float*>(B->data);  // [D, 8H]: Wb (i, o, f, c) then Rb
-      for (int64_t dd = 0; dd < D; ++dd)
-        for (int g = 0; g < 4; ++g)
-          for (int64_t h = 0; h < H; ++h)
-            b[(dd * 4 + g) * H + h] = src[dd * 8 * H + kOnnxGate[g] * H + h] + src[dd * 8 * H + (4 + kOnnxGate[g]) * H + h];
+    // Two directions and two threads: each direction is a primitive of its own, run at the
+    // same time on one thread each (a direction's steps depend on each other, so splitting
+    // one step over the team costs a barrier per step: 200 steps of a recogniser's BiLSTM run
+    // 2.3x faster this way). The directions then write Y as strided views, no permute.
+    split_ = D_ == 2 && omp_get_max_threads() >= 2;
+    parts_.clear();
+    if (split_) {
+      parts_.push_back(make_part(0, 1, dnnl::rnn_direction::unidirectional_left2right));
+      parts_.push_back(make_part(1, 1, dnnl::rnn_direction::unidirectional_right2left));
+    } else {
+      parts_.push_back(make_part(0, D_, dir == "bidirectional" ? dnnl::rnn_direction::bidirectional_concat
+                                        : dir == "reverse"     ? dnnl::rnn_direction::unidirectional_right2left
+                                                               : dnnl::rnn_direction::unidirectional_left2right));
     }
-    // Y [T, D, N, H] as dims (T, N, D, H): the permute target when the primitive's [T, N, D*H] differs
-    permute_ = output(0) && D > 1 && N > 1;
+    impl = parts_[0].pd.impl_info_str();
+    // one primitive over both directions writes [T, N, D*H]: Y [T, D, N, H] is that only when
+    // N or D is 1; else it writes a staging buffer that a reorder permutes into Y
+    permute_ = !split_ && D_ > 1 && N_ > 1;
     if (permute_) {
-      staging_.resize(static_cast<size_t>(T * N * D * H));
-      memory::desc tndh({T, N, D, H}, f32, memory::dims{N * D * H, D * H, H, 1});
-      memory::desc y({T, N, D, H}, f32, memory::dims{D * N * H, H, N * H, 1});
-      reorder_src_ = tndh;
-      reorder_dst_ = y;
-      permute_prim_ = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), tndh, cpu_engine(), y));
+      const auto f32 = memory::data_type::f32;
+      reorder_src_ = memory::desc({T_, N_, D_, H_}, f32, memory::dims{N_ * D_ * H_, D_ * H_, H_, 1});
+      reorder_dst_ = memory::desc({T_, N_, D_, H_}, f32, memory::dims{D_ * N_ * H_, H_, N_ * H_, 1});
+      permute_prim_ = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), reorder_src_, cpu_engine(), reorder_dst_));
     }
+    if (permute_ || !output(0)) staging_.resize(static_cast<size_t>(T_ * N_ * D_ * H_));
     for (Edge* e : outputs)
       if (e) e->blocked.reset();
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
@@ -110,41 +85,117 @@ class LstmNode : public Node {
   }
 
   void execute(dnnl::stream& stream) override {
-    std::unordered_map<int, memory> args = {
-        {DNNL_ARG_SRC_LAYER, memory(src_layer_, cpu_engine(), inputs[0]->data)},
-        {DNNL_ARG_WEIGHTS_LAYER, weights_layer_},
-        {DNNL_ARG_WEIGHTS_ITER, weights_iter_},
-        {DNNL_ARG_BIAS, bias_}};
-    if (has_h0_) args[DNNL_ARG_SRC_ITER] = memory(states_, cpu_engine(), input(5)->data);
-    if (has_c0_) args[DNNL_ARG_SRC_ITER_C] = memory(states_, cpu_engine(), input(6)->data);
-    void* y = permute_ ? staging_.data() : (output(0) ? output(0)->data : nullptr);
-    if (!y) {  // Y not wanted: the primitive still writes it
-      staging_.resize(dst_layer_.get_size() / sizeof(float));
-      y = staging_.data();
+    if (!split_) {
+      run_part(parts_[0], stream);
+      if (permute_) {
+        memory from(reorder_src_, cpu_engine(), staging_.data()), to(reorder_dst_, cpu_engine(), output(0)->data);
+        permute_prim_.execute(stream, from, to);
+      }
+      return;
     }
-    args[DNNL_ARG_DST_LAYER] = memory(dst_layer_, cpu_engine(), y);
-    if (output(1)) args[DNNL_ARG_DST_ITER] = memory(states_, cpu_engine(), output(1)->data);
-    if (output(2)) args[DNNL_ARG_DST_ITER_C] = memory(states_, cpu_engine(), output(2)->data);
-    prim_.execute(stream, args);
-    if (permute_) {
-      memory from(reorder_src_, cpu_engine(), staging_.data()), to(reorder_dst_, cpu_engine(), output(0)->data);
-      permute_prim_.execute(stream, from, to);
+    stream.wait();  // what came before is done
+#pragma omp parallel num_threads(2)
+    {
+      // oneDNN runs a primitive called inside a parallel region on the calling thread alone
+      dnnl::stream own(cpu_engine());
+      run_part(parts_[static_cast<size_t>(omp_get_thread_num())], own);
+      own.wait();
     }
   }
 
  private:
+  // One primitive: directions [d0, d0 + nd) of the op.
+  struct Part {
+    int64_t d0 = 0, nd = 1;
+    dnnl::lstm_forward::primitive_desc pd;
+    dnnl::lstm_forward prim;
+    memory::desc states, dst_layer;
+    memory weights_layer, weights_iter, bias, scratch;  // scratch: its own (split parts run at once)
+  };
+
+  Part make_part(int64_t d0, int64_t nd, dnnl::rnn_direction direction) {
+    const auto f32 = memory::data_type::f32;
+    const int64_t D = D_, N = N_, H = H_, C = C_;
+    Part p;
+    p.d0 = d0;
+    p.nd = nd;
+    p.states = memory::desc({1, nd, N, H}, f32, tag::ldnc);
+    // one direction of Y [T, D, N, H] as [T, N, H]; or both directions as [T, N, D*H]
+    p.dst_layer = nd == 1 && D > 1 ? memory::desc({T_, N, H}, f32, memory::dims{D * N * H, H, 1})
+                                   : memory::desc({T_, N, nd * H}, f32, tag::tnc);
+    const memory::desc none;
+    auto d = dnnl::lstm_forward::desc(dnnl::prop_kind::forward_inference, direction, src_layer_, has_h0_ ? p.states : none,
+                                      has_c0_ ? p.states : none, memory::desc({1, nd, C, 4, H}, f32, tag::any),
+                                      memory::desc({1, nd, H, 4, H}, f32, tag::any), memory::desc({1, nd, 4, H}, f32, tag::ldgo),
+                                      p.dst_layer, output(1) ? p.states : none, output(2) ? p.states : none);
+    dnnl::primitive_attr attr;
+    if (split_) attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    p.pd = dnnl::lstm_forward::primitive_desc(d, attr, cpu_engine());
+    p.prim = dnnl::lstm_forward(p.pd);
+    if (split_) p.scratch = memory(p.pd.scratchpad_desc(), cpu_engine());
+
+    // W / R: ONNX [D, 4H, K] (gates i, o, f, c) -> ldigo [1, nd, K, 4, H] (gates i, f, c, o) -> the primitive's layout
+    auto pack = [&](const Edge* e, const memory::desc& target, int64_t K, const char* which) {
+      return pack_weights(e->constant, cat("lstm/", which, "/", d0, "/", nd), target, [&](memory& dst) {
+        const float* src = static_cast<const float*>(e->data);
+        std::vector<float> plain(static_cast<size_t>(nd * K * 4 * H));
+        for (int64_t dd = 0; dd < nd; ++dd)
+          for (int64_t k = 0; k < K; ++k)
+            for (int g = 0; g < 4; ++g)
+              for (int64_t h = 0; h < H; ++h)
+                plain[static_cast<size_t>(((dd * K + k) * 4 + g) * H + h)] =
+                    src[((d0 + dd) * 4 * H + kOnnxGate[g] * H + h) * K + k];
+        memory m(memory::desc({1, nd, K, 4, H}, f32, tag::ldigo), cpu_engine(), plain.data());
+        reorder_into(m, dst);
+      });
+    };
+    p.weights_layer = pack(inputs[1], p.pd.weights_layer_desc(), C, "W");
+    p.weights_iter = pack(inputs[2], p.pd.weights_iter_desc(), H, "R");
+    // bias: Wb + Rb per gate, ldgo [1, nd, 4, H]
+    p.bias = memory(memory::desc({1, nd, 4, H}, f32, tag::ldgo), cpu_engine());
+    float* b = static_cast<float*>(p.bias.get_data_handle());
+    std::memset(b, 0, static_cast<size_t>(nd * 4 * H) * sizeof(float));
+    if (const Edge* B = input(3)) {
+      const float* src = static_cast<const float*>(B->data);  // [D, 8H]: Wb (i, o, f, c) then Rb
+      for (int64_t dd = 0; dd < nd; ++dd) {
+        const float* row = src + (d0 + dd) * 8 * H;
+        for (int g = 0; g < 4; ++g)
+          for (int64_t h = 0; h < H; ++h)
+            b[(dd * 4 + g) * H + h] = row[kOnnxGate[g] * H + h] + row[(4 + kOnnxGate[g]) * H + h];
+      }
+    }
+    return p;
+  }
+
+  void run_part(Part& p, dnnl::stream& stream) {
+    const size_t state_offset = static_cast<size_t>(p.d0 * N_ * H_);  // floats into [D, N, H]
+    auto state = [&](const Edge* e) { return static_cast<float*>(e->data) + state_offset; };
+    std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC_LAYER, memory(src_layer_, cpu_engine(), inputs[0]->data)},
+        {DNNL_ARG_WEIGHTS_LAYER, p.weights_layer},
+        {DNNL_ARG_WEIGHTS_ITER, p.weights_iter},
+        {DNNL_ARG_BIAS, p.bias}};
+    if (p.scratch) args[DNNL_ARG_SCRATCHPAD] = p.scratch;
+    if (has_h0_) args[DNNL_ARG_SRC_ITER] = memory(p.states, cpu_engine(), state(input(5)));
+    if (has_c0_) args[DNNL_ARG_SRC_ITER_C] = memory(p.states, cpu_engine(), state(input(6)));
+    float* y = permute_ || !output(0) ? staging_.data() : static_cast<float*>(output(0)->data);
+    if (!permute_) y += state_offset;  // a direction's slice of Y [T, D, N, H] starts at d * N * H
+    args[DNNL_ARG_DST_LAYER] = memory(p.dst_layer, cpu_engine(), y);
+    if (output(1)) args[DNNL_ARG_DST_ITER] = memory(p.states, cpu_engine(), state(output(1)));
+    if (output(2)) args[DNNL_ARG_DST_ITER_C] = memory(p.states, cpu_engine(), state(output(2)));
+    p.prim.execute(stream, args);
+  }
+
   Edge* input(size_t i) const { return i < inputs.size() ? inputs[i] : nullptr; }
-  // An output someone may read (graph outputs and consumers); ONNX's omitted outputs are
-  // values named *_unused with no reader, still written (they are cheap) when present.
+  // Omitted ONNX outputs are values named *_unused with no reader; they are written all the same.
   Edge* output(size_t i) const { return i < outputs.size() ? outputs[i] : nullptr; }
 
-  bool has_h0_ = false, has_c0_ = false, permute_ = false;
-  memory::desc src_layer_, dst_layer_, states_, reorder_src_, reorder_dst_;
-  dnnl::lstm_forward::primitive_desc pd_;
-  dnnl::lstm_forward prim_;
+  int64_t T_ = 0, N_ = 0, C_ = 0, D_ = 1, H_ = 0;
+  bool has_h0_ = false, has_c0_ = false, split_ = false, permute_ = false;
+  memory::desc src_layer_, reorder_src_, reorder_dst_;
+  std::vector<Part> parts_;
   dnnl::reorder permute_prim_;
-  memory weights_layer_, weights_iter_, bias_;
-  std::vector<float> staging_;  // Y as [T, N, D, H] before the permute (or Y when not wanted)
+  std::vector<float> staging_;  // Y as [T, N, D, H] before the permute, or Y when not wanted
 };
 
 // The constant tensor of input i, or null when absent or not a constant.
