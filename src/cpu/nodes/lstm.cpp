@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "core/strings.hpp"
+#include "cpu/arena.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/nodes/node_factory.hpp"
 #include "cpu/weights_cache.hpp"
@@ -86,19 +87,28 @@ class LstmNode : public Node {
 
   void execute(dnnl::stream& stream) override {
     if (!split_) {
-      run_part(parts_[0], stream);
+      run_part(parts_[0], stream, nullptr);
       if (permute_) {
         memory from(reorder_src_, cpu_engine(), staging_.data()), to(reorder_dst_, cpu_engine(), output(0)->data);
         permute_prim_.execute(stream, from, to);
       }
       return;
     }
+    // the parts' scratchpads, side by side in this thread's buffer for them (shared by every
+    // split LSTM this thread runs, of every plan: they run one at a time)
+    thread_local Arena scratch;
+    const size_t first = (parts_[0].pd.scratchpad_desc().get_size() + Arena::kAlignment - 1) / Arena::kAlignment *
+                         Arena::kAlignment;
+    char* base = static_cast<char*>(scratch.reserve(first + parts_[1].pd.scratchpad_desc().get_size()));
+    memory pads[2] = {memory(parts_[0].pd.scratchpad_desc(), cpu_engine(), base),
+                      memory(parts_[1].pd.scratchpad_desc(), cpu_engine(), base + first)};
     stream.wait();  // what came before is done
 #pragma omp parallel num_threads(2)
     {
       // oneDNN runs a primitive called inside a parallel region on the calling thread alone
+      const int t = omp_get_thread_num();
       dnnl::stream own(cpu_engine());
-      run_part(parts_[static_cast<size_t>(omp_get_thread_num())], own);
+      run_part(parts_[static_cast<size_t>(t)], own, &pads[t]);
       own.wait();
     }
   }
@@ -110,7 +120,7 @@ class LstmNode : public Node {
     dnnl::lstm_forward::primitive_desc pd;
     dnnl::lstm_forward prim;
     memory::desc states, dst_layer;
-    memory weights_layer, weights_iter, bias, scratch;  // scratch: its own (split parts run at once)
+    memory weights_layer, weights_iter, bias;
   };
 
   Part make_part(int64_t d0, int64_t nd, dnnl::rnn_direction direction) {
@@ -129,10 +139,9 @@ class LstmNode : public Node {
                                       memory::desc({1, nd, H, 4, H}, f32, tag::any), memory::desc({1, nd, 4, H}, f32, tag::ldgo),
                                       p.dst_layer, output(1) ? p.states : none, output(2) ? p.states : none);
     dnnl::primitive_attr attr;
-    if (split_) attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    if (split_) attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // the parts run at once: one each
     p.pd = dnnl::lstm_forward::primitive_desc(d, attr, cpu_engine());
     p.prim = dnnl::lstm_forward(p.pd);
-    if (split_) p.scratch = memory(p.pd.scratchpad_desc(), cpu_engine());
 
     // W / R: ONNX [D, 4H, K] (gates i, o, f, c) -> ldigo [1, nd, K, 4, H] (gates i, f, c, o) -> the primitive's layout
     auto pack = [&](const Edge* e, const memory::desc& target, int64_t K, const char* which) {
@@ -167,7 +176,8 @@ class LstmNode : public Node {
     return p;
   }
 
-  void run_part(Part& p, dnnl::stream& stream) {
+  // `scratchpad`: the part's own (split parts), else null (oneDNN's, of this thread)
+  void run_part(Part& p, dnnl::stream& stream, const memory* scratchpad) {
     const size_t state_offset = static_cast<size_t>(p.d0 * N_ * H_);  // floats into [D, N, H]
     auto state = [&](const Edge* e) { return static_cast<float*>(e->data) + state_offset; };
     std::unordered_map<int, memory> args = {
@@ -175,7 +185,7 @@ class LstmNode : public Node {
         {DNNL_ARG_WEIGHTS_LAYER, p.weights_layer},
         {DNNL_ARG_WEIGHTS_ITER, p.weights_iter},
         {DNNL_ARG_BIAS, p.bias}};
-    if (p.scratch) args[DNNL_ARG_SCRATCHPAD] = p.scratch;
+    if (scratchpad) args[DNNL_ARG_SCRATCHPAD] = *scratchpad;
     if (has_h0_) args[DNNL_ARG_SRC_ITER] = memory(p.states, cpu_engine(), state(input(5)));
     if (has_c0_) args[DNNL_ARG_SRC_ITER_C] = memory(p.states, cpu_engine(), state(input(6)));
     float* y = permute_ || !output(0) ? staging_.data() : static_cast<float*>(output(0)->data);

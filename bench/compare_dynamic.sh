@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# kiln vs ONNX Runtime on streams of changing input shapes (make_dynamic_models.py models):
+# for each stream, REPEAT rounds of [kiln, ORT] (order alternating), each a fresh process
+# running every shape of the stream PASSES times. Prints, per round, the first pass (every
+# shape new), the mean of the later passes, peak resident memory, and the kiln / ORT ratios.
+#
+# env: STREAMS="crnn bert bert-batch"  THREADS=2  PASSES=3  REPEAT=2  KILN=build/kiln
+#      KILN_ARGS (default: --property inference_precision=f32 --property kiln_plan_cache_capacity=64)
+#      KILN_BENCH_CACHE (default ~/.cache/kiln-bench)
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+CACHE="${KILN_BENCH_CACHE:-$HOME/.cache/kiln-bench}"
+export KILN_BENCH_CACHE="$CACHE"
+KILN="${KILN:-$ROOT/build/kiln}"
+STREAMS="${STREAMS:-crnn bert bert-batch}"
+THREADS="${THREADS:-2}"
+PASSES="${PASSES:-3}"
+REPEAT="${REPEAT:-2}"
+KILN_ARGS="${KILN_ARGS:---property inference_precision=f32 --property kiln_plan_cache_capacity=64}"
+ORT_JS="$HERE/dynamic_stream_ort.js"
+[ -x "$KILN" ] || { echo "compare_dynamic: no kiln binary at $KILN" >&2; exit 2; }
+[ -d "$CACHE/node_modules/onnxruntime-node" ] || { echo "compare_dynamic: ONNX Runtime not installed (../shared/bench/setup.sh)" >&2; exit 2; }
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+
+model_of() { case "$1" in crnn) echo crnn_dyn ;; bert|bert-batch) echo bert6_dyn ;; *) echo "unknown stream $1" >&2; exit 2 ;; esac; }
+
+printf '| stream | round | kiln first pass ms | ORT first pass ms | ratio | kiln later pass ms | ORT later pass ms | ratio | kiln peak MiB | ORT peak MiB | ratio |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|---|\n'
+for stream in $STREAMS; do
+  model="$CACHE/models/$(model_of "$stream")/model.onnx"
+  [ -f "$model" ] || /usr/bin/python3 "$HERE/make_dynamic_models.py" --only "$(model_of "$stream")" > "$TMP/make.log"
+  spec="$(node "$ORT_JS" --gen "$stream")"
+  # shapes per input: "]," only separates inputs
+  groups=$(node -e 'const s=process.argv[1].split("],")[0]; console.log((s.match(/\[/g)||[]).length)' "$spec")
+  for round in $(seq 1 "$REPEAT"); do
+    run_kiln() {
+      # shellcheck disable=SC2086
+      "$KILN" benchmark "$model" -data_shape "$spec" -niter $((groups * PASSES)) -t "$THREADS" $KILN_ARGS \
+        --json "$TMP/kiln.json" > "$TMP/kiln.log" 2>&1
+    }
+    run_ort() { node "$ORT_JS" "$model" --shapes "$spec" --threads "$THREADS" --passes "$PASSES" > "$TMP/ort.log" 2>&1; }
+    if [ $((round % 2)) -eq 1 ]; then run_kiln; run_ort; else run_ort; run_kiln; fi
+    /usr/bin/python3 - "$TMP/kiln.json" "$TMP/ort.log" "$stream" "$round" "$PASSES" <<'EOF'
+import json, sys
+k = json.load(open(sys.argv[1]))["data_shape"]
+k_peak = json.load(open(sys.argv[1]))["peak_rss_mib"]
+ort = [json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")]
+passes = int(sys.argv[5])
+k_first = k["first_seen_ms"]["total"]
+k_later = k["repeated_ms"]["total"] / (passes - 1) if passes > 1 else float("nan")
+o_first = ort[0]["total_ms"]
+o_later = sum(p["total_ms"] for p in ort[1:]) / max(1, len(ort) - 1)
+o_peak = max(p["peak_rss_mib"] for p in ort)
+print(f"| {sys.argv[3]} | {sys.argv[4]} | {k_first:.0f} | {o_first:.0f} | {k_first / o_first:.2f} | {k_later:.0f} | "
+      f"{o_later:.0f} | {k_later / o_later:.2f} | {k_peak:.0f} | {o_peak:.0f} | {k_peak / o_peak:.2f} |")
+EOF
+  done
+done
