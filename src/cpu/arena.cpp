@@ -14,12 +14,12 @@ void* Arena::reserve(size_t bytes) {
   if (bytes <= capacity_) return data_.get();
   size_t grown = capacity_ + capacity_ / 2;
   size_t size = std::max(bytes, grown);
-  size = (size + kAlignment - 1) / kAlignment * kAlignment;
+  size = aligned(size);
   data_.reset();  // the old bytes go first: never both at once
   capacity_ = 0;
   void* p = std::aligned_alloc(kAlignment, size);
   if (!p && size > bytes) {  // the growth margin may be what does not fit
-    size = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    size = aligned(bytes);
     p = std::aligned_alloc(kAlignment, size);
   }
   KILN_CHECK(p, cat("cpu::Graph: cannot allocate an arena of ", bytes, " bytes"));

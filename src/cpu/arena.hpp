@@ -12,6 +12,8 @@ namespace kiln::cpu {
 class Arena {
  public:
   static constexpr size_t kAlignment = 64;
+  // bytes rounded up to a multiple of kAlignment (where the next buffer of a carved-up reserve() may start)
+  static constexpr size_t aligned(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
   Arena() = default;
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;

@@ -401,10 +401,15 @@ const std::vector<Fusion>& fusions() {
   return all;
 }
 
-// "domain:op" of every node of g ("" for ai.onnx), to skip patterns that cannot match.
+// "domain:op", the default domain written "" however it is named.
+std::string op_key(const std::string& domain, const std::string& op) {
+  return cat(domain == "ai.onnx" ? "" : domain, ":", op);
+}
+
+// The op_key of every node of g, to skip patterns that cannot match.
 std::set<std::string> op_types(const ir::Graph& g) {
   std::set<std::string> out;
-  for (const ir::Node* n : g.nodes()) out.insert(cat(n->domain() == "ai.onnx" ? "" : n->domain(), ":", n->op_type()));
+  for (const ir::Node* n : g.nodes()) out.insert(op_key(n->domain(), n->op_type()));
   return out;
 }
 
@@ -414,7 +419,7 @@ bool may_match(const PatternConfig& c, const std::set<std::string>& ops) {
     bool any = false;
     for (const std::string& alt : p.ops) {
       auto [domain, op] = split_op(alt);
-      any = any || ops.count(cat(domain == "ai.onnx" ? "" : domain, ":", op));
+      any = any || ops.count(op_key(domain, op));
     }
     if (!any) return false;
   }

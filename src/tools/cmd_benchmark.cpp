@@ -260,7 +260,7 @@ int cmd_benchmark(const BenchmarkOptions& o) {
       std::cout << " .. " << shape_to_string(groups.back().tensors[i].shape()) << " (" << groups.size() << " shapes)";
     std::cout << "  " << dtype_name(in.tensors[i].dtype()) << "  (" << in.sources[i] << ")\n";
   }
-  if (!in.defaulted_dims_hint().empty()) std::cout << "note        " << in.defaulted_dims_hint() << "\n";
+  if (!in.defaulted_dims_hint.empty()) std::cout << "note        " << in.defaulted_dims_hint << "\n";
   std::cout << "threads     " << total_threads << "\n";
   std::cout << "streams     " << streams << " (" << per_stream << (per_stream == 1 ? " thread" : " threads")
             << " each, pinning " << pinning << ", hint " << mode << ")\n";
@@ -324,8 +324,7 @@ int cmd_benchmark(const BenchmarkOptions& o) {
   }
   } catch (const Error& e) {
     progress.clear();
-    if (in.defaulted_dims_hint().empty()) throw;
-    throw Error(cat(e.what(), "\n  (", in.defaulted_dims_hint(), ")"));  // the likely cause
+    throw Error(in.explain(e));  // naming the dims set to 1, the likely cause
   }
   progress.clear();
   const std::vector<double>& times = loop.latencies_ms;
@@ -350,10 +349,8 @@ int cmd_benchmark(const BenchmarkOptions& o) {
     auto line = [&](const char* label, const std::vector<double>& v) {
       if (v.empty()) return void(std::cout << label << "none\n");
       const tools::LatencyStats s = tools::latency_stats(v);
-      double total = 0;
-      for (double x : v) total += x;
       std::cout << label << "median " << fmt_ms(s.median) << ", mean " << fmt_ms(s.mean) << ", max " << fmt_ms(s.max)
-                << ", total " << fmt_ms(total) << "  (" << v.size() << " inferences)\n";
+                << ", total " << fmt_ms(s.total) << "  (" << v.size() << " inferences)\n";
     };
     std::cout << "shapes      " << groups.size() << " groups, cycled (-data_shape)\n";
     line("first-seen  ", first_seen);
@@ -465,10 +462,8 @@ int cmd_benchmark(const BenchmarkOptions& o) {
       auto stats = [](const std::vector<double>& v) {
         if (v.empty()) return nlohmann::json(nullptr);
         const tools::LatencyStats s = tools::latency_stats(v);
-        double total = 0;
-        for (double x : v) total += x;
         return nlohmann::json{{"count", v.size()}, {"median", round3(s.median)}, {"mean", round3(s.mean)},
-                              {"max", round3(s.max)}, {"total", round3(total)}};
+                              {"max", round3(s.max)}, {"total", round3(s.total)}};
       };
       j["data_shape"] = {{"groups", groups.size()},
                          {"rss_mib_per_pass", rss_per_pass},

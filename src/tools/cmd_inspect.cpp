@@ -57,11 +57,10 @@ int cmd_inspect(const InspectOptions& o) {
   try {
     planned = &ex.plan_for(shapes);
   } catch (const Error& e) {
-    if (in.defaulted_dims_hint().empty()) throw;
-    throw Error(cat(e.what(), "\n  (", in.defaulted_dims_hint(), ")"));  // the likely cause
+    throw Error(in.explain(e));  // naming the dims set to 1, the likely cause
   }
   const cpu::Executor::Plan& plan = *planned;
-  if (!in.defaulted_dims_hint().empty()) std::cout << "note          " << in.defaulted_dims_hint() << "\n";
+  if (!in.defaulted_dims_hint.empty()) std::cout << "note          " << in.defaulted_dims_hint << "\n";
   if (!plan.cpu) {
     std::cout << "runtime graph: none (" << plan.fallback_reason << "); the model runs on the reference executor\n";
     return 0;

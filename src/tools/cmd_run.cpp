@@ -49,7 +49,7 @@ int cmd_run(const RunOptions& o) {
   for (size_t i = 0; i < ports.size(); ++i)
     std::cout << "input  " << ports[i].name << "  " << shape_to_string(tensors[i].shape()) << "  "
               << dtype_name(tensors[i].dtype()) << "  (" << sources[i] << ")\n";
-  if (!in.defaulted_dims_hint().empty()) std::cout << "note   " << in.defaulted_dims_hint() << "\n";
+  if (!in.defaulted_dims_hint.empty()) std::cout << "note   " << in.defaulted_dims_hint << "\n";
 
   t0 = Clock::now();
   AnyMap properties = parse_property_specs(o.properties);
@@ -70,8 +70,7 @@ int cmd_run(const RunOptions& o) {
       times.push_back(ms_since(t0));
     }
   } catch (const Error& e) {
-    if (in.defaulted_dims_hint().empty()) throw;
-    throw Error(cat(e.what(), "\n  (", in.defaulted_dims_hint(), ")"));  // the likely cause
+    throw Error(in.explain(e));  // naming the dims set to 1, the likely cause
   }
 
   const auto& outs = compiled.outputs();

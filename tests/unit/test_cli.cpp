@@ -57,12 +57,25 @@ TEST(CliUtil, DynamicDimsSetToOneAreNamedWithHowToGiveThem) {
   EXPECT_EQ(in.tensors[0].shape(), (Shape{1, 7}));
   EXPECT_EQ(in.defaulted_dims, (std::vector<std::string>{"batch"}));  // once, though two inputs have it
   EXPECT_EQ(in.defaulted_unnamed, (std::vector<std::string>{"img dim 2"}));
-  EXPECT_EQ(in.defaulted_dims_hint(),
+  EXPECT_EQ(in.defaulted_dims_hint,
             "the dynamic dims 'batch', the unnamed img dim 2 were set to 1, since no --shape gave them; give them: "
             "--shape batch=N --shape img=[d0,d1,...]");
   // every dim given: nothing to say
-  EXPECT_EQ(prepare_inputs({ids, mask, img}, {}, {"batch=2", "sequence=3", "img=[1,3,5]"}, true, 0).defaulted_dims_hint(),
+  EXPECT_EQ(prepare_inputs({ids, mask, img}, {}, {"batch=2", "sequence=3", "img=[1,3,5]"}, true, 0).defaulted_dims_hint,
             "");
+  // an error then says what was set to 1; without defaulted dims it stays as it was
+  EXPECT_EQ(in.explain(Error("too small")), "too small\n  (" + in.defaulted_dims_hint + ")");
+  EXPECT_EQ(prepare_inputs({img}, {}, {"img=[1,3,5]"}, true, 0).explain(Error("too small")), "too small");
+}
+
+TEST(CliUtil, LatencyStats) {
+  const LatencyStats s = latency_stats({4, 1, 3, 2});
+  EXPECT_DOUBLE_EQ(s.min, 1);
+  EXPECT_DOUBLE_EQ(s.max, 4);
+  EXPECT_DOUBLE_EQ(s.median, 2.5);
+  EXPECT_DOUBLE_EQ(s.total, 10);
+  EXPECT_DOUBLE_EQ(s.mean, 2.5);
+  EXPECT_DOUBLE_EQ(latency_stats({}).total, 0);
 }
 
 TEST(CliUtil, ShapeSpecs) {

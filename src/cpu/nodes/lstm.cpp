@@ -97,8 +97,7 @@ class LstmNode : public Node {
     // the parts' scratchpads, side by side in this thread's buffer for them (shared by every
     // split LSTM this thread runs, of every plan: they run one at a time)
     thread_local Arena scratch;
-    const size_t first = (parts_[0].pd.scratchpad_desc().get_size() + Arena::kAlignment - 1) / Arena::kAlignment *
-                         Arena::kAlignment;
+    const size_t first = Arena::aligned(parts_[0].pd.scratchpad_desc().get_size());
     char* base = static_cast<char*>(scratch.reserve(first + parts_[1].pd.scratchpad_desc().get_size()));
     memory pads[2] = {memory(parts_[0].pd.scratchpad_desc(), cpu_engine(), base),
                       memory(parts_[1].pd.scratchpad_desc(), cpu_engine(), base + first)};

@@ -132,11 +132,13 @@ void reduce_middle(const float* x, float* y, const MiddleRun& m, MiddleOp op) {
   }
 }
 
-std::optional<MiddleOp> middle_op(const std::string& op) {
-  if (op == "ReduceSum") return MiddleOp::sum;
-  if (op == "ReduceMean") return MiddleOp::mean;
-  if (op == "ReduceMax") return MiddleOp::max;
-  if (op == "ReduceMin") return MiddleOp::min;
+// The loop's op for oneDNN's algorithm, when the loop has it.
+std::optional<MiddleOp> middle_op(dnnl::algorithm alg) {
+  using A = dnnl::algorithm;
+  if (alg == A::reduction_sum) return MiddleOp::sum;
+  if (alg == A::reduction_mean) return MiddleOp::mean;
+  if (alg == A::reduction_max) return MiddleOp::max;
+  if (alg == A::reduction_min) return MiddleOp::min;
   return std::nullopt;
 }
 
@@ -157,7 +159,7 @@ class ReduceNode : public Node {
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
     req[0] = InputLayout::plain();
     middle_ = middle_run(s, *out);
-    op_ = middle_op(source->op_type());
+    op_ = middle_op(alg->alg);
     if (middle_ && op_) {
       impl = "kiln:strided";
       return req;

@@ -62,6 +62,25 @@ void bind_symbols(const PortInfo& port, const Shape& shape, std::map<std::string
       symbols.emplace(port.dim_names[i], shape[i]);
 }
 
+// The sentence of PreparedInputs::defaulted_dims_hint.
+std::string hint_for(const std::vector<std::string>& defaulted_dims, const std::vector<std::string>& defaulted_unnamed) {
+  std::vector<std::string> names, give;
+  for (const std::string& sym : defaulted_dims) {
+    names.push_back(cat("'", sym, "'"));
+    give.push_back(cat("--shape ", sym, "=N"));
+  }
+  for (const std::string& d : defaulted_unnamed) {
+    names.push_back(cat("the unnamed ", d));
+    give.push_back(cat("--shape ", d.substr(0, d.rfind(" dim ")), "=[d0,d1,...]"));
+  }
+  if (names.empty()) return "";
+  std::sort(give.begin(), give.end());
+  give.erase(std::unique(give.begin(), give.end()), give.end());
+  return cat(names.size() > 1 ? "the dynamic dims " : "the dynamic dim ", join(names, ", "),
+             names.size() > 1 ? " were" : " was", " set to 1, since no --shape gave ", names.size() > 1 ? "them" : "it",
+             "; give ", names.size() > 1 ? "them" : "it", ": ", join(give, " "));
+}
+
 }  // namespace
 
 PreparedInputs prepare_inputs(const std::vector<PortInfo>& ports, const std::vector<std::string>& input_specs,
@@ -139,25 +158,13 @@ PreparedInputs prepare_inputs(const std::vector<PortInfo>& ports, const std::vec
     r.tensors[i] = random_tensor(ports[i].name, ports[i].dtype, shape, rng);
     r.sources[i] = cat("random, seed ", seed);
   }
+  r.defaulted_dims_hint = hint_for(r.defaulted_dims, r.defaulted_unnamed);
   return r;
 }
 
-std::string PreparedInputs::defaulted_dims_hint() const {
-  std::vector<std::string> names, give;
-  for (const std::string& sym : defaulted_dims) {
-    names.push_back(cat("'", sym, "'"));
-    give.push_back(cat("--shape ", sym, "=N"));
-  }
-  for (const std::string& d : defaulted_unnamed) {
-    names.push_back(cat("the unnamed ", d));
-    give.push_back(cat("--shape ", d.substr(0, d.rfind(" dim ")), "=[d0,d1,...]"));
-  }
-  if (names.empty()) return "";
-  std::sort(give.begin(), give.end());
-  give.erase(std::unique(give.begin(), give.end()), give.end());
-  return cat(names.size() > 1 ? "the dynamic dims " : "the dynamic dim ", join(names, ", "),
-             names.size() > 1 ? " were" : " was", " set to 1, since no --shape gave ", names.size() > 1 ? "them" : "it",
-             "; give ", names.size() > 1 ? "them" : "it", ": ", join(give, " "));
+
+std::string PreparedInputs::explain(const Error& e) const {
+  return defaulted_dims_hint.empty() ? std::string(e.what()) : cat(e.what(), "\n  (", defaulted_dims_hint, ")");
 }
 
 std::pair<std::string, std::string> split_assignment(const std::string& spec) {
@@ -358,9 +365,8 @@ LatencyStats latency_stats(std::vector<double> ms) {
   s.median = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
   size_t rank = static_cast<size_t>(std::ceil(0.9 * static_cast<double>(n)));
   s.p90 = ms[std::min(n, std::max<size_t>(rank, 1)) - 1];
-  double sum = 0;
-  for (double v : ms) sum += v;
-  s.mean = sum / static_cast<double>(n);
+  for (double v : ms) s.total += v;
+  s.mean = s.total / static_cast<double>(n);
   return s;
 }
 

@@ -41,8 +41,11 @@ struct PreparedInputs {
   std::vector<std::string> defaulted_dims;
   std::vector<std::string> defaulted_unnamed;
   // "" when nothing was defaulted; else a sentence naming those dims and how to give them,
-  // for errors of a model that does not run at size 1 and for the CLI's note.
-  std::string defaulted_dims_hint() const;
+  // for the CLI's note and for errors of a model that does not run at size 1.
+  std::string defaulted_dims_hint;
+  // An error of compiling or running with these inputs, with the hint when there is one
+  // (the likely cause).
+  std::string explain(const Error& e) const;
 };
 // benchmark_app's -data_shape: "x[1,3,48,96][1,3,48,120]" or, for several inputs,
 // "ids[1,8][1,12],mask[1,8][1,12]" (the i-th shape of every input go together; an input with one
@@ -69,6 +72,7 @@ std::string sanitize_file_name(const std::string& name);
 // p90 (nearest rank: the ceil(0.9 n)-th smallest), max, mean. All zero for no samples.
 struct LatencyStats {
   double median = 0, min = 0, p90 = 0, max = 0, mean = 0;
+  double total = 0;  // the sum of all
 };
 LatencyStats latency_stats(std::vector<double> ms);
 
