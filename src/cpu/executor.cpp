@@ -16,6 +16,7 @@ namespace {
 struct ThreadGraph {
   std::shared_ptr<std::atomic<bool>> evicted;
   std::unique_ptr<Graph> graph;
+  size_t runs = 0;  // of `graph`
 };
 
 // The cpu::Graphs this thread built for one Executor, one per plan.
@@ -91,6 +92,8 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options,
   options_.log = nullptr;
   options_.weights = nullptr;
   options_.arena = nullptr;
+  for (const ir::Value* in : graph_->inputs())
+    if (!in->type.shape.is_static()) options_.shapes_vary = true;
   for (const ir::Node* n : graph_->nodes())
     for (const ir::Value* v : n->inputs())
       if (v && v->is_constant()) model_constants_.insert(v->constant().raw());
@@ -171,8 +174,9 @@ std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& 
   return plans_[shapes] = std::move(plan);
 }
 
-std::unique_ptr<Graph> Executor::build_graph(Plan& plan, std::shared_ptr<Arena> arena) {
+std::unique_ptr<Graph> Executor::build_graph(Plan& plan, std::shared_ptr<Arena> arena, bool hot) {
   GraphOptions o = options_;
+  if (hot) o.shapes_vary = false;
   o.weights = weights_.get();
   o.arena = std::move(arena);
   transforms::PassLog log;
@@ -245,7 +249,14 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, std::vector
     g.graph.reset();
     g.graph = build_graph(*plan, mine.arena);
     g.evicted = plan->evicted;
+    g.runs = 0;
     graphs_built_.fetch_add(1);
+  } else if (++g.runs == kHotRuns && g.graph->quick_nodes() > 0) {
+    // a frequent shape: worth a second compile with the implementations that run fastest
+    g.graph.reset();
+    g.graph = build_graph(*plan, mine.arena, /*hot=*/true);
+    graphs_built_.fetch_add(1);
+    hot_rebuilds_.fetch_add(1);
   }
   return g.graph->run(inputs, profile, reuse);
 }

@@ -71,6 +71,11 @@ class Executor {
   size_t cached_plans() const;
   size_t plan_capacity() const { return capacity_; }
   size_t graphs_built() const { return graphs_built_.load(); }  // cpu::Graphs built by run() on all threads
+  // Models whose input shapes vary build a plan's graphs with primitives that are quick to
+  // create (GraphOptions::shapes_vary); a thread's graph that has run this many times and
+  // holds such primitives is built again with oneDNN's first choices (hot_rebuilds()).
+  static constexpr size_t kHotRuns = 16;
+  size_t hot_rebuilds() const { return hot_rebuilds_.load(); }
   // run()s that found their input shapes' plan cached / had to make it.
   size_t plan_hits() const { return plan_hits_.load(); }
   size_t plan_misses() const { return plan_misses_.load(); }
@@ -86,8 +91,9 @@ class Executor {
   // earlier plan computed share its storage, so packed weights are found by address and
   // kept once, however many shapes come (see constant_pool_).
   void share_folded_constants(ir::Graph& g);
-  // mutex_ not held; `arena`: the calling thread's for this executor (null: the graph's own)
-  std::unique_ptr<Graph> build_graph(Plan& plan, std::shared_ptr<Arena> arena = nullptr);
+  // mutex_ not held; `arena`: the calling thread's for this executor (null: the graph's own);
+  // `hot`: the shape is frequent, take the fastest implementations however long they take to create
+  std::unique_ptr<Graph> build_graph(Plan& plan, std::shared_ptr<Arena> arena = nullptr, bool hot = false);
 
   std::shared_ptr<const ir::Graph> graph_;
   GraphOptions options_;
@@ -105,7 +111,7 @@ class Executor {
   mutable std::mutex mutex_;
   uint64_t id_;                                // key of this executor's graphs in each thread
   std::shared_ptr<std::atomic<bool>> alive_;   // false once destroyed: threads drop its graphs
-  std::atomic<size_t> graphs_built_{0};
+  std::atomic<size_t> graphs_built_{0}, hot_rebuilds_{0};
   std::atomic<size_t> plan_hits_{0}, plan_misses_{0};
 };
 

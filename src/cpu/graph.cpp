@@ -2,6 +2,7 @@
 
 #include "core/node_timer.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -51,6 +52,7 @@ Graph::Graph(std::shared_ptr<const ir::Graph> g, const GraphOptions& options)
     auto node = make_node(*n);
     node->bf16 = options.bf16;
     node->snippets_isa = options.snippets_isa;
+    node->shapes_vary = options.shapes_vary;
     for (const ir::Value* in : n->inputs()) node->inputs.push_back(in ? edge_for(in) : nullptr);
     for (const ir::Value* out : n->outputs()) {
       KILN_CHECK(out->type.shape.is_static(),
@@ -412,6 +414,10 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs, std::vector<Pr
   }
   bind_arena(arena_base_);  // direct outputs back to their arena buffers: the tensors are the caller's now
   return out;
+}
+
+size_t Graph::quick_nodes() const {
+  return static_cast<size_t>(std::count_if(nodes_.begin(), nodes_.end(), [](const auto& n) { return n->quick_impl; }));
 }
 
 std::string Graph::describe() const {

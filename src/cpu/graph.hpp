@@ -52,6 +52,9 @@ struct GraphOptions {
   // Where the intermediate tensors live during run(): shared with other graphs that run on
   // the same thread (never at the same time); null: the graph has an arena of its own.
   std::shared_ptr<Arena> arena = nullptr;
+  // The model has inputs of variable shape, so graphs are built per shape (cpu::Executor sets
+  // it): nodes favour primitives that are quick to create (Node::shapes_vary).
+  bool shapes_vary = false;
 };
 
 class Graph {
@@ -93,6 +96,7 @@ class Graph {
   size_t arena_bytes() const { return arena_bytes_; }  // what this graph needs of its arena
   size_t in_place_nodes() const { return in_place_nodes_; }  // nodes writing over a dead input
   size_t concat_in_place_nodes() const { return concat_in_place_nodes_; }  // Concats whose inputs sit in the output
+  size_t quick_nodes() const;  // nodes that took a quicker-to-create implementation (Node::quick_impl)
   // One line per node: name, type, impl, output layouts (for tests and debugging).
   std::string describe() const;
 

@@ -80,6 +80,13 @@ class Node {
   bool bf16_output = false;
   // kiln_snippets_isa: the instruction set Subgraph nodes generate their kernels for.
   snippets::Isa snippets_isa = snippets::Isa::Auto;
+  // The model's input shapes vary (GraphOptions::shapes_vary): this node's primitive is made
+  // again for every new shape, so where oneDNN has two equally fast kernels, take the one
+  // that is cheaper to create.
+  bool shapes_vary = false;
+  // Set by prepare(): shapes_vary made it take an implementation quicker to create than
+  // oneDNN's first choice, which may run slower (Graph::quick_nodes()).
+  bool quick_impl = false;
 
   // Node kinds that take post-ops (Convolution, FullyConnected): their list, else null.
   virtual PostOpList* post_ops() { return nullptr; }

@@ -151,3 +151,49 @@ TEST(CpuDynamicShapes, LstmOverEveryLengthAndBatch) {
   std::vector<std::vector<Shape>> stream = {{{3, 1, 6}}, {{20, 1, 6}}, {{5, 1, 6}}, {{20, 3, 6}}, {{1, 2, 6}}, {{9, 4, 6}}};
   run_stream(g, stream, {"LSTM"});
 }
+
+TEST(CpuDynamicShapes, NewShapesTakeQuickPrimitivesAndAFrequentShapeTheFastest) {
+  // A 3x3 convolution whose width varies. A graph for a new shape takes oneDNN's direct JIT
+  // kernel where its first choice is a brgemm one (many kernels to generate per shape); once
+  // a shape has run Executor::kHotRuns times, its graph is built again with the first choice.
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, dims({1, 16, 8, Dim::sym("w")})});
+  g->add_node("Relu", {conv(*g, x, 16, 32, 5, "c")}, 1, "r");
+  g->add_output(g->nodes().back()->output(0));
+  ir::infer_shapes(*g);
+  const Shape shape = {1, 16, 8, 40};
+  // what oneDNN picks first on this CPU: a graph of static shapes builds with it
+  auto fixed = g->clone();
+  fixed->inputs()[0]->type.shape = ir::PartialShape(shape);
+  ir::infer_shapes(*fixed);
+  cpu::Graph first_choice(fixed);
+  const std::string best = first_choice.describe();
+  const bool brgemm_first = best.find("[brgconv") != std::string::npos;
+
+  runtime::ReferenceExecutor ref(g);
+  cpu::Executor ex(g);
+  auto conv_exec_type = [](const std::vector<ProfilingInfo>& rows) {
+    for (const ProfilingInfo& r : rows)
+      if (r.node_type == "Convolution" && r.status == ProfilingInfo::Status::executed) return r.exec_type;
+    return std::string("(none)");
+  };
+  std::vector<std::string> seen;
+  for (size_t i = 0; i <= cpu::Executor::kHotRuns + 1; ++i) {
+    const std::vector<Tensor> in = {random_tensor(shape, static_cast<uint32_t>(i + 1))};
+    std::vector<ProfilingInfo> rows;
+    auto got = ex.run(in, &rows);
+    expect_close(ref.run(in)[0], got[0], 1e-4, 1e-4);
+    seen.push_back(conv_exec_type(rows));
+  }
+  SCOPED_TRACE(best);
+  if (brgemm_first) {
+    EXPECT_EQ(seen.front().rfind("jit", 0), 0u) << seen.front();
+    EXPECT_EQ(seen.back().rfind("brgconv", 0), 0u) << seen.back();
+    EXPECT_EQ(ex.hot_rebuilds(), 1u);
+    EXPECT_EQ(ex.graphs_built(), 2u);
+  } else {  // e.g. AVX2 or SSE4.1: the first choice is quick already, nothing to rebuild
+    EXPECT_EQ(seen.front(), seen.back());
+    EXPECT_EQ(ex.hot_rebuilds(), 0u);
+    EXPECT_EQ(ex.graphs_built(), 1u);
+  }
+}
