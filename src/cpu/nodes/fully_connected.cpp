@@ -14,6 +14,7 @@
 // binary post-op and strided (transposed) activations.
 #include <cstdio>
 #include <cstring>
+#include <tuple>
 
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
@@ -63,8 +64,23 @@ class FullyConnectedNode : public Node {
 
   std::vector<InputLayout> prepare() override {
     setup();
-    pd_ = make_pd(post_ops_);
-    prim_ = dnnl::matmul(pd_);
+    // (fused post-ops, e.g. GELU, ran 1.7x slower in that kernel: a pass of their own)
+    if (!post_ops_.empty()) runtime_m_ = false;
+    if (runtime_m_) {  // one primitive for every M, made once per thread
+      try {
+        std::tie(pd_, prim_) = per_thread_primitive<dnnl::matmul::primitive_desc, dnnl::matmul>(
+            matmul_desc(memory::desc({DNNL_RUNTIME_DIM_VAL, K_}, in_dt_, tag::ab),
+                        memory::desc({DNNL_RUNTIME_DIM_VAL, N_}, memory::data_type::f32, tag::ab)),
+            attr_for(post_ops_));
+        quick_impl = true;
+      } catch (const dnnl::error&) {  // a post-op the runtime-dims kernel does not take
+        runtime_m_ = false;
+      }
+    }
+    if (!runtime_m_) {
+      pd_ = make_pd(post_ops_);
+      prim_ = dnnl::matmul(pd_);
+    }
     impl = pd_.impl_info_str();
 
     // weights: alpha * B as [K, N] (strided view of B^T when transB), reordered once
@@ -153,27 +169,41 @@ class FullyConnectedNode : public Node {
         for (int64_t j = 0; j < N_; ++j) bias_vals_[static_cast<size_t>(i * N_ + j)] = beta * pc[i * sm + j * sn];
       bias_md_ = memory::desc({rows, N_}, f32, tag::ab);
     }
+    // The model's shapes vary: rows as a runtime dim, so one primitive serves every M (oneDNN's
+    // gemm kernel, generated once per process, as fast as the brgemm one it would make per M:
+    // [M,384]x[384,1536] for M = 8..384, 2 threads). Not for bf16 (no such kernel), a transposed
+    // A (its strides depend on M) or a bias that varies along M.
+    runtime_m_ = shapes_vary && in_dt_ == f32 && !ta && !bias_post_op_;
   }
 
   // The primitive with these fused post-ops (after the bias post-op, when there is one).
   // impl_only: only oneDNN's implementation name for them, into *impl_only (remembered per
   // process); the returned descriptor is then empty.
   dnnl::matmul::primitive_desc make_pd(const PostOpList& fused, std::string* impl_only = nullptr) {
-    memory::desc wei_any({K_, N_}, in_dt_, tag::any);
+    const dnnl::primitive_attr attr = attr_for(fused);
+    const dnnl::matmul::desc d = matmul_desc(src_md_, dst_md_);
+    if (impl_only) {
+      *impl_only = impl_name<dnnl::matmul::primitive_desc>(d, attr);
+      return {};
+    }
+    return dnnl::matmul::primitive_desc(d, attr, cpu_engine());
+  }
+
+  // The bias post-op (when there is one), then `fused`; sets fused_2d_.
+  dnnl::primitive_attr attr_for(const PostOpList& fused) {
     dnnl::primitive_attr attr;
     dnnl::post_ops po;
     if (bias_post_op_) po.append_binary(dnnl::algorithm::binary_add, bias_md_);
     fused_2d_ = as_2d(fused);
     fused_2d_.append_to(po);
     if (po.len() > 0) attr.set_post_ops(po);
+    return attr;
+  }
+
+  dnnl::matmul::desc matmul_desc(const memory::desc& src, const memory::desc& dst) const {
+    memory::desc wei_any({K_, N_}, in_dt_, tag::any);
     const bool bias_arg = !bias_vals_.empty() && !bias_post_op_;
-    auto d = bias_arg ? dnnl::matmul::desc(src_md_, wei_any, bias_md_, dst_md_)
-                      : dnnl::matmul::desc(src_md_, wei_any, dst_md_);
-    if (impl_only) {
-      *impl_only = impl_name<dnnl::matmul::primitive_desc>(d, attr);
-      return {};
-    }
-    return dnnl::matmul::primitive_desc(d, attr, cpu_engine());
+    return bias_arg ? dnnl::matmul::desc(src, wei_any, bias_md_, dst) : dnnl::matmul::desc(src, wei_any, dst);
   }
 
   PostOpList post_ops_;
@@ -187,6 +217,7 @@ class FullyConnectedNode : public Node {
   dnnl::matmul prim_;
   memory weights_, bias_;
   bool bias_post_op_ = false;  // bias varies along M: added by a binary post-op
+  bool runtime_m_ = false;     // the primitive takes M at execution (see setup())
   memory::data_type in_dt_ = memory::data_type::f32;  // activations and weights (bf16 with inference_precision)
 };
 
