@@ -67,6 +67,11 @@ constexpr size_t kMaxImplNames = 16384;
 
 }  // namespace
 
+PrimitiveMemoStats& primitive_memo_stats() {
+  static PrimitiveMemoStats stats;
+  return stats;
+}
+
 std::string post_ops_key(const dnnl::primitive_attr& attr) {
   const dnnl::post_ops po = attr.get_post_ops();
   std::string key = "po";

@@ -8,6 +8,10 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <string>
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <list>
 #include <typeinfo>
 #include <unordered_map>
 #include <utility>
@@ -59,24 +63,56 @@ std::string impl_name(const Desc& d, const dnnl::primitive_attr& attr) {
   return impl;
 }
 
-// A primitive for an operation descriptor with runtime dims (DNNL_RUNTIME_DIM_VAL), which
-// serves every size of them: made once per thread and kept for every graph the thread builds
-// (a thread's graphs run one at a time), so a new input shape costs a lookup instead of a
-// descriptor (0.1-0.3 ms for a matmul) per layer. Attributes with post-ops only (else not
-// kept). At most 512 per thread and kind: the memo empties when full.
+// The primitives a thread has made, by what defines them (operation descriptor, post-ops,
+// scratchpad mode, and `variant`: the implementation choice when not oneDNN's first), with
+// their descriptors. Layers alike (BERT's 6 or 12 copies of each FullyConnected), the plans of
+// a variable-shape model and the rebuild of a plan all take the primitive made first: oneDNN
+// 2.6 caches primitives but not descriptors, and a descriptor costs 0.1-1.5 ms (it searches
+// implementations and blockings). A thread's graphs run one at a time, so sharing is safe.
+// Bounded like oneDNN's primitive cache (property cpu_runtime_cache_capacity, 0: off): at most
+// that many per thread and primitive kind, the least recently used dropped first.
+// `choose` (may be null) picks the implementation from the descriptor oneDNN made first; it
+// runs while `d` lives (oneDNN's iterator reads it again). Attributes that post_ops_key()
+// cannot describe are not kept.
+// Lookups of cached_primitive() that found a primitive / made one, on all threads.
+struct PrimitiveMemoStats {
+  std::atomic<size_t> hits{0}, misses{0};
+};
+PrimitiveMemoStats& primitive_memo_stats();
+
 template <class PD, class Prim, class Desc>
-std::pair<PD, Prim> per_thread_primitive(const Desc& d, const dnnl::primitive_attr& attr) {
-  static thread_local std::unordered_map<std::string, std::pair<PD, Prim>> memo;
-  std::string key = post_ops_key(attr);
-  if (key.empty()) {
+std::pair<PD, Prim> cached_primitive(const Desc& d, const dnnl::primitive_attr& attr, const char* variant = "",
+                                     const std::function<void(PD&)>& choose = nullptr) {
+  struct Memo {
+    std::list<std::pair<std::string, std::pair<PD, Prim>>> lru;  // most recent first
+    std::unordered_map<std::string, typename decltype(lru)::iterator> index;
+  };
+  static thread_local Memo memo;
+  auto make = [&] {
     PD pd(d, attr, cpu_engine());
-    return {pd, Prim(pd)};
-  }
+    if (choose) choose(pd);
+    return std::make_pair(pd, Prim(pd));
+  };
+  const size_t capacity = static_cast<size_t>(std::max(0, dnnl::get_primitive_cache_capacity()));
+  std::string key = post_ops_key(attr);
+  if (key.empty() || capacity == 0) return make();
+  key += variant;
+  key += static_cast<char>(attr.get_scratchpad_mode());
   key.append(reinterpret_cast<const char*>(&d.data), sizeof(d.data));
-  if (auto it = memo.find(key); it != memo.end()) return it->second;
-  if (memo.size() >= 512) memo.clear();
-  PD pd(d, attr, cpu_engine());
-  return memo.emplace(std::move(key), std::make_pair(pd, Prim(pd))).first->second;
+  if (auto it = memo.index.find(key); it != memo.index.end()) {
+    memo.lru.splice(memo.lru.begin(), memo.lru, it->second);
+    primitive_memo_stats().hits.fetch_add(1);
+    return it->second->second;
+  }
+  auto made = make();
+  primitive_memo_stats().misses.fetch_add(1);
+  memo.lru.emplace_front(key, made);
+  memo.index[std::move(key)] = memo.lru.begin();
+  while (memo.lru.size() > capacity) {
+    memo.index.erase(memo.lru.back().first);
+    memo.lru.pop_back();
+  }
+  return made;
 }
 
 // For graphs whose shapes vary (a primitive per new shape): oneDNN's first choice, unless it

@@ -8,6 +8,8 @@
 // buffer when nothing reads it later (else execute() copies it into the output first).
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <tuple>
 
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
@@ -34,19 +36,14 @@ class ConvolutionNode : public Node {
 
   bool accepts_post_ops(const std::vector<PostOp>& extra, std::string* why) override {
     auto trial = post_ops_.with(extra, /*allow_sum=*/true, "Convolution", why);
-    // -> std::string: the name lives in the temporary primitive descriptor
-    return trial && keeps_jit(*trial, post_ops_, [&](PostOpList& l) {
-                                std::string impl;
-                                make_pd(l, &impl);
-                                return impl;
-                              },
-                              "convolution", why);
+    return trial && keeps_jit(*trial, post_ops_, [&](PostOpList& l) { return impl_for(l); }, "convolution", why);
   }
 
   std::vector<InputLayout> prepare() override {
     const ir::Node& n = *source;
-    pd_ = make_pd(post_ops_, nullptr, shapes_vary && quick_to_create_is_safe() ? &quick_impl : nullptr);
-    prim_ = dnnl::convolution_forward(pd_);
+    const bool quick = shapes_vary && quick_to_create_is_safe();
+    std::tie(pd_, prim_) = make_primitive(post_ops_, quick);
+    quick_impl = quick && std::string(pd_.impl_info_str()).rfind("brg", 0) != 0;
     impl = pd_.impl_info_str();
 
     // weights: plain (g)oi[d][h]w -> the primitive's layout, once
@@ -126,13 +123,26 @@ class ConvolutionNode : public Node {
     return d;
   }
 
-  // The primitive for these post-ops, with oneDNN's choice of layouts.
-  // impl_only: only oneDNN's implementation name for them, into *impl_only (remembered per
-  // process); the returned descriptor is then empty.
-  // quick: take an implementation quicker to create where there is one (prefer_quick_to_create),
-  // and say whether it was taken.
-  dnnl::convolution_forward::primitive_desc make_pd(PostOpList& post_ops, std::string* impl_only = nullptr,
-                                                    bool* quick = nullptr) const {
+  using PD = dnnl::convolution_forward::primitive_desc;
+
+  // oneDNN's implementation for these post-ops, for the fusion passes (remembered per process).
+  std::string impl_for(PostOpList& post_ops) const {
+    auto [d, attr] = describe(post_ops);
+    return impl_name<PD>(d, attr);
+  }
+
+  // The primitive for these post-ops, with oneDNN's choice of layouts (through the thread's
+  // memo: layers alike share one). quick: an implementation quicker to create where there is
+  // one (prefer_quick_to_create).
+  std::pair<PD, dnnl::convolution_forward> make_primitive(PostOpList& post_ops, bool quick) const {
+    auto [d, attr] = describe(post_ops);
+    return cached_primitive<PD, dnnl::convolution_forward>(d, attr, quick ? "quick" : "",
+                                                           quick ? [](PD& pd) { prefer_quick_to_create(pd); }
+                                                                 : std::function<void(PD&)>());
+  }
+
+  // The operation and attributes for these post-ops.
+  std::pair<dnnl::convolution_forward::desc, dnnl::primitive_attr> describe(PostOpList& post_ops) const {
     const ir::Node& n = *source;
     const Shape& x = inputs[0]->shape;
     const Shape& w = inputs[1]->shape;
@@ -178,15 +188,7 @@ class ConvolutionNode : public Node {
       post_ops.append_to(po);
       attr.set_post_ops(po);
     }
-    using PD = dnnl::convolution_forward::primitive_desc;
-    if (impl_only) {
-      *impl_only = impl_name<PD>(d, attr);
-      return {};
-    }
-    PD pd(d, attr, cpu_engine());
-    // here, while `d` lives: oneDNN's iterator reads it again for the next implementation
-    if (quick) *quick = prefer_quick_to_create(pd);
-    return pd;
+    return {d, attr};
   }
 
   PostOpList post_ops_;

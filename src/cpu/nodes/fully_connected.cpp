@@ -54,21 +54,16 @@ class FullyConnectedNode : public Node {
     auto trial = post_ops_.with(extra, /*allow_sum=*/false, "FullyConnected", why);
     if (!trial) return false;
     setup();
-    return keeps_jit(*trial, post_ops_, [&](PostOpList& l) {
-                       std::string impl;
-                       make_pd(l, &impl);
-                       return impl;
-                     },
-                     "matmul", why);
+    return keeps_jit(*trial, post_ops_, [&](PostOpList& l) { return impl_for(l); }, "matmul", why);
   }
 
   std::vector<InputLayout> prepare() override {
     setup();
     // (fused post-ops, e.g. GELU, ran 1.7x slower in that kernel: a pass of their own)
     if (!post_ops_.empty()) runtime_m_ = false;
-    if (runtime_m_) {  // one primitive for every M, made once per thread
+    if (runtime_m_) {  // one primitive for every M (cached_primitive: made once per thread)
       try {
-        std::tie(pd_, prim_) = per_thread_primitive<dnnl::matmul::primitive_desc, dnnl::matmul>(
+        std::tie(pd_, prim_) = cached_primitive<dnnl::matmul::primitive_desc, dnnl::matmul>(
             matmul_desc(memory::desc({DNNL_RUNTIME_DIM_VAL, K_}, in_dt_, tag::ab),
                         memory::desc({DNNL_RUNTIME_DIM_VAL, N_}, memory::data_type::f32, tag::ab)),
             attr_for(post_ops_));
@@ -77,10 +72,9 @@ class FullyConnectedNode : public Node {
         runtime_m_ = false;
       }
     }
-    if (!runtime_m_) {
-      pd_ = make_pd(post_ops_);
-      prim_ = dnnl::matmul(pd_);
-    }
+    if (!runtime_m_)
+      std::tie(pd_, prim_) = cached_primitive<dnnl::matmul::primitive_desc, dnnl::matmul>(matmul_desc(src_md_, dst_md_),
+                                                                                        attr_for(post_ops_));
     impl = pd_.impl_info_str();
 
     // weights: alpha * B as [K, N] (strided view of B^T when transB), reordered once
@@ -176,17 +170,10 @@ class FullyConnectedNode : public Node {
     runtime_m_ = shapes_vary && in_dt_ == f32 && !ta && !bias_post_op_;
   }
 
-  // The primitive with these fused post-ops (after the bias post-op, when there is one).
-  // impl_only: only oneDNN's implementation name for them, into *impl_only (remembered per
-  // process); the returned descriptor is then empty.
-  dnnl::matmul::primitive_desc make_pd(const PostOpList& fused, std::string* impl_only = nullptr) {
-    const dnnl::primitive_attr attr = attr_for(fused);
-    const dnnl::matmul::desc d = matmul_desc(src_md_, dst_md_);
-    if (impl_only) {
-      *impl_only = impl_name<dnnl::matmul::primitive_desc>(d, attr);
-      return {};
-    }
-    return dnnl::matmul::primitive_desc(d, attr, cpu_engine());
+  // oneDNN's implementation of the primitive with these fused post-ops (after the bias
+  // post-op, when there is one), for the fusion passes (remembered per process).
+  std::string impl_for(const PostOpList& fused) {
+    return impl_name<dnnl::matmul::primitive_desc>(matmul_desc(src_md_, dst_md_), attr_for(fused));
   }
 
   // The bias post-op (when there is one), then `fused`; sets fused_2d_.
