@@ -71,8 +71,8 @@ std::string impl_name(const Desc& d, const dnnl::primitive_attr& attr) {
 // implementations and blockings). A thread's graphs run one at a time, so sharing is safe.
 // Bounded like oneDNN's primitive cache (property cpu_runtime_cache_capacity, 0: off): at most
 // that many per thread and primitive kind, the least recently used dropped first.
-// `choose` (may be null) picks the implementation from the descriptor oneDNN made first; it
-// runs while `d` lives (oneDNN's iterator reads it again). Attributes that post_ops_key()
+// `choose` (may be null) picks the implementation from the descriptor oneDNN made first and
+// says whether it changed it; it runs while `d` lives (oneDNN's iterator reads it again). Attributes that post_ops_key()
 // cannot describe are not kept.
 // Lookups of cached_primitive() that found a primitive / made one, on all threads.
 struct PrimitiveMemoStats {
@@ -80,18 +80,25 @@ struct PrimitiveMemoStats {
 };
 PrimitiveMemoStats& primitive_memo_stats();
 
+template <class PD, class Prim>
+struct MemoPrimitive {
+  PD pd;
+  Prim prim;
+  bool chosen = false;  // `choose` took another implementation than oneDNN's first
+};
+
 template <class PD, class Prim, class Desc>
-std::pair<PD, Prim> cached_primitive(const Desc& d, const dnnl::primitive_attr& attr, const char* variant = "",
-                                     const std::function<void(PD&)>& choose = nullptr) {
+MemoPrimitive<PD, Prim> cached_primitive(const Desc& d, const dnnl::primitive_attr& attr, const char* variant = "",
+                                         const std::function<bool(PD&)>& choose = nullptr) {
   struct Memo {
-    std::list<std::pair<std::string, std::pair<PD, Prim>>> lru;  // most recent first
+    std::list<std::pair<std::string, MemoPrimitive<PD, Prim>>> lru;  // most recent first
     std::unordered_map<std::string, typename decltype(lru)::iterator> index;
   };
   static thread_local Memo memo;
   auto make = [&] {
     PD pd(d, attr, cpu_engine());
-    if (choose) choose(pd);
-    return std::make_pair(pd, Prim(pd));
+    const bool chosen = choose && choose(pd);
+    return MemoPrimitive<PD, Prim>{pd, Prim(pd), chosen};
   };
   const size_t capacity = static_cast<size_t>(std::max(0, dnnl::get_primitive_cache_capacity()));
   std::string key = post_ops_key(attr);

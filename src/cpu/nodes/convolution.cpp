@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
-#include <tuple>
 
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
@@ -42,8 +41,10 @@ class ConvolutionNode : public Node {
   std::vector<InputLayout> prepare() override {
     const ir::Node& n = *source;
     const bool quick = shapes_vary && quick_to_create_is_safe();
-    std::tie(pd_, prim_) = make_primitive(post_ops_, quick);
-    quick_impl = quick && std::string(pd_.impl_info_str()).rfind("brg", 0) != 0;
+    auto made = make_primitive(post_ops_, quick);
+    pd_ = made.pd;
+    prim_ = made.prim;
+    quick_impl = made.chosen;
     impl = pd_.impl_info_str();
 
     // weights: plain (g)oi[d][h]w -> the primitive's layout, once
@@ -134,11 +135,11 @@ class ConvolutionNode : public Node {
   // The primitive for these post-ops, with oneDNN's choice of layouts (through the thread's
   // memo: layers alike share one). quick: an implementation quicker to create where there is
   // one (prefer_quick_to_create).
-  std::pair<PD, dnnl::convolution_forward> make_primitive(PostOpList& post_ops, bool quick) const {
+  MemoPrimitive<PD, dnnl::convolution_forward> make_primitive(PostOpList& post_ops, bool quick) const {
     auto [d, attr] = describe(post_ops);
     return cached_primitive<PD, dnnl::convolution_forward>(d, attr, quick ? "quick" : "",
-                                                           quick ? [](PD& pd) { prefer_quick_to_create(pd); }
-                                                                 : std::function<void(PD&)>());
+                                                           quick ? [](PD& pd) { return prefer_quick_to_create(pd); }
+                                                                 : std::function<bool(PD&)>());
   }
 
   // The operation and attributes for these post-ops.

@@ -14,7 +14,6 @@
 // binary post-op and strided (transposed) activations.
 #include <cstdio>
 #include <cstring>
-#include <tuple>
 
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
@@ -63,18 +62,23 @@ class FullyConnectedNode : public Node {
     if (!post_ops_.empty()) runtime_m_ = false;
     if (runtime_m_) {  // one primitive for every M (cached_primitive: made once per thread)
       try {
-        std::tie(pd_, prim_) = cached_primitive<dnnl::matmul::primitive_desc, dnnl::matmul>(
+        auto made = cached_primitive<dnnl::matmul::primitive_desc, dnnl::matmul>(
             matmul_desc(memory::desc({DNNL_RUNTIME_DIM_VAL, K_}, in_dt_, tag::ab),
                         memory::desc({DNNL_RUNTIME_DIM_VAL, N_}, memory::data_type::f32, tag::ab)),
             attr_for(post_ops_));
+        pd_ = made.pd;
+        prim_ = made.prim;
         quick_impl = true;
       } catch (const dnnl::error&) {  // a post-op the runtime-dims kernel does not take
         runtime_m_ = false;
       }
     }
-    if (!runtime_m_)
-      std::tie(pd_, prim_) = cached_primitive<dnnl::matmul::primitive_desc, dnnl::matmul>(matmul_desc(src_md_, dst_md_),
-                                                                                        attr_for(post_ops_));
+    if (!runtime_m_) {
+      auto made = cached_primitive<dnnl::matmul::primitive_desc, dnnl::matmul>(matmul_desc(src_md_, dst_md_),
+                                                                               attr_for(post_ops_));
+      pd_ = made.pd;
+      prim_ = made.prim;
+    }
     impl = pd_.impl_info_str();
 
     // weights: alpha * B as [K, N] (strided view of B^T when transB), reordered once
