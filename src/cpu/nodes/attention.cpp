@@ -180,14 +180,19 @@ class AttentionNode : public Node {
       po.append_binary(dnnl::algorithm::binary_add, causal_.get_desc());
     }
     attr.set_post_ops(po);
-    qk_pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(q_md, kt_md, scores_md_), attr, cpu_engine());
-    qk_ = dnnl::matmul(qk_pd_);
-    softmax_pd_ = dnnl::softmax_forward::primitive_desc(
+    // through the thread's memo: the layers of a model share them (cached_primitive)
+    auto qk = cached_primitive<dnnl::matmul::primitive_desc, dnnl::matmul>(dnnl::matmul::desc(q_md, kt_md, scores_md_), attr);
+    qk_pd_ = qk.pd;
+    qk_ = qk.prim;
+    auto sm = cached_primitive<dnnl::softmax_forward::primitive_desc, dnnl::softmax_forward>(
         dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, scores_md_, scores_md_.data.ndims - 1),
-        cpu_engine());
-    softmax_ = dnnl::softmax_forward(softmax_pd_);
-    pv_pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(scores_md_, v_md, y_md), cpu_engine());
-    pv_ = dnnl::matmul(pv_pd_);
+        dnnl::primitive_attr());
+    softmax_pd_ = sm.pd;
+    softmax_ = sm.prim;
+    auto pv = cached_primitive<dnnl::matmul::primitive_desc, dnnl::matmul>(dnnl::matmul::desc(scores_md_, v_md, y_md),
+                                                                          dnnl::primitive_attr());
+    pv_pd_ = pv.pd;
+    pv_ = pv.prim;
     impl = cat(qk_pd_.impl_info_str(), "+", softmax_pd_.impl_info_str(), "+", pv_pd_.impl_info_str());
     scores_ = memory(scores_md_, cpu_engine());
     q_md_ = q_md;

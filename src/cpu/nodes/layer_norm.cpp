@@ -76,8 +76,10 @@ class LayerNormNode : public Node {
     eps_ = eps;
     const bool stats = outputs.size() > 1;
     auto prop = stats ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
-    pd_ = dnnl::layer_normalization_forward::primitive_desc(
-        dnnl::layer_normalization_forward::desc(prop, md_, eps, flags), cpu_engine());
+    auto ln = cached_primitive<dnnl::layer_normalization_forward::primitive_desc, dnnl::layer_normalization_forward>(
+        dnnl::layer_normalization_forward::desc(prop, md_, eps, flags), dnnl::primitive_attr());
+    pd_ = ln.pd;
+    prim_ = ln.prim;
     if (stats) {
       stat_md_ = memory::desc({outer}, f32, tag::a);
       KILN_CHECK(pd_.mean_desc() == stat_md_ && pd_.variance_desc() == stat_md_,
@@ -85,7 +87,6 @@ class LayerNormNode : public Node {
       if (outputs.size() < 3) var_scratch_ = memory(stat_md_, cpu_engine());
       for (size_t k = 1; k < outputs.size(); ++k) outputs[k]->blocked.reset();
     }
-    prim_ = dnnl::layer_normalization_forward(pd_);
     impl = pd_.impl_info_str();
 
     memory::desc pmd({m}, f32, tag::a);
@@ -104,9 +105,10 @@ class LayerNormNode : public Node {
         po.append_binary(dnnl::algorithm::binary_add, bias_md_);
         attr.set_post_ops(po);
       }
-      add_pd_ = dnnl::binary::primitive_desc(dnnl::binary::desc(dnnl::algorithm::binary_add, md_, md_, md_), attr,
-                                             cpu_engine());
-      add_ = dnnl::binary(add_pd_);
+      auto add = cached_primitive<dnnl::binary::primitive_desc, dnnl::binary>(
+          dnnl::binary::desc(dnnl::algorithm::binary_add, md_, md_, md_), attr);
+      add_pd_ = add.pd;
+      add_ = add.prim;
       impl = cat(add_pd_.impl_info_str(), "+", impl);
     }
     if (inputs.size() > shift_at && inputs[shift_at]) {

@@ -63,8 +63,10 @@ class MatMulNode : public Node {
     a_md_ = dense_desc(d->a);
     b_md_ = dense_desc(d->b);
     dst_md_ = dense_desc(d->dst);
-    pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md_, b_md_, dst_md_), cpu_engine());
-    prim_ = dnnl::matmul(pd_);
+    auto made = cached_primitive<dnnl::matmul::primitive_desc, dnnl::matmul>(dnnl::matmul::desc(a_md_, b_md_, dst_md_),
+                                                                            dnnl::primitive_attr());
+    pd_ = made.pd;
+    prim_ = made.prim;
     impl = pd_.impl_info_str();
     outputs[0]->blocked.reset();
     return {InputLayout::plain(), InputLayout::plain()};

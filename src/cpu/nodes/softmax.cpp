@@ -42,9 +42,10 @@ class SoftmaxNode : public Node {
     const int axis = softmax_axis(*source, s);
     KILN_CHECK(axis >= 0, cat(source->describe(), ": not a single-axis softmax"));
     auto alg = source->op_type() == "LogSoftmax" ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate;
-    pd_ = dnnl::softmax_v2_forward::primitive_desc(
-        dnnl::softmax_v2_forward::desc(dnnl::prop_kind::forward_inference, alg, md_, md_, axis), cpu_engine());
-    prim_ = dnnl::softmax_v2_forward(pd_);
+    auto made = cached_primitive<dnnl::softmax_v2_forward::primitive_desc, dnnl::softmax_v2_forward>(
+        dnnl::softmax_v2_forward::desc(dnnl::prop_kind::forward_inference, alg, md_, md_, axis), dnnl::primitive_attr());
+    pd_ = made.pd;
+    prim_ = made.prim;
     impl = pd_.impl_info_str();
     outputs[0]->blocked.reset();
     return {InputLayout::plain()};
