@@ -279,9 +279,19 @@ void Graph::plan_memory() {
   }
   for (Edge* e : output_edges_)
     if (index.count(root_of(e))) reqs[index[root_of(e)]].last = end;  // kept until copied out
+  // the nodes' working memory, alive during their own step
+  const size_t buffers = reqs.size();
+  scratch_nodes_.clear();
+  for (int step = 0; step < end; ++step)
+    if (const size_t b = nodes_[static_cast<size_t>(step)]->scratch_bytes(); b > 0) {
+      reqs.push_back({b, step, step});
+      scratch_nodes_.push_back(nodes_[static_cast<size_t>(step)].get());
+    }
   MemoryPlan plan = kiln::cpu::plan_memory(reqs);
   arena_bytes_ = plan.total_bytes;
   planned_ = std::move(planned);
+  scratch_offsets_.assign(plan.offsets.begin() + static_cast<std::ptrdiff_t>(buffers), plan.offsets.end());
+  plan.offsets.resize(buffers);
   planned_offsets_ = std::move(plan.offsets);
   // Outputs whose producer can write straight into the tensor run() returns: arena buffers
   // of their own (not a view or an in-place alias of another buffer), plain, listed once.
@@ -300,6 +310,7 @@ void Graph::plan_memory() {
 void Graph::bind_arena(void* base) {
   arena_base_ = base;
   for (size_t i = 0; i < planned_.size(); ++i) planned_[i]->data = static_cast<char*>(base) + planned_offsets_[i];
+  for (size_t i = 0; i < scratch_nodes_.size(); ++i) scratch_nodes_[i]->scratch = static_cast<char*>(base) + scratch_offsets_[i];
   bind_views();
 }
 

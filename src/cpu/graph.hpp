@@ -119,6 +119,8 @@ class Graph {
   void* arena_base_ = nullptr;             // where the planned buffers are bound now
   std::vector<Edge*> planned_;             // the arena's root buffers ...
   std::vector<size_t> planned_offsets_;    // ... and their offsets
+  std::vector<Node*> scratch_nodes_;       // nodes with working memory (Node::scratch_bytes) ...
+  std::vector<size_t> scratch_offsets_;    // ... and its offsets
   // Per output edge: whether the run can write the output directly into the returned
   // tensor (an arena root of its own, plain, listed once), else it is copied out.
   std::vector<bool> output_direct_;

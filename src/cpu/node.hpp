@@ -114,6 +114,13 @@ class Node {
   // set_inputs_in_output(), after which execute() has nothing to copy.
   virtual int concat_axis() const { return -1; }
   virtual void set_inputs_in_output() {}
+
+  // Working memory execute() needs besides its inputs and outputs (valid after prepare()),
+  // e.g. attention scores. The graph's memory plan places it in the arena, alive during
+  // this node's step only, and points `scratch` at it (Arena::kAlignment-aligned) before
+  // execute(): a plan per shape then costs no memory of its own, and nodes share the bytes.
+  virtual size_t scratch_bytes() const { return 0; }
+  void* scratch = nullptr;
 };
 
 // A node whose work is one oneDNN primitive from input 0 (SRC) to output 0 (DST):

@@ -155,6 +155,34 @@ TEST(CpuAttention, MatchesTheReferenceKernelWithBroadcastMasks) {
   }
 }
 
+TEST(CpuAttention, ScoresLiveInTheGraphsArenaSharedByTheHeadsInTurn) {
+  // two attention nodes one after the other: each one's scores [B, H, S, T] are working
+  // memory in the arena (Node::scratch_bytes), not a buffer of the node's own per plan, and
+  // the second reuses the first one's bytes
+  const int64_t B = 2, S = 6, C = 16, H = 4;
+  auto g = make_graph();
+  g->opset_imports["kiln"] = 1;
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{B, S, C})});
+  ir::Value* y = x;
+  for (const char* name : {"mha1", "mha2"}) {
+    ir::Node* n = g->add_node("MultiHeadAttention", {y, y, y}, 1, name, "kiln");
+    n->attrs["num_heads"] = ir::Attribute(H);
+    n->attrs["scale"] = ir::Attribute(0.5f);
+    y = n->output(0);
+  }
+  g->add_output(y);
+  auto cg = compare_with_reference(g, {random_tensor({B, S, C}, 1)}, 1e-4, 1e-5);
+  const size_t scores = static_cast<size_t>(B * H * S * S) * sizeof(float);
+  std::vector<const cpu::Node*> heads;
+  for (const auto& n : cg->nodes())
+    if (std::string(n->type()) == "Attention") heads.push_back(n.get());
+  ASSERT_EQ(heads.size(), 2u) << cg->describe();
+  EXPECT_GE(heads[0]->scratch_bytes(), scores);
+  EXPECT_NE(heads[0]->scratch, nullptr);
+  EXPECT_EQ(heads[0]->scratch, heads[1]->scratch);  // not alive at once: the same bytes
+  EXPECT_GE(cg->arena_bytes(), heads[0]->scratch_bytes());
+}
+
 // ---------------- hard-swish / hard-sigmoid chains ----------------
 
 TEST(PatternHardSwish, ExporterChainsBecomeHardSwishAndHardSigmoid) {

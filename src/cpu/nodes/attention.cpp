@@ -17,6 +17,7 @@
 #include <limits>
 
 #include "core/strings.hpp"
+#include "cpu/arena.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/nodes/node_factory.hpp"
 
@@ -102,6 +103,16 @@ class AttentionNode : public Node {
   std::vector<InputLayout> prepare() override {
     const auto f32 = memory::data_type::f32;
     const int64_t B = g_.B, Hkv = g_.Hkv, G = g_.G(), S = g_.S, T = g_.T, D = g_.D, Dv = g_.Dv;
+    // working memory (scores, expanded K / V, the per-run mask) lives in the graph's arena:
+    // memory objects here, pointed at their part of `scratch` by execute()
+    scratch_bytes_ = 0;
+    scratch_parts_.clear();
+    auto in_scratch = [&](const memory::desc& md) {
+      memory m(md, cpu_engine(), DNNL_MEMORY_NONE);
+      scratch_parts_.push_back({m, scratch_bytes_});
+      scratch_bytes_ += Arena::aligned(md.get_size());
+      return m;
+    };
     has_mask_ = inputs.size() > 3 && inputs[3];
     Shape m4;  // the mask with leading 1s to rank 4
     if (has_mask_) {
@@ -121,8 +132,8 @@ class AttentionNode : public Node {
     if (expand_kv_) {
       // packed grouped-query: K / V copied per run into [B, Hq, T, size] (each kv head repeated
       // for its G query heads), so that the matmuls run as multi-head ones
-      k_exp_ = memory(memory::desc({B, g_.Hq, T, D}, f32, tag::abcd), cpu_engine());
-      v_exp_ = memory(memory::desc({B, g_.Hq, T, Dv}, f32, tag::abcd), cpu_engine());
+      k_exp_ = in_scratch(memory::desc({B, g_.Hq, T, D}, f32, tag::abcd));
+      v_exp_ = in_scratch(memory::desc({B, g_.Hq, T, Dv}, f32, tag::abcd));
       ks = {g_.Hq * T * D, T * D, 0, D, 1};
       vs = {g_.Hq * T * Dv, T * Dv, 0, Dv, 1};
       merge = true;
@@ -163,7 +174,7 @@ class AttentionNode : public Node {
       mask_repeat_ = mv[0] == 1 && B > 1 && shape_size(mv) > mv.back() ? B : 1;
       mv[0] *= mask_repeat_;
       bias_md_ = *plain_desc(mv, DType::f32);
-      if (mask_bool_ || mask_repeat_ > 1) bias_ = memory(bias_md_, cpu_engine());  // filled per run
+      if (mask_bool_ || mask_repeat_ > 1) bias_ = in_scratch(bias_md_);  // filled per run
       mask_arg_ = arg++;
       po.append_binary(dnnl::algorithm::binary_add, bias_md_);
     }
@@ -194,7 +205,7 @@ class AttentionNode : public Node {
     pv_pd_ = pv.pd;
     pv_ = pv.prim;
     impl = cat(qk_pd_.impl_info_str(), "+", softmax_pd_.impl_info_str(), "+", pv_pd_.impl_info_str());
-    scores_ = memory(scores_md_, cpu_engine());
+    scores_ = in_scratch(scores_md_);
     q_md_ = q_md;
     kt_md_ = kt_md;
     v_md_ = v_md;
@@ -203,8 +214,14 @@ class AttentionNode : public Node {
     return std::vector<InputLayout>(inputs.size(), InputLayout::plain());
   }
 
+  size_t scratch_bytes() const override { return scratch_bytes_; }
+
   void execute(dnnl::stream& stream) override {
     const auto& e = cpu_engine();
+    for (auto& [m, offset] : scratch_parts_) {
+      void* at = static_cast<char*>(scratch) + offset;
+      if (m.get_data_handle() != at) m.set_data_handle(at);
+    }
     void* k = inputs[1]->data;
     void* v = inputs[2]->data;
     if (expand_kv_) {  // packed [B, T, Hkv * size] -> [B, Hq, T, size], head h from kv head h / G
@@ -272,6 +289,9 @@ class AttentionNode : public Node {
   dnnl::matmul qk_, pv_;
   dnnl::softmax_forward softmax_;
   memory scores_;
+  // the memory objects above that live in `scratch`, and their offsets in it
+  std::vector<std::pair<memory, size_t>> scratch_parts_;
+  size_t scratch_bytes_ = 0;
 };
 
 }  // namespace

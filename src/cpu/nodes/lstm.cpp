@@ -75,7 +75,7 @@ class LstmNode : public Node {
       reorder_dst_ = memory::desc({T_, N_, D_, H_}, f32, memory::dims{D_ * N_ * H_, H_, N_ * H_, 1});
       permute_prim_ = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), reorder_src_, cpu_engine(), reorder_dst_));
     }
-    if (permute_ || !output(0)) staging_.resize(static_cast<size_t>(T_ * N_ * D_ * H_));
+    staging_bytes_ = permute_ || !output(0) ? static_cast<size_t>(T_ * N_ * D_ * H_) * sizeof(float) : 0;
     for (Edge* e : outputs)
       if (e) e->blocked.reset();
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
@@ -85,11 +85,13 @@ class LstmNode : public Node {
     return req;
   }
 
+  size_t scratch_bytes() const override { return staging_bytes_; }
+
   void execute(dnnl::stream& stream) override {
     if (!split_) {
       run_part(parts_[0], stream, nullptr);
       if (permute_) {
-        memory from(reorder_src_, cpu_engine(), staging_.data()), to(reorder_dst_, cpu_engine(), output(0)->data);
+        memory from(reorder_src_, cpu_engine(), scratch), to(reorder_dst_, cpu_engine(), output(0)->data);
         permute_prim_.execute(stream, from, to);
       }
       return;
@@ -187,7 +189,7 @@ class LstmNode : public Node {
     if (scratchpad) args[DNNL_ARG_SCRATCHPAD] = *scratchpad;
     if (has_h0_) args[DNNL_ARG_SRC_ITER] = memory(p.states, cpu_engine(), state(input(5)));
     if (has_c0_) args[DNNL_ARG_SRC_ITER_C] = memory(p.states, cpu_engine(), state(input(6)));
-    float* y = permute_ || !output(0) ? staging_.data() : static_cast<float*>(output(0)->data);
+    float* y = static_cast<float*>(permute_ || !output(0) ? scratch : output(0)->data);
     if (!permute_) y += state_offset;  // a direction's slice of Y [T, D, N, H] starts at d * N * H
     args[DNNL_ARG_DST_LAYER] = memory(p.dst_layer, cpu_engine(), y);
     if (output(1)) args[DNNL_ARG_DST_ITER] = memory(p.states, cpu_engine(), state(output(1)));
@@ -204,7 +206,7 @@ class LstmNode : public Node {
   memory::desc src_layer_, reorder_src_, reorder_dst_;
   std::vector<Part> parts_;
   dnnl::reorder permute_prim_;
-  std::vector<float> staging_;  // Y as [T, N, D, H] before the permute, or Y when not wanted
+  size_t staging_bytes_ = 0;  // scratch: Y as [T, N, D, H] before the permute, or Y when not wanted
 };
 
 // The constant tensor of input i, or null when absent or not a constant.
