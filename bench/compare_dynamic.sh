@@ -5,7 +5,7 @@
 # shape new), the mean of the later passes, peak resident memory, and the kiln / ORT ratios.
 #
 # env: STREAMS="crnn bert bert-batch"  THREADS=2  PASSES=3  REPEAT=2  KILN=build/kiln
-#      KILN_ARGS (default: --property inference_precision=f32 --property kiln_plan_cache_capacity=64)
+#      KILN_ARGS (default: --property inference_precision=f32; the plan cache keeps its default, 64)
 #      KILN_BENCH_CACHE (default ~/.cache/kiln-bench)
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -17,7 +17,7 @@ STREAMS="${STREAMS:-crnn bert bert-batch}"
 THREADS="${THREADS:-2}"
 PASSES="${PASSES:-3}"
 REPEAT="${REPEAT:-2}"
-KILN_ARGS="${KILN_ARGS:---property inference_precision=f32 --property kiln_plan_cache_capacity=64}"
+KILN_ARGS="${KILN_ARGS:---property inference_precision=f32}"
 ORT_JS="$HERE/dynamic_stream_ort.js"
 [ -x "$KILN" ] || { echo "compare_dynamic: no kiln binary at $KILN" >&2; exit 2; }
 [ -d "$CACHE/node_modules/onnxruntime-node" ] || { echo "compare_dynamic: ONNX Runtime not installed (../shared/bench/setup.sh)" >&2; exit 2; }

@@ -38,7 +38,7 @@ class Executor {
  public:
   // `options.log` and `options.weights` are ignored: every plan keeps its own log, and
   // the executor its own weights cache.
-  static constexpr size_t kDefaultPlanCapacity = 32;
+  static constexpr size_t kDefaultPlanCapacity = 64;
   explicit Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options = {},
                     size_t plan_capacity = kDefaultPlanCapacity);
   ~Executor();
