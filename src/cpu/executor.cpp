@@ -5,8 +5,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "cpu/graph_optimizer.hpp"
-#include "transforms/specialize_shapes.hpp"
+#include "cpu/compile_pipeline.hpp"
 
 namespace kiln::cpu {
 
@@ -157,11 +156,9 @@ std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& 
     plan->fallback_reason = "'" + v + "' holds strings, a sequence or an optional, which run on the reference kernels";
     return plans_[shapes] = std::move(plan);
   }
-  plan->graph = graph_->clone();
-  auto r = transforms::specialize_shapes(*plan->graph, shapes);
+  auto r = run_ir_stages(*graph_, shapes, options_, &plan->log);  // compile_pipeline.hpp, stages 1-3
+  plan->graph = r.graph;
   if (r.all_static) {
-    // model-level passes on the specialised graph (weights are constants by now)
-    run_ir_passes(*plan->graph, options_.disabled_passes, &plan->log, options_.user_patterns.get(), options_.snippets_mode);
     share_folded_constants(*plan->graph);
     if (const std::string v = narrow_value(*plan->graph); !v.empty()) {
       plan->fallback_reason = "'" + v + "' holds an 8- or 4-bit type, which runs on the reference kernels";

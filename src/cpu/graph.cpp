@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "core/strings.hpp"
+#include "cpu/compile_pipeline.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/graph_optimizer.hpp"
 #include "cpu/memory_planner.hpp"
@@ -29,6 +30,10 @@ Edge* Graph::new_edge(const std::string& name, DType dtype, Shape shape) {
 
 Graph::Graph(std::shared_ptr<const ir::Graph> g, const GraphOptions& options)
     : ir_(std::move(g)), arena_(options.arena) {
+  run_runtime_stages(*this, options);
+}
+
+void Graph::lower(const GraphOptions& options) {
   std::unordered_map<const ir::Value*, Edge*> edge_of;
   auto edge_for = [&](const ir::Value* v) -> Edge* {
     auto it = edge_of.find(v);
@@ -64,12 +69,6 @@ Graph::Graph(std::shared_ptr<const ir::Graph> g, const GraphOptions& options)
     nodes_.push_back(std::move(node));
   }
   for (const ir::Value* out : ir_->outputs()) output_edges_.push_back(edge_for(out));
-  optimize_graph(*this, options);
-  absorbed_.clear();  // the passes are done with the nodes they fused away
-  if (options.bf16) keep_bf16_between_convolutions();
-  WeightsCache::Scope weights(options.weights);  // Convolution / FullyConnected pack through it
-  prepare_all();
-  plan_memory();
 }
 
 // bf16: a convolution computes on bf16 inputs anyway, so one whose output only other bf16

@@ -59,14 +59,16 @@ struct GraphOptions {
 
 class Graph {
  public:
-  // `g` must have static shapes everywhere; it must outlive this object. Builds the
-  // runtime nodes, runs the CPU graph optimizer (src/cpu/graph_optimizer.hpp), then
-  // prepares primitives and layouts and plans memory.
+  // `g` must have static shapes everywhere; it must outlive this object. Runs stages 4-8
+  // of the compile pipeline (cpu/compile_pipeline.hpp): builds the runtime nodes, runs the
+  // CPU graph optimizer, prepares primitives and layouts and plans memory.
   // Threads: a Graph holds oneDNN primitives, whose library-managed scratchpad belongs
   // to the thread that created them; build, run and destroy a Graph on one thread (the
   // cpu::Executor keeps one Graph per thread and plan for that reason). Graphs on
   // different threads may run at the same time.
   explicit Graph(std::shared_ptr<const ir::Graph> g, const GraphOptions& options = {});
+  // run_runtime_stages (compile_pipeline.hpp) runs the stages below in order
+  friend void run_runtime_stages(Graph& g, const GraphOptions& options);
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
 
@@ -102,6 +104,7 @@ class Graph {
 
  private:
   Edge* new_edge(const std::string& name, DType dtype, Shape shape);
+  void lower(const GraphOptions& options);  // stage 4: nodes and edges from the ir graph
   void prepare_all();
   void plan_memory();
   void plan_in_place();

@@ -1,0 +1,47 @@
+#pragma once
+// The compile pipeline: every stage from a model's ir::Graph to a runnable cpu::Graph, in the
+// order they run. Stages 1-3 run once per plan (a set of input shapes) on the plan's copy of
+// the model, shared by every thread (cpu::Executor); stages 4-8 once per plan and thread, in
+// cpu::Graph's constructor, because a graph's primitives belong to the thread that made them.
+//
+//   1. specialise   the inputs' shapes given, constant subexpressions folded (Shape -> ... ->
+//                   Reshape chains, weight transposes), static shapes everywhere
+//                   (transforms/specialize_shapes)
+//   2. ir passes    transformer patterns, the user's patterns, the model-level fusions: BatchNorm
+//                   and Pad folding, identities, QDQ -> FakeQuantize, group convolutions
+//                   (run_ir_passes in graph_optimizer.cpp; pattern/, transforms/)
+//   3. tokenize     snippets Subgraphs of the elementwise / reduction chains that stage 5 will
+//                   not fuse (snippets/tokenization, MarkSkipped), last of run_ir_passes
+//   4. lower        one runtime node per ir node (nodes/node_factory.cpp), an Edge per value
+//   5. cpu passes   post-op fusions into convolutions, fully connected and pooling
+//                   (cpu_passes() in graph_optimizer.cpp, one file each under passes/)
+//   6. precision    with inference_precision=bf16: bf16 kept between convolutions
+//   7. layouts      each node's prepare() in execution order: primitives, output layouts, the
+//                   input layout it needs; Reorders inserted where they differ
+//   8. memory plan  views, in-place writes, Concat inputs inside their output, lifetimes ->
+//                   offsets in the arena, nodes' working memory (memory_planner.cpp)
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cpu/graph.hpp"
+#include "ir/graph.hpp"
+#include "transforms/pass_log.hpp"
+
+namespace kiln::cpu {
+
+struct IrStagesResult {
+  std::shared_ptr<ir::Graph> graph;  // the plan's copy of the model after stages 1-3
+  bool all_static = false;           // else stages 2-3 did not run: shapes depend on data
+  std::string first_dynamic;         // !all_static: a value whose shape depends on data
+};
+
+// Stages 1-3 on a copy of `model` for these input shapes. `log` (may be null) gets what the
+// passes did and why not.
+IrStagesResult run_ir_stages(const ir::Graph& model, const std::vector<Shape>& input_shapes,
+                             const GraphOptions& options, transforms::PassLog* log);
+
+// Stages 4-8 on `g` (cpu::Graph's constructor calls it).
+void run_runtime_stages(Graph& g, const GraphOptions& options);
+
+}  // namespace kiln::cpu
