@@ -152,6 +152,24 @@ TEST(CpuDynamicShapes, LstmOverEveryLengthAndBatch) {
   run_stream(g, stream, {"LSTM"});
 }
 
+TEST(CpuDynamicShapes, AttentionWithAMaskOverEveryLengthAndBatch) {
+  // self-attention over [n, L, 16] with an additive mask [n, 1, 1, L]: the scores and the mask
+  // copy live in the arena (Node::scratch), sized per plan; a plan that kept another length's
+  // sizes or buffers reads or writes outside them (AddressSanitizer) or gives wrong values
+  auto g = make_graph();
+  g->opset_imports["kiln"] = 1;
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), Dim::sym("L"), 16})});
+  auto* mask = g->add_input("mask", {DType::f32, dims({Dim::sym("n"), 1, 1, Dim::sym("L")})});
+  ir::Node* a = g->add_node("MultiHeadAttention", {x, x, x, mask}, 1, "mha", "kiln");
+  a->attrs["num_heads"] = ir::Attribute(int64_t{4});
+  a->attrs["scale"] = ir::Attribute(0.5f);
+  g->add_output(a->output(0));
+  std::vector<std::vector<Shape>> stream = {{{1, 8, 16}, {1, 1, 1, 8}},   {{1, 40, 16}, {1, 1, 1, 40}},
+                                            {{3, 12, 16}, {3, 1, 1, 12}}, {{1, 40, 16}, {1, 1, 1, 40}},
+                                            {{2, 3, 16}, {2, 1, 1, 3}},   {{4, 33, 16}, {4, 1, 1, 33}}};
+  run_stream(g, stream, {"Attention"});
+}
+
 TEST(CpuDynamicShapes, NewShapesTakeQuickPrimitivesAndAFrequentShapeTheFastest) {
   // A 3x3 convolution whose width varies. A graph for a new shape takes oneDNN's direct JIT
   // kernel where its first choice is a brgemm one (many kernels to generate per shape); once
