@@ -2,7 +2,7 @@
 # Installs dependencies, builds kiln and runs every test:
 #   1. the release build's ctest suite: unit tests (natively and again with kiln capped at
 #      AVX-512 without bf16, AVX2 and SSE4.1), ONNX conformance, CLI, real models (natively,
-#      snippets off, AVX2, SSE4.1);
+#      snippets off, AVX2, SSE4.1; made by tests/models/make_test_models.py with torch);
 #   2. the unit tests (with the crafted-model regressions and the built-in ResNet-18 / BERT
 #      models) and the opset 18-23 conformance cases again in an AddressSanitizer +
 #      UndefinedBehaviorSanitizer build (build-sanitize/).
@@ -29,7 +29,8 @@ if [ "$sanitize" = 1 ]; then
   # oneDNN and libgomp keep per-thread caches alive at exit: leaks are not checked
   export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-  build-sanitize/tests/kiln_unit_tests --gtest_brief=1
+  # the real-architecture models the release run's test_models fixture made
+  KILN_TEST_MODELS="$PWD/build/tests/test_models" build-sanitize/tests/kiln_unit_tests --gtest_brief=1
   build-sanitize/tests/kiln_conformance --root tests/data/onnx_new --expected tests/onnx_new/expected_pass.txt
   echo "[kiln] sanitizer run clean"
 fi

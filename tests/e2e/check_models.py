@@ -1,17 +1,16 @@
 #!/usr/bin/env python3
-"""End-to-end check: run kiln on the real model architectures that ../shared/bench/make_models.py
-generates (fixed random weights, reference outputs from ONNX Runtime with graph optimisations
-disabled) and compare every output (rtol 1e-3, atol 1e-4 unless --atol). kiln runs with
-inference_precision=f32, as the references were computed.
+"""End-to-end check: run kiln on real model architectures (tests/models/make_test_models.py
+writes them: fixed random weights, reference outputs from torch) and compare every output
+(rtol 1e-3, atol 1e-4 unless --atol). kiln runs with inference_precision=f32, as the references
+were computed. Any directory of <name>/model.onnx, inputs/*.npy and ref_outputs/*.npy works.
 
-usage: /usr/bin/python3 tests/e2e/check_models.py --kiln build/kiln --models DIR [--only a,b] [--make]
+usage: /usr/bin/python3 tests/e2e/check_models.py --kiln build/kiln --models DIR [--only a,b]
                                                    [--property KEY=VALUE ...]
 
 --property passes a compile property to every run (e.g. snippets_mode=DISABLE: the same
 models with the snippets JIT off must match the references too).
 
-With --make, generates the models first (needs ../shared/bench: setup.sh installs ONNX Runtime
-from the npm registry; make_models.py exports the models with torch).
+With --make, generates the models first (make_test_models.py into --models).
 Prints one line per model and a closing "N passed, M failed" line; exit 1 on any failure.
 """
 import argparse
@@ -26,7 +25,6 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BENCH = os.path.normpath(os.path.join(HERE, "..", "..", "..", "shared", "bench"))
 
 
 def compare(name, ref, got, rtol, atol):
@@ -75,7 +73,7 @@ def check_model(kiln, model_dir, rtol, atol, properties=()):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
-    ap.add_argument("--models", default=os.path.join(os.environ.get("KILN_BENCH_CACHE", os.path.expanduser("~/.cache/kiln-bench")), "models"))
+    ap.add_argument("--models", required=True)
     ap.add_argument("--only", default="")
     ap.add_argument("--make", action="store_true")
     ap.add_argument("--rtol", type=float, default=1e-3)
@@ -84,12 +82,10 @@ def main():
     a = ap.parse_args()
     only = [m for m in a.only.split(",") if m]
     if a.make:
-        env = dict(os.environ, KILN_BENCH_CACHE=os.path.dirname(a.models))
-        subprocess.run(["bash", os.path.join(BENCH, "setup.sh")], check=True, env=env, stdout=sys.stderr)
-        cmd = ["/usr/bin/python3", os.path.join(BENCH, "make_models.py")]
+        cmd = ["/usr/bin/python3", os.path.join(HERE, "..", "models", "make_test_models.py"), "--out", a.models]
         if only:
             cmd += ["--only", ",".join(only)]
-        subprocess.run(cmd, check=True, env=env, stdout=sys.stderr)
+        subprocess.run(cmd, check=True, stdout=sys.stderr)
     names = only or sorted(d for d in os.listdir(a.models) if os.path.isdir(os.path.join(a.models, d)))
     passed = failed = 0
     for n in names:

@@ -1,5 +1,5 @@
-// The fusions on real models (when ~/.cache/kiln-bench/models/<name>/model.onnx exists, as
-// made by ../shared/bench; else skipped): compiled for one 1x3x224x224 image, no Eltwise,
+// The fusions on real models (tests/models/make_test_models.py; test_models_util.hpp):
+// compiled for one 1x3x224x224 image, no Eltwise,
 // Binary, BatchNorm or Reference runtime node is left (every activation, residual Add and
 // BatchNormalization is fused or folded), and ResNet-50 accumulates its residual sums in
 // at least 16 convolutions (sum post-op).
@@ -13,15 +13,11 @@
 #include <string>
 
 #include "cpu/executor.hpp"
+#include "test_models_util.hpp"
 
 using namespace kiln;
 
 namespace {
-
-std::filesystem::path bench_model(const std::string& name) {
-  const char* home = std::getenv("HOME");
-  return std::filesystem::path(home ? home : "/root") / ".cache/kiln-bench/models" / name / "model.onnx";
-}
 
 struct Compiled {
   std::shared_ptr<Model> model;
@@ -58,8 +54,8 @@ std::string skipped_entries(const transforms::PassLog& log) {
 }  // namespace
 
 TEST(CpuFusionModels, ResNet50EveryActivationAndBatchNormFusedAndResidualSums) {
-  const auto path = bench_model("resnet50");
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
+  const auto path = test::test_model("resnet50");
+  if (!std::filesystem::exists(path)) return;
   Compiled c = compile(path);
   ASSERT_NE(c.plan->cpu, nullptr) << c.plan->fallback_reason;
   const cpu::Graph& g = *c.plan->cpu;
@@ -75,8 +71,8 @@ TEST(CpuFusionModels, ResNet50EveryActivationAndBatchNormFusedAndResidualSums) {
 }
 
 TEST(CpuFusionModels, MobileNetV2EveryActivationAndBatchNormFused) {
-  const auto path = bench_model("mobilenet_v2");
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
+  const auto path = test::test_model("mobilenet_v2");
+  if (!std::filesystem::exists(path)) return;
   Compiled c = compile(path);
   ASSERT_NE(c.plan->cpu, nullptr) << c.plan->fallback_reason;
   EXPECT_EQ(unfused(*c.plan->cpu), std::vector<std::string>{}) << skipped_entries(c.plan->log);

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""The real-architecture models kiln's tests run, made here (no files from outside the project,
+nothing downloaded): torchvision's ResNet-50, MobileNet-v2, SqueezeNet 1.1, ShuffleNet-v2 x1.0
+and EfficientNet-B0, and two BERT encoders (bench/make_dynamic_models.py's architecture:
+HF-style attention, erf GELU, LayerNorm), with random weights from a fixed seed.
+
+  OUT/<name>/model.onnx          opset 13 (LayerNorm exported as its 9 primitive ops), static
+                                 shapes, batch 1
+  OUT/<name>/inputs/<in>.npy     fixed-seed inputs (names = ONNX input names)
+  OUT/<name>/ref_outputs/<out>.npy  torch's outputs for them (eager, f32)
+  OUT/<name>/meta.json
+
+  bert_small  4 layers, hidden 256, 4 heads, FFN 1024, sequence 128
+  bert_12l    12 layers, hidden 64, 2 heads, FFN 256, sequence 128 (BERT-base's structure, small)
+
+BatchNorm running statistics are calibrated in train mode on random inputs (cumulative
+average), so activations stay O(1) and the references are not dominated by rounding.
+A model whose files exist is kept (--force makes it again). Run with /usr/bin/python3
+(Debian's torch, torchvision, onnx, numpy).
+
+usage: make_test_models.py --out DIR [--only a,b] [--force]
+"""
+import argparse
+import inspect
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import onnx
+import torch
+import torchvision
+from torch import nn
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
+from make_dynamic_models import Bert, init_bert  # noqa: E402  (the project's own BERT)
+
+OPSET = 13
+SEED = 20261126
+VISION = ["resnet50", "mobilenet_v2", "squeezenet1_1", "shufflenet_v2_x1_0", "efficientnet_b0"]
+BERTS = {"bert_small": dict(layers=4, hidden=256, heads=4, ffn=1024),
+         "bert_12l": dict(layers=12, hidden=64, heads=2, ffn=256)}
+SEQUENCE = 128
+
+
+def calibrate_batch_norm(model, g):
+    bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if not bns:
+        return
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None  # cumulative average over the calibration passes
+    model.train()
+    with torch.no_grad():
+        for _ in range(4):
+            model(torch.rand(2, 3, 224, 224, generator=g) * 2 - 1)
+    model.eval()
+
+
+def vision(name, g):
+    torch.manual_seed(SEED)
+    model = getattr(torchvision.models, name)(weights=None)
+    with torch.no_grad():  # the default init leaves biases and BN affine params at 0 / 1
+        for m in model.modules():
+            if isinstance(m, (nn.Conv2d, nn.Linear)) and m.bias is not None:
+                m.bias.uniform_(-0.1, 0.1, generator=g)
+            if isinstance(m, nn.modules.batchnorm._BatchNorm):
+                m.weight.uniform_(0.5, 1.5, generator=g)
+                m.bias.uniform_(-0.1, 0.1, generator=g)
+    calibrate_batch_norm(model, g)
+    x = torch.rand(1, 3, 224, 224, generator=g) * 2 - 1
+    return model.eval(), {"input": x}, ["output"]
+
+
+def bert(name, g):
+    model = init_bert(Bert(**BERTS[name]), g)
+    ids = torch.randint(0, 30000, (1, SEQUENCE), generator=g)
+    mask = torch.ones(1, SEQUENCE, dtype=torch.int64)
+    mask[:, SEQUENCE - 16:] = 0  # 16 padding positions at the end
+    return model, {"input_ids": ids, "attention_mask": mask}, ["last_hidden_state"]
+
+
+def make(name, out_dir):
+    g = torch.Generator().manual_seed(SEED)
+    model, inputs, outputs = bert(name, g) if name in BERTS else vision(name, g)
+    d = os.path.join(out_dir, name)
+    os.makedirs(os.path.join(d, "inputs"), exist_ok=True)
+    os.makedirs(os.path.join(d, "ref_outputs"), exist_ok=True)
+    path = os.path.join(d, "model.onnx")
+    kw = dict(input_names=list(inputs), output_names=outputs, opset_version=OPSET, do_constant_folding=True)
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kw["dynamo"] = False
+    t0 = time.time()
+    with torch.no_grad():
+        torch.onnx.export(model, tuple(inputs.values()), path, **kw)
+        refs = model(*inputs.values())
+    refs = refs if isinstance(refs, (tuple, list)) else [refs]
+    onnx.checker.check_model(path)
+    for k, v in inputs.items():
+        np.save(os.path.join(d, "inputs", k + ".npy"), v.numpy())
+    for k, v in zip(outputs, refs):
+        np.save(os.path.join(d, "ref_outputs", k + ".npy"), v.numpy().astype(np.float32))
+    m = onnx.load(path, load_external_data=False)
+    meta = {"name": name, "opset": OPSET, "seed": SEED, "nodes": len(m.graph.node),
+            "inputs": {k: list(v.shape) for k, v in inputs.items()}, "seconds": round(time.time() - t0, 1)}
+    with open(os.path.join(d, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+    return meta
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--force", action="store_true")
+    a = ap.parse_args()
+    names = [n for n in a.only.split(",") if n] or VISION + list(BERTS)
+    for n in names:
+        if n not in VISION and n not in BERTS:
+            sys.exit(f"make_test_models: unknown model '{n}' (known: {', '.join(VISION + list(BERTS))})")
+    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    for n in names:
+        done = os.path.join(a.out, n, "meta.json")
+        if os.path.exists(done) and not a.force:
+            print(f"[{n}] kept: {done}", flush=True)
+            continue
+        meta = make(n, a.out)
+        print(f"[{n}] ok: {meta['nodes']} nodes, {meta['seconds']} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
