@@ -11,7 +11,8 @@
 //                   and Pad folding, identities, QDQ -> FakeQuantize, group convolutions
 //                   (run_ir_passes in graph_optimizer.cpp; pattern/, transforms/)
 //   3. tokenize     snippets Subgraphs of the elementwise / reduction chains that stage 5 will
-//                   not fuse (snippets/tokenization, MarkSkipped), last of run_ir_passes
+//                   not fuse (cpu/mark_skipped by cpu/fusion_rules, snippets/tokenizer), last
+//                   of run_ir_passes
 //   4. lower        one runtime node per ir node (nodes/node_factory.cpp), an Edge per value
 //   5. cpu passes   post-op fusions into convolutions, fully connected and pooling
 //                   (cpu_passes() in graph_optimizer.cpp, one file each under passes/)

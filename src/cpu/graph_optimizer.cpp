@@ -2,6 +2,7 @@
 
 #include "core/strings.hpp"
 #include "cpu/isa.hpp"
+#include "cpu/mark_skipped.hpp"
 #include "ir/op_registry.hpp"
 #include "pattern/pattern_library.hpp"
 #include "pattern/pattern_mapping.hpp"
@@ -65,7 +66,7 @@ void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transfor
   if (snippets == SnippetsMode::ignore_callback) {
     snippets::tokenize(g, snippets::SkippedNodes{}, log);
   } else {
-    snippets::tokenize(g, log);
+    snippets::tokenize(g, mark_skipped(g, log), log);  // what the CPU passes will fuse stays out
   }
 }
 

@@ -388,10 +388,9 @@ size_t tokenize(ir::Graph& g, const SkippedNodes& skipped, transforms::PassLog* 
   return Tokenizer(g, skipped, log, max_data_pointers).run();
 }
 
-size_t tokenize(ir::Graph& g, transforms::PassLog* log) { return tokenize(g, mark_skipped(g, log), log); }
-
-size_t tokenize(ir::Graph& g, transforms::PassLog* log, const std::function<bool(const ir::Node&)>& accept) {
-  return Tokenizer(g, mark_skipped(g, log), log, kMaxDataPointers, accept).run();
+size_t tokenize(ir::Graph& g, const SkippedNodes& skipped, transforms::PassLog* log,
+                const std::function<bool(const ir::Node&)>& accept) {
+  return Tokenizer(g, skipped, log, kMaxDataPointers, accept).run();
 }
 
 }  // namespace kiln::snippets

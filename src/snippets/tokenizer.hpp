@@ -2,8 +2,9 @@
 // The snippets tokenizer (spec/snippets_design_guide.md, "Tokenizer"): cuts the parts of
 // an ir::Graph that snippets can compile into kiln `Subgraph` nodes (subgraph_op.hpp).
 //
-// Greedy, in topological order. A tokenizable node (`tokenizable`) that MarkSkipped did
-// not mark (mark_skipped.hpp)
+// Greedy, in topological order. A tokenizable node (`tokenizable`) that the caller did not
+// mark as skipped (the CPU layer's MarkSkipped, cpu/mark_skipped.hpp, marks what its own
+// fusions will take)
 //   - with no producer in a subgraph starts a new one;
 //   - otherwise joins its producers' subgraphs, merging them when there are several.
 // A join is refused when it would
@@ -22,12 +23,15 @@
 // change) and gets its output types from the replaced values. Needs inferred types.
 #include <cstddef>
 #include <functional>
+#include <unordered_set>
 
 #include "ir/graph.hpp"
-#include "snippets/mark_skipped.hpp"
 #include "transforms/pass_log.hpp"
 
 namespace kiln::snippets {
+
+// Nodes the tokenizer leaves alone (another part of the compiler takes them).
+using SkippedNodes = std::unordered_set<const ir::Node*>;
 
 inline constexpr const char* kTokenizationPass = "SnippetsTokenization";
 
@@ -41,11 +45,10 @@ inline constexpr size_t kMaxDataPointers = 11;
 // SquaredDifference (when the registry has it).
 bool tokenizable(const ir::Node& n);
 
-// Runs MarkSkipped, then tokenizes. Returns the number of Subgraph nodes created.
-size_t tokenize(ir::Graph& g, transforms::PassLog* log = nullptr);
-
-// The same, tokenizing only nodes `accept` also takes (the pipeline's own limits).
-size_t tokenize(ir::Graph& g, transforms::PassLog* log, const std::function<bool(const ir::Node&)>& accept);
+// Tokenizes leaving `skipped` alone, and only nodes `accept` also takes (the pipeline's own
+// limits). Returns the number of Subgraph nodes created.
+size_t tokenize(ir::Graph& g, const SkippedNodes& skipped, transforms::PassLog* log,
+                const std::function<bool(const ir::Node&)>& accept);
 
 // Tokenizes leaving `skipped` alone, with a data-pointer budget of `max_data_pointers`.
 size_t tokenize(ir::Graph& g, const SkippedNodes& skipped, transforms::PassLog* log = nullptr,

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "snippets/mark_skipped.hpp"
+#include "cpu/mark_skipped.hpp"
 #include "snippets/subgraph_op.hpp"
 #include "snippets/tokenizer.hpp"
 #include "transforms_test_util.hpp"
@@ -14,6 +14,15 @@ using namespace kiln;
 using namespace kiln::test;
 using snippets::kTokenizationPass;
 using transforms::PassLog;
+
+namespace {
+
+// What run_ir_passes does: MarkSkipped (the CPU layer's), then the tokenizer.
+size_t tokenize_marked(ir::Graph& g, transforms::PassLog* log = nullptr) {
+  return snippets::tokenize(g, cpu::mark_skipped(g, log), log);
+}
+
+}  // namespace
 
 namespace {
 
@@ -37,7 +46,7 @@ std::shared_ptr<ir::Graph> tokenized(const std::shared_ptr<ir::Graph>& g, const 
   ir::infer_shapes(*g);
   auto t = g->clone();
   PassLog local;
-  EXPECT_EQ(snippets::tokenize(*t, log ? log : &local), expect_subgraphs);
+  EXPECT_EQ(tokenize_marked(*t, log ? log : &local), expect_subgraphs);
   EXPECT_EQ(output_names(*t), output_names(*g));
   expect_same_outputs(g, t, feeds, 1e-5, 1e-6);
   return t;
@@ -240,9 +249,9 @@ TEST(SnippetsTokenizer, NodesFusedAfterConvolutionAreSkipped) {
   ir::infer_shapes(*g);
 
   PassLog mlog;
-  auto skipped = snippets::mark_skipped(*g, &mlog);
+  auto skipped = cpu::mark_skipped(*g, &mlog);
   EXPECT_EQ(skipped, (snippets::SkippedNodes{r, s}));
-  EXPECT_EQ(mlog.count_applied(snippets::kMarkSkippedPass), 2u);
+  EXPECT_EQ(mlog.count_applied(cpu::kMarkSkippedPass), 2u);
 
   PassLog log;
   auto tg = tokenized(g, {rand_f32({1, 2, 5, 5}, 22), rand_f32({1, 4, 5, 5}, 23)}, 1, &log);
@@ -269,7 +278,7 @@ TEST(SnippetsTokenizer, MarkSkippedFollowsMatMulBiasAndStopsAtNonPostOps) {
   ir::Node* ex = add(g, "Exp", {full->output(0)}, "exp");
   g->add_output(ex->output(0));
   ir::infer_shapes(*g);
-  EXPECT_EQ(snippets::mark_skipped(*g), (snippets::SkippedNodes{bias}));
+  EXPECT_EQ(cpu::mark_skipped(*g), (snippets::SkippedNodes{bias}));
   auto tg = tokenized(g, {rand_f32({3, 8}, 34)}, 2);
   auto sgs = subgraphs(*tg);
   EXPECT_EQ(fused(sgs[0]), (std::vector<std::string>{"erf", "mul"}));
@@ -310,7 +319,7 @@ TEST(SnippetsTokenizer, UnsupportedDtypesAndOpsAreLeftAlone) {
   g->add_output(n->output(0));
   ir::infer_shapes(*g);
   EXPECT_FALSE(snippets::tokenizable(*a));
-  EXPECT_EQ(snippets::tokenize(*g), 0u);
+  EXPECT_EQ(tokenize_marked(*g), 0u);
   EXPECT_EQ(g->num_nodes(), 2u);
 
   auto h = new_graph();
@@ -324,7 +333,7 @@ TEST(SnippetsTokenizer, UnsupportedDtypesAndOpsAreLeftAlone) {
   EXPECT_FALSE(snippets::tokenizable(*clip));
   EXPECT_FALSE(snippets::tokenizable(*mx));
   EXPECT_TRUE(snippets::tokenizable(*relu));
-  EXPECT_EQ(snippets::tokenize(*h), 0u);
+  EXPECT_EQ(tokenize_marked(*h), 0u);
 }
 
 TEST(SnippetsTokenizer, DynamicShapesKeepSymbolicDims) {
@@ -337,7 +346,7 @@ TEST(SnippetsTokenizer, DynamicShapesKeepSymbolicDims) {
   g->add_output(p->output(0));
   ir::infer_shapes(*g);
   auto tg = g->clone();
-  ASSERT_EQ(snippets::tokenize(*tg), 1u);
+  ASSERT_EQ(tokenize_marked(*tg), 1u);
   ir::infer_shapes(*tg);
   EXPECT_EQ(tg->outputs()[0]->type.shape.to_string(), "[batch,3]");
   for (int64_t n : {1, 5}) expect_same_outputs(g, tg, {rand_f32({n, 3}, 51), rand_f32({3}, 52)}, 1e-5, 1e-6);
@@ -423,7 +432,7 @@ TEST(SnippetsTokenizer, BoolsStayInsideASubgraph) {
   ir::infer_shapes(*g2);
   EXPECT_FALSE(snippets::tokenizable(*gt));
   PassLog log;
-  EXPECT_EQ(snippets::tokenize(*g2, &log), 0u);
+  EXPECT_EQ(tokenize_marked(*g2, &log), 0u);
 }
 
 TEST(SnippetsMarkSkipped, SwishAfterAConvolutionIsLeftToTheCpuOptimizer) {
@@ -437,10 +446,10 @@ TEST(SnippetsMarkSkipped, SwishAfterAConvolutionIsLeftToTheCpuOptimizer) {
   g->add_output(e->output(0));
   ir::infer_shapes(*g);
   PassLog log;
-  auto skipped = snippets::mark_skipped(*g, &log);
+  auto skipped = cpu::mark_skipped(*g, &log);
   EXPECT_TRUE(skipped.count(s) && skipped.count(m));  // swish, then tanh and exp as eltwise post-ops
   EXPECT_TRUE(skipped.count(t) && skipped.count(e));
-  EXPECT_EQ(snippets::tokenize(*g, &log), 0u);
+  EXPECT_EQ(tokenize_marked(*g, &log), 0u);
 }
 
 TEST(SnippetsTokenizer, ALoneBroadcastingBinaryGetsAKernel) {

@@ -5,6 +5,7 @@
 // writes over it. (The memory plan then gives the output `other`'s buffer; were that
 // impossible after all, e.g. a layout change, the node copies `other` first.)
 #include "core/strings.hpp"
+#include "cpu/fusion_rules.hpp"
 #include "cpu/graph_optimizer.hpp"
 #include "cpu/passes/fuse_util.hpp"
 
@@ -45,14 +46,9 @@ size_t fuse_convolution_and_sum(Graph& g, transforms::PassLog* log) {
       skip("both operands are the convolution's output");
       continue;
     }
-    if (other->shape != out->shape || add->outputs[0]->shape != out->shape || other->dtype != DType::f32) {
-      skip(cat("the other input '", other->name, "' ", shape_to_string(other->shape), " is broadcast, not ",
-               shape_to_string(out->shape)));
-      continue;
-    }
-    if (other->kind != Edge::Kind::arena) {
-      skip(cat("the other input '", other->name, "' is a ",
-               other->kind == Edge::Kind::constant ? "constant" : "graph input", " and may not be overwritten"));
+    std::string why;
+    if (!sum_operand_ok(*add->source, facts_of(*out), facts_of(*other), facts_of(*add->outputs[0]), &why)) {
+      skip(why);  // cpu/fusion_rules.hpp
       continue;
     }
     if (g.is_graph_output(other)) {
@@ -77,7 +73,6 @@ size_t fuse_convolution_and_sum(Graph& g, transforms::PassLog* log) {
     sum.kind = PostOp::Kind::sum;
     sum.input = static_cast<int>(conv->inputs.size());
     sum.from = add->name;
-    std::string why;
     if (!conv->accepts_post_ops({sum}, &why)) {
       skip(why);
       continue;

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "core/strings.hpp"
-#include "cpu/nodes/eltwise_spec.hpp"
+#include "cpu/fusion_rules.hpp"
 
 namespace kiln::cpu::passes {
 
@@ -22,199 +22,40 @@ PostOp eltwise(algorithm alg, float alpha, float beta, const std::string& from) 
   return op;
 }
 
-PostOp with_constant(PostOp::Kind kind, algorithm alg, Tensor c, const std::string& from) {
-  PostOp op;
-  op.kind = kind;
-  op.alg = alg;
-  op.constant = std::move(c);
-  op.from = from;
-  return op;
-}
-
-// The constant as an f32 tensor of rank `rank` (leading 1s) if it holds one value or one
-// value per channel along `axis` of `out`; else nullopt and why.
-std::optional<Tensor> channel_constant(const Edge& e, const Shape& out, int axis, std::string* why) {
-  if (e.kind != Edge::Kind::constant) {
-    *why = cat("its other operand '", e.name, "' is not a constant");
-    return std::nullopt;
-  }
-  if (e.dtype != DType::f32) {
-    *why = cat("its constant '", e.name, "' is ", dtype_name(e.dtype), ", not f32");
-    return std::nullopt;
-  }
-  const Shape& s = e.shape;
-  if (s.size() > out.size()) {
-    *why = cat("its constant '", e.name, "' has a higher rank than the output");
-    return std::nullopt;
-  }
-  Shape padded(out.size() - s.size(), 1);
-  padded.insert(padded.end(), s.begin(), s.end());
-  for (size_t d = 0; d < out.size(); ++d) {
-    if (padded[d] == 1) continue;
-    if (static_cast<int>(d) != axis || padded[d] != out[d]) {
-      *why = cat("its constant '", e.name, "' ", shape_to_string(s), " is neither one value nor one per channel");
-      return std::nullopt;
+// Runs a rule of cpu/fusion_rules.hpp on runtime node `c` reading `from`.
+template <class Rule>
+std::optional<std::vector<PostOp>> on_node(const Node& c, const Edge* from, std::string* why, Rule rule) {
+  why->clear();
+  if (!c.source || c.outputs.size() != 1) return std::nullopt;
+  const auto at = std::find(c.inputs.begin(), c.inputs.end(), from);
+  if (!from || at == c.inputs.end()) return std::nullopt;
+  std::vector<TensorFacts> facts(c.inputs.size());
+  std::vector<const TensorFacts*> inputs(c.inputs.size(), nullptr);
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    if (c.inputs[i]) {
+      facts[i] = facts_of(*c.inputs[i]);
+      inputs[i] = &facts[i];
     }
-  }
-  return e.constant.reshaped(padded);
-}
-
-// The values of constant `e` if it holds one value or one value per channel along `axis`
-// of `out` (any float dtype); else nullopt and why.
-std::optional<std::vector<double>> channel_values(const Edge& e, const Shape& out, int axis, const char* what,
-                                                  std::string* why) {
-  if (!e.constant.defined() || e.kind != Edge::Kind::constant) {
-    *why = cat("its ", what, " '", e.name, "' is not a constant");
-    return std::nullopt;
-  }
-  if (!is_floating(e.dtype)) {
-    *why = cat("its ", what, " '", e.name, "' is ", dtype_name(e.dtype));
-    return std::nullopt;
-  }
-  const Shape& s = e.shape;
-  bool ok = s.size() <= out.size();
-  for (size_t i = 0; ok && i < s.size(); ++i) {
-    const size_t d = out.size() - s.size() + i;
-    ok = s[i] == 1 || (static_cast<int>(d) == axis && s[i] == out[d]);
-  }
-  if (!ok) {
-    *why = cat("its ", what, " '", e.name, "' ", shape_to_string(s), " is neither one value nor one per channel");
-    return std::nullopt;
-  }
-  return e.constant.to_f64();
+  return rule(*c.source, inputs, facts_of(*c.outputs[0]), static_cast<size_t>(at - c.inputs.begin()));
 }
 
 }  // namespace
 
 std::optional<std::vector<PostOp>> fake_quantize_post_ops(const Node& c, const Edge* from, int channel_axis,
                                                           std::string* why) {
-  why->clear();
-  if (!c.source || c.source->op_type() != "FakeQuantize" || c.source->domain() != "kiln") return std::nullopt;
-  if (c.inputs.size() != 5 || c.outputs.size() != 1 || c.inputs[0] != from) return std::nullopt;
-  const Edge* out = c.outputs[0];
-  if (out->dtype != DType::f32 || from->dtype != DType::f32) {
-    *why = cat("FakeQuantize on ", dtype_name(from->dtype), " (only f32 is fused)");
-    return std::nullopt;
-  }
-  if (out->shape != from->shape || channel_axis < 0 || channel_axis >= static_cast<int>(out->shape.size())) {
-    *why = cat("FakeQuantize output ", shape_to_string(out->shape), " differs from its input");
-    return std::nullopt;
-  }
-  static const char* names[4] = {"input_low", "input_high", "output_low", "output_high"};
-  std::vector<double> r[4];
-  size_t n = 1;
-  for (size_t k = 0; k < 4; ++k) {
-    if (!c.inputs[k + 1]) {
-      *why = cat("its ", names[k], " is missing");
-      return std::nullopt;
-    }
-    auto v = channel_values(*c.inputs[k + 1], out->shape, channel_axis, names[k], why);
-    if (!v) return std::nullopt;
-    r[k] = std::move(*v);
-    n = std::max(n, r[k].size());
-  }
-  const double L = static_cast<double>(c.source->attr_i("levels") - 1);
-  auto at = [&](int k, size_t i) { return r[k].size() == 1 ? r[k][0] : r[k][i]; };
-  std::vector<double> il(n), ih(n), s(n), a(n), d(n), e(n);
-  for (size_t i = 0; i < n; ++i) {
-    il[i] = at(0, i);
-    ih[i] = at(1, i);
-    const double ol = at(2, i), oh = at(3, i);
-    if (!(il[i] < ih[i])) {
-      *why = cat("its input_low ", il[i], " is not below its input_high ", ih[i], n > 1 ? cat(" (channel ", i, ")") : "");
-      return std::nullopt;
-    }
-    if (!std::isfinite(il[i]) || !std::isfinite(ih[i]) || !std::isfinite(ol) || !std::isfinite(oh) || !(L >= 1)) {
-      *why = "its ranges are not finite";
-      return std::nullopt;
-    }
-    s[i] = L / (ih[i] - il[i]);
-    // the reference decides ties on the grid anchored at the real value 0 when 0 lies on it
-    const double o = il[i] * L / (ih[i] - il[i]);
-    const double oi = std::nearbyint(o);
-    a[i] = std::fabs(o - oi) <= 1e-4 ? oi : 0.0;
-    d[i] = (oh - ol) / L;
-    e[i] = ol - a[i] * d[i];
-  }
-  Shape shape(out->shape.size(), 1);
-  if (n > 1) shape[static_cast<size_t>(channel_axis)] = static_cast<int64_t>(n);
-  auto all = [](const std::vector<double>& v, double x) {
-    for (double y : v)
-      if (y != x) return false;
-    return true;
-  };
-  std::vector<PostOp> ops;
-  auto bin = [&](algorithm alg, const std::vector<double>& v, double scale) {
-    Tensor t(DType::f32, shape);
-    float* p = t.data<float>();
-    for (size_t i = 0; i < n; ++i) p[i] = static_cast<float>(scale * v[i]);
-    ops.push_back(with_constant(PostOp::Kind::binary, alg, std::move(t), c.name));
-  };
-  bin(algorithm::binary_max, il, 1.0);
-  bin(algorithm::binary_min, ih, 1.0);
-  if (!all(il, 0.0)) bin(algorithm::binary_add, il, -1.0);
-  if (!all(s, 1.0)) bin(algorithm::binary_mul, s, 1.0);
-  if (!all(a, 0.0)) bin(algorithm::binary_add, a, 1.0);
-  ops.push_back(eltwise(algorithm::eltwise_round, 0.0f, 0.0f, c.name));
-  if (!all(d, 1.0)) bin(algorithm::binary_mul, d, 1.0);
-  if (!all(e, 0.0)) bin(algorithm::binary_add, e, 1.0);
-  return ops;
+  return on_node(c, from, why, [&](const ir::Node& n, const auto& inputs, const TensorFacts& out, size_t k) {
+    return cpu::fake_quantize_post_ops(n, inputs, out, k, channel_axis, why);
+  });
 }
-
-std::string arrow(const Node& a, const Node& b) { return cat(a.name, " -> ", b.name); }
 
 std::optional<std::vector<PostOp>> simple_post_ops(const Node& c, const Edge* from, int channel_axis,
                                                    std::string* why) {
-  why->clear();
-  if (!c.source || c.outputs.size() != 1) return std::nullopt;
-  const ir::Node& n = *c.source;
-  const std::string& op = n.op_type();
-  const Edge* out = c.outputs[0];
-  if (out->dtype != DType::f32) return std::nullopt;
-  if (auto fq = fake_quantize_post_ops(c, from, channel_axis, why); fq || !why->empty()) return fq;
-  if (std::string(c.type()) == "Eltwise") {
-    auto spec = eltwise_spec(n);
-    if (!spec) return std::nullopt;
-    return std::vector<PostOp>{eltwise(spec->alg, spec->alpha, spec->beta, c.name)};
-  }
-  if (!n.domain().empty() && n.domain() != "ai.onnx") return std::nullopt;
-  if (op == "HardSigmoid" && c.inputs.size() == 1) {
-    // max(0, min(1, alpha * x + beta)): a linear and a clip post-op
-    return std::vector<PostOp>{eltwise(algorithm::eltwise_linear, n.attr_f("alpha", 0.2f), n.attr_f("beta", 0.5f), c.name),
-                               eltwise(algorithm::eltwise_clip_v2, 0.0f, 1.0f, c.name)};
-  }
-  const bool binary = op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Max" || op == "Min";
-  if (!binary && op != "PRelu") return std::nullopt;
-  if (c.inputs.size() != 2 || !c.inputs[0] || !c.inputs[1]) return std::nullopt;
-  const int k = c.inputs[0] == from ? 0 : 1;  // which operand the host's output is
-  if (c.inputs[static_cast<size_t>(k)] != from) return std::nullopt;
-  if (out->shape != from->shape) {
-    *why = cat(op, " broadcasts the output to ", shape_to_string(out->shape));
-    return std::nullopt;
-  }
-  const Edge& other = *c.inputs[static_cast<size_t>(1 - k)];
-  if (op == "PRelu") {
-    if (k != 0) return std::nullopt;
-    auto slope = channel_constant(other, out->shape, channel_axis, why);
-    if (!slope) return std::nullopt;
-    return std::vector<PostOp>{with_constant(PostOp::Kind::prelu, algorithm::undef, *slope, c.name)};
-  }
-  auto cst = channel_constant(other, out->shape, channel_axis, why);
-  if (!cst) return std::nullopt;
-  auto bin = [&](algorithm a) { return with_constant(PostOp::Kind::binary, a, *cst, c.name); };
-  if (op == "Add") return std::vector<PostOp>{bin(algorithm::binary_add)};
-  if (op == "Mul") return std::vector<PostOp>{bin(algorithm::binary_mul)};
-  if (op == "Max") return std::vector<PostOp>{bin(algorithm::binary_max)};
-  if (op == "Min") return std::vector<PostOp>{bin(algorithm::binary_min)};
-  if (op == "Sub") {
-    if (k == 0) return std::vector<PostOp>{bin(algorithm::binary_sub)};
-    // c - x = (-x) + c
-    return std::vector<PostOp>{eltwise(algorithm::eltwise_linear, -1.0f, 0.0f, c.name), bin(algorithm::binary_add)};
-  }
-  if (k == 0) return std::vector<PostOp>{bin(algorithm::binary_div)};  // x / c
-  *why = "Div with the host's output as divisor";
-  return std::nullopt;
+  return on_node(c, from, why, [&](const ir::Node& n, const auto& inputs, const TensorFacts& out, size_t k) {
+    return cpu::simple_post_ops(n, inputs, out, k, channel_axis, why);
+  });
 }
+
+std::string arrow(const Node& a, const Node& b) { return cat(a.name, " -> ", b.name); }
 
 namespace {
 

@@ -1,0 +1,271 @@
+#include "cpu/fusion_rules.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/strings.hpp"
+#include "cpu/nodes/eltwise_spec.hpp"
+#include "cpu/nodes/node_factory.hpp"
+
+namespace kiln::cpu {
+
+namespace {
+
+using dnnl::algorithm;
+
+bool onnx_domain(const ir::Node& n) { return n.domain().empty() || n.domain() == "ai.onnx"; }
+
+PostOp eltwise(algorithm alg, float alpha, float beta, const std::string& from) {
+  PostOp op;
+  op.kind = PostOp::Kind::eltwise;
+  op.alg = alg;
+  op.alpha = alpha;
+  op.beta = beta;
+  op.from = from;
+  return op;
+}
+
+PostOp with_constant(PostOp::Kind kind, algorithm alg, Tensor c, const std::string& from) {
+  PostOp op;
+  op.kind = kind;
+  op.alg = alg;
+  op.constant = std::move(c);
+  op.from = from;
+  return op;
+}
+
+// The constant as an f32 tensor of rank `rank` (leading 1s) if it holds one value or one
+// value per channel along `axis` of `out`; else nullopt and why.
+std::optional<Tensor> channel_constant(const TensorFacts& e, const Shape& out, int axis, std::string* why) {
+  if (!e.constant) {
+    *why = cat("its other operand '", e.name, "' is not a constant");
+    return std::nullopt;
+  }
+  if (e.dtype != DType::f32) {
+    *why = cat("its constant '", e.name, "' is ", dtype_name(e.dtype), ", not f32");
+    return std::nullopt;
+  }
+  const Shape& s = e.constant->shape();
+  if (s.size() > out.size()) {
+    *why = cat("its constant '", e.name, "' has a higher rank than the output");
+    return std::nullopt;
+  }
+  Shape padded(out.size() - s.size(), 1);
+  padded.insert(padded.end(), s.begin(), s.end());
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (padded[d] == 1) continue;
+    if (static_cast<int>(d) != axis || padded[d] != out[d]) {
+      *why = cat("its constant '", e.name, "' ", shape_to_string(s), " is neither one value nor one per channel");
+      return std::nullopt;
+    }
+  }
+  return e.constant->reshaped(padded);
+}
+
+// The values of constant `e` if it holds one value or one value per channel along `axis`
+// of `out` (any float dtype); else nullopt and why.
+std::optional<std::vector<double>> channel_values(const TensorFacts& e, const Shape& out, int axis, const char* what,
+                                                  std::string* why) {
+  if (!e.constant) {
+    *why = cat("its ", what, " '", e.name, "' is not a constant");
+    return std::nullopt;
+  }
+  if (!is_floating(e.dtype)) {
+    *why = cat("its ", what, " '", e.name, "' is ", dtype_name(e.dtype));
+    return std::nullopt;
+  }
+  const Shape& s = e.constant->shape();
+  bool ok = s.size() <= out.size();
+  for (size_t i = 0; ok && i < s.size(); ++i) {
+    const size_t d = out.size() - s.size() + i;
+    ok = s[i] == 1 || (static_cast<int>(d) == axis && s[i] == out[d]);
+  }
+  if (!ok) {
+    *why = cat("its ", what, " '", e.name, "' ", shape_to_string(s), " is neither one value nor one per channel");
+    return std::nullopt;
+  }
+  return e.constant->to_f64();
+}
+
+}  // namespace
+
+TensorFacts facts_of(const ir::Value& v) {
+  TensorFacts f;
+  f.name = v.name();
+  if (v.is_constant() && !v.producer()) {
+    f.constant = &v.constant();
+    f.dtype = v.constant().dtype();
+    f.shape = v.constant().shape();
+    return f;
+  }
+  f.dtype = v.type.dtype;
+  if (v.type.shape.is_static()) f.shape = v.type.shape.to_shape();
+  f.graph_input = !v.producer();
+  return f;
+}
+
+TensorFacts facts_of(const Edge& e) {
+  TensorFacts f;
+  f.name = e.name;
+  f.dtype = e.dtype;
+  f.shape = e.shape;
+  if (e.kind == Edge::Kind::constant) f.constant = &e.constant;
+  f.graph_input = e.kind == Edge::Kind::input;
+  return f;
+}
+
+std::optional<PostOpHost> post_op_host(const ir::Node& n) {
+  if (convolution_supports(n)) return PostOpHost{true, 1, n.input(1)->constant().shape()[0]};
+  if (!fully_connected_supports(n)) return std::nullopt;
+  const Shape& w = n.input(1)->constant().shape();
+  if (n.op_type() == "Gemm") return PostOpHost{false, 1, n.attr_i("transB", 0) != 0 ? w[0] : w[1]};
+  return PostOpHost{false, static_cast<int>(n.output(0)->type.shape.rank()) - 1, w[1]};  // MatMul: the columns
+}
+
+std::optional<std::vector<PostOp>> fake_quantize_post_ops(const ir::Node& n, const std::vector<const TensorFacts*>& inputs,
+                                                          const TensorFacts& out, size_t from, int channel_axis,
+                                                          std::string* why) {
+  why->clear();
+  if (n.op_type() != "FakeQuantize" || n.domain() != "kiln") return std::nullopt;
+  if (inputs.size() != 5 || n.num_outputs() != 1 || from != 0) return std::nullopt;
+  const TensorFacts& x = *inputs[0];
+  if (out.dtype != DType::f32 || x.dtype != DType::f32) {
+    *why = cat("FakeQuantize on ", dtype_name(x.dtype), " (only f32 is fused)");
+    return std::nullopt;
+  }
+  if (!out.shape || out.shape != x.shape || channel_axis < 0 || channel_axis >= static_cast<int>(out.shape->size())) {
+    *why = cat("FakeQuantize output ", out.shape ? shape_to_string(*out.shape) : "?", " differs from its input");
+    return std::nullopt;
+  }
+  const Shape& os = *out.shape;
+  static const char* names[4] = {"input_low", "input_high", "output_low", "output_high"};
+  std::vector<double> r[4];
+  size_t count = 1;
+  for (size_t k = 0; k < 4; ++k) {
+    if (!inputs[k + 1]) {
+      *why = cat("its ", names[k], " is missing");
+      return std::nullopt;
+    }
+    auto v = channel_values(*inputs[k + 1], os, channel_axis, names[k], why);
+    if (!v) return std::nullopt;
+    r[k] = std::move(*v);
+    count = std::max(count, r[k].size());
+  }
+  const double L = static_cast<double>(n.attr_i("levels") - 1);
+  auto at = [&](int k, size_t i) { return r[k].size() == 1 ? r[k][0] : r[k][i]; };
+  std::vector<double> il(count), ih(count), s(count), a(count), d(count), e(count);
+  for (size_t i = 0; i < count; ++i) {
+    il[i] = at(0, i);
+    ih[i] = at(1, i);
+    const double ol = at(2, i), oh = at(3, i);
+    if (!(il[i] < ih[i])) {
+      *why = cat("its input_low ", il[i], " is not below its input_high ", ih[i], count > 1 ? cat(" (channel ", i, ")") : "");
+      return std::nullopt;
+    }
+    if (!std::isfinite(il[i]) || !std::isfinite(ih[i]) || !std::isfinite(ol) || !std::isfinite(oh) || !(L >= 1)) {
+      *why = "its ranges are not finite";
+      return std::nullopt;
+    }
+    s[i] = L / (ih[i] - il[i]);
+    // the reference decides ties on the grid anchored at the real value 0 when 0 lies on it
+    const double o = il[i] * L / (ih[i] - il[i]);
+    const double oi = std::nearbyint(o);
+    a[i] = std::fabs(o - oi) <= 1e-4 ? oi : 0.0;
+    d[i] = (oh - ol) / L;
+    e[i] = ol - a[i] * d[i];
+  }
+  Shape shape(os.size(), 1);
+  if (count > 1) shape[static_cast<size_t>(channel_axis)] = static_cast<int64_t>(count);
+  auto all = [](const std::vector<double>& v, double x) {
+    return std::all_of(v.begin(), v.end(), [x](double y) { return y == x; });
+  };
+  std::vector<PostOp> ops;
+  auto bin = [&](algorithm alg, const std::vector<double>& v, double scale) {
+    Tensor t(DType::f32, shape);
+    float* p = t.data<float>();
+    for (size_t i = 0; i < count; ++i) p[i] = static_cast<float>(scale * v[i]);
+    ops.push_back(with_constant(PostOp::Kind::binary, alg, std::move(t), n.name()));
+  };
+  bin(algorithm::binary_max, il, 1.0);
+  bin(algorithm::binary_min, ih, 1.0);
+  if (!all(il, 0.0)) bin(algorithm::binary_add, il, -1.0);
+  if (!all(s, 1.0)) bin(algorithm::binary_mul, s, 1.0);
+  if (!all(a, 0.0)) bin(algorithm::binary_add, a, 1.0);
+  ops.push_back(eltwise(algorithm::eltwise_round, 0.0f, 0.0f, n.name()));
+  if (!all(d, 1.0)) bin(algorithm::binary_mul, d, 1.0);
+  if (!all(e, 0.0)) bin(algorithm::binary_add, e, 1.0);
+  return ops;
+}
+
+std::optional<std::vector<PostOp>> simple_post_ops(const ir::Node& n, const std::vector<const TensorFacts*>& inputs,
+                                                   const TensorFacts& out, size_t from, int channel_axis,
+                                                   std::string* why) {
+  why->clear();
+  if (n.num_outputs() != 1 || out.dtype != DType::f32 || from >= inputs.size() || !inputs[from]) return std::nullopt;
+  if (auto fq = fake_quantize_post_ops(n, inputs, out, from, channel_axis, why); fq || !why->empty()) return fq;
+  const std::string& op = n.op_type();
+  if (eltwise_supports(n)) {  // what the Eltwise node runs, as one eltwise post-op
+    if (from != 0) return std::nullopt;
+    const EltwiseSpec spec = *eltwise_spec(n);
+    return std::vector<PostOp>{eltwise(spec.alg, spec.alpha, spec.beta, n.name())};
+  }
+  if (!onnx_domain(n)) return std::nullopt;
+  if (op == "HardSigmoid" && inputs.size() == 1) {
+    // max(0, min(1, alpha * x + beta)): a linear and a clip post-op
+    return std::vector<PostOp>{eltwise(algorithm::eltwise_linear, n.attr_f("alpha", 0.2f), n.attr_f("beta", 0.5f), n.name()),
+                               eltwise(algorithm::eltwise_clip_v2, 0.0f, 1.0f, n.name())};
+  }
+  const bool binary = op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Max" || op == "Min";
+  if (!binary && op != "PRelu") return std::nullopt;
+  if (inputs.size() != 2 || !inputs[0] || !inputs[1]) return std::nullopt;
+  const TensorFacts& x = *inputs[from];
+  if (x.dtype != DType::f32 || !x.shape || !out.shape) return std::nullopt;
+  if (*out.shape != *x.shape) {
+    *why = cat(op, " broadcasts the output to ", shape_to_string(*out.shape));
+    return std::nullopt;
+  }
+  const TensorFacts& other = *inputs[1 - from];
+  if (op == "PRelu") {
+    if (from != 0) return std::nullopt;
+    auto slope = channel_constant(other, *out.shape, channel_axis, why);
+    if (!slope) return std::nullopt;
+    return std::vector<PostOp>{with_constant(PostOp::Kind::prelu, algorithm::undef, *slope, n.name())};
+  }
+  auto cst = channel_constant(other, *out.shape, channel_axis, why);
+  if (!cst) return std::nullopt;
+  auto bin = [&](algorithm a) { return with_constant(PostOp::Kind::binary, a, *cst, n.name()); };
+  if (op == "Add") return std::vector<PostOp>{bin(algorithm::binary_add)};
+  if (op == "Mul") return std::vector<PostOp>{bin(algorithm::binary_mul)};
+  if (op == "Max") return std::vector<PostOp>{bin(algorithm::binary_max)};
+  if (op == "Min") return std::vector<PostOp>{bin(algorithm::binary_min)};
+  if (op == "Sub") {
+    if (from == 0) return std::vector<PostOp>{bin(algorithm::binary_sub)};
+    // c - x = (-x) + c
+    return std::vector<PostOp>{eltwise(algorithm::eltwise_linear, -1.0f, 0.0f, n.name()), bin(algorithm::binary_add)};
+  }
+  if (from == 0) return std::vector<PostOp>{bin(algorithm::binary_div)};  // x / c
+  *why = "Div with the host's output as divisor";
+  return std::nullopt;
+}
+
+bool sum_operand_ok(const ir::Node& add, const TensorFacts& host_out, const TensorFacts& other,
+                    const TensorFacts& add_out, std::string* why) {
+  if (add.op_type() != "Add" || !onnx_domain(add) || add.num_inputs() != 2 || add.num_outputs() != 1) {
+    *why = "not an Add of two tensors";
+    return false;
+  }
+  if (!host_out.shape || other.shape != host_out.shape || add_out.shape != host_out.shape ||
+      other.dtype != DType::f32 || host_out.dtype != DType::f32) {
+    *why = cat("the other input '", other.name, "' ", other.shape ? shape_to_string(*other.shape) : "?",
+               " is broadcast, not ", host_out.shape ? shape_to_string(*host_out.shape) : "?");
+    return false;
+  }
+  if (other.constant || other.graph_input) {
+    *why = cat("the other input '", other.name, "' is a ", other.constant ? "constant" : "graph input",
+               " and may not be overwritten");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace kiln::cpu

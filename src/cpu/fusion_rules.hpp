@@ -1,0 +1,75 @@
+#pragma once
+// Which layer becomes post-ops of which host (../shared/spec/cpu_plugin_fusions.md), in one
+// place for the two that ask: the CPU optimizer's passes on a cpu::Graph (src/cpu/passes/)
+// and MarkSkipped on the ir::Graph before snippets tokenization (cpu/mark_skipped.hpp), so
+// that they cannot drift apart (test: CpuFusionRules.*). A rule reads tensors through
+// TensorFacts, which an ir::Value and a cpu::Edge both give; what depends on the graph's
+// structure (who else reads a value, in which order) stays with each caller.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cpu/node.hpp"
+#include "cpu/post_ops.hpp"
+#include "ir/graph.hpp"
+
+namespace kiln::cpu {
+
+// What a rule reads of one tensor.
+struct TensorFacts {
+  std::string name;
+  DType dtype = DType::undefined;
+  std::optional<Shape> shape;        // static shape, when known
+  const Tensor* constant = nullptr;  // its value, when it is a constant of the model
+  bool graph_input = false;
+};
+TensorFacts facts_of(const ir::Value& v);
+TensorFacts facts_of(const Edge& e);
+
+// A node that takes post-ops: its output's channels are along `channel_axis`.
+struct PostOpHost {
+  bool convolution = false;  // else FullyConnected (Gemm / MatMul with constant 2-D weights)
+  int channel_axis = 1;
+  int64_t channels = 0;
+};
+// `n` becomes a Convolution or a FullyConnected runtime node (the node factory's own tests:
+// convolution_supports, fully_connected_supports).
+std::optional<PostOpHost> post_op_host(const ir::Node& n);
+
+// The post-ops computing layer `n` (ir node of inputs `inputs`, output `out`) from its input
+// `from` (the host's output) when `n` is a simple layer: an eltwise activation (what the
+// Eltwise node runs), HardSigmoid, a binary op with a constant that holds one value or one per
+// channel (`channel_axis` of the output), PReLU with such a slope, kiln FakeQuantize with such
+// ranges. nullopt when it is not; `why` then says which condition failed (empty when `n` is
+// not a simple layer at all).
+std::optional<std::vector<PostOp>> simple_post_ops(const ir::Node& n, const std::vector<const TensorFacts*>& inputs,
+                                                   const TensorFacts& out, size_t from, int channel_axis,
+                                                   std::string* why);
+
+// The post-ops computing kiln FakeQuantize `n` (X = input 0 = the host's output, f32) whose four
+// ranges are constants holding one value or one per channel, input_low < input_high everywhere.
+// With L = levels - 1, s = L / (ih - il), d = (oh - ol) / L and a the level of the real value 0
+// when it lies on the grid (else 0):
+//   binary_max(il), binary_min(ih)      clamp, so x <= il gives ol and x >= ih gives oh
+//   binary_mul(s), binary_add(a - il*s) t = (x - il) * s, shifted so that ties are decided
+//                                       on the grid anchored at 0, as the reference does
+//   eltwise_round                       round half to even (the only eltwise op: oneDNN
+//                                       2.6 mishandles two eltwise ops of one algorithm)
+//   binary_mul(d), binary_add(ol - a*d)
+// Constants are computed in double and stored f32; the chain runs in f32, so it equals the
+// reference FakeQuantize (double) except for inputs within f32 rounding of a rounding tie,
+// which may land one level (d) away, and NaN (the reference passes it through; here the
+// clamp decides). nullopt when `n` is not a FakeQuantize (`why` empty) or a condition fails.
+std::optional<std::vector<PostOp>> fake_quantize_post_ops(const ir::Node& n, const std::vector<const TensorFacts*>& inputs,
+                                                          const TensorFacts& out, size_t from, int channel_axis,
+                                                          std::string* why);
+
+// The residual Add `add` a convolution accumulates into (sum post-op), as far as its tensors
+// tell: `other` (the Add's other operand) has the host output's shape and is f32, the sum is
+// not broadcast, and `other` is a buffer the convolution may write over (made by a node: no
+// graph input or constant). The caller checks the rest: `other` is no graph output, the host
+// does not read it, nothing reads it after the Add.
+bool sum_operand_ok(const ir::Node& add, const TensorFacts& host_out, const TensorFacts& other,
+                    const TensorFacts& add_out, std::string* why);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,111 @@
+#include "cpu/mark_skipped.hpp"
+
+#include <unordered_map>
+#include <vector>
+
+#include "core/strings.hpp"
+#include "cpu/fusion_rules.hpp"
+
+namespace kiln::cpu {
+
+namespace {
+
+bool onnx_domain(const ir::Node& n) { return n.domain().empty() || n.domain() == "ai.onnx"; }
+
+// simple_post_ops of cpu/fusion_rules.hpp on ir node `r` reading `from`.
+bool simple_layer(const ir::Node& r, const ir::Value* from, const PostOpHost& h) {
+  size_t k = r.num_inputs();
+  std::vector<TensorFacts> facts(r.num_inputs());
+  std::vector<const TensorFacts*> inputs(r.num_inputs(), nullptr);
+  for (size_t i = 0; i < r.num_inputs(); ++i) {
+    const ir::Value* v = r.input(i);
+    if (!v) continue;
+    if (v == from && k == r.num_inputs()) k = i;
+    facts[i] = facts_of(*v);
+    inputs[i] = &facts[i];
+  }
+  if (k == r.num_inputs() || r.num_outputs() != 1) return false;
+  std::string why;
+  return simple_post_ops(r, inputs, facts_of(*r.output(0)), k, h.channel_axis, &why).has_value();
+}
+
+// fuse_convolution_and_sum: the residual Add the Conv accumulates into; the tensors by
+// sum_operand_ok, the rest here as the pass checks it on the runtime graph.
+bool sum_layer(const ir::Graph& g, const ir::Node& r, const ir::Node& host, const ir::Value* from,
+               const std::unordered_map<const ir::Node*, size_t>& pos) {
+  if (r.num_inputs() != 2 || !r.input(0) || !r.input(1) || r.num_outputs() != 1) return false;
+  const ir::Value* other = r.input(0) == from ? r.input(1) : r.input(0);
+  std::string why;
+  if (other == from || !sum_operand_ok(r, facts_of(*from), facts_of(*other), facts_of(*r.output(0)), &why)) return false;
+  if (g.is_output(other)) return false;
+  for (const ir::Value* in : host.inputs())
+    if (in == other) return false;
+  for (const ir::Use& u : other->uses())
+    if (u.node != &r && pos.at(u.node) > pos.at(&r)) return false;
+  return true;
+}
+
+// fuse_simple_chain's Swish: Sigmoid(x) read only by Mul(x, Sigmoid(x)), x read by those two
+// only. Returns the Mul (its Sigmoid is its other input's producer) or null.
+const ir::Node* swish_mul(const ir::Graph& g, const ir::Value* x) {
+  if (x->uses().size() != 2 || x->type.dtype != DType::f32) return nullptr;
+  for (int s = 0; s < 2; ++s) {
+    const ir::Node* sig = x->uses()[static_cast<size_t>(s)].node;
+    const ir::Node* mul = x->uses()[static_cast<size_t>(1 - s)].node;
+    if (sig->op_type() != "Sigmoid" || !onnx_domain(*sig) || mul->op_type() != "Mul" || !onnx_domain(*mul)) continue;
+    if (sig->num_inputs() != 1 || sig->num_outputs() != 1 || mul->num_inputs() != 2 || mul->num_outputs() != 1) continue;
+    const ir::Value* so = sig->output(0);
+    const bool wired = (mul->input(0) == x && mul->input(1) == so) || (mul->input(0) == so && mul->input(1) == x);
+    if (wired && so->uses().size() == 1 && !g.is_output(so) && mul->output(0)->type.shape == x->type.shape) return mul;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+snippets::SkippedNodes mark_skipped(const ir::Graph& g, transforms::PassLog* log) {
+  snippets::SkippedNodes skipped;
+  const auto order = g.topo_order();
+  std::unordered_map<const ir::Node*, size_t> pos;
+  for (size_t i = 0; i < order.size(); ++i) pos[order[i]] = i;
+  for (const ir::Node* n : order) {
+    auto h = post_op_host(*n);
+    if (!h) continue;
+    bool summed = false;
+    const ir::Value* cur = n->output(0);
+    const ir::Node* prev = n;
+    for (;;) {
+      if (g.is_output(cur)) break;
+      if (const ir::Node* mul = swish_mul(g, cur); mul && !skipped.count(mul)) {
+        const ir::Node* sig = mul->input(0) == cur ? mul->input(1)->producer() : mul->input(0)->producer();
+        skipped.insert(sig);
+        skipped.insert(mul);
+        if (log)
+          log->applied(kMarkSkippedPass, cat(prev->name(), " -> ", mul->name()),
+                       cat("left to the CPU optimizer: Swish (", sig->name(), ", ", mul->name(), ") as a post-op of ", n->name()));
+        prev = mul;
+        cur = mul->output(0);
+        continue;
+      }
+      if (cur->uses().size() != 1) break;
+      const ir::Node* r = cur->uses()[0].node;
+      if (skipped.count(r)) break;
+      std::string what;
+      if (simple_layer(*r, cur, *h)) {
+        what = cat(r->op_type(), " as a post-op of ", n->name());
+      } else if (h->convolution && !summed && sum_layer(g, *r, *n, cur, pos)) {
+        summed = true;
+        what = cat("the residual Add as a sum post-op of ", n->name());
+      } else {
+        break;
+      }
+      skipped.insert(r);
+      if (log) log->applied(kMarkSkippedPass, cat(prev->name(), " -> ", r->name()), cat("left to the CPU optimizer: ", what));
+      prev = r;
+      cur = r->output(0);
+    }
+  }
+  return skipped;
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,137 @@
+// The fusion rules (src/cpu/fusion_rules.hpp) asked from both sides: MarkSkipped on the
+// ir::Graph (what the snippets tokenizer must leave alone) and the CPU optimizer's passes on
+// the cpu::Graph built from the same graph (what they fuse). On every graph here the two
+// name the same nodes: a chain of simple layers after a convolution or a fully connected
+// layer, a written-out Swish, a residual sum, FakeQuantize, HardSigmoid, constants that are
+// not one value per channel, a value read twice, a graph output in the middle of a chain.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "cpu/graph.hpp"
+#include "cpu/mark_skipped.hpp"
+#include "cpu_test_util.hpp"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+using Build = void (*)(ir::Graph& g);
+
+ir::Value* conv(ir::Graph& g, ir::Value* x, int64_t ci, int64_t co, uint32_t seed, const std::string& name) {
+  auto* c = g.add_node("Conv", {x, g.add_constant(name + "_w", random_tensor({co, ci, 3, 3}, seed, 0.3f)),
+                                g.add_constant(name + "_b", random_tensor({co}, seed + 1))},
+                       1, name);
+  c->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+  return c->output(0);
+}
+
+ir::Value* op(ir::Graph& g, const std::string& type, std::vector<ir::Value*> in, const std::string& name) {
+  return g.add_node(type, std::move(in), 1, name)->output(0);
+}
+
+ir::Value* image(ir::Graph& g) { return g.add_input("x", {DType::f32, ir::PartialShape(Shape{1, 8, 6, 6})}); }
+
+// What the CPU passes fused, by the names of the absorbed ir nodes.
+std::set<std::string> fused_by_cpu(const std::shared_ptr<ir::Graph>& g) {
+  cpu::Graph cg(g);
+  std::set<std::string> names;
+  for (const auto& n : cg.nodes())
+    for (const std::string& f : n->fused) names.insert(f);
+  return names;
+}
+
+std::set<std::string> marked(const ir::Graph& g) {
+  std::set<std::string> names;
+  for (const ir::Node* n : cpu::mark_skipped(g)) names.insert(n->name());
+  return names;
+}
+
+void expect_agreement(Build build, const std::set<std::string>& expected) {
+  auto g = make_graph(13);
+  build(*g);
+  ir::infer_shapes(*g);
+  const std::set<std::string> cpu = fused_by_cpu(g), mark = marked(*g);
+  EXPECT_EQ(mark, cpu) << "MarkSkipped and the CPU passes disagree";
+  EXPECT_EQ(cpu, expected);
+}
+
+}  // namespace
+
+TEST(CpuFusionRules, ConvolutionChainOfActivationsAndPerChannelConstants) {
+  expect_agreement(
+      [](ir::Graph& g) {
+        auto* y = op(g, "Relu", {conv(g, image(g), 8, 16, 1, "c")}, "relu");
+        y = op(g, "Add", {y, g.add_constant("bias", random_tensor({16, 1, 1}, 2))}, "add_c");
+        y = op(g, "Mul", {g.add_constant("two", Tensor::scalar<float>(2.0f)), y}, "mul_s");
+        y = op(g, "Sub", {g.add_constant("one", Tensor::scalar<float>(1.0f)), y}, "one_minus");
+        y = op(g, "Div", {y, g.add_constant("four", Tensor::scalar<float>(4.0f))}, "div_s");
+        y = op(g, "Div", {g.add_constant("eight", Tensor::scalar<float>(8.0f)), y}, "eight_over");  // x is the divisor
+        g.add_output(y);
+      },
+      {"relu", "add_c", "mul_s", "one_minus", "div_s"});
+}
+
+TEST(CpuFusionRules, ConstantsThatAreNotOnePerChannelStopTheChain) {
+  expect_agreement(
+      [](ir::Graph& g) {
+        auto* y = op(g, "Tanh", {conv(g, image(g), 8, 16, 1, "c")}, "tanh");
+        y = op(g, "Add", {y, g.add_constant("per_row", random_tensor({6, 1}, 2))}, "add_rows");  // along H
+        g.add_output(op(g, "Relu", {y}, "relu_after"));
+      },
+      {"tanh"});
+}
+
+TEST(CpuFusionRules, ResidualSumSwishAndPRelu) {
+  expect_agreement(
+      [](ir::Graph& g) {
+        auto* x = image(g);
+        auto* a = op(g, "Relu", {conv(g, x, 8, 8, 1, "c1")}, "r1");
+        auto* shortcut = conv(g, x, 8, 8, 7, "c3");  // the sum accumulates into it (c2 does not read it)
+        auto* b = conv(g, a, 8, 8, 3, "c2");
+        auto* sum = op(g, "Add", {b, shortcut}, "residual");
+        auto* sig = op(g, "Sigmoid", {sum}, "sig");
+        g.add_output(op(g, "Mul", {sum, sig}, "swish"));
+        // a slope along H, not one per channel: no post-op by the rule (a per-channel one passes
+        // the rule, and MarkSkipped marks it, but oneDNN 2.6 then has only its reference
+        // convolution or matmul with a PReLU post-op, so the CPU pass leaves it: what oneDNN
+        // refuses is beyond the rules, cpu/mark_skipped.hpp)
+        g.add_output(op(g, "PRelu", {conv(g, x, 8, 8, 9, "c4"), g.add_constant("slope", random_tensor({6, 1}, 5))},
+                        "prelu_rows"));
+      },
+      {"r1", "residual", "sig", "swish"});
+}
+
+TEST(CpuFusionRules, AValueReadTwiceOrAGraphOutputEndsTheChain) {
+  expect_agreement(
+      [](ir::Graph& g) {
+        auto* x = image(g);
+        auto* a = op(g, "Relu", {conv(g, x, 8, 8, 1, "c1")}, "r1");  // read by c2 and by the Add
+        auto* b = conv(g, a, 8, 8, 3, "c2");
+        auto* e = op(g, "Elu", {b}, "elu");  // a graph output: nothing after it joins
+        g.add_output(e);
+        g.add_output(op(g, "Add", {op(g, "Abs", {e}, "abs"), a}, "add2"));
+      },
+      {"r1", "elu"});
+}
+
+TEST(CpuFusionRules, FullyConnectedWithBiasActivationsAndFakeQuantize) {
+  expect_agreement(
+      [](ir::Graph& g) {
+        g.opset_imports["kiln"] = 1;
+        auto* x = g.add_input("x", {DType::f32, ir::PartialShape(Shape{4, 32})});
+        auto* y = op(g, "MatMul", {x, g.add_constant("w", random_tensor({32, 16}, 1, 0.3f))}, "fc");
+        y = op(g, "Add", {y, g.add_constant("b", random_tensor({16}, 2))}, "bias");
+        auto* hs = g.add_node("HardSigmoid", {y}, 1, "hsig");
+        y = hs->output(0);
+        auto* fq = g.add_node("FakeQuantize",
+                              {y, g.add_constant("il", Tensor::scalar<float>(0.0f)), g.add_constant("ih", Tensor::scalar<float>(1.0f)),
+                               g.add_constant("ol", Tensor::scalar<float>(0.0f)), g.add_constant("oh", Tensor::scalar<float>(1.0f))},
+                              1, "fq", "kiln");
+        fq->attrs["levels"] = int64_t{256};
+        g.add_output(op(g, "Max", {fq->output(0), g.add_constant("floor", random_tensor({4, 16}, 3))}, "max_full"));
+      },
+      {"bias", "hsig", "fq"});
+}
