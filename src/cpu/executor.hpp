@@ -37,7 +37,8 @@ namespace kiln::cpu {
 class Executor {
  public:
   // `options.log` and `options.weights` are ignored: every plan keeps its own log, and
-  // the executor its own weights cache.
+  // the executor its own weights cache. `options.shapes_vary` is set when an input of `graph`
+  // has a dynamic dim (see kHotRuns).
   static constexpr size_t kDefaultPlanCapacity = 64;
   explicit Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options = {},
                     size_t plan_capacity = kDefaultPlanCapacity);
