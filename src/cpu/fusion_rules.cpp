@@ -13,8 +13,6 @@ namespace {
 
 using dnnl::algorithm;
 
-bool onnx_domain(const ir::Node& n) { return n.domain().empty() || n.domain() == "ai.onnx"; }
-
 PostOp eltwise(algorithm alg, float alpha, float beta, const std::string& from) {
   PostOp op;
   op.kind = PostOp::Kind::eltwise;
@@ -209,7 +207,7 @@ std::optional<std::vector<PostOp>> simple_post_ops(const ir::Node& n, const std:
     const EltwiseSpec spec = *eltwise_spec(n);
     return std::vector<PostOp>{eltwise(spec.alg, spec.alpha, spec.beta, n.name())};
   }
-  if (!onnx_domain(n)) return std::nullopt;
+  if (!n.is_onnx_domain()) return std::nullopt;
   if (op == "HardSigmoid" && inputs.size() == 1) {
     // max(0, min(1, alpha * x + beta)): a linear and a clip post-op
     return std::vector<PostOp>{eltwise(algorithm::eltwise_linear, n.attr_f("alpha", 0.2f), n.attr_f("beta", 0.5f), n.name()),
@@ -250,7 +248,7 @@ std::optional<std::vector<PostOp>> simple_post_ops(const ir::Node& n, const std:
 
 bool sum_operand_ok(const ir::Node& add, const TensorFacts& host_out, const TensorFacts& other,
                     const TensorFacts& add_out, std::string* why) {
-  if (add.op_type() != "Add" || !onnx_domain(add) || add.num_inputs() != 2 || add.num_outputs() != 1) {
+  if (add.op_type() != "Add" || !add.is_onnx_domain() || add.num_inputs() != 2 || add.num_outputs() != 1) {
     *why = "not an Add of two tensors";
     return false;
   }

@@ -10,8 +10,6 @@ namespace kiln::cpu {
 
 namespace {
 
-bool onnx_domain(const ir::Node& n) { return n.domain().empty() || n.domain() == "ai.onnx"; }
-
 // simple_post_ops of cpu/fusion_rules.hpp on ir node `r` reading `from`.
 bool simple_layer(const ir::Node& r, const ir::Value* from, const PostOpHost& h) {
   size_t k = r.num_inputs();
@@ -52,7 +50,7 @@ const ir::Node* swish_mul(const ir::Graph& g, const ir::Value* x) {
   for (int s = 0; s < 2; ++s) {
     const ir::Node* sig = x->uses()[static_cast<size_t>(s)].node;
     const ir::Node* mul = x->uses()[static_cast<size_t>(1 - s)].node;
-    if (sig->op_type() != "Sigmoid" || !onnx_domain(*sig) || mul->op_type() != "Mul" || !onnx_domain(*mul)) continue;
+    if (sig->op_type() != "Sigmoid" || !sig->is_onnx_domain() || mul->op_type() != "Mul" || !mul->is_onnx_domain()) continue;
     if (sig->num_inputs() != 1 || sig->num_outputs() != 1 || mul->num_inputs() != 2 || mul->num_outputs() != 1) continue;
     const ir::Value* so = sig->output(0);
     const bool wired = (mul->input(0) == x && mul->input(1) == so) || (mul->input(0) == so && mul->input(1) == x);

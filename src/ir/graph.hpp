@@ -53,6 +53,8 @@ class Node {
   const std::string& name() const { return name_; }
   const std::string& op_type() const { return op_type_; }
   const std::string& domain() const { return domain_; }
+  // The default ONNX domain, however the model names it ("" or "ai.onnx").
+  bool is_onnx_domain() const { return domain_.empty() || domain_ == "ai.onnx"; }
   // Version of the op's domain that the model imports (ONNX opset); kernels may
   // read it where semantics changed across versions.
   int opset() const { return opset_; }

@@ -19,8 +19,6 @@ namespace kiln::snippets {
 
 namespace {
 
-bool onnx_domain(const ir::Node& n) { return n.domain().empty() || n.domain() == "ai.onnx"; }
-
 bool f32(const ir::Value* v) { return v && v->type.dtype == DType::f32; }
 
 // A one-element constant: copied into the body instead of becoming an input.
@@ -37,9 +35,9 @@ bool scalar_constant(const ir::Value* v) {
 // Subgraph.
 bool lone_worth_a_kernel(const ir::Node& n) {
   const std::string& op = n.op_type();
-  if ((op == "Gelu" && (onnx_domain(n) || n.domain() == "com.microsoft")) || (op == "HardSwish" && onnx_domain(n)))
+  if ((op == "Gelu" && (n.is_onnx_domain() || n.domain() == "com.microsoft")) || (op == "HardSwish" && n.is_onnx_domain()))
     return n.num_inputs() == 1 && n.num_outputs() == 1;
-  if (!onnx_domain(n) || n.num_inputs() != 2 || n.num_outputs() != 1) return false;
+  if (!n.is_onnx_domain() || n.num_inputs() != 2 || n.num_outputs() != 1) return false;
   if (op != "Add" && op != "Sub" && op != "Mul" && op != "Div" && op != "Max" && op != "Min") return false;
   const ir::Value *a = n.input(0), *b = n.input(1);
   if (!a || !b || a == b || a->is_constant() || b->is_constant()) return false;
@@ -358,7 +356,7 @@ bool tokenizable_op(const ir::Node& n) {
   // kernels, slower than the ops on their own oneDNN nodes
   if (!is_supported(n)) return false;
   if (n.domain() == "com.microsoft") return n.num_inputs() == 1 && f32(n.input(0));
-  if (!onnx_domain(n) || !ir::OpRegistry::instance().find(n.domain(), n.op_type())) return false;
+  if (!n.is_onnx_domain() || !ir::OpRegistry::instance().find(n.domain(), n.op_type())) return false;
   if (n.op_type() == "Clip")
     for (size_t i = 1; i < n.num_inputs(); ++i)
       if (n.has_input(i) && !(scalar_constant(n.input(i)) && n.input(i)->constant().dtype() == DType::f32)) return false;

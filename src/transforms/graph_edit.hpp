@@ -56,6 +56,6 @@ bool all_equal(const Tensor& t, double value);
 ir::Value* add_f32_constant(ir::Graph& g, const std::string& base, const std::vector<double>& values, Shape shape);
 
 // The default ONNX domain ("" or "ai.onnx").
-inline bool is_onnx_domain(const ir::Node& n) { return n.domain().empty() || n.domain() == "ai.onnx"; }
+inline bool is_onnx_domain(const ir::Node& n) { return n.is_onnx_domain(); }
 
 }  // namespace kiln::transforms

@@ -38,7 +38,7 @@ SpecializeResult specialize_shapes(ir::Graph& g, const std::vector<Shape>& input
     for (const ir::Value* in : n->inputs())
       if (in && !in->is_constant()) inputs_const = false;
     // Shape / Size only need the input's (now static) shape.
-    bool shape_query = (n->op_type() == "Shape" || n->op_type() == "Size") && n->domain().empty() && n->input(0) &&
+    bool shape_query = (n->op_type() == "Shape" || n->op_type() == "Size") && n->is_onnx_domain() && n->input(0) &&
                        n->input(0)->type.shape.is_static();
     if ((inputs_const || shape_query) && is_foldable_op(*n) && s.run) {
       std::vector<Tensor> owned;  // placeholder for a shape query's one non-constant input

@@ -36,7 +36,7 @@ bool static_f32(const ir::Value* v, size_t min_rank, size_t max_rank) {
 
 bool is_mha(const ir::Node& n) { return n.domain() == "kiln" && n.op_type() == "MultiHeadAttention"; }
 bool is_onnx_attention(const ir::Node& n) {
-  return (n.domain().empty() || n.domain() == "ai.onnx") && n.op_type() == "Attention";
+  return n.is_onnx_domain() && n.op_type() == "Attention";
 }
 
 // The geometry of an attention node on static shapes; ok = false when the node is not one this

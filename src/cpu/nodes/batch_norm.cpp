@@ -110,7 +110,7 @@ class BatchNormNode : public Node {
 }  // namespace
 
 bool batch_norm_supports(const ir::Node& n) {
-  if (n.op_type() != "BatchNormalization" || !n.domain().empty()) return false;
+  if (n.op_type() != "BatchNormalization" || !n.is_onnx_domain()) return false;
   if (n.num_inputs() != 5 || n.num_outputs() != 1) return false;
   if (n.attr_i("training_mode", 0) != 0) return false;
   if (n.opset() < 9 && n.attr_i("spatial", 1) == 0) return false;  // per-element statistics

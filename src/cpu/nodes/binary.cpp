@@ -64,7 +64,7 @@ Shape pad_rank(const Shape& s, size_t r) {
 }
 
 std::optional<BinarySpec> binary_spec(const ir::Node& n) {
-  if (!n.domain().empty() && n.domain() != "ai.onnx") return std::nullopt;
+  if (!n.is_onnx_domain()) return std::nullopt;
   const std::string& op = n.op_type();
   algorithm alg;
   bool commutative = true;

@@ -163,7 +163,7 @@ class ConcatNode : public Node {
 }  // namespace
 
 bool concat_supports(const ir::Node& n) {
-  if (n.op_type() != "Concat" || !n.domain().empty()) return false;
+  if (n.op_type() != "Concat" || !n.is_onnx_domain()) return false;
   if (n.num_inputs() < 1 || n.num_outputs() != 1 || !n.has_attr("axis")) return false;
   const ir::Value* y = n.output(0);
   if (y->type.dtype != DType::f32 || !y->type.shape.is_static()) return false;

@@ -202,7 +202,7 @@ class ConvolutionNode : public Node {
 }  // namespace
 
 bool convolution_supports(const ir::Node& n) {
-  if (n.op_type() != "Conv" || !n.domain().empty() || n.num_inputs() < 2) return false;
+  if (n.op_type() != "Conv" || !n.is_onnx_domain() || n.num_inputs() < 2) return false;
   const ir::Value *x = n.input(0), *w = n.input(1), *b = n.input(2);
   if (!x || !w || !w->is_constant() || (b && !b->is_constant())) return false;
   if (x->type.dtype != DType::f32 || w->constant().dtype() != DType::f32) return false;

@@ -215,7 +215,7 @@ class FullyConnectedNode : public Node {
 }  // namespace
 
 bool fully_connected_supports(const ir::Node& n) {
-  if (!n.domain().empty() || n.num_inputs() < 2) return false;
+  if (!n.is_onnx_domain() || n.num_inputs() < 2) return false;
   const ir::Value *a = n.input(0), *b = n.input(1);
   if (!static_f32(a) || !static_f32(b) || !b->is_constant() || a->is_constant()) return false;
   if (b->constant().dtype() != DType::f32 || b->constant().rank() != 2) return false;

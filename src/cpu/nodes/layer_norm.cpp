@@ -191,7 +191,7 @@ bool layer_norm_supports(const ir::Node& n) {
     }
     return true;
   }
-  if (n.op_type() != "LayerNormalization" || !n.domain().empty()) return false;
+  if (n.op_type() != "LayerNormalization" || !n.is_onnx_domain()) return false;
   if (n.num_outputs() < 1 || n.num_outputs() > 3 || n.num_inputs() < 2 || n.num_inputs() > 3) return false;
   if (n.attr_i("stash_type", 1) != 1) return false;
   const ir::Value *x = n.input(0), *scale = n.input(1), *b = n.input(2);

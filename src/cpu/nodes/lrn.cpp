@@ -38,7 +38,7 @@ class LrnNode : public SrcDstPrimitiveNode {
 }  // namespace
 
 bool lrn_supports(const ir::Node& n) {
-  if (n.op_type() != "LRN" || !n.domain().empty()) return false;
+  if (n.op_type() != "LRN" || !n.is_onnx_domain()) return false;
   if (n.num_inputs() != 1 || n.num_outputs() != 1 || !n.input(0) || !n.has_attr("size")) return false;
   const ir::Value* x = n.input(0);
   if (x->type.dtype != DType::f32 || !x->type.shape.is_static()) return false;

@@ -218,7 +218,7 @@ const Tensor* constant_input(const ir::Node& n, size_t i) {
 }  // namespace
 
 bool lstm_supports(const ir::Node& n) {
-  if (n.op_type() != "LSTM" || !n.domain().empty() || n.num_inputs() < 3) return false;
+  if (n.op_type() != "LSTM" || !n.is_onnx_domain() || n.num_inputs() < 3) return false;
   const ir::Value* x = n.input(0);
   if (!x || x->type.dtype != DType::f32 || !x->type.shape.is_static() || x->type.shape.rank() != 3) return false;
   const Shape xs = x->type.shape.to_shape();

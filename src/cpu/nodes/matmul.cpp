@@ -88,7 +88,7 @@ class MatMulNode : public Node {
 }  // namespace
 
 bool matmul_supports(const ir::Node& n) {
-  if (n.op_type() != "MatMul" || !n.domain().empty() || n.num_inputs() != 2 || n.num_outputs() != 1) return false;
+  if (n.op_type() != "MatMul" || !n.is_onnx_domain() || n.num_inputs() != 2 || n.num_outputs() != 1) return false;
   const ir::Value *a = n.input(0), *b = n.input(1);
   for (const ir::Value* v : {a, b})
     if (!v || v->type.dtype != DType::f32 || !v->type.shape.is_static() ||

@@ -204,7 +204,7 @@ class PoolingNode : public SrcDstPrimitiveNode {
 
 bool pooling_supports(const ir::Node& n) {
   const std::string& op = n.op_type();
-  if (!n.domain().empty()) return false;
+  if (!n.is_onnx_domain()) return false;
   if (op != "MaxPool" && op != "AveragePool" && op != "GlobalAveragePool" && op != "GlobalMaxPool") return false;
   if (n.num_inputs() != 1 || n.num_outputs() != 1 || !n.input(0)) return false;  // MaxPool: no Indices
   const ir::Value *x = n.input(0), *y = n.output(0);

@@ -195,7 +195,7 @@ class ReduceNode : public Node {
 }  // namespace
 
 bool reduce_supports(const ir::Node& n) {
-  if (!n.domain().empty() || !reduce_alg(n.op_type()) || n.num_outputs() != 1) return false;
+  if (!n.is_onnx_domain() || !reduce_alg(n.op_type()) || n.num_outputs() != 1) return false;
   if (n.num_inputs() < 1 || n.num_inputs() > 2) return false;
   const ir::Value* x = n.input(0);
   if (!x || x->type.dtype != DType::f32 || !x->type.shape.is_static()) return false;

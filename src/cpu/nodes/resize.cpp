@@ -212,7 +212,7 @@ class ResizeNode : public SrcDstPrimitiveNode {
 }  // namespace
 
 bool resize_supports(const ir::Node& n) {
-  if ((n.op_type() != "Resize" && n.op_type() != "Upsample") || !n.domain().empty()) return false;
+  if ((n.op_type() != "Resize" && n.op_type() != "Upsample") || !n.is_onnx_domain()) return false;
   if (n.num_outputs() != 1 || n.num_inputs() < 1) return false;
   dnnl::algorithm alg;
   return resize_algorithm(n, alg);

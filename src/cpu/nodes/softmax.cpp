@@ -66,7 +66,7 @@ class SoftmaxNode : public Node {
 }  // namespace
 
 bool softmax_supports(const ir::Node& n) {
-  if ((n.op_type() != "Softmax" && n.op_type() != "LogSoftmax") || !n.domain().empty()) return false;
+  if ((n.op_type() != "Softmax" && n.op_type() != "LogSoftmax") || !n.is_onnx_domain()) return false;
   if (n.num_inputs() != 1 || n.num_outputs() != 1) return false;
   const ir::Value* x = n.input(0);
   if (!x || x->type.dtype != DType::f32 || !x->type.shape.is_static()) return false;

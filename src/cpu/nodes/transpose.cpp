@@ -51,7 +51,7 @@ class TransposeNode : public Node {
 }  // namespace
 
 bool transpose_supports(const ir::Node& n) {
-  if (n.op_type() != "Transpose" || !n.domain().empty() || !n.input(0)) return false;
+  if (n.op_type() != "Transpose" || !n.is_onnx_domain() || !n.input(0)) return false;
   const ir::Value* x = n.input(0);
   if (!dnnl_type(x->type.dtype) || !x->type.shape.is_static()) return false;
   size_t r = x->type.shape.rank();

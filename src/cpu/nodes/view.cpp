@@ -30,7 +30,7 @@ class ViewNode : public Node {
 
 bool view_supports(const ir::Node& n) {
   static const char* ops[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
-  if (!n.domain().empty() || n.num_outputs() != 1 || !n.input(0)) return false;
+  if (!n.is_onnx_domain() || n.num_outputs() != 1 || !n.input(0)) return false;
   bool known = false;
   for (const char* op : ops) known |= n.op_type() == op;
   if (!known) return false;

@@ -16,7 +16,7 @@ namespace {
 constexpr const char* kPass = "FuseConvolutionAndSum";
 
 bool is_add(const Node& n) {
-  return n.source && n.source->op_type() == "Add" && (n.source->domain().empty() || n.source->domain() == "ai.onnx") &&
+  return n.source && n.source->op_type() == "Add" && n.source->is_onnx_domain() &&
          n.inputs.size() == 2 && n.inputs[0] && n.inputs[1] && n.outputs.size() == 1;
 }
 

@@ -67,7 +67,7 @@ std::pair<Node*, Node*> swish_pair(const Graph& g, const Edge* x, const std::vec
     Node* sig = readers[static_cast<size_t>(s)];
     Node* mul = readers[static_cast<size_t>(1 - s)];
     if (!sig->source || !mul->source || sig->source->op_type() != "Sigmoid" || mul->source->op_type() != "Mul") continue;
-    if (!sig->source->domain().empty() || !mul->source->domain().empty()) continue;
+    if (!sig->source->is_onnx_domain() || !mul->source->is_onnx_domain()) continue;
     if (sig->inputs.size() != 1 || sig->inputs[0] != x || sig->outputs.size() != 1 || mul->inputs.size() != 2 ||
         mul->outputs.size() != 1)
       continue;

@@ -22,7 +22,7 @@ void attr_to_input(ir::Graph& g, ir::Node* n, const std::string& attr, size_t in
 
 void normalize_opset(ir::Graph& g) {
   for (ir::Node* n : g.nodes()) {
-    if (!n->domain().empty()) continue;
+    if (!n->is_onnx_domain()) continue;
     const int v = n->opset();
     const std::string& op = n->op_type();
     if (v < 7) {

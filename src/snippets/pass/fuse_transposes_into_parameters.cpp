@@ -23,7 +23,7 @@ std::vector<std::vector<int64_t>> fuse_transposes_into_parameters(ir::Graph& bod
     bool ok = rank >= 1;
     for (const ir::Use& u : in->uses()) {
       ir::Node* t = u.node;
-      if (t->op_type() != "Transpose" || !(t->domain().empty() || t->domain() == "ai.onnx")) {
+      if (t->op_type() != "Transpose" || !t->is_onnx_domain()) {
         ok = false;
         break;
       }
