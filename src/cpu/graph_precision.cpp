@@ -12,8 +12,8 @@ namespace kiln::cpu {
 // operands would have to be bf16 too), not for graph outputs. A snippets Subgraph read only by
 // bf16 convolutions is asked the same (its kernel stores bf16 where the CPU can).
 void Graph::keep_bf16_between_convolutions() {
-  auto conv = [](const Node* n) { return std::string(n->type()) == "Convolution" && n->bf16; };
-  auto subgraph = [](const Node* n) { return std::string(n->type()) == "Subgraph" && n->bf16; };
+  auto conv = [](const Node* n) { return n->kind() == NodeKind::Convolution && n->bf16; };
+  auto subgraph = [](const Node* n) { return n->kind() == NodeKind::Subgraph && n->bf16; };
   for (auto& n : nodes_) {
     if (!(conv(n.get()) || subgraph(n.get())) || n->outputs.size() != 1) continue;
     const PostOpList* ops = n->post_ops();

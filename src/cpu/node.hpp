@@ -60,10 +60,15 @@ struct InputLayout {
   static InputLayout exact(dnnl::memory::desc d) { return {Kind::exact, std::move(d)}; }
 };
 
+// The runtime node kinds (one file each under src/cpu/nodes/), for the decisions of the passes;
+// type() is the name the counters and describe() show.
+enum class NodeKind { Attention, BatchNorm, Binary, Concat, Convolution, Eltwise, FullyConnected, LRN, LSTM, LayerNorm, MatMul, Pooling, Reduce, Reference, Reorder, Resize, Softmax, Subgraph, Transpose, View };
+
 class Node {
  public:
   virtual ~Node() = default;
   virtual const char* type() const = 0;  // "Convolution", "Reorder", "Reference", ...
+  virtual NodeKind kind() const = 0;
 
   std::string name;
   const ir::Node* source = nullptr;  // the ir node it runs (null for inserted nodes)

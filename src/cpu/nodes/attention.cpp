@@ -99,6 +99,7 @@ class AttentionNode : public Node {
     name = n.name();
   }
   const char* type() const override { return "Attention"; }
+  NodeKind kind() const override { return NodeKind::Attention; }
 
   std::vector<InputLayout> prepare() override {
     const auto f32 = memory::data_type::f32;

@@ -28,6 +28,7 @@ class BatchNormNode : public Node {
     name = n.name();
   }
   const char* type() const override { return "BatchNorm"; }
+  NodeKind kind() const override { return NodeKind::BatchNorm; }
 
   std::vector<InputLayout> prepare() override {
     const Shape& xs = inputs[0]->shape;

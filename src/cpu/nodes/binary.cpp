@@ -140,6 +140,7 @@ class BinaryNode : public Node {
     name = n.name();
   }
   const char* type() const override { return "Binary"; }
+  NodeKind kind() const override { return NodeKind::Binary; }
   // oneDNN binary may write over src0 (the operand with the output's shape), except on a
   // layout with padded channels (see the top of this file)
   int inplace_input() const override {

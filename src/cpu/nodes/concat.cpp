@@ -67,6 +67,7 @@ class ConcatNode : public Node {
     name = n.name();
   }
   const char* type() const override { return "Concat"; }
+  NodeKind kind() const override { return NodeKind::Concat; }
   // one input: the output is that input (no copy)
   int output_aliases_input() const override { return inputs.size() == 1 ? 0 : -1; }
   int concat_axis() const override { return inputs.size() > 1 ? axis_ : -1; }

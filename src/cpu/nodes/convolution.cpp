@@ -30,6 +30,7 @@ class ConvolutionNode : public Node {
     name = n.name();
   }
   const char* type() const override { return "Convolution"; }
+  NodeKind kind() const override { return NodeKind::Convolution; }
   PostOpList* post_ops() override { return &post_ops_; }
   int inplace_input() const override { return post_ops_.sum_input(); }
 

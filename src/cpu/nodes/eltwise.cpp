@@ -137,6 +137,7 @@ class EltwiseNode : public SrcDstPrimitiveNode {
     name = n.name();
   }
   const char* type() const override { return "Eltwise"; }
+  NodeKind kind() const override { return NodeKind::Eltwise; }
   int inplace_input() const override { return 0; }  // oneDNN eltwise may write over its source
 
   std::vector<InputLayout> prepare() override {

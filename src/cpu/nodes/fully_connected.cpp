@@ -47,6 +47,7 @@ class FullyConnectedNode : public Node {
     name = n.name();
   }
   const char* type() const override { return "FullyConnected"; }
+  NodeKind kind() const override { return NodeKind::FullyConnected; }
   PostOpList* post_ops() override { return &post_ops_; }
 
   bool accepts_post_ops(const std::vector<PostOp>& extra, std::string* why) override {

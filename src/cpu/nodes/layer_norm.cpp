@@ -63,6 +63,7 @@ class LayerNormNode : public Node {
     name = n.name();
   }
   const char* type() const override { return skip_ ? "SkipLayerNorm" : "LayerNorm"; }
+  NodeKind kind() const override { return NodeKind::LayerNorm; }
 
   std::vector<InputLayout> prepare() override {
     const Shape& s = inputs[0]->shape;

@@ -17,6 +17,7 @@ class LrnNode : public SrcDstPrimitiveNode {
     name = n.name();
   }
   const char* type() const override { return "LRN"; }
+  NodeKind kind() const override { return NodeKind::LRN; }
 
   std::vector<InputLayout> prepare() override {
     const ir::Node& n = *source;

@@ -41,6 +41,7 @@ class LstmNode : public Node {
     name = n.name();
   }
   const char* type() const override { return "LSTM"; }
+  NodeKind kind() const override { return NodeKind::LSTM; }
 
   std::vector<InputLayout> prepare() override {
     const Shape& x = inputs[0]->shape;  // [T, N, C]

@@ -56,6 +56,7 @@ class MatMulNode : public Node {
     name = n.name();
   }
   const char* type() const override { return "MatMul"; }
+  NodeKind kind() const override { return NodeKind::MatMul; }
 
   std::vector<InputLayout> prepare() override {
     auto d = matmul_dims(inputs[0]->shape, inputs[1]->shape);

@@ -139,6 +139,7 @@ class PoolingNode : public SrcDstPrimitiveNode {
     name = n.name();
   }
   const char* type() const override { return "Pooling"; }
+  NodeKind kind() const override { return NodeKind::Pooling; }
   PostOpList* post_ops() override { return &post_ops_; }
 
   // The input's layout is not known before prepare() (the producer picks it), so the

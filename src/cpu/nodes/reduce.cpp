@@ -149,6 +149,7 @@ class ReduceNode : public Node {
     name = n.name();
   }
   const char* type() const override { return "Reduce"; }
+  NodeKind kind() const override { return NodeKind::Reduce; }
 
   std::vector<InputLayout> prepare() override {
     const Shape& s = inputs[0]->shape;

@@ -17,6 +17,7 @@ class ReferenceNode : public Node {
     name = n.name();
   }
   const char* type() const override { return "Reference"; }
+  NodeKind kind() const override { return NodeKind::Reference; }
 
   std::vector<InputLayout> prepare() override {
     impl = "ref:" + source->op_type();

@@ -11,6 +11,7 @@ class ReorderNode : public Node {
  public:
   ReorderNode(const std::string& n, dnnl::memory::desc dst) : dst_(std::move(dst)) { name = n; }
   const char* type() const override { return "Reorder"; }
+  NodeKind kind() const override { return NodeKind::Reorder; }
 
   std::vector<InputLayout> prepare() override {
     Edge* out = outputs[0];

@@ -189,6 +189,7 @@ class ResizeNode : public SrcDstPrimitiveNode {
     name = n.name();
   }
   const char* type() const override { return "Resize"; }
+  NodeKind kind() const override { return NodeKind::Resize; }
 
   std::vector<InputLayout> prepare() override {
     dnnl::algorithm alg;

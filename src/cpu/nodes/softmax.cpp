@@ -35,6 +35,7 @@ class SoftmaxNode : public Node {
     name = n.name();
   }
   const char* type() const override { return "Softmax"; }
+  NodeKind kind() const override { return NodeKind::Softmax; }
 
   std::vector<InputLayout> prepare() override {
     const Shape& s = inputs[0]->shape;

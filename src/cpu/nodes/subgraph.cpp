@@ -172,6 +172,7 @@ class SubgraphNode : public Node {
     if (n.has_attr(snippets::kFusedAttr)) fused = n.attr_strings(snippets::kFusedAttr);
   }
   const char* type() const override { return "Subgraph"; }
+  NodeKind kind() const override { return NodeKind::Subgraph; }
 
   std::vector<InputLayout> prepare() override {
     const ir::Graph& body = *source->attr_graph(snippets::kBodyAttr);

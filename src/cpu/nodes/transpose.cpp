@@ -15,6 +15,7 @@ class TransposeNode : public Node {
     name = n.name();
   }
   const char* type() const override { return "Transpose"; }
+  NodeKind kind() const override { return NodeKind::Transpose; }
 
   std::vector<InputLayout> prepare() override {
     const Shape& x = inputs[0]->shape;

@@ -14,6 +14,7 @@ class ViewNode : public Node {
     name = n.name();
   }
   const char* type() const override { return "View"; }
+  NodeKind kind() const override { return NodeKind::View; }
   int output_aliases_input() const override { return 0; }
 
   std::vector<InputLayout> prepare() override {

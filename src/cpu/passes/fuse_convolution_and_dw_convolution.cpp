@@ -58,14 +58,14 @@ std::string not_depthwise(const Node& n, int64_t channels) {
 size_t fuse_convolution_and_dw_convolution(Graph& g, transforms::PassLog* log) {
   std::vector<Node*> convs;
   for (auto& n : g.nodes())
-    if (std::string(n->type()) == "Convolution" && n->inputs[0]->shape.size() == 4) convs.push_back(n.get());
+    if (n->kind() == NodeKind::Convolution && n->inputs[0]->shape.size() == 4) convs.push_back(n.get());
   size_t fused = 0;
   for (Node* c1 : convs) {
     if (c1->outputs.size() != 1 || !not_pointwise(*c1).empty()) continue;
     if (c1->post_ops()->sum_input() >= 0 || c1->post_ops()->dw()) continue;
     Edge* mid = c1->outputs[0];
     auto readers = g.consumers(mid);
-    if (readers.size() != 1 || std::string(readers[0]->type()) != "Convolution") continue;
+    if (readers.size() != 1 || readers[0]->kind() != NodeKind::Convolution) continue;
     Node* c2 = readers[0];
     const std::string where = passes::arrow(*c1, *c2);
     auto skip = [&](const std::string& why) {

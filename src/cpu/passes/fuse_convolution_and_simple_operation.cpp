@@ -10,7 +10,7 @@ namespace kiln::cpu {
 size_t fuse_convolution_and_simple_operation(Graph& g, transforms::PassLog* log) {
   std::vector<Node*> convs;
   for (auto& n : g.nodes())
-    if (std::string(n->type()) == "Convolution") convs.push_back(n.get());
+    if (n->kind() == NodeKind::Convolution) convs.push_back(n.get());
   size_t fused = 0;
   for (Node* c : convs) fused += passes::fuse_simple_chain(g, c, "FuseConvolutionAndSimpleOperation", 1, log);
   return fused;

@@ -25,7 +25,7 @@ bool is_add(const Node& n) {
 size_t fuse_convolution_and_sum(Graph& g, transforms::PassLog* log) {
   std::vector<Node*> convs;
   for (auto& n : g.nodes())
-    if (std::string(n->type()) == "Convolution") convs.push_back(n.get());
+    if (n->kind() == NodeKind::Convolution) convs.push_back(n.get());
   size_t fused = 0;
   for (Node* conv : convs) {
     if (conv->outputs.size() != 1 || conv->post_ops()->sum_input() >= 0) continue;

@@ -9,7 +9,7 @@ namespace kiln::cpu {
 size_t fuse_fully_connected_and_simple_operation(Graph& g, transforms::PassLog* log) {
   std::vector<Node*> fcs;
   for (auto& n : g.nodes())
-    if (std::string(n->type()) == "FullyConnected") fcs.push_back(n.get());
+    if (n->kind() == NodeKind::FullyConnected) fcs.push_back(n.get());
   size_t fused = 0;
   for (Node* fc : fcs) {
     const int channel_axis = static_cast<int>(fc->outputs[0]->shape.size()) - 1;  // output columns

@@ -17,7 +17,7 @@ constexpr const char* kPass = "FusePoolingAndFakeQuantize";
 size_t fuse_pooling_and_fake_quantize(Graph& g, transforms::PassLog* log) {
   std::vector<Node*> pools;
   for (auto& n : g.nodes())
-    if (std::string(n->type()) == "Pooling") pools.push_back(n.get());
+    if (n->kind() == NodeKind::Pooling) pools.push_back(n.get());
   size_t fused = 0;
   std::string why;
   for (Node* pool : pools) {
