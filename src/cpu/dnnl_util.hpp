@@ -5,13 +5,13 @@
 #include <kiln/tensor.hpp>
 
 #include <memory>
-#include <oneapi/dnnl/dnnl.hpp>
-#include <optional>
-#include <string>
 #include <algorithm>
 #include <atomic>
 #include <functional>
 #include <list>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
+#include <string>
 #include <typeinfo>
 #include <unordered_map>
 #include <utility>
@@ -63,17 +63,6 @@ std::string impl_name(const Desc& d, const dnnl::primitive_attr& attr) {
   return impl;
 }
 
-// The primitives a thread has made, by what defines them (operation descriptor, post-ops,
-// scratchpad mode, and `variant`: the implementation choice when not oneDNN's first), with
-// their descriptors. Layers alike (BERT's 6 or 12 copies of each FullyConnected), the plans of
-// a variable-shape model and the rebuild of a plan all take the primitive made first: oneDNN
-// 2.6 caches primitives but not descriptors, and a descriptor costs 0.1-1.5 ms (it searches
-// implementations and blockings). A thread's graphs run one at a time, so sharing is safe.
-// Bounded like oneDNN's primitive cache (property cpu_runtime_cache_capacity, 0: off): at most
-// that many per thread and primitive kind, the least recently used dropped first.
-// `choose` (may be null) picks the implementation from the descriptor oneDNN made first and
-// says whether it changed it; it runs while `d` lives (oneDNN's iterator reads it again). Attributes that post_ops_key()
-// cannot describe are not kept.
 // Lookups of cached_primitive() that found a primitive / made one, on all threads.
 struct PrimitiveMemoStats {
   std::atomic<size_t> hits{0}, misses{0};
@@ -87,6 +76,17 @@ struct MemoPrimitive {
   bool chosen = false;  // `choose` took another implementation than oneDNN's first
 };
 
+// The primitives a thread has made, by what defines them (operation descriptor, post-ops,
+// scratchpad mode, and `variant`: the implementation choice when not oneDNN's first), with
+// their descriptors. Layers alike (BERT's 6 or 12 copies of each FullyConnected), the plans of
+// a variable-shape model and the rebuild of a plan all take the primitive made first: oneDNN
+// 2.6 caches primitives but not descriptors, and a descriptor costs 0.1-1.5 ms (it searches
+// implementations and blockings). A thread's graphs run one at a time, so sharing is safe.
+// Bounded like oneDNN's primitive cache (property cpu_runtime_cache_capacity, 0: off): at most
+// that many per thread and primitive kind, the least recently used dropped first.
+// `choose` (may be null) picks the implementation from the descriptor oneDNN made first and
+// says whether it changed it; it runs while `d` lives (oneDNN's iterator reads it again).
+// Attributes that post_ops_key() cannot describe are not kept.
 template <class PD, class Prim, class Desc>
 MemoPrimitive<PD, Prim> cached_primitive(const Desc& d, const dnnl::primitive_attr& attr, const char* variant = "",
                                          const std::function<bool(PD&)>& choose = nullptr) {

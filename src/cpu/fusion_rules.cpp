@@ -13,16 +13,6 @@ namespace {
 
 using dnnl::algorithm;
 
-PostOp eltwise(algorithm alg, float alpha, float beta, const std::string& from) {
-  PostOp op;
-  op.kind = PostOp::Kind::eltwise;
-  op.alg = alg;
-  op.alpha = alpha;
-  op.beta = beta;
-  op.from = from;
-  return op;
-}
-
 PostOp with_constant(PostOp::Kind kind, algorithm alg, Tensor c, const std::string& from) {
   PostOp op;
   op.kind = kind;
@@ -86,6 +76,16 @@ std::optional<std::vector<double>> channel_values(const TensorFacts& e, const Sh
 }
 
 }  // namespace
+
+PostOp eltwise_post_op(dnnl::algorithm alg, float alpha, float beta, const std::string& from) {
+  PostOp op;
+  op.kind = PostOp::Kind::eltwise;
+  op.alg = alg;
+  op.alpha = alpha;
+  op.beta = beta;
+  op.from = from;
+  return op;
+}
 
 TensorFacts facts_of(const ir::Value& v) {
   TensorFacts f;
@@ -189,7 +189,7 @@ std::optional<std::vector<PostOp>> fake_quantize_post_ops(const ir::Node& n, con
   if (!all(il, 0.0)) bin(algorithm::binary_add, il, -1.0);
   if (!all(s, 1.0)) bin(algorithm::binary_mul, s, 1.0);
   if (!all(a, 0.0)) bin(algorithm::binary_add, a, 1.0);
-  ops.push_back(eltwise(algorithm::eltwise_round, 0.0f, 0.0f, n.name()));
+  ops.push_back(eltwise_post_op(algorithm::eltwise_round, 0.0f, 0.0f, n.name()));
   if (!all(d, 1.0)) bin(algorithm::binary_mul, d, 1.0);
   if (!all(e, 0.0)) bin(algorithm::binary_add, e, 1.0);
   return ops;
@@ -205,13 +205,13 @@ std::optional<std::vector<PostOp>> simple_post_ops(const ir::Node& n, const std:
   if (eltwise_supports(n)) {  // what the Eltwise node runs, as one eltwise post-op
     if (from != 0) return std::nullopt;
     const EltwiseSpec spec = *eltwise_spec(n);
-    return std::vector<PostOp>{eltwise(spec.alg, spec.alpha, spec.beta, n.name())};
+    return std::vector<PostOp>{eltwise_post_op(spec.alg, spec.alpha, spec.beta, n.name())};
   }
   if (!n.is_onnx_domain()) return std::nullopt;
   if (op == "HardSigmoid" && inputs.size() == 1) {
     // max(0, min(1, alpha * x + beta)): a linear and a clip post-op
-    return std::vector<PostOp>{eltwise(algorithm::eltwise_linear, n.attr_f("alpha", 0.2f), n.attr_f("beta", 0.5f), n.name()),
-                               eltwise(algorithm::eltwise_clip_v2, 0.0f, 1.0f, n.name())};
+    return std::vector<PostOp>{eltwise_post_op(algorithm::eltwise_linear, n.attr_f("alpha", 0.2f), n.attr_f("beta", 0.5f), n.name()),
+                               eltwise_post_op(algorithm::eltwise_clip_v2, 0.0f, 1.0f, n.name())};
   }
   const bool binary = op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Max" || op == "Min";
   if (!binary && op != "PRelu") return std::nullopt;
@@ -239,7 +239,7 @@ std::optional<std::vector<PostOp>> simple_post_ops(const ir::Node& n, const std:
   if (op == "Sub") {
     if (from == 0) return std::vector<PostOp>{bin(algorithm::binary_sub)};
     // c - x = (-x) + c
-    return std::vector<PostOp>{eltwise(algorithm::eltwise_linear, -1.0f, 0.0f, n.name()), bin(algorithm::binary_add)};
+    return std::vector<PostOp>{eltwise_post_op(algorithm::eltwise_linear, -1.0f, 0.0f, n.name()), bin(algorithm::binary_add)};
   }
   if (from == 0) return std::vector<PostOp>{bin(algorithm::binary_div)};  // x / c
   *why = "Div with the host's output as divisor";

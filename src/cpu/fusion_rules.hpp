@@ -32,6 +32,9 @@ struct PostOpHost {
   int channel_axis = 1;
   int64_t channels = 0;
 };
+// An eltwise post-op (oneDNN algorithm and parameters) from ONNX node `from`.
+PostOp eltwise_post_op(dnnl::algorithm alg, float alpha, float beta, const std::string& from);
+
 // `n` becomes a Convolution or a FullyConnected runtime node (the node factory's own tests:
 // convolution_supports, fully_connected_supports).
 std::optional<PostOpHost> post_op_host(const ir::Node& n);

@@ -150,6 +150,17 @@ inline bool log_has(const transforms::PassLog& log, bool applied, const std::str
   return false;
 }
 
+// A 3x3 Conv (pads 1) of `x`: weights [co, ci, 3, 3] uniform in +-w_scale and a bias, random
+// from `seed`; named `name` (its constants `name`_w, `name`_b).
+inline ir::Value* conv3x3(ir::Graph& g, ir::Value* x, int64_t ci, int64_t co, uint32_t seed, const std::string& name,
+                          float w_scale) {
+  auto* c = g.add_node("Conv", {x, g.add_constant(name + "_w", random_tensor({co, ci, 3, 3}, seed, w_scale)),
+                                g.add_constant(name + "_b", random_tensor({co}, seed + 1))},
+                       1, name);
+  c->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+  return c->output(0);
+}
+
 // An empty graph importing the default domain at `opset`.
 inline std::shared_ptr<ir::Graph> make_graph(int opset = 13) {
   auto g = std::make_shared<ir::Graph>();

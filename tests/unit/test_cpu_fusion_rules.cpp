@@ -21,11 +21,7 @@ namespace {
 using Build = void (*)(ir::Graph& g);
 
 ir::Value* conv(ir::Graph& g, ir::Value* x, int64_t ci, int64_t co, uint32_t seed, const std::string& name) {
-  auto* c = g.add_node("Conv", {x, g.add_constant(name + "_w", random_tensor({co, ci, 3, 3}, seed, 0.3f)),
-                                g.add_constant(name + "_b", random_tensor({co}, seed + 1))},
-                       1, name);
-  c->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
-  return c->output(0);
+  return conv3x3(g, x, ci, co, seed, name, 0.3f);
 }
 
 ir::Value* op(ir::Graph& g, const std::string& type, std::vector<ir::Value*> in, const std::string& name) {

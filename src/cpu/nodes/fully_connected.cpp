@@ -59,8 +59,6 @@ class FullyConnectedNode : public Node {
 
   std::vector<InputLayout> prepare() override {
     setup();
-    // (fused post-ops, e.g. GELU, ran 1.7x slower in that kernel: a pass of their own)
-    if (!post_ops_.empty()) runtime_m_ = false;
     if (runtime_m_) {  // one primitive for every M (cached_primitive: made once per thread)
       try {
         auto made = cached_primitive<dnnl::matmul::primitive_desc, dnnl::matmul>(
@@ -171,8 +169,9 @@ class FullyConnectedNode : public Node {
     // The model's shapes vary: rows as a runtime dim, so one primitive serves every M (oneDNN's
     // gemm kernel, generated once per process, as fast as the brgemm one it would make per M:
     // [M,384]x[384,1536] for M = 8..384, 2 threads). Not for bf16 (no such kernel), a transposed
-    // A (its strides depend on M) or a bias that varies along M.
-    runtime_m_ = shapes_vary && in_dt_ == f32 && !ta && !bias_post_op_;
+    // A (its strides depend on M), a bias that varies along M, or fused post-ops (GELU ran 1.7x
+    // slower there: that kernel applies them in a pass of its own).
+    runtime_m_ = shapes_vary && in_dt_ == f32 && !ta && !bias_post_op_ && post_ops_.empty();
   }
 
   // oneDNN's implementation of the primitive with these fused post-ops (after the bias

@@ -10,18 +10,6 @@ namespace kiln::cpu::passes {
 
 namespace {
 
-using dnnl::algorithm;
-
-PostOp eltwise(algorithm alg, float alpha, float beta, const std::string& from) {
-  PostOp op;
-  op.kind = PostOp::Kind::eltwise;
-  op.alg = alg;
-  op.alpha = alpha;
-  op.beta = beta;
-  op.from = from;
-  return op;
-}
-
 // Runs a rule of cpu/fusion_rules.hpp on runtime node `c` reading `from`.
 template <class Rule>
 std::optional<std::vector<PostOp>> on_node(const Node& c, const Edge* from, std::string* why, Rule rule) {
@@ -92,7 +80,7 @@ size_t fuse_simple_chain(Graph& g, Node* host, const char* pass, int channel_axi
     if (readers.empty()) break;
     if (auto [sig, mul] = swish_pair(g, out, readers); sig && !g.is_graph_output(out)) {
       // x * sigmoid(x): one swish post-op for both nodes
-      const std::vector<PostOp> ops = {eltwise(algorithm::eltwise_swish, 1.0f, 0.0f, mul->name)};
+      const std::vector<PostOp> ops = {eltwise_post_op(dnnl::algorithm::eltwise_swish, 1.0f, 0.0f, mul->name)};
       const std::string where = arrow(*host, *mul);
       if (!host->accepts_post_ops(ops, &why)) {
         if (log) log->skipped(pass, where, cat("Swish (", sig->name, ", ", mul->name, ") not fused: ", why));
