@@ -11,6 +11,7 @@
 
 #include "ir/graph.hpp"
 #include "ir/op_registry.hpp"
+#include "cpu/emitters/x64/target_machine.hpp"
 #include "snippets/generator.hpp"
 
 using namespace kiln;
@@ -84,7 +85,7 @@ void BM_SnippetsChain(benchmark::State& s) {
   constexpr int64_t kChunk = 16384;
   auto body = chain_body(static_cast<int>(s.range(0)));
   snippets::CompileOptions opt;
-  opt.isa = s.range(2) ? snippets::Isa::Avx2 : snippets::Isa::Avx512;
+  opt.target = cpu::x64::shared_target_machine(s.range(2) ? snippets::Isa::Avx2 : snippets::Isa::Avx512);
   std::unique_ptr<snippets::Kernel> k;
   try {
     k = snippets::compile(*body, {{Shape{kChunk}}, Shape{kChunk}}, opt);

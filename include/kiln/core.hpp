@@ -16,6 +16,7 @@
 // Every failure a user can cause throws kiln::Error.
 #include <kiln/dtype.hpp>
 #include <kiln/error.hpp>
+#include <kiln/profiling.hpp>
 #include <kiln/tensor.hpp>
 
 #include <chrono>
@@ -74,20 +75,29 @@ using AnyMap = std::map<std::string, std::string>;
 
 class InferRequest;
 
-// One row of InferRequest::get_profiling_info(): a runtime node of the last inference
-// (compile property enable_profiling / PERF_COUNT must be on).
-struct ProfilingInfo {
-  enum class Status { not_run, optimized_out, executed };
-  Status status = Status::executed;
-  std::string node_name;  // the runtime node (a fused node is named after its first ir node)
-  std::string node_type;  // runtime node kind: Convolution, Eltwise, Reorder, Reference, ...
-  std::string exec_type;  // implementation and precision, e.g. "brgconv_avx512_core_f32", "ref_any_f32"
-  double real_time_us = 0;  // wall time of the node
-  double start_us = 0;      // when it started: steady clock, microseconds since its epoch (timelines)
-  double cpu_time_us = 0;   // process CPU time (all threads) spent during the node
-  std::string fused_into;   // OPTIMIZED_OUT rows: the runtime node this layer was fused into
+// The runtime graph a compiled model runs for one set of input shapes (OpenVINO's
+// get_runtime_model): the nodes after fusion, in execution order.
+struct RuntimeNode {
+  struct Output {
+    std::string name;
+    Shape shape;
+    std::string layout;  // memory format, e.g. "nchw", "nChw16c"
+    DType precision = DType::f32;
+  };
+  std::string name;       // the runtime node (a fused node is named after its first ONNX node)
+  std::string type;       // runtime node kind: Convolution, Eltwise, Subgraph, Reorder, ...
+  std::string exec_type;  // implementation and precision, as the performance counters name it
+  std::string original;   // the ONNX node it was made from ("" for inserted nodes: Reorders, ...)
+  std::vector<std::string> fused;   // ONNX nodes fused into it (post-ops, sums, snippets bodies)
+  std::vector<std::string> inputs;  // tensors it reads (weights and other constants left out)
+  std::vector<Output> outputs;
 };
-const char* status_name(ProfilingInfo::Status s);  // "EXECUTED", "NOT_RUN", "OPTIMIZED_OUT"
+struct RuntimeModel {
+  std::vector<RuntimeNode> nodes;  // in execution order
+  size_t arena_bytes = 0;          // one request's intermediate tensors, planned in one block
+  size_t in_place_nodes = 0;       // nodes that write their output over an input no one reads after
+};
+
 
 class CompiledModel {
  public:
@@ -103,6 +113,11 @@ class CompiledModel {
   // to keep every stream busy), kiln_threads_per_stream and kiln_cpu_isa (as
   // Core::get_property). Unknown key: kiln::Error.
   std::string get_property(const std::string& key) const;
+  // The runtime graph the model's requests run for these input shapes (empty: the shapes the
+  // model declares, all static). The plan is the one inference uses (made now when these
+  // shapes have not run yet). kiln::Error with kiln_executor = reference (no runtime graph),
+  // for shapes the model does not accept, or for a graph whose shapes depend on its data.
+  RuntimeModel get_runtime_model(const std::vector<Shape>& input_shapes = {}) const;
   struct Impl;
 
  private:

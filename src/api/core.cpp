@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "api/properties.hpp"
+#include "api/runtime_model.hpp"
 #include "core/strings.hpp"
 #include "cpu/executor.hpp"
 #include "cpu/stream_executor.hpp"
@@ -231,6 +232,26 @@ std::string CompiledModel::get_property(const std::string& key) const {
   return api::effective_value(k, c.settings, c.layout);
 }
 
+RuntimeModel CompiledModel::get_runtime_model(const std::vector<Shape>& input_shapes) const {
+  const auto& c = need(impl_);
+  KILN_CHECK(c.fast, "get_runtime_model: kiln_executor = reference runs the ONNX graph node by node; there is no runtime graph");
+  std::vector<Shape> shapes = input_shapes;
+  const std::vector<PortInfo>& ports = c.model->inputs();
+  if (shapes.empty()) {
+    for (const PortInfo& p : ports) {
+      KILN_CHECK(p.rank_known && std::all_of(p.shape.begin(), p.shape.end(), [](int64_t d) { return d >= 0; }),
+                 cat("get_runtime_model: input '", p.name, "' has the dynamic shape ", p.shape_string(),
+                     "; pass the input shapes"));
+      shapes.push_back(p.shape);
+    }
+  }
+  KILN_CHECK(shapes.size() == ports.size(),
+             cat("get_runtime_model: ", shapes.size(), " input shapes for a model with ", ports.size(), " inputs"));
+  const cpu::Executor::Plan& plan = c.fast->plan_for(shapes);
+  KILN_CHECK(plan.cpu, cat("get_runtime_model: no runtime graph for these shapes (", plan.fallback_reason, ")"));
+  return api::describe_runtime_graph(*plan.cpu);
+}
+
 // ---------------- InferRequest ----------------
 
 static InferRequest::Impl& need(const std::shared_ptr<InferRequest::Impl>& p) {
@@ -330,15 +351,6 @@ std::vector<ProfilingInfo> InferRequest::get_profiling_info() const {
   check_not_busy(r, "get_profiling_info");
   KILN_CHECK(r.ran, "get_profiling_info: infer() has not run yet");
   return r.profile;
-}
-
-const char* status_name(ProfilingInfo::Status s) {
-  switch (s) {
-    case ProfilingInfo::Status::not_run: return "NOT_RUN";
-    case ProfilingInfo::Status::optimized_out: return "OPTIMIZED_OUT";
-    case ProfilingInfo::Status::executed: return "EXECUTED";
-  }
-  return "?";
 }
 
 Tensor InferRequest::get_output_tensor(size_t index) const {

@@ -1,3 +1,4 @@
+#include "cpu/emitters/x64/target_machine.hpp"
 #include "api/properties.hpp"
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 #pragma once
 // Times one node for the performance counters: wall time (steady clock) and the CPU
 // time of the whole process (all OpenMP threads) between start() and stop().
-#include <kiln/core.hpp>
+#include <kiln/profiling.hpp>
 
 #include <chrono>
 #include <ctime>

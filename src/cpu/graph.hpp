@@ -6,7 +6,7 @@
 // intermediate tensors live at offsets planned by lifetime in one arena, which graphs
 // running on one thread may share (GraphOptions::arena); nothing is allocated during
 // execute() except by Reference nodes' kernels.
-#include <kiln/core.hpp>
+#include <kiln/profiling.hpp>
 #include <kiln/tensor.hpp>
 
 #include <memory>

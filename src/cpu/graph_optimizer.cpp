@@ -6,7 +6,7 @@
 #include "ir/op_registry.hpp"
 #include "pattern/pattern_library.hpp"
 #include "pattern/pattern_mapping.hpp"
-#include "snippets/target_machine.hpp"
+#include "cpu/emitters/x64/target_machine.hpp"
 #include "snippets/tokenizer.hpp"
 #include "transforms/ir_fusion_passes.hpp"
 
@@ -63,10 +63,12 @@ void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transfor
                               "; needs AVX2 and FMA)"));
     return;
   }
+  // the code generator's registers for data pointers bound a Subgraph's inputs + outputs
+  const size_t max_ptrs = static_cast<size_t>(x64::shared_target_machine()->max_data_pointers());
   if (snippets == SnippetsMode::ignore_callback) {
-    snippets::tokenize(g, snippets::SkippedNodes{}, log);
+    snippets::tokenize(g, snippets::SkippedNodes{}, max_ptrs, log);
   } else {
-    snippets::tokenize(g, mark_skipped(g, log), log);  // what the CPU passes will fuse stays out
+    snippets::tokenize(g, mark_skipped(g, log), max_ptrs, log);  // what the CPU passes will fuse stays out
   }
 }
 

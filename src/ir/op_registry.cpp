@@ -7,8 +7,6 @@
 
 #include <mutex>
 
-#include "ops/op_families.hpp"
-
 namespace kiln::ir {
 
 // ---------------- contexts ----------------
@@ -69,10 +67,36 @@ void RunContext::set_output(size_t i, Tensor t) {
 
 // ---------------- registry ----------------
 
+namespace {
+
+struct Providers {
+  std::mutex mu;
+  std::vector<OpRegistry::Provider> list;
+  OpRegistry* registry = nullptr;  // once instance() has made it
+};
+
+Providers& providers() {
+  static Providers p;
+  return p;
+}
+
+}  // namespace
+
+bool OpRegistry::add_provider(Provider p) {
+  Providers& ps = providers();
+  std::lock_guard<std::mutex> lock(ps.mu);
+  if (ps.registry) p(*ps.registry);  // a provider that arrives late still lands
+  else ps.list.push_back(p);
+  return true;
+}
+
 OpRegistry& OpRegistry::instance() {
   static OpRegistry* reg = [] {
-    auto* r = new OpRegistry();
-    ops::register_all_ops(*r);
+    auto* r = new OpRegistry();  // never destroyed: static destructors may still look ops up
+    Providers& ps = providers();
+    std::lock_guard<std::mutex> lock(ps.mu);
+    for (Provider p : ps.list) p(*r);
+    ps.registry = r;
     return r;
   }();
   return *reg;

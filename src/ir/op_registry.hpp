@@ -98,7 +98,15 @@ struct OpSchema {
 
 class OpRegistry {
  public:
-  static OpRegistry& instance();  // populated with every built-in op on first use
+  // The layers that define ops hand the registry a provider from a static initialiser
+  // (src/ops/all_ops.cpp: every ONNX and contrib op; src/snippets/subgraph_op.cpp: kiln
+  // Subgraph), so the ir layer never names them; the build links kiln_ops whole
+  // (CMakeLists.txt) so that initialiser is part of every program. A provider only records
+  // itself: the ops' own tables are other files' statics, not yet made at that point.
+  using Provider = void (*)(OpRegistry&);
+  static bool add_provider(Provider p);  // returns true (for use in a static initialiser)
+  // The process's registry: every provider has run on it, on the first call.
+  static OpRegistry& instance();
   void add(OpSchema schema);
   const OpSchema* find(const std::string& domain, const std::string& name) const;
   OpSchema* find_mutable(const std::string& domain, const std::string& name);  // while registering

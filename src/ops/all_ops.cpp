@@ -8,7 +8,6 @@
 #include "ir/onnx_versions.hpp"
 #include "ir/op_registry.hpp"
 #include "ops/op_families.hpp"
-#include "snippets/subgraph_op.hpp"
 
 namespace kiln::ops {
 
@@ -70,7 +69,6 @@ void register_all_ops(ir::OpRegistry& r) {
   register_control_flow_ops(r);
   register_string_ops(r);  // after elementwise: extends Equal
   register_sequence_ops(r);
-  snippets::register_subgraph_op(r);  // kiln Subgraph (snippets tokenizer)
   // an operator listed must be registered, and its revision must exist in ONNX
   std::vector<std::string> bad;
   for (const auto& [op, newest] : newest_revisions()) {
@@ -90,5 +88,10 @@ void register_all_ops(ir::OpRegistry& r) {
     s->takes_narrow_types = true;
   }
 }
+
+// Every op above is in the process's registry (ir/op_registry.hpp: providers).
+namespace {
+[[maybe_unused]] const bool kRegistered = ir::OpRegistry::add_provider(&register_all_ops);
+}  // namespace
 
 }  // namespace kiln::ops

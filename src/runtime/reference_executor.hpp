@@ -3,7 +3,7 @@
 // kernels on concrete tensors. Symbolic dims are bound from the actual input shapes at
 // every run, so dynamic batch / sequence lengths work. Tensors are freed after their
 // last use. This is the correctness baseline the fast paths are tested against.
-#include <kiln/core.hpp>
+#include <kiln/profiling.hpp>
 #include <kiln/tensor.hpp>
 
 #include <memory>

@@ -314,7 +314,8 @@ int64_t reduced_from(const std::vector<const ir::Node*>& nodes, const Shape& out
 }
 
 std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shapes, const CompileOptions& options) {
-  auto tm = cpu::x64::make_target_machine(options.isa);
+  KILN_CHECK(options.target, cat("snippets: no target machine to generate '", options.name, "' for (CompileOptions::target)"));
+  const TargetMachine* tm = options.target.get();
   tm->check_available();
   KILN_CHECK(shapes.inputs.size() == body.inputs().size(),
              cat("snippets: ", shapes.inputs.size(), " input shapes for a body with ", body.inputs().size(), " inputs"));
@@ -448,7 +449,7 @@ std::string kernel_cache_key(const ir::Graph& body, const KernelShapes& shapes, 
   k << "|shapes";
   for (const Shape& s : shapes.inputs) k << " " << shape_to_string(s);
   k << " -> " << shape_to_string(shapes.output);
-  k << "|isa " << isa_name(options.isa) << " fma " << options.fuse_fma << " unroll " << options.unroll << " detector "
+  k << "|target " << (options.target ? options.target->name() : "none") << " fma " << options.fuse_fma << " unroll " << options.unroll << " detector "
     << segfault_detector_on(options) << " buffers " << options.optimize_buffers
     << " bf16_out " << options.bf16_outputs;
   return k.str();

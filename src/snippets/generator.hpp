@@ -38,7 +38,9 @@ struct KernelShapes {
 
 struct CompileOptions {
   bool fuse_fma = true;  // Mul+Add -> FMA (one rounding instead of two)
-  Isa isa = Isa::Auto;   // the target's instruction set (Avx2 also runs on AVX-512 CPUs)
+  // The code generator (required): the backend that emits the kernel, handed in by whoever
+  // owns the CPU (cpu::x64::make_target_machine), so the generic compiler names no CPU.
+  std::shared_ptr<const TargetMachine> target;
   // Vectors per inner-loop iteration (UnrollLoops). 0: the largest of 4, 2, 1 whose
   // registers fit.
   int unroll = 0;

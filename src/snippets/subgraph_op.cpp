@@ -77,4 +77,10 @@ void register_subgraph_op(ir::OpRegistry& r) {
   r.add(std::move(s));
 }
 
+// The Subgraph op is in the process's registry (ir/op_registry.hpp: providers); this
+// file is linked wherever the tokenizer (which creates Subgraph nodes) is.
+namespace {
+[[maybe_unused]] const bool kRegistered = ir::OpRegistry::add_provider(&register_subgraph_op);
+}  // namespace
+
 }  // namespace kiln::snippets

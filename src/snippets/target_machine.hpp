@@ -61,13 +61,3 @@ class TargetMachine {
 };
 
 }  // namespace kiln::snippets
-
-namespace kiln::cpu::x64 {
-// The widest snippets target the instruction set in use runs (the CPU's, capped by
-// KILN_MAX_CPU_ISA: cpu/isa.hpp): AVX-512, else AVX2, else none (SSE4.1: the ops stay on
-// their oneDNN / reference nodes).
-std::optional<snippets::Isa> best_isa();
-// The x64 target (src/cpu/emitters/x64/) for `isa`; Auto picks best_isa(). The machine's
-// check_available() says whether the ISA in use runs it.
-std::unique_ptr<snippets::TargetMachine> make_target_machine(snippets::Isa isa = snippets::Isa::Auto);
-}  // namespace kiln::cpu::x64

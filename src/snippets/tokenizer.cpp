@@ -47,9 +47,8 @@ bool lone_worth_a_kernel(const ir::Node& n) {
 // The tokenizer's working state: clusters of nodes that will become one Subgraph each.
 class Tokenizer {
  public:
-  Tokenizer(ir::Graph& g, const SkippedNodes& skipped, transforms::PassLog* log, size_t max_ptrs,
-            std::function<bool(const ir::Node&)> accept = {})
-      : g_(g), skipped_(skipped), log_(log), max_ptrs_(max_ptrs), accept_(std::move(accept)) {}
+  Tokenizer(ir::Graph& g, const SkippedNodes& skipped, transforms::PassLog* log, size_t max_ptrs)
+      : g_(g), skipped_(skipped), log_(log), max_ptrs_(max_ptrs) {}
 
   size_t run() {
     order_ = g_.topo_order();
@@ -82,7 +81,7 @@ class Tokenizer {
   }
 
   void visit(ir::Node* n) {
-    if (!tokenizable(*n) || (accept_ && !accept_(*n))) return;
+    if (!tokenizable(*n)) return;
     if (skipped_.count(n)) {
       if (log_) log_->skipped(kTokenizationPass, n->name(), "left to the CPU optimizer (marked by SnippetsMarkSkipped)");
       return;
@@ -339,7 +338,6 @@ class Tokenizer {
   const SkippedNodes& skipped_;
   transforms::PassLog* log_;
   size_t max_ptrs_;
-  std::function<bool(const ir::Node&)> accept_;  // the caller's extra condition (may be empty)
   std::vector<ir::Node*> order_;
   std::unordered_map<const ir::Node*, size_t> pos_;
   std::unordered_map<const ir::Node*, int> cluster_of_;
@@ -382,13 +380,8 @@ bool tokenizable(const ir::Node& n) {
   return true;
 }
 
-size_t tokenize(ir::Graph& g, const SkippedNodes& skipped, transforms::PassLog* log, size_t max_data_pointers) {
+size_t tokenize(ir::Graph& g, const SkippedNodes& skipped, size_t max_data_pointers, transforms::PassLog* log) {
   return Tokenizer(g, skipped, log, max_data_pointers).run();
-}
-
-size_t tokenize(ir::Graph& g, const SkippedNodes& skipped, transforms::PassLog* log,
-                const std::function<bool(const ir::Node&)>& accept) {
-  return Tokenizer(g, skipped, log, kMaxDataPointers, accept).run();
 }
 
 }  // namespace kiln::snippets

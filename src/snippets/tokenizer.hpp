@@ -35,9 +35,6 @@ using SkippedNodes = std::unordered_set<const ir::Node*>;
 
 inline constexpr const char* kTokenizationPass = "SnippetsTokenization";
 
-// Registers the kernel may use for data pointers (inputs + outputs of one subgraph).
-inline constexpr size_t kMaxDataPointers = 11;
-
 // Whether snippets can compile node `n` (f32 data only; static or dynamic shapes):
 // Abs, Clip (constant one-value bounds), Elu, Erf, Exp, Floor, Ceil, Round, Neg, Relu,
 // LeakyRelu, Sigmoid, HardSigmoid, HardSwish, Softplus, Sqrt, Reciprocal, Tanh, Mish,
@@ -45,13 +42,11 @@ inline constexpr size_t kMaxDataPointers = 11;
 // SquaredDifference (when the registry has it).
 bool tokenizable(const ir::Node& n);
 
-// Tokenizes leaving `skipped` alone, and only nodes `accept` also takes (the pipeline's own
-// limits). Returns the number of Subgraph nodes created.
-size_t tokenize(ir::Graph& g, const SkippedNodes& skipped, transforms::PassLog* log,
-                const std::function<bool(const ir::Node&)>& accept);
-
-// Tokenizes leaving `skipped` alone, with a data-pointer budget of `max_data_pointers`.
-size_t tokenize(ir::Graph& g, const SkippedNodes& skipped, transforms::PassLog* log = nullptr,
-                size_t max_data_pointers = kMaxDataPointers);
+// Tokenizes leaving `skipped` alone. A Subgraph gets at most `max_data_pointers` inputs +
+// outputs + scratch buffers: the general-purpose registers the code generator has for them
+// (the CPU layer passes its target machine's TargetMachine::max_data_pointers()). Returns the
+// number of Subgraph nodes created.
+size_t tokenize(ir::Graph& g, const SkippedNodes& skipped, size_t max_data_pointers,
+                transforms::PassLog* log = nullptr);
 
 }  // namespace kiln::snippets

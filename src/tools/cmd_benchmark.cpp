@@ -27,8 +27,6 @@
 
 #include "commands.hpp"
 #include "core/strings.hpp"
-#include "api/properties.hpp"
-#include "cpu/executor.hpp"
 #include "tools/common/exec_graph.hpp"
 #include "tools/common/perf_counters.hpp"
 #include "tools/common/trace.hpp"
@@ -422,16 +420,12 @@ int cmd_benchmark(const BenchmarkOptions& o) {
               << " node events; open in chrome://tracing or ui.perfetto.dev)\n";
   }
   if (!o.exec_graph_path.empty()) {
-    // the runtime graph these properties give for these input shapes (compiled once more)
-    api::Settings settings = api::parse_properties(properties);
-    cpu::Executor ex(model->graph(), settings.graph);
+    // the runtime graph the benchmark's requests ran for these input shapes
     std::vector<Shape> shapes;
     for (const Tensor& t : in.tensors) shapes.push_back(t.shape());
-    const cpu::Executor::Plan& plan = ex.plan_for(shapes);
-    KILN_CHECK(plan.cpu, cat("-exec_graph_path: no runtime graph (", plan.fallback_reason, ")"));
     std::ofstream f(o.exec_graph_path);
     KILN_CHECK(f.good(), cat("-exec_graph_path: cannot write '", o.exec_graph_path, "'"));
-    f << tools::exec_graph_json(*plan.cpu).dump(2) << "\n";
+    f << tools::exec_graph_json(compiled.get_runtime_model(shapes)).dump(2) << "\n";
     std::cout << "wrote       " << o.exec_graph_path << "  (runtime graph)\n";
   }
 

@@ -11,6 +11,7 @@
 #include <map>
 
 #include "api/properties.hpp"
+#include "api/runtime_model.hpp"
 #include "commands.hpp"
 #include "core/strings.hpp"
 #include "cpu/executor.hpp"
@@ -95,7 +96,7 @@ int cmd_inspect(const InspectOptions& o) {
     std::cout << "\nfusions:\n" << tools::explain_fusions(plan.log, true);
   }
   if (!o.exec_graph_path.empty()) {
-    write_file(o.exec_graph_path, tools::exec_graph_json(g).dump(2) + "\n", "--exec-graph");
+    write_file(o.exec_graph_path, tools::exec_graph_json(api::describe_runtime_graph(g)).dump(2) + "\n", "--exec-graph");
     std::cout << "wrote         " << o.exec_graph_path << "\n";
   }
   if (!o.dot_path.empty() || !o.svg_path.empty()) {

@@ -10,7 +10,7 @@
 #include "cpu/isa.hpp"
 #include "cpu_test_util.hpp"
 #include "snippets/subgraph_op.hpp"
-#include "snippets/target_machine.hpp"
+#include "cpu/emitters/x64/target_machine.hpp"
 
 using namespace kiln;
 using namespace kiln::test;

@@ -13,7 +13,7 @@
 #include "cpu/isa.hpp"
 #include "cpu_test_util.hpp"
 #include "precision_util.hpp"
-#include "snippets/target_machine.hpp"
+#include "cpu/emitters/x64/target_machine.hpp"
 #include "tensor_test_util.hpp"
 #include "test_snippets_util.hpp"
 
@@ -45,7 +45,7 @@ TEST(SnippetsBf16, OutputsAreTheF32ResultsRoundedToNearestEven) {
     x.data<float>()[0] = std::nanf("");
     auto want = runtime::ReferenceExecutor(g).run({x, y});
     snippets::CompileOptions opt;
-    opt.isa = snippets::Isa::Avx512;
+    opt.target = cpu::x64::shared_target_machine(snippets::Isa::Avx512);
     opt.fuse_fma = false;  // the reference rounds the Mul and the Add apart
     opt.bf16_outputs = true;
     auto k = snippets::compile(*g, {{s, {1, n}}, s}, opt);
@@ -68,7 +68,7 @@ TEST(SnippetsBf16, AvailableOnlyWhereTheCpuStoresBf16) {
   g->add_output(g->add_node("Relu", {g->inputs()[0]}, 1)->output(0));
   snippets::CompileOptions opt;
   opt.bf16_outputs = true;
-  opt.isa = snippets::Isa::Avx2;
+  opt.target = cpu::x64::shared_target_machine(snippets::Isa::Avx2);
   try {
     cpu::x64::make_target_machine(snippets::Isa::Avx2)->check_available();
   } catch (const Error&) {

@@ -389,20 +389,22 @@ TEST(SnippetsKernelCache, SameBodyAndShapesCompileOnce) {
   KILN_SKIP_WITHOUT_SNIPPETS_TARGET();
   const snippets::KernelShapes ks{{{4, 40}}, {4, 40}};
   auto before = snippets::kernel_cache_stats();
-  auto a = snippets::compile_cached(*relu_mul_body(2.0f), ks);
-  auto b = snippets::compile_cached(*relu_mul_body(2.0f), ks);  // another graph, same body
+  auto a = snippets::compile_cached(*relu_mul_body(2.0f), ks, best_target_options());
+  auto b = snippets::compile_cached(*relu_mul_body(2.0f), ks, best_target_options());  // another graph, same body
   EXPECT_EQ(a.get(), b.get());
-  auto c = snippets::compile_cached(*relu_mul_body(3.0f), ks);  // another constant
-  auto d = snippets::compile_cached(*relu_mul_body(2.0f), {{{2, 80}}, {2, 80}});  // other shapes
+  auto c = snippets::compile_cached(*relu_mul_body(3.0f), ks, best_target_options());  // another constant
+  auto d = snippets::compile_cached(*relu_mul_body(2.0f), {{{2, 80}}, {2, 80}}, best_target_options());  // other shapes
   EXPECT_NE(a.get(), c.get());
   EXPECT_NE(a.get(), d.get());
   auto after = snippets::kernel_cache_stats();
   EXPECT_EQ(after.hits - before.hits, 1u);
   EXPECT_EQ(after.misses - before.misses, 3u);
-  EXPECT_NE(snippets::kernel_cache_key(*relu_mul_body(2.0f), ks, {}),
+  snippets::CompileOptions avx512;
+  avx512.target = cpu::x64::shared_target_machine(snippets::Isa::Avx512);
+  EXPECT_NE(snippets::kernel_cache_key(*relu_mul_body(2.0f), ks, avx512),
             snippets::kernel_cache_key(*relu_mul_body(2.0f), ks, [] {
-              snippets::CompileOptions o;
-              o.isa = snippets::Isa::Avx2;
+              snippets::CompileOptions o = best_target_options();
+              o.target = cpu::x64::shared_target_machine(snippets::Isa::Avx2);
               return o;
             }()));
   const size_t live = after.live;
@@ -415,7 +417,7 @@ TEST(SnippetsDebug, LinearIrDumpAfterEveryPass) {
   KILN_SKIP_WITHOUT_SNIPPETS_TARGET();
   const kiln::test::ScopedTempDir tmp("lir_dump");
   const std::string dir = tmp.path().string();
-  snippets::CompileOptions o;
+  snippets::CompileOptions o = best_target_options();
   o.dump_dir = dir;
   o.name = "my/kernel";
   o.unroll = 1;
@@ -451,7 +453,7 @@ void run_on_bad_pointer() {
   auto g = snippets_body({{4, 40}});
   g->add_output(g->add_node("Relu", {g->inputs()[0]}, 1)->output(0));
   ir::infer_shapes(*g);
-  snippets::CompileOptions o;
+  snippets::CompileOptions o = best_target_options();
   o.segfault_detector = true;
   o.name = "bad_kernel";
   auto k = snippets::compile(*g, {{{4, 40}}, {4, 40}}, o);

@@ -18,7 +18,7 @@
 #include <sstream>
 
 #include "snippets/subgraph_op.hpp"
-#include "snippets/target_machine.hpp"
+#include "cpu/emitters/x64/target_machine.hpp"
 #include "snippets/tokenizer.hpp"
 #include "test_snippets_util.hpp"
 
@@ -301,7 +301,7 @@ TEST(SnippetsModSupport, TokenizedChainCompiles) {
   ir::Node* ng = g->add_node("Neg", {m->output(0)}, 1, "neg");
   g->add_output(ng->output(0));
   ir::infer_shapes(*g);
-  EXPECT_EQ(snippets::tokenize(*g, cpu::mark_skipped(*g)), 1u);
+  EXPECT_EQ(snippets::tokenize(*g, cpu::mark_skipped(*g), cpu::x64::shared_target_machine()->max_data_pointers()), 1u);
   ASSERT_EQ(g->num_nodes(), 1u);
   ir::Node* sg = g->topo_order().at(0);
   ASSERT_TRUE(snippets::is_subgraph(*sg));
@@ -309,7 +309,7 @@ TEST(SnippetsModSupport, TokenizedChainCompiles) {
   EXPECT_EQ(body->num_nodes(), 3u);
   std::mt19937 rng(29);
   Tensor x = fill({2, 40}, [&](int64_t) { return random_decimal(rng, -3, 3); });
-  snippets::CompileOptions o;  // the best ISA the CPU has
+  snippets::CompileOptions o = best_target_options();  // the best ISA the CPU has
   EXPECT_EQ(compare_with_reference(body, {x}, 0.0f, 0.0f, o), 0);
   const std::vector<float> got = run_kernel(body, {x}, {2, 40}, o);
   for (int64_t i = 0; i < x.size(); ++i) {

@@ -11,7 +11,7 @@
 #include "cpu/isa.hpp"
 #include "precision_util.hpp"
 #include "tensor_test_util.hpp"
-#include "snippets/target_machine.hpp"
+#include "cpu/emitters/x64/target_machine.hpp"
 
 namespace kiln::test {
 namespace {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "cpu/emitters/x64/target_machine.hpp"
 #include "cpu/mark_skipped.hpp"
 #include "snippets/subgraph_op.hpp"
 #include "snippets/tokenizer.hpp"
@@ -18,8 +19,11 @@ using transforms::PassLog;
 namespace {
 
 // What run_ir_passes does: MarkSkipped (the CPU layer's), then the tokenizer.
+// The data-pointer budget the CPU layer gives the tokenizer: its code generator's.
+const size_t kMaxDataPointers = static_cast<size_t>(cpu::x64::shared_target_machine()->max_data_pointers());
+
 size_t tokenize_marked(ir::Graph& g, transforms::PassLog* log = nullptr) {
-  return snippets::tokenize(g, cpu::mark_skipped(g, log), log);
+  return snippets::tokenize(g, cpu::mark_skipped(g, log), kMaxDataPointers, log);
 }
 
 }  // namespace
@@ -216,15 +220,15 @@ TEST(SnippetsTokenizer, RegisterBudgetSplitsAWideSubgraph) {
   auto tg = tokenized(g, feeds, 2, &log);
   auto sgs = subgraphs(*tg);
   ASSERT_EQ(sgs.size(), 2u);
-  for (ir::Node* n : sgs) EXPECT_LE(n->num_inputs() + n->num_outputs(), snippets::kMaxDataPointers) << n->name();
-  EXPECT_EQ(sgs[0]->num_inputs() + sgs[0]->num_outputs(), snippets::kMaxDataPointers);  // filled up first
+  for (ir::Node* n : sgs) EXPECT_LE(n->num_inputs() + n->num_outputs(), kMaxDataPointers) << n->name();
+  EXPECT_EQ(sgs[0]->num_inputs() + sgs[0]->num_outputs(), kMaxDataPointers);  // filled up first
   EXPECT_EQ(fused(sgs[1]).back(), "relu");
   bool logged = false;
   for (auto& en : entries(log, kTokenizationPass, false)) logged |= en.message.find("data pointers") != std::string::npos;
   EXPECT_TRUE(logged);
   // a tighter budget splits more
   auto t2 = g->clone();
-  EXPECT_EQ(snippets::tokenize(*t2, {}, nullptr, 4), 6u);
+  EXPECT_EQ(snippets::tokenize(*t2, {}, 4), 6u);
   expect_same_outputs(g, t2, feeds, 1e-5, 1e-6);
 }
 

@@ -15,7 +15,7 @@
 #include "ir/op_registry.hpp"
 #include "runtime/reference_executor.hpp"
 #include "snippets/generator.hpp"
-#include "snippets/target_machine.hpp"
+#include "cpu/emitters/x64/target_machine.hpp"
 
 namespace kiln::test {
 
@@ -75,6 +75,14 @@ inline int64_t compare_with_reference(const std::shared_ptr<ir::Graph>& body, co
   return bad;
 }
 
+// CompileOptions with the widest target the instruction set in use runs (the CPU layer's x64
+// machine, as the Subgraph node hands it to the compiler).
+inline snippets::CompileOptions best_target_options() {
+  snippets::CompileOptions o;
+  o.target = cpu::x64::shared_target_machine();
+  return o;
+}
+
 // A test run on both x64 targets: AVX-512 and AVX2 (forced on AVX-512 CPUs; skipped where the
 // CPU lacks the ISA). isa_options() are the default CompileOptions for the parameter's ISA.
 class SnippetsIsaTest : public ::testing::TestWithParam<snippets::Isa> {
@@ -88,7 +96,7 @@ class SnippetsIsaTest : public ::testing::TestWithParam<snippets::Isa> {
   }
   snippets::CompileOptions isa_options() const {
     snippets::CompileOptions o;
-    o.isa = GetParam();
+    o.target = cpu::x64::shared_target_machine(GetParam());
     return o;
   }
 };

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "cpu/emitters/x64/target_machine.hpp"
 #include "core/strings.hpp"
 #include "cpu/nodes/node_factory.hpp"
 #include "snippets/generator.hpp"
@@ -270,7 +271,7 @@ class SubgraphNode : public Node {
     if (same) {
       snippets::CompileOptions opt;
       opt.name = name;
-      opt.isa = snippets_isa;
+      opt.target = x64::shared_target_machine(snippets_isa);
       for (bool bf16 : {true, false}) {
         if (bf16 && !out_bf16) continue;
         opt.bf16_outputs = bf16;

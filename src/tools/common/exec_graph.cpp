@@ -8,33 +8,25 @@
 
 namespace kiln::tools {
 
-nlohmann::json exec_graph_json(const cpu::Graph& g) {
+nlohmann::json exec_graph_json(const RuntimeModel& m) {
   nlohmann::json nodes = nlohmann::json::array();
   int order = 0;
-  for (const auto& n : g.nodes()) {
+  for (const RuntimeNode& n : m.nodes) {
     nlohmann::json j;
-    j["name"] = n->name;
-    j["type"] = n->type();
-    j["primitive"] = n->impl;
+    j["name"] = n.name;
+    j["type"] = n.type;
+    j["primitive"] = n.exec_type;
     j["exec_order"] = order++;
-    j["original"] = n->source ? nlohmann::json(n->source->name()) : nlohmann::json(nullptr);
-    j["fused"] = n->fused;
-    nlohmann::json ins = nlohmann::json::array();
-    for (const cpu::Edge* e : n->inputs)
-      if (e && e->kind != cpu::Edge::Kind::constant) ins.push_back(e->name);
-    j["inputs"] = ins;
+    j["original"] = n.original.empty() ? nlohmann::json(nullptr) : nlohmann::json(n.original);
+    j["fused"] = n.fused;
+    j["inputs"] = n.inputs;
     nlohmann::json outs = nlohmann::json::array();
-    for (const cpu::Edge* e : n->outputs)
-      outs.push_back({{"name", e->name},
-                      {"shape", e->shape},
-                      {"layout", e->layout_name()},
-                      {"precision", dtype_name(e->dtype)}});
+    for (const RuntimeNode::Output& o : n.outputs)
+      outs.push_back({{"name", o.name}, {"shape", o.shape}, {"layout", o.layout}, {"precision", dtype_name(o.precision)}});
     j["outputs"] = outs;
     nodes.push_back(std::move(j));
   }
-  return {{"arena_bytes", g.arena_bytes()},
-          {"in_place_nodes", g.in_place_nodes()},
-          {"nodes", std::move(nodes)}};
+  return {{"arena_bytes", m.arena_bytes}, {"in_place_nodes", m.in_place_nodes}, {"nodes", std::move(nodes)}};
 }
 
 std::string explain_fusions(const transforms::PassLog& log, bool include_applied) {

@@ -3,6 +3,7 @@
 // node with its type, primitive, fused ONNX nodes, output layouts and precision, in
 // execution order), the fusion log as text, and a Graphviz drawing of the original and
 // the optimised graph side by side.
+#include <kiln/core.hpp>
 #include <nlohmann/json.hpp>
 
 #include <string>
@@ -13,7 +14,8 @@
 
 namespace kiln::tools {
 
-nlohmann::json exec_graph_json(const cpu::Graph& g);
+// The runtime graph (CompiledModel::get_runtime_model) as the JSON document -exec_graph_path writes.
+nlohmann::json exec_graph_json(const RuntimeModel& m);
 
 // One line per log entry: "applied  PASS  where: message" / "skipped  PASS  where: reason".
 std::string explain_fusions(const transforms::PassLog& log, bool include_applied = true);

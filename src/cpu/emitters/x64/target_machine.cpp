@@ -7,7 +7,7 @@
 #include "core/strings.hpp"
 #include "cpu/emitters/x64/kernel_emitter.hpp"
 #include "cpu/isa.hpp"
-#include "snippets/target_machine.hpp"
+#include "cpu/emitters/x64/target_machine.hpp"
 
 namespace kiln::cpu::x64 {
 
@@ -96,6 +96,14 @@ std::unique_ptr<snippets::TargetMachine> make_target_machine(Isa isa) {
   // check_available() says why it cannot run
   if (isa == Isa::Auto) isa = best_isa().value_or(Isa::Avx2);
   return std::make_unique<X64TargetMachine>(isa);
+}
+
+std::shared_ptr<const snippets::TargetMachine> shared_target_machine(Isa isa) {
+  if (isa == Isa::Auto) isa = best_isa().value_or(Isa::Avx2);
+  // one machine per ISA for the process: generate() is const and keeps no state
+  static const std::shared_ptr<const snippets::TargetMachine> avx512 = make_target_machine(Isa::Avx512);
+  static const std::shared_ptr<const snippets::TargetMachine> avx2 = make_target_machine(Isa::Avx2);
+  return isa == Isa::Avx512 ? avx512 : avx2;
 }
 
 }  // namespace kiln::cpu::x64

@@ -1,0 +1,85 @@
+// CompiledModel::get_runtime_model: the runtime graph the requests run, through the public API
+// (what `kiln benchmark -exec_graph_path` writes without compiling the model again).
+#include <gtest/gtest.h>
+
+#include <kiln/core.hpp>
+
+#include <algorithm>
+
+#include "cpu_test_util.hpp"
+#include "ir/graph.hpp"
+#include "ir/op_registry.hpp"
+#include "precision_util.hpp"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+// x[N,4,8,8] -> Conv -> Relu -> output; N is the dim `batch` when `dynamic`.
+std::shared_ptr<Model> conv_relu(bool dynamic) {
+  auto g = std::make_shared<ir::Graph>();
+  g->opset_imports[""] = 13;
+  ir::PartialShape shape(Shape{1, 4, 8, 8});
+  if (dynamic) shape.dims[0] = ir::Dim::sym("batch");
+  auto* x = g->add_input("x", {DType::f32, shape});
+  auto* c = g->add_node("Conv", {x, g->add_constant("w", random_tensor({8, 4, 3, 3}, 1))}, 1, "conv");
+  c->attrs["pads"] = ir::Attribute(std::vector<int64_t>{1, 1, 1, 1});
+  auto* r = g->add_node("Relu", {c->output(0)}, 1, "relu");
+  g->add_output(r->output(0));
+  ir::infer_shapes(*g);
+  return std::make_shared<Model>(g);
+}
+
+const RuntimeNode* find_type(const RuntimeModel& m, const std::string& type) {
+  auto it = std::find_if(m.nodes.begin(), m.nodes.end(), [&](const RuntimeNode& n) { return n.type == type; });
+  return it == m.nodes.end() ? nullptr : &*it;
+}
+
+}  // namespace
+
+TEST(RuntimeModel, TheConvolutionWithItsFusedReluAndOutputs) {
+  Core core;
+  CompiledModel cm = core.compile_model(conv_relu(false), f32_properties({}));
+  const RuntimeModel m = cm.get_runtime_model();
+  const RuntimeNode* conv = find_type(m, "Convolution");
+  ASSERT_NE(conv, nullptr);
+  EXPECT_EQ(conv->original, "conv");
+  EXPECT_NE(std::find(conv->fused.begin(), conv->fused.end(), "relu"), conv->fused.end());  // a post-op
+  EXPECT_FALSE(conv->exec_type.empty());
+  EXPECT_EQ(std::count(conv->inputs.begin(), conv->inputs.end(), "w"), 0);  // weights are left out
+  EXPECT_EQ(find_type(m, "Eltwise"), nullptr);  // the Relu has no node of its own
+  // the last node writes the model's output, in f32 with the model's shape
+  ASSERT_FALSE(m.nodes.empty());
+  const RuntimeNode::Output& out = m.nodes.back().outputs.at(0);
+  EXPECT_EQ(out.shape, (Shape{1, 8, 8, 8}));
+  EXPECT_EQ(out.precision, DType::f32);
+  EXPECT_FALSE(out.layout.empty());
+}
+
+TEST(RuntimeModel, DynamicShapesNeedTheInputShapes) {
+  Core core;
+  CompiledModel cm = core.compile_model(conv_relu(true), f32_properties({}));
+  try {
+    cm.get_runtime_model();
+    FAIL() << "expected kiln::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'x'"), std::string::npos) << e.what();  // names the input
+  }
+  const RuntimeModel m = cm.get_runtime_model({{3, 4, 8, 8}});
+  EXPECT_EQ(m.nodes.back().outputs.at(0).shape, (Shape{3, 8, 8, 8}));
+  // the plan is the one inference uses: running that shape now finds it in the cache
+  const std::string misses = cm.get_property("kiln_plan_cache_misses");
+  InferRequest req = cm.create_infer_request();
+  req.set_input_tensor(random_tensor({3, 4, 8, 8}, 2));
+  req.infer();
+  EXPECT_EQ(cm.get_property("kiln_plan_cache_misses"), misses);
+  EXPECT_THROW(cm.get_runtime_model({{3, 4, 8, 8}, {1}}), Error);  // two shapes for one input
+  EXPECT_THROW(cm.get_runtime_model({{3, 5, 8, 8}}), Error);       // channels the weights do not take
+}
+
+TEST(RuntimeModel, TheReferenceExecutorHasNone) {
+  Core core;
+  CompiledModel cm = core.compile_model(conv_relu(false), {{"kiln_executor", "reference"}});
+  EXPECT_THROW(cm.get_runtime_model(), Error);
+}
