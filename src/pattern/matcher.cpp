@@ -44,8 +44,14 @@ Match::Match(ir::Graph& graph, const PatternConfig& config, std::vector<ir::Node
 
 ir::Node* Match::node(int old_index) const {
   if (old_index < 0 || static_cast<size_t>(old_index) >= nodes_.size())
-    throw Error(cat(config_->label(), ": no node ", old_index, " in patterns.in (", nodes_.size(), " nodes)"));
+    throw Error(cat(config_->describe(), ": no node ", old_index, " in patterns.in (", nodes_.size(), " nodes)"));
   return nodes_[static_cast<size_t>(old_index)];
+}
+
+ir::Node* Match::node(const std::string& label) const { return node(config_->labelled(label)); }
+
+ir::Value* Match::input(const std::string& label, const std::vector<int>& ports) const {
+  return input(config_->labelled(label), ports);
 }
 
 bool Match::produced_inside(const ir::Value* v) const { return v && v->producer() && contains(v->producer()); }
@@ -196,7 +202,7 @@ class Searcher {
       for (const PatternNode& p : c_.in_nodes) {
         ir::Node* n = g_.find_node(p.ops[0]);
         if (!n)
-          throw Error(cat(c_.label(), ": patterns.in: search_mode is node_name but the graph has no node named '",
+          throw Error(cat(c_.describe(), ": patterns.in: search_mode is node_name but the graph has no node named '",
                           p.ops[0], "' (node ", p.index, ")"));
         nodes.push_back(n);
       }

@@ -40,11 +40,17 @@ class Match {
   ir::Graph& graph() const { return *graph_; }
   const PatternConfig& config() const { return *config_; }
   ir::Node* node(int old_index) const;  // throws kiln::Error on a bad index
+  // The node of the old-pattern node labelled `label` (config "labels"); kiln::Error naming the
+  // pattern and the label when no node has it.
+  ir::Node* node(const std::string& label) const;
+  // Whether this config labels a node `label` (variants of one fusion may lack a node, e.g. a mask Add).
+  bool has(const std::string& label) const { return config_->find_label(label) >= 0; }
   const std::vector<ir::Node*>& nodes() const { return nodes_; }
   bool contains(const ir::Node* n) const { return members_.count(n) != 0; }
 
   // The tensor {old_index: ports} names (rule above); nullptr when none or ambiguous.
   ir::Value* input(int old_index, const std::vector<int>& ports) const;
+  ir::Value* input(const std::string& label, const std::vector<int>& ports) const;
   // Any TensorRef of input_tensors / same_tensors (graph-node refs: that node's output,
   // nullptr if there is no such node outside the match).
   ir::Value* resolve(const TensorRef& ref) const;

@@ -3,6 +3,7 @@
 #include <kiln/error.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -19,7 +20,24 @@ int PatternConfig::out_outputs(int i) const {
   return it == output_tensors.end() ? 1 : it->second.total;
 }
 
-std::string PatternConfig::label() const { return name.empty() ? "pattern config" : cat("pattern '", name, "'"); }
+std::string PatternConfig::describe() const { return name.empty() ? "pattern config" : cat("pattern '", name, "'"); }
+
+int PatternConfig::find_label(const std::string& label) const {
+  if (label.empty()) return -1;
+  for (const PatternNode& n : in_nodes)
+    if (n.label == label) return n.index;
+  return -1;
+}
+
+int PatternConfig::labelled(const std::string& label) const {
+  const int i = find_label(label);
+  if (i >= 0) return i;
+  std::vector<std::string> have;
+  for (const PatternNode& n : in_nodes)
+    if (!n.label.empty()) have.push_back(n.label);
+  throw Error(cat(describe(), ": no node of patterns.in is labelled '", label, "' (labels: ",
+                  have.empty() ? "none" : join(have, ", "), ")"));
+}
 
 std::pair<std::string, std::string> split_op(const std::string& op) {
   size_t p = op.rfind(':');
@@ -58,13 +76,16 @@ class Parser {
     return std::stoi(k);
   }
 
-  // An object key that must be an index of patterns.out.
-  int out_key(const std::string& key, const std::string& k, size_t num_out) const {
+  // An object key that must be a node index of `pattern` ("patterns.in" / "patterns.out"), which has `count` nodes.
+  int index_key(const std::string& key, const std::string& k, size_t count, const char* pattern) const {
     int i = digits_key(k);
-    if (i < 0) fail(key, cat("expected a node index of patterns.out as key (\"0\", \"1\", ...), got \"", k, "\""));
-    if (static_cast<size_t>(i) >= num_out)
-      fail(cat(key, ".", k), cat("patterns.out has ", num_out, " node(s) (indices 0..", num_out - 1, "), no node ", i));
+    if (i < 0) fail(key, cat("expected a node index of ", pattern, " as key (\"0\", \"1\", ...), got \"", k, "\""));
+    if (static_cast<size_t>(i) >= count)
+      fail(cat(key, ".", k), cat(pattern, " has ", count, " node(s) (indices 0..", count - 1, "), no node ", i));
     return i;
+  }
+  int out_key(const std::string& key, const std::string& k, size_t num_out) const {
+    return index_key(key, k, num_out, "patterns.out");
   }
 
   int in_index(const std::string& key, const json& j, size_t num_in) const {
@@ -162,7 +183,7 @@ void parse_in(const Parser& p, const json& in, PatternConfig& c) {
   for (int i = 0; i < static_cast<int>(declared.size()); ++i) {
     if (!declared.count(i))
       p.fail("patterns.in", cat("node indices must be 0..", declared.size() - 1, " without gaps; ", i, " is missing"));
-    c.in_nodes.push_back({i, declared[i]});
+    c.in_nodes.push_back({i, declared[i], ""});
   }
   // every node must be reachable from the main chain's first node (edges in either direction)
   std::set<int> seen{c.in_chains[0][0]};
@@ -277,6 +298,28 @@ std::map<int, TensorMap> parse_maps(const Parser& p, const std::string& key, con
   return out;
 }
 
+bool is_identifier(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  return std::all_of(s.begin(), s.end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; });
+}
+
+// "labels": {"<in idx>": "label"}: identifiers, one per node at most, unique in the config.
+void parse_labels(const Parser& p, const json& j, PatternConfig& c) {
+  if (!j.is_object())
+    p.fail("labels", cat("expected an object {\"<node index of patterns.in>\": \"label\"}, got ", Parser::show(j)));
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const int i = p.index_key("labels", it.key(), c.num_in(), "patterns.in");
+    const std::string key = cat("labels.", it.key());
+    if (!it.value().is_string()) p.fail(key, cat("expected a label (string), got ", Parser::show(it.value())));
+    const std::string label = it.value().get<std::string>();
+    if (!is_identifier(label))
+      p.fail(key, cat("label \"", label, "\" is not an identifier (letters, digits and _, not starting with a digit)"));
+    const int other = c.find_label(label);
+    if (other >= 0) p.fail(key, cat("label \"", label, "\" is already the label of node ", other));
+    c.in_nodes[static_cast<size_t>(i)].label = label;
+  }
+}
+
 void cross_check(const Parser& p, PatternConfig& c) {
   // outputs: each old tensor is taken over by at most one new output
   std::set<std::pair<int, int>> taken;
@@ -317,14 +360,15 @@ PatternConfig parse_pattern_config(const json& j) {
     if (!j["name"].is_string()) Parser("pattern config").fail("name", cat("expected a string, got ", Parser::show(j["name"])));
     c.name = j["name"].get<std::string>();
   }
-  Parser p(c.label());
+  Parser p(c.describe());
   if (!j.is_object()) p.fail("<top level>", cat("expected a JSON object, got ", Parser::show(j)));
   static const std::set<std::string> known = {"name", "description", "patterns", "search_mode", "node_names",
-                                              "input_tensors", "output_tensors", "returns", "same_tensors"};
+                                              "input_tensors", "output_tensors", "returns", "same_tensors",
+                                              "labels"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!known.count(it.key()))
       p.fail(it.key(), "unknown key; expected patterns, search_mode, node_names, input_tensors, output_tensors, "
-                       "returns, same_tensors, name or description");
+                       "returns, same_tensors, labels, name or description");
   for (const char* req : {"patterns", "input_tensors", "output_tensors"})
     if (!j.contains(req)) p.fail(req, "missing required key");
 
@@ -343,6 +387,7 @@ PatternConfig parse_pattern_config(const json& j) {
   if (!pats.contains("out")) p.fail("patterns.out", "missing required key");
   parse_in(p, pats["in"], c);
   parse_out(p, pats["out"], c);
+  if (j.contains("labels")) parse_labels(p, j["labels"], c);
 
   if (j.contains("node_names")) {
     const json& nn = j["node_names"];

@@ -15,7 +15,8 @@
 //     "input_tensors":  { "<out idx>": [[{"<in idx>": [input idx, ...]}, ...], [[positions], total]] },
 //     "output_tensors": { "<out idx>": [[{"<in idx>": [output idx]}, ...], [[positions], total]] },
 //     "returns": [<in idx>, ...],
-//     "same_tensors": [ [{"<in idx>": [input idx, ...]}, ...], ... ]   kiln extension
+//     "same_tensors": [ [{"<in idx>": [input idx, ...]}, ...], ... ],  kiln extension
+//     "labels": { "<in idx>": "label", ... }                           kiln extension
 //   }
 //
 // A chain element is [index, op] or [index, op, port]: op is "Op" (default ONNX domain),
@@ -23,6 +24,10 @@
 // previous element of the chain feeds (any input when omitted). A branch chain starts with
 // its head and ends with its tail: an element whose index was declared by an earlier chain
 // ([index] or [index, op]) refers to that node, and [] means "no head" / "no tail".
+//
+// labels name nodes of patterns.in so C++ checks and fix-ups can ask for "scale" instead of
+// node 7 (Match::node(label), Rewrite::returned(label)). A label is an identifier
+// ([A-Za-z_][A-Za-z0-9_]*), unique within its config; nodes without one are fine.
 #include <nlohmann/json_fwd.hpp>
 
 #include <map>
@@ -38,6 +43,7 @@ struct PatternNode {
   int index = 0;
   // Alternatives: op types ("Op" / "domain:Op") in op_type mode, node names in node_name mode.
   std::vector<std::string> ops;
+  std::string label;  // from "labels"; "" when the node has none
 };
 
 // producer -> consumer inside the old pattern: some output of `from` is input `port` of `to`.
@@ -95,8 +101,12 @@ struct PatternConfig {
   size_t num_out() const { return out_nodes.size(); }
   // Number of outputs of new node i (output_tensors total, 1 when not given).
   int out_outputs(int i) const;
+  // The index of the old node labelled `label`, or -1 when no node has that label.
+  int find_label(const std::string& label) const;
+  // Same, but a missing label throws kiln::Error naming the pattern, the label and the labels it has.
+  int labelled(const std::string& label) const;
   // "pattern 'name'" or "pattern config": the prefix of error messages.
-  std::string label() const;
+  std::string describe() const;
 };
 
 // Throw kiln::Error naming the offending key (e.g. "input_tensors.0[0][1]") and what was expected.

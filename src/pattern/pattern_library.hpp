@@ -1,7 +1,7 @@
 #pragma once
 // The shipped pattern library (src/pattern/library/*.json, embedded at build time) and the
 // pass that runs its transformer fusions with the C++ checks and attribute fix-ups the JSON
-// cannot express:
+// cannot express (library/<family>.cpp beside each JSON, nodes asked for by label):
 //   layer_norm*       decomposed LayerNorm -> LayerNormalization (axis -1, epsilon from the
 //                     Add constant); ReduceMean axes must be the last axis (keepdims 1) and
 //                     the Pow exponent 2, else the match is left alone

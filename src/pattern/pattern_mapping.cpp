@@ -40,7 +40,16 @@ std::vector<int64_t> OldNode::attr_ints(const std::string& n, const std::vector<
 const OldNode& Rewrite::returned(int old_index) const {
   for (const OldNode& n : returns)
     if (n.index == old_index) return n;
-  throw Error(cat("pattern rewrite: old node ", old_index, " is not in the config's returns"));
+  throw Error(cat(pattern, ": old node ", old_index, " is not in the config's returns"));
+}
+
+const OldNode& Rewrite::returned(const std::string& label) const {
+  for (const OldNode& n : returns)
+    if (!label.empty() && n.label == label) return n;
+  std::vector<std::string> have;
+  for (const OldNode& n : returns) have.push_back(n.label.empty() ? cat("node ", n.index) : n.label);
+  throw Error(cat(pattern, ": no old node labelled '", label, "' is in the config's returns (returned: ",
+                  have.empty() ? "none" : join(have, ", "), ")"));
 }
 
 namespace {
@@ -49,6 +58,7 @@ OldNode snapshot(const Match& m, int index) {
   const ir::Node* n = m.node(index);
   OldNode s;
   s.index = index;
+  s.label = m.config().in_nodes.at(static_cast<size_t>(index)).label;
   s.name = n->name();
   s.op_type = n->op_type();
   s.domain = n->domain();
@@ -82,7 +92,7 @@ void erase_match(ir::Graph& g, const Match& m) {
       return true;
     });
     if (it == left.end())
-      throw Error(cat(m.config().label(), ": internal error: old pattern nodes still in use after rewiring"));
+      throw Error(cat(m.config().describe(), ": internal error: old pattern nodes still in use after rewiring"));
     g.erase_node(*it);
     left.erase(it);
   }
@@ -99,6 +109,7 @@ struct Takeover {
 Rewrite rewrite_match(ir::Graph& g, const Match& m, size_t number) {
   const PatternConfig& c = m.config();
   Rewrite r;
+  r.pattern = c.describe();
   r.number = number;
   for (ir::Node* n : m.nodes()) r.old_names.push_back(n->name());
   for (int k : c.returns) r.returns.push_back(snapshot(m, k));

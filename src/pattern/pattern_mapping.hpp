@@ -35,6 +35,7 @@ struct OldInput {
 
 struct OldNode {
   int index = -1;  // in patterns.in
+  std::string label;  // its label in the config ("" when none)
   std::string name, op_type, domain;
   int opset = 0;
   std::map<std::string, ir::Attribute> attrs;
@@ -52,6 +53,7 @@ struct OldNode {
 
 // One rewritten match.
 struct Rewrite {
+  std::string pattern = "pattern config";  // the config's describe(), for messages
   size_t number = 0;                  // 0, 1, ... in rewrite order (the "_N" of string node names)
   std::vector<ir::Node*> new_nodes;   // patterns.out order; valid until the graph changes again
   std::vector<OldNode> returns;       // the `returns` nodes, in that order
@@ -59,6 +61,9 @@ struct Rewrite {
 
   // The returned snapshot of old node `old_index` (throws kiln::Error if not in `returns`).
   const OldNode& returned(int old_index) const;
+  // The returned snapshot of the old node labelled `label` (kiln::Error naming the pattern and
+  // the label if no returned node has it).
+  const OldNode& returned(const std::string& label) const;
 };
 
 struct PatternResult {

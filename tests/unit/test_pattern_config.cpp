@@ -396,3 +396,73 @@ TEST(PatternConfig, ErrorNodeNameModeTakesOneName) {
   j["patterns"]["in"][0][1][1] = json::parse(R"(["a", "b"])");
   expect_config_error(j, {"patterns.in[0][1][1]", "a node name"});
 }
+
+// ---------------- labels (kiln extension) ----------------
+
+TEST(PatternConfig, ParsesLabels) {
+  json j = spec_layer_norm();
+  j["labels"] = json::parse(R"({"0": "mean", "4": "add_eps", "7": "scale", "8": "_bias2"})");
+  PatternConfig c = parse_pattern_config(j);
+  EXPECT_EQ(c.in_nodes[4].label, "add_eps");
+  EXPECT_EQ(c.in_nodes[1].label, "");  // unlabelled nodes are fine
+  EXPECT_EQ(c.find_label("scale"), 7);
+  EXPECT_EQ(c.find_label("_bias2"), 8);
+  EXPECT_EQ(c.find_label("sqrt"), -1);
+  EXPECT_EQ(c.find_label(""), -1);
+  EXPECT_EQ(c.labelled("mean"), 0);
+  // without "labels" no node has one
+  EXPECT_EQ(parse_pattern_config(spec_layer_norm()).find_label("mean"), -1);
+}
+
+TEST(PatternConfig, UnknownLabelNamesThePatternAndTheLabel) {
+  json j = spec_layer_norm();
+  j["labels"] = json::parse(R"({"0": "mean", "4": "add_eps"})");
+  PatternConfig c = parse_pattern_config(j);
+  try {
+    c.labelled("gamma");
+    ADD_FAILURE() << "expected kiln::Error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const char* part : {"pattern 'ln'", "'gamma'", "mean, add_eps"})
+      EXPECT_NE(msg.find(part), std::string::npos) << msg;
+  }
+}
+
+TEST(PatternConfig, ErrorLabelsNotAnObject) {
+  json j = spec_layer_norm();
+  j["labels"] = json::parse(R"(["mean", "centre"])");
+  expect_config_error(j, {"pattern 'ln'", "labels", "expected an object"});
+}
+
+TEST(PatternConfig, ErrorLabelOfUnknownNode) {
+  json j = spec_layer_norm();
+  j["labels"] = json::parse(R"({"0": "mean", "9": "extra"})");
+  expect_config_error(j, {"pattern 'ln'", "labels.9", "patterns.in has 9 node(s)", "no node 9"});
+}
+
+TEST(PatternConfig, ErrorLabelsKeyedByLabel) {
+  // the label -> index way round is refused: the key is the node index
+  json j = spec_layer_norm();
+  j["labels"] = json::parse(R"({"mean": 0})");
+  expect_config_error(j, {"pattern 'ln'", "labels", "expected a node index of patterns.in as key", "\"mean\""});
+}
+
+TEST(PatternConfig, ErrorDuplicateLabel) {
+  json j = spec_layer_norm();
+  j["labels"] = json::parse(R"({"0": "mean", "3": "mean"})");
+  expect_config_error(j, {"pattern 'ln'", "labels.3", "label \"mean\" is already the label of node 0"});
+}
+
+TEST(PatternConfig, ErrorLabelNotAnIdentifier) {
+  for (const char* bad : {"2nd_mean", "add-eps", "add eps", ""}) {
+    json j = spec_layer_norm();
+    j["labels"] = json{{"4", bad}};
+    expect_config_error(j, {"pattern 'ln'", "labels.4", "is not an identifier"});
+  }
+}
+
+TEST(PatternConfig, ErrorLabelNotAString) {
+  json j = spec_layer_norm();
+  j["labels"] = json::parse(R"({"4": 4})");
+  expect_config_error(j, {"pattern 'ln'", "labels.4", "expected a label (string)"});
+}

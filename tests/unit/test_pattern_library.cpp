@@ -59,6 +59,15 @@ TEST(PatternLibrary, ShippedPatternsParse) {
   EXPECT_THROW(library_pattern("no_such_pattern"), Error);
 }
 
+// The C++ checks ask for nodes by label (library/<family>.cpp): every node of every shipped
+// config has one, so a check never needs a node number.
+TEST(PatternLibrary, EveryShippedNodeIsLabelled) {
+  for (const PatternConfig& c : library_patterns())
+    for (const PatternNode& n : c.in_nodes) EXPECT_FALSE(n.label.empty()) << c.name << " node " << n.index;
+  EXPECT_EQ(library_pattern("attention").find_label("add_mask"), 4);
+  EXPECT_EQ(library_pattern("attention_no_mask").find_label("add_mask"), -1);
+}
+
 // ---------------- LayerNorm ----------------
 
 TEST(PatternLibrary, LayerNormWithScaleAndBias) {

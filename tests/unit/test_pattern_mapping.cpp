@@ -4,6 +4,9 @@
 // must be equivalent, against the unrewritten graph on the reference executor.
 #include <gtest/gtest.h>
 
+#include <kiln/error.hpp>
+
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "pattern/pattern_mapping.hpp"
@@ -69,6 +72,51 @@ TEST(PatternMapping, SpecLayerNormExample) {
   EXPECT_EQ(res.rewrites[0].returns.at(0).name, "ln/Add");
   EXPECT_EQ(res.rewrites[0].old_names.at(2), "ln/Pow");
   expect_close(before, b.run());
+}
+
+// The message of the kiln::Error that `f` throws ("" when it throws none).
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PatternMapping, NodesByLabel) {
+  GraphBuilder b;
+  ir::Value* x = b.input("x", {2, 5, 8});
+  b.output(kiln::test::decomposed_layer_norm(b, x, "ln", 8, 0.25f));
+  json j = json::parse(kSpecLayerNorm);
+  j["name"] = "spec_ln";
+  j["labels"] = json::parse(R"({"0": "mean", "4": "add_eps", "7": "scale", "8": "bias"})");
+  PatternConfig cfg = parse_pattern_config(j);
+
+  std::vector<Match> found = find_matches(*b.g, cfg);
+  ASSERT_EQ(found.size(), 1u);
+  const Match& m = found[0];
+  EXPECT_EQ(m.node("mean"), m.node(0));
+  EXPECT_EQ(m.node("add_eps")->name(), "ln/Add");
+  EXPECT_TRUE(m.has("scale"));
+  EXPECT_FALSE(m.has("sqrt"));  // node 5 has no label
+  EXPECT_EQ(m.input("mean", {0}), x);
+  EXPECT_EQ(m.input("bias", {0, 1}), m.input(8, {0, 1}));
+  const std::string err = error_of([&] { m.node("gamma"); });
+  EXPECT_NE(err.find("pattern 'spec_ln'"), std::string::npos) << err;
+  EXPECT_NE(err.find("'gamma'"), std::string::npos) << err;
+  EXPECT_NE(error_of([&] { m.input("gamma", {1}); }).find("'gamma'"), std::string::npos);
+
+  std::string returned_name, not_returned;
+  PatternResult res = pattern_mapping(*b.g, cfg, {{}, [&](Rewrite& r, ir::Graph&) {
+    returned_name = r.returned("add_eps").name;
+    EXPECT_EQ(&r.returned("add_eps"), &r.returned(4));
+    not_returned = error_of([&] { r.returned("scale"); });  // labelled, but not in returns
+  }});
+  ASSERT_EQ(res.count(), 1u);
+  EXPECT_EQ(returned_name, "ln/Add");
+  EXPECT_NE(not_returned.find("pattern 'spec_ln'"), std::string::npos) << not_returned;
+  EXPECT_NE(not_returned.find("'scale'"), std::string::npos) << not_returned;
 }
 
 TEST(PatternMapping, BranchEdgeIsChecked) {
@@ -343,6 +391,7 @@ const char* kLeakyRelu = R"json({
     ],
     "out": [[[0, "LeakyRelu"]]]
   },
+  "labels": {"0": "compare", "1": "select", "2": "scaled"},
   "search_mode": "op_type",
   "node_names": {"0": 1},
   "same_tensors": [[{"0": [0]}, {"1": [1]}, {"2": [0, 1]}]],
@@ -375,13 +424,13 @@ TEST(PatternMapping, DocWalkthroughLeakyRelu) {
   PatternConfig cfg = parse_pattern_config_string(kLeakyRelu);
   PatternOptions opt;
   opt.filter = [](const Match& m) {
-    const ir::Value* x = m.input(1, {1});  // Where's input 1, checked equal to the others by same_tensors
-    const Tensor* zero = scalar_beside(m.node(0), x);
-    const Tensor* alpha = scalar_beside(m.node(2), x);
+    const ir::Value* x = m.input("select", {1});  // Where's input 1, checked equal to the others by same_tensors
+    const Tensor* zero = scalar_beside(m.node("compare"), x);
+    const Tensor* alpha = scalar_beside(m.node("scaled"), x);
     return zero && zero->to_f64()[0] == 0.0 && alpha && alpha->to_f64()[0] >= 0.0;
   };
   opt.on_rewrite = [](Rewrite& r, ir::Graph&) {
-    const OldNode& mul = r.returned(2);
+    const OldNode& mul = r.returned("scaled");
     const Tensor* alpha = mul.constant_input(0) ? mul.constant_input(0) : mul.constant_input(1);
     r.new_nodes[0]->attrs["alpha"] = ir::Attribute(static_cast<float>(alpha->to_f64()[0]));
   };

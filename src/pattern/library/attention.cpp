@@ -1,0 +1,76 @@
+// Scaled dot-product attention split into heads by Reshape + Transpose (attention.json).
+// Labels: reshape_q / transpose_q, reshape_k / transpose_k, reshape_v / transpose_v, matmul_qk,
+// scale, add_mask (only in attention), softmax, matmul_pv, transpose_o, reshape_o.
+#include <kiln/error.hpp>
+
+#include <cmath>
+
+#include "core/strings.hpp"
+#include "pattern/library/checks.hpp"
+#include "pattern/library/fusions.hpp"
+
+namespace kiln::pattern::library {
+
+namespace {
+
+bool perm_is(const ir::Node* t, const std::vector<int64_t>& want) { return t->attr_ints("perm", {}) == want; }
+
+// Reshape of a rank-3 [B, S, H*D] tensor to [B, S, H, D] by a constant shape; H, or -1.
+int64_t heads_of_split(const ir::Node* r) {
+  const ir::Value* x = r->input(0);
+  if (rank_of(x) != 3 || !r->input(1) || !r->input(1)->is_constant()) return -1;
+  const ir::PartialShape& out = r->output(0)->type.shape;
+  if (!out.rank_known || out.rank() != 4 || !out.dims[2].is_static() || !out.dims[3].is_static()) return -1;
+  const ir::PartialShape& in = x->type.shape;
+  if (!in.dims[2].is_static() || in.dims[2].value != out.dims[2].value * out.dims[3].value) return -1;
+  if (!(in.dims[0] == out.dims[0]) || !(in.dims[1] == out.dims[1])) return -1;
+  return out.dims[2].value;
+}
+
+}  // namespace
+
+bool attention_ok(const Match& m) {
+  // Q, K and V all split into the same number of heads
+  const int64_t h = heads_of_split(m.node("reshape_q"));
+  if (h < 1 || heads_of_split(m.node("reshape_k")) != h || heads_of_split(m.node("reshape_v")) != h) return false;
+  // MultiHeadAttention is f32 only
+  const ir::Value* q = m.node("reshape_q")->input(0);
+  if (q->type.dtype != DType::f32) return false;
+  // heads first: Q, V -> [B, H, S, D], K -> [B, H, D, S], and the output back to [B, S, H, D]
+  if (!perm_is(m.node("transpose_q"), {0, 2, 1, 3}) || !perm_is(m.node("transpose_k"), {0, 2, 3, 1}) ||
+      !perm_is(m.node("transpose_v"), {0, 2, 1, 3}) || !perm_is(m.node("transpose_o"), {0, 2, 1, 3}))
+    return false;
+  // the scale: MatMul output / c or * c, c a finite non-zero scalar constant
+  const ir::Node* sc = m.node("scale");
+  const ir::Value* scores = m.node("matmul_qk")->output(0);
+  const ir::Value* s = sc->input(0) == scores ? sc->input(1) : nullptr;
+  if (!s && sc->op_type() == "Mul" && sc->input(1) == scores) s = sc->input(0);
+  const Tensor* c = scalar_constant(s, sc->output(0));
+  if (!c || c->to_f64()[0] == 0 || !std::isfinite(c->to_f64()[0])) return false;
+  // softmax over the key axis
+  const ir::Node* sm = m.node("softmax");
+  const int64_t axis = sm->attr_i("axis", sm->opset() >= 13 ? -1 : 1);
+  if (axis != -1 && axis != 3) return false;
+  // an additive f32 mask of rank <= 4, when the variant has one
+  if (m.has("add_mask")) {
+    const ir::Value* mask = outside_operand(m, "add_mask");
+    if (!mask || mask->type.dtype != DType::f32 || rank_of(mask) < 0 || rank_of(mask) > 4) return false;
+  }
+  // the merge back: [B, H, S, Dv] -> [B, S, H, Dv] -> [B, S, H*Dv]
+  const ir::PartialShape& out = m.node("reshape_o")->output(0)->type.shape;
+  return out.rank_known && out.rank() == 3;
+}
+
+void attention_fixup(Rewrite& r, ir::Graph&) {
+  ir::Node* mha = r.new_nodes.at(0);
+  const Tensor* shape = r.returned("reshape_q").constant_input(1);
+  KILN_CHECK(shape && shape->size() == 4, cat(mha->describe(), ": attention fusion lost the head split"));
+  const OldNode& sc = r.returned("scale");
+  const Tensor* c = outside_constant(sc);
+  KILN_CHECK(c, cat(mha->describe(), ": attention fusion lost its scale"));
+  const double v = c->to_f64()[0];
+  mha->attrs["num_heads"] = ir::Attribute(shape->to_i64()[2]);
+  mha->attrs["scale"] = ir::Attribute(static_cast<float>(sc.op_type == "Div" ? 1.0 / v : v));
+}
+
+}  // namespace kiln::pattern::library
