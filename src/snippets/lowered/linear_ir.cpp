@@ -120,8 +120,7 @@ void LinearIR::erase(iterator it) {
 namespace {
 
 Op op_from_node(const ir::Node& n) {
-  Op op;
-  op.type = n.op_type();
+  Op op(n.op_type());
   for (const auto& [name, a] : n.attrs) {
     if (a.type() == ir::AttrType::f) op.attrs[name] = std::get<float>(a.value);
     else if (a.type() == ir::AttrType::i) op.attrs[name] = static_cast<double>(std::get<int64_t>(a.value));
@@ -176,7 +175,7 @@ std::unique_ptr<LinearIR> LinearIR::from_graph(const ir::Graph& body, const std:
       e->out_desc_[o].layout = {0, 1};
       produced[n->output(o)] = e->get_output_port(o);
     }
-    if (n->op_type() == "Scalar") e->out_desc_[0].shape = {1, 1};
+    if (e->kind() == OpKind::Scalar) e->out_desc_[0].shape = {1, 1};
     lir->exprs_.push_back(e);
   }
   for (size_t i = 0; i < body.outputs().size(); ++i) {
@@ -224,13 +223,13 @@ std::string LinearIR::serialize_control_flow() const {
   std::ostringstream os;
   std::string indent;
   for (const auto& e : exprs_) {
-    if (e->type() == "LoopEnd") indent.resize(indent.size() >= 2 ? indent.size() - 2 : 0);
+    if (e->kind() == OpKind::LoopEnd) indent.resize(indent.size() >= 2 ? indent.size() - 2 : 0);
     os << indent << expr_name(*e);
-    if (is_loop_op(e->type())) {
+    if (is_loop_op(e->kind())) {
       const LoopInfo& l = loops_.at(static_cast<size_t>(e->op().attr("loop")));
       os << " loop=" << e->op().attr("loop") << " work_amount=" << l.work_amount << " increment=" << l.increment
          << " dim=" << l.dim_idx << (l.is_tail ? " tail" : "");
-      if (e->type() == "LoopEnd") {
+      if (e->kind() == OpKind::LoopEnd) {
         os << " shifts={";
         bool first = true;
         for (const auto* ports : {&l.entry_points, &l.exit_points})
@@ -246,7 +245,7 @@ std::string LinearIR::serialize_control_flow() const {
       if (e->num_outputs() && e->get_output_port_descriptor(0).reg >= 0) os << " -> r" << e->get_output_port_descriptor(0).reg;
     }
     os << "\n";
-    if (e->type() == "LoopBegin") indent += "  ";
+    if (e->kind() == OpKind::LoopBegin) indent += "  ";
   }
   return os.str();
 }
@@ -254,7 +253,7 @@ std::string LinearIR::serialize_control_flow() const {
 std::string LinearIR::serialize_data_flow() const {
   std::ostringstream os;
   for (const auto& e : exprs_) {
-    if (is_loop_op(e->type())) continue;
+    if (is_loop_op(e->kind())) continue;
     os << expr_name(*e) << "(";
     for (size_t i = 0; i < e->num_inputs(); ++i) os << (i ? ", " : "") << expr_name(*e->input_expr(i));
     os << ")";

@@ -71,7 +71,8 @@ class Expression {
   Expression(Op op, size_t num_inputs, size_t num_outputs);
   const Op& op() const { return op_; }
   Op& op() { return op_; }
-  const std::string& type() const { return op_.type; }
+  const std::string& type() const { return op_.type(); }  // the op's name (dumps, emitter lookup)
+  OpKind kind() const { return op_.kind(); }              // what the passes decide on
   size_t id() const { return id_; }
 
   size_t num_inputs() const { return inputs_.size(); }

@@ -19,7 +19,7 @@ template <bool IsMax>
 void emit_minmax(KernelEmitter& h, const Expression& e) {
   for (size_t s = 0; s < 2; ++s) {
     const Expression* src = e.input_expr(s);
-    if (src->type() == "Scalar" && !std::isnan(src->op().attr("value"))) {
+    if (src->kind() == snippets::OpKind::Scalar && !std::isnan(src->op().attr("value"))) {
       if (IsMax) h.vmaxps(h.vout(e), h.vin(e, s), h.vin(e, 1 - s));
       else h.vminps(h.vout(e), h.vin(e, s), h.vin(e, 1 - s));
       return;

@@ -163,7 +163,7 @@ const Reg64& KernelEmitter::port_ptr(const Expression& mem) const {
     KILN_CHECK(mem.op().has("ptr"), cat("snippets x64: ", snippets::lowered::expr_name(mem), " reads a Buffer without a data pointer (run AllocateBuffers)"));
     return buffer_ptr(static_cast<size_t>(mem.op().attr("ptr")));
   }
-  if (mem.type() == "Store") return result_ptr(static_cast<size_t>(mem.op().attr("result")));
+  if (mem.kind() == snippets::OpKind::Store) return result_ptr(static_cast<size_t>(mem.op().attr("result")));
   return param_ptr(static_cast<size_t>(mem.op().attr("param")));
 }
 
@@ -246,8 +246,8 @@ void KernelEmitter::generate(const LinearIR& lir, const std::map<std::string, Em
                                                 " lanes, the ", avx512() ? "AVX-512" : "AVX2", " target has ", vlen()));
   size_t n_params = 0, n_results = 0;
   for (const auto& e : lir.expressions()) {
-    if (e->type() == "Parameter") ++n_params;
-    if (e->type() == "Result") ++n_results;
+    if (e->kind() == snippets::OpKind::Parameter) ++n_params;
+    if (e->kind() == snippets::OpKind::Result) ++n_results;
   }
   const std::vector<Reg64> pool = {rbx, rbp, rcx, rdx, r8, r9, r10, r11, r12, r13, r14, r15};
   const size_t n_ptrs = n_params + n_results + lir.buffer_offsets().size();
@@ -262,7 +262,7 @@ void KernelEmitter::generate(const LinearIR& lir, const std::map<std::string, Em
   for (const auto& r : saved) push(r);
   int slots = 0;  // InsertRegSpills' stack slots
   for (const auto& e : lir.expressions())
-    if (e->type() == "RegSpillBegin") slots = std::max(slots, static_cast<int>(e->op().attr("slot")) + 1);
+    if (e->kind() == snippets::OpKind::RegSpillBegin) slots = std::max(slots, static_cast<int>(e->op().attr("slot")) + 1);
   const int frame = slots * vlen() * 4;
   if (frame) sub(rsp, frame);
   for (size_t i = 0; i < data_regs_.size(); ++i) mov(data_regs_[i], ptr[rdi + static_cast<int>(i * 8)]);
@@ -281,18 +281,18 @@ void KernelEmitter::generate(const LinearIR& lir, const std::map<std::string, Em
   }
 
   for (const auto& e : lir.expressions()) {
-    const std::string& t = e->type();
-    if (t == "Parameter" || t == "Result") continue;
-    if (t == "LoopBegin") {
+    const snippets::OpKind t = e->kind();
+    if (t == snippets::OpKind::Parameter || t == snippets::OpKind::Result) continue;
+    if (t == snippets::OpKind::LoopBegin) {
       emit_loop_begin(*e);
       continue;
     }
-    if (t == "LoopEnd") {
+    if (t == snippets::OpKind::LoopEnd) {
       emit_loop_end(*e);
       continue;
     }
-    auto it = emitters.find(t);
-    KILN_CHECK(it != emitters.end(), cat("snippets x64: no emitter for ", t));
+    auto it = emitters.find(e->type());
+    KILN_CHECK(it != emitters.end(), cat("snippets x64: no emitter for ", e->type()));
     if (debug_) {
       std::string n = snippets::lowered::expr_name(*e);
       for (const auto& [k, v] : e->op().attrs) n += cat(" ", k, "=", v);

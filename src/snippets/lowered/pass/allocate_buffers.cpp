@@ -22,7 +22,7 @@ size_t inner_loop(const Expression& e) { return e.loop_ids.size() >= 2 ? e.loop_
 size_t allocate_buffers(LinearIR& lir, bool optimized) {
   std::vector<Expression*> buffers;
   for (auto& e : lir.expressions())
-    if (e->type() == "Buffer") buffers.push_back(e.get());
+    if (e->kind() == OpKind::Buffer) buffers.push_back(e.get());
   const int64_t row = buffers.empty() ? 0 : (lir.master_shape().at(1) + 15) / 16 * 16;
   std::vector<size_t> region_free_from;  // per region: the last inner loop reading it
   for (Expression* b : buffers) {
@@ -39,7 +39,7 @@ size_t allocate_buffers(LinearIR& lir, bool optimized) {
     b->op().attrs["ptr"] = 0;
     b->op().attrs["offset"] = offset;
     auto mark = [&](Expression* mem) {
-      if (mem->type() != "Load" && mem->type() != "Store") return;
+      if (mem->kind() != OpKind::Load && mem->kind() != OpKind::Store) return;
       mem->op().attrs["ptr"] = 0;
       mem->op().attrs["buffer_offset"] = offset;
     };

@@ -10,7 +10,7 @@ namespace kiln::snippets::lowered::pass {
 // shifts, the others are marked not incremented.
 std::pair<int, int> data_pointer(const Expression& mem) {
   if (mem.op().has("buffer")) return {2, static_cast<int>(mem.op().attr(mem.op().has("ptr") ? "ptr" : "buffer"))};
-  const bool store = mem.type() == "Store";
+  const bool store = mem.kind() == OpKind::Store;
   return {store ? 1 : 0, static_cast<int>(mem.op().attr(store ? "result" : "param"))};
 }
 

@@ -13,9 +13,9 @@ void cleanup_loop_offsets(LinearIR& lir) {
   std::map<size_t, size_t> parent;
   std::vector<size_t> order;  // inner loops in program order of their LoopEnd
   for (const auto& e : lir.expressions()) {
-    if (e->type() == "LoopBegin" && !e->loop_ids.empty())
+    if (e->kind() == OpKind::LoopBegin && !e->loop_ids.empty())
       parent[static_cast<size_t>(e->op().attr("loop"))] = e->loop_ids.back();
-    if (e->type() == "LoopEnd" && !e->loop_ids.empty()) order.push_back(static_cast<size_t>(e->op().attr("loop")));
+    if (e->kind() == OpKind::LoopEnd && !e->loop_ids.empty()) order.push_back(static_cast<size_t>(e->op().attr("loop")));
   }
   // the last inner loop (per enclosing loop) moving each pointer
   std::map<std::pair<size_t, std::pair<int, int>>, size_t> last;

@@ -22,7 +22,7 @@ void set_shape(const ExpressionPtr& e, std::vector<int64_t> shape) { e->get_outp
 size_t decompose_reductions(LinearIR& lir) {
   std::vector<ExpressionPtr> todo;
   for (auto& e : lir.expressions())
-    if (is_reduction_op(e->type())) todo.push_back(e);
+    if (is_reduction_op(e->kind())) todo.push_back(e);
   const auto& master = lir.master_shape();
   KILN_CHECK(todo.empty() || master.size() == 2, "DecomposeReductions: the master shape must be 2-D [rows, inner]");
   const std::vector<int64_t> per_row = todo.empty() ? std::vector<int64_t>{} : std::vector<int64_t>{master[0], 1};
@@ -47,7 +47,7 @@ size_t decompose_reductions(LinearIR& lir) {
     auto acc_sum = node("AccumulateSum", {fill_sum->get_output_port(0), exp->get_output_port(0)});
     auto sum = node("HorizonSum", {acc_sum->get_output_port(0)}, 0, per_row);
     ExpressionPtr y;
-    if (r->type() == "Softmax") {
+    if (r->kind() == OpKind::Softmax) {
       auto inv = node("Reciprocal", {sum->get_output_port(0)}, 0, per_row);
       y = node("Mul", {exp->get_output_port(0), inv->get_output_port(0)});
     } else {

@@ -16,17 +16,17 @@ void fuse_loops(LinearIR& lir) {
   using Key = std::tuple<int, size_t, int>;  // (section, inner loop, place around it)
   std::unordered_map<const Expression*, Key> key;
   for (const auto& e : lir.expressions()) {
-    const std::string& t = e->type();
+    const OpKind t = e->kind();
     Key k;
-    if (t == "Parameter") {
+    if (t == OpKind::Parameter) {
       k = {0, 0, 0};
-    } else if (t == "Result") {
+    } else if (t == OpKind::Result) {
       k = {3, 0, 0};
     } else if (e->loop_ids.empty()) {
       k = {1, 0, 0};
     } else if (e->loop_ids.size() >= 2) {
       k = {2, e->loop_ids[1], 1};
-    } else if (t == "VectorFill") {
+    } else if (t == OpKind::VectorFill) {
       k = {2, 0, 0};  // placed by its accumulator below
     } else if (is_horizon(t)) {
       k = {2, e->input_expr(0)->loop_ids.at(1), 2};
@@ -40,7 +40,7 @@ void fuse_loops(LinearIR& lir) {
     key[e.get()] = k;
   }
   for (const auto& e : lir.expressions())
-    if (is_accumulator(e->type())) key[e->input_expr(0)] = {2, e->loop_ids.at(1), 0};
+    if (is_accumulator(e->kind())) key[e->input_expr(0)] = {2, e->loop_ids.at(1), 0};
   std::vector<ExpressionPtr> v(lir.expressions().begin(), lir.expressions().end());
   std::stable_sort(v.begin(), v.end(), [&](const ExpressionPtr& a, const ExpressionPtr& b) { return key.at(a.get()) < key.at(b.get()); });
   lir.expressions().assign(v.begin(), v.end());

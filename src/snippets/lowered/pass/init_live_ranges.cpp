@@ -11,8 +11,8 @@ namespace kiln::snippets::lowered::pass {
 namespace {
 
 bool defines_vector(const Expression& e) {
-  const std::string& t = e.type();
-  return e.num_outputs() > 0 && t != "Parameter" && t != "Store" && t != "Buffer" && !is_loop_op(t);
+  const OpKind t = e.kind();
+  return e.num_outputs() > 0 && t != OpKind::Parameter && t != OpKind::Store && t != OpKind::Buffer && !is_loop_op(t);
 }
 
 }  // namespace
@@ -28,7 +28,7 @@ void init_live_ranges(LinearIR& lir) {
   int64_t i = 0;
   for (auto& e : lir.expressions()) {
     pos[e.get()] = i;
-    if (e->type() == "LoopEnd") loop_end[static_cast<size_t>(e->op().attr("loop"))] = i;
+    if (e->kind() == OpKind::LoopEnd) loop_end[static_cast<size_t>(e->op().attr("loop"))] = i;
     ++i;
   }
   std::unordered_map<const Expression*, Expression*> owner;  // value -> the expression whose register holds it
@@ -37,7 +37,7 @@ void init_live_ranges(LinearIR& lir) {
     e->live_begin = e->live_end = -1;
     if (!defines_vector(*e)) continue;
     Expression* def = e.get();
-    if (is_accumulator(e->type())) {
+    if (is_accumulator(e->kind())) {
       auto it = owner.find(e->input_expr(0));
       KILN_CHECK(it != owner.end(), cat("InitLiveRanges: ", expr_name(*e), " accumulates into a value without a register"));
       def = it->second;

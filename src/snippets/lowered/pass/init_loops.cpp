@@ -7,7 +7,7 @@ namespace {
 // The descriptor of the memory a port reads or writes ([rows, inner] shape, strides).
 const PortDescriptor& memory(const LoopPort& p) {
   const Expression& e = *p.expr;
-  return e.type() == "Store" ? e.get_output_port_descriptor(0) : e.get_input_port_descriptor(0);
+  return e.kind() == OpKind::Store ? e.get_output_port_descriptor(0) : e.get_input_port_descriptor(0);
 }
 
 }  // namespace

@@ -9,7 +9,7 @@ void insert_broadcast_move(LinearIR& lir) {
   if (inner == 1) return;
   std::vector<ExpressionPtr> loads;
   for (auto& e : lir.expressions())
-    if (e->type() == "Load" && e->get_input_port_descriptor(0).shape.at(1) == 1) loads.push_back(e);
+    if (e->kind() == OpKind::Load && e->get_input_port_descriptor(0).shape.at(1) == 1) loads.push_back(e);
   for (const auto& load : loads) {
     load->get_input_port_descriptor(0).subtensor = {1, 1};
     load->get_output_port_descriptor(0).subtensor = {1, 1};

@@ -24,7 +24,7 @@ LinearIR::iterator end_of_loop(LinearIR& lir, size_t loop) {
   if (pos != lir.end()) return std::next(pos);
   // nothing computed (outputs that are inputs): before the Results
   for (auto it = lir.begin(); it != lir.end(); ++it)
-    if ((*it)->type() == "Result") return it;
+    if ((*it)->kind() == OpKind::Result) return it;
   return lir.end();
 }
 
@@ -38,15 +38,15 @@ void insert_load_store(LinearIR& lir) {
   std::vector<ExpressionPtr> sources, results, buffers;
   size_t last_loop = 0;
   for (auto& e : lir.expressions()) {
-    if (e->type() == "Parameter" || e->type() == "Buffer") sources.push_back(e);
-    if (e->type() == "Result") results.push_back(e);
-    if (e->type() == "Buffer") buffers.push_back(e);
+    if (e->kind() == OpKind::Parameter || e->kind() == OpKind::Buffer) sources.push_back(e);
+    if (e->kind() == OpKind::Result) results.push_back(e);
+    if (e->kind() == OpKind::Buffer) buffers.push_back(e);
     if (in_inner_loop(*e)) last_loop = std::max(last_loop, e->loop_ids[1]);
   }
   KILN_CHECK(lir.loops().size() >= 2, "InsertLoadStore: no loops (run MarkLoops first)");
   if (last_loop == 0) last_loop = 1;
   auto access = [](const Expression& src) -> std::pair<std::string, double> {
-    if (src.type() == "Buffer") return {"buffer", src.op().attr("buffer")};
+    if (src.kind() == OpKind::Buffer) return {"buffer", src.op().attr("buffer")};
     return {"param", src.op().attr("index")};
   };
   auto make_load = [&](const ExpressionPtr& src, LinearIR::iterator pos, const std::vector<size_t>& loops) {
@@ -71,9 +71,9 @@ void insert_load_store(LinearIR& lir) {
     const size_t loop = in_inner_loop(*producer) ? producer->loop_ids[1] : last_loop;
     const std::vector<size_t> nest = {0, loop};
     auto pos = end_of_loop(lir, loop);
-    if (producer->type() == "Parameter") value = make_load(*lir.find(producer), pos, nest)->get_output_port(0);  // an output that is an input
-    Op op = dst.type() == "Buffer" ? Op{"Store", {{"buffer", dst.op().attr("buffer")}}} : Op{"Store", {{"result", dst.op().attr("index")}}};
-    if (dst.type() == "Result" && lir.bf16_outputs()) op.attrs["bf16"] = 1;  // 2-byte elements
+    if (producer->kind() == OpKind::Parameter) value = make_load(*lir.find(producer), pos, nest)->get_output_port(0);  // an output that is an input
+    Op op = dst.kind() == OpKind::Buffer ? Op{"Store", {{"buffer", dst.op().attr("buffer")}}} : Op{"Store", {{"result", dst.op().attr("index")}}};
+    if (dst.kind() == OpKind::Result && lir.bf16_outputs()) op.attrs["bf16"] = 1;  // 2-byte elements
     auto store = lir.insert_node(pos, op, {value}, 1, nest);
     store->get_input_port_descriptor(0).subtensor = {1, lir.vector_length()};
     store->get_output_port_descriptor(0).subtensor = {1, lir.vector_length()};

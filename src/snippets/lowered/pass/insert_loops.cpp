@@ -27,7 +27,7 @@ void insert_loops(LinearIR& lir) {
       const auto& ids = (*it)->loop_ids;
       bool in = false;
       for (size_t l : ids) in |= l == id;
-      KILN_CHECK(in || is_loop_op((*it)->type()), cat("InsertLoops: loop ", id, " is not contiguous at ", expr_name(**it),
+      KILN_CHECK(in || is_loop_op((*it)->kind()), cat("InsertLoops: loop ", id, " is not contiguous at ", expr_name(**it),
                                                       " (run FuseLoops first)"));
     }
     Op begin{"LoopBegin", {{"loop", static_cast<double>(id)}}};

@@ -60,7 +60,7 @@ size_t insert_reg_spills(LinearIR& lir, int num_regs) {
         if (pos.at(c.get_expr()) > here) next = std::min(next, pos.at(c.get_expr()));
       if (next == std::numeric_limits<int64_t>::max()) continue;  // live across a loop back edge only
       bool accumulated = false;  // an accumulator updates it in place, every iteration
-      for (const auto& c : v->get_output_port_connector(0)->get_consumers()) accumulated |= is_accumulator(c.get_expr()->type());
+      for (const auto& c : v->get_output_port_connector(0)->get_consumers()) accumulated |= is_accumulator(c.get_expr()->kind());
       if (accumulated) continue;
       if (next > farthest) {
         farthest = next;
@@ -75,7 +75,7 @@ size_t insert_reg_spills(LinearIR& lir, int num_regs) {
       return pos.at(a.get_expr()) < pos.at(b.get_expr());
     });
     Expression* first_use = later.front().get_expr();
-    if (victim->type() == "Scalar") {
+    if (victim->kind() == OpKind::Scalar) {
       for (const ExpressionPort& c : later) {
         auto again = lir.insert_node(lir.find(c.get_expr()), victim->op(), {}, 1, c.get_expr()->loop_ids);
         again->get_output_port_descriptor(0) = victim->get_output_port_descriptor(0);

@@ -18,8 +18,8 @@ void insert_specific_iterations(LinearIR& lir) {
     LoopInfo main = lir.loops()[id];
     if (main.work_amount < 0 || main.is_tail || main.work_amount % main.increment == 0) continue;
     const int64_t tail = main.work_amount % main.increment;
-    auto begin = find_loop_marker(lir, "LoopBegin", id);
-    auto end = find_loop_marker(lir, "LoopEnd", id);
+    auto begin = find_loop_marker(lir, OpKind::LoopBegin, id);
+    auto end = find_loop_marker(lir, OpKind::LoopEnd, id);
     KILN_CHECK(begin != lir.end() && end != lir.end(), "InsertSpecificIterations: run InsertLoops first");
 
     LoopInfo t = main;

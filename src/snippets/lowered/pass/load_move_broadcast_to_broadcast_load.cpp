@@ -7,10 +7,10 @@ namespace kiln::snippets::lowered::pass {
 void load_move_broadcast_to_broadcast_load(LinearIR& lir) {
   std::vector<std::pair<ExpressionPtr, ExpressionPtr>> pairs;
   for (auto& e : lir.expressions()) {
-    if (e->type() != "BroadcastMove") continue;
+    if (e->kind() != OpKind::BroadcastMove) continue;
     auto src = e->get_input_port_connector(0)->get_source();
     Expression* load = src.get_expr();
-    if (load->type() != "Load" || load->get_output_port_connector(0)->get_consumers().size() != 1) continue;
+    if (load->kind() != OpKind::Load || load->get_output_port_connector(0)->get_consumers().size() != 1) continue;
     pairs.emplace_back(*lir.find(load), e);
   }
   for (const auto& [load, bm] : pairs) {

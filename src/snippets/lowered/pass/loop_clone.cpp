@@ -6,15 +6,15 @@
 
 namespace kiln::snippets::lowered::pass {
 
-LinearIR::iterator find_loop_marker(LinearIR& lir, const char* type, size_t loop) {
+LinearIR::iterator find_loop_marker(LinearIR& lir, OpKind kind, size_t loop) {
   for (auto it = lir.begin(); it != lir.end(); ++it)
-    if ((*it)->type() == type && static_cast<size_t>((*it)->op().attr("loop")) == loop) return it;
+    if ((*it)->kind() == kind && static_cast<size_t>((*it)->op().attr("loop")) == loop) return it;
   return lir.end();
 }
 
 LoopCopy copy_loop_after(LinearIR& lir, size_t id, LoopInfo info, int64_t count) {
-  auto begin = find_loop_marker(lir, "LoopBegin", id);
-  auto end = find_loop_marker(lir, "LoopEnd", id);
+  auto begin = find_loop_marker(lir, OpKind::LoopBegin, id);
+  auto end = find_loop_marker(lir, OpKind::LoopEnd, id);
   KILN_CHECK(begin != lir.end() && end != lir.end(), cat("snippets: loop ", id, " has no LoopBegin / LoopEnd (run InsertLoops first)"));
   LoopCopy out;
   out.id = lir.add_loop(info);
@@ -28,11 +28,11 @@ LoopCopy copy_loop_after(LinearIR& lir, size_t id, LoopInfo info, int64_t count)
       ins.push_back(c == out.of.end() ? src : c->second->get_output_port(src.get_index()));
     }
     Op op = e->op();
-    if (is_loop_op(op.type) && static_cast<size_t>(op.attr("loop")) == id) op.attrs["loop"] = static_cast<double>(out.id);
+    if (is_loop_op(op.kind()) && static_cast<size_t>(op.attr("loop")) == id) op.attrs["loop"] = static_cast<double>(out.id);
     // masked to the tail's lanes: vector memory accesses, and accumulators (their other lanes
     // would take the masked Loads' zeros in)
-    if (count >= 0 && (is_accumulator(op.type) ||
-                       ((op.type == "Load" || op.type == "Store") && e->get_input_port_descriptor(0).subtensor.back() != 1)))
+    if (count >= 0 && (is_accumulator(op.kind()) ||
+                       ((op.kind() == OpKind::Load || op.kind() == OpKind::Store) && e->get_input_port_descriptor(0).subtensor.back() != 1)))
       op.attrs["count"] = static_cast<double>(count);
     std::vector<size_t> loops = e->loop_ids;
     for (auto& l : loops)

@@ -8,7 +8,7 @@
 namespace kiln::snippets::lowered::pass {
 
 // The LoopBegin / LoopEnd of loop `id` (lir.end() when absent).
-LinearIR::iterator find_loop_marker(LinearIR& lir, const char* type, size_t loop);
+LinearIR::iterator find_loop_marker(LinearIR& lir, OpKind kind, size_t loop);
 
 struct LoopCopy {
   size_t id = 0;                                         // the new loop

@@ -23,15 +23,15 @@ void mark_loops(LinearIR& lir) {
   std::unordered_map<const Expression*, int64_t> ready;  // per-row values: the first stage that may read them
   int64_t stages = 1;
   for (auto& e : lir.expressions()) {
-    const std::string& t = e->type();
-    if (is_io_op(t) || t == "Scalar") continue;
-    if (t == "VectorFill") {
+    const OpKind t = e->kind();
+    if (is_io_op(t) || t == OpKind::Scalar) continue;
+    if (t == OpKind::VectorFill) {
       ready[e.get()] = 0;
       continue;
     }
     if (is_horizon(t)) {
       const Expression* src = e->input_expr(0);
-      KILN_CHECK(is_accumulator(src->type()) && stage.count(src),
+      KILN_CHECK(is_accumulator(src->kind()) && stage.count(src),
                  cat("MarkLoops: ", expr_name(*e), " must read an accumulator (run DecomposeReductions)"));
       ready[e.get()] = stage.at(src) + 1;
       continue;
@@ -41,8 +41,8 @@ void mark_loops(LinearIR& lir) {
     for (size_t i = 0; i < e->num_inputs(); ++i) {
       if (is_accumulator(t) && i == 0) continue;  // the accumulator itself: its VectorFill
       const Expression* src = e->input_expr(i);
-      if (src->type() == "Scalar") continue;
-      if (src->type() == "Parameter") {
+      if (src->kind() == OpKind::Scalar) continue;
+      if (src->kind() == OpKind::Parameter) {
         vector = true;
       } else if (auto it = stage.find(src); it != stage.end()) {
         vector = true;
@@ -52,7 +52,7 @@ void mark_loops(LinearIR& lir) {
       }
     }
     bool only_scalars = true;
-    for (size_t i = 0; i < e->num_inputs(); ++i) only_scalars &= e->input_expr(i)->type() == "Scalar";
+    for (size_t i = 0; i < e->num_inputs(); ++i) only_scalars &= e->input_expr(i)->kind() == OpKind::Scalar;
     if (vector || only_scalars || is_accumulator(t)) {
       stage[e.get()] = s;
       stages = std::max(stages, s + 1);

@@ -12,9 +12,9 @@ namespace kiln::snippets::lowered::pass {
 size_t propagate_layout(LinearIR& lir) {
   size_t n = 0;
   for (auto& e : lir.expressions()) {
-    const std::string& t = e->type();
-    if (t != "Load" && t != "BroadcastLoad" && t != "Store") continue;
-    const bool store = t == "Store";
+    const OpKind t = e->kind();
+    if (t != OpKind::Load && t != OpKind::BroadcastLoad && t != OpKind::Store) continue;
+    const bool store = t == OpKind::Store;
     PortDescriptor& mine = store ? e->get_output_port_descriptor(0) : e->get_input_port_descriptor(0);
     const PortDescriptor* src = nullptr;
     if (store) {
@@ -26,7 +26,7 @@ size_t propagate_layout(LinearIR& lir) {
     }
     mine.layout = src->layout;
     mine.strides = src->strides;
-    if (!mine.strides.empty() && t != "BroadcastLoad") {
+    if (!mine.strides.empty() && t != OpKind::BroadcastLoad) {
       const bool vector = !mine.subtensor.empty() && mine.subtensor.back() != 1;
       KILN_CHECK(!vector || mine.strides.back() == 1,
                  cat("PropagateLayout: ", expr_name(*e), " accesses lanes ", mine.strides.back(), " elements apart (a vector access needs them contiguous)"));

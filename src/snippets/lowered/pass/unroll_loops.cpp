@@ -23,11 +23,11 @@ void unroll_loops(LinearIR& lir) {
     if (loop.work_amount < 0 || loop.is_tail || loop.dim_idx != 0) continue;
     const int64_t step = loop.increment * factor;
     if (loop.work_amount < step) continue;
-    auto begin = find_loop_marker(lir, "LoopBegin", id);
-    auto end = find_loop_marker(lir, "LoopEnd", id);
+    auto begin = find_loop_marker(lir, OpKind::LoopBegin, id);
+    auto end = find_loop_marker(lir, OpKind::LoopEnd, id);
     KILN_CHECK(begin != lir.end() && end != lir.end(), "UnrollLoops: run InsertLoops first");
     bool nested = false;
-    for (auto it = std::next(begin); it != end; ++it) nested |= is_loop_op((*it)->type());
+    for (auto it = std::next(begin); it != end; ++it) nested |= is_loop_op((*it)->kind());
     if (nested) continue;  // innermost loops only
 
     const int64_t main_work = loop.work_amount / step * step, rest = loop.work_amount - main_work;
@@ -58,7 +58,7 @@ void unroll_loops(LinearIR& lir) {
           ins.push_back(c == of.end() ? src : c->second->get_output_port(src.get_index()));
         }
         Op op = e->op();
-        if (is_memory_op(op.type)) {
+        if (is_memory_op(op.kind())) {
           auto s = shift.find(e.get());
           const int64_t inc = s == shift.end() ? 0 : s->second;
           op.attrs["offset"] = static_cast<double>(k * loop.increment * inc);
