@@ -1,5 +1,5 @@
 #pragma once
-// Which layer becomes post-ops of which host (../shared/spec/cpu_plugin_fusions.md), in one
+// Which layer becomes post-ops of which host (the CPU plugin's fusions, as OpenVINO's), in one
 // place for the two that ask: the CPU optimizer's passes on a cpu::Graph (src/cpu/passes/)
 // and MarkSkipped on the ir::Graph before snippets tokenization (cpu/mark_skipped.hpp), so
 // that they cannot drift apart (test: CpuFusionRules.*). A rule reads tensors through

@@ -4,8 +4,8 @@
 The ONNX backend test data Debian installs stops at opset 17, so these cases are written here:
 each builds a small model with onnx.helper (the installed onnx 1.12 does not know the newer
 schemas, so its checker is not run), draws inputs with a fixed seed, and takes the reference
-outputs from ONNX Runtime (tests/onnx_new/ort_run.js: onnxruntime-node, installed by
-../shared/bench/setup.sh) or, where noted, from numpy. The cases are written in the layout of
+outputs from ONNX Runtime (tests/onnx_new/ort_run.js: onnxruntime-node, installed with npm from the
+npm registry: `npm install onnxruntime-node`) or, where noted, from numpy. The cases are written in the layout of
 the ONNX backend suite, so kiln_conformance runs them:
 
     tests/data/onnx_new/node/<case>/model.onnx
