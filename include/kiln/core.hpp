@@ -92,10 +92,23 @@ struct RuntimeNode {
   std::vector<std::string> inputs;  // tensors it reads (weights and other constants left out)
   std::vector<Output> outputs;
 };
+// One decision of the optimizer: a fusion or rewrite it applied, or one it did not and the
+// first condition that stopped it.
+struct FusionDecision {
+  std::string pass;     // e.g. "FuseConvolutionAndSimpleOperation"
+  std::string where;    // the nodes involved, e.g. "conv_7 -> add_9"
+  std::string message;  // applied: what happened; not applied: the first failed condition
+  bool applied = false;
+};
 struct RuntimeModel {
   std::vector<RuntimeNode> nodes;  // in execution order
   size_t arena_bytes = 0;          // one request's intermediate tensors, planned in one block
   size_t in_place_nodes = 0;       // nodes that write their output over an input no one reads after
+  std::vector<FusionDecision> fusions;  // every pass's decisions, in the order they were made
+  // Non-empty when these shapes have no runtime graph: why (kiln_executor = reference, or
+  // shapes that depend on the data); the model then runs node by node on the reference
+  // executor and `nodes` is empty.
+  std::string reference_reason;
 };
 
 
@@ -110,13 +123,14 @@ class CompiledModel {
   // (e.g. num_streams -> the number AUTO or a hint chose; inference_num_threads -> the
   // threads of all streams together). Also the read-only keys
   // optimal_number_of_infer_requests (OPTIMAL_NUMBER_OF_INFER_REQUESTS: enough requests
-  // to keep every stream busy), kiln_threads_per_stream and kiln_cpu_isa (as
+  // to keep every stream busy), kiln_threads_per_stream, kiln_stream_layout (streams,
+  // threads and pinning in words: "2 streams x 1 thread, not pinned") and kiln_cpu_isa (as
   // Core::get_property). Unknown key: kiln::Error.
   std::string get_property(const std::string& key) const;
   // The runtime graph the model's requests run for these input shapes (empty: the shapes the
-  // model declares, all static). The plan is the one inference uses (made now when these
-  // shapes have not run yet). kiln::Error with kiln_executor = reference (no runtime graph),
-  // for shapes the model does not accept, or for a graph whose shapes depend on its data.
+  // model declares, all static), with the optimizer's decisions. The plan is the one
+  // inference uses (made now when these shapes have not run yet). kiln::Error for shapes the
+  // model does not accept or a dynamic model without shapes.
   RuntimeModel get_runtime_model(const std::vector<Shape>& input_shapes = {}) const;
   struct Impl;
 

@@ -234,7 +234,6 @@ std::string CompiledModel::get_property(const std::string& key) const {
 
 RuntimeModel CompiledModel::get_runtime_model(const std::vector<Shape>& input_shapes) const {
   const auto& c = need(impl_);
-  KILN_CHECK(c.fast, "get_runtime_model: kiln_executor = reference runs the ONNX graph node by node; there is no runtime graph");
   std::vector<Shape> shapes = input_shapes;
   const std::vector<PortInfo>& ports = c.model->inputs();
   if (shapes.empty()) {
@@ -247,9 +246,16 @@ RuntimeModel CompiledModel::get_runtime_model(const std::vector<Shape>& input_sh
   }
   KILN_CHECK(shapes.size() == ports.size(),
              cat("get_runtime_model: ", shapes.size(), " input shapes for a model with ", ports.size(), " inputs"));
+  RuntimeModel m;
+  if (!c.fast) {
+    m.reference_reason = "kiln_executor = reference";
+    return m;
+  }
   const cpu::Executor::Plan& plan = c.fast->plan_for(shapes);
-  KILN_CHECK(plan.cpu, cat("get_runtime_model: no runtime graph for these shapes (", plan.fallback_reason, ")"));
-  return api::describe_runtime_graph(*plan.cpu);
+  if (plan.cpu) m = api::describe_runtime_graph(*plan.cpu);
+  else m.reference_reason = plan.fallback_reason;
+  for (const auto& e : plan.log.entries) m.fusions.push_back({e.pass, e.where, e.message, e.applied});
+  return m;
 }
 
 // ---------------- InferRequest ----------------

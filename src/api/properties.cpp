@@ -48,6 +48,7 @@ const std::vector<Key>& keys() {
        "an integer in [0, 1000000]: oneDNN primitives kept for reuse, process-wide (0: none)", false},
       {"optimal_number_of_infer_requests", "OPTIMAL_NUMBER_OF_INFER_REQUESTS", "", true},
       {"kiln_threads_per_stream", nullptr, "", true},
+      {"kiln_stream_layout", nullptr, "", true},
       {"kiln_cpu_isa", nullptr, "", true},
       {"kiln_plan_cache_size", nullptr, "", true},
       {"kiln_plan_cache_hits", nullptr, "", true},
@@ -271,6 +272,7 @@ std::string effective_value(const std::string& key, const Settings& s, const cpu
     return join(std::vector<std::string>(s.graph.disabled_passes.begin(), s.graph.disabled_passes.end()), ",");
   if (key == "optimal_number_of_infer_requests") return std::to_string(std::max(1, layout.streams));
   if (key == "kiln_threads_per_stream") return std::to_string(layout.threads_per_stream);
+  if (key == "kiln_stream_layout") return layout.describe();
   if (key == "kiln_cpu_isa") return cpu::isa_description();
   throw Error(cat("unknown property '", key, "'; accepted: ", accepted_keys(true)));
 }

@@ -10,13 +10,8 @@
 #include <iostream>
 #include <map>
 
-#include "api/properties.hpp"
-#include "api/runtime_model.hpp"
 #include "commands.hpp"
 #include "core/strings.hpp"
-#include "cpu/executor.hpp"
-#include "cpu/graph_optimizer.hpp"
-#include "cpu/stream_layout.hpp"
 #include "tools/common/exec_graph.hpp"
 #include "tools/common/run_util.hpp"
 
@@ -40,63 +35,52 @@ int cmd_inspect(const InspectOptions& o) {
   Core core;
   auto model = core.read_model(o.model);
   tools::PreparedInputs in = tools::prepare_inputs(model->inputs(), {}, o.shapes, /*random_missing=*/true, 0);
-  const auto known = cpu::known_pass_names();
-  for (const std::string& p : o.disabled_passes)
-    KILN_CHECK(std::find(known.begin(), known.end(), p) != known.end(),
-               cat("--disable-pass: unknown pass '", p, "'; passes: ", join(known, ", ")));
-  // the compile properties, checked as compile_model checks them
+  // the compile properties, checked by compile_model (--disable-pass: kiln_disable_passes)
   AnyMap properties = parse_property_specs(o.properties);
   if (!o.disabled_passes.empty())
     add_property(properties, "kiln_disable_passes", join(o.disabled_passes, ","), "--disable-pass");
-  const api::Settings settings = api::parse_properties(properties);
-  const cpu::GraphOptions& options = settings.graph;
-  const cpu::StreamLayout layout = cpu::resolve_streams(settings.streams, cpu::CpuTopology::detect());
-  cpu::Executor ex(model->graph(), options);
+  const CompiledModel compiled = core.compile_model(model, properties);
   std::vector<Shape> shapes;
   for (const Tensor& t : in.tensors) shapes.push_back(t.shape());
-  const cpu::Executor::Plan* planned = nullptr;
+  RuntimeModel g;
   try {
-    planned = &ex.plan_for(shapes);
+    g = compiled.get_runtime_model(shapes);
   } catch (const Error& e) {
     throw Error(in.explain(e));  // naming the dims set to 1, the likely cause
   }
-  const cpu::Executor::Plan& plan = *planned;
   if (!in.defaulted_dims_hint.empty()) std::cout << "note          " << in.defaulted_dims_hint << "\n";
-  if (!plan.cpu) {
-    std::cout << "runtime graph: none (" << plan.fallback_reason << "); the model runs on the reference executor\n";
+  if (!g.reference_reason.empty()) {
+    std::cout << "runtime graph: none (" << g.reference_reason << "); the model runs on the reference executor\n";
     return 0;
   }
-  const cpu::Graph& g = *plan.cpu;
   std::map<std::string, int> by_type;
   size_t fused = 0;
-  for (const auto& n : g.nodes()) {
-    ++by_type[n->type()];
-    fused += n->fused.size();
+  for (const RuntimeNode& n : g.nodes) {
+    ++by_type[n.type];
+    fused += n.fused.size();
   }
   std::cout << "model         " << o.model << "\n";
   for (size_t i = 0; i < shapes.size(); ++i)
     std::cout << "input         " << model->inputs()[i].name << "  " << shape_to_string(shapes[i]) << "\n";
   std::cout << "onnx nodes    " << model->graph()->num_nodes() << "\n";
-  std::cout << "runtime nodes " << g.nodes().size() << "  (" << fused << " ONNX nodes fused into others)\n";
+  std::cout << "runtime nodes " << g.nodes.size() << "  (" << fused << " ONNX nodes fused into others)\n";
   std::vector<std::string> parts;
   for (auto& [t, c] : by_type) parts.push_back(cat(t, " ", c));
   std::cout << "node types    " << join(parts, ", ") << "\n";
-  std::cout << "arena         " << g.arena_bytes() << " bytes, " << g.in_place_nodes()
+  std::cout << "arena         " << g.arena_bytes << " bytes, " << g.in_place_nodes
             << " nodes in place (one arena per stream)\n";
-  std::cout << "streams       " << layout.describe() << "\n";
-  std::cout << "precision     "
-            << describe_precision(api::effective_value("inference_precision", settings, layout), properties) << "\n";
+  std::cout << "streams       " << compiled.get_property("kiln_stream_layout") << "\n";
+  std::cout << "precision     " << describe_precision(compiled.get_property("inference_precision"), properties) << "\n";
   std::map<std::string, std::pair<size_t, size_t>> per_pass;  // applied, skipped
-  for (const auto& e : plan.log.entries) (e.applied ? per_pass[e.pass].first : per_pass[e.pass].second)++;
+  for (const FusionDecision& e : g.fusions) (e.applied ? per_pass[e.pass].first : per_pass[e.pass].second)++;
   for (auto& [p, c] : per_pass) std::cout << "pass          " << p << ": " << c.first << " applied, " << c.second << " not\n";
-  if (!options.disabled_passes.empty())
-    std::cout << "disabled      " << join(std::vector<std::string>(options.disabled_passes.begin(), options.disabled_passes.end()), ", ") << "\n";
+  if (!o.disabled_passes.empty()) std::cout << "disabled      " << join(o.disabled_passes, ", ") << "\n";
 
   if (o.explain_fusions) {
-    std::cout << "\nfusions:\n" << tools::explain_fusions(plan.log, true);
+    std::cout << "\nfusions:\n" << tools::explain_fusions(g.fusions, true);
   }
   if (!o.exec_graph_path.empty()) {
-    write_file(o.exec_graph_path, tools::exec_graph_json(api::describe_runtime_graph(g)).dump(2) + "\n", "--exec-graph");
+    write_file(o.exec_graph_path, tools::exec_graph_json(g).dump(2) + "\n", "--exec-graph");
     std::cout << "wrote         " << o.exec_graph_path << "\n";
   }
   if (!o.dot_path.empty() || !o.svg_path.empty()) {

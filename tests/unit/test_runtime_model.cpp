@@ -78,8 +78,32 @@ TEST(RuntimeModel, DynamicShapesNeedTheInputShapes) {
   EXPECT_THROW(cm.get_runtime_model({{3, 5, 8, 8}}), Error);       // channels the weights do not take
 }
 
-TEST(RuntimeModel, TheReferenceExecutorHasNone) {
+TEST(RuntimeModel, TheReferenceExecutorHasNoneAndSaysWhy) {
   Core core;
   CompiledModel cm = core.compile_model(conv_relu(false), {{"kiln_executor", "reference"}});
-  EXPECT_THROW(cm.get_runtime_model(), Error);
+  const RuntimeModel m = cm.get_runtime_model();
+  EXPECT_TRUE(m.nodes.empty());
+  EXPECT_NE(m.reference_reason.find("reference"), std::string::npos) << m.reference_reason;
+}
+
+TEST(RuntimeModel, TheOptimizersDecisionsComeWithIt) {
+  Core core;
+  CompiledModel cm = core.compile_model(conv_relu(false), f32_properties({}));
+  const RuntimeModel m = cm.get_runtime_model();
+  EXPECT_TRUE(m.reference_reason.empty());
+  // the Relu went into the convolution: the pass that did it says so, naming both
+  auto it = std::find_if(m.fusions.begin(), m.fusions.end(), [](const FusionDecision& d) {
+    return d.applied && d.pass == "FuseConvolutionAndSimpleOperation";
+  });
+  ASSERT_NE(it, m.fusions.end());
+  EXPECT_NE(it->where.find("conv"), std::string::npos) << it->where;
+  EXPECT_NE(it->where.find("relu"), std::string::npos) << it->where;
+  // with that pass disabled the Relu keeps a node of its own
+  CompiledModel off = core.compile_model(conv_relu(false),
+                                         f32_properties({{"kiln_disable_passes", "FuseConvolutionAndSimpleOperation"}}));
+  const RuntimeModel m2 = off.get_runtime_model();
+  EXPECT_GT(m2.nodes.size(), m.nodes.size());
+  EXPECT_EQ(std::count_if(m2.fusions.begin(), m2.fusions.end(),
+                          [](const FusionDecision& d) { return d.applied && d.pass == "FuseConvolutionAndSimpleOperation"; }),
+            0);
 }

@@ -29,9 +29,9 @@ nlohmann::json exec_graph_json(const RuntimeModel& m) {
   return {{"arena_bytes", m.arena_bytes}, {"in_place_nodes", m.in_place_nodes}, {"nodes", std::move(nodes)}};
 }
 
-std::string explain_fusions(const transforms::PassLog& log, bool include_applied) {
+std::string explain_fusions(const std::vector<FusionDecision>& fusions, bool include_applied) {
   std::ostringstream os;
-  for (const auto& e : log.entries) {
+  for (const FusionDecision& e : fusions) {
     if (e.applied && !include_applied) continue;
     os << (e.applied ? "applied  " : "skipped  ") << e.pass << "  " << e.where;
     if (!e.message.empty()) os << ": " << e.message;
@@ -57,10 +57,10 @@ std::string quoted(const std::string& s) {
 
 }  // namespace
 
-std::string exec_graph_dot(const ir::Graph& original, const cpu::Graph& g) {
+std::string exec_graph_dot(const ir::Graph& original, const RuntimeModel& g) {
   std::set<std::string> fused_away;
-  for (const auto& n : g.nodes())
-    for (const auto& f : n->fused) fused_away.insert(f);
+  for (const RuntimeNode& n : g.nodes)
+    for (const auto& f : n.fused) fused_away.insert(f);
   std::ostringstream os;
   os << "digraph kiln {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fillcolor=white, fontsize=10];\n";
   // original graph
@@ -81,17 +81,16 @@ std::string exec_graph_dot(const ir::Graph& original, const cpu::Graph& g) {
   os << "  }\n";
   // runtime graph
   os << "  subgraph cluster_runtime {\n    label=\"runtime (kiln)\";\n";
-  std::map<const cpu::Edge*, std::string> producer;
+  std::map<std::string, std::string> producer;  // tensor -> the runtime node writing it
   k = 0;
-  for (const auto& n : g.nodes()) {
+  for (const RuntimeNode& n : g.nodes) {
     std::string nid = cat("r", k++);
-    std::string label = cat(n->type(), "\n", n->name, "\n[", n->impl, "]");
-    if (!n->fused.empty()) label += cat("\n+ ", join(n->fused, "\n+ "));
-    os << "    " << nid << " [label=" << quoted(label)
-       << (n->fused.empty() ? "" : ", fillcolor=\"#ffe17a\"") << "];\n";
-    for (const cpu::Edge* in : n->inputs)
-      if (in && producer.count(in)) os << "    " << producer[in] << " -> " << nid << ";\n";
-    for (const cpu::Edge* out : n->outputs) producer[out] = nid;
+    std::string label = cat(n.type, "\n", n.name, "\n[", n.exec_type, "]");
+    if (!n.fused.empty()) label += cat("\n+ ", join(n.fused, "\n+ "));
+    os << "    " << nid << " [label=" << quoted(label) << (n.fused.empty() ? "" : ", fillcolor=\"#ffe17a\"") << "];\n";
+    for (const std::string& in : n.inputs)
+      if (producer.count(in)) os << "    " << producer[in] << " -> " << nid << ";\n";
+    for (const RuntimeNode::Output& out : n.outputs) producer[out.name] = nid;
   }
   os << "  }\n}\n";
   return os.str();

@@ -8,9 +8,7 @@
 
 #include <string>
 
-#include "cpu/graph.hpp"
 #include "ir/graph.hpp"
-#include "transforms/pass_log.hpp"
 
 namespace kiln::tools {
 
@@ -18,10 +16,10 @@ namespace kiln::tools {
 nlohmann::json exec_graph_json(const RuntimeModel& m);
 
 // One line per log entry: "applied  PASS  where: message" / "skipped  PASS  where: reason".
-std::string explain_fusions(const transforms::PassLog& log, bool include_applied = true);
+std::string explain_fusions(const std::vector<FusionDecision>& fusions, bool include_applied = true);
 
 // digraph with two clusters: the original ir graph (nodes that were fused away filled
 // grey) and the runtime graph (fused nodes labelled with what they absorbed).
-std::string exec_graph_dot(const ir::Graph& original, const cpu::Graph& g);
+std::string exec_graph_dot(const ir::Graph& original, const RuntimeModel& g);
 
 }  // namespace kiln::tools
