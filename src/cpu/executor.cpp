@@ -175,6 +175,7 @@ std::unique_ptr<Graph> Executor::build_graph(Plan& plan, std::shared_ptr<Arena> 
   GraphOptions o = options_;
   if (hot) o.shapes_vary = false;
   o.weights = weights_.get();
+  if (options_.shapes_vary) o.fusion_decisions = &fusion_decisions_;  // hot rebuilds too: the same fusions
   o.arena = std::move(arena);
   transforms::PassLog log;
   o.log = &log;

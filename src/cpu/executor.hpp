@@ -27,6 +27,7 @@
 #include <mutex>
 #include <vector>
 
+#include "cpu/fusion_decisions.hpp"
 #include "cpu/graph.hpp"
 #include "cpu/weights_cache.hpp"
 #include "runtime/reference_executor.hpp"
@@ -81,6 +82,8 @@ class Executor {
   size_t plan_hits() const { return plan_hits_.load(); }
   size_t plan_misses() const { return plan_misses_.load(); }
   const WeightsCache& weights() const { return *weights_; }
+  // The fusion answers its plans share when the input shapes vary (fusion_decisions.hpp).
+  const FusionDecisions& fusion_decisions() const { return fusion_decisions_; }
   // The bytes of the calling thread's arena for this executor (0 before its first fast run).
   size_t thread_arena_bytes() const;
   size_t shared_constants() const;  // distinct folded constants the plans share now
@@ -100,6 +103,7 @@ class Executor {
   GraphOptions options_;
   runtime::ReferenceExecutor reference_;
   std::shared_ptr<WeightsCache> weights_;
+  FusionDecisions fusion_decisions_;  // shared by the plans when options_.shapes_vary
   std::map<std::vector<Shape>, std::shared_ptr<Plan>> plans_;
   size_t capacity_;
   uint64_t clock_ = 0;                                  // LRU clock (mutex_)

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cpu/arena.hpp"
+#include "cpu/fusion_decisions.hpp"
 #include "cpu/node.hpp"
 #include "ir/graph.hpp"
 #include "snippets/target_machine.hpp"
@@ -55,6 +56,8 @@ struct GraphOptions {
   // The model has inputs of variable shape, so graphs are built per shape (cpu::Executor sets
   // it): nodes favour primitives that are quick to create (Node::shapes_vary).
   bool shapes_vary = false;
+  // With shapes_vary: the model's fusion answers shared by all its plans (fusion_decisions.hpp).
+  FusionDecisions* fusion_decisions = nullptr;
 };
 
 class Graph {

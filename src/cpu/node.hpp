@@ -15,6 +15,8 @@
 
 namespace kiln::cpu {
 
+class FusionDecisions;
+
 struct Edge {
   enum class Kind { arena, constant, input };
   std::string name;
@@ -89,6 +91,8 @@ class Node {
   // again for every new shape, so where oneDNN has two equally fast kernels, take the one
   // that is cheaper to create.
   bool shapes_vary = false;
+  // Fusion answers shared by the plans of a model whose shapes vary (GraphOptions), else null.
+  FusionDecisions* fusion_decisions = nullptr;
   // Set by prepare(): shapes_vary made it take an implementation quicker to create than
   // oneDNN's first choice, which may run slower (Graph::quick_nodes()).
   bool quick_impl = false;

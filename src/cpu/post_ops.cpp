@@ -1,5 +1,7 @@
 #include "cpu/post_ops.hpp"
 
+#include "cpu/fusion_decisions.hpp"
+
 #include <cstring>
 
 #include "core/strings.hpp"
@@ -113,7 +115,11 @@ std::optional<PostOpList> PostOpList::with(const std::vector<PostOp>& extra, boo
 }
 
 bool keeps_jit(PostOpList& trial, PostOpList& current, const std::function<std::string(PostOpList&)>& impl_of,
-               const char* primitive, std::string* why) {
+               const char* primitive, std::string* why, FusionDecisions* decisions, const std::string& host) {
+  if (decisions) {
+    const std::string key = cat(primitive, " ", host, ": ", current.describe(), " -> ", trial.describe());
+    return decisions->decide(key, why, [&](std::string* w) { return keeps_jit(trial, current, impl_of, primitive, w); });
+  }
   auto is_ref = [](const std::string& impl) { return impl.rfind("ref", 0) == 0; };
   auto is_brgemm = [](const std::string& impl) { return impl.rfind("brg", 0) == 0; };
   try {

@@ -14,6 +14,8 @@
 
 namespace kiln::cpu {
 
+class FusionDecisions;
+
 struct Edge;
 
 struct PostOp {
@@ -64,8 +66,11 @@ class PostOpList {
 // Whether the primitive made for `trial` keeps an optimised kernel: `impl_of(list)` names the
 // implementation oneDNN picks for a list (throwing dnnl::error when it rejects it); a reference
 // kernel is refused unless the host's `current` list gets one too, and so is leaving a brgemm
-// kernel for another family. `why` says what failed.
+// kernel for another family. `why` says what failed. With `decisions` (a model whose input
+// shapes vary), the answer for this `host` (its name and output tensor) and these two chains
+// is asked once and shared by every plan of the model.
 bool keeps_jit(PostOpList& trial, PostOpList& current, const std::function<std::string(PostOpList&)>& impl_of,
-               const char* primitive, std::string* why);
+               const char* primitive, std::string* why, FusionDecisions* decisions = nullptr,
+               const std::string& host = "");
 
 }  // namespace kiln::cpu

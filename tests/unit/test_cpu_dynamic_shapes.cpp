@@ -212,6 +212,41 @@ TEST(CpuDynamicShapes, NewShapesTakeQuickPrimitivesAndAFrequentShapeTheFastest) 
   }
 }
 
+TEST(CpuDynamicShapes, FusionAnswersAreAskedOncePerLayerForAllShapes) {
+  // Whether a convolution / matmul keeps an optimised kernel with a post-op is asked of
+  // oneDNN once per layer and chain, not once per shape: every plan after the first takes the
+  // answer (and fuses alike), and every shape still computes what the reference does.
+  auto g = make_graph(17);
+  auto* x = g->add_input("x", {DType::f32, dims({1, 8, 8, Dim::sym("w")})});
+  g->add_node("Relu", {conv(*g, x, 8, 16, 3, "c")}, 1, "r");
+  auto* t = g->add_node("Transpose", {g->nodes().back()->output(0)}, 1, "t");
+  t->attrs["perm"] = ir::Attribute(std::vector<int64_t>{0, 2, 3, 1});
+  auto* fc = g->add_node("MatMul", {t->output(0), g->add_constant("wf", random_tensor({16, 4}, 4, 0.3f))}, 1, "fc");
+  g->add_output(g->add_node("Relu", {fc->output(0)}, 1, "fr")->output(0));
+  const std::vector<std::vector<Shape>> stream = {{{1, 8, 8, 8}}, {{1, 8, 8, 24}}, {{1, 8, 8, 40}}, {{1, 8, 8, 12}}};
+  run_stream(g, stream, {"Convolution", "FullyConnected"});
+  cpu::Executor ex(g);
+  size_t first = 0;
+  for (size_t i = 0; i < stream.size(); ++i) {
+    const auto& plan = ex.plan_for(stream[i]);
+    ASSERT_TRUE(plan.cpu) << plan.fallback_reason;
+    for (const auto& n : plan.cpu->nodes()) {
+      if (n->kind() != cpu::NodeKind::Convolution && n->kind() != cpu::NodeKind::FullyConnected) continue;
+      EXPECT_EQ(n->fused.size(), 1u) << n->name << " at shape " << i;  // each took its Relu
+    }
+    if (i == 0) first = ex.fusion_decisions().size();
+  }
+  EXPECT_GE(first, 2u);                             // the convolution's and the matmul's
+  EXPECT_EQ(ex.fusion_decisions().size(), first);  // no new question for the later shapes
+  // a model of static shapes keeps none: its one plan asks once anyway
+  auto fixed = g->clone();
+  fixed->inputs()[0]->type.shape = ir::PartialShape(Shape{1, 8, 8, 8});
+  ir::infer_shapes(*fixed);
+  cpu::Executor st(fixed);
+  ASSERT_TRUE(st.plan_for({{1, 8, 8, 8}}).cpu);
+  EXPECT_EQ(st.fusion_decisions().size(), 0u);
+}
+
 TEST(CpuDynamicShapes, AFullyConnectedWithoutPostOpsTakesItsRowsAtRunTime) {
   // [n, L, 16] x [16, 24] with no post-op to fuse: one oneDNN matmul with a runtime M serves
   // every (n, L) (oneDNN's gemm kernel); the one with a fused activation keeps its own per shape

@@ -36,7 +36,8 @@ class ConvolutionNode : public Node {
 
   bool accepts_post_ops(const std::vector<PostOp>& extra, std::string* why) override {
     auto trial = post_ops_.with(extra, /*allow_sum=*/true, "Convolution", why);
-    return trial && keeps_jit(*trial, post_ops_, [&](PostOpList& l) { return impl_for(l); }, "convolution", why);
+    return trial && keeps_jit(*trial, post_ops_, [&](PostOpList& l) { return impl_for(l); }, "convolution", why,
+                              fusion_decisions, cat(name, " -> ", outputs.at(0)->name));
   }
 
   std::vector<InputLayout> prepare() override {

@@ -54,7 +54,8 @@ class FullyConnectedNode : public Node {
     auto trial = post_ops_.with(extra, /*allow_sum=*/false, "FullyConnected", why);
     if (!trial) return false;
     setup();
-    return keeps_jit(*trial, post_ops_, [&](PostOpList& l) { return impl_for(l); }, "matmul", why);
+    return keeps_jit(*trial, post_ops_, [&](PostOpList& l) { return impl_for(l); }, "matmul", why, fusion_decisions,
+                     cat(name, " -> ", outputs.at(0)->name));
   }
 
   std::vector<InputLayout> prepare() override {
