@@ -201,9 +201,26 @@ struct Request {
     throw Error("kiln: the model has no input '" + name + "'; its inputs: " + names);
   }
 
+  // A tensor input takes an array; a sequence input a list of arrays; an optional one None or
+  // its value.
+  Tensor value_for(const PortInfo& port, const py::handle& value, ValueKind kind) const {
+    const std::string what = "input '" + port.name + "'";
+    if (kind == ValueKind::sequence) {
+      if (!py::isinstance<py::list>(value) && !py::isinstance<py::tuple>(value))
+        throw Error("kiln: " + what + " is a sequence: pass a list of arrays");
+      std::vector<Tensor> items;
+      for (py::handle item : value.cast<py::sequence>()) items.push_back(to_tensor(item, port.dtype, what));
+      return Tensor::sequence(port.dtype, std::move(items));
+    }
+    if (kind == ValueKind::optional) {
+      if (value.is_none()) return Tensor::optional(port.dtype, std::nullopt, port.element_kind);
+      return Tensor::optional(port.dtype, value_for(port, value, port.element_kind), port.element_kind);
+    }
+    return to_tensor(value, port.dtype, what);
+  }
+
   void set_input(size_t i, const py::handle& value) {
-    Tensor t = to_tensor(value, inputs[i].kind == ValueKind::tensor ? inputs[i].dtype : DType::undefined,
-                         "input '" + inputs[i].name + "'");
+    Tensor t = value_for(inputs[i], value, inputs[i].kind);
     req.set_input_tensor(i, t);
     if (set_inputs.size() < inputs.size()) set_inputs.resize(inputs.size());
     set_inputs[i] = t;

@@ -58,6 +58,16 @@ def models(tmp_path_factory):
                           [helper.make_tensor_value_info(prev, TensorProto.FLOAT, ["n", 512])], inits)
     out["wide"] = _save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), d / "wide.onnx")
 
+    # sequences: xs (a list of [k, 2] float tensors) -> ConcatFromSequence (axis 0) -> y, and
+    # y -> SplitToSequence (rows of 1) -> parts
+    seq_type = helper.make_sequence_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, None))
+    g = helper.make_graph(
+        [helper.make_node("ConcatFromSequence", ["xs"], ["y"], name="cat", axis=0),
+         helper.make_node("SplitToSequence", ["y"], ["parts"], name="split", axis=0, keepdims=1)],
+        "seq", [helper.make_value_info("xs", seq_type)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None), helper.make_value_info("parts", seq_type)])
+    out["seq"] = _save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), d / "seq.onnx")
+
     # text: StringNormalizer (lower case) on a [n] string tensor
     g = helper.make_graph(
         [helper.make_node("StringNormalizer", ["t"], ["u"], name="norm", case_change_action="LOWER")],

@@ -80,6 +80,18 @@ def test_integer_bool_and_string_tensors(models):
     assert text["u"].tolist() == ["hello", "kiln"]
 
 
+def test_sequence_inputs_and_outputs_are_lists(models):
+    request = kiln.Core().compile_model(models["seq"]).create_infer_request()
+    assert [p.kind for p in request.inputs] == ["sequence"]
+    a, b = np.ones((1, 2), np.float32), np.full((2, 2), 2.0, np.float32)
+    out = request.infer({"xs": [a, b]})
+    np.testing.assert_array_equal(out["y"], np.concatenate([a, b]))
+    assert isinstance(out["parts"], list) and len(out["parts"]) == 3
+    np.testing.assert_array_equal(out["parts"][2], b[1:])
+    with pytest.raises(kiln.Error, match="input 'xs' is a sequence: pass a list of arrays"):
+        request.infer({"xs": a})
+
+
 def test_errors_are_kiln_errors_with_the_cpp_messages(models):
     core = kiln.Core()
     with pytest.raises(kiln.Error, match="does not exist|cannot open|No such file"):
