@@ -10,6 +10,7 @@ PKGS=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   nlohmann-json3-dev libcli11-dev libre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev python3-dev python3-pytest
+  python3-build python3-setuptools python3-wheel python3-venv
   libonnx-testdata
   python3-numpy python3-onnx python3-torch python3-torchvision libopenblas0-openmp
 )
