@@ -105,11 +105,19 @@ StreamLayout resolve_streams(const StreamRequest& r, const CpuTopology& topo) {
   using S = StreamRequest::Streams;
   const int cpus = static_cast<int>(topo.cpus.size());
   const int nodes = static_cast<int>(topo.numa_nodes.size());
-  const int threads = r.threads > 0 ? r.threads : cpus;
   StreamLayout l;
+  // At most one thread per CPU of the affinity mask (inference_num_threads = 1000 on two CPUs
+  // would start 1000 OpenMP threads taking turns), and at most one stream per thread.
+  const int threads = r.threads > 0 ? std::min(r.threads, cpus) : cpus;
+  if (r.threads > cpus) l.clamped = cat("inference_num_threads ", r.threads, " -> ", cpus, " (the CPUs kiln may use)");
   bool per_node = false;  // stream i runs on NUMA node i
   switch (r.streams_kind) {
-    case S::number: l.streams = r.streams; break;
+    case S::number:
+      l.streams = std::min(r.streams, threads);
+      if (r.streams > threads)
+        l.clamped += cat(l.clamped.empty() ? "" : "; ", "num_streams ", r.streams, " -> ", threads, " (one thread each, ",
+                         threads, threads == 1 ? " thread)" : " threads)");
+      break;
     case S::numa:
       l.streams = nodes;
       per_node = true;
@@ -159,10 +167,11 @@ std::string StreamLayout::describe() const {
     s = cat(streams, streams == 1 ? " stream x " : " streams x ", threads_per_stream,
             threads_per_stream == 1 ? " thread" : " threads");
   }
-  if (pin == PinMode::none) return s + ", not pinned";
+  const std::string note = clamped.empty() ? "" : "; clamped: " + clamped;
+  if (pin == PinMode::none) return s + ", not pinned" + note;
   s += pin == PinMode::numa ? ", pinned to NUMA nodes" : ", pinned to CPUs";
   for (const auto& c : cpus) s += " " + set_string(c);
-  return s;
+  return s + note;
 }
 
 }  // namespace kiln::cpu

@@ -40,8 +40,11 @@ struct StreamLayout {
   // Per stream: the CPUs its team is pinned to. cores: thread t -> cpus[s][t % size];
   // numa: every thread of the stream -> all of cpus[s] (its node). Empty when not pinned.
   std::vector<std::vector<int>> cpus;
+  // What was asked for and cut to what the machine has ("" when nothing was): more threads
+  // than CPUs only take turns on them, and a stream needs a thread of its own.
+  std::string clamped;
   int total_threads() const { return (streams > 0 ? streams : 1) * threads_per_stream; }
-  std::string describe() const;  // "2 streams x 1 thread, pinned to CPUs {0} {1}"
+  std::string describe() const;  // "2 streams x 1 thread, pinned to CPUs {0} {1}[; clamped: ...]"
 };
 
 // The streams AUTO picks for `threads` threads on `topo`: threads per stream of 1 up to 4

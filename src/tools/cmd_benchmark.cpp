@@ -262,6 +262,11 @@ int cmd_benchmark(const BenchmarkOptions& o) {
   std::cout << "threads     " << total_threads << "\n";
   std::cout << "streams     " << streams << " (" << per_stream << (per_stream == 1 ? " thread" : " threads")
             << " each, pinning " << pinning << ", hint " << mode << ")\n";
+  {  // asked for more streams or threads than the CPUs: what was cut
+    const std::string layout = compiled.get_property("kiln_stream_layout");
+    const size_t at = layout.find("; clamped: ");
+    if (at != std::string::npos) std::cout << "note        " << layout.substr(at + 2) << "\n";
+  }
   std::cout << "api         " << (async ? "async" : "sync") << ", " << nireq
             << (nireq == 1 ? " infer request\n" : " infer requests\n");
   std::cout << "precision   " << describe_precision(compiled.get_property("inference_precision"), properties) << "\n";

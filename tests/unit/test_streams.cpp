@@ -164,8 +164,18 @@ TEST(StreamsSettings, DefaultsAndHintsOnThisMachine) {
   EXPECT_EQ(tput.get_property("num_streams"), std::to_string(streams));
   EXPECT_EQ(tput.get_property("kiln_threads_per_stream"), std::to_string(std::max(1, cpus / streams)));
   // an explicit number wins over the hint
-  CompiledModel both = core.compile_model(model, {{"performance_mode", "THROUGHPUT"}, {"num_streams", "3"}});
-  EXPECT_EQ(both.get_property("num_streams"), "3");
+  CompiledModel both = core.compile_model(model, {{"performance_mode", "THROUGHPUT"}, {"num_streams", "1"}});
+  EXPECT_EQ(both.get_property("num_streams"), "1");
+  // more streams or threads than the CPUs kiln may use: cut to them, and said so
+  CompiledModel many = core.compile_model(model, {{"num_streams", "1000"}, {"inference_num_threads", "4096"}});
+  EXPECT_EQ(many.get_property("num_streams"), std::to_string(cpus));
+  EXPECT_EQ(many.get_property("inference_num_threads"), std::to_string(cpus));
+  const std::string layout = many.get_property("kiln_stream_layout");
+  EXPECT_NE(layout.find("; clamped: inference_num_threads 4096 -> " + std::to_string(cpus)), std::string::npos) << layout;
+  EXPECT_NE(layout.find("num_streams 1000 -> " + std::to_string(cpus)), std::string::npos) << layout;
+  InferRequest req = many.create_infer_request();  // and it runs
+  req.set_input_tensor(random_tensor({1, 32}, 3));
+  req.infer();
 }
 
 TEST(StreamsSettings, LayoutRulesOnOtherMachines) {
@@ -178,6 +188,20 @@ TEST(StreamsSettings, LayoutRulesOnOtherMachines) {
   r.streams_kind = S::automatic;
   auto l = cpu::resolve_streams(r, two);
   EXPECT_EQ(l.streams, 2);
+  EXPECT_EQ(l.clamped, "");
+  {  // 1000 streams of 64 threads on two CPUs: two streams of one thread
+    cpu::StreamRequest big;
+    big.streams_kind = S::number;
+    big.streams = 1000;
+    big.threads = 64;
+    const auto c = cpu::resolve_streams(big, two);
+    EXPECT_EQ(c.streams, 2);
+    EXPECT_EQ(c.threads_per_stream, 1);
+    EXPECT_EQ(c.clamped, "inference_num_threads 64 -> 2 (the CPUs kiln may use); num_streams 1000 -> 2 (one thread each, 2 threads)");
+    big.threads = 8;  // eight CPUs: 8 threads kept, streams cut to them
+    EXPECT_EQ(cpu::resolve_streams(big, eight).streams, 8);
+    EXPECT_EQ(cpu::resolve_streams(big, eight).clamped, "num_streams 1000 -> 8 (one thread each, 8 threads)");
+  }
   EXPECT_EQ(l.threads_per_stream, 1);
   EXPECT_EQ(l.cpus, (std::vector<std::vector<int>>{{0}, {1}}));
   EXPECT_EQ(l.describe(), "2 streams x 1 thread, pinned to CPUs {0} {1}");
