@@ -1,4 +1,3 @@
-#include "cpu/emitters/x64/target_machine.hpp"
 #include "api/properties.hpp"
 
 #include <algorithm>
@@ -6,6 +5,8 @@
 #include <map>
 
 #include "core/strings.hpp"
+#include "cpu/compile_pipeline.hpp"
+#include "cpu/emitters/x64/target_machine.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/isa.hpp"
 #include "cpu/graph_optimizer.hpp"
@@ -44,6 +45,7 @@ const std::vector<Key>& keys() {
       {"kiln_disable_passes", nullptr, "optimizer pass names, comma-separated, or all-fusions", false},
       {"kiln_pattern_files", nullptr, "pattern-mapping JSON files, comma-separated (docs/pattern_mapping.md)", false},
       {"kiln_plan_cache_capacity", nullptr, "an integer in [1, 100000]: the input-shape plans kept", false},
+      {"kiln_max_tensor_bytes", nullptr, "bytes, an integer >= 1024: the largest tensor or plan memory allowed", false},
       {"cpu_runtime_cache_capacity", "CPU_RUNTIME_CACHE_CAPACITY",
        "an integer in [0, 1000000]: oneDNN primitives kept for reuse, process-wide (0: none)", false},
       {"optimal_number_of_infer_requests", "OPTIMAL_NUMBER_OF_INFER_REQUESTS", "", true},
@@ -213,6 +215,10 @@ Settings parse_properties(const AnyMap& properties) {
       int n = 0;
       if (!parse_int(v, 1, 100000, &n)) bad_value(k, v, "an integer in [1, 100000]");
       s.plan_capacity = static_cast<size_t>(n);
+    } else if (name == "kiln_max_tensor_bytes") {
+      const bool digits = !v.empty() && v.size() <= 19 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+      if (!digits || std::stoull(v) < 1024) bad_value(k, v, "bytes, an integer >= 1024");
+      s.graph.max_tensor_bytes = std::stoull(v);
     } else if (name == "cpu_runtime_cache_capacity") {
       if (!parse_int(v, 0, 1000000, &s.runtime_cache_capacity)) bad_value(k, v, "an integer in [0, 1000000]");
     } else if (name == "kiln_executor") {
@@ -267,6 +273,7 @@ std::string effective_value(const std::string& key, const Settings& s, const cpu
   }
   if (key == "kiln_pattern_files") return s.pattern_files;
   if (key == "kiln_plan_cache_capacity") return std::to_string(s.plan_capacity);
+  if (key == "kiln_max_tensor_bytes") return std::to_string(cpu::max_tensor_bytes(s.graph));
   if (key == "cpu_runtime_cache_capacity") return std::to_string(dnnl::get_primitive_cache_capacity());
   if (key == "kiln_disable_passes")
     return join(std::vector<std::string>(s.graph.disabled_passes.begin(), s.graph.disabled_passes.end()), ",");

@@ -1,10 +1,47 @@
 #include "cpu/compile_pipeline.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "core/strings.hpp"
+
 #include "cpu/graph_optimizer.hpp"
 #include "cpu/weights_cache.hpp"
 #include "transforms/specialize_shapes.hpp"
 
 namespace kiln::cpu {
+
+uint64_t max_tensor_bytes(const GraphOptions& options) {
+  if (options.max_tensor_bytes) return options.max_tensor_bytes;
+  static const uint64_t physical = [] {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : uint64_t(1) << 40;
+  }();
+  return physical;
+}
+
+namespace {
+
+std::string gib(uint64_t bytes) { return cat(static_cast<double>(bytes) / double(1ull << 30), " GiB"); }
+
+// Stage 1's guard: every tensor of the specialised graph fits the limit. Checked before any
+// memory is planned or allocated, so a crafted shape gets an error naming its node.
+void check_tensor_bytes(const ir::Graph& g, uint64_t limit) {
+  for (const ir::Node* n : g.nodes())
+    for (const ir::Value* o : n->outputs()) {
+      if (!o || !o->type.shape.is_static() || o->type.dtype == DType::undefined) continue;
+      long double bytes = static_cast<long double>(dtype_size(o->type.dtype));
+      for (int64_t d : o->type.shape.to_shape()) bytes *= static_cast<long double>(d);
+      if (bytes > static_cast<long double>(limit))
+        throw Error(cat(n->describe(), ": its output '", o->name(), "' ", shape_to_string(o->type.shape.to_shape()), " ",
+                        dtype_name(o->type.dtype), " would take ", gib(static_cast<uint64_t>(std::min<long double>(bytes, 1e30L))),
+                        ", more than kiln_max_tensor_bytes = ", limit, " (", gib(limit),
+                        "; the machine's memory unless set)"));
+    }
+}
+
+}  // namespace
 
 IrStagesResult run_ir_stages(const ir::Graph& model, const std::vector<Shape>& input_shapes,
                              const GraphOptions& options, transforms::PassLog* log) {
@@ -14,6 +51,7 @@ IrStagesResult run_ir_stages(const ir::Graph& model, const std::vector<Shape>& i
   r.all_static = s.all_static;
   r.first_dynamic = s.first_dynamic;
   if (!r.all_static) return r;
+  check_tensor_bytes(*r.graph, max_tensor_bytes(options));
   // 2, 3 (weights are constants by now)
   run_ir_passes(*r.graph, options.disabled_passes, log, options.user_patterns.get(), options.snippets_mode);
   return r;
@@ -26,6 +64,7 @@ void run_runtime_stages(Graph& g, const GraphOptions& options) {
   if (options.bf16) g.keep_bf16_between_convolutions();  // 6
   WeightsCache::Scope weights(options.weights);           // Convolution / FullyConnected pack through it
   g.prepare_all();                                        // 7
+  g.max_arena_bytes_ = max_tensor_bytes(options);        // (kiln_max_tensor_bytes, checked before allocating)
   g.plan_memory();                                        // 8
 }
 

@@ -21,6 +21,7 @@
 //                   input layout it needs; Reorders inserted where they differ
 //   8. memory plan  views, in-place writes, Concat inputs inside their output, lifetimes ->
 //                   offsets in the arena, nodes' working memory (memory_planner.cpp)
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,10 @@
 #include "transforms/pass_log.hpp"
 
 namespace kiln::cpu {
+
+// The limit options.max_tensor_bytes sets (0: the machine's physical memory).
+uint64_t max_tensor_bytes(const GraphOptions& options);
+
 
 struct IrStagesResult {
   std::shared_ptr<ir::Graph> graph;  // the plan's copy of the model after stages 1-3

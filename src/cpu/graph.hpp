@@ -56,6 +56,9 @@ struct GraphOptions {
   // The model has inputs of variable shape, so graphs are built per shape (cpu::Executor sets
   // it): nodes favour primitives that are quick to create (Node::shapes_vary).
   bool shapes_vary = false;
+  // kiln_max_tensor_bytes: no tensor of a plan, and no plan's intermediate memory, may take
+  // more (a crafted shape gets an error naming the node). 0: the machine's physical memory.
+  uint64_t max_tensor_bytes = 0;
   // With shapes_vary: the model's fusion answers shared by all its plans (fusion_decisions.hpp).
   FusionDecisions* fusion_decisions = nullptr;
 };
@@ -116,6 +119,7 @@ class Graph {
   void bind_arena(void* base);  // the planned buffers at their offsets from `base`
 
   std::shared_ptr<const ir::Graph> ir_;
+  uint64_t max_arena_bytes_ = UINT64_MAX;  // kiln_max_tensor_bytes (set by run_runtime_stages)
   std::vector<std::unique_ptr<Edge>> edges_;
   std::vector<std::unique_ptr<Node>> nodes_;  // execution order
   std::vector<std::unique_ptr<Node>> absorbed_;  // fused away by absorb(), freed after the passes

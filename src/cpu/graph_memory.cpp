@@ -138,6 +138,9 @@ void Graph::plan_memory() {
     const bool once = std::count(output_edges_.begin(), output_edges_.end(), e) == 1;
     output_direct_[i] = e->kind == Edge::Kind::arena && !e->alias_of && e->is_plain() && e->bytes() > 0 && once;
   }
+  KILN_CHECK(arena_bytes_ <= max_arena_bytes_,
+             cat("graph '", ir_->name, "': its intermediate tensors need ", arena_bytes_, " bytes at once, more than "
+                 "kiln_max_tensor_bytes = ", max_arena_bytes_, " (the machine's memory unless set)"));
   if (!arena_) arena_ = std::make_shared<Arena>();
   bind_arena(arena_->reserve(arena_bytes_));
   for (auto& e : edges_) e->bind_memory();

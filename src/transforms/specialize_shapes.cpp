@@ -1,5 +1,8 @@
 #include "transforms/specialize_shapes.hpp"
 
+#include <algorithm>
+#include <limits>
+
 #include "core/strings.hpp"
 #include "ir/op_registry.hpp"
 
@@ -24,6 +27,17 @@ bool all_static(const ir::Node& n) {
 // Folding creates constants; keep it to what is cheap to hold (weights-sized is fine).
 constexpr int64_t kMaxFoldElements = int64_t(64) << 20;
 
+// Elements of a static shape, saturating instead of overflowing (dims may be anything a file
+// declares).
+int64_t shape_size_capped(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) {
+    if (d == 0) return 0;
+    n = n > std::numeric_limits<int64_t>::max() / d ? std::numeric_limits<int64_t>::max() : n * d;
+  }
+  return n;
+}
+
 }  // namespace
 
 SpecializeResult specialize_shapes(ir::Graph& g, const std::vector<Shape>& input_shapes) {
@@ -40,7 +54,21 @@ SpecializeResult specialize_shapes(ir::Graph& g, const std::vector<Shape>& input
     // Shape / Size only need the input's (now static) shape.
     bool shape_query = (n->op_type() == "Shape" || n->op_type() == "Size") && n->is_onnx_domain() && n->input(0) &&
                        n->input(0)->type.shape.is_static();
-    if ((inputs_const || shape_query) && is_foldable_op(*n) && s.run) {
+    // Folding runs the kernel: not where inference already says the outputs are too large to
+    // keep (a crafted Expand of a constant to a huge shape is left to run time, where the
+    // tensor limit stops it); data-dependent outputs are measured after the kernel, as before.
+    bool fold = (inputs_const || shape_query) && is_foldable_op(*n) && s.run;
+    if (fold) {
+      ir::InferContext ictx(*n);
+      s.infer(ictx);
+      if (all_static(*n)) {
+        int64_t elements = 0;
+        for (const ir::Value* o : n->outputs())
+          elements += std::min<int64_t>(shape_size_capped(o->type.shape.to_shape()), kMaxFoldElements + 1);
+        fold = elements <= kMaxFoldElements;
+      }
+    }
+    if (fold) {
       std::vector<Tensor> owned;  // placeholder for a shape query's one non-constant input
       owned.reserve(n->num_inputs());
       std::vector<const Tensor*> ins;

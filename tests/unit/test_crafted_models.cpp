@@ -100,6 +100,102 @@ TEST(CraftedModels, HugeDeclaredShapesAreAnErrorNotAWrappedProduct) {
   EXPECT_TRUE(has(run, "2^58")) << run;
 }
 
+TEST(CraftedModels, ATerabyteIntermediateIsRefusedBeforeAllocating) {
+  // x[1] -> Expand to [2^20, 2^18] f32 (1 TiB) -> ReduceSum: refused while the plan is made,
+  // naming the node, its shape and the limit (kiln_max_tensor_bytes; the machine's memory by
+  // default), instead of reaching an allocation the machine cannot back
+  OnnxBuilder b;
+  b.input("x", {1});
+  b.initializer("shape", Tensor::from_vector<int64_t>({int64_t(1) << 20, int64_t(1) << 18}, {2}));
+  b.node("Expand", {"x", "shape"}, {"big"}, "expand");
+  b.node("ReduceSum", {"big"}, {"y"}, "sum");
+  b.output("y");
+  const std::string msg = error_of([&] { read_compile_run(b.bytes()); });
+  EXPECT_TRUE(has(msg, "node 'expand' (Expand)") && has(msg, "[1048576,262144] f32 would take 1024 GiB") &&
+              has(msg, "kiln_max_tensor_bytes"))
+      << msg;
+  // the same Expand of a constant is not folded at compile time either (that would allocate it)
+  OnnxBuilder c;
+  c.input("x", {1});
+  c.initializer("one", Tensor::from_vector<float>({1.0f}, {1}));
+  c.initializer("shape", Tensor::from_vector<int64_t>({int64_t(1) << 20, int64_t(1) << 18}, {2}));
+  c.node("Expand", {"one", "shape"}, {"big"}, "expand_const");
+  c.node("Add", {"big", "x"}, {"y"}, "add");
+  c.output("y");
+  const std::string folded = error_of([&] { read_compile_run(c.bytes()); });
+  EXPECT_TRUE(has(folded, "node 'expand_const' (Expand)") && has(folded, "kiln_max_tensor_bytes")) << folded;
+}
+
+TEST(CraftedModels, TheTensorLimitIsAPropertyAndCoversAPlansMemory) {
+  Core core;
+  // x[5120] f32 (20 KiB) -> Relu, Neg, Abs -> Add, Add: two 20 KiB tensors alive at once
+  OnnxBuilder b;
+  b.input("x", {5120});
+  b.node("Relu", {"x"}, {"a"}, "relu");
+  b.node("Neg", {"x"}, {"n"}, "neg");
+  b.node("Abs", {"x"}, {"c"}, "abs");
+  b.node("Add", {"a", "n"}, {"d"}, "add1");
+  b.node("Add", {"d", "c"}, {"y"}, "add2");
+  b.output("y");
+  auto model = core.read_model_from_memory(b.bytes());
+  auto run = [&](const std::string& limit) {
+    AnyMap props = test::f32_properties({{"snippets_mode", "DISABLE"}, {"kiln_max_tensor_bytes", limit}});
+    auto req = core.compile_model(model, props).create_infer_request();
+    req.set_input_tensor(Tensor(DType::f32, {5120}));
+    req.infer();
+  };
+  EXPECT_NO_THROW(run("1048576"));
+  // each tensor fits 30 KiB, two alive at once (40 KiB) do not
+  const std::string total = error_of([&] { run("30720"); });
+  EXPECT_TRUE(has(total, "intermediate tensors need") && has(total, "kiln_max_tensor_bytes = 30720")) << total;
+  const std::string one = error_of([&] { run("8192"); });  // one 20 KiB tensor is too much
+  EXPECT_TRUE(has(one, "would take") && has(one, "kiln_max_tensor_bytes = 8192")) << one;
+  EXPECT_TRUE(has(error_of([&] { run("12"); }), "bytes, an integer >= 1024"));
+  EXPECT_TRUE(has(error_of([&] { run("-5"); }), "bytes, an integer >= 1024"));
+  // the default: the machine's physical memory
+  const std::string def = core.compile_model(model, test::f32_properties()).get_property("kiln_max_tensor_bytes");
+  EXPECT_EQ(std::stoull(def), static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE)));
+}
+
+TEST(CraftedModels, SubgraphsNestedBeyondProtobufsDepthSayWhy) {
+  // 40 If nodes, each the then-branch of the one outside it: protobuf stops at 100 levels of
+  // messages, which the error names instead of only "corrupt"
+  onnx::GraphProto inner;
+  {
+    auto* n = inner.add_node();
+    n->set_op_type("Identity");
+    n->add_input("x");
+    n->add_output("o");
+    inner.set_name("leaf");
+    inner.add_output()->set_name("o");
+  }
+  const onnx::GraphProto leaf = inner;
+  for (int i = 0; i < 40; ++i) {
+    onnx::GraphProto outer;
+    outer.set_name("g" + std::to_string(i));
+    auto* n = outer.add_node();
+    n->set_op_type("If");
+    n->add_input("c");
+    n->add_output("o");
+    auto* t = n->add_attribute();
+    t->set_name("then_branch");
+    t->set_type(onnx::AttributeProto::GRAPH);
+    *t->mutable_g() = inner;
+    auto* e = n->add_attribute();
+    e->set_name("else_branch");
+    e->set_type(onnx::AttributeProto::GRAPH);
+    *e->mutable_g() = leaf;
+    outer.add_output()->set_name("o");
+    inner = outer;
+  }
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  *m.mutable_graph() = inner;
+  const std::string msg = error_of([&] { Core().read_model_from_memory(m.SerializeAsString()); });
+  EXPECT_TRUE(has(msg, "nested more than 32 deep")) << msg;
+}
+
 TEST(CraftedModels, InitializerDeclaringMoreThanItHoldsIsRefusedBeforeAllocating) {
   // was: an initializer declared [2^25, 2^39] without data read as 0 elements (wrapped),
   // then Gather indexed it (segfault)

@@ -232,7 +232,11 @@ std::shared_ptr<ir::Graph> load_model(onnx::ModelProto& model, const std::string
   return build_graph(model.graph(), opsets, base_dir, nullptr, nullptr);
 }
 
-constexpr const char* kNotParsable = "not an ONNX model: the protobuf cannot be parsed (corrupt or truncated file?)";
+// protobuf refuses messages nested more than 100 deep: ModelProto, GraphProto, then three
+// levels (NodeProto, AttributeProto, GraphProto) per If / Loop / Scan body inside a body.
+constexpr const char* kNotParsable =
+    "not an ONNX model: the protobuf cannot be parsed (a corrupt or truncated file, or If / Loop / Scan bodies "
+    "nested more than 32 deep)";
 
 }  // namespace
 
