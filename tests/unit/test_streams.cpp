@@ -18,6 +18,8 @@
 #include "core/strings.hpp"
 #include "cpu/executor.hpp"
 #include "cpu/stream_layout.hpp"
+#include "precision_util.hpp"
+#include "runtime/reference_executor.hpp"
 #include "cpu_test_util.hpp"
 #include "error_util.hpp"
 #include "ir/graph.hpp"
@@ -414,6 +416,43 @@ TEST(StreamsAsync, ErrorsOfAnAsyncRunReachWait) {
   InferRequest fresh = cm.create_infer_request();
   EXPECT_CONTAINS(error_of([&] { fresh.start_async(); }), "input 'x' was not set");
   fresh.wait();  // never ran: returns
+}
+
+TEST(StreamsAsync, ARunThatFailsMidwayPoisonsNothing) {
+  // x[4, 8] -> Relu -> Gather(idx) -> Mul 2: an index out of range fails at the Gather, after
+  // the Relu has written its part of the arena. The same request and others then compute
+  // exactly what the reference executor does, on every stream.
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{4, 8})});
+  auto* idx = g->add_input("idx", {DType::i64, ir::PartialShape(Shape{2})});
+  auto* r = g->add_node("Relu", {x}, 1, "relu");
+  auto* gather = g->add_node("Gather", {r->output(0), idx}, 1, "gather");
+  auto* y = g->add_node("Mul", {gather->output(0), g->add_constant("two", Tensor::from_vector<float>({2.0f}, {1}))}, 1, "mul");
+  g->add_output(y->output(0));
+  ir::infer_shapes(*g);
+  auto model = std::make_shared<Model>(g);
+  runtime::ReferenceExecutor ref(g);
+  Core core;
+  CompiledModel cm = core.compile_model(model, test::f32_properties({{"num_streams", "2"}}));
+  const Tensor xs = random_tensor({4, 8}, 5);
+  const Tensor good = Tensor::from_vector<int64_t>({3, 1}, {2});
+  const Tensor bad = Tensor::from_vector<int64_t>({0, 7}, {2});
+  const Tensor want = ref.run({xs, good})[0];
+  InferRequest failing = cm.create_infer_request(), other = cm.create_infer_request();
+  for (int round = 0; round < 3; ++round) {
+    failing.set_input_tensor(0, xs);
+    failing.set_input_tensor(1, bad);
+    other.set_input_tensor(0, xs);
+    other.set_input_tensor(1, good);
+    failing.start_async();
+    other.start_async();
+    EXPECT_CONTAINS(error_of([&] { failing.wait(); }), "gather");
+    other.wait();
+    expect_close(want, other.get_output_tensor(), 0, 0);
+    failing.set_input_tensor(1, good);  // the request that failed runs again, correctly
+    failing.infer();
+    expect_close(want, failing.get_output_tensor(), 0, 0);
+  }
 }
 
 TEST(StreamsAsync, ZeroStreamsRunOnTheCallersThreads) {
