@@ -88,12 +88,19 @@ bool parse_bool(const std::string& key, const std::string& v) {
   bad_value(key, v, "YES, NO (also true, false, 1, 0)");
 }
 
-// An integer in [lo, hi], or nullopt-like -1 when `v` is not a plain integer.
-bool parse_int(const std::string& v, int lo, int hi, int* out) {
-  if (v.empty() || !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; })) return false;
-  if (v.size() > 9) return false;
-  const long long x = std::stoll(v);
+// A plain decimal integer in [lo, hi] (no sign, no spaces); false otherwise.
+bool parse_u64(const std::string& v, uint64_t lo, uint64_t hi, uint64_t* out) {
+  if (v.empty() || v.size() > 19 || !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return false;
+  const unsigned long long x = std::stoull(v);  // 19 digits always fit
   if (x < lo || x > hi) return false;
+  *out = x;
+  return true;
+}
+
+bool parse_int(const std::string& v, int lo, int hi, int* out) {
+  uint64_t x = 0;
+  if (lo < 0 || !parse_u64(v, static_cast<uint64_t>(lo), static_cast<uint64_t>(hi), &x)) return false;
   *out = static_cast<int>(x);
   return true;
 }
@@ -216,9 +223,7 @@ Settings parse_properties(const AnyMap& properties) {
       if (!parse_int(v, 1, 100000, &n)) bad_value(k, v, "an integer in [1, 100000]");
       s.plan_capacity = static_cast<size_t>(n);
     } else if (name == "kiln_max_tensor_bytes") {
-      const bool digits = !v.empty() && v.size() <= 19 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
-      if (!digits || std::stoull(v) < 1024) bad_value(k, v, "bytes, an integer >= 1024");
-      s.graph.max_tensor_bytes = std::stoull(v);
+      if (!parse_u64(v, 1024, UINT64_MAX, &s.graph.max_tensor_bytes)) bad_value(k, v, "bytes, an integer >= 1024");
     } else if (name == "cpu_runtime_cache_capacity") {
       if (!parse_int(v, 0, 1000000, &s.runtime_cache_capacity)) bad_value(k, v, "an integer in [0, 1000000]");
     } else if (name == "kiln_executor") {

@@ -5,7 +5,6 @@
 #include <algorithm>
 
 #include "core/strings.hpp"
-
 #include "cpu/graph_optimizer.hpp"
 #include "cpu/weights_cache.hpp"
 #include "transforms/specialize_shapes.hpp"
