@@ -144,7 +144,7 @@ class InferenceSession:
                 warnings.warn(f"kiln: provider '{name}' is not available; running on {_CPU}", RuntimeWarning,
                               stacklevel=2)
         core = Core()
-        self._model = core.read_model(path_or_bytes if isinstance(path_or_bytes, bytes) else os.fspath(path_or_bytes))
+        self._model = core.read_model(path_or_bytes)  # a path (str / PathLike) or the bytes
         self._compiled = core.compile_model(self._model, self._options._properties())
         self._inputs = [NodeArg(p) for p in self._compiled.inputs]
         self._outputs = [NodeArg(p) for p in self._compiled.outputs]
