@@ -428,9 +428,11 @@ int cmd_benchmark(const BenchmarkOptions& o) {
     // the runtime graph the benchmark's requests ran for these input shapes
     std::vector<Shape> shapes;
     for (const Tensor& t : in.tensors) shapes.push_back(t.shape());
+    const RuntimeModel runtime = compiled.get_runtime_model(shapes);
+    KILN_CHECK(runtime.reference_reason.empty(), cat("-exec_graph_path: no runtime graph (", runtime.reference_reason, ")"));
     std::ofstream f(o.exec_graph_path);
     KILN_CHECK(f.good(), cat("-exec_graph_path: cannot write '", o.exec_graph_path, "'"));
-    f << tools::exec_graph_json(compiled.get_runtime_model(shapes)).dump(2) << "\n";
+    f << tools::exec_graph_json(runtime).dump(2) << "\n";
     std::cout << "wrote       " << o.exec_graph_path << "  (runtime graph)\n";
   }
 
