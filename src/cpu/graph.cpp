@@ -29,14 +29,35 @@ Graph::Graph(std::shared_ptr<const ir::Graph> g, const GraphOptions& options)
 }
 
 std::vector<Node*> Graph::consumers(const Edge* e) const {
-  std::vector<Node*> out;
+  if (!readers_built_) {  // one scan for all edges: a pass asks for every node's readers
+    readers_.clear();
+    for (auto& n : nodes_)
+      for (Edge* in : n->inputs)
+        if (in) {
+          auto& r = readers_[in];
+          if (std::find(r.begin(), r.end(), n.get()) == r.end()) r.push_back(n.get());
+        }
+    readers_built_ = true;
+  }
+  auto it = readers_.find(e);
+  std::vector<Node*> out = it == readers_.end() ? std::vector<Node*>{} : it->second;
+#ifndef NDEBUG  // the index must agree with the graph (Debug and sanitizer builds check)
+  std::vector<Node*> scanned, indexed = out;
   for (auto& n : nodes_)
-    for (Edge* in : n->inputs)
-      if (in == e) {
-        out.push_back(n.get());
-        break;
-      }
+    if (std::find(n->inputs.begin(), n->inputs.end(), e) != n->inputs.end()) scanned.push_back(n.get());
+  std::sort(scanned.begin(), scanned.end());
+  std::sort(indexed.begin(), indexed.end());
+  KILN_CHECK(scanned == indexed, cat("cpu::Graph::consumers: the index of '", e->name,
+                                     "' is stale (a pass changed node inputs without add_input)"));
+#endif
   return out;
+}
+
+void Graph::add_input(Node* n, Edge* e) {
+  n->inputs.push_back(e);
+  if (!readers_built_ || !e) return;
+  auto& r = readers_[e];
+  if (std::find(r.begin(), r.end(), n) == r.end()) r.push_back(n);
 }
 
 bool Graph::is_graph_output(const Edge* e) const {
@@ -57,6 +78,10 @@ void Graph::absorb(Node* host, Node* absorbed) {
   host->outputs = absorbed->outputs;
   host->fused.push_back(absorbed->name);
   host->fused.insert(host->fused.end(), absorbed->fused.begin(), absorbed->fused.end());
+  if (readers_built_)  // absorbed leaves the graph: it reads nothing any more
+    for (Edge* in : absorbed->inputs)
+      if (auto it = readers_.find(in); it != readers_.end())
+        it->second.erase(std::remove(it->second.begin(), it->second.end(), absorbed), it->second.end());
   std::unique_ptr<Node> keep = std::move(nodes_[static_cast<size_t>(h)]);
   absorbed_.push_back(std::move(nodes_[static_cast<size_t>(a)]));  // callers may still read it
   nodes_[static_cast<size_t>(a)] = std::move(keep);  // host runs where absorbed ran

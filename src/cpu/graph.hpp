@@ -12,6 +12,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cpu/arena.hpp"
@@ -89,8 +90,11 @@ class Graph {
   const std::vector<Edge*>& output_edges() const { return output_edges_; }
 
   // ---- editing, for the optimizer passes (before primitives are prepared) ----
-  // Nodes reading e, in execution order.
+  // Nodes reading e, in the order they were lowered (O(1): from an index that absorb() and
+  // add_input() keep; passes change node inputs only through them).
   std::vector<Node*> consumers(const Edge* e) const;
+  // Appends input `e` to `n` (a sum post-op's operand).
+  void add_input(Node* n, Edge* e);
   bool is_graph_output(const Edge* e) const;
   // Position of n in execution order (-1 if absent).
   int position(const Node* n) const;
@@ -123,6 +127,10 @@ class Graph {
   std::vector<std::unique_ptr<Edge>> edges_;
   std::vector<std::unique_ptr<Node>> nodes_;  // execution order
   std::vector<std::unique_ptr<Node>> absorbed_;  // fused away by absorb(), freed after the passes
+  // consumers()' index: the readers of each edge, built on first use (stage 5), kept by
+  // absorb() and add_input(); stages that rewire inputs otherwise drop it (readers_built_).
+  mutable std::unordered_map<const Edge*, std::vector<Node*>> readers_;
+  mutable bool readers_built_ = false;
   std::vector<Edge*> input_edges_, output_edges_;
   std::shared_ptr<Arena> arena_;
   size_t arena_bytes_ = 0;

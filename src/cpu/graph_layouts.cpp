@@ -55,6 +55,7 @@ void Graph::prepare_all() {
   for (auto& e : output_edges_)
     if (!e->is_plain()) e = convert(e, *plain_desc(e->shape, e->dtype), "plain");
   nodes_ = std::move(ordered);
+  readers_built_ = false;  // Reorders now sit between edges and their readers
 }
 
 }  // namespace kiln::cpu

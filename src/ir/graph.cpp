@@ -175,6 +175,7 @@ Value* Graph::find_value(const std::string& n) const {
 }
 
 Node* Graph::find_node(const std::string& n) const {
+  if (!node_names_.count(n)) return nullptr;  // O(1) for a name no node has (the frontend's check)
   for (auto& node : nodes_)
     if (node->name_ == n) return node.get();
   return nullptr;

@@ -232,6 +232,29 @@ TEST(SnippetsTokenizer, RegisterBudgetSplitsAWideSubgraph) {
   expect_same_outputs(g, t2, feeds, 1e-5, 1e-6);
 }
 
+TEST(SnippetsTokenizer, ALongChainIsSplitIntoBoundedSubgraphs) {
+  // 600 elementwise ops in a row: subgraphs of at most 256 ops (the bound that keeps
+  // tokenizing and lowering linear in the graph), in order, computing what the chain computes
+  auto g = new_graph();
+  ir::Value* v = g->add_input("x", f32_type({4, 16}));
+  const char* ops[] = {"Relu", "Tanh", "Abs"};
+  for (int i = 0; i < 600; ++i) v = add(g, ops[i % 3], {v}, cat("op", i))->output(0);
+  g->add_output(v);
+  PassLog log;
+  auto tg = tokenized(g, {rand_f32({4, 16}, 7, -3, 3)}, 3, &log);
+  auto sgs = subgraphs(*tg);
+  ASSERT_EQ(sgs.size(), 3u);
+  EXPECT_EQ(fused(sgs[0]).size(), 256u);
+  EXPECT_EQ(fused(sgs[1]).size(), 256u);
+  EXPECT_EQ(fused(sgs[2]).size(), 88u);
+  EXPECT_EQ(fused(sgs[0]).front(), "op0");
+  EXPECT_EQ(fused(sgs[2]).back(), "op599");
+  bool logged = false;
+  for (auto& en : entries(log, kTokenizationPass, false))
+    logged |= en.message.find("257 ops, more than 256") != std::string::npos;
+  EXPECT_TRUE(logged);
+}
+
 TEST(SnippetsTokenizer, NodesFusedAfterConvolutionAreSkipped) {
   // conv1 -> relu -> add(conv2): relu is a post-op, add the conv's sum; the add's output
   // has two readers, so the CPU chain stops there and the rest is tokenized.

@@ -78,7 +78,7 @@ size_t fuse_convolution_and_sum(Graph& g, transforms::PassLog* log) {
       continue;
     }
     conv->post_ops()->ops.push_back(sum);
-    conv->inputs.push_back(other);
+    g.add_input(conv, other);
     g.absorb(conv, add);
     if (log) log->applied(kPass, where, cat("accumulates into '", other->name, "'"));
     ++fused;

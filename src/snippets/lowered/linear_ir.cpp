@@ -32,7 +32,26 @@ Expression::Expression(Op op, size_t num_inputs, size_t num_outputs)
 std::string expr_name(const Expression& e) { return cat(e.type(), "#", e.id()); }
 
 LinearIR::iterator LinearIR::find(const Expression* e) {
-  return std::find_if(exprs_.begin(), exprs_.end(), [e](const ExpressionPtr& p) { return p.get() == e; });
+  auto it = position_.find(e);
+  return it == position_.end() ? exprs_.end() : it->second;
+}
+
+LinearIR::iterator LinearIR::append(ExpressionPtr e) {
+  const Expression* key = e.get();
+  auto it = exprs_.insert(exprs_.end(), std::move(e));
+  position_[key] = it;
+  return it;
+}
+
+void LinearIR::reorder(const std::vector<ExpressionPtr>& order) {
+  KILN_CHECK(order.size() == exprs_.size(), "LinearIR::reorder: not a permutation of the expressions");
+  container sorted;
+  for (const ExpressionPtr& e : order) {
+    auto it = find(e.get());
+    KILN_CHECK(it != exprs_.end(), cat("LinearIR::reorder: ", expr_name(*e), " is not in the Linear IR"));
+    sorted.splice(sorted.end(), exprs_, it);  // list nodes move: the positions stay valid
+  }
+  exprs_.swap(sorted);
 }
 
 void LinearIR::connect(const ExpressionPort& source, const ExpressionPort& in) {
@@ -64,7 +83,7 @@ ExpressionPtr LinearIR::insert_node(iterator pos, Op op, const std::vector<Expre
                                     const std::vector<size_t>& loop_ids) {
   auto e = make_expression(std::move(op), inputs, num_outputs);
   e->loop_ids = loop_ids;
-  exprs_.insert(pos, e);
+  position_[e.get()] = exprs_.insert(pos, e);
   return e;
 }
 
@@ -88,12 +107,15 @@ void LinearIR::replace_with_expr(const std::vector<ExpressionPtr>& old, const Ex
   if (new_expr->loop_ids.empty()) new_expr->loop_ids = last->loop_ids;
   auto pos = find(last.get());
   KILN_CHECK(pos != exprs_.end(), "replace_with_expr: expression not in the Linear IR");
-  exprs_.insert(std::next(pos), new_expr);
+  position_[new_expr.get()] = exprs_.insert(std::next(pos), new_expr);
   // Drop the old chain; inner connections die with it.
   for (const auto& o : old) {
     for (size_t i = 0; i < o->num_inputs(); ++i)
       if (o->inputs_[i]) o->inputs_[i]->remove_consumer(o->get_input_port(i));
-    exprs_.erase(find(o.get()));
+    auto at = find(o.get());
+    KILN_CHECK(at != exprs_.end(), cat("replace_with_expr: ", expr_name(*o), " is not in the Linear IR"));
+    position_.erase(o.get());
+    exprs_.erase(at);
   }
 }
 
@@ -114,6 +136,7 @@ void LinearIR::erase(iterator it) {
     KILN_CHECK(e->outputs_[i]->get_consumers().empty(), cat("erase: ", expr_name(*e), " still has consumers"));
   for (size_t i = 0; i < e->num_inputs(); ++i)
     if (e->inputs_[i]) e->inputs_[i]->remove_consumer(e->get_input_port(i));
+  position_.erase(e.get());
   exprs_.erase(it);
 }
 
@@ -155,7 +178,7 @@ std::unique_ptr<LinearIR> LinearIR::from_graph(const ir::Graph& body, const std:
     e->out_desc_[0].shape = input_shapes[i];
     e->out_desc_[0].layout = {0, 1};
     if (!input_strides.empty()) e->out_desc_[0].strides = input_strides[i];
-    lir->exprs_.push_back(e);
+    lir->append(e);
     produced[body.inputs()[i]] = e->get_output_port(0);
   }
   for (const ir::Node* n : body.topo_order()) {
@@ -176,7 +199,7 @@ std::unique_ptr<LinearIR> LinearIR::from_graph(const ir::Graph& body, const std:
       produced[n->output(o)] = e->get_output_port(o);
     }
     if (e->kind() == OpKind::Scalar) e->out_desc_[0].shape = {1, 1};
-    lir->exprs_.push_back(e);
+    lir->append(e);
   }
   for (size_t i = 0; i < body.outputs().size(); ++i) {
     auto it = produced.find(body.outputs()[i]);
@@ -185,7 +208,7 @@ std::unique_ptr<LinearIR> LinearIR::from_graph(const ir::Graph& body, const std:
     auto e = lir->make_expression(op, {it->second}, 0);
     e->in_desc_[0].shape = output_shape;
     e->in_desc_[0].layout = {0, 1};
-    lir->exprs_.push_back(e);
+    lir->append(e);
   }
   return lir;
 }

@@ -43,7 +43,7 @@ void fuse_loops(LinearIR& lir) {
     if (is_accumulator(e->kind())) key[e->input_expr(0)] = {2, e->loop_ids.at(1), 0};
   std::vector<ExpressionPtr> v(lir.expressions().begin(), lir.expressions().end());
   std::stable_sort(v.begin(), v.end(), [&](const ExpressionPtr& a, const ExpressionPtr& b) { return key.at(a.get()) < key.at(b.get()); });
-  lir.expressions().assign(v.begin(), v.end());
+  lir.reorder(v);
 }
 
 }  // namespace kiln::snippets::lowered::pass
