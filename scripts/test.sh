@@ -4,8 +4,9 @@
 #      AVX-512 without bf16, AVX2 and SSE4.1), ONNX conformance, CLI, real models (natively,
 #      snippets off, AVX2, SSE4.1; made by tests/models/make_test_models.py with torch);
 #   2. the unit tests (with the crafted-model regressions and the built-in ResNet-18 / BERT
-#      models) and the opset 18-23 conformance cases again in an AddressSanitizer +
-#      UndefinedBehaviorSanitizer build (build-sanitize/).
+#      models), the opset 18-23 conformance cases and the fuzz corpora (fuzz/) again in an
+#      AddressSanitizer + UndefinedBehaviorSanitizer build (build-sanitize/), and the streams /
+#      async tests in a ThreadSanitizer build (build-tsan/).
 # Options: --no-sanitize skips 2; anything else goes to ctest (e.g. -R unit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,12 +26,28 @@ if [ "$sanitize" = 1 ]; then
   # -O0: half the compile time of -O1 under the sanitizers; the tests stay fast
   cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g1" \
         -DKILN_SANITIZE=ON -DKILN_BUILD_BENCHMARKS=OFF >/dev/null
-  cmake --build build-sanitize -j"$JOBS" --target kiln_unit_tests kiln_conformance
+  fuzz_targets="model tensor_proto npy pattern_json"
+  cmake --build build-sanitize -j"$JOBS" --target kiln_unit_tests kiln_conformance \
+        $(for t in $fuzz_targets; do echo "fuzz_${t}_replay"; done)
   # oneDNN and libgomp keep per-thread caches alive at exit: leaks are not checked
-  export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+  export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:allocator_may_return_null=1
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   # the real-architecture models the release run's test_models fixture made
   KILN_TEST_MODELS="$PWD/build/tests/test_models" build-sanitize/tests/kiln_unit_tests --gtest_brief=1
   build-sanitize/tests/kiln_conformance --root tests/data/onnx_new --expected tests/onnx_new/expected_pass.txt
-  echo "[kiln] sanitizer run clean"
+  # the fuzz corpora and the reproducers of bugs the fuzzers found (fuzz/, docs/security.md)
+  for t in $fuzz_targets; do
+    dirs="fuzz/corpus/$t"
+    [ -d "fuzz/regressions/$t" ] && dirs="$dirs fuzz/regressions/$t"
+    # shellcheck disable=SC2086
+    build-sanitize/fuzz/fuzz_${t}_replay $dirs
+  done
+  echo "[kiln] ThreadSanitizer build (build-tsan/): the streams and async tests"
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g1" \
+        -DKILN_TSAN=ON -DKILN_BUILD_BENCHMARKS=OFF >/dev/null
+  cmake --build build-tsan -j"$JOBS" --target kiln_unit_tests
+  # tests/tsan.supp: only what libgomp and oneDNN (not built with TSan) synchronise inside
+  TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" \
+    build-tsan/tests/kiln_unit_tests --gtest_brief=1 --gtest_filter='Streams*'
+  echo "[kiln] sanitizer runs clean"
 fi

@@ -438,7 +438,7 @@ namespace {
 json parse_text(const std::string& text, const std::string& origin) {
   try {
     return json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e999
     throw Error(cat("pattern config ", origin, ": not valid JSON: ", e.what()));
   }
 }

@@ -163,6 +163,14 @@ TEST(Npy, RejectsMalformed) {
   EXPECT_THROW(npy_from_bytes(make_npy("{'descr': '|O', 'fortran_order': False, 'shape': (1,), }", data)), Error);
   EXPECT_THROW(npy_from_bytes(make_npy("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }", data)),
                Error);
+  // Unicode of width 0 (found by fuzz_npy): no data bytes bound the element count, so a
+  // 200-byte file asked for 316 million strings
+  try {
+    npy_from_bytes(make_npy("{'descr': '<U0', 'fortran_order': False, 'shape': (21100000, 15), }", ""));
+    FAIL() << "U0 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'<U0' has no room for a character"), std::string::npos) << e.what();
+  }
   std::string v9 = make_npy(ok_dict, data);
   v9[6] = 9;
   EXPECT_THROW(npy_from_bytes(v9), Error);

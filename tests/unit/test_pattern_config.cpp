@@ -145,6 +145,15 @@ TEST(PatternConfig, ErrorNotJson) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cfg.json: not valid JSON"), std::string::npos) << e.what();
   }
+  // a number JSON's grammar allows but a double cannot hold (found by fuzz_pattern_json: it
+  // escaped as nlohmann's out_of_range)
+  try {
+    parse_pattern_configs_string("[{\"name\": \"x\", \"eps\": 1e999}]", "cfg.json");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cfg.json: not valid JSON"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("1e999"), std::string::npos) << e.what();
+  }
 }
 
 TEST(PatternConfig, ErrorTopLevelNotObject) { expect_config_error(json::array(), {"expected a JSON object"}); }

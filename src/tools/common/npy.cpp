@@ -267,6 +267,9 @@ Tensor npy_from_bytes(const std::string& b, const std::string& what) {
     KILN_CHECK(!w.empty() && w.size() < 9 && std::all_of(w.begin(), w.end(), ::isdigit),
                cat(what, ": unsupported .npy dtype '", h.descr, "'"));
     const uint64_t width = std::stoull(w);
+    // numpy never writes U0 (its empty strings are U1); with no bytes per element the data
+    // would not bound the element count, and a 200-byte file could ask for billions of strings
+    KILN_CHECK(width >= 1, cat(what, ": .npy dtype '", h.descr, "' has no room for a character (numpy writes U1 and wider)"));
     uint64_t count = 1;
     for (int64_t d : h.shape)
       KILN_CHECK(!__builtin_mul_overflow(count, static_cast<uint64_t>(d), &count), cat(what, ": .npy shape too large"));
