@@ -77,7 +77,10 @@ std::shared_ptr<Model> mlp_model() {
 std::shared_ptr<Model> slow_model() {
   auto g = make_graph();
   ir::Value* v = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 32, 128, 128})});
-  for (int i = 0; i < 6; ++i) {
+  // 24 f32 convolutions (compile it with f32_properties): about 10 ms even where bf16 is
+  // fast, long enough that a wait of a millisecond ends before the run does, also under the
+  // sanitizers
+  for (int i = 0; i < 24; ++i) {
     auto* c = g->add_node("Conv", {v, g->add_constant(cat("w", i), random_tensor({32, 32, 3, 3}, 40 + i, 0.05f))}, 1,
                           cat("conv", i));
     c->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
@@ -317,7 +320,7 @@ TEST(StreamsSettings, ErrorsNameTheKeyAndListWhatIsAccepted) {
 
 TEST(StreamsAsync, WaitForTimesOutOnALongRequest) {
   Core core;
-  CompiledModel cm = core.compile_model(slow_model(), {{"num_streams", "1"}});
+  CompiledModel cm = core.compile_model(slow_model(), f32_properties({{"num_streams", "1"}}));
   InferRequest req = cm.create_infer_request();
   req.set_input_tensor(random_tensor({1, 32, 128, 128}, 3));
   req.infer();  // builds the stream's graph
@@ -491,7 +494,7 @@ TEST(StreamsAsync, RequestsAndModelReleasedWhileRunning) {
   std::promise<void> finished;
   {
     Core core;
-    CompiledModel cm = core.compile_model(slow_model(), {{"num_streams", "2"}});
+    CompiledModel cm = core.compile_model(slow_model(), f32_properties({{"num_streams", "2"}}));
     InferRequest req = cm.create_infer_request();
     req.set_input_tensor(random_tensor({1, 32, 128, 128}, 3));
     req.set_callback([&finished](std::exception_ptr) { finished.set_value(); });
