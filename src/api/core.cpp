@@ -11,6 +11,7 @@
 #include "api/properties.hpp"
 #include "api/runtime_model.hpp"
 #include "core/strings.hpp"
+#include "cpu/compile_pipeline.hpp"
 #include "cpu/executor.hpp"
 #include "cpu/stream_executor.hpp"
 #include "frontend/onnx/onnx_frontend.hpp"
@@ -64,12 +65,28 @@ static std::shared_ptr<Model> make_model(std::shared_ptr<ir::Graph> g) {
   return std::make_shared<Model>(std::move(g));
 }
 
+// Runs `f`, with what escapes it as a kiln::Error: running out of memory says so (reading a
+// model or compiling it can need more than the machine has), anything else kiln did not
+// expect is an internal error. The API's promise: every failure is a kiln::Error.
+template <class F>
+static auto as_kiln_errors(const char* doing, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw Error(cat("out of memory while ", doing));
+  } catch (const std::exception& x) {
+    throw Error(cat("internal error: ", x.what()));
+  }
+}
+
 std::shared_ptr<Model> Core::read_model(const std::string& path) const {
-  return make_model(frontend::load_onnx_file(path));
+  return as_kiln_errors("reading the model", [&] { return make_model(frontend::load_onnx_file(path)); });
 }
 
 std::shared_ptr<Model> Core::read_model_from_memory(const std::string& bytes, const std::string& base_dir) const {
-  return make_model(frontend::load_onnx_bytes(bytes, base_dir));
+  return as_kiln_errors("reading the model", [&] { return make_model(frontend::load_onnx_bytes(bytes, base_dir)); });
 }
 
 struct CompiledModel::Impl {
@@ -181,20 +198,25 @@ bool is_idle(const InferRequest::Impl& r) {
 }  // namespace
 
 CompiledModel Core::compile_model(const std::shared_ptr<Model>& model, const AnyMap& properties) const {
-  KILN_CHECK(model, "compile_model: null model");
-  api::Settings s = api::parse_properties(properties);
-  CompiledModel cm;
-  cm.impl_ = std::make_shared<CompiledModel::Impl>();
-  auto& c = *cm.impl_;
-  c.model = model;
-  c.settings = s;
-  c.layout = cpu::resolve_streams(s.streams, cpu::CpuTopology::detect());
-  // oneDNN's primitive cache is the process's: the last compile_model that sets it decides
-  if (s.runtime_cache_capacity >= 0) dnnl::set_primitive_cache_capacity(s.runtime_cache_capacity);
-  if (s.reference) c.reference = std::make_unique<runtime::ReferenceExecutor>(model->graph());
-  else c.fast = std::make_unique<cpu::Executor>(model->graph(), s.graph, s.plan_capacity);
-  if (c.layout.streams > 0) c.streams = std::make_unique<cpu::StreamExecutor>(c.layout);
-  return cm;
+  return as_kiln_errors("compiling the model", [&] {
+    KILN_CHECK(model, "compile_model: null model");
+    api::Settings s = api::parse_properties(properties);
+    CompiledModel cm;
+    cm.impl_ = std::make_shared<CompiledModel::Impl>();
+    auto& c = *cm.impl_;
+    c.model = model;
+    c.settings = s;
+    c.layout = cpu::resolve_streams(s.streams, cpu::CpuTopology::detect());
+    // oneDNN's primitive cache is the process's: the last compile_model that sets it decides
+    if (s.runtime_cache_capacity >= 0) dnnl::set_primitive_cache_capacity(s.runtime_cache_capacity);
+    if (s.reference) {
+      c.reference = std::make_unique<runtime::ReferenceExecutor>(model->graph());
+      c.reference->set_max_tensor_bytes(cpu::max_tensor_bytes(s.graph));
+    }
+    else c.fast = std::make_unique<cpu::Executor>(model->graph(), s.graph, s.plan_capacity);
+    if (c.layout.streams > 0) c.streams = std::make_unique<cpu::StreamExecutor>(c.layout);
+    return cm;
+  });
 }
 
 CompiledModel Core::compile_model(const std::string& path, const AnyMap& properties) const {
@@ -251,7 +273,9 @@ RuntimeModel CompiledModel::get_runtime_model(const std::vector<Shape>& input_sh
     m.reference_reason = "kiln_executor = reference";
     return m;
   }
-  const cpu::Executor::Plan& plan = c.fast->plan_for(shapes);
+  const cpu::Executor::Plan& plan = as_kiln_errors("compiling the model", [&]() -> const cpu::Executor::Plan& {
+    return c.fast->plan_for(shapes);
+  });
   if (plan.cpu) m = api::describe_runtime_graph(*plan.cpu);
   else m.reference_reason = plan.fallback_reason;
   for (const auto& e : plan.log.entries) m.fusions.push_back({e.pass, e.where, e.message, e.applied});

@@ -22,7 +22,8 @@ void* Arena::reserve(size_t bytes) {
     size = aligned(bytes);
     p = std::aligned_alloc(kAlignment, size);
   }
-  KILN_CHECK(p, cat("cpu::Graph: cannot allocate an arena of ", bytes, " bytes"));
+  KILN_CHECK(p, cat("out of memory: the intermediate tensors of these input shapes need ", bytes, " bytes (",
+                    static_cast<double>(bytes) / double(1ull << 30), " GiB), which the machine cannot allocate"));
   data_ = std::unique_ptr<void, void (*)(void*)>(p, [](void* q) { std::free(q); });
   capacity_ = size;
   ++reallocations_;

@@ -88,6 +88,7 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options,
       capacity_(std::max<size_t>(plan_capacity, 1)),
       id_(g_next_executor_id.fetch_add(1)),
       alive_(std::make_shared<std::atomic<bool>>(true)) {
+  reference_.set_max_tensor_bytes(max_tensor_bytes(options_));  // shapes known only at run time
   options_.log = nullptr;
   options_.weights = nullptr;
   options_.arena = nullptr;

@@ -11,6 +11,7 @@
 #include "core/strings.hpp"
 #include "cpu/compile_pipeline.hpp"
 #include "cpu/dnnl_util.hpp"
+#include "ir/op_registry.hpp"
 
 namespace kiln::cpu {
 
@@ -101,6 +102,7 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs, std::vector<Pr
                                std::vector<Tensor>* reuse) {
   KILN_CHECK(inputs.size() == input_edges_.size(),
              cat("cpu::Graph: ", inputs.size(), " inputs given, ", input_edges_.size(), " expected"));
+  ir::TensorLimit limit(max_arena_bytes_);  // for nodes that run a reference kernel (Loop, ...)
   for (size_t i = 0; i < inputs.size(); ++i) {
     Edge* e = input_edges_[i];
     KILN_CHECK(inputs[i].shape() == e->shape && inputs[i].dtype() == e->dtype,

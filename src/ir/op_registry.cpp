@@ -48,8 +48,28 @@ const Tensor& RunContext::value(size_t i) const {
   return *inputs_[i];
 }
 
+namespace {
+thread_local uint64_t t_tensor_limit = 0;
+}
+
+TensorLimit::TensorLimit(uint64_t bytes) : previous_(t_tensor_limit) { t_tensor_limit = bytes; }
+TensorLimit::~TensorLimit() { t_tensor_limit = previous_; }
+uint64_t TensorLimit::current() { return t_tensor_limit; }
+
+void RunContext::check_bytes(long double bytes, const std::string& what) const {
+  const uint64_t limit = t_tensor_limit;
+  if (limit && bytes > static_cast<long double>(limit))
+    throw error(what, " would take ", static_cast<double>(bytes / (1u << 30)), " GiB at run time, more than kiln_max_tensor_bytes = ",
+                limit, " (the machine's memory unless set)");
+}
+
 Tensor& RunContext::allocate_output(size_t i, DType dtype, Shape shape) {
   if (i >= outputs_.size()) throw error("kernel wrote output ", i, " but the node has ", outputs_.size());
+  if (t_tensor_limit && dtype != DType::string) {
+    long double bytes = static_cast<long double>(dtype_size(dtype));
+    for (int64_t d : shape) bytes *= static_cast<long double>(d);
+    check_bytes(bytes, cat("output ", i, " ", shape_to_string(shape), " ", dtype_name(dtype)));
+  }
   Tensor& out = outputs_[i];
   if (out.defined() && out.is_tensor() && dtype != DType::string && out.dtype() == dtype && out.shape() == shape) {
     // A destination the caller placed (e.g. an arena buffer): zeroed like a new tensor.

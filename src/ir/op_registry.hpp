@@ -46,6 +46,22 @@ class InferContext {
   Node& node_;
 };
 
+// The largest tensor a reference kernel may allocate on this thread, in bytes (0: no limit):
+// kiln_max_tensor_bytes, for shapes that depend on data and are only known at run time.
+// A TensorLimit sets it for its scope (the reference executor's run; nested control-flow
+// bodies run inside that scope and keep it).
+class TensorLimit {
+ public:
+  explicit TensorLimit(uint64_t bytes);
+  ~TensorLimit();
+  TensorLimit(const TensorLimit&) = delete;
+  TensorLimit& operator=(const TensorLimit&) = delete;
+  static uint64_t current();
+
+ private:
+  uint64_t previous_;
+};
+
 // Execution of the reference kernel on concrete tensors.
 class RunContext {
  public:
@@ -63,6 +79,9 @@ class RunContext {
   Tensor& allocate_output(size_t i, DType dtype, Shape shape);
   // Sets output i to an existing tensor (may alias an input, e.g. Reshape / Identity).
   void set_output(size_t i, Tensor t);
+  // Throws kiln::Error naming the node when a tensor of `bytes` (`what`, e.g. "output 0
+  // [..] f32") would exceed TensorLimit::current(). allocate_output checks its outputs.
+  void check_bytes(long double bytes, const std::string& what) const;
   template <typename... Args>
   Error error(const Args&... args) const {
     return Error(cat(node_.describe(), ": ", args...));

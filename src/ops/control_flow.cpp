@@ -237,13 +237,19 @@ void register_loop(ir::OpRegistry& r) {
     size_t nscan = body->outputs().size() - 1 - carried;
     std::vector<std::vector<Tensor>> scans(nscan);
     runtime::ReferenceExecutor exec(body);
+    std::vector<long double> scan_bytes(nscan, 0);  // what each scan output holds so far
     for (int64_t it = 0; it < max_trips && cond; ++it) {
       std::vector<Tensor> ins = {Tensor::scalar<int64_t>(it), Tensor::scalar<bool>(cond)};
       ins.insert(ins.end(), state.begin(), state.end());
       auto outs = exec.run(body_inputs(ctx, *body, std::move(ins)));
       cond = scalar_true(outs[0], ctx, "Loop body condition output");
       for (size_t i = 0; i < carried; ++i) state[i] = as_kind(outs[1 + i], body->inputs()[2 + i]->type);
-      for (size_t k = 0; k < nscan; ++k) scans[k].push_back(outs[1 + carried + k]);
+      for (size_t k = 0; k < nscan; ++k) {
+        const Tensor& part = outs[1 + carried + k];
+        scan_bytes[k] += static_cast<long double>(part.byte_size());
+        ctx.check_bytes(scan_bytes[k], cat("scan output ", carried + k, " after ", it + 1, " iterations"));
+        scans[k].push_back(part);
+      }
     }
     for (size_t i = 0; i < carried; ++i) ctx.set_output(i, as_kind(state[i], n.output(i)->type));
     for (size_t k = 0; k < nscan; ++k) {

@@ -64,6 +64,8 @@ std::vector<Tensor> ReferenceExecutor::run(const std::vector<Tensor>& inputs,
                                            const std::unordered_map<const ir::Value*, Tensor>* outer,
                                            std::vector<ProfilingInfo>* profile) const {
   if (profile) profile->clear();
+  std::optional<ir::TensorLimit> limit;  // nested bodies (max_tensor_bytes_ 0) keep the caller's
+  if (max_tensor_bytes_) limit.emplace(max_tensor_bytes_);
   const auto& gin = graph_->inputs();
   KILN_CHECK(inputs.size() == gin.size(),
              cat("graph '", graph_->name, "' expects ", gin.size(), " inputs, got ", inputs.size()));

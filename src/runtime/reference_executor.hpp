@@ -29,6 +29,9 @@ class ReferenceExecutor {
                           std::vector<ProfilingInfo>* profile = nullptr) const;
 
   const ir::Graph& graph() const { return *graph_; }
+  // The largest tensor a kernel may allocate while this executor runs (kiln_max_tensor_bytes;
+  // 0: whatever the caller's scope allows, see ir::TensorLimit).
+  void set_max_tensor_bytes(uint64_t bytes) { max_tensor_bytes_ = bytes; }
 
  private:
   struct Step {
@@ -38,6 +41,7 @@ class ReferenceExecutor {
   };
   std::shared_ptr<const ir::Graph> graph_;
   std::vector<Step> steps_;
+  uint64_t max_tensor_bytes_ = 0;
 };
 
 // Checks one user tensor against a graph input's declared type; binds symbolic dims.

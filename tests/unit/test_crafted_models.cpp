@@ -126,6 +126,117 @@ TEST(CraftedModels, ATerabyteIntermediateIsRefusedBeforeAllocating) {
   EXPECT_TRUE(has(folded, "node 'expand_const' (Expand)") && has(folded, "kiln_max_tensor_bytes")) << folded;
 }
 
+TEST(CraftedModels, MemoryTheMachineCannotGiveIsAnErrorNotACrash) {
+  // the limit raised past what any machine has: an Expand to 2^48 f32 (1 PiB, more than the
+  // address space) passes the check, and the allocation that fails is a kiln::Error
+  OnnxBuilder b;
+  b.input("x", {1});
+  b.initializer("shape", Tensor::from_vector<int64_t>({int64_t(1) << 25, int64_t(1) << 23}, {2}));
+  b.node("Expand", {"x", "shape"}, {"big"}, "expand");
+  b.node("ReduceSum", {"big"}, {"y"}, "sum");
+  b.output("y");
+  Core core;
+  auto model = core.read_model_from_memory(b.bytes());
+  const std::string limit = std::to_string(uint64_t(1) << 60);
+  for (const char* executor : {"cpu", "reference"}) {
+    SCOPED_TRACE(executor);
+    const std::string msg = error_of([&] {
+      auto req = core.compile_model(model, test::f32_properties({{"kiln_max_tensor_bytes", limit},
+                                                                 {"kiln_executor", executor}}))
+                     .create_infer_request();
+      req.set_input_tensor(Tensor(DType::f32, {1}));
+      req.infer();
+    });
+    EXPECT_TRUE(has(msg, "cannot allocate") || has(msg, "out of memory")) << msg;
+    EXPECT_FALSE(has(msg, "internal error")) << msg;
+  }
+}
+
+TEST(CraftedModels, TheTensorLimitAlsoHoldsForShapesKnownOnlyAtRunTime) {
+  // Expand to a shape read from an input: the plan cannot know it, the run refuses it
+  OnnxBuilder b;
+  b.input("shape", {2}, onnx::TensorProto::INT64);
+  b.initializer("one", Tensor::from_vector<float>({1.0f}, {1}));
+  b.node("Expand", {"one", "shape"}, {"big"}, "expand");
+  b.node("ReduceSum", {"big"}, {"y"}, "sum");
+  b.output("y");
+  Core core;
+  auto model = core.read_model_from_memory(b.bytes());
+  auto run = [&](std::vector<int64_t> shape, const AnyMap& props) {
+    auto req = core.compile_model(model, test::f32_properties(props)).create_infer_request();
+    req.set_input_tensor(Tensor::from_vector<int64_t>(shape, {2}));
+    req.infer();
+    return req.get_output_tensor().clone();
+  };
+  EXPECT_FLOAT_EQ(run({3, 4}, {}).data<float>()[0], 12.0f);
+  for (const char* executor : {"cpu", "reference"}) {
+    SCOPED_TRACE(executor);
+    // 1 TiB against the machine's memory (the default), 4 MiB against a limit of 1 MiB
+    const std::string tib = error_of([&] { run({int64_t(1) << 20, int64_t(1) << 18}, {{"kiln_executor", executor}}); });
+    EXPECT_TRUE(has(tib, "node 'expand' (Expand)") && has(tib, "output 0 [1048576,262144] f32 would take 1024 GiB") &&
+                has(tib, "kiln_max_tensor_bytes"))
+        << tib;
+    const std::string mib = error_of(
+        [&] { run({1024, 1024}, {{"kiln_executor", executor}, {"kiln_max_tensor_bytes", "1048576"}}); });
+    EXPECT_TRUE(has(mib, "node 'expand' (Expand)") && has(mib, "kiln_max_tensor_bytes = 1048576")) << mib;
+  }
+}
+
+TEST(CraftedModels, ALoopCannotStackMoreThanTheTensorLimit) {
+  // Loop, 40 trips, each adding 256 KiB to a scan output: stopped when the stack passes 1 MiB
+  OnnxBuilder b;
+  b.input("x", {1});
+  b.initializer("trips", Tensor::from_vector<int64_t>({40}, {}));
+  onnx::GraphProto body;
+  body.set_name("body");
+  auto in = [&](const char* name, int elem) {
+    auto* vi = body.add_input();
+    vi->set_name(name);
+    OnnxBuilder::set_type(vi, elem, {}, {});
+  };
+  in("i", onnx::TensorProto::INT64);
+  in("c", onnx::TensorProto::BOOL);
+  auto* shape = body.add_initializer();
+  frontend::tensor_to_proto(Tensor::from_vector<int64_t>({int64_t(1) << 16}, {1}), *shape);
+  shape->set_name("part_shape");
+  auto* id = body.add_node();
+  id->set_op_type("Identity");
+  id->add_input("c");
+  id->add_output("c_out");
+  auto* ex = body.add_node();
+  ex->set_op_type("Expand");
+  ex->add_input("x");
+  ex->add_input("part_shape");
+  ex->add_output("part");
+  body.add_output()->set_name("c_out");
+  body.add_output()->set_name("part");
+  auto* loop = b.node("Loop", {"trips", ""}, {"stacked"}, "loop");
+  auto* a = loop->add_attribute();
+  a->set_name("body");
+  a->set_type(onnx::AttributeProto::GRAPH);
+  *a->mutable_g() = body;
+  b.node("ReduceSum", {"stacked"}, {"y"}, "sum");
+  b.output("y");
+  Core core;
+  auto model = core.read_model_from_memory(b.bytes());
+  for (const char* executor : {"cpu", "reference"}) {
+    SCOPED_TRACE(executor);
+    auto run = [&](const char* limit) {
+      auto req = core.compile_model(model, test::f32_properties({{"kiln_executor", executor},
+                                                                 {"kiln_max_tensor_bytes", limit}}))
+                     .create_infer_request();
+      req.set_input_tensor(Tensor::from_vector<float>({0.5f}, {1}));
+      req.infer();
+      return req.get_output_tensor().clone();
+    };
+    EXPECT_FLOAT_EQ(run("1073741824").data<float>()[0], 0.5f * 40 * (1 << 16));
+    const std::string msg = error_of([&] { run("1048576"); });
+    EXPECT_TRUE(has(msg, "node 'loop' (Loop)") && has(msg, "scan output 0 after 5 iterations") &&
+                has(msg, "kiln_max_tensor_bytes = 1048576"))
+        << msg;
+  }
+}
+
 TEST(CraftedModels, TheTensorLimitIsAPropertyAndCoversAPlansMemory) {
   Core core;
   // x[5120] f32 (20 KiB) -> Relu, Neg, Abs -> Add, Add: two 20 KiB tensors alive at once
@@ -193,6 +304,41 @@ TEST(CraftedModels, SubgraphsNestedBeyondProtobufsDepthSayWhy) {
   m.add_opset_import()->set_version(17);
   *m.mutable_graph() = inner;
   const std::string msg = error_of([&] { Core().read_model_from_memory(m.SerializeAsString()); });
+  EXPECT_TRUE(has(msg, "nested more than 32 deep")) << msg;
+}
+
+TEST(CraftedModels, TenThousandNestedLoopsAreRefusedWithoutRecursing) {
+  // 10,000 Loops, each the body of the one outside it. The bytes are written by hand, outer
+  // headers first (protobuf's own serializer would recurse 30,000 deep to write them), and
+  // the parser must stop at its depth limit instead of overflowing the stack.
+  auto varint = [](uint64_t v) {
+    std::string b;
+    do {
+      b += static_cast<char>((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+      v >>= 7;
+    } while (v);
+    return b;
+  };
+  const std::string leaf = std::string("\x12\x04") + "leaf";  // GraphProto{name: "leaf"}
+  const int kDepth = 10000;
+  std::vector<std::string> headers(kDepth);
+  size_t inner = leaf.size();
+  for (int k = kDepth - 1; k >= 0; --k) {  // from the innermost Loop out
+    // AttributeProto{name: "body", type: GRAPH, g: <inner>}
+    std::string attr_head = std::string("\x0a\x04") + "body" + "\xa0\x01\x05" + "\x32" + varint(inner);
+    const size_t attr = attr_head.size() + inner;
+    // NodeProto{op_type: "Loop", attribute: <attr>}
+    std::string node_head = std::string("\x22\x04") + "Loop" + "\x2a" + varint(attr);
+    const size_t node = node_head.size() + attr;
+    // GraphProto{node: <node>}
+    headers[static_cast<size_t>(k)] = "\x0a" + varint(node) + node_head + attr_head;
+    inner = 1 + varint(node).size() + node;
+  }
+  std::string bytes = std::string("\x08\x08") + "\x42\x02\x10\x11" + "\x3a" + varint(inner);  // ir 8, opset 17
+  for (const std::string& h : headers) bytes += h;
+  bytes += leaf;
+  EXPECT_GT(bytes.size(), 200000u);
+  const std::string msg = error_of([&] { Core().read_model_from_memory(bytes); });
   EXPECT_TRUE(has(msg, "nested more than 32 deep")) << msg;
 }
 
