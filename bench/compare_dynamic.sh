@@ -37,7 +37,7 @@ for stream in $STREAMS; do
   for round in $(seq 1 "$REPEAT"); do
     run_kiln() {
       # shellcheck disable=SC2086
-      "$KILN" benchmark "$model" -data_shape "$spec" -niter $((groups * PASSES)) -t "$THREADS" $KILN_ARGS \
+      "$KILN" benchmark "$model" -data_shape "$spec" -niter $((groups * PASSES)) -nthreads "$THREADS" $KILN_ARGS \
         --json "$TMP/kiln.json" > "$TMP/kiln.log" 2>&1
     }
     run_ort() { node "$ORT_JS" "$model" --shapes "$spec" --threads "$THREADS" --passes "$PASSES" > "$TMP/ort.log" 2>&1; }

@@ -49,7 +49,7 @@ run_kiln() {  # model-name pass
   local f
   if [ -d "$dir" ]; then for f in "$dir"/*.npy; do [ -e "$f" ] && args+=(--input "$(basename "$f" .npy)=$f"); done; fi
   local via=property
-  if ! "$KILN" "${args[@]}" -t "$THREADS" > "$OUT/kiln_${n}_$pass.log" 2>&1; then
+  if ! "$KILN" "${args[@]}" -nthreads "$THREADS" > "$OUT/kiln_${n}_$pass.log" 2>&1; then
     if grep -q "unknown property 'inference_num_threads'" "$OUT/kiln_${n}_$pass.log"; then
       # This kiln does not take the thread property yet: its OpenMP reference kernels follow OMP_NUM_THREADS.
       via=OMP_NUM_THREADS

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <latch>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -197,6 +199,48 @@ bool is_idle(const InferRequest::Impl& r) {
 
 }  // namespace
 
+// The shapes every input declares, when all are static tensors (else none: the plans are
+// made when shapes arrive).
+static std::optional<std::vector<Shape>> declared_static_shapes(const Model& m) {
+  std::vector<Shape> shapes;
+  for (const PortInfo& p : m.inputs()) {
+    if (p.kind != ValueKind::tensor || !p.rank_known) return std::nullopt;
+    for (int64_t d : p.shape)
+      if (d < 0) return std::nullopt;
+    shapes.push_back(p.shape);
+  }
+  return shapes;
+}
+
+// compile_model compiles (OpenVINO's contract): for a model of static shapes, the plan and
+// every stream's runtime graph (primitives, packed weights, kernels) are built now, on the
+// threads that will run them, so the first inference only runs and compile errors surface
+// here. One task per stream: each waits until all have started, so every worker takes one.
+static void compile_ahead(CompiledModel::Impl& c) {
+  const std::optional<std::vector<Shape>> shapes = declared_static_shapes(*c.model);
+  if (!shapes) return;
+  if (!c.streams) {
+    c.fast->prepare(*shapes);
+    return;
+  }
+  const auto n = static_cast<std::ptrdiff_t>(c.streams->streams());
+  std::latch started(n), done(n);
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+  for (std::ptrdiff_t i = 0; i < n; ++i)
+    c.streams->submit([&, i] {
+      started.arrive_and_wait();
+      try {
+        c.fast->prepare(*shapes);
+      } catch (...) {
+        errors[static_cast<size_t>(i)] = std::current_exception();
+      }
+      done.count_down();
+    });
+  done.wait();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
 CompiledModel Core::compile_model(const std::shared_ptr<Model>& model, const AnyMap& properties) const {
   return as_kiln_errors("compiling the model", [&] {
     KILN_CHECK(model, "compile_model: null model");
@@ -215,6 +259,7 @@ CompiledModel Core::compile_model(const std::shared_ptr<Model>& model, const Any
     }
     else c.fast = std::make_unique<cpu::Executor>(model->graph(), s.graph, s.plan_capacity);
     if (c.layout.streams > 0) c.streams = std::make_unique<cpu::StreamExecutor>(c.layout);
+    if (c.fast) compile_ahead(c);
     return cm;
   });
 }

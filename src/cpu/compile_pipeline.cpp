@@ -22,7 +22,7 @@ uint64_t max_tensor_bytes(const GraphOptions& options) {
 
 namespace {
 
-std::string gib(uint64_t bytes) { return cat(static_cast<double>(bytes) / double(1ull << 30), " GiB"); }
+std::string gib(long double bytes) { return cat(static_cast<double>(bytes / (1ull << 30)), " GiB"); }
 
 // Stage 1's guard: every tensor of the specialised graph fits the limit. Checked before any
 // memory is planned or allocated, so a crafted shape gets an error naming its node.
@@ -34,7 +34,7 @@ void check_tensor_bytes(const ir::Graph& g, uint64_t limit) {
       for (int64_t d : o->type.shape.to_shape()) bytes *= static_cast<long double>(d);
       if (bytes > static_cast<long double>(limit))
         throw Error(cat(n->describe(), ": its output '", o->name(), "' ", shape_to_string(o->type.shape.to_shape()), " ",
-                        dtype_name(o->type.dtype), " would take ", gib(static_cast<uint64_t>(std::min<long double>(bytes, 1e30L))),
+                        dtype_name(o->type.dtype), " would take ", gib(bytes),
                         ", more than kiln_max_tensor_bytes = ", limit, " (", gib(limit),
                         "; the machine's memory unless set)"));
     }

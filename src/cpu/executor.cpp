@@ -234,6 +234,19 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, std::vector
     (hit ? plan_hits_ : plan_misses_).fetch_add(1);
   }
   if (!plan->fast) return reference_.run(inputs, nullptr, profile);
+  return thread_graph(plan, shapes, /*count_run=*/true).run(inputs, profile, reuse);
+}
+
+void Executor::prepare(const std::vector<Shape>& shapes) {
+  std::shared_ptr<Plan> plan;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    plan = plan_locked(shapes);
+  }
+  if (plan->fast) thread_graph(plan, shapes, /*count_run=*/false);
+}
+
+Graph& Executor::thread_graph(const std::shared_ptr<Plan>& plan, const std::vector<Shape>& shapes, bool count_run) {
   ThreadRegistry* reg = registry();
   KILN_CHECK(reg, "cpu::Executor::run: called while the thread exits");
   reg->prune();
@@ -250,14 +263,14 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, std::vector
     g.evicted = plan->evicted;
     g.runs = 0;
     graphs_built_.fetch_add(1);
-  } else if (++g.runs == kHotRuns && g.graph->quick_nodes() > 0) {
+  } else if (count_run && ++g.runs == kHotRuns && g.graph->quick_nodes() > 0) {
     // a frequent shape: worth a second compile with the implementations that run fastest
     g.graph.reset();
     g.graph = build_graph(*plan, mine.arena, /*hot=*/true);
     graphs_built_.fetch_add(1);
     hot_rebuilds_.fetch_add(1);
   }
-  return g.graph->run(inputs, profile, reuse);
+  return *g.graph;
 }
 
 }  // namespace kiln::cpu

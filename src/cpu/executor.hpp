@@ -53,6 +53,12 @@ class Executor {
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile = nullptr,
                           std::vector<Tensor>* reuse = nullptr);
 
+  // Compiles ahead of the first run (compile_model for static shapes): makes the plan for
+  // `shapes` and builds the calling thread's graph of it, so a run() of these shapes on this
+  // thread only runs. Throws kiln::Error as run() would; a no-op for data-dependent shapes
+  // (they run on the reference executor).
+  void prepare(const std::vector<Shape>& shapes);
+
   struct Plan {
     std::shared_ptr<ir::Graph> graph;   // specialised copy (owns what cpu::Graphs point into)
     bool fast = false;                  // shapes are static: runs on cpu::Graphs
@@ -98,6 +104,9 @@ class Executor {
   // mutex_ not held; `arena`: the calling thread's for this executor (null: the graph's own);
   // `hot`: the shape is frequent, take the fastest implementations however long they take to create
   std::unique_ptr<Graph> build_graph(Plan& plan, std::shared_ptr<Arena> arena = nullptr, bool hot = false);
+  // The calling thread's graph of `plan` (built now if the thread has none, or rebuilt with
+  // the fastest implementations once the shape is hot); `count_run`: this is a run of it.
+  Graph& thread_graph(const std::shared_ptr<Plan>& plan, const std::vector<Shape>& shapes, bool count_run);
 
   std::shared_ptr<const ir::Graph> graph_;
   GraphOptions options_;

@@ -39,8 +39,9 @@ int main(int argc, char** argv) {
   if (args.size() >= 2 && args[1] == "benchmark") {
     for (size_t i = 2; i < args.size(); ++i) {
       if (args[i] == "--") break;
-      for (const char* name : {"-niter", "-time", "-pc", "-pcsort", "-hint", "-nstreams", "-nthreads", "-nireq", "-api", "-exec_graph_path", "-report_type", "-report_folder",
-                               "-pin", "-infer_precision", "-data_shape"})
+      for (const char* name : {"-niter", "-time", "-pc", "-pcsort", "-hint", "-nstreams", "-nthreads", "-nireq", "-api",
+                               "-exec_graph_path", "-report_type", "-report_folder", "-pin", "-infer_precision",
+                               "-data_shape", "-shape", "-json_stats", "-cache_dir"})
         if (args[i] == name || args[i].rfind(std::string(name) + "=", 0) == 0) args[i].insert(0, "-");
     }
   }
@@ -76,27 +77,36 @@ int main(int argc, char** argv) {
   CLI::App* bench_cmd = app.add_subcommand(
       "benchmark", "Time a model: compile time, first inference, latency median/min/p90/max/mean, "
                    "throughput, peak memory");
-  bench_cmd->add_option("model", bench.model, "ONNX model file")->required();
+  bench_cmd->add_option("model", bench.model, "ONNX model file (or -m FILE)");
+  bench_cmd->add_option("-m,--model", bench.model_flag, "ONNX model file, as benchmark_app's -m");
+  bench_cmd->add_option("-d,--device", bench.device, "Device, as benchmark_app's -d: CPU (kiln's only one)");
   bench_cmd->add_option("-i,--input", bench.inputs,
                         "Input tensor NAME=FILE (.npy or .pb); inputs not given get random data")
       ->allow_extra_args(false);
   bench_cmd->add_option("--shape", bench.shapes,
-                        "Shape of a random input, NAME=[1,3,224,224]; or a symbolic dim's value, SYMBOL=4")
+                        "Shape of a random input, NAME=[1,3,224,224]; or a symbolic dim's value, SYMBOL=4; or as "
+                        "benchmark_app's -shape: x[1,3,224,224], a[1,8],b[1,8], [1,3,224,224] for a model's one input")
       ->allow_extra_args(false);
   bench_cmd->add_option("--seed", bench.seed, "Random seed for random inputs (default 0)");
-  bench_cmd->add_option("-t,--threads", bench.threads, "Inference threads (compile property inference_num_threads)")
+  bench_cmd->add_option("--threads", bench.threads,
+                        "Inference threads (compile property inference_num_threads; also -nthreads)")
       ->check(CLI::Range(1, 4096));
   auto* niter_opt = bench_cmd->add_option("-n,--niter,--iterations", bench.iterations,
                                           "Timed iterations (also -niter N; default 20)")
                         ->check(CLI::Range(1, 1000000000));
-  auto* time_opt = bench_cmd->add_option("--time", bench.seconds,
+  auto* time_opt = bench_cmd->add_option("-t,--time", bench.seconds,
                                          "Run timed iterations until SECONDS have passed, at least one "
-                                         "(also -time S)")
+                                         "(as benchmark_app's -t; also -time S)")
                        ->check(CLI::Range(1e-6, 1e9));
   niter_opt->excludes(time_opt);
   bench_cmd->add_option("--warmup", bench.warmup, "Untimed runs after the first inference (default 2)")
       ->check(CLI::Range(0, 1000000000));
   bench_cmd->add_option("--json", bench.json_path, "Also write the figures as JSON to FILE");
+  bench_cmd->add_flag("--json_stats", bench.json_stats,
+                      "Write the figures as JSON to benchmark_report.json in -report_folder (also -json_stats)");
+  bench_cmd->add_option("--cache_dir", bench.cache_dir,
+                        "benchmark_app's model cache folder: accepted and ignored (kiln has no model cache yet; "
+                        "also -cache_dir)");
   bench_cmd->add_option("--disable-pass", bench.disabled_passes,
                         "Do not run this optimizer pass (repeatable; all-fusions for all of them)")
       ->allow_extra_args(false);
@@ -194,6 +204,11 @@ int main(int argc, char** argv) {
     // a bad KILN_MAX_CPU_ISA / ONEDNN_MAX_CPU_ISA is reported before anything runs
     if (!zoo_cmd->parsed()) kiln::Core().get_property("kiln_cpu_isa");
     if (run_cmd->parsed()) return cmd_run(run);
+    if (bench_cmd->parsed() && bench.model.empty() && bench.model_flag.empty()) {
+      std::cerr << "kiln benchmark: no model given: kiln benchmark MODEL.onnx (or -m MODEL.onnx)\n"
+                << bench_cmd->help();
+      return 2;  // bad usage, like any required argument missing
+    }
     if (bench_cmd->parsed()) return cmd_benchmark(bench);
     if (info_cmd->parsed()) return cmd_info(info);
     if (insp_cmd->parsed()) return cmd_inspect(insp);

@@ -318,6 +318,31 @@ TEST(StreamsSettings, ErrorsNameTheKeyAndListWhatIsAccepted) {
 
 // ---------------- async requests ----------------
 
+TEST(StreamsAsync, CompileModelCompilesStaticShapesForEveryStream) {
+  // compile_model builds the plan and each stream's runtime graph: the first inferences find
+  // the plan made, and a model that cannot be compiled fails in compile_model, not later
+  Core core;
+  CompiledModel cm = core.compile_model(slow_model(), f32_properties({{"num_streams", "2"}}));
+  EXPECT_EQ(cm.get_property("kiln_plan_cache_size"), "1");
+  EXPECT_EQ(cm.get_property("kiln_plan_cache_misses"), "0");
+  std::vector<InferRequest> reqs = {cm.create_infer_request(), cm.create_infer_request()};
+  for (auto& r : reqs) {
+    r.set_input_tensor(random_tensor({1, 32, 128, 128}, 3));
+    r.start_async();
+  }
+  for (auto& r : reqs) r.wait();
+  EXPECT_TRUE(same_bits(reqs[0].get_output_tensor(), reqs[1].get_output_tensor()));
+  EXPECT_EQ(cm.get_property("kiln_plan_cache_hits"), "2");
+  EXPECT_EQ(cm.get_property("kiln_plan_cache_misses"), "0");
+  // a dynamic dim: nothing to compile until shapes arrive
+  auto g = make_graph();
+  ir::Value* x = g->add_input("x", {DType::f32, ir::PartialShape(std::vector<ir::Dim>{ir::Dim::sym("n"), ir::Dim(4)})});
+  g->add_output(g->add_node("Relu", {x}, 1, "relu")->output(0));
+  ir::infer_shapes(*g);
+  CompiledModel dyn = core.compile_model(std::make_shared<Model>(g), f32_properties({{"num_streams", "2"}}));
+  EXPECT_EQ(dyn.get_property("kiln_plan_cache_size"), "0");
+}
+
 TEST(StreamsAsync, WaitForTimesOutOnALongRequest) {
   Core core;
   CompiledModel cm = core.compile_model(slow_model(), f32_properties({{"num_streams", "1"}}));
