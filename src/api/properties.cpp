@@ -39,6 +39,7 @@ const std::vector<Key>& keys() {
       {"exclusive_async_requests", "EXCLUSIVE_ASYNC_REQUESTS", "YES, NO", false},
       {"enable_profiling", "PERF_COUNT", "YES, NO", false},
       {"inference_precision", "ENFORCE_BF16", "f32, bf16 (ENFORCE_BF16: YES, NO)", false},
+      {"execution_mode", "EXECUTION_MODE_HINT", "PERFORMANCE, ACCURACY", false},
       {"snippets_mode", "SNIPPETS_MODE", "ENABLE, IGNORE_CALLBACK, DISABLE", false},
       {"kiln_executor", nullptr, "cpu, reference", false},
       {"kiln_snippets_isa", nullptr, "auto, avx512, avx2", false},
@@ -172,6 +173,11 @@ Settings parse_properties(const AnyMap& properties) {
       else if (u == "F32" || u == "FP32") s.graph.bf16 = false;
       else bad_value(k, v, "f32, bf16");
       precision_given = true;
+    } else if (name == "execution_mode") {
+      const std::string u = upper(v);
+      if (u == "ACCURACY") s.accuracy = true;
+      else if (u == "PERFORMANCE") s.accuracy = false;
+      else bad_value(k, v, "PERFORMANCE, ACCURACY");
     } else if (name == "enable_profiling") {
       s.profiling = parse_bool(k, v);
     } else if (name == "kiln_disable_passes") {
@@ -231,8 +237,9 @@ Settings parse_properties(const AnyMap& properties) {
       s.reference = v == "reference";
     }
   }
-  // inference_precision not given: bf16 where the ISA in use runs it natively, else f32.
-  if (!precision_given) s.graph.bf16 = cpu::bf16_native();
+  // inference_precision not given: f32 for ACCURACY (OpenVINO's execution mode hint: the
+  // precision the model was trained in), else bf16 where the ISA in use runs it natively
+  if (!precision_given) s.graph.bf16 = !s.accuracy && cpu::bf16_native();
   if (s.graph.bf16 && !s.reference) {
     check_bf16_available(cpu::bf16_available(), cpu::isa_description());
     const std::string warning = precision_warning(s, cpu::bf16_native(), cpu::isa_description());
@@ -263,6 +270,7 @@ std::string effective_value(const std::string& key, const Settings& s, const cpu
   if (key == "exclusive_async_requests") return yes_no(s.exclusive);
   if (key == "enable_profiling") return yes_no(s.profiling);
   if (key == "inference_precision") return s.graph.bf16 && !s.reference ? "bf16" : "f32";  // reference kernels: f32
+  if (key == "execution_mode") return s.accuracy ? "ACCURACY" : "PERFORMANCE";
   if (key == "kiln_executor") return s.reference ? "reference" : "cpu";
   if (key == "snippets_mode") {
     switch (s.graph.snippets_mode) {

@@ -22,12 +22,13 @@ struct Settings {
   std::string pattern_files;   // kiln_pattern_files as given
   size_t plan_capacity = cpu::Executor::kDefaultPlanCapacity;  // kiln_plan_cache_capacity
   int runtime_cache_capacity = -1;  // cpu_runtime_cache_capacity; -1: not given (left as it is)
+  bool accuracy = false;       // execution_mode = ACCURACY: f32 unless inference_precision says otherwise
 };
 
 // Throws kiln::Error naming the key (and, for a value, what it accepts); an unknown key
 // lists every key; a setting given under both its names is an error too.
-// inference_precision not given: bf16 where the ISA in use runs it natively
-// (cpu::bf16_native()), else f32. bf16 asked for where oneDNN cannot run it at all (below
+// inference_precision not given: f32 with execution_mode = ACCURACY, else bf16 where the ISA
+// in use runs it natively (cpu::bf16_native()), else f32. bf16 asked for where oneDNN cannot run it at all (below
 // AVX-512) throws (check_bf16_available); where oneDNN emulates it, precision_warning is
 // printed once per process to stderr.
 Settings parse_properties(const AnyMap& properties);

@@ -24,8 +24,11 @@ AnyMap parse_property_specs(const std::vector<std::string>& specs) {
 
 std::string describe_precision(const std::string& effective, const AnyMap& properties) {
   if (properties.count("inference_precision") || properties.count("ENFORCE_BF16")) return effective;
+  if (effective == "f32" && (properties.count("execution_mode") || properties.count("EXECUTION_MODE_HINT")))
+    return "f32  (execution_mode=ACCURACY)";
   if (effective == "bf16")
-    return "bf16  (default: this CPU runs bf16 natively; --property inference_precision=f32 for f32)";
+    return "bf16  (default: this CPU runs bf16 natively; --property execution_mode=ACCURACY for f32, "
+           "--compare-precision to see the difference)";
   return "f32  (default: this CPU has no native bf16)";
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -27,6 +28,42 @@ std::string fmt_ms(double ms) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3f ms", ms);
   return buf;
+}
+
+// --compare-precision: the same inputs again with inference_precision=f32; per floating
+// output the largest and mean absolute difference, against the largest f32 magnitude.
+void compare_with_f32(Core& core, const std::shared_ptr<Model>& model, const AnyMap& properties,
+                      const CompiledModel& compiled, const InferRequest& req, const std::vector<Tensor>& inputs) {
+  const std::string precision = compiled.get_property("inference_precision");
+  if (precision == "f32") {
+    std::cout << "compare    the model ran in f32: nothing to compare (--compare-precision shows what bf16 changes)\n";
+    return;
+  }
+  AnyMap f32 = properties;
+  for (const char* k : {"inference_precision", "ENFORCE_BF16", "execution_mode", "EXECUTION_MODE_HINT"}) f32.erase(k);
+  f32["inference_precision"] = "f32";
+  CompiledModel reference = core.compile_model(model, f32);
+  InferRequest ref_req = reference.create_infer_request();
+  for (size_t i = 0; i < inputs.size(); ++i) ref_req.set_input_tensor(i, inputs[i]);
+  ref_req.infer();
+  const auto& outs = compiled.outputs();
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Tensor got = req.get_output_tensor(i), want = ref_req.get_output_tensor(i);
+    if (!got.is_tensor() || !is_floating(got.dtype()) || got.shape() != want.shape()) continue;
+    const std::vector<double> a = got.to_f64(), b = want.to_f64();
+    double max_diff = 0, sum_diff = 0, max_ref = 0;
+    for (size_t k = 0; k < a.size(); ++k) {
+      const double d = std::fabs(a[k] - b[k]);
+      max_diff = std::max(max_diff, d);
+      sum_diff += d;
+      max_ref = std::max(max_ref, std::fabs(b[k]));
+    }
+    const double mean_diff = a.empty() ? 0 : sum_diff / static_cast<double>(a.size());
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "max |%s - f32| %.4g, mean %.4g (f32 values up to %.4g: %.3g%% of it)",
+                  precision.c_str(), max_diff, mean_diff, max_ref, max_ref > 0 ? 100 * max_diff / max_ref : 0.0);
+    std::cout << "compare    " << outs[i].name << "  " << buf << "\n";
+  }
 }
 
 }  // namespace
@@ -88,6 +125,7 @@ int cmd_run(const RunOptions& o) {
       std::cout << "       wrote " << path.string() << "\n";
     }
   }
+  if (o.compare_precision) compare_with_f32(core, model, properties, compiled, req, tensors);
   std::cout << "load " << fmt_ms(load_ms) << ", compile " << fmt_ms(compile_ms) << ", inference ";
   if (times.size() == 1) {
     std::cout << fmt_ms(times[0]) << "\n";

@@ -30,6 +30,7 @@ struct RunOptions {
   int threads = 0;  // > 0: compile property inference_num_threads
   std::vector<std::string> disabled_passes;  // compile property kiln_disable_passes
   std::vector<std::string> properties;       // --property KEY=VALUE
+  bool compare_precision = false;  // also run in f32 and report how far the outputs moved
 };
 int cmd_run(const RunOptions& o);
 

@@ -72,6 +72,9 @@ int main(int argc, char** argv) {
                       "Do not run this optimizer pass (repeatable; all-fusions for all of them)")
       ->allow_extra_args(false);
   run_cmd->add_option("-p,--property", run.properties, kPropertyHelp)->allow_extra_args(false);
+  run_cmd->add_flag("--compare-precision", run.compare_precision,
+                    "Run the model again in f32 on the same inputs and report, per output, how far the "
+                    "precision it ran in (bf16 by default on CPUs with native bf16) moved it");
 
   BenchmarkOptions bench;
   CLI::App* bench_cmd = app.add_subcommand(

@@ -315,8 +315,21 @@ TEST(InferencePrecision, DefaultFollowsTheCpu) {
   }
   // the reference executor computes in f32 whatever the default
   EXPECT_EQ(core.compile_model(model, {{"kiln_executor", "reference"}}).get_property("inference_precision"), "f32");
+  // OpenVINO's execution mode hint: ACCURACY means f32, unless inference_precision says otherwise
+  CompiledModel accurate = core.compile_model(model, {{"execution_mode", "ACCURACY"}, {"enable_profiling", "YES"}});
+  EXPECT_EQ(accurate.get_property("inference_precision"), "f32");
+  EXPECT_EQ(accurate.get_property("EXECUTION_MODE_HINT"), "ACCURACY");
+  EXPECT_EQ(exec_type_of_conv(accurate).find("bf16"), std::string::npos);
+  EXPECT_EQ(core.compile_model(model, {{"EXECUTION_MODE_HINT", "PERFORMANCE"}}).get_property("inference_precision"), want);
+  EXPECT_EQ(by_default.get_property("execution_mode"), "PERFORMANCE");
+  if (cpu::bf16_available()) {
+    EXPECT_EQ(core.compile_model(model, {{"execution_mode", "accuracy"}, {"inference_precision", "bf16"}})
+                  .get_property("inference_precision"),
+              "bf16");
+  }
   // errors name the key and what it accepts; one setting under both names is an error
   for (const AnyMap& bad : {AnyMap{{"inference_precision", "f16"}}, AnyMap{{"ENFORCE_BF16", "maybe"}},
+                            AnyMap{{"execution_mode", "FAST"}},
                             AnyMap{{"inference_precision", "f32"}, {"ENFORCE_BF16", "NO"}}}) {
     try {
       core.compile_model(model, bad);
@@ -325,7 +338,9 @@ TEST(InferencePrecision, DefaultFollowsTheCpu) {
       const std::string m = e.what();
       EXPECT_TRUE(m.find(bad.begin()->first) != std::string::npos || m.find("inference_precision") != std::string::npos) << m;
       if (bad.size() == 1) {
-        EXPECT_TRUE(m.find("bf16") != std::string::npos || m.find("YES") != std::string::npos) << m;
+        EXPECT_TRUE(m.find("bf16") != std::string::npos || m.find("YES") != std::string::npos ||
+                    m.find("PERFORMANCE, ACCURACY") != std::string::npos)
+            << m;
       } else {
         EXPECT_NE(m.find("given twice"), std::string::npos) << m;
       }
