@@ -8,7 +8,7 @@ PKGS=(
   build-essential cmake ninja-build pkg-config
   libdnnl-dev libxbyak-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
-  nlohmann-json3-dev libcli11-dev libre2-dev
+  nlohmann-json3-dev libcli11-dev libre2-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev python3-dev python3-pytest
   python3-build python3-setuptools python3-wheel python3-venv
   libonnx-testdata

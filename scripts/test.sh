@@ -26,7 +26,7 @@ if [ "$sanitize" = 1 ]; then
   # -O0: half the compile time of -O1 under the sanitizers; the tests stay fast
   cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g1" \
         -DKILN_SANITIZE=ON -DKILN_BUILD_BENCHMARKS=OFF >/dev/null
-  fuzz_targets="model tensor_proto npy pattern_json"
+  fuzz_targets="model tensor_proto npy pattern_json kserve_request"
   cmake --build build-sanitize -j"$JOBS" --target kiln_unit_tests kiln_conformance \
         $(for t in $fuzz_targets; do echo "fuzz_${t}_replay"; done)
   # oneDNN and libgomp keep per-thread caches alive at exit: leaks are not checked

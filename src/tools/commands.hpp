@@ -67,6 +67,17 @@ struct BenchmarkOptions {
 };
 int cmd_benchmark(const BenchmarkOptions& o);
 
+struct ServeOptions {
+  std::string repository;           // --model-repository DIR: DIR/<name>/model.onnx [+ config.json]
+  std::string host = "127.0.0.1";   // --host
+  int http_port = 8000;             // --http-port (0: any free port, printed)
+  size_t max_request_bytes = size_t(64) << 20;  // --max-request-bytes: larger bodies get 413
+  int http_threads = 0;             // --http-threads (0: twice the models' streams, at least 8)
+  std::vector<std::string> properties;  // --property KEY=VALUE: defaults for every model
+  bool quiet = false;               // --quiet: no per-request log lines
+};
+int cmd_serve(const ServeOptions& o, const std::string& version);
+
 struct InfoOptions {
   std::string model;
   bool graph = false;  // also print the graph dump

@@ -19,7 +19,7 @@ constexpr const char* kPropertyHelp =
     "performance_mode=THROUGHPUT; see docs/settings.md)";
 
 bool is_subcommand(const std::string& s) {
-  return s == "run" || s == "benchmark" || s == "info" || s == "inspect" || s == "zoo";
+  return s == "run" || s == "benchmark" || s == "info" || s == "inspect" || s == "zoo" || s == "serve";
 }
 
 }  // namespace
@@ -176,6 +176,26 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   insp_cmd->add_option("-p,--property", insp.properties, kPropertyHelp)->allow_extra_args(false);
 
+  ServeOptions serve;
+  CLI::App* serve_cmd = app.add_subcommand(
+      "serve", "Serve a model repository over the KServe v2 REST protocol (docs/serving.md)");
+  serve_cmd->add_option("--model-repository", serve.repository, "Folder of models: DIR/<name>/model.onnx (+ config.json)")
+      ->required();
+  serve_cmd->add_option("--host", serve.host, "Address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)");
+  serve_cmd->add_option("--http-port", serve.http_port, "HTTP port (default 8000; 0: any free port, printed)")
+      ->check(CLI::Range(0, 65535));
+  serve_cmd->add_option("--max-request-bytes", serve.max_request_bytes,
+                        "Largest request body accepted (default 64 MiB); larger ones get 413")
+      ->check(CLI::Range(size_t(1024), size_t(1) << 40));
+  serve_cmd->add_option("--http-threads", serve.http_threads,
+                        "Threads answering HTTP requests (default: twice the models' streams, at least 8)")
+      ->check(CLI::Range(1, 4096));
+  serve_cmd->add_option("-p,--property", serve.properties,
+                        "Compile property KEY=VALUE for every model (default performance_mode=THROUGHPUT; a "
+                        "model's config.json overrides)")
+      ->allow_extra_args(false);
+  serve_cmd->add_flag("-q,--quiet", serve.quiet, "No per-request log lines on stderr");
+
   ZooOptions zoo;
   CLI::App* zoo_cmd = app.add_subcommand("zoo", "Write a built-in model with fixed random weights (--list shows them)");
   zoo_cmd->add_option("name", zoo.name, "Model name: resnet18, mlp, bert_tiny");
@@ -215,6 +235,7 @@ int main(int argc, char** argv) {
     if (bench_cmd->parsed()) return cmd_benchmark(bench);
     if (info_cmd->parsed()) return cmd_info(info);
     if (insp_cmd->parsed()) return cmd_inspect(insp);
+    if (serve_cmd->parsed()) return cmd_serve(serve, kVersion);
     if (zoo_cmd->parsed()) return cmd_zoo(zoo);
     std::cerr << app.help();
     return 2;
