@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "core/strings.hpp"
+
 namespace kiln::serve {
 
 namespace {
@@ -11,18 +13,7 @@ constexpr double kBuckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 
 constexpr size_t kNumBuckets = sizeof(kBuckets) / sizeof(kBuckets[0]);
 
 // A label value as Prometheus wants it: backslash, double quote and newline escaped.
-std::string label(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
+std::string label(const std::string& s) { return escape_quotes(s); }
 
 }  // namespace
 

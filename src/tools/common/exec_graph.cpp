@@ -42,18 +42,7 @@ std::string explain_fusions(const std::vector<FusionDecision>& fusions, bool inc
 
 namespace {
 
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
+std::string quoted(const std::string& s) { return "\"" + escape_quotes(s) + "\""; }
 
 }  // namespace
 
