@@ -229,7 +229,9 @@ InferRequestData decode_infer_request(const std::string& body, std::optional<siz
         if (info.shape[d] >= 0 && info.shape[d] != shape[d])
           bad(cat(where, ": shape ", shape_to_string(shape), ", the model takes ", info.shape_string()));
     }
-    Tensor t(*dtype, shape);
+    // The tensor is allocated only once the data for it is known to be there: the declared
+    // shape alone never sizes an allocation (a 200-byte request declaring 2^40 elements)
+    const int64_t elements = shape_size(shape);
     // binary extension: parameters.binary_data_size bytes of the binary part, in input order
     std::optional<size_t> binary_size;
     if (auto params = in.find("parameters"); params != in.end()) {
@@ -245,18 +247,26 @@ InferRequestData decode_infer_request(const std::string& body, std::optional<siz
       if (*binary_size > body.size() - binary_at)
         bad(cat(where, ": binary_data_size ", *binary_size, " bytes, but only ", body.size() - binary_at,
                 " bytes of binary data are left (truncated body?)"));
+      const long double need = static_cast<long double>(elements) * (*dtype == DType::string ? 4 : dtype_size(*dtype));
+      if (*dtype == DType::string ? static_cast<long double>(*binary_size) < need : static_cast<long double>(*binary_size) != need)
+        bad(cat(where, ": binary_data_size is ", *binary_size, " bytes, the shape ", shape_to_string(shape), " and datatype ",
+                dt->get<std::string>(), " need ", *dtype == DType::string ? "at least " : "",
+                static_cast<uint64_t>(need)));
+      Tensor t(*dtype, shape);
       fill_binary(t, body.data() + binary_at, *binary_size, where);
       binary_at += *binary_size;
+      by_port[port] = std::move(t);
     } else {
       auto data = in.find("data");
       if (data == in.end()) bad(cat(where, ": \"data\" is missing (or give parameters.binary_data_size)"));
       std::vector<const json*> flat;
       flatten(*data, flat, where);
-      if (static_cast<int64_t>(flat.size()) != t.size())
-        bad(cat(where, ": ", flat.size(), " values for shape ", shape_to_string(shape), " (", t.size(), " elements)"));
+      if (static_cast<int64_t>(flat.size()) != elements)
+        bad(cat(where, ": ", flat.size(), " values for shape ", shape_to_string(shape), " (", elements, " elements)"));
+      Tensor t(*dtype, shape);
       for (size_t i = 0; i < flat.size(); ++i) store(*flat[i], t, i, where);
+      by_port[port] = std::move(t);
     }
-    by_port[port] = std::move(t);
   }
   if (binary_at != body.size())
     bad(cat(body.size() - binary_at, " bytes of binary data follow the inputs that no input claims"));
