@@ -44,6 +44,7 @@ struct PortInfo {
   std::vector<int64_t> shape;
   std::vector<std::string> dim_names;
   std::string shape_string() const;  // "[batch,3,224,224]"
+  bool is_static() const;            // a tensor of known rank whose every dim is given
 };
 
 class Model {

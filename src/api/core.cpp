@@ -37,6 +37,10 @@ std::string PortInfo::shape_string() const {
   return s + "]";
 }
 
+bool PortInfo::is_static() const {
+  return kind == ValueKind::tensor && rank_known && std::all_of(shape.begin(), shape.end(), [](int64_t d) { return d >= 0; });
+}
+
 static PortInfo port_of(const ir::Value& v) {
   PortInfo p;
   p.name = v.name();
@@ -67,19 +71,30 @@ static std::shared_ptr<Model> make_model(std::shared_ptr<ir::Graph> g) {
   return std::make_shared<Model>(std::move(g));
 }
 
-// Runs `f`, with what escapes it as a kiln::Error: running out of memory says so (reading a
-// model or compiling it can need more than the machine has), anything else kiln did not
-// expect is an internal error. The API's promise: every failure is a kiln::Error.
+// Anything reading, compiling or running a model throws, as a kiln::Error (the API's promise:
+// every failure is one): running out of memory says so and, when given, while `doing` what;
+// anything else kiln did not expect is an internal error.
+static std::exception_ptr as_kiln_error(std::exception_ptr e, const char* doing = nullptr) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const Error&) {
+    return e;
+  } catch (const std::bad_alloc&) {
+    return std::make_exception_ptr(Error(doing ? cat("out of memory while ", doing) : std::string("out of memory")));
+  } catch (const std::exception& x) {
+    return std::make_exception_ptr(Error(cat("internal error: ", x.what())));
+  } catch (...) {
+    return std::make_exception_ptr(Error("internal error: unknown exception"));
+  }
+}
+
+// Runs `f`; what escapes it leaves as_kiln_error made it.
 template <class F>
 static auto as_kiln_errors(const char* doing, F&& f) -> decltype(f()) {
   try {
     return f();
-  } catch (const Error&) {
-    throw;
-  } catch (const std::bad_alloc&) {
-    throw Error(cat("out of memory while ", doing));
-  } catch (const std::exception& x) {
-    throw Error(cat("internal error: ", x.what()));
+  } catch (...) {
+    std::rethrow_exception(as_kiln_error(std::current_exception(), doing));
   }
 }
 
@@ -121,21 +136,6 @@ namespace {
 
 // The request whose callback this thread is running (its wait() must not wait for itself).
 thread_local const InferRequest::Impl* t_in_callback_of = nullptr;
-
-// Anything an inference throws, as a kiln::Error.
-std::exception_ptr as_kiln_error(std::exception_ptr e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const Error&) {
-    return e;
-  } catch (const std::bad_alloc&) {
-    return std::make_exception_ptr(Error("out of memory"));
-  } catch (const std::exception& x) {
-    return std::make_exception_ptr(Error(cat("internal error: ", x.what())));
-  } catch (...) {
-    return std::make_exception_ptr(Error("internal error: unknown exception"));
-  }
-}
 
 // Runs one request to the end: inference, state, callback. Never throws.
 void execute(const std::shared_ptr<InferRequest::Impl>& self, const std::vector<Tensor>& inputs) {
@@ -204,9 +204,7 @@ bool is_idle(const InferRequest::Impl& r) {
 static std::optional<std::vector<Shape>> declared_static_shapes(const Model& m) {
   std::vector<Shape> shapes;
   for (const PortInfo& p : m.inputs()) {
-    if (p.kind != ValueKind::tensor || !p.rank_known) return std::nullopt;
-    for (int64_t d : p.shape)
-      if (d < 0) return std::nullopt;
+    if (!p.is_static()) return std::nullopt;
     shapes.push_back(p.shape);
   }
   return shapes;
@@ -305,7 +303,7 @@ RuntimeModel CompiledModel::get_runtime_model(const std::vector<Shape>& input_sh
   const std::vector<PortInfo>& ports = c.model->inputs();
   if (shapes.empty()) {
     for (const PortInfo& p : ports) {
-      KILN_CHECK(p.rank_known && std::all_of(p.shape.begin(), p.shape.end(), [](int64_t d) { return d >= 0; }),
+      KILN_CHECK(p.is_static(),
                  cat("get_runtime_model: input '", p.name, "' has the dynamic shape ", p.shape_string(),
                      "; pass the input shapes"));
       shapes.push_back(p.shape);

@@ -36,14 +36,9 @@ namespace kiln::cli {
 
 namespace {
 
-// Every input declares a static tensor shape: compile_model builds its runtime graphs.
-bool ports_static(const std::vector<PortInfo>& ports) {
-  for (const PortInfo& p : ports) {
-    if (p.kind != ValueKind::tensor || !p.rank_known) return false;
-    for (int64_t d : p.shape)
-      if (d < 0) return false;
-  }
-  return true;
+std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
 }
 
 using Clock = std::chrono::steady_clock;
@@ -204,9 +199,7 @@ int cmd_benchmark(const BenchmarkOptions& given) {
              cat("two models given: '", o.model, "' and -m '", o.model_flag, "'"));
   if (o.model.empty()) o.model = o.model_flag;
   KILN_CHECK(!o.model.empty(), "no model given: kiln benchmark MODEL.onnx (or -m MODEL.onnx)");
-  std::string device = o.device;
-  for (char& c : device) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  KILN_CHECK(device.empty() || device == "CPU", cat("-d ", o.device, ": kiln runs on the CPU only (-d CPU)"));
+  KILN_CHECK(o.device.empty() || upper(o.device) == "CPU", cat("-d ", o.device, ": kiln runs on the CPU only (-d CPU)"));
   if (o.json_stats && o.json_path.empty()) {
     const std::filesystem::path folder(o.report_folder.empty() ? "." : o.report_folder);
     std::error_code made;
@@ -232,8 +225,7 @@ int cmd_benchmark(const BenchmarkOptions& given) {
   const bool report_counters = o.report_type == "average_counters" || o.report_type == "detailed_counters";
   if ((!o.trace_path.empty() || report_counters) && !perf_counts)
     add_property(properties, "enable_profiling", "YES", o.trace_path.empty() ? "-report_type" : "--trace");
-  std::string hint = o.hint;
-  for (char& c : hint) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  const std::string hint = upper(o.hint);
   if (!hint.empty()) add_property(properties, "performance_mode", hint, "-hint");
   if (!o.nstreams.empty()) add_property(properties, "num_streams", o.nstreams, "-nstreams");
   if (!o.pin.empty()) add_property(properties, "enable_cpu_pinning", o.pin, "-pin");
@@ -313,8 +305,9 @@ int cmd_benchmark(const BenchmarkOptions& given) {
   std::cout << "isa         " << compiled.get_property("kiln_cpu_isa") << "\n";
   std::cout << "read        " << fmt_ms(read_ms) << "  (read_model)\n"
             << "compile     " << fmt_ms(compile_ms)
-            << (ports_static(ports) ? "  (compile_model: every stream's runtime graph built)\n"
-                                    : "  (compile_model; each new input shape compiles at its first inference)\n")
+            << (std::all_of(ports.begin(), ports.end(), [](const PortInfo& p) { return p.is_static(); })
+                    ? "  (compile_model: every stream's runtime graph built)\n"
+                    : "  (compile_model; each new input shape compiles at its first inference)\n")
             << std::flush;
 
   Progress progress;
