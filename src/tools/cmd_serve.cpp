@@ -8,12 +8,16 @@
 #include <mutex>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "commands.hpp"
 #include "core/strings.hpp"
 #include "serve/model_repository.hpp"
 #include "serve/server.hpp"
 
 namespace kiln::cli {
+
+using json = nlohmann::json;
 
 int cmd_serve(const ServeOptions& o, const std::string& version) {
   // SIGTERM / SIGINT go to a watcher thread only (blocked before any other thread starts,
@@ -45,14 +49,20 @@ int cmd_serve(const ServeOptions& o, const std::string& version) {
   if (!o.quiet) so.log = log;
   serve::Server server(repo, so);
   server.bind();
+  // events as JSON lines, names and paths escaped as JSON needs
+  auto event = [&](json j) { log(j.dump(-1, ' ', false, json::error_handler_t::replace)); };
   for (const std::string& name : repo.names()) {
     const auto* m = repo.find(name);
-    log(cat("{\"event\":\"model_ready\",\"model\":\"", name, "\",\"path\":\"", m->path, "\",\"streams\":",
-            m->compiled.get_property("num_streams"), ",\"precision\":\"", m->compiled.get_property("inference_precision"),
-            "\"}"));
+    event({{"event", "model_ready"},
+           {"model", name},
+           {"path", m->path},
+           {"streams", std::stoi(m->compiled.get_property("num_streams"))},
+           {"precision", m->compiled.get_property("inference_precision")}});
   }
-  log(cat("{\"event\":\"listening\",\"address\":\"http://", o.host, ":", server.port(), "\",\"models\":",
-          repo.names().size(), ",\"load_seconds\":", load_s, "}"));
+  event({{"event", "listening"},
+         {"address", cat("http://", o.host, ":", server.port())},
+         {"models", repo.names().size()},
+         {"load_seconds", load_s}});
 
   std::atomic<bool> done{false};
   std::thread watcher([&] {
@@ -60,7 +70,7 @@ int cmd_serve(const ServeOptions& o, const std::string& version) {
     while (!done) {
       const int sig = sigtimedwait(&signals, nullptr, &tick);
       if (sig == SIGTERM || sig == SIGINT) {
-        log(cat("{\"event\":\"shutting_down\",\"signal\":\"", sig == SIGTERM ? "SIGTERM" : "SIGINT", "\"}"));
+        event({{"event", "shutting_down"}, {"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
         server.stop();
         return;
       }
@@ -69,7 +79,7 @@ int cmd_serve(const ServeOptions& o, const std::string& version) {
   server.listen();
   done = true;
   watcher.join();
-  log("{\"event\":\"stopped\"}");
+  event({{"event", "stopped"}});
   return 0;
 }
 
