@@ -27,11 +27,12 @@ using namespace kiln;
 namespace {
 
 
-// The model's bytes, read and compiled and run once with zero inputs of its declared shapes.
-void read_compile_run(const std::string& bytes) {
+// The model's bytes, read and compiled (f32, with `properties`) and run once with zero inputs
+// of its declared shapes.
+void read_compile_run(const std::string& bytes, const AnyMap& properties = {}) {
   Core core;
   auto model = core.read_model_from_memory(bytes);
-  auto req = core.compile_model(model, test::f32_properties()).create_infer_request();
+  auto req = core.compile_model(model, test::f32_properties(properties)).create_infer_request();
   for (size_t i = 0; i < model->inputs().size(); ++i) {
     Shape s;
     for (const auto& d : model->inputs()[i].shape) s.push_back(d < 0 ? 1 : d);
@@ -41,6 +42,18 @@ void read_compile_run(const std::string& bytes) {
 }
 
 bool has(const std::string& msg, const std::string& part) { return msg.find(part) != std::string::npos; }
+
+// x[1] -> Expand to [rows, cols] f32 (node 'expand') -> ReduceSum: an intermediate as large as
+// rows x cols x 4 bytes.
+std::string expand_then_sum(int64_t rows, int64_t cols) {
+  OnnxBuilder b;
+  b.input("x", {1});
+  b.initializer("shape", Tensor::from_vector<int64_t>({rows, cols}, {2}));
+  b.node("Expand", {"x", "shape"}, {"big"}, "expand");
+  b.node("ReduceSum", {"big"}, {"y"}, "sum");
+  b.output("y");
+  return b.bytes();
+}
 
 int64_t peak_rss_kib() {
   rusage u{};
@@ -106,13 +119,7 @@ TEST(CraftedModels, ATerabyteIntermediateIsRefusedBeforeAllocating) {
   // x[1] -> Expand to [2^20, 2^18] f32 (1 TiB) -> ReduceSum: refused while the plan is made,
   // naming the node, its shape and the limit (kiln_max_tensor_bytes; the machine's memory by
   // default), instead of reaching an allocation the machine cannot back
-  OnnxBuilder b;
-  b.input("x", {1});
-  b.initializer("shape", Tensor::from_vector<int64_t>({int64_t(1) << 20, int64_t(1) << 18}, {2}));
-  b.node("Expand", {"x", "shape"}, {"big"}, "expand");
-  b.node("ReduceSum", {"big"}, {"y"}, "sum");
-  b.output("y");
-  const std::string msg = error_of([&] { read_compile_run(b.bytes()); });
+  const std::string msg = error_of([&] { read_compile_run(expand_then_sum(int64_t(1) << 20, int64_t(1) << 18)); });
   EXPECT_TRUE(has(msg, "node 'expand' (Expand)") && has(msg, "[1048576,262144] f32 would take 1024 GiB") &&
               has(msg, "kiln_max_tensor_bytes"))
       << msg;
@@ -131,24 +138,12 @@ TEST(CraftedModels, ATerabyteIntermediateIsRefusedBeforeAllocating) {
 TEST(CraftedModels, MemoryTheMachineCannotGiveIsAnErrorNotACrash) {
   // the limit raised past what any machine has: an Expand to 2^48 f32 (1 PiB, more than the
   // address space) passes the check, and the allocation that fails is a kiln::Error
-  OnnxBuilder b;
-  b.input("x", {1});
-  b.initializer("shape", Tensor::from_vector<int64_t>({int64_t(1) << 25, int64_t(1) << 23}, {2}));
-  b.node("Expand", {"x", "shape"}, {"big"}, "expand");
-  b.node("ReduceSum", {"big"}, {"y"}, "sum");
-  b.output("y");
-  Core core;
-  auto model = core.read_model_from_memory(b.bytes());
+  const std::string bytes = expand_then_sum(int64_t(1) << 25, int64_t(1) << 23);
   const std::string limit = std::to_string(uint64_t(1) << 60);
   for (const char* executor : {"cpu", "reference"}) {
     SCOPED_TRACE(executor);
-    const std::string msg = error_of([&] {
-      auto req = core.compile_model(model, test::f32_properties({{"kiln_max_tensor_bytes", limit},
-                                                                 {"kiln_executor", executor}}))
-                     .create_infer_request();
-      req.set_input_tensor(Tensor(DType::f32, {1}));
-      req.infer();
-    });
+    const std::string msg =
+        error_of([&] { read_compile_run(bytes, {{"kiln_max_tensor_bytes", limit}, {"kiln_executor", executor}}); });
     EXPECT_TRUE(has(msg, "cannot allocate") || has(msg, "out of memory")) << msg;
     EXPECT_FALSE(has(msg, "internal error")) << msg;
   }
