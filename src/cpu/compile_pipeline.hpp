@@ -4,6 +4,8 @@
 // the model, shared by every thread (cpu::Executor); stages 4-8 once per plan and thread, in
 // cpu::Graph's constructor, because a graph's primitives belong to the thread that made them.
 //
+//   0. precision    once per model (cpu::Executor): a model stored in fp16 computes in f32
+//                   (transforms/compute_fp16_in_f32)
 //   1. specialise   the inputs' shapes given, constant subexpressions folded (Shape -> ... ->
 //                   Reshape chains, weight transposes), static shapes everywhere
 //                   (transforms/specialize_shapes)

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "cpu/compile_pipeline.hpp"
+#include "transforms/compute_fp16_in_f32.hpp"
 
 namespace kiln::cpu {
 
@@ -78,12 +79,23 @@ std::string narrow_value(const ir::Graph& g) {
   return "";
 }
 
+// The model the executor runs: `graph`, or for a model stored in fp16 a copy that computes in
+// f32 (stage 0 of compile_pipeline.hpp, once per model); `log` gets what it did.
+std::shared_ptr<const ir::Graph> model_to_run(std::shared_ptr<const ir::Graph> graph, const GraphOptions& options,
+                                              transforms::PassLog* log) {
+  if (options.disabled_passes.count(transforms::kComputeFp16InF32) || !transforms::has_fp16_values(*graph))
+    return graph;
+  std::shared_ptr<ir::Graph> g = graph->clone();
+  if (transforms::compute_fp16_in_f32(*g, log) == 0) return graph;
+  return g;
+}
+
 }  // namespace
 
 Executor::Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options, size_t plan_capacity)
-    : graph_(graph),
+    : graph_(model_to_run(graph, options, &model_log_)),
       options_(std::move(options)),
-      reference_(graph),
+      reference_(graph_),
       weights_(std::make_shared<WeightsCache>()),
       capacity_(std::max<size_t>(plan_capacity, 1)),
       id_(g_next_executor_id.fetch_add(1)),
@@ -153,6 +165,7 @@ std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& 
   }
   auto plan = std::make_shared<Plan>();
   plan->last_used = ++clock_;
+  plan->log = model_log_;
   if (const std::string v = value_without_fast_path(*graph_); !v.empty()) {
     plan->fallback_reason = "'" + v + "' holds strings, a sequence or an optional, which run on the reference kernels";
     return plans_[shapes] = std::move(plan);

@@ -108,6 +108,7 @@ class Executor {
   // the fastest implementations once the shape is hot); `count_run`: this is a run of it.
   Graph& thread_graph(const std::shared_ptr<Plan>& plan, const std::vector<Shape>& shapes, bool count_run);
 
+  transforms::PassLog model_log_;  // what stage 0 did to the model (every plan's log starts with it)
   std::shared_ptr<const ir::Graph> graph_;
   GraphOptions options_;
   runtime::ReferenceExecutor reference_;

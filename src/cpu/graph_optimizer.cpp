@@ -8,6 +8,7 @@
 #include "pattern/pattern_mapping.hpp"
 #include "cpu/emitters/x64/target_machine.hpp"
 #include "snippets/tokenizer.hpp"
+#include "transforms/compute_fp16_in_f32.hpp"
 #include "transforms/ir_fusion_passes.hpp"
 
 namespace kiln::cpu {
@@ -73,7 +74,8 @@ void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transfor
 }
 
 std::vector<std::string> known_pass_names() {
-  std::vector<std::string> names = {"all-fusions", kPatterns, kUserPatterns, snippets::kTokenizationPass};
+  std::vector<std::string> names = {"all-fusions", transforms::kComputeFp16InF32, kPatterns, kUserPatterns,
+                                    snippets::kTokenizationPass};
   for (const std::string& p : transforms::ir_fusion_pass_names()) names.push_back(p);
   for (const CpuPass& p : cpu_passes()) names.push_back(p.name);
   return names;

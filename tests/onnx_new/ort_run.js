@@ -3,7 +3,9 @@
 // Runs one model on ONNX Runtime (onnxruntime-node, CPU) for make_cases.py: the reference
 // outputs of kiln's own opset 18-23 cases.
 //
-// usage: node ort_run.js MODEL.onnx IN.json OUT.json
+// usage: node ort_run.js MODEL.onnx IN.json OUT.json [--opt disabled|basic|extended|all] [--iters N]
+// (default: optimizations disabled, one run; with --iters N > 1 it also prints
+// {"median_ms": ...} of N runs after the first, on 1 thread)
 // IN.json / OUT.json: {name: {"type": ORT type, "dims": [...], "b64": raw little-endian bytes}}
 // (string tensors: "strings": [...] instead of "b64"). Exit 3 with the message on stderr
 // when ORT rejects the model or the inputs.
@@ -41,12 +43,30 @@ function fromTensor(t) {
 }
 
 async function main() {
-  const [model, inFile, outFile] = process.argv.slice(2);
+  const [model, inFile, outFile, ...rest] = process.argv.slice(2);
+  let opt = 'disabled';
+  let iters = 1;
+  for (let i = 0; i < rest.length; i += 2) {
+    if (rest[i] === '--opt') opt = rest[i + 1];
+    else if (rest[i] === '--iters') iters = parseInt(rest[i + 1], 10);
+    else throw new Error(`unknown argument ${rest[i]}`);
+  }
   const specs = JSON.parse(fs.readFileSync(inFile, 'utf8'));
   const feeds = {};
   for (const [k, v] of Object.entries(specs)) feeds[k] = toTensor(v);
-  const session = await ort.InferenceSession.create(model, { intraOpNumThreads: 1, graphOptimizationLevel: 'disabled' });
+  const session = await ort.InferenceSession.create(model, { intraOpNumThreads: 1, interOpNumThreads: 1,
+                                                             graphOptimizationLevel: opt });
   const res = await session.run(feeds);
+  if (iters > 1) {
+    const times = [];
+    for (let i = 1; i < iters; i++) {
+      const t0 = process.hrtime.bigint();
+      await session.run(feeds);
+      times.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    }
+    times.sort((a, b) => a - b);
+    console.log(JSON.stringify({ median_ms: times[Math.floor(times.length / 2)] }));
+  }
   const out = {};
   for (const name of session.outputNames) out[name] = fromTensor(res[name]);
   fs.writeFileSync(outFile, JSON.stringify(out));
