@@ -12,6 +12,7 @@
 
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
+#include "cpu/nodes/conv_geometry.hpp"
 #include "cpu/nodes/node_factory.hpp"
 #include "cpu/weights_cache.hpp"
 
@@ -146,32 +147,11 @@ class ConvolutionNode : public Node {
 
   // The operation and attributes for these post-ops.
   std::pair<dnnl::convolution_forward::desc, dnnl::primitive_attr> describe(PostOpList& post_ops) const {
-    const ir::Node& n = *source;
     const Shape& x = inputs[0]->shape;
     const Shape& w = inputs[1]->shape;
     // with a depthwise post-op the primitive's own output is the host convolution's
     const Shape& y = post_ops.dw() ? post_ops.dw()->conv_out : outputs[0]->shape;
-    const size_t sp = x.size() - 2;
-    auto strides = n.attr_ints("strides", std::vector<int64_t>(sp, 1));
-    auto dil = n.attr_ints("dilations", std::vector<int64_t>(sp, 1));
-    std::vector<int64_t> kernel(w.begin() + 2, w.end());
-    memory::dims pad_l(sp, 0), pad_r(sp, 0), odil(sp, 0);
-    std::string auto_pad = n.attr_s("auto_pad", "NOTSET");
-    auto pads = n.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
-    for (size_t i = 0; i < sp; ++i) {
-      odil[i] = dil[i] - 1;
-      if (auto_pad == "NOTSET") {
-        pad_l[i] = pads[i];
-      } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-        int64_t eff = (kernel[i] - 1) * dil[i] + 1;
-        int64_t total = std::max<int64_t>(0, (y[2 + i] - 1) * strides[i] + eff - x[2 + i]);
-        int64_t small = total / 2, big = total - small;
-        pad_l[i] = auto_pad == "SAME_UPPER" ? small : big;
-      }
-      // oneDNN wants the right padding that reproduces the output size exactly
-      int64_t eff = (kernel[i] - 1) * dil[i] + 1;
-      pad_r[i] = (y[2 + i] - 1) * strides[i] + eff - x[2 + i] - pad_l[i];
-    }
+    const ConvGeometry geo = conv_geometry(*source, x, w, y);
     const auto f32 = memory::data_type::f32;
     const auto in_dt = bf16 && !post_ops.dw() ? memory::data_type::bf16 : f32;  // activations and weights
     memory::desc src_any(to_dims(x), in_dt, tag::any);
@@ -181,10 +161,10 @@ class ConvolutionNode : public Node {
     auto d = has_bias() ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                                           dnnl::algorithm::convolution_direct, src_any, wei_any,
                                                           memory::desc({w[0]}, f32, tag::a), dst_any,
-                                                          to_dims(strides), odil, pad_l, pad_r)
+                                                          geo.strides, geo.dilations, geo.pad_l, geo.pad_r)
                         : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                                           dnnl::algorithm::convolution_direct, src_any, wei_any,
-                                                          dst_any, to_dims(strides), odil, pad_l, pad_r);
+                                                          dst_any, geo.strides, geo.dilations, geo.pad_l, geo.pad_r);
     dnnl::primitive_attr attr;
     if (!post_ops.empty()) {
       dnnl::post_ops po;

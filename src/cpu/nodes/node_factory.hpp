@@ -21,6 +21,10 @@ std::unique_ptr<Node> make_transpose_node(const ir::Node& n);
 
 bool convolution_supports(const ir::Node& n);
 std::unique_ptr<Node> make_convolution_node(const ir::Node& n);
+bool conv_integer_supports(const ir::Node& n);
+std::unique_ptr<Node> make_conv_integer_node(const ir::Node& n);
+bool dynamic_quantize_supports(const ir::Node& n);
+std::unique_ptr<Node> make_dynamic_quantize_node(const ir::Node& n);
 bool pooling_supports(const ir::Node& n);
 std::unique_ptr<Node> make_pooling_node(const ir::Node& n);
 bool batch_norm_supports(const ir::Node& n);

@@ -1,0 +1,35 @@
+#include "cpu/nodes/conv_geometry.hpp"
+
+#include <algorithm>
+
+namespace kiln::cpu {
+
+ConvGeometry conv_geometry(const ir::Node& n, const Shape& x, const Shape& w, const Shape& y) {
+  const size_t sp = x.size() - 2;
+  ConvGeometry g;
+  const auto strides = n.attr_ints("strides", std::vector<int64_t>(sp, 1));
+  const auto dil = n.attr_ints("dilations", std::vector<int64_t>(sp, 1));
+  const std::string auto_pad = n.attr_s("auto_pad", "NOTSET");
+  const auto pads = n.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
+  g.strides.assign(strides.begin(), strides.end());
+  g.kernel.assign(w.begin() + 2, w.end());
+  g.dilations.resize(sp);
+  g.pad_l.assign(sp, 0);
+  g.pad_r.assign(sp, 0);
+  for (size_t i = 0; i < sp; ++i) {
+    g.dilations[i] = dil[i] - 1;
+    const int64_t eff = (g.kernel[i] - 1) * dil[i] + 1;
+    if (auto_pad == "NOTSET") {
+      g.pad_l[i] = pads[i];
+    } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t total = std::max<int64_t>(0, (y[2 + i] - 1) * strides[i] + eff - x[2 + i]);
+      const int64_t small = total / 2, big = total - small;
+      g.pad_l[i] = auto_pad == "SAME_UPPER" ? small : big;
+    }
+    // oneDNN wants the right padding that reproduces the output size exactly
+    g.pad_r[i] = (y[2 + i] - 1) * strides[i] + eff - x[2 + i] - g.pad_l[i];
+  }
+  return g;
+}
+
+}  // namespace kiln::cpu

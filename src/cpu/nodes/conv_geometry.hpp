@@ -1,0 +1,19 @@
+#pragma once
+// The window of an ONNX Conv-like node (Conv, ConvInteger) in oneDNN's terms: strides,
+// dilations minus one, and the left / right padding that reproduces the output size exactly
+// (explicit pads or auto_pad SAME_UPPER / SAME_LOWER / VALID).
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "ir/graph.hpp"
+
+namespace kiln::cpu {
+
+struct ConvGeometry {
+  dnnl::memory::dims strides, dilations, pad_l, pad_r;  // dilations: oneDNN's (ONNX's - 1)
+  dnnl::memory::dims kernel;                            // the weights' spatial dims
+};
+
+// x: [N, C, spatial...], w: [M, C/group, kernel...], y: [N, M, out spatial...].
+ConvGeometry conv_geometry(const ir::Node& n, const Shape& x, const Shape& w, const Shape& y);
+
+}  // namespace kiln::cpu

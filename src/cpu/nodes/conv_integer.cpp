@@ -1,0 +1,312 @@
+// ConvInteger: ONNX ConvInteger (u8 / s8 activations and weights with zero points, int32
+// result, 1D/2D/3D, grouped, strided, dilated, padded) on oneDNN's int8 convolution, exact in
+// int32 as the operator defines.
+//
+// oneDNN multiplies u8 activations (s8 ones are moved to u8 by + 128, and their zero point
+// with them) by s8 weights, and applies the activation zero point zx itself (a run-time value: DynamicQuantizeLinear makes a new one every inference).
+// Weights w with zero point zw are rewritten once as s8 weights w' plus a per-channel
+// constant c, W = w - zw = w' + c[m]:
+//   u8 weights   w' = w - 128,  c = 128 - zw
+//   s8 weights   w' = w,        c = -zw
+// so that, with S the sum of (x - zx) over the window and the group's channels,
+//   y[n, m, p] = conv(x - zx, w')[n, m, p] + c[m] * S[n, group(m), p].
+// The primitive computes the first term; this node the window sums and the sum, in int32
+// (wrapping as the reference's int64 sum cast to int32 does), writing the plain output.
+//
+// Without VNNI, oneDNN's int8 kernels multiply with vpmaddubsw, which saturates pairs of
+// products at 16 bits (255 * 128 * 2 > 32767): there the weights are split once more,
+// w' = lo + 128 * hi with lo in [-64, 63] and hi in {-1, 0, 1}, and the two convolutions run
+// without saturating (255 * 64 * 2 < 32768).
+#include <algorithm>
+#include <cstring>
+
+#include "core/strings.hpp"
+#include "cpu/arena.hpp"
+#include "cpu/dnnl_util.hpp"
+#include "cpu/isa.hpp"
+#include "cpu/nodes/conv_geometry.hpp"
+#include "cpu/nodes/node_factory.hpp"
+#include "cpu/weights_cache.hpp"
+
+namespace kiln::cpu {
+
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+
+// Channels-last tags for 1, 2, 3 spatial dims (what oneDNN's int8 kernels take).
+tag channels_last(size_t sp) { return sp == 1 ? tag::nwc : sp == 2 ? tag::nhwc : tag::ndhwc; }
+tag plain_weights(size_t sp, bool grouped) {
+  static const tag w[] = {tag::oiw, tag::oihw, tag::oidhw};
+  static const tag gw[] = {tag::goiw, tag::goihw, tag::goidhw};
+  return grouped ? gw[sp - 1] : w[sp - 1];
+}
+
+// oneDNN's int8 kernels multiply without saturating: VNNI (vpdpbusd) or AMX.
+bool exact_int8_kernels() { return isa_at_least(Isa::avx512_core_vnni); }
+
+class ConvIntegerNode : public Node {
+ public:
+  explicit ConvIntegerNode(const ir::Node& n) {
+    source = &n;
+    name = n.name();
+  }
+  const char* type() const override { return "ConvInteger"; }
+  NodeKind kind() const override { return NodeKind::ConvInteger; }
+  size_t scratch_bytes() const override { return scratch_bytes_; }
+
+  std::vector<InputLayout> prepare() override {
+    const Shape& x = inputs[0]->shape;
+    const Shape& w = inputs[1]->shape;
+    const Shape& y = outputs[0]->shape;
+    sp_ = x.size() - 2;
+    group_ = source->attr_i("group", 1);
+    M_ = w[0];
+    const ConvGeometry geo = conv_geometry(*source, x, w, y);
+    geo_ = geo;
+
+    // s8 activations run as u8 (x + 128, zero point + 128: x - zx unchanged): oneDNN 2.6's s8
+    // activation kernels without VNNI scale the weights by 1/2 and lost the result here
+    signed_x_ = inputs[0]->dtype == DType::i8;
+    x_md_ = memory::desc(to_dims(x), signed_x_ ? memory::data_type::s8 : memory::data_type::u8, channels_last(sp_));
+    src_md_ = memory::desc(to_dims(x), memory::data_type::u8, channels_last(sp_));
+    acc_md_ = memory::desc(to_dims(y), memory::data_type::s32, channels_last(sp_));
+    memory::dims wdims = to_dims(w);
+    if (group_ > 1) {
+      wdims = {group_, M_ / group_, w[1]};
+      wdims.insert(wdims.end(), w.begin() + 2, w.end());
+    }
+    memory::desc wei_any(wdims, memory::data_type::s8, tag::any);
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                      src_md_, wei_any, acc_md_, geo.strides, geo.dilations, geo.pad_l, geo.pad_r);
+    dnnl::primitive_attr attr;
+    has_zx_ = inputs.size() > 2 && inputs[2];
+    if (has_zx_ || signed_x_) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+    pd_ = dnnl::convolution_forward::primitive_desc(d, attr, cpu_engine());
+    prim_ = dnnl::convolution_forward(pd_);
+    split_ = !exact_int8_kernels();
+    impl = std::string(pd_.impl_info_str()) + (split_ ? " x2 (no VNNI: split weights)" : "");
+
+    // weights: w' (or lo and hi) as s8 in the plain layout, packed once into the primitive's
+    const Tensor& wt = inputs[1]->constant;
+    const bool u8w = wt.dtype() == DType::u8;
+    const int64_t count = wt.size();
+    std::vector<int8_t> main(static_cast<size_t>(count)), hi(split_ ? static_cast<size_t>(count) : 0);
+    for (int64_t i = 0; i < count; ++i) {
+      const int v = u8w ? static_cast<int>(wt.data<uint8_t>()[i]) - 128 : static_cast<int>(wt.data<int8_t>()[i]);
+      if (split_) {
+        const int h = (v + 64) >> 7;  // floor: -1, 0 or 1
+        main[static_cast<size_t>(i)] = static_cast<int8_t>(v - 128 * h);
+        hi[static_cast<size_t>(i)] = static_cast<int8_t>(h);
+      } else {
+        main[static_cast<size_t>(i)] = static_cast<int8_t>(v);
+      }
+    }
+    const memory::desc wplain(wdims, memory::data_type::s8, plain_weights(sp_, group_ > 1));
+    auto pack = [&](std::vector<int8_t>& bytes, const char* variant) {
+      return pack_weights(wt, cat("convinteger/", variant, "/g", group_), pd_.weights_desc(), [&](memory& dst) {
+        memory src(wplain, cpu_engine(), bytes.data());
+        reorder_into(src, dst);
+      });
+    };
+    weights_ = pack(main, split_ ? "lo" : "w");
+    if (split_) weights_hi_ = pack(hi, "hi");
+
+    // c[m] from the weights' zero point (scalar or one per output channel)
+    c_.assign(static_cast<size_t>(M_), u8w ? 128 : 0);
+    if (inputs.size() > 3 && inputs[3]) {
+      const Tensor& zw = inputs[3]->constant;
+      for (int64_t m = 0; m < M_; ++m) {
+        const int64_t i = zw.size() == 1 ? 0 : m;
+        c_[static_cast<size_t>(m)] -= u8w ? static_cast<int32_t>(zw.data<uint8_t>()[i])
+                                           : static_cast<int32_t>(zw.data<int8_t>()[i]);
+      }
+    }
+    correct_ = std::any_of(c_.begin(), c_.end(), [](int32_t c) { return c != 0; });
+
+    // working memory: the primitive's output(s), and the window sums
+    in_positions_ = 1;
+    for (size_t i = 2; i < x.size(); ++i) in_positions_ *= x[i];
+    out_positions_ = 1;
+    for (size_t i = 2; i < y.size(); ++i) out_positions_ *= y[i];
+    const size_t acc_bytes = Arena::aligned(acc_md_.get_size());
+    const int64_t n = x[0];
+    hi_offset_ = acc_bytes;
+    sums_offset_ = acc_bytes * (split_ ? 2 : 1);
+    const size_t t_bytes = correct_ ? Arena::aligned(static_cast<size_t>(n * in_positions_ * group_) * 4) : 0;
+    const size_t s_bytes = correct_ ? Arena::aligned(static_cast<size_t>(n * out_positions_ * group_) * 4) : 0;
+    window_offset_ = sums_offset_ + t_bytes;
+    x_offset_ = window_offset_ + s_bytes;
+    scratch_bytes_ = x_offset_ + (signed_x_ ? Arena::aligned(x_md_.get_size()) : 0);
+
+    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
+    req[0] = InputLayout::exact(x_md_);
+    if (has_zx_) req[2] = InputLayout::plain();
+    return req;  // output 0 stays plain
+  }
+
+  void execute(dnnl::stream& stream) override {
+    int32_t zx = 0;
+    if (has_zx_) {
+      const void* p = inputs[2]->data;
+      zx = inputs[2]->dtype == DType::u8 ? static_cast<int32_t>(*static_cast<const uint8_t*>(p))
+                                         : static_cast<int32_t>(*static_cast<const int8_t*>(p));
+    }
+    auto* base = static_cast<char*>(scratch);
+    memory src = inputs[0]->memory();
+    zx_ = zx;
+    if (signed_x_) {
+      stream.wait();  // x may come from a oneDNN primitive
+      const auto* in = static_cast<const uint8_t*>(inputs[0]->data);
+      auto* out = reinterpret_cast<uint8_t*>(base + x_offset_);
+      const int64_t bytes = static_cast<int64_t>(x_md_.get_size());
+#pragma omp parallel for simd schedule(static)
+      for (int64_t i = 0; i < bytes; ++i) out[i] = in[i] ^ 0x80u;  // s8 v -> u8 v + 128
+      src = memory(src_md_, cpu_engine(), out);
+      zx_ = zx + 128;
+    }
+    memory acc(acc_md_, cpu_engine(), base);
+    memory zp(memory::desc({1}, memory::data_type::s32, tag::a), cpu_engine(), &zx_);
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, acc}};
+    if (has_zx_ || signed_x_) args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = zp;
+    prim_.execute(stream, args);
+    if (split_) {
+      args[DNNL_ARG_WEIGHTS] = weights_hi_;
+      args[DNNL_ARG_DST] = memory(acc_md_, cpu_engine(), base + hi_offset_);
+      prim_.execute(stream, args);
+    }
+    stream.wait();
+    if (correct_) window_sums(zx, reinterpret_cast<int32_t*>(base + sums_offset_),
+                              reinterpret_cast<int32_t*>(base + window_offset_));
+    write_output(reinterpret_cast<const int32_t*>(base),
+                 split_ ? reinterpret_cast<const int32_t*>(base + hi_offset_) : nullptr,
+                 reinterpret_cast<const int32_t*>(base + window_offset_));
+  }
+
+ private:
+  // S[n, p, g] = sum over the window at output position p of T[n, q, g], T[n, q, g] the sum of
+  // (x - zx) over group g's channels at input position q. Padding adds nothing (x - zx is 0
+  // there, as the operator pads x with its zero point).
+  void window_sums(int32_t zx, int32_t* t, int32_t* s) const {
+    const Shape& xs = inputs[0]->shape;
+    const Shape& ys = outputs[0]->shape;
+    const int64_t N = xs[0], C = xs[1], G = group_, Cg = C / G;
+    const auto* x = static_cast<const uint8_t*>(inputs[0]->data);
+    const bool u8 = inputs[0]->dtype == DType::u8;
+    const int64_t rows = N * in_positions_;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* px = x + r * C;
+      for (int64_t g = 0; g < G; ++g) {
+        int32_t sum = 0;
+        if (u8) {
+          for (int64_t c = 0; c < Cg; ++c) sum += px[g * Cg + c];
+        } else {
+          for (int64_t c = 0; c < Cg; ++c) sum += static_cast<int8_t>(px[g * Cg + c]);
+        }
+        t[r * G + g] = sum - static_cast<int32_t>(Cg) * zx;
+      }
+    }
+    // spatial dims as (D, H, W), missing ones 1
+    int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, st[3] = {1, 1, 1}, dl[3] = {1, 1, 1},
+            pl[3] = {0, 0, 0};
+    for (size_t i = 0; i < sp_; ++i) {
+      const size_t j = 3 - sp_ + i;
+      in[j] = xs[2 + i];
+      out[j] = ys[2 + i];
+      k[j] = geo_.kernel[i];
+      st[j] = geo_.strides[i];
+      dl[j] = geo_.dilations[i] + 1;
+      pl[j] = geo_.pad_l[i];
+    }
+    const int64_t out_rows = N * out[0] * out[1];
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < out_rows; ++r) {
+      const int64_t n = r / (out[0] * out[1]), od = (r / out[1]) % out[0], oh = r % out[1];
+      int32_t* srow = s + r * out[2] * G;
+      std::fill(srow, srow + out[2] * G, 0);
+      for (int64_t kd = 0; kd < k[0]; ++kd) {
+        const int64_t id = od * st[0] - pl[0] + kd * dl[0];
+        if (id < 0 || id >= in[0]) continue;
+        for (int64_t kh = 0; kh < k[1]; ++kh) {
+          const int64_t ih = oh * st[1] - pl[1] + kh * dl[1];
+          if (ih < 0 || ih >= in[1]) continue;
+          const int32_t* trow = t + ((n * in[0] + id) * in[1] + ih) * in[2] * G;
+          for (int64_t ow = 0; ow < out[2]; ++ow)
+            for (int64_t kw = 0; kw < k[2]; ++kw) {
+              const int64_t iw = ow * st[2] - pl[2] + kw * dl[2];
+              if (iw < 0 || iw >= in[2]) continue;
+              for (int64_t g = 0; g < G; ++g) srow[ow * G + g] += trow[iw * G + g];
+            }
+        }
+      }
+    }
+  }
+
+  // y[n, m, p] (plain) = acc[n, p, m] + 128 acc_hi[n, p, m] + c[m] S[n, p, group(m)], in
+  // wrapping 32-bit arithmetic. Blocks of positions keep the channels-last reads in cache.
+  void write_output(const int32_t* acc, const int32_t* acc_hi, const int32_t* s) const {
+    const int64_t N = outputs[0]->shape[0], M = M_, P = out_positions_, G = group_, Mg = M / G;
+    auto* y = static_cast<int32_t*>(outputs[0]->data);
+    constexpr int64_t kBlock = 64;
+    const int64_t blocks = (P + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < N * blocks; ++b) {
+      const int64_t n = b / blocks, p0 = (b % blocks) * kBlock, p1 = std::min(P, p0 + kBlock);
+      for (int64_t m = 0; m < M; ++m) {
+        const uint32_t c = static_cast<uint32_t>(c_[static_cast<size_t>(m)]);
+        const int64_t g = m / Mg;
+        int32_t* out = y + (n * M + m) * P;
+        for (int64_t p = p0; p < p1; ++p) {
+          const int64_t i = (n * P + p) * M + m;
+          uint32_t v = static_cast<uint32_t>(acc[i]);
+          if (acc_hi) v += 128u * static_cast<uint32_t>(acc_hi[i]);
+          if (correct_) v += c * static_cast<uint32_t>(s[(n * P + p) * G + g]);
+          out[p] = static_cast<int32_t>(v);
+        }
+      }
+    }
+  }
+
+  size_t sp_ = 0;
+  int64_t group_ = 1, M_ = 0, in_positions_ = 1, out_positions_ = 1;
+  ConvGeometry geo_;
+  memory::desc x_md_, src_md_, acc_md_;  // x as given (u8 / s8), as the primitive reads it (u8)
+  dnnl::convolution_forward::primitive_desc pd_;
+  dnnl::convolution_forward prim_;
+  memory weights_, weights_hi_;
+  std::vector<int32_t> c_;
+  bool has_zx_ = false, signed_x_ = false, split_ = false, correct_ = false;
+  int32_t zx_ = 0;  // the run's activation zero point, for the primitive
+  size_t hi_offset_ = 0, sums_offset_ = 0, window_offset_ = 0, x_offset_ = 0, scratch_bytes_ = 0;
+};
+
+bool is_int8(DType t) { return t == DType::u8 || t == DType::i8; }
+
+}  // namespace
+
+bool conv_integer_supports(const ir::Node& n) {
+  if (n.op_type() != "ConvInteger" || !n.is_onnx_domain() || n.num_inputs() < 2) return false;
+  const ir::Value *x = n.input(0), *w = n.input(1), *zx = n.input(2), *zw = n.input(3);
+  if (!x || !w || !w->is_constant() || !x->type.shape.is_static()) return false;
+  if (!is_int8(x->type.dtype) || !is_int8(w->constant().dtype())) return false;
+  const size_t rank = x->type.shape.rank();
+  if (rank < 3 || rank > 5 || w->constant().rank() != rank) return false;
+  const int64_t group = n.attr_i("group", 1), M = w->constant().shape()[0];
+  if (group < 1 || M % group != 0 || x->type.shape.dims[1].value != w->constant().shape()[1] * group) return false;
+  if (zx) {
+    if (zx->type.dtype != x->type.dtype || !zx->type.shape.is_static()) return false;
+    if (shape_size(zx->type.shape.to_shape()) != 1) return false;
+  }
+  if (zw) {
+    if (!zw->is_constant() || zw->constant().dtype() != w->constant().dtype()) return false;
+    const int64_t k = zw->constant().size();
+    if (k != 1 && !(k == M && zw->constant().rank() == 1)) return false;
+  }
+  return true;
+}
+
+std::unique_ptr<Node> make_conv_integer_node(const ir::Node& n) { return std::make_unique<ConvIntegerNode>(n); }
+
+}  // namespace kiln::cpu

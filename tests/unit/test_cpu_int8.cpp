@@ -1,0 +1,174 @@
+// The integer node kinds against the reference kernels, exactly: ConvInteger (u8 / s8
+// activations and weights, scalar and per-channel weight zero points, run-time and constant
+// activation zero points, groups, strides, dilations, padding, 1D / 2D / 3D, products at the
+// 8-bit extremes that a saturating kernel would get wrong) and DynamicQuantizeLinear (range,
+// rounding ties, all zeros, NaN, a blocked input layout), and the two chained as ORT's
+// dynamic quantizer writes them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "cpu/isa.hpp"
+#include "cpu_test_util.hpp"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+template <typename T>
+Tensor random_int(Shape s, uint32_t seed, int lo, int hi) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> d(lo, hi);
+  Tensor t(std::is_same_v<T, uint8_t> ? DType::u8 : DType::i8, std::move(s));
+  for (int64_t i = 0; i < t.size(); ++i) t.data<T>()[i] = static_cast<T>(d(rng));
+  return t;
+}
+
+template <typename T>
+Tensor filled(Shape s, int v) {
+  Tensor t(std::is_same_v<T, uint8_t> ? DType::u8 : DType::i8, std::move(s));
+  for (int64_t i = 0; i < t.size(); ++i) t.data<T>()[i] = static_cast<T>(v);
+  return t;
+}
+
+struct ConvCase {
+  static constexpr int kRunTime = -1000, kNone = -1001;  // zx: else a constant
+  ConvCase(Shape x_, Tensor w_, Tensor zw_ = Tensor(), bool x_signed_ = false, int zx_ = kRunTime)
+      : x(std::move(x_)), w(std::move(w_)), zw(std::move(zw_)), x_signed(x_signed_), zx(zx_) {}
+  Shape x;       // [N, C, spatial...]
+  Tensor w;      // [M, C/group, kernel...]
+  Tensor zw;     // undefined: no weight zero point
+  bool x_signed = false;
+  int zx = kRunTime;
+  std::map<std::string, ir::Attribute> attrs;
+};
+
+// x (graph input) [, x_zp] -> ConvInteger -> y (i32), on the reference and a cpu::Graph.
+// `jit`: oneDNN has an optimised kernel for the case on the ISA in use.
+void check_conv_integer(const ConvCase& c, const Tensor& x, uint8_t zx_runtime = 0, bool jit = true) {
+  auto g = make_graph(13);
+  ir::Value* xv = g->add_input("x", {c.x_signed ? DType::i8 : DType::u8, ir::PartialShape(c.x)});
+  std::vector<ir::Value*> in = {xv, g->add_constant("w", c.w)};
+  std::vector<Tensor> feeds = {x};
+  if (c.zx == ConvCase::kRunTime) {
+    in.push_back(g->add_input("x_zp", {xv->type.dtype, ir::PartialShape(Shape{})}));
+    Tensor z(xv->type.dtype, Shape{});
+    *static_cast<uint8_t*>(z.raw()) = zx_runtime;
+    feeds.push_back(z);
+  } else if (c.zx != ConvCase::kNone) {
+    in.push_back(g->add_constant("x_zp", c.x_signed ? filled<int8_t>({}, c.zx) : filled<uint8_t>({}, c.zx)));
+  } else if (c.zw.defined()) {
+    in.push_back(nullptr);
+  }
+  if (c.zw.defined()) in.push_back(g->add_constant("w_zp", c.zw));
+  ir::Node* conv = g->add_node("ConvInteger", in, {"y"}, "conv_integer");
+  conv->attrs = c.attrs;
+  g->add_output(conv->output(0));
+  auto cg = compare_with_reference(g, feeds, 0.0, 0.0);
+  EXPECT_EQ(count_type(*cg, "ConvInteger"), 1u);
+  EXPECT_EQ(count_type(*cg, "Reference"), 0u);
+  if (jit) expect_jit(*cg, "ConvInteger");
+}
+
+std::map<std::string, ir::Attribute> window(std::vector<int64_t> pads, std::vector<int64_t> strides = {},
+                                            std::vector<int64_t> dil = {}, int64_t group = 1) {
+  std::map<std::string, ir::Attribute> a;
+  a["pads"] = ir::Attribute(pads);
+  if (!strides.empty()) a["strides"] = ir::Attribute(strides);
+  if (!dil.empty()) a["dilations"] = ir::Attribute(dil);
+  if (group > 1) a["group"] = ir::Attribute(group);
+  return a;
+}
+
+}  // namespace
+
+TEST(CpuInt8, ConvIntegerU8WeightsScalarZeroPointRunTimeActivationZeroPoint) {
+  ConvCase c{{2, 5, 9, 11}, random_int<uint8_t>({7, 5, 3, 3}, 1, 0, 255), filled<uint8_t>({}, 143)};
+  c.attrs = window({1, 1, 1, 1});
+  check_conv_integer(c, random_int<uint8_t>(c.x, 2, 0, 255), 127);
+  check_conv_integer(c, random_int<uint8_t>(c.x, 3, 0, 255), 0);
+}
+
+TEST(CpuInt8, ConvIntegerGroupedStridedDilatedS8PerChannelZeroPoints) {
+  Tensor zw(DType::i8, Shape{4});
+  for (int i = 0; i < 4; ++i) zw.data<int8_t>()[i] = static_cast<int8_t>(i * 37 - 60);
+  ConvCase c{{1, 6, 13, 10}, random_int<int8_t>({4, 3, 3, 2}, 4, -128, 127), zw, /*x_signed=*/true, /*zx=*/-7};
+  c.attrs = window({0, 1, 2, 1}, {2, 1}, {2, 2}, 2);
+  // below AVX-512 oneDNN 2.6 runs this grouped, dilated int8 convolution on its reference kernel
+  check_conv_integer(c, random_int<int8_t>(c.x, 5, -128, 127), 0, cpu::isa_at_least(cpu::Isa::avx512_core));
+}
+
+TEST(CpuInt8, ConvIntegerDepthwiseAndNoZeroPoints) {
+  ConvCase dw{{1, 8, 7, 7}, random_int<uint8_t>({8, 1, 3, 3}, 6, 0, 255), filled<uint8_t>({}, 90), false, 12};
+  dw.attrs = window({1, 1, 1, 1}, {}, {}, 8);
+  check_conv_integer(dw, random_int<uint8_t>(dw.x, 7, 0, 255));
+  ConvCase none{{1, 3, 6, 6}, random_int<uint8_t>({2, 3, 2, 2}, 8, 0, 255), Tensor(), false, ConvCase::kNone};
+  none.attrs = window({0, 0, 0, 0});
+  check_conv_integer(none, random_int<uint8_t>(none.x, 9, 0, 255));
+}
+
+TEST(CpuInt8, ConvInteger1DAnd3D) {
+  ConvCase d1{{2, 4, 17}, random_int<uint8_t>({3, 4, 5}, 10, 0, 255), filled<uint8_t>({}, 3)};
+  d1.attrs = window({2, 2}, {3});
+  check_conv_integer(d1, random_int<uint8_t>(d1.x, 11, 0, 255), 200);
+  ConvCase d3{{1, 3, 5, 6, 4}, random_int<int8_t>({4, 3, 2, 3, 2}, 12, -128, 127), filled<int8_t>({}, -3), false, 5};
+  d3.attrs = window({1, 0, 1, 0, 1, 1});
+  check_conv_integer(d3, random_int<uint8_t>(d3.x, 13, 0, 255));
+}
+
+// Every product at the extremes: pairs of 255 * -128 and 255 * 127 overflow the 16-bit
+// pairwise sums of kernels without VNNI unless the weights are split.
+TEST(CpuInt8, ConvIntegerExtremeProductsAreExactOnEveryIsa) {
+  for (int wv : {0, 255}) {
+    ConvCase c{{1, 16, 6, 6}, filled<uint8_t>({16, 16, 3, 3}, wv), filled<uint8_t>({}, wv == 0 ? 128 : 0), false, 0};
+    c.attrs = window({1, 1, 1, 1});
+    check_conv_integer(c, filled<uint8_t>(c.x, 255));
+  }
+  ConvCase s{{1, 16, 5, 5}, filled<int8_t>({16, 16, 3, 3}, -128), Tensor(), true, -128};
+  s.attrs = window({0, 0, 0, 0});
+  check_conv_integer(s, filled<int8_t>(s.x, 127));
+}
+
+TEST(CpuInt8, DynamicQuantizeMatchesTheReferenceExactly) {
+  auto g = make_graph(13);
+  ir::Value* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{3, 1000})});
+  ir::Node* q = g->add_node("DynamicQuantizeLinear", {x}, {"y", "scale", "zp"}, "dql");
+  for (ir::Value* o : q->outputs()) g->add_output(o);
+  Tensor in = random_tensor({3, 1000}, 21, -3.0f, 7.0f);
+  float* p = in.data<float>();
+  p[5] = -3.0f;  // the ends of the range, and ties half way between two steps
+  p[6] = 7.0f;
+  const float scale = 10.0f / 255.0f;
+  for (int i = 7; i < 40; ++i) p[i] = (static_cast<float>(i) - 20.5f) * scale;
+  auto cg = compare_with_reference(g, {in}, 0.0, 0.0);
+  EXPECT_EQ(count_type(*cg, "DynamicQuantize"), 1u);
+  // all zeros (scale 0), and a NaN (skipped by the range, quantized to 0)
+  compare_with_reference(g, {Tensor(DType::f32, Shape{3, 1000})}, 0.0, 0.0);
+  in.data<float>()[17] = std::numeric_limits<float>::quiet_NaN();
+  compare_with_reference(g, {in}, 0.0, 0.0);
+}
+
+// f32 Conv with 17 output channels (a blocked layout that pads them) -> DynamicQuantizeLinear
+// -> ConvInteger -> Cast -> Mul by the scales: the chain ORT's dynamic quantizer writes.
+TEST(CpuInt8, DynamicQuantizeThenConvIntegerChain) {
+  auto g = make_graph(13);
+  ir::Value* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 3, 12, 12})});
+  ir::Value* c = conv3x3(*g, x, 3, 17, 31, "conv", 0.5f);
+  ir::Node* q = g->add_node("DynamicQuantizeLinear", {c}, {"q", "q_scale", "q_zp"}, "dql");
+  ir::Node* ci = g->add_node("ConvInteger", {q->output(0), g->add_constant("w", random_int<uint8_t>({8, 17, 3, 3}, 32, 0, 255)),
+                                             q->output(2), g->add_constant("w_zp", filled<uint8_t>({}, 119))},
+                             {"acc"}, "conv_integer");
+  ci->attrs = window({1, 1, 1, 1});
+  ir::Node* cast = g->add_node("Cast", {ci->output(0)}, {"acc_f"}, "cast");
+  cast->attrs["to"] = ir::Attribute(int64_t{1});
+  ir::Node* sc = g->add_node("Mul", {q->output(1), g->add_constant("w_scale", Tensor::scalar<float>(0.0123f))},
+                             {"s"}, "scales");
+  ir::Node* y = g->add_node("Mul", {cast->output(0), sc->output(0)}, {"y"}, "dequant");
+  g->add_output(y->output(0));
+  g->add_output(q->output(0));
+  auto cg = compare_with_reference(g, {random_tensor({1, 3, 12, 12}, 33, -1.0f, 1.0f)}, 1e-6, 0.0);
+  EXPECT_EQ(count_type(*cg, "ConvInteger"), 1u);
+  EXPECT_EQ(count_type(*cg, "DynamicQuantize"), 1u);
+}
