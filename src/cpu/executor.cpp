@@ -36,14 +36,22 @@ thread_local bool t_registry_alive = false;  // trivially destructible: readable
 struct ThreadRegistry {
   std::unordered_map<uint64_t, ThreadGraphs> by_executor;
   ThreadRegistry() { t_registry_alive = true; }
+  // Graphs are destroyed outside the map: a graph may own executors of its own (an If's
+  // branches), whose destructors erase their entries from it.
   ~ThreadRegistry() {
-    by_executor.clear();
+    while (!by_executor.empty()) {
+      auto node = by_executor.extract(by_executor.begin());
+    }
     t_registry_alive = false;
   }
   // Drops the graphs of executors destroyed on other threads.
   void prune() {
-    for (auto it = by_executor.begin(); it != by_executor.end();)
-      it = it->second.alive->load() ? std::next(it) : by_executor.erase(it);
+    std::vector<uint64_t> dead;
+    for (auto& [id, graphs] : by_executor)
+      if (!graphs.alive->load()) dead.push_back(id);
+    for (uint64_t id : dead) {
+      auto node = by_executor.extract(id);
+    }
   }
 };
 thread_local ThreadRegistry t_registry;
@@ -144,8 +152,11 @@ size_t Executor::shared_constants() const {
 
 Executor::~Executor() {
   alive_->store(false);
-  // this thread's graphs go now; other threads drop theirs on their next run() or exit
-  if (t_registry_touched && t_registry_alive) t_registry.by_executor.erase(id_);
+  // this thread's graphs go now (destroyed out of the map: see ~ThreadRegistry); other threads
+  // drop theirs on their next run() or exit
+  if (t_registry_touched && t_registry_alive) {
+    auto node = t_registry.by_executor.extract(id_);
+  }
 }
 
 std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& shapes, bool* hit) {

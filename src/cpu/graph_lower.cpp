@@ -33,6 +33,7 @@ void Graph::lower(const GraphOptions& options) {
     node->snippets_isa = options.snippets_isa;
     node->shapes_vary = options.shapes_vary;
     node->fusion_decisions = options.fusion_decisions;
+    node->take_options(options);
     for (const ir::Value* in : n->inputs()) node->inputs.push_back(in ? edge_for(in) : nullptr);
     for (const ir::Value* out : n->outputs()) {
       KILN_CHECK(out->type.shape.is_static(),

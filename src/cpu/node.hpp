@@ -16,6 +16,7 @@
 namespace kiln::cpu {
 
 class FusionDecisions;
+struct GraphOptions;
 
 struct Edge {
   enum class Kind { arena, constant, input };
@@ -64,7 +65,7 @@ struct InputLayout {
 
 // The runtime node kinds (one file each under src/cpu/nodes/), for the decisions of the passes;
 // type() is the name the counters and describe() show.
-enum class NodeKind { Attention, BatchNorm, Binary, Concat, ConvInteger, Convolution, DynamicQuantize, Eltwise, FullyConnected, LRN, LSTM, LayerNorm, MatMul, Pooling, Reduce, Reference, Reorder, Resize, Softmax, Subgraph, Transpose, View };
+enum class NodeKind { Attention, BatchNorm, Binary, Concat, ConvInteger, Convolution, DynamicQuantize, Eltwise, If, FullyConnected, LRN, LSTM, LayerNorm, MatMul, Pooling, Reduce, Reference, Reorder, Resize, Softmax, Subgraph, Transpose, View };
 
 class Node {
  public:
@@ -96,6 +97,10 @@ class Node {
   // Set by prepare(): shapes_vary made it take an implementation quicker to create than
   // oneDNN's first choice, which may run slower (Graph::quick_nodes()).
   bool quick_impl = false;
+
+  // Called once after construction with the options of the graph being built, for node kinds
+  // that compile graphs of their own (If: its branches).
+  virtual void take_options(const GraphOptions& options) { (void)options; }
 
   // Node kinds that take post-ops (Convolution, FullyConnected): their list, else null.
   virtual PostOpList* post_ops() { return nullptr; }

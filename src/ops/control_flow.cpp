@@ -152,11 +152,25 @@ void register_if(ir::OpRegistry& r) {
   s.max_inputs = kMany;
   s.min_outputs = 0;
   s.max_outputs = kMany;
+  // kiln_fitting_branch: set by specialize_shapes when only that branch can take the inputs'
+  // shapes (the other fails if taken): the outputs are typed by it alone.
   s.attrs = {{"then_branch", ir::AttrType::graph, true},
              {"else_branch", ir::AttrType::graph, true},
-             {"kiln_captures", ir::AttrType::strings}};
+             {"kiln_captures", ir::AttrType::strings},
+             {"kiln_fitting_branch", ir::AttrType::s}};
   s.infer = [](ir::InferContext& ctx) {
     const ir::Node& n = ctx.node();
+    if (n.has_attr("kiln_fitting_branch")) {
+      const std::string which = n.attr_s("kiln_fitting_branch");
+      if (which != "then_branch" && which != "else_branch")
+        throw ctx.error("kiln_fitting_branch must name then_branch or else_branch, got '", which, "'");
+      auto g = n.attr_graph(which);
+      infer_body(ctx, *g, {}, which.c_str());
+      if (g->outputs().size() != n.num_outputs())
+        throw ctx.error(which, " produces ", g->outputs().size(), " outputs, the node has ", n.num_outputs());
+      for (size_t i = 0; i < n.num_outputs(); ++i) ctx.set_output_type(i, g->outputs()[i]->type);
+      return;
+    }
     auto then_g = n.attr_graph("then_branch"), else_g = n.attr_graph("else_branch");
     infer_body(ctx, *then_g, {}, "then_branch");
     infer_body(ctx, *else_g, {}, "else_branch");

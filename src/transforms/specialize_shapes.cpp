@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <unordered_map>
 
 #include "core/strings.hpp"
 #include "ir/op_registry.hpp"
@@ -38,6 +39,89 @@ int64_t shape_size_capped(const Shape& s) {
   return n;
 }
 
+std::vector<std::string> capture_names(const ir::Node& n) {
+  return n.has_attr("kiln_captures") ? n.attr_strings("kiln_captures") : std::vector<std::string>{};
+}
+
+// The node input that feeds the branch input `v` of an If (captures are matched by name, as the
+// frontend lists them), or null.
+ir::Value* capture_of(const ir::Node& n, const ir::Value& v) {
+  const std::vector<std::string> names = capture_names(n);
+  const auto it = std::find(names.begin(), names.end(), v.name());
+  if (it == names.end()) return nullptr;
+  return n.input(n.num_inputs() - names.size() + static_cast<size_t>(it - names.begin()));
+}
+
+// An If whose condition folded to a constant: the chosen branch's nodes take its place (its
+// outputs' readers read the branch's results). Not when an output of the If is a graph output
+// (its name must stay) or a branch input has no value here. Returns whether it was inlined.
+bool inline_constant_if(ir::Graph& g, ir::Node* n) {
+  const Tensor& cond = n->input(0)->constant();
+  if (cond.size() != 1 || cond.kind() != ValueKind::tensor) return false;
+  for (const ir::Value* o : n->outputs())
+    if (g.is_output(o)) return false;
+  const std::shared_ptr<ir::Graph> body = n->attr_graph(cond.to_f64()[0] != 0.0 ? "then_branch" : "else_branch");
+  if (body->outputs().size() != n->num_outputs()) return false;
+  std::unordered_map<const ir::Value*, ir::Value*> map;
+  for (const ir::Value* in : body->inputs()) {
+    ir::Value* outer = capture_of(*n, *in);
+    if (!outer) return false;
+    map[in] = outer;
+  }
+  auto mapped = [&](const ir::Value* v) -> ir::Value* {
+    if (!v) return nullptr;
+    if (auto it = map.find(v); it != map.end()) return it->second;
+    KILN_CHECK(v->is_constant(), cat(n->describe(), ": branch value '", v->name(), "' has no producer"));
+    return map[v] = g.add_constant(g.unique_name(n->name() + "/" + v->name()), v->constant());
+  };
+  for (const ir::Node* b : body->topo_order()) {
+    std::vector<ir::Value*> ins;
+    for (const ir::Value* v : b->inputs()) ins.push_back(mapped(v));
+    std::vector<std::string> outs;
+    for (const ir::Value* o : b->outputs()) outs.push_back(g.unique_name(n->name() + "/" + o->name()));
+    ir::Node* copy = g.add_node(b->op_type(), ins, outs, g.unique_name(n->name() + "/" + b->name()), b->domain());
+    copy->attrs = b->attrs;
+    copy->set_opset(b->opset());
+    for (size_t i = 0; i < b->num_outputs(); ++i) {
+      copy->output(i)->type = b->output(i)->type;
+      map[b->output(i)] = copy->output(i);
+    }
+  }
+  for (size_t i = 0; i < n->num_outputs(); ++i) g.replace_all_uses(n->output(i), mapped(body->outputs()[i]));
+  return true;
+}
+
+// An If with a run-time condition and static inputs: each branch is replaced (in this node
+// only; bodies are shared between clones) by a copy specialised to those shapes, so the If's
+// outputs get static shapes where both branches agree. A branch that cannot take these shapes
+// (its shape inference fails: a model built for another input length in that branch) keeps its
+// body and would fail if taken; the If's outputs then follow the other branch. Returns that
+// other branch (marked kiln_fitting_branch, see the If schema) when exactly one failed.
+void specialize_branches(ir::Node* n) {
+  const char* attrs[2] = {"then_branch", "else_branch"};
+  std::shared_ptr<ir::Graph> done[2];
+  for (int b = 0; b < 2; ++b) {
+    std::shared_ptr<ir::Graph> body = n->attr_graph(attrs[b])->clone();
+    std::vector<Shape> shapes;
+    for (ir::Value* in : body->inputs()) {
+      const ir::Value* outer = capture_of(*n, *in);
+      if (!outer || !outer->type.shape.is_static() || outer->type.kind != ValueKind::tensor) return;
+      in->type = outer->type;
+      shapes.push_back(outer->type.shape.to_shape());
+    }
+    try {
+      specialize_shapes(*body, shapes);
+      done[b] = body;
+    } catch (const Error&) {
+      // left as it was: an error at run time if this branch is taken
+    }
+  }
+  for (int b = 0; b < 2; ++b)
+    if (done[b]) n->attrs[attrs[b]] = ir::Attribute(done[b]);
+  if (done[0] && !done[1]) n->attrs["kiln_fitting_branch"] = ir::Attribute(attrs[0]);
+  if (done[1] && !done[0]) n->attrs["kiln_fitting_branch"] = ir::Attribute(attrs[1]);
+}
+
 }  // namespace
 
 SpecializeResult specialize_shapes(ir::Graph& g, const std::vector<Shape>& input_shapes) {
@@ -46,8 +130,16 @@ SpecializeResult specialize_shapes(ir::Graph& g, const std::vector<Shape>& input
   for (size_t i = 0; i < input_shapes.size(); ++i) g.inputs()[i]->type.shape = ir::PartialShape(input_shapes[i]);
 
   SpecializeResult r;
+  bool inlined = false;  // an If's branch took its place: its nodes need a pass of their own
   for (ir::Node* n : g.topo_order()) {
     const ir::OpSchema& s = ir::validate_node(*n);
+    if (n->op_type() == "If" && n->is_onnx_domain() && n->input(0)) {
+      if (n->input(0)->is_constant() && inline_constant_if(g, n)) {
+        inlined = true;
+        continue;
+      }
+      specialize_branches(n);
+    }
     bool inputs_const = true;
     for (const ir::Value* in : n->inputs())
       if (in && !in->is_constant()) inputs_const = false;
@@ -107,6 +199,11 @@ SpecializeResult specialize_shapes(ir::Graph& g, const std::vector<Shape>& input
     }
   }
   g.remove_dead();
+  if (inlined) {
+    const size_t folded = r.folded_nodes;
+    r = specialize_shapes(g, input_shapes);
+    r.folded_nodes += folded;
+  }
   return r;
 }
 
