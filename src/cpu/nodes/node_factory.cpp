@@ -8,6 +8,7 @@ std::unique_ptr<Node> make_node(const ir::Node& n) {
   if (conv_integer_supports(n)) return make_conv_integer_node(n);
   if (dynamic_quantize_supports(n)) return make_dynamic_quantize_node(n);
   if (if_supports(n)) return make_if_node(n);
+  if (cast_supports(n)) return make_cast_node(n);
   if (transpose_supports(n)) return make_transpose_node(n);
   if (pooling_supports(n)) return make_pooling_node(n);
   if (batch_norm_supports(n)) return make_batch_norm_node(n);

@@ -25,6 +25,8 @@ bool conv_integer_supports(const ir::Node& n);
 std::unique_ptr<Node> make_conv_integer_node(const ir::Node& n);
 bool dynamic_quantize_supports(const ir::Node& n);
 std::unique_ptr<Node> make_dynamic_quantize_node(const ir::Node& n);
+bool cast_supports(const ir::Node& n);
+std::unique_ptr<Node> make_cast_node(const ir::Node& n);
 bool if_supports(const ir::Node& n);
 std::unique_ptr<Node> make_if_node(const ir::Node& n);
 bool pooling_supports(const ir::Node& n);
