@@ -174,3 +174,53 @@ TEST(CpuInt8, DynamicQuantizeThenConvIntegerChain) {
   EXPECT_EQ(count_type(*cg, "DynamicQuantize"), 1u);
   EXPECT_EQ(count_type(*cg, "Cast"), 1u) << "int32 -> float on oneDNN's reorder";
 }
+
+namespace {
+
+// A [rows..., K] (graph input) [, a_zp] x constant B [K, N] [, b_zp] -> MatMulInteger -> i32.
+void check_matmul_integer(const Shape& a_shape, bool a_signed, int za, const Tensor& b, const Tensor& zb,
+                          const Tensor& a) {
+  auto g = make_graph(13);
+  ir::Value* av = g->add_input("a", {a_signed ? DType::i8 : DType::u8, ir::PartialShape(a_shape)});
+  std::vector<ir::Value*> in = {av, g->add_constant("b", b)};
+  std::vector<Tensor> feeds = {a};
+  if (za == ConvCase::kRunTime) {
+    in.push_back(g->add_input("a_zp", {av->type.dtype, ir::PartialShape(Shape{})}));
+    Tensor z(av->type.dtype, Shape{});
+    *static_cast<uint8_t*>(z.raw()) = a_signed ? static_cast<uint8_t>(-3) : uint8_t{131};
+    feeds.push_back(z);
+  } else if (za != ConvCase::kNone) {
+    in.push_back(g->add_constant("a_zp", a_signed ? filled<int8_t>({}, za) : filled<uint8_t>({}, za)));
+  } else if (zb.defined()) {
+    in.push_back(nullptr);
+  }
+  if (zb.defined()) in.push_back(g->add_constant("b_zp", zb));
+  ir::Node* mm = g->add_node("MatMulInteger", in, {"y"}, "matmul_integer");
+  g->add_output(mm->output(0));
+  auto cg = compare_with_reference(g, feeds, 0.0, 0.0);
+  EXPECT_EQ(count_type(*cg, "MatMulInteger"), 1u);
+  EXPECT_EQ(count_type(*cg, "Reference"), 0u);
+}
+
+}  // namespace
+
+TEST(CpuInt8, MatMulIntegerU8AndS8WithEveryZeroPointForm) {
+  // u8 A with a run-time zero point, u8 B with a scalar zero point (ORT's dynamic quantizer)
+  check_matmul_integer({2, 7, 33}, false, ConvCase::kRunTime, random_int<uint8_t>({33, 19}, 41, 0, 255),
+                       filled<uint8_t>({}, 121), random_int<uint8_t>({2, 7, 33}, 42, 0, 255));
+  // s8 A with a constant zero point, s8 B with one per column
+  Tensor zb(DType::i8, Shape{5});
+  for (int i = 0; i < 5; ++i) zb.data<int8_t>()[i] = static_cast<int8_t>(i * 29 - 70);
+  check_matmul_integer({9, 16}, true, -11, random_int<int8_t>({16, 5}, 43, -128, 127), zb,
+                       random_int<int8_t>({9, 16}, 44, -128, 127));
+  // no zero points at all; u8 B (its offset of 128 still applies)
+  check_matmul_integer({4, 8}, false, ConvCase::kNone, random_int<uint8_t>({8, 6}, 45, 0, 255), Tensor(),
+                       random_int<uint8_t>({4, 8}, 46, 0, 255));
+}
+
+TEST(CpuInt8, MatMulIntegerExtremeProductsAreExactOnEveryIsa) {
+  check_matmul_integer({3, 64}, false, 0, filled<uint8_t>({64, 8}, 255), filled<uint8_t>({}, 0),
+                       filled<uint8_t>({3, 64}, 255));
+  check_matmul_integer({3, 64}, false, ConvCase::kNone, filled<int8_t>({64, 8}, -128), Tensor(),
+                       filled<uint8_t>({3, 64}, 255));
+}

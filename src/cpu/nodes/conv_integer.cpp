@@ -2,29 +2,22 @@
 // result, 1D/2D/3D, grouped, strided, dilated, padded) on oneDNN's int8 convolution, exact in
 // int32 as the operator defines.
 //
-// oneDNN multiplies u8 activations (s8 ones are moved to u8 by + 128, and their zero point
-// with them) by s8 weights, and applies the activation zero point zx itself (a run-time value: DynamicQuantizeLinear makes a new one every inference).
-// Weights w with zero point zw are rewritten once as s8 weights w' plus a per-channel
-// constant c, W = w - zw = w' + c[m]:
-//   u8 weights   w' = w - 128,  c = 128 - zw
-//   s8 weights   w' = w,        c = -zw
-// so that, with S the sum of (x - zx) over the window and the group's channels,
+// The weights become s8 plus a per-channel offset c (int8_weights.hpp), so that, with S the sum
+// of (x - zx) over the window and the group's channels,
 //   y[n, m, p] = conv(x - zx, w')[n, m, p] + c[m] * S[n, group(m), p].
-// The primitive computes the first term; this node the window sums and the sum, in int32
-// (wrapping as the reference's int64 sum cast to int32 does), writing the plain output.
-//
-// Without VNNI, oneDNN's int8 kernels multiply with vpmaddubsw, which saturates pairs of
-// products at 16 bits (255 * 128 * 2 > 32767): there the weights are split once more,
-// w' = lo + 128 * hi with lo in [-64, 63] and hi in {-1, 0, 1}, and the two convolutions run
-// without saturating (255 * 64 * 2 < 32768).
+// oneDNN computes the first term (s8 activations moved to u8 by + 128, their zero point with
+// them; the activation zero point is a run-time value: DynamicQuantizeLinear makes a new one
+// every inference), this node the window sums and the sum, in int32 (wrapping as the
+// reference's int64 sum cast to int32 does), writing the plain output. Without VNNI the
+// weights are split in two (int8_weights.hpp) and the convolution runs twice.
 #include <algorithm>
 #include <cstring>
 
 #include "core/strings.hpp"
 #include "cpu/arena.hpp"
 #include "cpu/dnnl_util.hpp"
-#include "cpu/isa.hpp"
 #include "cpu/nodes/conv_geometry.hpp"
+#include "cpu/nodes/int8_weights.hpp"
 #include "cpu/nodes/node_factory.hpp"
 #include "cpu/weights_cache.hpp"
 
@@ -42,9 +35,6 @@ tag plain_weights(size_t sp, bool grouped) {
   static const tag gw[] = {tag::goiw, tag::goihw, tag::goidhw};
   return grouped ? gw[sp - 1] : w[sp - 1];
 }
-
-// oneDNN's int8 kernels multiply without saturating: VNNI (vpdpbusd) or AMX.
-bool exact_int8_kernels() { return isa_at_least(Isa::avx512_core_vnni); }
 
 class ConvIntegerNode : public Node {
  public:
@@ -90,19 +80,7 @@ class ConvIntegerNode : public Node {
 
     // weights: w' (or lo and hi) as s8 in the plain layout, packed once into the primitive's
     const Tensor& wt = inputs[1]->constant;
-    const bool u8w = wt.dtype() == DType::u8;
-    const int64_t count = wt.size();
-    std::vector<int8_t> main(static_cast<size_t>(count)), hi(split_ ? static_cast<size_t>(count) : 0);
-    for (int64_t i = 0; i < count; ++i) {
-      const int v = u8w ? static_cast<int>(wt.data<uint8_t>()[i]) - 128 : static_cast<int>(wt.data<int8_t>()[i]);
-      if (split_) {
-        const int h = (v + 64) >> 7;  // floor: -1, 0 or 1
-        main[static_cast<size_t>(i)] = static_cast<int8_t>(v - 128 * h);
-        hi[static_cast<size_t>(i)] = static_cast<int8_t>(h);
-      } else {
-        main[static_cast<size_t>(i)] = static_cast<int8_t>(v);
-      }
-    }
+    Int8Weights w8 = s8_weights(wt, split_);
     const memory::desc wplain(wdims, memory::data_type::s8, plain_weights(sp_, group_ > 1));
     auto pack = [&](std::vector<int8_t>& bytes, const char* variant) {
       return pack_weights(wt, cat("convinteger/", variant, "/g", group_), pd_.weights_desc(), [&](memory& dst) {
@@ -110,19 +88,9 @@ class ConvIntegerNode : public Node {
         reorder_into(src, dst);
       });
     };
-    weights_ = pack(main, split_ ? "lo" : "w");
-    if (split_) weights_hi_ = pack(hi, "hi");
-
-    // c[m] from the weights' zero point (scalar or one per output channel)
-    c_.assign(static_cast<size_t>(M_), u8w ? 128 : 0);
-    if (inputs.size() > 3 && inputs[3]) {
-      const Tensor& zw = inputs[3]->constant;
-      for (int64_t m = 0; m < M_; ++m) {
-        const int64_t i = zw.size() == 1 ? 0 : m;
-        c_[static_cast<size_t>(m)] -= u8w ? static_cast<int32_t>(zw.data<uint8_t>()[i])
-                                           : static_cast<int32_t>(zw.data<int8_t>()[i]);
-      }
-    }
+    weights_ = pack(w8.main, split_ ? "lo" : "w");
+    if (split_) weights_hi_ = pack(w8.hi, "hi");
+    c_ = weight_offsets(wt, inputs.size() > 3 && inputs[3] ? &inputs[3]->constant : nullptr, M_);
     correct_ = std::any_of(c_.begin(), c_.end(), [](int32_t c) { return c != 0; });
 
     // working memory: the primitive's output(s), and the window sums

@@ -27,6 +27,8 @@ bool dynamic_quantize_supports(const ir::Node& n);
 std::unique_ptr<Node> make_dynamic_quantize_node(const ir::Node& n);
 bool cast_supports(const ir::Node& n);
 std::unique_ptr<Node> make_cast_node(const ir::Node& n);
+bool matmul_integer_supports(const ir::Node& n);
+std::unique_ptr<Node> make_matmul_integer_node(const ir::Node& n);
 bool if_supports(const ir::Node& n);
 std::unique_ptr<Node> make_if_node(const ir::Node& n);
 bool pooling_supports(const ir::Node& n);

@@ -1,0 +1,175 @@
+// MatMulInteger: ONNX MatMulInteger with A [..., M, K] (u8 / s8, per-tensor zero point, often
+// DynamicQuantizeLinear's output) and a constant B [K, N] (u8 / s8, zero point per tensor or
+// per column), int32 result, on oneDNN's int8 matmul, exact in int32 as the operator defines.
+//
+// B becomes s8 plus a per-column offset c (int8_weights.hpp), so that
+//   Y[r, n] = ((A - za) B')[r, n] + c[n] * sum_k (A[r, k] - za).
+// oneDNN computes the product (rows of A's batch dims flattened; s8 A moved to u8 by + 128 with
+// its zero point; za a run-time value), this node the row sums and the sum in int32, in place
+// in the plain output. Without VNNI B is split in two and the product runs twice.
+#include <algorithm>
+#include <cstring>
+
+#include "core/strings.hpp"
+#include "cpu/arena.hpp"
+#include "cpu/dnnl_util.hpp"
+#include "cpu/nodes/int8_weights.hpp"
+#include "cpu/nodes/node_factory.hpp"
+#include "cpu/weights_cache.hpp"
+
+namespace kiln::cpu {
+
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+
+class MatMulIntegerNode : public Node {
+ public:
+  explicit MatMulIntegerNode(const ir::Node& n) {
+    source = &n;
+    name = n.name();
+  }
+  const char* type() const override { return "MatMulInteger"; }
+  NodeKind kind() const override { return NodeKind::MatMulInteger; }
+  size_t scratch_bytes() const override { return scratch_bytes_; }
+
+  std::vector<InputLayout> prepare() override {
+    const Shape& a = inputs[0]->shape;
+    const Tensor& b = inputs[1]->constant;
+    K_ = a.back();
+    N_ = b.shape()[1];
+    R_ = shape_size(a) / std::max<int64_t>(K_, 1);
+    signed_a_ = inputs[0]->dtype == DType::i8;
+    has_za_ = inputs.size() > 2 && inputs[2];
+    split_ = !exact_int8_kernels();
+
+    src_md_ = memory::desc({R_, K_}, memory::data_type::u8, tag::ab);
+    dst_md_ = memory::desc({R_, N_}, memory::data_type::s32, tag::ab);
+    dnnl::matmul::desc d(src_md_, memory::desc({K_, N_}, memory::data_type::s8, tag::any), dst_md_);
+    dnnl::primitive_attr attr;
+    if (has_za_ || signed_a_) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+    pd_ = dnnl::matmul::primitive_desc(d, attr, cpu_engine());
+    prim_ = dnnl::matmul(pd_);
+    impl = std::string(pd_.impl_info_str()) + (split_ ? " x2 (no VNNI: split weights)" : "");
+
+    Int8Weights w8 = s8_weights(b, split_);
+    const memory::desc bplain({K_, N_}, memory::data_type::s8, tag::ab);
+    auto pack = [&](std::vector<int8_t>& bytes, const char* variant) {
+      return pack_weights(b, cat("matmulinteger/", variant), pd_.weights_desc(), [&](memory& dst) {
+        memory src(bplain, cpu_engine(), bytes.data());
+        reorder_into(src, dst);
+      });
+    };
+    weights_ = pack(w8.main, split_ ? "lo" : "w");
+    if (split_) weights_hi_ = pack(w8.hi, "hi");
+    c_ = weight_offsets(b, inputs.size() > 3 && inputs[3] ? &inputs[3]->constant : nullptr, N_);
+    correct_ = std::any_of(c_.begin(), c_.end(), [](int32_t c) { return c != 0; });
+
+    // working memory: A moved to u8, the second product, the row sums
+    a_bytes_ = signed_a_ ? Arena::aligned(static_cast<size_t>(R_ * K_)) : 0;
+    hi_bytes_ = split_ ? Arena::aligned(dst_md_.get_size()) : 0;
+    scratch_bytes_ = a_bytes_ + hi_bytes_ + (correct_ ? Arena::aligned(static_cast<size_t>(R_) * 4) : 0);
+
+    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
+    req[0] = InputLayout::plain();
+    if (has_za_) req[2] = InputLayout::plain();
+    return req;  // the output stays plain
+  }
+
+  void execute(dnnl::stream& stream) override {
+    int32_t za = 0;
+    if (has_za_) {
+      const void* p = inputs[2]->data;
+      za = inputs[2]->dtype == DType::u8 ? static_cast<int32_t>(*static_cast<const uint8_t*>(p))
+                                         : static_cast<int32_t>(*static_cast<const int8_t*>(p));
+    }
+    auto* base = static_cast<char*>(scratch);
+    const auto* a = static_cast<const uint8_t*>(inputs[0]->data);
+    memory src(src_md_, cpu_engine(), const_cast<uint8_t*>(a));
+    za_ = za;
+    if (signed_a_) {
+      stream.wait();  // A may come from a oneDNN primitive
+      auto* moved = reinterpret_cast<uint8_t*>(base);
+      const int64_t count = R_ * K_;
+#pragma omp parallel for simd schedule(static)
+      for (int64_t i = 0; i < count; ++i) moved[i] = a[i] ^ 0x80u;  // s8 v -> u8 v + 128
+      src = memory(src_md_, cpu_engine(), moved);
+      za_ = za + 128;
+    }
+    auto* y = static_cast<int32_t*>(outputs[0]->data);
+    memory zp(memory::desc({1}, memory::data_type::s32, tag::a), cpu_engine(), &za_);
+    std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, memory(dst_md_, cpu_engine(), y)}};
+    if (has_za_ || signed_a_) args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = zp;
+    prim_.execute(stream, args);
+    auto* hi = reinterpret_cast<int32_t*>(base + a_bytes_);
+    if (split_) {
+      args[DNNL_ARG_WEIGHTS] = weights_hi_;
+      args[DNNL_ARG_DST] = memory(dst_md_, cpu_engine(), hi);
+      prim_.execute(stream, args);
+    }
+    stream.wait();
+    if (!split_ && !correct_) return;
+    auto* rows = reinterpret_cast<int32_t*>(base + a_bytes_ + hi_bytes_);
+    const int64_t K = K_, N = N_;
+    const bool sgn = signed_a_;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < R_; ++r) {
+      uint32_t sum = 0;  // of (A - za) over the row, wrapping like the int32 result
+      if (correct_) {
+        const uint8_t* ar = a + r * K;
+        if (sgn) {
+          for (int64_t k = 0; k < K; ++k) sum += static_cast<uint32_t>(static_cast<int32_t>(static_cast<int8_t>(ar[k])));
+        } else {
+          for (int64_t k = 0; k < K; ++k) sum += ar[k];
+        }
+        sum -= static_cast<uint32_t>(K) * static_cast<uint32_t>(za);
+        rows[r] = static_cast<int32_t>(sum);
+      }
+      int32_t* yr = y + r * N;
+      for (int64_t n = 0; n < N; ++n) {
+        uint32_t v = static_cast<uint32_t>(yr[n]);
+        if (split_) v += 128u * static_cast<uint32_t>(hi[r * N + n]);
+        if (correct_) v += static_cast<uint32_t>(c_[static_cast<size_t>(n)]) * sum;
+        yr[n] = static_cast<int32_t>(v);
+      }
+    }
+  }
+
+ private:
+  int64_t R_ = 0, K_ = 0, N_ = 0;
+  memory::desc src_md_, dst_md_;
+  dnnl::matmul::primitive_desc pd_;
+  dnnl::matmul prim_;
+  memory weights_, weights_hi_;
+  std::vector<int32_t> c_;
+  bool has_za_ = false, signed_a_ = false, split_ = false, correct_ = false;
+  int32_t za_ = 0;  // the run's zero point of A, for the primitive
+  size_t a_bytes_ = 0, hi_bytes_ = 0, scratch_bytes_ = 0;
+};
+
+bool is_int8(DType t) { return t == DType::u8 || t == DType::i8; }
+
+}  // namespace
+
+bool matmul_integer_supports(const ir::Node& n) {
+  if (n.op_type() != "MatMulInteger" || !n.is_onnx_domain() || n.num_inputs() < 2) return false;
+  const ir::Value *a = n.input(0), *b = n.input(1), *za = n.input(2), *zb = n.input(3);
+  if (!a || !b || !b->is_constant() || !a->type.shape.is_static() || a->type.shape.rank() < 2) return false;
+  const Tensor& bt = b->constant();
+  if (!is_int8(a->type.dtype) || !is_int8(bt.dtype()) || bt.rank() != 2) return false;
+  if (a->type.shape.dims.back().value != bt.shape()[0]) return false;
+  if (za && (za->type.dtype != a->type.dtype || !za->type.shape.is_static() ||
+             shape_size(za->type.shape.to_shape()) != 1))
+    return false;
+  if (zb) {
+    if (!zb->is_constant() || zb->constant().dtype() != bt.dtype() || zb->constant().rank() > 1) return false;
+    if (zb->constant().size() != 1 && zb->constant().size() != bt.shape()[1]) return false;
+  }
+  return true;
+}
+
+std::unique_ptr<Node> make_matmul_integer_node(const ir::Node& n) { return std::make_unique<MatMulIntegerNode>(n); }
+
+}  // namespace kiln::cpu
