@@ -103,4 +103,17 @@ struct ZooOptions {
 };
 int cmd_zoo(const ZooOptions& o);
 
+struct QuantizeCmdOptions {
+  std::string model;
+  std::string output;                 // -o
+  bool dynamic = false;               // --dynamic (static quantization is not implemented yet)
+  bool per_channel = false;           // --per-channel
+  std::vector<std::string> exclude;   // --exclude NODE...
+  std::vector<std::string> op_types;  // --op-types (default MatMul, Conv)
+  std::string calibration;            // --calibration DIR: the samples of the accuracy report
+  uint32_t seed = 0;                  // random sample without --calibration
+  bool no_report = false;             // --no-report
+};
+int cmd_quantize(const QuantizeCmdOptions& o);
+
 }  // namespace kiln::cli

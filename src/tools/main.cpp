@@ -19,7 +19,7 @@ constexpr const char* kPropertyHelp =
     "performance_mode=THROUGHPUT; see docs/settings.md)";
 
 bool is_subcommand(const std::string& s) {
-  return s == "run" || s == "benchmark" || s == "info" || s == "inspect" || s == "zoo" || s == "serve";
+  return s == "run" || s == "benchmark" || s == "info" || s == "inspect" || s == "zoo" || s == "serve" || s == "quantize";
 }
 
 }  // namespace
@@ -203,6 +203,22 @@ int main(int argc, char** argv) {
   zoo_cmd->add_option("--seed", zoo.seed, "Weight seed (default 0)");
   zoo_cmd->add_flag("-l,--list", zoo.list, "List the available models");
 
+  QuantizeCmdOptions quant;
+  CLI::App* quant_cmd = app.add_subcommand(
+      "quantize", "Quantize a model to int8 (--dynamic: weights now, activations at run time) and report the accuracy cost");
+  quant_cmd->add_option("model", quant.model, "Float ONNX model")->required();
+  quant_cmd->add_option("-o,--output", quant.output, "Quantized ONNX model to write")->required();
+  quant_cmd->add_flag("--dynamic", quant.dynamic,
+                      "Dynamic quantization: int8 weights, uint8 activations quantized per inference "
+                      "(DynamicQuantizeLinear + MatMulInteger / ConvInteger, as ONNX Runtime's quantize_dynamic)");
+  quant_cmd->add_flag("--per-channel", quant.per_channel, "One weight scale per output channel / column");
+  quant_cmd->add_option("--exclude", quant.exclude, "Node names to keep in float");
+  quant_cmd->add_option("--op-types", quant.op_types, "Op types to quantize (default: MatMul Conv)");
+  quant_cmd->add_option("--calibration", quant.calibration,
+                        "Samples for the accuracy report: DIR/<input>/*.npy or DIR/<input>.npy (default: one random sample)");
+  quant_cmd->add_option("--seed", quant.seed, "Seed of the random sample (default 0)");
+  quant_cmd->add_flag("--no-report", quant.no_report, "Write the model without running the accuracy report");
+
   if (args.size() == 1) {
     std::cout << app.help();
     return 0;
@@ -237,6 +253,7 @@ int main(int argc, char** argv) {
     if (insp_cmd->parsed()) return cmd_inspect(insp);
     if (serve_cmd->parsed()) return cmd_serve(serve, kVersion);
     if (zoo_cmd->parsed()) return cmd_zoo(zoo);
+    if (quant_cmd->parsed()) return cmd_quantize(quant);
     std::cerr << app.help();
     return 2;
   } catch (const kiln::Error& e) {

@@ -1,0 +1,112 @@
+// kiln quantize --dynamic (tools/common/quantize.cpp): the rewrite of the zoo's models
+// (MatMul in the MLP and BERT, Conv in ResNet-18), per tensor and per channel, exclusions and
+// the reasons nodes stay float; the quantized model is a valid model that kiln runs on its
+// integer nodes, and it computes what the float model computes to int8 precision.
+#include <gtest/gtest.h>
+#include <kiln/core.hpp>
+
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "error_util.hpp"
+#include "tools/common/quantize.hpp"
+#include "tools/common/zoo.hpp"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+std::map<std::string, int> op_counts(const onnx::ModelProto& m) {
+  std::map<std::string, int> c;
+  for (const auto& n : m.graph().node()) c[n.op_type()]++;
+  return c;
+}
+
+// Cosine similarity of the float and the quantized model's outputs on a random input.
+double cosine_on_random(const onnx::ModelProto& f, const onnx::ModelProto& q, const Shape& input, uint32_t seed) {
+  Core core;
+  std::vector<std::vector<double>> outs;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  Tensor x(DType::f32, input);
+  for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = d(rng);
+  for (const onnx::ModelProto* m : {&f, &q}) {
+    CompiledModel c = core.compile_model(core.read_model_from_memory(m->SerializeAsString()),
+                                         {{"inference_precision", "f32"}});
+    InferRequest r = c.create_infer_request();
+    r.set_input_tensor(0, x);
+    r.infer();
+    outs.push_back(r.get_output_tensor(0).to_f64());
+  }
+  double dot = 0, a = 0, b = 0;
+  for (size_t i = 0; i < outs[0].size(); ++i) {
+    dot += outs[0][i] * outs[1][i];
+    a += outs[0][i] * outs[0][i];
+    b += outs[1][i] * outs[1][i];
+  }
+  return dot / std::sqrt(a * b);
+}
+
+}  // namespace
+
+TEST(Quantize, MlpMatMulsBecomeMatMulIntegerAndStayClose) {
+  const onnx::ModelProto f = tools::zoo_model("mlp");
+  onnx::ModelProto q = f;
+  const tools::QuantizeReport r = tools::quantize_dynamic(q, ".", {});
+  EXPECT_EQ(r.quantized.size(), 2u);
+  EXPECT_TRUE(r.skipped.empty());
+  auto ops = op_counts(q);
+  EXPECT_EQ(ops["MatMul"], 0);
+  EXPECT_EQ(ops["MatMulInteger"], 2);
+  EXPECT_EQ(ops["DynamicQuantizeLinear"], 2);
+  for (const auto& t : q.graph().initializer())  // the float weights are gone, the int8 ones are there
+    EXPECT_TRUE(t.data_type() != onnx::TensorProto::FLOAT || t.dims_size() <= 1) << t.name();
+  EXPECT_GT(cosine_on_random(f, q, {4, 16}, 1), 0.999);
+}
+
+TEST(Quantize, ResNetConvolutionsPerChannelWithAnExclusion) {
+  const onnx::ModelProto f = tools::zoo_model("resnet18");
+  std::string first_conv;
+  for (const auto& n : f.graph().node())
+    if (n.op_type() == "Conv" && first_conv.empty()) first_conv = n.name();
+  onnx::ModelProto q = f;
+  tools::QuantizeOptions o;
+  o.per_channel = true;
+  o.exclude = {first_conv};
+  const tools::QuantizeReport r = tools::quantize_dynamic(q, ".", o);
+  auto ops = op_counts(q);
+  EXPECT_EQ(ops["Conv"], 1) << "the excluded one";
+  EXPECT_EQ(ops["ConvInteger"], static_cast<int>(r.quantized.size()));
+  ASSERT_EQ(r.skipped.size(), 1u);
+  EXPECT_NE(r.skipped[0].find("excluded"), std::string::npos) << r.skipped[0];
+  // the per-channel zero points are one per output channel
+  for (const auto& n : q.graph().node()) {
+    if (n.op_type() != "ConvInteger") continue;
+    for (const auto& t : q.graph().initializer()) {
+      if (t.name() != n.input(3)) continue;
+      EXPECT_EQ(t.dims_size(), 1) << t.name();
+    }
+  }
+  EXPECT_GT(cosine_on_random(f, q, {1, 3, 224, 224}, 2), 0.99);
+}
+
+TEST(Quantize, AttentionMatMulsOfTwoActivationsStayFloat) {
+  onnx::ModelProto q = tools::zoo_model("bert_tiny");
+  const tools::QuantizeReport r = tools::quantize_dynamic(q, ".", {});
+  EXPECT_FALSE(r.quantized.empty());
+  ASSERT_FALSE(r.skipped.empty());
+  for (const auto& s : r.skipped) EXPECT_NE(s.find("is not a constant initializer"), std::string::npos) << s;
+  Core core;  // loads and compiles
+  EXPECT_NO_THROW(core.compile_model(core.read_model_from_memory(q.SerializeAsString()), {{"inference_precision", "f32"}}));
+}
+
+TEST(Quantize, OldOpsetIsRefusedWithTheReason) {
+  onnx::ModelProto q = tools::zoo_model("mlp");
+  for (auto& o : *q.mutable_opset_import())
+    if (o.domain().empty()) o.set_version(10);
+  const std::string msg = error_of([&] { tools::quantize_dynamic(q, ".", {}); });
+  EXPECT_NE(msg.find("opset 10"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("DynamicQuantizeLinear"), std::string::npos) << msg;
+}
