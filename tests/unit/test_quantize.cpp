@@ -81,14 +81,18 @@ TEST(Quantize, ResNetConvolutionsPerChannelWithAnExclusion) {
   EXPECT_EQ(ops["ConvInteger"], static_cast<int>(r.quantized.size()));
   ASSERT_EQ(r.skipped.size(), 1u);
   EXPECT_NE(r.skipped[0].find("excluded"), std::string::npos) << r.skipped[0];
-  // the per-channel zero points are one per output channel
+  // one scale per output channel ([M, 1, 1]), the zero point one scalar 0 (what ORT reads)
+  std::map<std::string, const onnx::TensorProto*> inits;
+  for (const auto& t : q.graph().initializer()) inits[t.name()] = &t;
+  size_t per_channel_scales = 0;
   for (const auto& n : q.graph().node()) {
-    if (n.op_type() != "ConvInteger") continue;
-    for (const auto& t : q.graph().initializer()) {
-      if (t.name() != n.input(3)) continue;
-      EXPECT_EQ(t.dims_size(), 1) << t.name();
+    if (n.op_type() == "ConvInteger") {
+      ASSERT_TRUE(inits.count(n.input(3)));
+      EXPECT_EQ(inits[n.input(3)]->dims_size(), 0) << n.name();
     }
+    if (n.op_type() == "Mul" && inits.count(n.input(1)) && inits[n.input(1)]->dims_size() == 3) ++per_channel_scales;
   }
+  EXPECT_EQ(per_channel_scales, r.quantized.size());
   EXPECT_GT(cosine_on_random(f, q, {1, 3, 224, 224}, 2), 0.99);
 }
 

@@ -160,8 +160,7 @@ class Rewriter {
     const std::string bq = fresh(n.input(1) + "_quantized"), bz = fresh(n.input(1) + "_zero_point");
     add_initializer(bq, q);
     const int64_t N = b.shape()[1];
-    if (scale.size() == 1) add_initializer(bz, Tensor::scalar<int8_t>(0));
-    else add_initializer(bz, Tensor::from_vector<int8_t>(std::vector<int8_t>(static_cast<size_t>(N), 0), {N}));
+    add_initializer(bz, Tensor::scalar<int8_t>(0));  // symmetric: 0 for every column
     const std::string bs = scale_initializer(n.input(1) + "_scale", scale, {N});
     const auto& a = quantized(n.input(0), out);
     const std::string acc = fresh(n.output(0) + "_output_quantized"), accf = fresh(n.output(0) + "_output_float"),
@@ -189,8 +188,7 @@ class Rewriter {
     const std::string base = n.name().empty() ? n.output(0) : n.name();
     const std::string wq = fresh(n.input(1) + "_quantized"), wz = fresh(n.input(1) + "_zero_point");
     add_initializer(wq, q);
-    if (scale.size() == 1) add_initializer(wz, Tensor::scalar<int8_t>(0));
-    else add_initializer(wz, Tensor::from_vector<int8_t>(std::vector<int8_t>(static_cast<size_t>(M), 0), {M}));
+    add_initializer(wz, Tensor::scalar<int8_t>(0));  // symmetric: 0 for every channel (ORT takes no other form)
     const std::string ws = scale_initializer(n.input(1) + "_scale", scale, per_channel);
     const auto& x = quantized(n.input(0), out);
     const std::string acc = fresh(n.output(0) + "_output_quantized"), accf = fresh(n.output(0) + "_output_float"),

@@ -9,7 +9,9 @@
 //
 // for MatMul with a constant 2-D float B and Conv with constant float weights. Weights become
 // int8, symmetric (zero point 0, scale max|w| / 127), per tensor or, with per_channel, per output
-// column / channel; activations are quantized to uint8 at run time over each tensor's range.
+// column / channel (the zero point stays one scalar 0: ORT's ConvInteger takes no per-channel
+// one; the scales per channel live in the Mul); activations are quantized to uint8 at run time
+// over each tensor's range.
 // An activation read by several quantized nodes is quantized once.
 #include <set>
 #include <string>
