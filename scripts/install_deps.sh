@@ -2,18 +2,31 @@
 # Installs everything kiln needs to build, test and benchmark, from Debian 12 packages
 # only. Idempotent: installs only what is missing; runs `apt-get update` once, only
 # when something must be installed.
+#
+# usage: install_deps.sh [--build-only]
+#   --build-only   what building the `kiln` executable needs (-DKILN_BUILD_TESTS=OFF
+#                  -DKILN_BUILD_PYTHON=OFF -DKILN_BUILD_BENCHMARKS=OFF), no test data, no torch:
+#                  the serving image (deploy/Dockerfile)
 set -euo pipefail
 
-PKGS=(
+BUILD_PKGS=(
   build-essential cmake ninja-build pkg-config
   libdnnl-dev libxbyak-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   nlohmann-json3-dev libcli11-dev libre2-dev libcpp-httplib-dev
+)
+PKGS=(
+  "${BUILD_PKGS[@]}"
   libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev python3-dev python3-pytest
   python3-build python3-setuptools python3-wheel python3-venv
   libonnx-testdata
-  python3-numpy python3-onnx python3-torch python3-torchvision libopenblas0-openmp
+  python3-yaml python3-numpy python3-onnx python3-torch python3-torchvision libopenblas0-openmp
 )
+case "${1:-}" in
+  --build-only) PKGS=("${BUILD_PKGS[@]}") ;;
+  "") ;;
+  *) echo "install_deps.sh: unknown argument '$1' (usage: install_deps.sh [--build-only])" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${PKGS[@]}"; do
