@@ -153,13 +153,33 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs, std::vector<Pr
     // between one node's timer and the next only the timers run (their CPU clock reads)
     for (size_t i = 0; i < nodes_.size(); ++i) {
       NodeTimer timer;
+      nodes_[i]->profiling = true;
       timer.start();
       nodes_[i]->execute(stream);
       stream.wait();
       timer.stop((*profile)[profile_row_of_node_[i]]);
     }
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      Node& n = *nodes_[i];
+      if (n.nested_profile.empty()) continue;
+      // the node's own row keeps its own time: the nested rows' time is theirs (no double count)
+      ProfilingInfo& own = (*profile)[profile_row_of_node_[i]];
+      for (const ProfilingInfo& nested : n.nested_profile) {
+        own.real_time_us = std::max(0.0, own.real_time_us - nested.real_time_us);
+        own.cpu_time_us = std::max(0.0, own.cpu_time_us - nested.cpu_time_us);
+      }
+      for (const ProfilingInfo& nested : n.nested_profile) {
+        profile->push_back(nested);
+        profile->back().node_name = n.name + "/" + nested.node_name;
+        if (!nested.fused_into.empty()) profile->back().fused_into = n.name + "/" + nested.fused_into;
+      }
+      n.nested_profile.clear();
+    }
   } else {
-    for (auto& n : nodes_) n->execute(stream);
+    for (auto& n : nodes_) {
+      n->profiling = false;
+      n->execute(stream);
+    }
   }
   stream.wait();
   for (size_t i = 0; i < output_edges_.size(); ++i) {

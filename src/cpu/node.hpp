@@ -1,6 +1,7 @@
 #pragma once
 // cpu::Graph building blocks: Edge (a runtime tensor with a static shape, a layout and a
 // place in memory) and Node (one runtime node kind per file under src/cpu/nodes/).
+#include <kiln/profiling.hpp>
 #include <kiln/tensor.hpp>
 
 #include <memory>
@@ -135,6 +136,12 @@ class Node {
   // execute(): a plan per shape then costs no memory of its own, and nodes share the bytes.
   virtual size_t scratch_bytes() const { return 0; }
   void* scratch = nullptr;
+
+  // Set by Graph::run when it profiles this run. A node that runs graphs of its own (If: its
+  // branch) then leaves their rows in `nested_profile`; the graph lists them after its own,
+  // named "<this node>/<row>", and the node's own row keeps only the time outside them.
+  bool profiling = false;
+  std::vector<ProfilingInfo> nested_profile;
 };
 
 // A node whose work is one oneDNN primitive from input 0 (SRC) to output 0 (DST):

@@ -109,6 +109,13 @@ void specialize_branches(ir::Node* n) {
       in->type = outer->type;
       shapes.push_back(outer->type.shape.to_shape());
     }
+    // outer constants (weights the branch reads by name) become the branch's own, so its
+    // Convolutions and MatMuls see constant weights; the input stays, unread
+    for (ir::Value* in : body->inputs()) {
+      const ir::Value* outer = capture_of(*n, *in);
+      if (!outer->is_constant()) continue;
+      body->replace_all_uses(in, body->add_constant(body->unique_name(in->name() + "_outer"), outer->constant()));
+    }
     try {
       specialize_shapes(*body, shapes);
       done[b] = body;

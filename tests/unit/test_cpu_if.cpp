@@ -138,3 +138,51 @@ TEST(CpuIf, BranchExecutorsGoAwayWithTheThreadThatRanThem) {
   });
   t2.join();
 }
+
+// A branch whose Conv reads its weights from the enclosing graph (by name, as exporters write
+// Silero VAD): the weights become the branch's constants, so the Conv runs on oneDNN; the
+// profile lists the branch's nodes under the If, which keeps only its own time.
+TEST(CpuIf, BranchReadsOuterWeightsAndIsProfiledUnderTheIf) {
+  auto g = make_graph(13);
+  ir::Value* x = g->add_input("x", {DType::f32, ir::PartialShape(std::vector<ir::Dim>{ir::Dim::sym("n"), 3, 8, 8})});
+  ir::Value* c = g->add_input("c", {DType::boolean, ir::PartialShape(Shape{})});
+  ir::Value* w = g->add_constant("w", random_tensor({4, 3, 3, 3}, 21));
+  auto body = [&](bool conv) {
+    auto b = make_graph(13);
+    ir::Value* bx = b->add_input("x", {DType::f32, ir::PartialShape()});
+    ir::Value* bw = b->add_input("w", {DType::f32, ir::PartialShape()});
+    ir::Node* n = conv ? b->add_node("Conv", {bx, bw}, 1, "conv") : b->add_node("Conv", {b->add_node("Neg", {bx}, 1, "neg")->output(0), bw}, 1, "conv2");
+    n->attrs["pads"] = ir::Attribute(std::vector<int64_t>{1, 1, 1, 1});
+    b->add_output(n->output(0));
+    return b;
+  };
+  ir::Node* iff = g->add_node("If", {c, x, w}, {"y"}, "if");
+  iff->attrs["then_branch"] = ir::Attribute(body(true));
+  iff->attrs["else_branch"] = ir::Attribute(body(false));
+  iff->attrs["kiln_captures"] = ir::Attribute(std::vector<std::string>{"x", "w"});
+  g->add_output(iff->output(0));
+  ir::infer_shapes(*g);
+
+  cpu::Executor ex(g);
+  runtime::ReferenceExecutor ref(g);
+  const Tensor in = random_tensor({2, 3, 8, 8}, 22);
+  for (bool cond : {true, false}) {
+    std::vector<ProfilingInfo> profile;
+    const auto got = ex.run({in, flag(cond)}, &profile);
+    expect_same(ref.run({in, flag(cond)}), got);
+    const std::string conv = cond ? "if/conv" : "if/conv2";
+    bool found = false;
+    double if_time = -1, nested_sum = 0;
+    for (const auto& row : profile) {
+      if (row.node_name == conv) {
+        found = true;
+        EXPECT_EQ(row.node_type, "Convolution") << "the branch's weights are constants";
+      }
+      if (row.node_name == "if") if_time = row.real_time_us;
+      if (row.node_name.rfind("if/", 0) == 0) nested_sum += row.real_time_us;
+    }
+    EXPECT_TRUE(found) << conv << " is not in the profile";
+    EXPECT_GE(if_time, 0.0);
+    EXPECT_GT(nested_sum, 0.0);
+  }
+}

@@ -93,7 +93,7 @@ class IfNode : public Node {
     std::vector<Tensor> in;
     in.reserve(br.input_index.size());
     for (size_t k : br.input_index) in.push_back(inputs[k]->tensor());
-    br.last = br.executor->run(in, nullptr, &br.last);
+    br.last = br.executor->run(in, profiling ? &nested_profile : nullptr, &br.last);
     for (size_t i = 0; i < outputs.size(); ++i) {
       const Tensor& t = br.last[i];
       KILN_CHECK(t.dtype() == outputs[i]->dtype && t.shape() == outputs[i]->shape,
