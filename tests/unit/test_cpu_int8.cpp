@@ -224,3 +224,69 @@ TEST(CpuInt8, MatMulIntegerExtremeProductsAreExactOnEveryIsa) {
   check_matmul_integer({3, 64}, false, ConvCase::kNone, filled<int8_t>({64, 8}, -128), Tensor(),
                        filled<uint8_t>({3, 64}, 255));
 }
+
+namespace {
+
+// x (graph input, u8 / s8) -> QLinearConv(x_scale, x_zp, w, w_scale (per channel), w_zp, y_scale,
+// y_zp [, B]) -> y, compared exactly with the reference kernel.
+void check_qlinear_conv(bool x_signed, bool y_signed, bool bias, int64_t group) {
+  auto g = make_graph(13);
+  const Shape xs = {2, 4, 9, 7};
+  const int64_t M = 6, Cg = 4 / group;
+  ir::Value* x = g->add_input("x", {x_signed ? DType::i8 : DType::u8, ir::PartialShape(xs)});
+  Tensor ws(DType::f32, Shape{M});
+  for (int64_t m = 0; m < M; ++m) ws.data<float>()[m] = 0.002f + 0.0007f * static_cast<float>(m);
+  std::vector<ir::Value*> in = {
+      x,
+      g->add_constant("x_scale", Tensor::scalar<float>(0.05f)),
+      g->add_constant("x_zp", x_signed ? filled<int8_t>({}, -5) : filled<uint8_t>({}, 131)),
+      g->add_constant("w", random_int<uint8_t>({M, Cg, 3, 3}, 51, 0, 255)),
+      g->add_constant("w_scale", ws),
+      g->add_constant("w_zp", filled<uint8_t>({}, 117)),
+      g->add_constant("y_scale", Tensor::scalar<float>(0.07f)),
+      g->add_constant("y_zp", y_signed ? filled<int8_t>({}, 3) : filled<uint8_t>({}, 120))};
+  if (bias) {
+    Tensor b(DType::i32, Shape{M});
+    for (int64_t m = 0; m < M; ++m) b.data<int32_t>()[m] = static_cast<int32_t>(m * 997 - 2500);
+    in.push_back(g->add_constant("B", b));
+  }
+  ir::Node* q = g->add_node("QLinearConv", in, {"y"}, "qlinear_conv");
+  q->attrs = window({1, 1, 1, 1}, {}, {}, group);
+  g->add_output(q->output(0));
+  const Tensor xv = x_signed ? random_int<int8_t>(xs, 52, -128, 127) : random_int<uint8_t>(xs, 52, 0, 255);
+  auto cg = compare_with_reference(g, {xv}, 0.0, 0.0);
+  EXPECT_EQ(count_type(*cg, "QLinearConv"), 1u);
+  EXPECT_EQ(count_type(*cg, "Reference"), 0u);
+}
+
+}  // namespace
+
+TEST(CpuInt8, QLinearConvRequantizesLikeTheReference) {
+  check_qlinear_conv(false, false, true, 1);
+  check_qlinear_conv(true, true, false, 2);
+  check_qlinear_conv(false, true, true, 2);
+}
+
+TEST(CpuInt8, QLinearMatMulRequantizesLikeTheReference) {
+  for (bool a_signed : {false, true}) {
+    auto g = make_graph(13);
+    const Shape as = {3, 5, 40};
+    const int64_t N = 12;
+    ir::Value* a = g->add_input("a", {a_signed ? DType::i8 : DType::u8, ir::PartialShape(as)});
+    Tensor bs(DType::f32, Shape{N});
+    for (int64_t n = 0; n < N; ++n) bs.data<float>()[n] = 0.003f + 0.0005f * static_cast<float>(n);
+    ir::Node* q = g->add_node(
+        "QLinearMatMul",
+        {a, g->add_constant("a_scale", Tensor::scalar<float>(0.04f)),
+         g->add_constant("a_zp", a_signed ? filled<int8_t>({}, 7) : filled<uint8_t>({}, 128)),
+         g->add_constant("b", random_int<int8_t>({40, N}, 61, -128, 127)), g->add_constant("b_scale", bs),
+         g->add_constant("b_zp", filled<int8_t>({}, 0)), g->add_constant("y_scale", Tensor::scalar<float>(0.09f)),
+         g->add_constant("y_zp", a_signed ? filled<int8_t>({}, -2) : filled<uint8_t>({}, 125))},
+        {"y"}, "qlinear_matmul");
+    g->add_output(q->output(0));
+    const Tensor av = a_signed ? random_int<int8_t>(as, 62, -128, 127) : random_int<uint8_t>(as, 62, 0, 255);
+    auto cg = compare_with_reference(g, {av}, 0.0, 0.0);
+    EXPECT_EQ(count_type(*cg, "QLinearMatMul"), 1u);
+    EXPECT_EQ(count_type(*cg, "Reference"), 0u);
+  }
+}

@@ -11,7 +11,10 @@
 // reference's int64 sum cast to int32 does), writing the plain output. Without VNNI the
 // weights are split in two (int8_weights.hpp) and the convolution runs twice.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
+#include <type_traits>
 
 #include "core/strings.hpp"
 #include "cpu/arena.hpp"
@@ -36,19 +39,27 @@ tag plain_weights(size_t sp, bool grouped) {
   return grouped ? gw[sp - 1] : w[sp - 1];
 }
 
+// Where each operand sits: ConvInteger (x, w, x_zp, w_zp) or QLinearConv (x, x_scale, x_zp, w,
+// w_scale, w_zp, y_scale, y_zp, B).
+struct Operands {
+  size_t w = 1, zx = 2, zw = 3;
+  bool qlinear = false;  // QLinearConv: + scales, y_zp, bias; the output requantized
+};
+
 class ConvIntegerNode : public Node {
  public:
   explicit ConvIntegerNode(const ir::Node& n) {
     source = &n;
     name = n.name();
+    if (n.op_type() == "QLinearConv") op_ = {3, 2, 5, true};
   }
-  const char* type() const override { return "ConvInteger"; }
+  const char* type() const override { return op_.qlinear ? "QLinearConv" : "ConvInteger"; }
   NodeKind kind() const override { return NodeKind::ConvInteger; }
   size_t scratch_bytes() const override { return scratch_bytes_; }
 
   std::vector<InputLayout> prepare() override {
     const Shape& x = inputs[0]->shape;
-    const Shape& w = inputs[1]->shape;
+    const Shape& w = inputs[op_.w]->shape;
     const Shape& y = outputs[0]->shape;
     sp_ = x.size() - 2;
     group_ = source->attr_i("group", 1);
@@ -71,7 +82,7 @@ class ConvIntegerNode : public Node {
     dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                       src_md_, wei_any, acc_md_, geo.strides, geo.dilations, geo.pad_l, geo.pad_r);
     dnnl::primitive_attr attr;
-    has_zx_ = inputs.size() > 2 && inputs[2];
+    has_zx_ = inputs.size() > op_.zx && inputs[op_.zx];
     if (has_zx_ || signed_x_) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
     pd_ = dnnl::convolution_forward::primitive_desc(d, attr, cpu_engine());
     prim_ = dnnl::convolution_forward(pd_);
@@ -79,7 +90,7 @@ class ConvIntegerNode : public Node {
     impl = std::string(pd_.impl_info_str()) + (split_ ? " x2 (no VNNI: split weights)" : "");
 
     // weights: w' (or lo and hi) as s8 in the plain layout, packed once into the primitive's
-    const Tensor& wt = inputs[1]->constant;
+    const Tensor& wt = inputs[op_.w]->constant;
     Int8Weights w8 = s8_weights(wt, split_);
     const memory::desc wplain(wdims, memory::data_type::s8, plain_weights(sp_, group_ > 1));
     auto pack = [&](std::vector<int8_t>& bytes, const char* variant) {
@@ -90,7 +101,8 @@ class ConvIntegerNode : public Node {
     };
     weights_ = pack(w8.main, split_ ? "lo" : "w");
     if (split_) weights_hi_ = pack(w8.hi, "hi");
-    c_ = weight_offsets(wt, inputs.size() > 3 && inputs[3] ? &inputs[3]->constant : nullptr, M_);
+    c_ = weight_offsets(wt, inputs.size() > op_.zw && inputs[op_.zw] ? &inputs[op_.zw]->constant : nullptr, M_);
+    if (op_.qlinear) prepare_requantization();
     correct_ = std::any_of(c_.begin(), c_.end(), [](int32_t c) { return c != 0; });
 
     // working memory: the primitive's output(s), and the window sums
@@ -110,15 +122,15 @@ class ConvIntegerNode : public Node {
 
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
     req[0] = InputLayout::exact(x_md_);
-    if (has_zx_) req[2] = InputLayout::plain();
+    if (has_zx_) req[op_.zx] = InputLayout::plain();
     return req;  // output 0 stays plain
   }
 
   void execute(dnnl::stream& stream) override {
     int32_t zx = 0;
     if (has_zx_) {
-      const void* p = inputs[2]->data;
-      zx = inputs[2]->dtype == DType::u8 ? static_cast<int32_t>(*static_cast<const uint8_t*>(p))
+      const void* p = inputs[op_.zx]->data;
+      zx = inputs[op_.zx]->dtype == DType::u8 ? static_cast<int32_t>(*static_cast<const uint8_t*>(p))
                                          : static_cast<int32_t>(*static_cast<const int8_t*>(p));
     }
     auto* base = static_cast<char*>(scratch);
@@ -153,6 +165,21 @@ class ConvIntegerNode : public Node {
   }
 
  private:
+  // QLinearConv: y = saturate(round_half_even(float(acc + B) * mult[m]) + y_zp), mult[m] =
+  // x_scale * w_scale[m] / y_scale in float, as the reference kernel computes it.
+  void prepare_requantization() {
+    const float xs = inputs[1]->constant.data<float>()[0], ys = inputs[6]->constant.data<float>()[0];
+    const Tensor& ws = inputs[4]->constant;
+    mult_.resize(static_cast<size_t>(M_));
+    for (int64_t m = 0; m < M_; ++m) mult_[static_cast<size_t>(m)] = xs * ws.data<float>()[ws.size() == 1 ? 0 : m] / ys;
+    const Tensor& yz = inputs[7]->constant;
+    y_signed_ = yz.dtype() == DType::i8;
+    y_zp_ = y_signed_ ? yz.data<int8_t>()[0] : yz.data<uint8_t>()[0];
+    bias_.assign(static_cast<size_t>(M_), 0);
+    if (inputs.size() > 8 && inputs[8])
+      for (int64_t m = 0; m < M_; ++m) bias_[static_cast<size_t>(m)] = inputs[8]->constant.data<int32_t>()[m];
+  }
+
   // S[n, p, g] = sum over the window at output position p of T[n, q, g], T[n, q, g] the sum of
   // (x - zx) over group g's channels at input position q. Padding adds nothing (x - zx is 0
   // there, as the operator pads x with its zero point).
@@ -213,10 +240,17 @@ class ConvIntegerNode : public Node {
   }
 
   // y[n, m, p] (plain) = acc[n, p, m] + 128 acc_hi[n, p, m] + c[m] S[n, p, group(m)], in
-  // wrapping 32-bit arithmetic. Blocks of positions keep the channels-last reads in cache.
+  // wrapping 32-bit arithmetic (QLinearConv: + B[m], then requantized). Blocks of positions keep
+  // the channels-last reads in cache.
   void write_output(const int32_t* acc, const int32_t* acc_hi, const int32_t* s) const {
+    if (!op_.qlinear) return write_output_as(static_cast<int32_t*>(outputs[0]->data), acc, acc_hi, s);
+    if (y_signed_) return write_output_as(static_cast<int8_t*>(outputs[0]->data), acc, acc_hi, s);
+    write_output_as(static_cast<uint8_t*>(outputs[0]->data), acc, acc_hi, s);
+  }
+
+  template <typename Y>
+  void write_output_as(Y* y, const int32_t* acc, const int32_t* acc_hi, const int32_t* s) const {
     const int64_t N = outputs[0]->shape[0], M = M_, P = out_positions_, G = group_, Mg = M / G;
-    auto* y = static_cast<int32_t*>(outputs[0]->data);
     constexpr int64_t kBlock = 64;
     const int64_t blocks = (P + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static)
@@ -225,18 +259,37 @@ class ConvIntegerNode : public Node {
       for (int64_t m = 0; m < M; ++m) {
         const uint32_t c = static_cast<uint32_t>(c_[static_cast<size_t>(m)]);
         const int64_t g = m / Mg;
-        int32_t* out = y + (n * M + m) * P;
+        Y* out = y + (n * M + m) * P;
         for (int64_t p = p0; p < p1; ++p) {
           const int64_t i = (n * P + p) * M + m;
           uint32_t v = static_cast<uint32_t>(acc[i]);
           if (acc_hi) v += 128u * static_cast<uint32_t>(acc_hi[i]);
           if (correct_) v += c * static_cast<uint32_t>(s[(n * P + p) * G + g]);
-          out[p] = static_cast<int32_t>(v);
+          if constexpr (std::is_same_v<Y, int32_t>) {
+            out[p] = static_cast<int32_t>(v);
+          } else {
+            out[p] = requantize<Y>(static_cast<int32_t>(v + static_cast<uint32_t>(bias_[static_cast<size_t>(m)])),
+                                   mult_[static_cast<size_t>(m)]);
+          }
         }
       }
     }
   }
 
+  template <typename Y>
+  Y requantize(int32_t acc, float mult) const {
+    float v = std::nearbyint(static_cast<float>(acc) * mult);
+    if (std::isnan(v)) v = 0.0f;
+    const int64_t q = static_cast<int64_t>(std::clamp(v, -1e9f, 1e9f)) + y_zp_;
+    constexpr int64_t lo = std::numeric_limits<Y>::min(), hi = std::numeric_limits<Y>::max();
+    return static_cast<Y>(std::clamp(q, lo, hi));
+  }
+
+  Operands op_;
+  std::vector<float> mult_;     // QLinearConv: x_scale * w_scale[m] / y_scale
+  std::vector<int32_t> bias_;   // QLinearConv: B
+  int64_t y_zp_ = 0;
+  bool y_signed_ = false;
   size_t sp_ = 0;
   int64_t group_ = 1, M_ = 0, in_positions_ = 1, out_positions_ = 1;
   ConvGeometry geo_;
@@ -272,6 +325,33 @@ bool conv_integer_supports(const ir::Node& n) {
     const int64_t k = zw->constant().size();
     if (k != 1 && !(k == M && zw->constant().rank() == 1)) return false;
   }
+  return true;
+}
+
+// A constant f32 tensor of 1 (or `alt`) values.
+static bool constant_scale(const ir::Value* v, int64_t alt = 1) {
+  if (!v || !v->is_constant() || v->constant().dtype() != DType::f32) return false;
+  const int64_t k = v->constant().size();
+  return k == 1 || (k == alt && v->constant().rank() == 1);
+}
+
+bool qlinear_conv_supports(const ir::Node& n) {
+  if (n.op_type() != "QLinearConv" || !n.is_onnx_domain() || n.num_inputs() < 8) return false;
+  const ir::Value *x = n.input(0), *zx = n.input(2), *w = n.input(3), *zw = n.input(5), *zy = n.input(7),
+                  *b = n.input(8);
+  if (!x || !w || !zx || !zw || !zy || !w->is_constant() || !x->type.shape.is_static()) return false;
+  if (!is_int8(x->type.dtype) || !is_int8(w->constant().dtype())) return false;
+  const size_t rank = x->type.shape.rank();
+  if (rank < 3 || rank > 5 || w->constant().rank() != rank) return false;
+  const int64_t group = n.attr_i("group", 1), M = w->constant().shape()[0];
+  if (group < 1 || M % group != 0 || x->type.shape.dims[1].value != w->constant().shape()[1] * group) return false;
+  if (!constant_scale(n.input(1)) || !constant_scale(n.input(4), M) || !constant_scale(n.input(6))) return false;
+  if (zx->type.dtype != x->type.dtype || !zx->type.shape.is_static() || shape_size(zx->type.shape.to_shape()) != 1)
+    return false;
+  if (!zw->is_constant() || zw->constant().dtype() != w->constant().dtype()) return false;
+  if (zw->constant().size() != 1 && !(zw->constant().size() == M && zw->constant().rank() == 1)) return false;
+  if (!zy->is_constant() || !is_int8(zy->constant().dtype()) || zy->constant().size() != 1) return false;
+  if (b && (!b->is_constant() || b->constant().dtype() != DType::i32 || b->constant().size() != M)) return false;
   return true;
 }
 

@@ -8,7 +8,9 @@
 // its zero point; za a run-time value), this node the row sums and the sum in int32, in place
 // in the plain output. Without VNNI B is split in two and the product runs twice.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/strings.hpp"
 #include "cpu/arena.hpp"
@@ -24,24 +26,32 @@ namespace {
 using dnnl::memory;
 using tag = memory::format_tag;
 
+// Where each operand sits: MatMulInteger (a, b, a_zp, b_zp) or QLinearMatMul (a, a_scale, a_zp,
+// b, b_scale, b_zp, y_scale, y_zp).
+struct Operands {
+  size_t b = 1, za = 2, zb = 3;
+  bool qlinear = false;  // QLinearMatMul: the output requantized
+};
+
 class MatMulIntegerNode : public Node {
  public:
   explicit MatMulIntegerNode(const ir::Node& n) {
     source = &n;
     name = n.name();
+    if (n.op_type() == "QLinearMatMul") op_ = {3, 2, 5, true};
   }
-  const char* type() const override { return "MatMulInteger"; }
+  const char* type() const override { return op_.qlinear ? "QLinearMatMul" : "MatMulInteger"; }
   NodeKind kind() const override { return NodeKind::MatMulInteger; }
   size_t scratch_bytes() const override { return scratch_bytes_; }
 
   std::vector<InputLayout> prepare() override {
     const Shape& a = inputs[0]->shape;
-    const Tensor& b = inputs[1]->constant;
+    const Tensor& b = inputs[op_.b]->constant;
     K_ = a.back();
     N_ = b.shape()[1];
     R_ = shape_size(a) / std::max<int64_t>(K_, 1);
     signed_a_ = inputs[0]->dtype == DType::i8;
-    has_za_ = inputs.size() > 2 && inputs[2];
+    has_za_ = inputs.size() > op_.za && inputs[op_.za];
     split_ = !exact_int8_kernels();
 
     src_md_ = memory::desc({R_, K_}, memory::data_type::u8, tag::ab);
@@ -63,25 +73,35 @@ class MatMulIntegerNode : public Node {
     };
     weights_ = pack(w8.main, split_ ? "lo" : "w");
     if (split_) weights_hi_ = pack(w8.hi, "hi");
-    c_ = weight_offsets(b, inputs.size() > 3 && inputs[3] ? &inputs[3]->constant : nullptr, N_);
+    c_ = weight_offsets(b, inputs.size() > op_.zb && inputs[op_.zb] ? &inputs[op_.zb]->constant : nullptr, N_);
     correct_ = std::any_of(c_.begin(), c_.end(), [](int32_t c) { return c != 0; });
+    if (op_.qlinear) {  // y = saturate(round_half_even(float(acc) * mult[n]) + y_zp), as the reference
+      const float as = inputs[1]->constant.data<float>()[0], ys = inputs[6]->constant.data<float>()[0];
+      const Tensor& bs = inputs[4]->constant;
+      mult_.resize(static_cast<size_t>(N_));
+      for (int64_t n = 0; n < N_; ++n) mult_[static_cast<size_t>(n)] = as * bs.data<float>()[bs.size() == 1 ? 0 : n] / ys;
+      const Tensor& yz = inputs[7]->constant;
+      y_signed_ = yz.dtype() == DType::i8;
+      y_zp_ = y_signed_ ? yz.data<int8_t>()[0] : yz.data<uint8_t>()[0];
+    }
 
     // working memory: A moved to u8, the second product, the row sums
     a_bytes_ = signed_a_ ? Arena::aligned(static_cast<size_t>(R_ * K_)) : 0;
+    acc_bytes_ = op_.qlinear ? Arena::aligned(dst_md_.get_size()) : 0;  // else the output holds it
     hi_bytes_ = split_ ? Arena::aligned(dst_md_.get_size()) : 0;
-    scratch_bytes_ = a_bytes_ + hi_bytes_ + (correct_ ? Arena::aligned(static_cast<size_t>(R_) * 4) : 0);
+    scratch_bytes_ = a_bytes_ + acc_bytes_ + hi_bytes_ + (correct_ ? Arena::aligned(static_cast<size_t>(R_) * 4) : 0);
 
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
     req[0] = InputLayout::plain();
-    if (has_za_) req[2] = InputLayout::plain();
+    if (has_za_) req[op_.za] = InputLayout::plain();
     return req;  // the output stays plain
   }
 
   void execute(dnnl::stream& stream) override {
     int32_t za = 0;
     if (has_za_) {
-      const void* p = inputs[2]->data;
-      za = inputs[2]->dtype == DType::u8 ? static_cast<int32_t>(*static_cast<const uint8_t*>(p))
+      const void* p = inputs[op_.za]->data;
+      za = inputs[op_.za]->dtype == DType::u8 ? static_cast<int32_t>(*static_cast<const uint8_t*>(p))
                                          : static_cast<int32_t>(*static_cast<const int8_t*>(p));
     }
     auto* base = static_cast<char*>(scratch);
@@ -97,21 +117,22 @@ class MatMulIntegerNode : public Node {
       src = memory(src_md_, cpu_engine(), moved);
       za_ = za + 128;
     }
-    auto* y = static_cast<int32_t*>(outputs[0]->data);
+    auto* y = op_.qlinear ? reinterpret_cast<int32_t*>(base + a_bytes_) : static_cast<int32_t*>(outputs[0]->data);
     memory zp(memory::desc({1}, memory::data_type::s32, tag::a), cpu_engine(), &za_);
     std::unordered_map<int, memory> args = {
         {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, memory(dst_md_, cpu_engine(), y)}};
     if (has_za_ || signed_a_) args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = zp;
     prim_.execute(stream, args);
-    auto* hi = reinterpret_cast<int32_t*>(base + a_bytes_);
+    auto* hi = reinterpret_cast<int32_t*>(base + a_bytes_ + acc_bytes_);
     if (split_) {
       args[DNNL_ARG_WEIGHTS] = weights_hi_;
       args[DNNL_ARG_DST] = memory(dst_md_, cpu_engine(), hi);
       prim_.execute(stream, args);
     }
     stream.wait();
-    if (!split_ && !correct_) return;
-    auto* rows = reinterpret_cast<int32_t*>(base + a_bytes_ + hi_bytes_);
+    if (!split_ && !correct_ && !op_.qlinear) return;
+    auto* rows = reinterpret_cast<int32_t*>(base + a_bytes_ + acc_bytes_ + hi_bytes_);
+    void* out = outputs[0]->data;
     const int64_t K = K_, N = N_;
     const bool sgn = signed_a_;
 #pragma omp parallel for schedule(static)
@@ -132,12 +153,30 @@ class MatMulIntegerNode : public Node {
         uint32_t v = static_cast<uint32_t>(yr[n]);
         if (split_) v += 128u * static_cast<uint32_t>(hi[r * N + n]);
         if (correct_) v += static_cast<uint32_t>(c_[static_cast<size_t>(n)]) * sum;
-        yr[n] = static_cast<int32_t>(v);
+        if (!op_.qlinear) {
+          yr[n] = static_cast<int32_t>(v);
+        } else if (y_signed_) {
+          static_cast<int8_t*>(out)[r * N + n] = requantize<int8_t>(static_cast<int32_t>(v), mult_[static_cast<size_t>(n)]);
+        } else {
+          static_cast<uint8_t*>(out)[r * N + n] = requantize<uint8_t>(static_cast<int32_t>(v), mult_[static_cast<size_t>(n)]);
+        }
       }
     }
   }
 
  private:
+  template <typename Y>
+  Y requantize(int32_t acc, float mult) const {
+    const float v = std::nearbyint(static_cast<float>(acc) * mult) + static_cast<float>(y_zp_);
+    constexpr float lo = std::numeric_limits<Y>::min(), hi = std::numeric_limits<Y>::max();
+    return static_cast<Y>(!(v >= lo) ? lo : v > hi ? hi : v);  // NaN -> lo, as the reference
+  }
+
+  Operands op_;
+  std::vector<float> mult_;  // QLinearMatMul: a_scale * b_scale[n] / y_scale
+  int64_t y_zp_ = 0;
+  bool y_signed_ = false;
+  size_t acc_bytes_ = 0;
   int64_t R_ = 0, K_ = 0, N_ = 0;
   memory::desc src_md_, dst_md_;
   dnnl::matmul::primitive_desc pd_;
@@ -168,6 +207,29 @@ bool matmul_integer_supports(const ir::Node& n) {
     if (zb->constant().size() != 1 && zb->constant().size() != bt.shape()[1]) return false;
   }
   return true;
+}
+
+static bool constant_scale(const ir::Value* v, int64_t alt = 1) {
+  if (!v || !v->is_constant() || v->constant().dtype() != DType::f32) return false;
+  const int64_t k = v->constant().size();
+  return k == 1 || (k == alt && v->constant().rank() == 1);
+}
+
+bool qlinear_matmul_supports(const ir::Node& n) {
+  if (n.op_type() != "QLinearMatMul" || !n.is_onnx_domain() || n.num_inputs() != 8) return false;
+  const ir::Value *a = n.input(0), *za = n.input(2), *b = n.input(3), *zb = n.input(5), *zy = n.input(7);
+  if (!a || !b || !za || !zb || !zy || !b->is_constant() || !a->type.shape.is_static() || a->type.shape.rank() < 2)
+    return false;
+  const Tensor& bt = b->constant();
+  if (!is_int8(a->type.dtype) || !is_int8(bt.dtype()) || bt.rank() != 2) return false;
+  if (a->type.shape.dims.back().value != bt.shape()[0]) return false;
+  const int64_t N = bt.shape()[1];
+  if (!constant_scale(n.input(1)) || !constant_scale(n.input(4), N) || !constant_scale(n.input(6))) return false;
+  if (za->type.dtype != a->type.dtype || !za->type.shape.is_static() || shape_size(za->type.shape.to_shape()) != 1)
+    return false;
+  if (!zb->is_constant() || zb->constant().dtype() != bt.dtype() || zb->constant().rank() > 1) return false;
+  if (zb->constant().size() != 1 && zb->constant().size() != N) return false;
+  return zy->is_constant() && is_int8(zy->constant().dtype()) && zy->constant().size() == 1;
 }
 
 std::unique_ptr<Node> make_matmul_integer_node(const ir::Node& n) { return std::make_unique<MatMulIntegerNode>(n); }

@@ -5,9 +5,9 @@ namespace kiln::cpu {
 std::unique_ptr<Node> make_node(const ir::Node& n) {
   if (view_supports(n)) return make_view_node(n);
   if (convolution_supports(n)) return make_convolution_node(n);
-  if (conv_integer_supports(n)) return make_conv_integer_node(n);
+  if (conv_integer_supports(n) || qlinear_conv_supports(n)) return make_conv_integer_node(n);
   if (dynamic_quantize_supports(n)) return make_dynamic_quantize_node(n);
-  if (matmul_integer_supports(n)) return make_matmul_integer_node(n);
+  if (matmul_integer_supports(n) || qlinear_matmul_supports(n)) return make_matmul_integer_node(n);
   if (if_supports(n)) return make_if_node(n);
   if (cast_supports(n)) return make_cast_node(n);
   if (transpose_supports(n)) return make_transpose_node(n);

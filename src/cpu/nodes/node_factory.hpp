@@ -22,13 +22,15 @@ std::unique_ptr<Node> make_transpose_node(const ir::Node& n);
 bool convolution_supports(const ir::Node& n);
 std::unique_ptr<Node> make_convolution_node(const ir::Node& n);
 bool conv_integer_supports(const ir::Node& n);
-std::unique_ptr<Node> make_conv_integer_node(const ir::Node& n);
+bool qlinear_conv_supports(const ir::Node& n);
+std::unique_ptr<Node> make_conv_integer_node(const ir::Node& n);  // ConvInteger or QLinearConv
 bool dynamic_quantize_supports(const ir::Node& n);
 std::unique_ptr<Node> make_dynamic_quantize_node(const ir::Node& n);
 bool cast_supports(const ir::Node& n);
 std::unique_ptr<Node> make_cast_node(const ir::Node& n);
 bool matmul_integer_supports(const ir::Node& n);
-std::unique_ptr<Node> make_matmul_integer_node(const ir::Node& n);
+bool qlinear_matmul_supports(const ir::Node& n);
+std::unique_ptr<Node> make_matmul_integer_node(const ir::Node& n);  // MatMulInteger or QLinearMatMul
 bool if_supports(const ir::Node& n);
 std::unique_ptr<Node> make_if_node(const ir::Node& n);
 bool pooling_supports(const ir::Node& n);
