@@ -9,7 +9,7 @@ namespace kiln::cpu {
 
 namespace {
 
-class CastNode : public Node {
+class CastNode : public SrcDstPrimitiveNode {
  public:
   explicit CastNode(const ir::Node& n) {
     source = &n;
@@ -22,21 +22,11 @@ class CastNode : public Node {
     dnnl_memory_desc_t d = inputs[0]->desc().data;
     d.data_type = dnnl_f32;
     outputs[0]->set_layout(dnnl::memory::desc(d));
-    pd_ = dnnl::reorder::primitive_desc(cpu_engine(), inputs[0]->desc(), cpu_engine(), outputs[0]->desc());
-    prim_ = dnnl::reorder(pd_);
-    impl = pd_.impl_info_str();
+    const dnnl::reorder::primitive_desc pd(cpu_engine(), inputs[0]->desc(), cpu_engine(), outputs[0]->desc());
+    prim_ = dnnl::reorder(pd);
+    impl = pd.impl_info_str();
     return {InputLayout::any()};
   }
-
-  void execute(dnnl::stream& stream) override {
-    auto src = inputs[0]->memory();
-    auto dst = outputs[0]->memory();
-    prim_.execute(stream, src, dst);
-  }
-
- private:
-  dnnl::reorder::primitive_desc pd_;
-  dnnl::reorder prim_;
 };
 
 }  // namespace

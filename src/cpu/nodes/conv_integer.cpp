@@ -2,14 +2,14 @@
 // result, 1D/2D/3D, grouped, strided, dilated, padded) on oneDNN's int8 convolution, exact in
 // int32 as the operator defines.
 //
-// The weights become s8 plus a per-channel offset c (int8_weights.hpp), so that, with S the sum
+// The weights become s8 plus a per-channel offset c (int8_util.hpp), so that, with S the sum
 // of (x - zx) over the window and the group's channels,
 //   y[n, m, p] = conv(x - zx, w')[n, m, p] + c[m] * S[n, group(m), p].
 // oneDNN computes the first term (s8 activations moved to u8 by + 128, their zero point with
 // them; the activation zero point is a run-time value: DynamicQuantizeLinear makes a new one
 // every inference), this node the window sums and the sum, in int32 (wrapping as the
 // reference's int64 sum cast to int32 does), writing the plain output. Without VNNI the
-// weights are split in two (int8_weights.hpp) and the convolution runs twice.
+// weights are split in two (int8_util.hpp) and the convolution runs twice.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -20,9 +20,8 @@
 #include "cpu/arena.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/nodes/conv_geometry.hpp"
-#include "cpu/nodes/int8_weights.hpp"
+#include "cpu/nodes/int8_util.hpp"
 #include "cpu/nodes/node_factory.hpp"
-#include "cpu/weights_cache.hpp"
 
 namespace kiln::cpu {
 
@@ -87,20 +86,14 @@ class ConvIntegerNode : public Node {
     pd_ = dnnl::convolution_forward::primitive_desc(d, attr, cpu_engine());
     prim_ = dnnl::convolution_forward(pd_);
     split_ = !exact_int8_kernels();
-    impl = std::string(pd_.impl_info_str()) + (split_ ? " x2 (no VNNI: split weights)" : "");
+    impl = int8_impl_name(pd_.impl_info_str(), split_);
 
-    // weights: w' (or lo and hi) as s8 in the plain layout, packed once into the primitive's
     const Tensor& wt = inputs[op_.w]->constant;
-    Int8Weights w8 = s8_weights(wt, split_);
-    const memory::desc wplain(wdims, memory::data_type::s8, plain_weights(sp_, group_ > 1));
-    auto pack = [&](std::vector<int8_t>& bytes, const char* variant) {
-      return pack_weights(wt, cat("convinteger/", variant, "/g", group_), pd_.weights_desc(), [&](memory& dst) {
-        memory src(wplain, cpu_engine(), bytes.data());
-        reorder_into(src, dst);
-      });
-    };
-    weights_ = pack(w8.main, split_ ? "lo" : "w");
-    if (split_) weights_hi_ = pack(w8.hi, "hi");
+    const PackedInt8 packed = pack_int8_weights(
+        wt, split_, memory::desc(wdims, memory::data_type::s8, plain_weights(sp_, group_ > 1)), pd_.weights_desc(),
+        cat("convinteger/g", group_));
+    weights_ = packed.main;
+    weights_hi_ = packed.hi;
     c_ = weight_offsets(wt, inputs.size() > op_.zw && inputs[op_.zw] ? &inputs[op_.zw]->constant : nullptr, M_);
     if (op_.qlinear) prepare_requantization();
     correct_ = std::any_of(c_.begin(), c_.end(), [](int32_t c) { return c != 0; });
@@ -127,12 +120,7 @@ class ConvIntegerNode : public Node {
   }
 
   void execute(dnnl::stream& stream) override {
-    int32_t zx = 0;
-    if (has_zx_) {
-      const void* p = inputs[op_.zx]->data;
-      zx = inputs[op_.zx]->dtype == DType::u8 ? static_cast<int32_t>(*static_cast<const uint8_t*>(p))
-                                         : static_cast<int32_t>(*static_cast<const int8_t*>(p));
-    }
+    const int32_t zx = has_zx_ ? zero_point_value(inputs[op_.zx]->dtype, inputs[op_.zx]->data) : 0;
     auto* base = static_cast<char*>(scratch);
     memory src = inputs[0]->memory();
     zx_ = zx;
@@ -140,9 +128,7 @@ class ConvIntegerNode : public Node {
       stream.wait();  // x may come from a oneDNN primitive
       const auto* in = static_cast<const uint8_t*>(inputs[0]->data);
       auto* out = reinterpret_cast<uint8_t*>(base + x_offset_);
-      const int64_t bytes = static_cast<int64_t>(x_md_.get_size());
-#pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < bytes; ++i) out[i] = in[i] ^ 0x80u;  // s8 v -> u8 v + 128
+      s8_to_u8(in, out, static_cast<int64_t>(x_md_.get_size()));
       src = memory(src_md_, cpu_engine(), out);
       zx_ = zx + 128;
     }
@@ -268,21 +254,12 @@ class ConvIntegerNode : public Node {
           if constexpr (std::is_same_v<Y, int32_t>) {
             out[p] = static_cast<int32_t>(v);
           } else {
-            out[p] = requantize<Y>(static_cast<int32_t>(v + static_cast<uint32_t>(bias_[static_cast<size_t>(m)])),
-                                   mult_[static_cast<size_t>(m)]);
+            out[p] = requantize_conv<Y>(static_cast<int32_t>(v + static_cast<uint32_t>(bias_[static_cast<size_t>(m)])),
+                                        mult_[static_cast<size_t>(m)], y_zp_);
           }
         }
       }
     }
-  }
-
-  template <typename Y>
-  Y requantize(int32_t acc, float mult) const {
-    float v = std::nearbyint(static_cast<float>(acc) * mult);
-    if (std::isnan(v)) v = 0.0f;
-    const int64_t q = static_cast<int64_t>(std::clamp(v, -1e9f, 1e9f)) + y_zp_;
-    constexpr int64_t lo = std::numeric_limits<Y>::min(), hi = std::numeric_limits<Y>::max();
-    return static_cast<Y>(std::clamp(q, lo, hi));
   }
 
   Operands op_;
@@ -329,12 +306,6 @@ bool conv_integer_supports(const ir::Node& n) {
 }
 
 // A constant f32 tensor of 1 (or `alt`) values.
-static bool constant_scale(const ir::Value* v, int64_t alt = 1) {
-  if (!v || !v->is_constant() || v->constant().dtype() != DType::f32) return false;
-  const int64_t k = v->constant().size();
-  return k == 1 || (k == alt && v->constant().rank() == 1);
-}
-
 bool qlinear_conv_supports(const ir::Node& n) {
   if (n.op_type() != "QLinearConv" || !n.is_onnx_domain() || n.num_inputs() < 8) return false;
   const ir::Value *x = n.input(0), *zx = n.input(2), *w = n.input(3), *zw = n.input(5), *zy = n.input(7),

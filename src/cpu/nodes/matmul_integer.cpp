@@ -2,7 +2,7 @@
 // DynamicQuantizeLinear's output) and a constant B [K, N] (u8 / s8, zero point per tensor or
 // per column), int32 result, on oneDNN's int8 matmul, exact in int32 as the operator defines.
 //
-// B becomes s8 plus a per-column offset c (int8_weights.hpp), so that
+// B becomes s8 plus a per-column offset c (int8_util.hpp), so that
 //   Y[r, n] = ((A - za) B')[r, n] + c[n] * sum_k (A[r, k] - za).
 // oneDNN computes the product (rows of A's batch dims flattened; s8 A moved to u8 by + 128 with
 // its zero point; za a run-time value), this node the row sums and the sum in int32, in place
@@ -15,9 +15,8 @@
 #include "core/strings.hpp"
 #include "cpu/arena.hpp"
 #include "cpu/dnnl_util.hpp"
-#include "cpu/nodes/int8_weights.hpp"
+#include "cpu/nodes/int8_util.hpp"
 #include "cpu/nodes/node_factory.hpp"
-#include "cpu/weights_cache.hpp"
 
 namespace kiln::cpu {
 
@@ -61,18 +60,12 @@ class MatMulIntegerNode : public Node {
     if (has_za_ || signed_a_) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
     pd_ = dnnl::matmul::primitive_desc(d, attr, cpu_engine());
     prim_ = dnnl::matmul(pd_);
-    impl = std::string(pd_.impl_info_str()) + (split_ ? " x2 (no VNNI: split weights)" : "");
+    impl = int8_impl_name(pd_.impl_info_str(), split_);
 
-    Int8Weights w8 = s8_weights(b, split_);
-    const memory::desc bplain({K_, N_}, memory::data_type::s8, tag::ab);
-    auto pack = [&](std::vector<int8_t>& bytes, const char* variant) {
-      return pack_weights(b, cat("matmulinteger/", variant), pd_.weights_desc(), [&](memory& dst) {
-        memory src(bplain, cpu_engine(), bytes.data());
-        reorder_into(src, dst);
-      });
-    };
-    weights_ = pack(w8.main, split_ ? "lo" : "w");
-    if (split_) weights_hi_ = pack(w8.hi, "hi");
+    const PackedInt8 packed = pack_int8_weights(b, split_, memory::desc({K_, N_}, memory::data_type::s8, tag::ab),
+                                                pd_.weights_desc(), "matmulinteger");
+    weights_ = packed.main;
+    weights_hi_ = packed.hi;
     c_ = weight_offsets(b, inputs.size() > op_.zb && inputs[op_.zb] ? &inputs[op_.zb]->constant : nullptr, N_);
     correct_ = std::any_of(c_.begin(), c_.end(), [](int32_t c) { return c != 0; });
     if (op_.qlinear) {  // y = saturate(round_half_even(float(acc) * mult[n]) + y_zp), as the reference
@@ -98,12 +91,7 @@ class MatMulIntegerNode : public Node {
   }
 
   void execute(dnnl::stream& stream) override {
-    int32_t za = 0;
-    if (has_za_) {
-      const void* p = inputs[op_.za]->data;
-      za = inputs[op_.za]->dtype == DType::u8 ? static_cast<int32_t>(*static_cast<const uint8_t*>(p))
-                                         : static_cast<int32_t>(*static_cast<const int8_t*>(p));
-    }
+    const int32_t za = has_za_ ? zero_point_value(inputs[op_.za]->dtype, inputs[op_.za]->data) : 0;
     auto* base = static_cast<char*>(scratch);
     const auto* a = static_cast<const uint8_t*>(inputs[0]->data);
     memory src(src_md_, cpu_engine(), const_cast<uint8_t*>(a));
@@ -111,9 +99,7 @@ class MatMulIntegerNode : public Node {
     if (signed_a_) {
       stream.wait();  // A may come from a oneDNN primitive
       auto* moved = reinterpret_cast<uint8_t*>(base);
-      const int64_t count = R_ * K_;
-#pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < count; ++i) moved[i] = a[i] ^ 0x80u;  // s8 v -> u8 v + 128
+      s8_to_u8(a, moved, R_ * K_);
       src = memory(src_md_, cpu_engine(), moved);
       za_ = za + 128;
     }
@@ -156,21 +142,15 @@ class MatMulIntegerNode : public Node {
         if (!op_.qlinear) {
           yr[n] = static_cast<int32_t>(v);
         } else if (y_signed_) {
-          static_cast<int8_t*>(out)[r * N + n] = requantize<int8_t>(static_cast<int32_t>(v), mult_[static_cast<size_t>(n)]);
+          static_cast<int8_t*>(out)[r * N + n] = requantize_matmul<int8_t>(static_cast<int32_t>(v), mult_[static_cast<size_t>(n)], y_zp_);
         } else {
-          static_cast<uint8_t*>(out)[r * N + n] = requantize<uint8_t>(static_cast<int32_t>(v), mult_[static_cast<size_t>(n)]);
+          static_cast<uint8_t*>(out)[r * N + n] = requantize_matmul<uint8_t>(static_cast<int32_t>(v), mult_[static_cast<size_t>(n)], y_zp_);
         }
       }
     }
   }
 
  private:
-  template <typename Y>
-  Y requantize(int32_t acc, float mult) const {
-    const float v = std::nearbyint(static_cast<float>(acc) * mult) + static_cast<float>(y_zp_);
-    constexpr float lo = std::numeric_limits<Y>::min(), hi = std::numeric_limits<Y>::max();
-    return static_cast<Y>(!(v >= lo) ? lo : v > hi ? hi : v);  // NaN -> lo, as the reference
-  }
 
   Operands op_;
   std::vector<float> mult_;  // QLinearMatMul: a_scale * b_scale[n] / y_scale
@@ -207,12 +187,6 @@ bool matmul_integer_supports(const ir::Node& n) {
     if (zb->constant().size() != 1 && zb->constant().size() != bt.shape()[1]) return false;
   }
   return true;
-}
-
-static bool constant_scale(const ir::Value* v, int64_t alt = 1) {
-  if (!v || !v->is_constant() || v->constant().dtype() != DType::f32) return false;
-  const int64_t k = v->constant().size();
-  return k == 1 || (k == alt && v->constant().rank() == 1);
 }
 
 bool qlinear_matmul_supports(const ir::Node& n) {

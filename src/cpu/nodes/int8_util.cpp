@@ -1,0 +1,77 @@
+#include "cpu/nodes/int8_util.hpp"
+
+#include "core/strings.hpp"
+#include "cpu/dnnl_util.hpp"
+#include "cpu/isa.hpp"
+#include "cpu/weights_cache.hpp"
+
+namespace kiln::cpu {
+
+bool exact_int8_kernels() { return isa_at_least(Isa::avx512_core_vnni); }
+
+Int8Weights s8_weights(const Tensor& w, bool split) {
+  const bool u8 = w.dtype() == DType::u8;
+  const size_t count = static_cast<size_t>(w.size());
+  Int8Weights out;
+  out.main.resize(count);
+  if (split) out.hi.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    const int v = u8 ? static_cast<int>(w.data<uint8_t>()[i]) - 128 : static_cast<int>(w.data<int8_t>()[i]);
+    if (split) {
+      const int h = (v + 64) >> 7;  // floor: -1, 0 or 1
+      out.main[i] = static_cast<int8_t>(v - 128 * h);
+      out.hi[i] = static_cast<int8_t>(h);
+    } else {
+      out.main[i] = static_cast<int8_t>(v);
+    }
+  }
+  return out;
+}
+
+std::vector<int32_t> weight_offsets(const Tensor& w, const Tensor* zw, int64_t channels) {
+  const bool u8 = w.dtype() == DType::u8;
+  std::vector<int32_t> c(static_cast<size_t>(channels), u8 ? 128 : 0);
+  if (!zw) return c;
+  for (int64_t m = 0; m < channels; ++m) {
+    const int64_t i = zw->size() == 1 ? 0 : m;
+    c[static_cast<size_t>(m)] -= u8 ? static_cast<int32_t>(zw->data<uint8_t>()[i]) : static_cast<int32_t>(zw->data<int8_t>()[i]);
+  }
+  return c;
+}
+
+PackedInt8 pack_int8_weights(const Tensor& w, bool split, const dnnl::memory::desc& plain,
+                             const dnnl::memory::desc& target, const std::string& variant) {
+  auto pack = [&](bool hi) {
+    return pack_weights(w, cat(variant, split ? (hi ? "/hi" : "/lo") : "/w"), target, [&](dnnl::memory& dst) {
+      Int8Weights w8 = s8_weights(w, split);
+      dnnl::memory src(plain, cpu_engine(), hi ? w8.hi.data() : w8.main.data());
+      reorder_into(src, dst);
+    });
+  };
+  PackedInt8 out;
+  out.main = pack(false);
+  if (split) out.hi = pack(true);
+  return out;
+}
+
+std::string int8_impl_name(const std::string& onednn_impl, bool split) {
+  return split ? onednn_impl + " x2 (no VNNI: split weights)" : onednn_impl;
+}
+
+int32_t zero_point_value(DType dtype, const void* data) {
+  return dtype == DType::u8 ? static_cast<int32_t>(*static_cast<const uint8_t*>(data))
+                            : static_cast<int32_t>(*static_cast<const int8_t*>(data));
+}
+
+void s8_to_u8(const uint8_t* in, uint8_t* out, int64_t count) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < count; ++i) out[i] = in[i] ^ 0x80u;  // two's complement v -> v + 128
+}
+
+bool constant_scale(const ir::Value* v, int64_t alt) {
+  if (!v || !v->is_constant() || v->constant().dtype() != DType::f32) return false;
+  const int64_t k = v->constant().size();
+  return k == 1 || (k == alt && v->constant().rank() == 1);
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,89 @@
+#pragma once
+// What the integer node kinds share (conv_integer.cpp: ConvInteger / QLinearConv,
+// matmul_integer.cpp: MatMulInteger / QLinearMatMul): weights as oneDNN's int8 kernels take
+// them, activation zero points, s8 activations moved to u8, requantization.
+//
+// oneDNN multiplies u8 activations by s8 weights. Weights w with zero point zw (u8 or s8,
+// one per tensor or per output channel) become s8 weights w' plus a per-channel constant c,
+// w - zw = w' + c[channel]:
+//   u8 weights   w' = w - 128,  c = 128 - zw
+//   s8 weights   w' = w,        c = -zw
+// and a product sum over (x - zx)(w - zw) is the one over (x - zx) w' plus c times the sum of
+// (x - zx): the node adds the second term in int32.
+//
+// Without VNNI, oneDNN's int8 kernels multiply with vpmaddubsw, which saturates pairs of
+// products at 16 bits (255 * 128 * 2 > 32767): there w' is split once more, w' = lo + 128 hi,
+// lo in [-64, 63] and hi in {-1, 0, 1}, and two products without saturation (255 * 64 * 2 <
+// 32768) give the exact one.
+#include <kiln/tensor.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <cstdint>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <vector>
+
+#include "ir/graph.hpp"
+
+namespace kiln::cpu {
+
+// oneDNN's int8 kernels on the ISA in use multiply without saturating (VNNI or AMX).
+bool exact_int8_kernels();
+
+struct Int8Weights {
+  std::vector<int8_t> main;  // w', or lo when split
+  std::vector<int8_t> hi;    // empty unless split
+  bool split() const { return !hi.empty(); }
+};
+
+// w' of `w` (u8 or s8, any shape, same element order), split when `split`.
+Int8Weights s8_weights(const Tensor& w, bool split);
+
+// c for `channels` output channels; `zw` (may be null: 0) holds 1 or `channels` values.
+std::vector<int32_t> weight_offsets(const Tensor& w, const Tensor* zw, int64_t channels);
+
+// w' (and, split, hi) packed into the primitive's layout `target` from the plain s8 layout
+// `plain` of `w`, once per compiled model through the weights cache (`variant` names the use,
+// e.g. "convinteger/g2"): the conversion runs only when the cache has no copy yet.
+struct PackedInt8 {
+  dnnl::memory main, hi;  // hi: empty unless split
+};
+PackedInt8 pack_int8_weights(const Tensor& w, bool split, const dnnl::memory::desc& plain,
+                             const dnnl::memory::desc& target, const std::string& variant);
+
+// The implementation name the counters show: oneDNN's, marked when the weights are split.
+std::string int8_impl_name(const std::string& onednn_impl, bool split);
+
+// The value of a one-element u8 / s8 zero point (a plain edge's data).
+int32_t zero_point_value(DType dtype, const void* data);
+
+// s8 activations as u8: v + 128 (the zero point moves with them, so x - zx is unchanged), on
+// the stream's threads.
+void s8_to_u8(const uint8_t* in, uint8_t* out, int64_t count);
+
+// A constant f32 tensor of one value, or of `alt` values in one dim (QLinear* scales).
+bool constant_scale(const ir::Value* v, int64_t alt = 1);
+
+// QLinearConv's requantization, as its reference kernel: round_half_even(acc * mult) (NaN: 0)
+// + zp, saturated to Y.
+template <typename Y>
+Y requantize_conv(int32_t acc, float mult, int64_t zp) {
+  float v = std::nearbyint(static_cast<float>(acc) * mult);
+  if (std::isnan(v)) v = 0.0f;
+  const int64_t q = static_cast<int64_t>(std::clamp(v, -1e9f, 1e9f)) + zp;
+  return static_cast<Y>(std::clamp<int64_t>(q, std::numeric_limits<Y>::min(), std::numeric_limits<Y>::max()));
+}
+
+// QLinearMatMul's, as its reference kernel: round_half_even(acc * mult) + zp in float,
+// saturated to Y (NaN: Y's lowest).
+template <typename Y>
+Y requantize_matmul(int32_t acc, float mult, int64_t zp) {
+  const float v = std::nearbyint(static_cast<float>(acc) * mult) + static_cast<float>(zp);
+  constexpr float lo = std::numeric_limits<Y>::min(), hi = std::numeric_limits<Y>::max();
+  return static_cast<Y>(!(v >= lo) ? lo : v > hi ? hi : v);
+}
+
+}  // namespace kiln::cpu
