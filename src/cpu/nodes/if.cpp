@@ -11,9 +11,11 @@
 #include <cstring>
 
 #include "core/strings.hpp"
+#include "cpu/compile_pipeline.hpp"
 #include "cpu/executor.hpp"
 #include "cpu/nodes/node_factory.hpp"
 #include "ir/op_registry.hpp"
+#include "runtime/reference_executor.hpp"
 
 namespace kiln::cpu {
 
@@ -23,10 +25,16 @@ class IfNode : public Node {
  private:
   struct Branch {
     std::shared_ptr<ir::Graph> graph;   // the branch, its inputs typed as this graph's edges
+    std::shared_ptr<const ir::Graph> original;  // the branch as the model has it
     std::vector<size_t> input_index;    // node input feeding each branch input
     std::unique_ptr<Executor> executor;  // made on the branch's first run
+    // When the typed copy fails its shape inference (specialize_shapes found the branch cannot
+    // take these shapes, or kiln's inference is stricter than the branch's run): the branch
+    // runs as the model has it on the reference kernels, as the If op's own kernel would, and
+    // fails there if it really cannot run.
+    std::unique_ptr<runtime::ReferenceExecutor> reference;
     std::vector<Tensor> last;            // its previous outputs (written over when unshared)
-    std::string error;                   // the branch does not fit this graph's shapes: why
+    std::string why_reference;           // why the fast path could not take it
   };
 
  public:
@@ -53,33 +61,38 @@ class IfNode : public Node {
     first_capture_ = source->num_inputs() - names.size();
     for (int b = 0; b < 2; ++b) {
       const char* attr = b == 0 ? "then_branch" : "else_branch";
-      try {
-        prepare_branch(branches_[b], attr, names);
-      } catch (const Error& e) {  // a branch these shapes do not fit: an error if it is taken
-        branches_[b].error = cat(source->describe(), ": its ", attr, " cannot take these inputs: ", e.what());
-      }
-    }
-    return std::vector<InputLayout>(inputs.size(), InputLayout::plain());
-  }
-
-  void prepare_branch(Branch& br, const char* attr, const std::vector<std::string>& names) {
-    const std::shared_ptr<ir::Graph> body = source->attr_graph(attr)->clone();
-    {
-      for (ir::Value* in : body->inputs()) {
+      Branch& br = branches_[b];
+      br.original = source->attr_graph(attr);
+      for (const ir::Value* in : br.original->inputs()) {  // which node input feeds each
         const auto it = std::find(names.begin(), names.end(), in->name());
         KILN_CHECK(it != names.end(), cat(source->describe(), ": branch input '", in->name(),
                                           "' is not a value of the enclosing graph"));
         const size_t k = first_capture_ + static_cast<size_t>(it - names.begin());
         KILN_CHECK(k < inputs.size() && inputs[k], cat(source->describe(), ": no value for branch input '", in->name(), "'"));
-        in->type = {inputs[k]->dtype, ir::PartialShape(inputs[k]->shape)};
         br.input_index.push_back(k);
       }
-      ir::infer_shapes(*body);
-      KILN_CHECK(body->outputs().size() == outputs.size(),
-                 cat(source->describe(), ": a branch makes ", body->outputs().size(), " outputs, the node has ",
-                     outputs.size()));
-      br.graph = body;
+      KILN_CHECK(br.original->outputs().size() == outputs.size(),
+                 cat(source->describe(), ": its ", attr, " makes ", br.original->outputs().size(),
+                     " outputs, the node has ", outputs.size()));
+      try {
+        br.graph = typed_copy(*br.original, br.input_index);
+      } catch (const Error& e) {
+        br.why_reference = cat("its ", attr, " did not take these input shapes: ", e.what());
+      }
     }
+    return std::vector<InputLayout>(inputs.size(), InputLayout::plain());
+  }
+
+  // The branch with its inputs typed as this graph's edges, shapes inferred (throws when they
+  // do not fit).
+  std::shared_ptr<ir::Graph> typed_copy(const ir::Graph& original, const std::vector<size_t>& input_index) const {
+    const std::shared_ptr<ir::Graph> body = original.clone();
+    for (size_t i = 0; i < body->inputs().size(); ++i) {
+      const Edge& e = *inputs[input_index[i]];
+      body->inputs()[i]->type = {e.dtype, ir::PartialShape(e.shape)};
+    }
+    ir::infer_shapes(*body);
+    return body;
   }
 
   void execute(dnnl::stream& stream) override {
@@ -88,18 +101,29 @@ class IfNode : public Node {
     KILN_CHECK(cond.size() == 1, cat(source->describe(), ": the condition must hold one value, got shape ",
                                      shape_to_string(cond.shape())));
     Branch& br = branches_[cond.to_f64()[0] != 0.0 ? 0 : 1];
-    if (!br.error.empty()) throw Error(br.error);
-    if (!br.executor) br.executor = std::make_unique<Executor>(br.graph, options_);
     std::vector<Tensor> in;
     in.reserve(br.input_index.size());
     for (size_t k : br.input_index) in.push_back(inputs[k]->tensor());
-    br.last = br.executor->run(in, profiling ? &nested_profile : nullptr, &br.last);
+    if (br.graph) {
+      if (!br.executor) br.executor = std::make_unique<Executor>(br.graph, options_);
+      br.last = br.executor->run(in, profiling ? &nested_profile : nullptr, &br.last);
+    } else {
+      if (!br.reference) {
+        br.reference = std::make_unique<runtime::ReferenceExecutor>(br.original);
+        br.reference->set_max_tensor_bytes(max_tensor_bytes(options_));
+      }
+      try {
+        br.last = br.reference->run(in, nullptr, profiling ? &nested_profile : nullptr);
+      } catch (const Error& e) {
+        throw Error(cat(source->describe(), ": ", br.why_reference, "; running it as given: ", e.what()));
+      }
+    }
     for (size_t i = 0; i < outputs.size(); ++i) {
       const Tensor& t = br.last[i];
       KILN_CHECK(t.dtype() == outputs[i]->dtype && t.shape() == outputs[i]->shape,
                  cat(source->describe(), ": the branch gave output ", i, " as ", dtype_name(t.dtype()), " ",
                      shape_to_string(t.shape()), ", the graph planned ", dtype_name(outputs[i]->dtype), " ",
-                     shape_to_string(outputs[i]->shape)));
+                     shape_to_string(outputs[i]->shape), br.why_reference.empty() ? "" : "; " + br.why_reference));
       if (t.byte_size()) std::memcpy(outputs[i]->data, t.raw(), t.byte_size());
     }
   }
