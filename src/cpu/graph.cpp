@@ -153,7 +153,11 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs, std::vector<Pr
     // between one node's timer and the next only the timers run (their CPU clock reads)
     for (size_t i = 0; i < nodes_.size(); ++i) {
       NodeTimer timer;
-      nodes_[i]->profiling = true;
+      struct Profiled {  // the flag holds for this node's step only, also when it throws
+        Node& n;
+        explicit Profiled(Node& node) : n(node) { n.profiling = true; }
+        ~Profiled() { n.profiling = false; }
+      } profiled(*nodes_[i]);
       timer.start();
       nodes_[i]->execute(stream);
       stream.wait();
@@ -176,10 +180,7 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs, std::vector<Pr
       n.nested_profile.clear();
     }
   } else {
-    for (auto& n : nodes_) {
-      n->profiling = false;
-      n->execute(stream);
-    }
+    for (auto& n : nodes_) n->execute(stream);
   }
   stream.wait();
   for (size_t i = 0; i < output_edges_.size(); ++i) {

@@ -278,6 +278,17 @@ void Graph::remove_dead() {
 
 namespace kiln::ir {
 
+std::vector<std::string> capture_names(const Node& n) {
+  return n.has_attr("kiln_captures") ? n.attr_strings("kiln_captures") : std::vector<std::string>{};
+}
+
+size_t capture_input(const Node& n, const std::string& name) {
+  const std::vector<std::string> names = capture_names(n);
+  const auto it = std::find(names.begin(), names.end(), name);
+  if (it == names.end() || names.size() > n.num_inputs()) return std::string::npos;
+  return n.num_inputs() - names.size() + static_cast<size_t>(it - names.begin());
+}
+
 std::shared_ptr<Graph> Graph::clone() const {
   auto g = std::make_shared<Graph>();
   g->name = name;

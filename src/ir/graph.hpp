@@ -169,4 +169,13 @@ class Graph {
   size_t name_counter_ = 0;
 };
 
+// Captures: the body of a control-flow node (If, Loop, Scan, SequenceMap) reads values of the
+// enclosing graph by name. The frontend appends those values to the node's inputs and lists
+// their names in its `kiln_captures` attribute; the body has an input of each name after its
+// declared ones.
+std::vector<std::string> capture_names(const Node& n);
+// The index of the node input that feeds the body input named `name`, or npos when that is
+// not a capture.
+size_t capture_input(const Node& n, const std::string& name);
+
 }  // namespace kiln::ir

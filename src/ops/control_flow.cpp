@@ -17,18 +17,15 @@ namespace {
 
 constexpr size_t kMany = std::numeric_limits<int32_t>::max();
 
-std::vector<std::string> capture_names(const ir::Node& n) {
-  return n.has_attr("kiln_captures") ? n.attr_strings("kiln_captures") : std::vector<std::string>{};
-}
+using ir::capture_names;
 
 size_t first_capture(const ir::Node& n) { return n.num_inputs() - capture_names(n).size(); }
 
 size_t capture_index(const ir::Node& n, const std::string& name) {
-  auto names = capture_names(n);
-  auto it = std::find(names.begin(), names.end(), name);
-  if (it == names.end())
+  const size_t k = ir::capture_input(n, name);
+  if (k == std::string::npos)
     throw Error(cat(n.describe(), ": subgraph input '", name, "' is neither declared nor a captured outer value"));
-  return first_capture(n) + static_cast<size_t>(it - names.begin());
+  return k;
 }
 
 // Checks the body's declared input count, then types its capture inputs from the

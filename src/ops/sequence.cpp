@@ -299,16 +299,15 @@ void register_sequence_map(ir::OpRegistry& r) {
   s.infer = [](ir::InferContext& ctx) {
     const ir::Node& n = ctx.node();
     auto body = n.attr_graph("body");
-    const size_t declared = n.num_inputs() - (n.has_attr("kiln_captures") ? n.attr_strings("kiln_captures").size() : 0);
+    const size_t declared = n.num_inputs() - ir::capture_names(n).size();
     for (size_t i = 0; i < body->inputs().size() && i < declared; ++i) {
       ir::Value* in = body->inputs()[i];
       if (in->type.dtype == DType::undefined) in->type.dtype = ctx.input_dtype(i);
       if (ctx.input_type(i).kind == ValueKind::tensor && !in->type.shape.rank_known) in->type.shape = ctx.input_shape(i);
     }
     for (size_t i = declared; i < body->inputs().size(); ++i) {  // captures: by name
-      const auto names = n.attr_strings("kiln_captures");
-      auto it = std::find(names.begin(), names.end(), body->inputs()[i]->name());
-      if (it != names.end()) body->inputs()[i]->type = ctx.input_type(declared + static_cast<size_t>(it - names.begin()));
+      const size_t k = ir::capture_input(n, body->inputs()[i]->name());
+      if (k != std::string::npos) body->inputs()[i]->type = ctx.input_type(k);
     }
     ir::infer_shapes(*body);
     for (size_t k = 0; k < n.num_outputs(); ++k)
@@ -317,7 +316,7 @@ void register_sequence_map(ir::OpRegistry& r) {
   s.run = [](RunContext& ctx) {
     const ir::Node& n = ctx.node();
     auto body = n.attr_graph("body");
-    const std::vector<std::string> caps = n.has_attr("kiln_captures") ? n.attr_strings("kiln_captures") : std::vector<std::string>{};
+    const std::vector<std::string> caps = ir::capture_names(n);
     const size_t declared = n.num_inputs() - caps.size();
     const size_t len = sequence_input(ctx, 0).items().size();
     for (size_t i = 1; i < declared; ++i)

@@ -110,11 +110,9 @@ size_t compute_fp16_in_f32(ir::Graph& g, PassLog* log) {
     if (op == "Cast" && n->attr_i("to", 0) == kOnnxFloat16) n->attrs["to"] = ir::Attribute(int64_t{kOnnxFloat});
     if (has_dtype_attr(op) && n->attr_i("dtype", 0) == kOnnxFloat16)
       n->attrs["dtype"] = ir::Attribute(int64_t{kOnnxFloat});
-    for (const char* a : {"value"}) {  // Constant, ConstantOfShape
-      if ((op == "Constant" || op == "ConstantOfShape") && n->has_attr(a) &&
-          std::holds_alternative<Tensor>(n->attrs[a].value) && n->attr_tensor(a).dtype() == DType::f16)
-        n->attrs[a] = ir::Attribute(to_f32(n->attr_tensor(a)));
-    }
+    if ((op == "Constant" || op == "ConstantOfShape") && n->has_attr("value") &&
+        std::holds_alternative<Tensor>(n->attrs["value"].value) && n->attr_tensor("value").dtype() == DType::f16)
+      n->attrs["value"] = ir::Attribute(to_f32(n->attr_tensor("value")));
   }
   ir::infer_shapes(g);  // checks every node takes its new types
   if (log)

@@ -39,17 +39,10 @@ int64_t shape_size_capped(const Shape& s) {
   return n;
 }
 
-std::vector<std::string> capture_names(const ir::Node& n) {
-  return n.has_attr("kiln_captures") ? n.attr_strings("kiln_captures") : std::vector<std::string>{};
-}
-
-// The node input that feeds the branch input `v` of an If (captures are matched by name, as the
-// frontend lists them), or null.
+// The node input that feeds the branch input `v` of an If (ir::capture_input), or null.
 ir::Value* capture_of(const ir::Node& n, const ir::Value& v) {
-  const std::vector<std::string> names = capture_names(n);
-  const auto it = std::find(names.begin(), names.end(), v.name());
-  if (it == names.end()) return nullptr;
-  return n.input(n.num_inputs() - names.size() + static_cast<size_t>(it - names.begin()));
+  const size_t k = ir::capture_input(n, v.name());
+  return k == std::string::npos ? nullptr : n.input(k);
 }
 
 // An If whose condition folded to a constant: the chosen branch's nodes take its place (its
@@ -95,26 +88,28 @@ bool inline_constant_if(ir::Graph& g, ir::Node* n) {
 // only; bodies are shared between clones) by a copy specialised to those shapes, so the If's
 // outputs get static shapes where both branches agree. A branch that cannot take these shapes
 // (its shape inference fails: a model built for another input length in that branch) keeps its
-// body and would fail if taken; the If's outputs then follow the other branch. Returns that
-// other branch (marked kiln_fitting_branch, see the If schema) when exactly one failed.
+// body and would fail if taken; the If's outputs then follow the other branch, which is marked
+// kiln_fitting_branch (see the If schema).
 void specialize_branches(ir::Node* n) {
   const char* attrs[2] = {"then_branch", "else_branch"};
   std::shared_ptr<ir::Graph> done[2];
   for (int b = 0; b < 2; ++b) {
     std::shared_ptr<ir::Graph> body = n->attr_graph(attrs[b])->clone();
     std::vector<Shape> shapes;
+    std::vector<const ir::Value*> outer;  // the value feeding each branch input
     for (ir::Value* in : body->inputs()) {
-      const ir::Value* outer = capture_of(*n, *in);
-      if (!outer || !outer->type.shape.is_static() || outer->type.kind != ValueKind::tensor) return;
-      in->type = outer->type;
-      shapes.push_back(outer->type.shape.to_shape());
+      const ir::Value* v = capture_of(*n, *in);
+      if (!v || !v->type.shape.is_static() || v->type.kind != ValueKind::tensor) return;
+      in->type = v->type;
+      shapes.push_back(v->type.shape.to_shape());
+      outer.push_back(v);
     }
     // outer constants (weights the branch reads by name) become the branch's own, so its
     // Convolutions and MatMuls see constant weights; the input stays, unread
-    for (ir::Value* in : body->inputs()) {
-      const ir::Value* outer = capture_of(*n, *in);
-      if (!outer->is_constant()) continue;
-      body->replace_all_uses(in, body->add_constant(body->unique_name(in->name() + "_outer"), outer->constant()));
+    const std::vector<ir::Value*> ins = body->inputs();
+    for (size_t i = 0; i < ins.size(); ++i) {
+      if (!outer[i]->is_constant()) continue;
+      body->replace_all_uses(ins[i], body->add_constant(body->unique_name(ins[i]->name() + "_outer"), outer[i]->constant()));
     }
     try {
       specialize_shapes(*body, shapes);

@@ -63,8 +63,8 @@ class ConvIntegerNode : public Node {
     sp_ = x.size() - 2;
     group_ = source->attr_i("group", 1);
     M_ = w[0];
-    const ConvGeometry geo = conv_geometry(*source, x, w, y);
-    geo_ = geo;
+    geo_ = conv_geometry(*source, x, w, y);
+    const ConvGeometry& geo = geo_;
 
     // s8 activations run as u8 (x + 128, zero point + 128: x - zx unchanged): oneDNN 2.6's s8
     // activation kernels without VNNI scale the weights by 1/2 and lost the result here
@@ -151,16 +151,10 @@ class ConvIntegerNode : public Node {
   }
 
  private:
-  // QLinearConv: y = saturate(round_half_even(float(acc + B) * mult[m]) + y_zp), mult[m] =
-  // x_scale * w_scale[m] / y_scale in float, as the reference kernel computes it.
+  // QLinearConv: y = saturate(round_half_even(float(acc + B) * mult[m]) + y_zp), as the
+  // reference kernel computes it.
   void prepare_requantization() {
-    const float xs = inputs[1]->constant.data<float>()[0], ys = inputs[6]->constant.data<float>()[0];
-    const Tensor& ws = inputs[4]->constant;
-    mult_.resize(static_cast<size_t>(M_));
-    for (int64_t m = 0; m < M_; ++m) mult_[static_cast<size_t>(m)] = xs * ws.data<float>()[ws.size() == 1 ? 0 : m] / ys;
-    const Tensor& yz = inputs[7]->constant;
-    y_signed_ = yz.dtype() == DType::i8;
-    y_zp_ = y_signed_ ? yz.data<int8_t>()[0] : yz.data<uint8_t>()[0];
+    requant_ = requantization(inputs[1]->constant, inputs[4]->constant, inputs[6]->constant, inputs[7]->constant, M_);
     bias_.assign(static_cast<size_t>(M_), 0);
     if (inputs.size() > 8 && inputs[8])
       for (int64_t m = 0; m < M_; ++m) bias_[static_cast<size_t>(m)] = inputs[8]->constant.data<int32_t>()[m];
@@ -230,7 +224,7 @@ class ConvIntegerNode : public Node {
   // the channels-last reads in cache.
   void write_output(const int32_t* acc, const int32_t* acc_hi, const int32_t* s) const {
     if (!op_.qlinear) return write_output_as(static_cast<int32_t*>(outputs[0]->data), acc, acc_hi, s);
-    if (y_signed_) return write_output_as(static_cast<int8_t*>(outputs[0]->data), acc, acc_hi, s);
+    if (requant_.signed_out) return write_output_as(static_cast<int8_t*>(outputs[0]->data), acc, acc_hi, s);
     write_output_as(static_cast<uint8_t*>(outputs[0]->data), acc, acc_hi, s);
   }
 
@@ -255,7 +249,7 @@ class ConvIntegerNode : public Node {
             out[p] = static_cast<int32_t>(v);
           } else {
             out[p] = requantize_conv<Y>(static_cast<int32_t>(v + static_cast<uint32_t>(bias_[static_cast<size_t>(m)])),
-                                        mult_[static_cast<size_t>(m)], y_zp_);
+                                        requant_.mult[static_cast<size_t>(m)], requant_.zp);
           }
         }
       }
@@ -263,10 +257,8 @@ class ConvIntegerNode : public Node {
   }
 
   Operands op_;
-  std::vector<float> mult_;     // QLinearConv: x_scale * w_scale[m] / y_scale
+  Requantization requant_;      // QLinearConv
   std::vector<int32_t> bias_;   // QLinearConv: B
-  int64_t y_zp_ = 0;
-  bool y_signed_ = false;
   size_t sp_ = 0;
   int64_t group_ = 1, M_ = 0, in_positions_ = 1, out_positions_ = 1;
   ConvGeometry geo_;
@@ -280,50 +272,38 @@ class ConvIntegerNode : public Node {
   size_t hi_offset_ = 0, sums_offset_ = 0, window_offset_ = 0, x_offset_ = 0, scratch_bytes_ = 0;
 };
 
-bool is_int8(DType t) { return t == DType::u8 || t == DType::i8; }
-
 }  // namespace
 
-bool conv_integer_supports(const ir::Node& n) {
-  if (n.op_type() != "ConvInteger" || !n.is_onnx_domain() || n.num_inputs() < 2) return false;
-  const ir::Value *x = n.input(0), *w = n.input(1), *zx = n.input(2), *zw = n.input(3);
+namespace {
+
+// The operands ConvInteger and QLinearConv share: x (static, 1-3 spatial dims), constant
+// weights of x's rank whose channels divide into the groups, and the two zero points.
+bool conv_operands_ok(const ir::Node& n, const ir::Value* x, const ir::Value* w, const ir::Value* zx,
+                      const ir::Value* zw) {
   if (!x || !w || !w->is_constant() || !x->type.shape.is_static()) return false;
   if (!is_int8(x->type.dtype) || !is_int8(w->constant().dtype())) return false;
   const size_t rank = x->type.shape.rank();
   if (rank < 3 || rank > 5 || w->constant().rank() != rank) return false;
   const int64_t group = n.attr_i("group", 1), M = w->constant().shape()[0];
   if (group < 1 || M % group != 0 || x->type.shape.dims[1].value != w->constant().shape()[1] * group) return false;
-  if (zx) {
-    if (zx->type.dtype != x->type.dtype || !zx->type.shape.is_static()) return false;
-    if (shape_size(zx->type.shape.to_shape()) != 1) return false;
-  }
-  if (zw) {
-    if (!zw->is_constant() || zw->constant().dtype() != w->constant().dtype()) return false;
-    const int64_t k = zw->constant().size();
-    if (k != 1 && !(k == M && zw->constant().rank() == 1)) return false;
-  }
-  return true;
+  return activation_zero_point_ok(zx, x->type.dtype) && weight_zero_point_ok(zw, w->constant().dtype(), M);
 }
 
-// A constant f32 tensor of 1 (or `alt`) values.
+}  // namespace
+
+bool conv_integer_supports(const ir::Node& n) {
+  if (n.op_type() != "ConvInteger" || !n.is_onnx_domain() || n.num_inputs() < 2) return false;
+  return conv_operands_ok(n, n.input(0), n.input(1), n.input(2), n.input(3));
+}
+
 bool qlinear_conv_supports(const ir::Node& n) {
   if (n.op_type() != "QLinearConv" || !n.is_onnx_domain() || n.num_inputs() < 8) return false;
-  const ir::Value *x = n.input(0), *zx = n.input(2), *w = n.input(3), *zw = n.input(5), *zy = n.input(7),
-                  *b = n.input(8);
-  if (!x || !w || !zx || !zw || !zy || !w->is_constant() || !x->type.shape.is_static()) return false;
-  if (!is_int8(x->type.dtype) || !is_int8(w->constant().dtype())) return false;
-  const size_t rank = x->type.shape.rank();
-  if (rank < 3 || rank > 5 || w->constant().rank() != rank) return false;
-  const int64_t group = n.attr_i("group", 1), M = w->constant().shape()[0];
-  if (group < 1 || M % group != 0 || x->type.shape.dims[1].value != w->constant().shape()[1] * group) return false;
+  const ir::Value *w = n.input(3), *zy = n.input(7), *b = n.input(8);
+  if (!n.input(2) || !n.input(5) || !zy || !conv_operands_ok(n, n.input(0), w, n.input(2), n.input(5))) return false;
+  const int64_t M = w->constant().shape()[0];
   if (!constant_scale(n.input(1)) || !constant_scale(n.input(4), M) || !constant_scale(n.input(6))) return false;
-  if (zx->type.dtype != x->type.dtype || !zx->type.shape.is_static() || shape_size(zx->type.shape.to_shape()) != 1)
-    return false;
-  if (!zw->is_constant() || zw->constant().dtype() != w->constant().dtype()) return false;
-  if (zw->constant().size() != 1 && !(zw->constant().size() == M && zw->constant().rank() == 1)) return false;
   if (!zy->is_constant() || !is_int8(zy->constant().dtype()) || zy->constant().size() != 1) return false;
-  if (b && (!b->is_constant() || b->constant().dtype() != DType::i32 || b->constant().size() != M)) return false;
-  return true;
+  return !b || (b->is_constant() && b->constant().dtype() == DType::i32 && b->constant().size() == M);
 }
 
 std::unique_ptr<Node> make_conv_integer_node(const ir::Node& n) { return std::make_unique<ConvIntegerNode>(n); }

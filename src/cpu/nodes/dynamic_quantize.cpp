@@ -28,6 +28,20 @@ namespace {
 // in use (cpu/isa.hpp, so KILN_MAX_CPU_ISA caps it). min / max take the running value as the
 // second operand, which x86 returns when x is NaN: NaN is skipped as in the reference.
 
+void range_plain(const float* x, int64_t n, float& lo, float& hi) {
+  for (int64_t i = 0; i < n; ++i) lo = x[i] < lo ? x[i] : lo, hi = x[i] > hi ? x[i] : hi;
+}
+
+uint8_t quantize_one(float x, float scale, float zp) {
+  float r = std::nearbyint(x / scale) + zp;
+  r = r >= 0.0f ? r : 0.0f;  // NaN -> 0
+  return static_cast<uint8_t>(r > 255.0f ? 255.0f : r);
+}
+
+void quantize_plain(const float* x, int64_t n, float scale, float zp, uint8_t* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = quantize_one(x[i], scale, zp);
+}
+
 __attribute__((target("avx512f,avx512bw"))) void range_avx512(const float* x, int64_t n, float& lo, float& hi) {
   __m512 vlo = _mm512_setzero_ps(), vhi = _mm512_setzero_ps();
   int64_t i = 0;
@@ -77,13 +91,7 @@ __attribute__((target("avx2"))) void range_avx2(const float* x, int64_t n, float
   _mm256_store_ps(l, vlo);
   _mm256_store_ps(h, vhi);
   for (int k = 0; k < 8; ++k) lo = std::min(lo, l[k]), hi = std::max(hi, h[k]);
-  for (; i < n; ++i) lo = x[i] < lo ? x[i] : lo, hi = x[i] > hi ? x[i] : hi;
-}
-
-uint8_t quantize_one(float x, float scale, float zp) {
-  float r = std::nearbyint(x / scale) + zp;
-  r = r >= 0.0f ? r : 0.0f;  // NaN -> 0
-  return static_cast<uint8_t>(r > 255.0f ? 255.0f : r);
+  range_plain(x + i, n - i, lo, hi);
 }
 
 __attribute__((target("avx2"))) void quantize_avx2(const float* x, int64_t n, float scale, float zp, uint8_t* y) {
@@ -97,15 +105,7 @@ __attribute__((target("avx2"))) void quantize_avx2(const float* x, int64_t n, fl
     const __m128i p16 = _mm_packus_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
     _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i), _mm_packus_epi16(p16, p16));
   }
-  for (; i < n; ++i) y[i] = quantize_one(x[i], scale, zp);
-}
-
-void range_plain(const float* x, int64_t n, float& lo, float& hi) {
-  for (int64_t i = 0; i < n; ++i) lo = x[i] < lo ? x[i] : lo, hi = x[i] > hi ? x[i] : hi;
-}
-
-void quantize_plain(const float* x, int64_t n, float scale, float zp, uint8_t* y) {
-  for (int64_t i = 0; i < n; ++i) y[i] = quantize_one(x[i], scale, zp);
+  quantize_plain(x + i, n - i, scale, zp, y + i);
 }
 
 // Chunks of this many elements per OpenMP task (whole cache lines, enough work per thread).
@@ -121,7 +121,8 @@ class DynamicQuantizeNode : public Node {
   NodeKind kind() const override { return NodeKind::DynamicQuantize; }
 
   std::vector<InputLayout> prepare() override {
-    impl = isa_at_least(Isa::avx512_core) ? "avx512_u8" : isa_at_least(Isa::avx2) ? "avx2_u8" : "c++_u8";
+    kernels_ = isa_at_least(Isa::avx512_core) ? Kernels::avx512 : isa_at_least(Isa::avx2) ? Kernels::avx2 : Kernels::plain;
+    impl = kernels_ == Kernels::avx512 ? "avx512_u8" : kernels_ == Kernels::avx2 ? "avx2_u8" : "c++_u8";
     std::vector<InputLayout> req(inputs.size(), InputLayout::plain());
     const Edge& x = *inputs[0];
     if (!x.is_plain() && !has_padding(*x.blocked)) {
@@ -139,7 +140,7 @@ class DynamicQuantizeNode : public Node {
     auto* y = static_cast<uint8_t*>(outputs[0]->data);
     const int64_t count = static_cast<int64_t>(inputs[0]->bytes() / sizeof(float));
     const int64_t chunks = (count + kChunk - 1) / kChunk;
-    const bool avx512 = isa_at_least(Isa::avx512_core), avx2 = isa_at_least(Isa::avx2);
+    const bool avx512 = kernels_ == Kernels::avx512, avx2 = kernels_ == Kernels::avx2;
     float lo = 0.0f, hi = 0.0f;  // the range includes 0
 #pragma omp parallel for reduction(min : lo) reduction(max : hi) schedule(static)
     for (int64_t c = 0; c < chunks; ++c) {
@@ -168,6 +169,10 @@ class DynamicQuantizeNode : public Node {
       else quantize_plain(x + b, n, scale, zp, y + b);
     }
   }
+
+ private:
+  enum class Kernels { avx512, avx2, plain };
+  Kernels kernels_ = Kernels::plain;  // by the ISA in use, chosen in prepare()
 };
 
 }  // namespace

@@ -7,7 +7,6 @@
 // frontend's captures, listed in the node's kiln_captures attribute and appended to its
 // inputs). The node copies the branch with those inputs typed as this graph's edges (static
 // shapes), runs it on the edges' tensors and copies its outputs into the node's outputs.
-#include <algorithm>
 #include <cstring>
 
 #include "core/strings.hpp"
@@ -56,18 +55,14 @@ class IfNode : public Node {
 
   std::vector<InputLayout> prepare() override {
     impl = "branches:fast";
-    const std::vector<std::string> names =
-        source->has_attr("kiln_captures") ? source->attr_strings("kiln_captures") : std::vector<std::string>{};
-    first_capture_ = source->num_inputs() - names.size();
     for (int b = 0; b < 2; ++b) {
       const char* attr = b == 0 ? "then_branch" : "else_branch";
       Branch& br = branches_[b];
       br.original = source->attr_graph(attr);
       for (const ir::Value* in : br.original->inputs()) {  // which node input feeds each
-        const auto it = std::find(names.begin(), names.end(), in->name());
-        KILN_CHECK(it != names.end(), cat(source->describe(), ": branch input '", in->name(),
-                                          "' is not a value of the enclosing graph"));
-        const size_t k = first_capture_ + static_cast<size_t>(it - names.begin());
+        const size_t k = ir::capture_input(*source, in->name());
+        KILN_CHECK(k != std::string::npos, cat(source->describe(), ": branch input '", in->name(),
+                                               "' is not a value of the enclosing graph"));
         KILN_CHECK(k < inputs.size() && inputs[k], cat(source->describe(), ": no value for branch input '", in->name(), "'"));
         br.input_index.push_back(k);
       }
@@ -130,7 +125,6 @@ class IfNode : public Node {
 
  private:
   GraphOptions options_;
-  size_t first_capture_ = 0;
   Branch branches_[2];
 };
 

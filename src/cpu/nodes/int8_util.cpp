@@ -68,6 +68,30 @@ void s8_to_u8(const uint8_t* in, uint8_t* out, int64_t count) {
   for (int64_t i = 0; i < count; ++i) out[i] = in[i] ^ 0x80u;  // two's complement v -> v + 128
 }
 
+bool is_int8(DType t) { return t == DType::u8 || t == DType::i8; }
+
+bool activation_zero_point_ok(const ir::Value* zp, DType x) {
+  return !zp || (zp->type.dtype == x && zp->type.shape.is_static() && shape_size(zp->type.shape.to_shape()) == 1);
+}
+
+bool weight_zero_point_ok(const ir::Value* zw, DType w, int64_t channels) {
+  if (!zw) return true;
+  if (!zw->is_constant() || zw->constant().dtype() != w) return false;
+  return zw->constant().size() == 1 || (zw->constant().size() == channels && zw->constant().rank() == 1);
+}
+
+Requantization requantization(const Tensor& x_scale, const Tensor& w_scale, const Tensor& y_scale,
+                              const Tensor& y_zero_point, int64_t channels) {
+  Requantization r;
+  const float xs = x_scale.data<float>()[0], ys = y_scale.data<float>()[0];
+  r.mult.resize(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c)
+    r.mult[static_cast<size_t>(c)] = xs * w_scale.data<float>()[w_scale.size() == 1 ? 0 : c] / ys;
+  r.signed_out = y_zero_point.dtype() == DType::i8;
+  r.zp = r.signed_out ? y_zero_point.data<int8_t>()[0] : y_zero_point.data<uint8_t>()[0];
+  return r;
+}
+
 bool constant_scale(const ir::Value* v, int64_t alt) {
   if (!v || !v->is_constant() || v->constant().dtype() != DType::f32) return false;
   const int64_t k = v->constant().size();

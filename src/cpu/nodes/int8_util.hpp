@@ -67,6 +67,26 @@ void s8_to_u8(const uint8_t* in, uint8_t* out, int64_t count);
 // A constant f32 tensor of one value, or of `alt` values in one dim (QLinear* scales).
 bool constant_scale(const ir::Value* v, int64_t alt = 1);
 
+bool is_int8(DType t);  // u8 or s8
+
+// What the integer nodes take of their operands (the `supports` checks): an activation zero
+// point `zp` (null: none) of one value of the activation's type `x`, static; a weight zero
+// point `zw` (null: none), constant, of the weights' type `w`: one value, or `channels` in one
+// dim.
+bool activation_zero_point_ok(const ir::Value* zp, DType x);
+bool weight_zero_point_ok(const ir::Value* zw, DType w, int64_t channels);
+
+// QLinearConv / QLinearMatMul: the per-channel multiplier x_scale * w_scale[c] / y_scale in
+// float, as the reference kernels compute it, and the output's zero point and type (from the
+// constant scales and y_zero_point the `supports` checks asked for).
+struct Requantization {
+  std::vector<float> mult;
+  int64_t zp = 0;
+  bool signed_out = false;  // s8 output, else u8
+};
+Requantization requantization(const Tensor& x_scale, const Tensor& w_scale, const Tensor& y_scale,
+                              const Tensor& y_zero_point, int64_t channels);
+
 // QLinearConv's requantization, as its reference kernel: round_half_even(acc * mult) (NaN: 0)
 // + zp, saturated to Y.
 template <typename Y>

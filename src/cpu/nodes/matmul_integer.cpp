@@ -68,21 +68,15 @@ class MatMulIntegerNode : public Node {
     weights_hi_ = packed.hi;
     c_ = weight_offsets(b, inputs.size() > op_.zb && inputs[op_.zb] ? &inputs[op_.zb]->constant : nullptr, N_);
     correct_ = std::any_of(c_.begin(), c_.end(), [](int32_t c) { return c != 0; });
-    if (op_.qlinear) {  // y = saturate(round_half_even(float(acc) * mult[n]) + y_zp), as the reference
-      const float as = inputs[1]->constant.data<float>()[0], ys = inputs[6]->constant.data<float>()[0];
-      const Tensor& bs = inputs[4]->constant;
-      mult_.resize(static_cast<size_t>(N_));
-      for (int64_t n = 0; n < N_; ++n) mult_[static_cast<size_t>(n)] = as * bs.data<float>()[bs.size() == 1 ? 0 : n] / ys;
-      const Tensor& yz = inputs[7]->constant;
-      y_signed_ = yz.dtype() == DType::i8;
-      y_zp_ = y_signed_ ? yz.data<int8_t>()[0] : yz.data<uint8_t>()[0];
-    }
+    if (op_.qlinear)  // y = saturate(round_half_even(float(acc) * mult[n]) + y_zp), as the reference
+      requant_ = requantization(inputs[1]->constant, inputs[4]->constant, inputs[6]->constant, inputs[7]->constant, N_);
 
-    // working memory: A moved to u8, the second product, the row sums
+    // working memory: A moved to u8, the int32 product (QLinearMatMul; else the output holds it),
+    // the second product (split weights)
     a_bytes_ = signed_a_ ? Arena::aligned(static_cast<size_t>(R_ * K_)) : 0;
     acc_bytes_ = op_.qlinear ? Arena::aligned(dst_md_.get_size()) : 0;  // else the output holds it
     hi_bytes_ = split_ ? Arena::aligned(dst_md_.get_size()) : 0;
-    scratch_bytes_ = a_bytes_ + acc_bytes_ + hi_bytes_ + (correct_ ? Arena::aligned(static_cast<size_t>(R_) * 4) : 0);
+    scratch_bytes_ = a_bytes_ + acc_bytes_ + hi_bytes_;
 
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
     req[0] = InputLayout::plain();
@@ -117,7 +111,6 @@ class MatMulIntegerNode : public Node {
     }
     stream.wait();
     if (!split_ && !correct_ && !op_.qlinear) return;
-    auto* rows = reinterpret_cast<int32_t*>(base + a_bytes_ + acc_bytes_ + hi_bytes_);
     void* out = outputs[0]->data;
     const int64_t K = K_, N = N_;
     const bool sgn = signed_a_;
@@ -132,7 +125,6 @@ class MatMulIntegerNode : public Node {
           for (int64_t k = 0; k < K; ++k) sum += ar[k];
         }
         sum -= static_cast<uint32_t>(K) * static_cast<uint32_t>(za);
-        rows[r] = static_cast<int32_t>(sum);
       }
       int32_t* yr = y + r * N;
       for (int64_t n = 0; n < N; ++n) {
@@ -141,21 +133,20 @@ class MatMulIntegerNode : public Node {
         if (correct_) v += static_cast<uint32_t>(c_[static_cast<size_t>(n)]) * sum;
         if (!op_.qlinear) {
           yr[n] = static_cast<int32_t>(v);
-        } else if (y_signed_) {
-          static_cast<int8_t*>(out)[r * N + n] = requantize_matmul<int8_t>(static_cast<int32_t>(v), mult_[static_cast<size_t>(n)], y_zp_);
+        } else if (requant_.signed_out) {
+          static_cast<int8_t*>(out)[r * N + n] =
+              requantize_matmul<int8_t>(static_cast<int32_t>(v), requant_.mult[static_cast<size_t>(n)], requant_.zp);
         } else {
-          static_cast<uint8_t*>(out)[r * N + n] = requantize_matmul<uint8_t>(static_cast<int32_t>(v), mult_[static_cast<size_t>(n)], y_zp_);
+          static_cast<uint8_t*>(out)[r * N + n] =
+              requantize_matmul<uint8_t>(static_cast<int32_t>(v), requant_.mult[static_cast<size_t>(n)], requant_.zp);
         }
       }
     }
   }
 
  private:
-
   Operands op_;
-  std::vector<float> mult_;  // QLinearMatMul: a_scale * b_scale[n] / y_scale
-  int64_t y_zp_ = 0;
-  bool y_signed_ = false;
+  Requantization requant_;  // QLinearMatMul
   size_t acc_bytes_ = 0;
   int64_t R_ = 0, K_ = 0, N_ = 0;
   memory::desc src_md_, dst_md_;
@@ -168,41 +159,33 @@ class MatMulIntegerNode : public Node {
   size_t a_bytes_ = 0, hi_bytes_ = 0, scratch_bytes_ = 0;
 };
 
-bool is_int8(DType t) { return t == DType::u8 || t == DType::i8; }
+}  // namespace
+
+namespace {
+
+// The operands MatMulInteger and QLinearMatMul share: A (static, rank >= 2), a constant 2-D B
+// whose rows match A's last dim, and the two zero points.
+bool matmul_operands_ok(const ir::Value* a, const ir::Value* b, const ir::Value* za, const ir::Value* zb) {
+  if (!a || !b || !b->is_constant() || !a->type.shape.is_static() || a->type.shape.rank() < 2) return false;
+  const Tensor& bt = b->constant();
+  if (!is_int8(a->type.dtype) || !is_int8(bt.dtype()) || bt.rank() != 2) return false;
+  if (a->type.shape.dims.back().value != bt.shape()[0]) return false;
+  return activation_zero_point_ok(za, a->type.dtype) && weight_zero_point_ok(zb, bt.dtype(), bt.shape()[1]);
+}
 
 }  // namespace
 
 bool matmul_integer_supports(const ir::Node& n) {
   if (n.op_type() != "MatMulInteger" || !n.is_onnx_domain() || n.num_inputs() < 2) return false;
-  const ir::Value *a = n.input(0), *b = n.input(1), *za = n.input(2), *zb = n.input(3);
-  if (!a || !b || !b->is_constant() || !a->type.shape.is_static() || a->type.shape.rank() < 2) return false;
-  const Tensor& bt = b->constant();
-  if (!is_int8(a->type.dtype) || !is_int8(bt.dtype()) || bt.rank() != 2) return false;
-  if (a->type.shape.dims.back().value != bt.shape()[0]) return false;
-  if (za && (za->type.dtype != a->type.dtype || !za->type.shape.is_static() ||
-             shape_size(za->type.shape.to_shape()) != 1))
-    return false;
-  if (zb) {
-    if (!zb->is_constant() || zb->constant().dtype() != bt.dtype() || zb->constant().rank() > 1) return false;
-    if (zb->constant().size() != 1 && zb->constant().size() != bt.shape()[1]) return false;
-  }
-  return true;
+  return matmul_operands_ok(n.input(0), n.input(1), n.input(2), n.input(3));
 }
 
 bool qlinear_matmul_supports(const ir::Node& n) {
   if (n.op_type() != "QLinearMatMul" || !n.is_onnx_domain() || n.num_inputs() != 8) return false;
-  const ir::Value *a = n.input(0), *za = n.input(2), *b = n.input(3), *zb = n.input(5), *zy = n.input(7);
-  if (!a || !b || !za || !zb || !zy || !b->is_constant() || !a->type.shape.is_static() || a->type.shape.rank() < 2)
-    return false;
-  const Tensor& bt = b->constant();
-  if (!is_int8(a->type.dtype) || !is_int8(bt.dtype()) || bt.rank() != 2) return false;
-  if (a->type.shape.dims.back().value != bt.shape()[0]) return false;
-  const int64_t N = bt.shape()[1];
+  const ir::Value *b = n.input(3), *zy = n.input(7);
+  if (!n.input(2) || !n.input(5) || !zy || !matmul_operands_ok(n.input(0), b, n.input(2), n.input(5))) return false;
+  const int64_t N = b->constant().shape()[1];
   if (!constant_scale(n.input(1)) || !constant_scale(n.input(4), N) || !constant_scale(n.input(6))) return false;
-  if (za->type.dtype != a->type.dtype || !za->type.shape.is_static() || shape_size(za->type.shape.to_shape()) != 1)
-    return false;
-  if (!zb->is_constant() || zb->constant().dtype() != bt.dtype() || zb->constant().rank() > 1) return false;
-  if (zb->constant().size() != 1 && zb->constant().size() != N) return false;
   return zy->is_constant() && is_int8(zy->constant().dtype()) && zy->constant().size() == 1;
 }
 

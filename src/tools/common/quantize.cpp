@@ -35,7 +35,7 @@ void collect_reads(const onnx::GraphProto& g, std::unordered_set<std::string>& n
 class Rewriter {
  public:
   Rewriter(onnx::ModelProto& m, const std::string& base_dir, const QuantizeOptions& o)
-      : m_(m), g_(*m.mutable_graph()), base_dir_(base_dir), o_(o) {
+      : g_(*m.mutable_graph()), base_dir_(base_dir), o_(o) {
     for (const auto& t : g_.initializer()) init_[t.name()] = &t;
     for (const auto& i : g_.input()) taken_.insert(i.name());
     for (const auto& n : g_.node()) {
@@ -113,8 +113,7 @@ class Rewriter {
   // whole tensor, or per index along `axis` with per_channel. Returns q and the scales.
   std::pair<Tensor, std::vector<float>> quantize_weight(const Tensor& w, size_t axis) {
     const Shape& s = w.shape();
-    int64_t outer = 1, inner = 1;
-    for (size_t i = 0; i < axis; ++i) outer *= s[i];
+    int64_t inner = 1;
     for (size_t i = axis + 1; i < s.size(); ++i) inner *= s[i];
     const int64_t channels = o_.per_channel ? s[axis] : 1;
     std::vector<float> absmax(static_cast<size_t>(channels), 0.0f);
@@ -129,7 +128,6 @@ class Rewriter {
       const float v = std::nearbyint(p[i] / scale[static_cast<size_t>(channel(i))]);
       q.data<int8_t>()[i] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
     }
-    (void)outer;
     return {q, scale};
   }
 
@@ -233,7 +231,6 @@ class Rewriter {
       if (dropped.count(inputs->Get(i).name())) inputs->DeleteSubrange(i, 1);
   }
 
-  onnx::ModelProto& m_;
   onnx::GraphProto& g_;
   std::string base_dir_;
   const QuantizeOptions& o_;
