@@ -46,7 +46,9 @@ IrStagesResult run_ir_stages(const ir::Graph& model, const std::vector<Shape>& i
                              const GraphOptions& options, transforms::PassLog* log) {
   IrStagesResult r;
   r.graph = model.clone();
-  const transforms::SpecializeResult s = transforms::specialize_shapes(*r.graph, input_shapes);  // 1
+  transforms::SpecializeOptions so;
+  so.keep_weight_dequantize = qdq_to_qlinear_runs(options.disabled_passes);
+  const transforms::SpecializeResult s = transforms::specialize_shapes(*r.graph, input_shapes, so);  // 1
   r.all_static = s.all_static;
   r.first_dynamic = s.first_dynamic;
   if (!r.all_static) return r;

@@ -3,6 +3,7 @@
 #include "core/strings.hpp"
 #include "cpu/isa.hpp"
 #include "cpu/mark_skipped.hpp"
+#include "cpu/nodes/int8_util.hpp"
 #include "ir/op_registry.hpp"
 #include "pattern/pattern_library.hpp"
 #include "pattern/pattern_mapping.hpp"
@@ -10,6 +11,8 @@
 #include "snippets/tokenizer.hpp"
 #include "transforms/compute_fp16_in_f32.hpp"
 #include "transforms/ir_fusion_passes.hpp"
+#include "transforms/qdq_to_qlinear.hpp"
+#include "transforms/specialize_shapes.hpp"
 
 namespace kiln::cpu {
 
@@ -21,6 +24,8 @@ const std::vector<CpuPass>& cpu_passes() {
       {"FuseConvolutionAndDWConvolution", fuse_convolution_and_dw_convolution},
       // conv (+ its post-ops) -> Add(other) -> activations: one conv accumulating into `other`
       {"FuseConvolutionAndSum", fuse_convolution_and_sum},
+      // int8 conv -> QLinearAdd(other): one int8 conv accumulating into `other` (requantized)
+      {"FuseQLinearConvAndAdd", fuse_qlinear_conv_and_add},
       // Gemm / MatMul with constant weights -> bias Add -> activations
       {"FuseFullyConnectedAndSimpleOperation", fuse_fully_connected_and_simple_operation},
       // max / average Pooling -> FakeQuantize (constant per-tensor / per-channel ranges)
@@ -31,12 +36,30 @@ const std::vector<CpuPass>& cpu_passes() {
 
 namespace {
 constexpr const char* kPatterns = "TransformerPatterns";
+
+bool has_quantize_linear(const ir::Graph& g) {
+  for (const ir::Node* n : g.nodes())
+    if (n->op_type() == "QuantizeLinear") return true;
+  return false;
+}
 constexpr const char* kUserPatterns = "UserPatterns";
 }  // namespace
+
+bool qdq_to_qlinear_runs(const std::set<std::string>& disabled) {
+  return !disabled.count("all-fusions") && !disabled.count(transforms::kQdqToQLinear) && exact_int8_kernels();
+}
 
 void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log,
                    const std::vector<pattern::PatternConfig>* user_patterns, SnippetsMode snippets) {
   if (disabled.count("all-fusions")) return;
+  if (qdq_to_qlinear_runs(disabled)) {  // first: the weights' DequantizeLinear are still nodes
+    if (transforms::fuse_qdq_to_qlinear(g, log)) ir::infer_shapes(g);
+    transforms::fold_weight_dequantize(g);  // the rest compute in float
+  } else if (log && !disabled.count(transforms::kQdqToQLinear) && has_quantize_linear(g)) {
+    log->skipped(transforms::kQdqToQLinear, g.name.empty() ? "graph" : g.name,
+                 cat("QDQ operators compute in f32 (FakeQuantize): oneDNN's int8 kernels on ", isa_description(),
+                     " saturate without VNNI"));
+  }
   if (!disabled.count(kPatterns)) {
     pattern::FusionStats st = pattern::apply_transformer_fusions(g);
     if (log && st.total() > 0) {
@@ -74,7 +97,8 @@ void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transfor
 }
 
 std::vector<std::string> known_pass_names() {
-  std::vector<std::string> names = {"all-fusions", transforms::kComputeFp16InF32, kPatterns, kUserPatterns,
+  std::vector<std::string> names = {"all-fusions", transforms::kComputeFp16InF32, kPatterns,
+                                    transforms::kQdqToQLinear, kUserPatterns,
                                     snippets::kTokenizationPass};
   for (const std::string& p : transforms::ir_fusion_pass_names()) names.push_back(p);
   for (const CpuPass& p : cpu_passes()) names.push_back(p.name);

@@ -26,6 +26,10 @@ const std::vector<CpuPass>& cpu_passes();
 // (src/transforms/).
 // `user_patterns` (may be null) run after the library as the pass "UserPatterns". Last,
 // SnippetsTokenization as `snippets` says (ignore_callback: MarkSkipped's set is ignored).
+// QdqToQLinear will run (not disabled, exact int8 kernels): stage 1 then keeps the weights'
+// DequantizeLinear nodes for it.
+bool qdq_to_qlinear_runs(const std::set<std::string>& disabled);
+
 void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log,
                    const std::vector<pattern::PatternConfig>* user_patterns = nullptr,
                    SnippetsMode snippets = SnippetsMode::enable);
@@ -40,6 +44,7 @@ void optimize_graph(Graph& g, const GraphOptions& options);
 // The passes (one file each under src/cpu/passes/).
 size_t fuse_convolution_and_simple_operation(Graph& g, transforms::PassLog* log);
 size_t fuse_convolution_and_sum(Graph& g, transforms::PassLog* log);
+size_t fuse_qlinear_conv_and_add(Graph& g, transforms::PassLog* log);
 size_t fuse_convolution_and_dw_convolution(Graph& g, transforms::PassLog* log);
 size_t fuse_fully_connected_and_simple_operation(Graph& g, transforms::PassLog* log);
 size_t fuse_pooling_and_fake_quantize(Graph& g, transforms::PassLog* log);

@@ -12,10 +12,12 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 
 #include "commands.hpp"
 #include "core/strings.hpp"
 #include "tools/common/quantize.hpp"
+#include "tools/common/quantize_static.hpp"
 #include "tools/common/run_util.hpp"
 #include "tools/common/tensor_file.hpp"
 
@@ -128,9 +130,9 @@ int cmd_quantize(const QuantizeCmdOptions& o) {
     std::cerr << "kiln quantize: -o OUT.onnx is required\n";
     return 2;
   }
-  if (!o.dynamic) {
-    std::cerr << "kiln quantize: static quantization (QDQ with calibrated activation ranges) is not implemented yet; "
-                 "--dynamic quantizes weights ahead and activations at run time\n";
+  if (!o.dynamic && o.calibration.empty()) {
+    std::cerr << "kiln quantize: static quantization calibrates activation ranges on your samples: give "
+                 "--calibration DIR (DIR/<input>/*.npy or DIR/<input>.npy), or use --dynamic\n";
     return 2;
   }
   onnx::ModelProto model;
@@ -138,45 +140,63 @@ int cmd_quantize(const QuantizeCmdOptions& o) {
     std::ifstream f(o.model, std::ios::binary);
     KILN_CHECK(f && model.ParseFromIstream(&f), cat("'", o.model, "' is not a readable ONNX model"));
   }
-  tools::QuantizeOptions q;
-  q.per_channel = o.per_channel;
-  q.exclude.insert(o.exclude.begin(), o.exclude.end());
-  if (!o.op_types.empty()) {
-    q.op_types.clear();
-    for (const auto& t : o.op_types) {
-      KILN_CHECK(t == "MatMul" || t == "Conv", cat("--op-types: '", t, "' cannot be quantized (MatMul, Conv)"));
-      q.op_types.insert(t);
-    }
-  }
   for (const auto& name : o.exclude) {
     bool found = false;
     for (const auto& n : model.graph().node()) found = found || n.name() == name;
     KILN_CHECK(found, cat("--exclude: the model has no node named '", name, "'"));
   }
-  const std::string base_dir = fs::path(o.model).parent_path().string();
-  const tools::QuantizeReport report = tools::quantize_dynamic(model, base_dir.empty() ? "." : base_dir, q);
+  const std::string base_dir = fs::path(o.model).parent_path().string().empty() ? "." : fs::path(o.model).parent_path().string();
+  const std::set<std::string> allowed = o.dynamic ? std::set<std::string>{"MatMul", "Conv"}
+                                                  : std::set<std::string>{"Conv", "MatMul", "Add", "MaxPool"};
+  for (const auto& t : o.op_types)
+    KILN_CHECK(allowed.count(t), cat("--op-types: '", t, "' cannot be quantized", o.dynamic ? " dynamically" : "",
+                                     " (", join(std::vector<std::string>(allowed.begin(), allowed.end()), ", "), ")"));
+  Core core;
+  const auto ports = core.read_model(o.model)->inputs();
+  std::vector<std::vector<Tensor>> samples;
+  tools::QuantizeReport report;
+  if (o.dynamic) {
+    tools::QuantizeOptions q;
+    q.per_channel = o.per_channel;
+    q.exclude.insert(o.exclude.begin(), o.exclude.end());
+    if (!o.op_types.empty()) q.op_types = std::set<std::string>(o.op_types.begin(), o.op_types.end());
+    report = tools::quantize_dynamic(model, base_dir, q);
+  } else {
+    tools::StaticQuantizeOptions q;
+    q.per_channel = o.per_channel;
+    q.exclude.insert(o.exclude.begin(), o.exclude.end());
+    if (!o.op_types.empty()) q.op_types = std::set<std::string>(o.op_types.begin(), o.op_types.end());
+    tools::RangeCalibrator calibrator(o.method, o.percentile);
+    samples = load_samples(o.calibration, ports, o.seed);
+    if (const size_t folded = tools::fold_batch_norms(model, base_dir))
+      std::cout << "folded " << folded << " BatchNormalization into the Conv before them\n";
+    const std::vector<std::string> tensors = tools::tensors_to_calibrate(model, q);
+    const auto ranges = tools::calibrate(core, model, base_dir, tensors, samples, calibrator);
+    std::cout << "calibrated " << tensors.size() << " tensors on " << samples.size() << " sample"
+              << (samples.size() == 1 ? "" : "s") << " (" << o.method << ")\n";
+    report = tools::quantize_static(model, base_dir, q, ranges);
+  }
   {
     std::ofstream f(o.output, std::ios::binary);
     KILN_CHECK(f && model.SerializeToOstream(&f), cat("cannot write '", o.output, "'"));
   }
   std::map<std::string, int> by_op;
   for (const auto& s : report.quantized) by_op[s.substr(s.rfind('(') + 1, s.size() - s.rfind('(') - 2)]++;
-  std::cout << "quantized " << report.quantized.size() << " nodes (dynamic, int8 weights "
-            << (o.per_channel ? "per channel" : "per tensor") << ", uint8 activations):";
+  std::cout << "quantized " << report.quantized.size() << " nodes (" << (o.dynamic ? "dynamic" : "static QDQ")
+            << ", int8 weights " << (o.per_channel ? "per channel" : "per tensor") << ", uint8 activations):";
   for (const auto& [op, n] : by_op) std::cout << " " << op << " x" << n;
   std::cout << "\n";
   for (const auto& s : report.skipped) std::cout << "kept in float: " << s << "\n";
   std::cout << "wrote " << o.output << "\n";
   if (o.no_report) return 0;
 
-  Core core;
-  const auto ports = core.read_model(o.model)->inputs();
-  const auto samples = load_samples(o.calibration, ports, o.seed);
+  if (samples.empty()) samples = load_samples(o.calibration, ports, o.seed);
   const auto want = run_all(core, o.model, samples);
   const auto got = run_all(core, o.output, samples);
   std::cout << "accuracy against the float model on " << samples.size()
             << (o.calibration.empty() ? " random sample" : " sample") << (samples.size() == 1 ? "" : "s")
-            << " (both run in f32):\n";
+            << (o.dynamic ? " (both run in f32)" : " (the float model in f32, the quantized one as kiln runs it)")
+            << ":\n";
   report_accuracy(core.read_model(o.model)->outputs(), want, got);
   return 0;
 }

@@ -106,11 +106,13 @@ int cmd_zoo(const ZooOptions& o);
 struct QuantizeCmdOptions {
   std::string model;
   std::string output;                 // -o
-  bool dynamic = false;               // --dynamic (static quantization is not implemented yet)
+  bool dynamic = false;               // --dynamic (else static: QDQ calibrated on --calibration)
+  std::string method = "minmax";      // --method minmax|percentile|entropy (static)
+  double percentile = 99.999;         // --percentile (method percentile)
   bool per_channel = false;           // --per-channel
   std::vector<std::string> exclude;   // --exclude NODE...
-  std::vector<std::string> op_types;  // --op-types (default MatMul, Conv)
-  std::string calibration;            // --calibration DIR: the samples of the accuracy report
+  std::vector<std::string> op_types;  // --op-types (default: dynamic MatMul Conv; static Conv MatMul Add MaxPool)
+  std::string calibration;            // --calibration DIR: calibration (static) and accuracy report samples
   uint32_t seed = 0;                  // random sample without --calibration
   bool no_report = false;             // --no-report
 };

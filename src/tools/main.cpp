@@ -205,17 +205,23 @@ int main(int argc, char** argv) {
 
   QuantizeCmdOptions quant;
   CLI::App* quant_cmd = app.add_subcommand(
-      "quantize", "Quantize a model to int8 (--dynamic: weights now, activations at run time) and report the accuracy cost");
+      "quantize",
+      "Quantize a model to int8 (static QDQ calibrated on samples, or --dynamic) and report the accuracy cost");
   quant_cmd->add_option("model", quant.model, "Float ONNX model")->required();
   quant_cmd->add_option("-o,--output", quant.output, "Quantized ONNX model to write")->required();
   quant_cmd->add_flag("--dynamic", quant.dynamic,
                       "Dynamic quantization: int8 weights, uint8 activations quantized per inference "
                       "(DynamicQuantizeLinear + MatMulInteger / ConvInteger, as ONNX Runtime's quantize_dynamic)");
+  quant_cmd->add_option("--method", quant.method,
+                        "Static calibration: minmax (default), percentile, entropy (KL divergence, as TensorRT)");
+  quant_cmd->add_option("--percentile", quant.percentile, "Share of magnitudes the percentile method keeps (default 99.999)");
   quant_cmd->add_flag("--per-channel", quant.per_channel, "One weight scale per output channel / column");
   quant_cmd->add_option("--exclude", quant.exclude, "Node names to keep in float");
-  quant_cmd->add_option("--op-types", quant.op_types, "Op types to quantize (default: MatMul Conv)");
+  quant_cmd->add_option("--op-types", quant.op_types,
+                        "Op types to quantize (default: static Conv MatMul Add MaxPool; --dynamic MatMul Conv)");
   quant_cmd->add_option("--calibration", quant.calibration,
-                        "Samples for the accuracy report: DIR/<input>/*.npy or DIR/<input>.npy (default: one random sample)");
+                        "Samples: DIR/<input>/*.npy or DIR/<input>.npy. Static: calibration and report (required); "
+                        "--dynamic: the report (default: one random sample)");
   quant_cmd->add_option("--seed", quant.seed, "Seed of the random sample (default 0)");
   quant_cmd->add_flag("--no-report", quant.no_report, "Write the model without running the accuracy report");
 

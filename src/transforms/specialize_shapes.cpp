@@ -126,7 +126,66 @@ void specialize_branches(ir::Node* n) {
 
 }  // namespace
 
-SpecializeResult specialize_shapes(ir::Graph& g, const std::vector<Shape>& input_shapes) {
+bool fold_node(ir::Graph& g, ir::Node* n, const ir::OpSchema& s) {
+  // Folding runs the kernel: not where inference already says the outputs are too large to
+  // keep (a crafted Expand of a constant to a huge shape is left to run time, where the
+  // tensor limit stops it); data-dependent outputs are measured after the kernel, as before.
+  {
+    ir::InferContext ictx(*n);
+    s.infer(ictx);
+    if (all_static(*n)) {
+      int64_t elements = 0;
+      for (const ir::Value* o : n->outputs())
+        elements += std::min<int64_t>(shape_size_capped(o->type.shape.to_shape()), kMaxFoldElements + 1);
+      if (elements > kMaxFoldElements) return false;
+    }
+  }
+  std::vector<Tensor> owned;  // placeholder for a shape query's one non-constant input
+  owned.reserve(n->num_inputs());
+  std::vector<const Tensor*> ins;
+  for (const ir::Value* in : n->inputs()) {
+    if (!in) {
+      ins.push_back(nullptr);
+    } else if (in->is_constant()) {
+      ins.push_back(&in->constant());
+    } else {
+      // Shape/Size read only the shape: a view of the right shape over no real data
+      static char no_data;
+      owned.push_back(Tensor::wrap(in->type.dtype, in->type.shape.to_shape(), &no_data));
+      ins.push_back(&owned.back());
+    }
+  }
+  std::vector<Tensor> outs(n->num_outputs());
+  ir::RunContext ctx(*n, ins, outs);
+  s.run(ctx);
+  int64_t total = 0;
+  for (auto& t : outs) total += t.size();
+  if (total > kMaxFoldElements) return false;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    ir::Value* c = g.add_constant(g.unique_name(n->output(i)->name() + "_folded"), outs[i]);
+    g.replace_all_uses(n->output(i), c);
+  }
+  return true;
+}
+
+bool is_weight_dequantize(const ir::Node& n) {
+  if (n.op_type() != "DequantizeLinear" || !n.is_onnx_domain()) return false;
+  for (const ir::Value* in : n.inputs())
+    if (in && !in->is_constant()) return false;
+  const DType t = n.input(0) ? n.input(0)->constant().dtype() : DType::undefined;
+  return t == DType::u8 || t == DType::i8 || t == DType::i32;
+}
+
+size_t fold_weight_dequantize(ir::Graph& g) {
+  size_t folded = 0;
+  for (ir::Node* n : g.topo_order())
+    if (is_weight_dequantize(*n) && fold_node(g, n, ir::validate_node(*n))) ++folded;
+  if (folded) g.remove_dead();
+  return folded;
+}
+
+SpecializeResult specialize_shapes(ir::Graph& g, const std::vector<Shape>& input_shapes,
+                                   const SpecializeOptions& options) {
   KILN_CHECK(input_shapes.size() == g.inputs().size(),
              cat("specialize_shapes: ", input_shapes.size(), " shapes for ", g.inputs().size(), " inputs"));
   for (size_t i = 0; i < input_shapes.size(); ++i) g.inputs()[i]->type.shape = ir::PartialShape(input_shapes[i]);
@@ -148,49 +207,10 @@ SpecializeResult specialize_shapes(ir::Graph& g, const std::vector<Shape>& input
     // Shape / Size only need the input's (now static) shape.
     bool shape_query = (n->op_type() == "Shape" || n->op_type() == "Size") && n->is_onnx_domain() && n->input(0) &&
                        n->input(0)->type.shape.is_static();
-    // Folding runs the kernel: not where inference already says the outputs are too large to
-    // keep (a crafted Expand of a constant to a huge shape is left to run time, where the
-    // tensor limit stops it); data-dependent outputs are measured after the kernel, as before.
-    bool fold = (inputs_const || shape_query) && is_foldable_op(*n) && s.run;
-    if (fold) {
-      ir::InferContext ictx(*n);
-      s.infer(ictx);
-      if (all_static(*n)) {
-        int64_t elements = 0;
-        for (const ir::Value* o : n->outputs())
-          elements += std::min<int64_t>(shape_size_capped(o->type.shape.to_shape()), kMaxFoldElements + 1);
-        fold = elements <= kMaxFoldElements;
-      }
-    }
-    if (fold) {
-      std::vector<Tensor> owned;  // placeholder for a shape query's one non-constant input
-      owned.reserve(n->num_inputs());
-      std::vector<const Tensor*> ins;
-      for (const ir::Value* in : n->inputs()) {
-        if (!in) {
-          ins.push_back(nullptr);
-        } else if (in->is_constant()) {
-          ins.push_back(&in->constant());
-        } else {
-          // Shape/Size read only the shape: a view of the right shape over no real data
-          static char no_data;
-          owned.push_back(Tensor::wrap(in->type.dtype, in->type.shape.to_shape(), &no_data));
-          ins.push_back(&owned.back());
-        }
-      }
-      std::vector<Tensor> outs(n->num_outputs());
-      ir::RunContext ctx(*n, ins, outs);
-      s.run(ctx);
-      int64_t total = 0;
-      for (auto& t : outs) total += t.size();
-      if (total <= kMaxFoldElements) {
-        for (size_t i = 0; i < outs.size(); ++i) {
-          ir::Value* c = g.add_constant(g.unique_name(n->output(i)->name() + "_folded"), outs[i]);
-          g.replace_all_uses(n->output(i), c);
-        }
-        ++r.folded_nodes;
-        continue;
-      }
+    if ((inputs_const || shape_query) && is_foldable_op(*n) && s.run &&
+        !(options.keep_weight_dequantize && is_weight_dequantize(*n)) && fold_node(g, n, s)) {
+      ++r.folded_nodes;
+      continue;
     }
     ir::InferContext ctx(*n);
     s.infer(ctx);
@@ -203,7 +223,7 @@ SpecializeResult specialize_shapes(ir::Graph& g, const std::vector<Shape>& input
   g.remove_dead();
   if (inlined) {
     const size_t folded = r.folded_nodes;
-    r = specialize_shapes(g, input_shapes);
+    r = specialize_shapes(g, input_shapes, options);
     r.folded_nodes += folded;
   }
   return r;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ir/graph.hpp"
+#include "ir/op_registry.hpp"
 
 namespace kiln::transforms {
 
@@ -18,7 +19,24 @@ struct SpecializeResult {
   std::string first_dynamic;  // a value whose shape stayed unknown (data-dependent), if any
 };
 
+struct SpecializeOptions {
+  // DequantizeLinear of constant 8-bit / int32 data (a QDQ model's weights and biases) stays a
+  // node, for QdqToQLinear to read the integers; fold_weight_dequantize folds what it leaves.
+  bool keep_weight_dequantize = false;
+};
+
 // `g` is modified in place (use ir::Graph::clone() first to keep the original).
-SpecializeResult specialize_shapes(ir::Graph& g, const std::vector<Shape>& input_shapes);
+SpecializeResult specialize_shapes(ir::Graph& g, const std::vector<Shape>& input_shapes,
+                                   const SpecializeOptions& options = {});
+
+// Evaluates node `n` (schema `s`; its inputs constants, or a Shape / Size of a static shape)
+// with the reference kernel and replaces its outputs by constants; false (nothing changed)
+// when the outputs would be too large to keep.
+bool fold_node(ir::Graph& g, ir::Node* n, const ir::OpSchema& s);
+
+// A DequantizeLinear of constant 8-bit / int32 data with constant parameters.
+bool is_weight_dequantize(const ir::Node& n);
+// Folds every such node; returns how many.
+size_t fold_weight_dequantize(ir::Graph& g);
 
 }  // namespace kiln::transforms

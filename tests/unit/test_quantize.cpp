@@ -11,6 +11,7 @@
 
 #include "error_util.hpp"
 #include "tools/common/quantize.hpp"
+#include "tools/common/quantize_static.hpp"
 #include "tools/common/zoo.hpp"
 
 using namespace kiln;
@@ -113,4 +114,84 @@ TEST(Quantize, OldOpsetIsRefusedWithTheReason) {
   const std::string msg = error_of([&] { tools::quantize_dynamic(q, ".", {}); });
   EXPECT_NE(msg.find("opset 10"), std::string::npos) << msg;
   EXPECT_NE(msg.find("DynamicQuantizeLinear"), std::string::npos) << msg;
+}
+
+// --- static quantization (tools/common/quantize_static.cpp) ---
+
+namespace {
+
+std::vector<std::vector<Tensor>> random_samples(const Shape& s, int count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<std::vector<Tensor>> out;
+  for (int k = 0; k < count; ++k) {
+    Tensor x(DType::f32, s);
+    for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = d(rng);
+    out.push_back({x});
+  }
+  return out;
+}
+
+// fold, calibrate, rewrite: what `kiln quantize` does without --dynamic.
+onnx::ModelProto quantize_static_zoo(const std::string& name, const Shape& input, const std::string& method,
+                                     tools::QuantizeReport* report = nullptr) {
+  onnx::ModelProto m = tools::zoo_model(name);
+  tools::fold_batch_norms(m, ".");
+  tools::StaticQuantizeOptions o;
+  o.per_channel = true;
+  const auto tensors = tools::tensors_to_calibrate(m, o);
+  tools::RangeCalibrator cal(method);
+  Core core;
+  const auto ranges = tools::calibrate(core, m, ".", tensors, random_samples(input, 2, 5), cal);
+  EXPECT_EQ(ranges.size(), tensors.size());
+  tools::QuantizeReport r = tools::quantize_static(m, ".", o, ranges);
+  if (report) *report = r;
+  return m;
+}
+
+}  // namespace
+
+TEST(QuantizeStatic, ResNetBecomesQdqWithFoldedBatchNormsAndStaysClose) {
+  const onnx::ModelProto f = tools::zoo_model("resnet18");
+  tools::QuantizeReport r;
+  const onnx::ModelProto q = quantize_static_zoo("resnet18", {1, 3, 224, 224}, "minmax", &r);
+  auto ops = op_counts(q);
+  EXPECT_EQ(ops["BatchNormalization"], 0) << "folded into the convolutions";
+  EXPECT_EQ(ops["Conv"], op_counts(f)["Conv"]);
+  EXPECT_EQ(r.quantized.size(), static_cast<size_t>(ops["Conv"] + ops["Add"] + ops["MaxPool"]));
+  // one Q -> DQ per quantized activation, one DQ per weight and per bias
+  EXPECT_GT(ops["QuantizeLinear"], 0);
+  EXPECT_EQ(ops["DequantizeLinear"], ops["QuantizeLinear"] + 2 * ops["Conv"]);
+  for (const auto& t : q.graph().initializer())  // no float weights left but the classifier's
+    if (t.data_type() == onnx::TensorProto::FLOAT && t.dims_size() > 1) {
+      EXPECT_NE(t.name().find("fc"), std::string::npos) << t.name();
+    }
+  EXPECT_GT(cosine_on_random(f, q, {1, 3, 224, 224}, 6), 0.98);
+}
+
+TEST(QuantizeStatic, EveryCalibrationMethodGivesAUsableModel) {
+  const onnx::ModelProto f = tools::zoo_model("resnet18");
+  for (const char* method : {"percentile", "entropy"}) {
+    const onnx::ModelProto q = quantize_static_zoo("resnet18", {1, 3, 224, 224}, method);
+    EXPECT_GT(cosine_on_random(f, q, {1, 3, 224, 224}, 7), 0.95) << method;
+  }
+  EXPECT_NE(error_of([] { tools::RangeCalibrator("kl"); }).find("minmax, percentile, entropy"), std::string::npos);
+}
+
+TEST(QuantizeStatic, HistogramMethodsClipOutliersMinmaxKeeps) {
+  Tensor t(DType::f32, Shape{10000});
+  for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = static_cast<float>(i % 100) / 100.0f;  // [0, 1)
+  t.data<float>()[0] = 50.0f;                                                                      // one outlier
+  for (const char* method : {"minmax", "percentile", "entropy"}) {
+    tools::RangeCalibrator c(method, 99.9);
+    c.observe_range("t", t);
+    if (c.needs_histogram()) c.observe_histogram("t", t);
+    const auto r = c.ranges().at("t");
+    EXPECT_EQ(r.first, 0.0f) << method;
+    if (std::string(method) == "minmax") {
+      EXPECT_EQ(r.second, 50.0f);
+    } else {  // entropy searches thresholds of at least one histogram bin per 8-bit level: 255 / 2048 of 50
+      EXPECT_LT(r.second, std::string(method) == "entropy" ? 6.5f : 2.0f) << method << " keeps the outlier";
+    }
+  }
 }

@@ -4,6 +4,8 @@
 // the stream's threads: the range (min / max are exact in any order), then the quantization
 // (a division, as the reference does, not a multiplication by 1 / scale), in AVX-512 / AVX2
 // intrinsics where the ISA in use has them.
+// QuantizeLinear with a constant scale and zero point (per tensor, u8 / s8: the activations of
+// a QDQ model) is the second pass alone, bit-exact with the reference too.
 //
 // x may come in a blocked layout: y takes the same layout in u8 (elementwise). A layout that
 // pads channels is taken plain instead, so y's padding never holds a zero point.
@@ -16,6 +18,7 @@
 // reports as uninitialised when they are inlined into a target("avx512f") function.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+#include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/isa.hpp"
 #include "cpu/nodes/node_factory.hpp"
@@ -32,14 +35,20 @@ void range_plain(const float* x, int64_t n, float& lo, float& hi) {
   for (int64_t i = 0; i < n; ++i) lo = x[i] < lo ? x[i] : lo, hi = x[i] > hi ? x[i] : hi;
 }
 
-uint8_t quantize_one(float x, float scale, float zp) {
+// The output's range: u8 [0, 255] or s8 [-128, 127] (stored as its two's complement byte).
+struct Bounds {
+  float lo = 0.0f, hi = 255.0f;
+  bool is_signed() const { return lo < 0.0f; }
+};
+
+uint8_t quantize_one(float x, float scale, float zp, Bounds b) {
   float r = std::nearbyint(x / scale) + zp;
-  r = r >= 0.0f ? r : 0.0f;  // NaN -> 0
-  return static_cast<uint8_t>(r > 255.0f ? 255.0f : r);
+  r = r >= b.lo ? r : b.lo;  // NaN -> lo
+  return static_cast<uint8_t>(static_cast<int32_t>(r > b.hi ? b.hi : r));
 }
 
-void quantize_plain(const float* x, int64_t n, float scale, float zp, uint8_t* y) {
-  for (int64_t i = 0; i < n; ++i) y[i] = quantize_one(x[i], scale, zp);
+void quantize_plain(const float* x, int64_t n, float scale, float zp, Bounds b, uint8_t* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = quantize_one(x[i], scale, zp, b);
 }
 
 __attribute__((target("avx512f,avx512bw"))) void range_avx512(const float* x, int64_t n, float& lo, float& hi) {
@@ -61,21 +70,24 @@ __attribute__((target("avx512f,avx512bw"))) void range_avx512(const float* x, in
   for (int k = 0; k < 16; ++k) lo = std::min(lo, l[k]), hi = std::max(hi, h[k]);
 }
 
-__attribute__((target("avx512f,avx512bw"))) inline __m512i quantize16(__m512 v, __m512 scale, __m512 zp) {
+__attribute__((target("avx512f,avx512bw"))) inline __m512i quantize16(__m512 v, __m512 scale, __m512 zp, __m512 lo,
+                                                                      __m512 hi) {
   __m512 r = _mm512_roundscale_ps(_mm512_div_ps(v, scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  r = _mm512_max_ps(_mm512_add_ps(r, zp), _mm512_setzero_ps());  // NaN -> 0
-  return _mm512_cvtps_epi32(_mm512_min_ps(r, _mm512_set1_ps(255.0f)));
+  r = _mm512_max_ps(_mm512_add_ps(r, zp), lo);  // NaN -> lo
+  return _mm512_cvtps_epi32(_mm512_min_ps(r, hi));
 }
 
+// (the bytes of the in-range int32 values are the u8 / s8 results)
 __attribute__((target("avx512f,avx512bw"))) void quantize_avx512(const float* x, int64_t n, float scale, float zp,
-                                                                  uint8_t* y) {
-  const __m512 vs = _mm512_set1_ps(scale), vz = _mm512_set1_ps(zp);
+                                                                  Bounds b, uint8_t* y) {
+  const __m512 vs = _mm512_set1_ps(scale), vz = _mm512_set1_ps(zp), lo = _mm512_set1_ps(b.lo), hi = _mm512_set1_ps(b.hi);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm512_cvtepi32_epi8(quantize16(_mm512_loadu_ps(x + i), vs, vz)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
+                     _mm512_cvtepi32_epi8(quantize16(_mm512_loadu_ps(x + i), vs, vz, lo, hi)));
   if (i < n) {
     const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    _mm512_mask_cvtepi32_storeu_epi8(y + i, m, quantize16(_mm512_maskz_loadu_ps(m, x + i), vs, vz));
+    _mm512_mask_cvtepi32_storeu_epi8(y + i, m, quantize16(_mm512_maskz_loadu_ps(m, x + i), vs, vz, lo, hi));
   }
 }
 
@@ -94,18 +106,21 @@ __attribute__((target("avx2"))) void range_avx2(const float* x, int64_t n, float
   range_plain(x + i, n - i, lo, hi);
 }
 
-__attribute__((target("avx2"))) void quantize_avx2(const float* x, int64_t n, float scale, float zp, uint8_t* y) {
-  const __m256 vs = _mm256_set1_ps(scale), vz = _mm256_set1_ps(zp), v0 = _mm256_setzero_ps(),
-               v255 = _mm256_set1_ps(255.0f);
+__attribute__((target("avx2"))) void quantize_avx2(const float* x, int64_t n, float scale, float zp, Bounds b,
+                                                    uint8_t* y) {
+  const __m256 vs = _mm256_set1_ps(scale), vz = _mm256_set1_ps(zp), lo = _mm256_set1_ps(b.lo),
+               hi = _mm256_set1_ps(b.hi);
+  const bool is_signed = b.is_signed();
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m256 r = _mm256_round_ps(_mm256_div_ps(_mm256_loadu_ps(x + i), vs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    r = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(r, vz), v0), v255);
+    r = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(r, vz), lo), hi);  // NaN -> lo
     const __m256i w = _mm256_cvtps_epi32(r);
-    const __m128i p16 = _mm_packus_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i), _mm_packus_epi16(p16, p16));
+    const __m128i a = _mm256_castsi256_si128(w), c = _mm256_extracti128_si256(w, 1);
+    const __m128i p16 = is_signed ? _mm_packs_epi32(a, c) : _mm_packus_epi32(a, c);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i), is_signed ? _mm_packs_epi16(p16, p16) : _mm_packus_epi16(p16, p16));
   }
-  quantize_plain(x + i, n - i, scale, zp, y + i);
+  quantize_plain(x + i, n - i, scale, zp, b, y + i);
 }
 
 // Chunks of this many elements per OpenMP task (whole cache lines, enough work per thread).
@@ -164,9 +179,9 @@ class DynamicQuantizeNode : public Node {
 #pragma omp parallel for schedule(static)
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t b = c * kChunk, n = std::min(kChunk, count - b);
-      if (avx512) quantize_avx512(x + b, n, scale, zp, y + b);
-      else if (avx2) quantize_avx2(x + b, n, scale, zp, y + b);
-      else quantize_plain(x + b, n, scale, zp, y + b);
+      if (avx512) quantize_avx512(x + b, n, scale, zp, Bounds{}, y + b);
+      else if (avx2) quantize_avx2(x + b, n, scale, zp, Bounds{}, y + b);
+      else quantize_plain(x + b, n, scale, zp, Bounds{}, y + b);
     }
   }
 
@@ -175,7 +190,78 @@ class DynamicQuantizeNode : public Node {
   Kernels kernels_ = Kernels::plain;  // by the ISA in use, chosen in prepare()
 };
 
+// QuantizeLinear, per tensor, constant scale and zero point.
+class QuantizeNode : public Node {
+ public:
+  explicit QuantizeNode(const ir::Node& n) {
+    source = &n;
+    name = n.name();
+  }
+  const char* type() const override { return "QuantizeLinear"; }
+  NodeKind kind() const override { return NodeKind::Quantize; }
+
+  std::vector<InputLayout> prepare() override {
+    kernels_ = isa_at_least(Isa::avx512_core) ? Kernels::avx512 : isa_at_least(Isa::avx2) ? Kernels::avx2 : Kernels::plain;
+    scale_ = static_cast<const float*>(inputs[1]->constant.raw())[0];
+    const bool s8 = outputs[0]->dtype == DType::i8;
+    bounds_ = s8 ? Bounds{-128.0f, 127.0f} : Bounds{};
+    zp_ = inputs.size() > 2 && inputs[2] ? static_cast<float>(zero_point(*inputs[2])) : 0.0f;
+    impl = cat(kernels_ == Kernels::avx512 ? "avx512" : kernels_ == Kernels::avx2 ? "avx2" : "c++", s8 ? "_s8" : "_u8");
+    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
+    const Edge& x = *inputs[0];
+    if (!x.is_plain() && !has_padding(*x.blocked)) {
+      dnnl_memory_desc_t d = x.blocked->data;
+      d.data_type = s8 ? dnnl_s8 : dnnl_u8;
+      outputs[0]->set_layout(dnnl::memory::desc(d));
+    } else {
+      req[0] = InputLayout::plain();
+    }
+    return req;
+  }
+
+  void execute(dnnl::stream& stream) override {
+    stream.wait();  // x may come from a oneDNN primitive
+    const auto* x = static_cast<const float*>(inputs[0]->data);
+    auto* y = static_cast<uint8_t*>(outputs[0]->data);
+    const int64_t count = static_cast<int64_t>(inputs[0]->bytes() / sizeof(float));
+    const int64_t chunks = (count + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t b = c * kChunk, n = std::min(kChunk, count - b);
+      if (kernels_ == Kernels::avx512) quantize_avx512(x + b, n, scale_, zp_, bounds_, y + b);
+      else if (kernels_ == Kernels::avx2) quantize_avx2(x + b, n, scale_, zp_, bounds_, y + b);
+      else quantize_plain(x + b, n, scale_, zp_, bounds_, y + b);
+    }
+  }
+
+ private:
+  static int32_t zero_point(const Edge& e) {
+    return e.constant.dtype() == DType::u8 ? int32_t{*static_cast<const uint8_t*>(e.constant.raw())}
+                                           : int32_t{*static_cast<const int8_t*>(e.constant.raw())};
+  }
+  enum class Kernels { avx512, avx2, plain };
+  Kernels kernels_ = Kernels::plain;
+  float scale_ = 1.0f, zp_ = 0.0f;
+  Bounds bounds_;
+};
+
 }  // namespace
+
+bool quantize_supports(const ir::Node& n) {
+  if (n.op_type() != "QuantizeLinear" || !n.is_onnx_domain() || n.num_inputs() < 2 || n.num_outputs() != 1) return false;
+  if (n.has_attr("output_dtype") || n.attr_i("block_size", 0) != 0) return false;
+  const ir::Value *x = n.input(0), *s = n.input(1), *z = n.input(2);
+  if (!x || x->type.dtype != DType::f32 || !x->type.shape.is_static()) return false;
+  if (!s || !s->is_constant() || s->constant().dtype() != DType::f32 || s->constant().size() != 1) return false;
+  const float scale = s->constant().data<float>()[0];
+  if (!(scale > 0) || !std::isfinite(scale)) return false;  // the reference's division by 0 / inf stays there
+  if (z && (!z->is_constant() || z->constant().size() != 1 ||
+            (z->constant().dtype() != DType::u8 && z->constant().dtype() != DType::i8)))
+    return false;
+  return true;
+}
+
+std::unique_ptr<Node> make_quantize_node(const ir::Node& n) { return std::make_unique<QuantizeNode>(n); }
 
 bool dynamic_quantize_supports(const ir::Node& n) {
   if (n.op_type() != "DynamicQuantizeLinear" || !n.is_onnx_domain() || n.num_inputs() != 1 || n.num_outputs() != 3)

@@ -5,7 +5,10 @@ namespace kiln::cpu {
 std::unique_ptr<Node> make_node(const ir::Node& n) {
   if (view_supports(n)) return make_view_node(n);
   if (convolution_supports(n)) return make_convolution_node(n);
+  if (quantized_convolution_supports(n)) return make_quantized_convolution_node(n);
   if (conv_integer_supports(n) || qlinear_conv_supports(n)) return make_conv_integer_node(n);
+  if (quantize_supports(n)) return make_quantize_node(n);
+  if (dequantize_supports(n)) return make_dequantize_node(n);
   if (dynamic_quantize_supports(n)) return make_dynamic_quantize_node(n);
   if (matmul_integer_supports(n) || qlinear_matmul_supports(n)) return make_matmul_integer_node(n);
   if (if_supports(n)) return make_if_node(n);

@@ -21,9 +21,15 @@ std::unique_ptr<Node> make_transpose_node(const ir::Node& n);
 
 bool convolution_supports(const ir::Node& n);
 std::unique_ptr<Node> make_convolution_node(const ir::Node& n);
+bool quantized_convolution_supports(const ir::Node& n);  // QLinearConv, requantized by oneDNN
+std::unique_ptr<Node> make_quantized_convolution_node(const ir::Node& n);
 bool conv_integer_supports(const ir::Node& n);
 bool qlinear_conv_supports(const ir::Node& n);
 std::unique_ptr<Node> make_conv_integer_node(const ir::Node& n);  // ConvInteger or QLinearConv
+bool quantize_supports(const ir::Node& n);  // QuantizeLinear per tensor (dynamic_quantize.cpp)
+std::unique_ptr<Node> make_quantize_node(const ir::Node& n);
+bool dequantize_supports(const ir::Node& n);
+std::unique_ptr<Node> make_dequantize_node(const ir::Node& n);
 bool dynamic_quantize_supports(const ir::Node& n);
 std::unique_ptr<Node> make_dynamic_quantize_node(const ir::Node& n);
 bool cast_supports(const ir::Node& n);

@@ -1,5 +1,5 @@
 // Pooling: ONNX MaxPool (without the Indices output), AveragePool, GlobalAveragePool and
-// GlobalMaxPool (1D/2D/3D, f32) on oneDNN's pooling_v2_forward (dilation support). The
+// GlobalMaxPool (1D/2D/3D, f32; the max pools on u8 / s8 too, e.g. inside an int8 network) on oneDNN's pooling_v2_forward (dilation support). The
 // primitive runs on whatever layout the producer made (nChw16c after a convolution) and
 // writes the same layout, so conv -> pool -> conv chains stay blocked. Post-ops from
 // FusePoolingAndFakeQuantize (a FakeQuantize as binary + round post-ops) are applied by
@@ -118,7 +118,7 @@ bool pool_geometry(const ir::Node& n, const Shape& x, const Shape& y, PoolGeomet
 
 dnnl::pooling_v2_forward::primitive_desc make_pool_pd(const PoolGeometry& g, const memory::desc& src,
                                                       const Shape& y, PostOpList* post_ops = nullptr) {
-  memory::desc dst_any(to_dims(y), memory::data_type::f32, memory::format_tag::any);
+  memory::desc dst_any(to_dims(y), src.data_type(), memory::format_tag::any);
   dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, g.alg, src, dst_any, g.strides, g.kernel,
                                    g.dilation, g.pad_l, g.pad_r);
   dnnl::primitive_attr attr;
@@ -209,14 +209,16 @@ bool pooling_supports(const ir::Node& n) {
   if (op != "MaxPool" && op != "AveragePool" && op != "GlobalAveragePool" && op != "GlobalMaxPool") return false;
   if (n.num_inputs() != 1 || n.num_outputs() != 1 || !n.input(0)) return false;  // MaxPool: no Indices
   const ir::Value *x = n.input(0), *y = n.output(0);
-  if (x->type.dtype != DType::f32 || y->type.dtype != DType::f32) return false;
+  const bool max = op == "MaxPool" || op == "GlobalMaxPool";
+  const DType t = x->type.dtype;
+  if ((t != DType::f32 && !(max && (t == DType::u8 || t == DType::i8))) || y->type.dtype != t) return false;
   if (!x->type.shape.is_static() || !y->type.shape.is_static()) return false;
   const Shape xs = x->type.shape.to_shape(), ys = y->type.shape.to_shape();
   if (xs.size() < 3 || xs.size() > 5 || shape_size(xs) == 0) return false;
   PoolGeometry g;
   if (!pool_geometry(n, xs, ys, g)) return false;
   try {  // oneDNN's own checks, on the plain layout
-    make_pool_pd(g, *plain_desc(xs, DType::f32), ys);
+    make_pool_pd(g, *plain_desc(xs, t), ys);
   } catch (const dnnl::error&) {
     return false;
   }

@@ -35,14 +35,8 @@ void collect_reads(const onnx::GraphProto& g, std::unordered_set<std::string>& n
 class Rewriter {
  public:
   Rewriter(onnx::ModelProto& m, const std::string& base_dir, const QuantizeOptions& o)
-      : g_(*m.mutable_graph()), base_dir_(base_dir), o_(o) {
+      : g_(*m.mutable_graph()), base_dir_(base_dir), o_(o), names_(g_) {
     for (const auto& t : g_.initializer()) init_[t.name()] = &t;
-    for (const auto& i : g_.input()) taken_.insert(i.name());
-    for (const auto& n : g_.node()) {
-      taken_.insert(n.name());
-      for (const auto& v : n.output()) taken_.insert(v);
-    }
-    for (const auto& t : g_.initializer()) taken_.insert(t.name());
   }
 
   QuantizeReport run() {
@@ -75,11 +69,9 @@ class Rewriter {
   }
 
  private:
-  std::string fresh(const std::string& base) {
-    std::string name = base;
-    for (int k = 1; taken_.count(name); ++k) name = cat(base, "_", k);
-    taken_.insert(name);
-    return name;
+  std::string fresh(const std::string& base) { return names_.fresh(base); }
+  std::pair<Tensor, std::vector<float>> quantize_weight(const Tensor& w, size_t axis) {
+    return quantize_weight_symmetric(w, axis, o_.per_channel);
   }
 
   onnx::NodeProto& add(std::vector<onnx::NodeProto>& out, const std::string& op, const std::vector<std::string>& in,
@@ -107,28 +99,6 @@ class Rewriter {
     *w = frontend::tensor_from_proto(*it->second, base_dir_);
     if (w->rank() < min_rank || w->rank() > max_rank) return cat("'", name, "' has rank ", w->rank());
     return "";
-  }
-
-  // Symmetric int8 weights: q = round(w / scale) in [-127, 127], scale = max|w| / 127 over the
-  // whole tensor, or per index along `axis` with per_channel. Returns q and the scales.
-  std::pair<Tensor, std::vector<float>> quantize_weight(const Tensor& w, size_t axis) {
-    const Shape& s = w.shape();
-    int64_t inner = 1;
-    for (size_t i = axis + 1; i < s.size(); ++i) inner *= s[i];
-    const int64_t channels = o_.per_channel ? s[axis] : 1;
-    std::vector<float> absmax(static_cast<size_t>(channels), 0.0f);
-    const float* p = w.data<float>();
-    auto channel = [&](int64_t i) { return o_.per_channel ? (i / inner) % s[axis] : 0; };
-    for (int64_t i = 0; i < w.size(); ++i)
-      absmax[static_cast<size_t>(channel(i))] = std::max(absmax[static_cast<size_t>(channel(i))], std::fabs(p[i]));
-    std::vector<float> scale(absmax.size());
-    for (size_t c = 0; c < scale.size(); ++c) scale[c] = absmax[c] > 0.0f ? absmax[c] / 127.0f : 1.0f;
-    Tensor q(DType::i8, s);
-    for (int64_t i = 0; i < w.size(); ++i) {
-      const float v = std::nearbyint(p[i] / scale[static_cast<size_t>(channel(i))]);
-      q.data<int8_t>()[i] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
-    }
-    return {q, scale};
   }
 
   // DynamicQuantizeLinear of activation `x`, made once (before the first node that needs it).
@@ -215,36 +185,77 @@ class Rewriter {
     return a;
   }
 
-  // Float weights no node reads any more go, with their graph-input entries (old IR versions).
-  void drop_unread_initializers() {
-    std::unordered_set<std::string> reads;
-    collect_reads(g_, reads);
-    auto* inits = g_.mutable_initializer();
-    std::unordered_set<std::string> dropped;
-    for (int i = inits->size() - 1; i >= 0; --i)
-      if (!reads.count(inits->Get(i).name())) {
-        dropped.insert(inits->Get(i).name());
-        inits->DeleteSubrange(i, 1);
-      }
-    auto* inputs = g_.mutable_input();
-    for (int i = inputs->size() - 1; i >= 0; --i)
-      if (dropped.count(inputs->Get(i).name())) inputs->DeleteSubrange(i, 1);
-  }
+  void drop_unread_initializers() { tools::drop_unread_initializers(g_); }
 
   onnx::GraphProto& g_;
   std::string base_dir_;
   const QuantizeOptions& o_;
   std::unordered_map<std::string, const onnx::TensorProto*> init_;
-  std::unordered_set<std::string> taken_;
+  GraphNames names_;
   std::map<std::string, std::array<std::string, 3>> dql_;
 };
 
 }  // namespace
 
-QuantizeReport quantize_dynamic(onnx::ModelProto& model, const std::string& base_dir, const QuantizeOptions& options) {
+std::pair<Tensor, std::vector<float>> quantize_weight_symmetric(const Tensor& w, size_t axis, bool per_channel) {
+  const Shape& s = w.shape();
+  int64_t inner = 1;
+  for (size_t i = axis + 1; i < s.size(); ++i) inner *= s[i];
+  const int64_t channels = per_channel ? s[axis] : 1;
+  std::vector<float> absmax(static_cast<size_t>(channels), 0.0f);
+  const float* p = w.data<float>();
+  auto channel = [&](int64_t i) { return static_cast<size_t>(per_channel ? (i / inner) % s[axis] : 0); };
+  for (int64_t i = 0; i < w.size(); ++i) absmax[channel(i)] = std::max(absmax[channel(i)], std::fabs(p[i]));
+  std::vector<float> scale(absmax.size());
+  for (size_t c = 0; c < scale.size(); ++c) scale[c] = absmax[c] > 0.0f ? absmax[c] / 127.0f : 1.0f;
+  Tensor q(DType::i8, s);
+  for (int64_t i = 0; i < w.size(); ++i) {
+    const float v = std::nearbyint(p[i] / scale[channel(i)]);
+    q.data<int8_t>()[i] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
+  }
+  return {q, scale};
+}
+
+GraphNames::GraphNames(const onnx::GraphProto& g) {
+  for (const auto& i : g.input()) taken_.insert(i.name());
+  for (const auto& n : g.node()) {
+    taken_.insert(n.name());
+    for (const auto& v : n.output()) taken_.insert(v);
+  }
+  for (const auto& t : g.initializer()) taken_.insert(t.name());
+}
+
+std::string GraphNames::fresh(const std::string& base) {
+  std::string name = base;
+  for (int k = 1; taken_.count(name); ++k) name = cat(base, "_", k);
+  taken_.insert(name);
+  return name;
+}
+
+void drop_unread_initializers(onnx::GraphProto& g) {
+  std::unordered_set<std::string> reads;
+  collect_reads(g, reads);
+  auto* inits = g.mutable_initializer();
+  std::unordered_set<std::string> dropped;
+  for (int i = inits->size() - 1; i >= 0; --i)
+    if (!reads.count(inits->Get(i).name())) {
+      dropped.insert(inits->Get(i).name());
+      inits->DeleteSubrange(i, 1);
+    }
+  auto* inputs = g.mutable_input();
+  for (int i = inputs->size() - 1; i >= 0; --i)
+    if (dropped.count(inputs->Get(i).name())) inputs->DeleteSubrange(i, 1);
+}
+
+int onnx_opset(const onnx::ModelProto& model) {
   int opset = 0;
   for (const auto& o : model.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx") opset = static_cast<int>(o.version());
+  return opset;
+}
+
+QuantizeReport quantize_dynamic(onnx::ModelProto& model, const std::string& base_dir, const QuantizeOptions& options) {
+  const int opset = onnx_opset(model);
   KILN_CHECK(opset >= kMinOpset, cat("kiln quantize: the model imports ONNX opset ", opset,
                                      "; dynamic quantization needs opset ", kMinOpset,
                                      " or later (DynamicQuantizeLinear)"));

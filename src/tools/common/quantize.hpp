@@ -13,11 +13,16 @@
 // one; the scales per channel live in the Mul); activations are quantized to uint8 at run time
 // over each tensor's range.
 // An activation read by several quantized nodes is quantized once.
+#include <kiln/tensor.hpp>
+
 #include <set>
 #include <string>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace onnx {
+class GraphProto;
 class ModelProto;
 }
 
@@ -33,6 +38,29 @@ struct QuantizeReport {
   std::vector<std::string> quantized;  // "name (MatMul)"
   std::vector<std::string> skipped;    // "name (MatMul): why"
 };
+
+// Shared by the dynamic and static quantizers (quantize_static.hpp):
+
+// Symmetric int8 weights: q = round(w / scale) in [-127, 127], scale = max|w| / 127 over the
+// whole tensor or, with per_channel, per index along `axis` (1 where a channel is all zero).
+std::pair<Tensor, std::vector<float>> quantize_weight_symmetric(const Tensor& w, size_t axis, bool per_channel);
+
+// Unused names in a graph: fresh("x") is "x", then "x_1", ...
+class GraphNames {
+ public:
+  explicit GraphNames(const onnx::GraphProto& g);
+  std::string fresh(const std::string& base);
+
+ private:
+  std::unordered_set<std::string> taken_;
+};
+
+// Initializers no node (nor subgraph, nor graph output) reads any more go, with their
+// graph-input entries (old IR versions).
+void drop_unread_initializers(onnx::GraphProto& g);
+
+// The ONNX opset `model` imports.
+int onnx_opset(const onnx::ModelProto& model);
 
 // Rewrites `model`'s main graph in place. `base_dir`: where external weight files live.
 // Throws kiln::Error for a model it cannot rewrite as a whole (opset below 11).

@@ -1,0 +1,180 @@
+// QuantizedConvolution: QLinearConv on oneDNN's int8 convolution, the requantization done by
+// the primitive (quantized_convolution.hpp). u8 / s8 activations channels-last, s8 weights with
+// zero point 0 (what quantizers write: symmetric, per tensor or per channel), u8 / s8 output:
+//   y = saturate(round_half_even(x_scale w_scale[m] / y_scale (acc + B[m])) + y_zp)
+// with acc = sum (x - x_zp) w in int32: oneDNN's output scales, source and destination zero
+// points. Only where its int8 kernels are exact (VNNI / AMX: exact_int8_kernels()).
+#include <cstring>
+
+#include "core/strings.hpp"
+#include "cpu/dnnl_util.hpp"
+#include "cpu/nodes/conv_geometry.hpp"
+#include "cpu/nodes/int8_util.hpp"
+#include "cpu/nodes/node_factory.hpp"
+#include "cpu/nodes/quantized_convolution.hpp"
+
+namespace kiln::cpu {
+
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+
+tag channels_last(size_t sp) { return sp == 1 ? tag::nwc : sp == 2 ? tag::nhwc : tag::ndhwc; }
+tag plain_weights(size_t sp, bool grouped) {
+  static const tag w[] = {tag::oiw, tag::oihw, tag::oidhw};
+  static const tag gw[] = {tag::goiw, tag::goihw, tag::goidhw};
+  return grouped ? gw[sp - 1] : w[sp - 1];
+}
+memory::data_type dt_of(DType t) { return t == DType::u8 ? memory::data_type::u8 : memory::data_type::s8; }
+
+float scalar_f32(const Edge* e) { return static_cast<const float*>(e->constant.raw())[0]; }
+int32_t scalar_zp(const Edge* e) { return zero_point_value(e->constant.dtype(), e->constant.raw()); }
+
+class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
+ public:
+  explicit QuantizedConvolutionNode(const ir::Node& n) {
+    source = &n;
+    name = n.name();
+  }
+  const char* type() const override { return "QLinearConv"; }
+  NodeKind kind() const override { return NodeKind::QuantizedConvolution; }
+  int inplace_input() const override { return sum_input_; }
+
+  bool take_sum(const QuantizedSum& sum, std::string* why) override {
+    if (sum_input_ >= 0) {
+      if (why) *why = "it already accumulates into a sum";
+      return false;
+    }
+    try {
+      const std::string impl_name = make_pd(&sum).impl_info_str();
+      if (impl_name.rfind("ref", 0) == 0) {
+        if (why) *why = cat("oneDNN has only its reference int8 convolution with a sum (", impl_name, ")");
+        return false;
+      }
+    } catch (const dnnl::error& e) {
+      if (why) *why = cat("oneDNN rejects the int8 convolution with a sum: ", e.what());
+      return false;
+    }
+    sum_ = sum;
+    sum_input_ = static_cast<int>(inputs.size());
+    return true;
+  }
+
+  std::vector<InputLayout> prepare() override {
+    pd_ = make_pd(sum_input_ >= 0 ? &sum_ : nullptr);
+    prim_ = dnnl::convolution_forward(pd_);
+    impl = pd_.impl_info_str();
+    const Shape& w = inputs[3]->shape;
+    const size_t sp = w.size() - 2;
+    const int64_t group = source->attr_i("group", 1);
+    weights_ = pack_int8_weights(inputs[3]->constant, false,
+                                 memory::desc(weight_dims(), memory::data_type::s8, plain_weights(sp, group > 1)),
+                                 pd_.weights_desc(), cat("qlinearconv/g", group))
+                   .main;
+    if (has_bias())
+      bias_ = memory(memory::desc({w[0]}, memory::data_type::s32, tag::a), cpu_engine(), inputs[8]->data);
+    outputs[0]->set_layout(pd_.dst_desc());
+    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
+    req[0] = InputLayout::exact(pd_.src_desc());
+    if (sum_input_ >= 0) req[static_cast<size_t>(sum_input_)] = InputLayout::exact(pd_.dst_desc());
+    return req;
+  }
+
+  void execute(dnnl::stream& stream) override {
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, inputs[0]->memory()},
+                                            {DNNL_ARG_WEIGHTS, weights_},
+                                            {DNNL_ARG_DST, outputs[0]->memory()}};
+    if (bias_) args[DNNL_ARG_BIAS] = bias_;
+    const memory::desc one({1}, memory::data_type::s32, tag::a);
+    if (zx_) args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = memory(one, cpu_engine(), &zx_);
+    if (zy_) args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST] = memory(one, cpu_engine(), &zy_);
+    if (sum_input_ >= 0) {
+      const Edge* acc = inputs[static_cast<size_t>(sum_input_)];
+      if (acc->data != outputs[0]->data) {  // not planned in place: start from a copy
+        stream.wait();
+        std::memcpy(outputs[0]->data, acc->data, outputs[0]->bytes());
+      }
+    }
+    prim_.execute(stream, args);
+  }
+
+ private:
+  // B is input 8 of the QLinearConv (a fused sum's operand comes after the node's own inputs)
+  bool has_bias() const { return source->num_inputs() > 8 && source->input(8) && inputs[8]; }
+
+  memory::dims weight_dims() const {
+    const Shape& w = inputs[3]->shape;
+    const int64_t group = source->attr_i("group", 1);
+    if (group <= 1) return to_dims(w);
+    memory::dims d = {group, w[0] / group, w[1]};
+    d.insert(d.end(), w.begin() + 2, w.end());
+    return d;
+  }
+
+  // The primitive descriptor, with `sum` fused (or none). The output's scale and zero point
+  // are the sum's when there is one, else y_scale / y_zero_point.
+  dnnl::convolution_forward::primitive_desc make_pd(const QuantizedSum* sum) {
+    const Shape& x = inputs[0]->shape;
+    const Shape& w = inputs[3]->shape;
+    const Shape& y = outputs[0]->shape;
+    const size_t sp = x.size() - 2;
+    const int64_t M = w[0];
+    const ConvGeometry geo = conv_geometry(*source, x, w, y);
+    // the convolution's requantization to its own output (y_scale, y_zero_point); with a sum,
+    // the post-ops take it on to the sum's scale and zero point
+    const float xs = scalar_f32(inputs[1]), ys = scalar_f32(inputs[6]);
+    zx_ = scalar_zp(inputs[2]);
+    zy_ = sum ? sum->out_zero_point : scalar_zp(inputs[7]);
+    const float* ws = static_cast<const float*>(inputs[4]->constant.raw());
+    const bool per_channel = inputs[4]->constant.size() > 1;
+    std::vector<float> mult(per_channel ? static_cast<size_t>(M) : 1);
+    for (size_t m = 0; m < mult.size(); ++m) mult[m] = xs * ws[m] / ys;  // as requantization() computes it
+
+    memory::desc src(to_dims(x), dt_of(inputs[0]->dtype), channels_last(sp));
+    memory::desc dst(to_dims(y), dt_of(outputs[0]->dtype), channels_last(sp));
+    memory::desc wei(weight_dims(), memory::data_type::s8, tag::any);
+    memory::desc bias = has_bias() ? memory::desc({M}, memory::data_type::s32, tag::a) : memory::desc();
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
+                                      wei, bias, dst, geo.strides, geo.dilations, geo.pad_l, geo.pad_r);
+    dnnl::primitive_attr attr;
+    attr.set_output_scales(per_channel ? 1 << 1 : 0, mult);
+    if (zx_) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+    if (zy_) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+    if (sum) {  // QLinearAdd: (a - a_zp) a_scale / c_scale + (b - b_zp) b_scale / c_scale
+      const bool s8 = outputs[0]->dtype == DType::i8;
+      const float qmin = s8 ? -128.0f : 0.0f, qmax = s8 ? 127.0f : 255.0f, za = static_cast<float>(sum->own_zero_point);
+      dnnl::post_ops po;
+      po.append_eltwise(1.0f, dnnl::algorithm::eltwise_round, 0.0f, 0.0f);
+      po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, qmin - za, qmax - za);
+      po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, sum->own_scale / sum->out_scale, 0.0f);
+      po.append_sum(sum->other_scale / sum->out_scale, sum->other_zero_point, dt_of(outputs[0]->dtype));
+      attr.set_post_ops(po);
+    }
+    return dnnl::convolution_forward::primitive_desc(d, attr, cpu_engine());
+  }
+
+  dnnl::convolution_forward::primitive_desc pd_;
+  dnnl::convolution_forward prim_;
+  memory weights_, bias_;
+  int32_t zx_ = 0, zy_ = 0;
+  int sum_input_ = -1;
+  QuantizedSum sum_;
+};
+
+}  // namespace
+
+bool quantized_convolution_supports(const ir::Node& n) {
+  if (!qlinear_conv_supports(n) || !exact_int8_kernels()) return false;
+  if (!n.input(2)->is_constant()) return false;  // the activation zero point is fixed in the primitive
+  if (n.input(3)->constant().dtype() != DType::i8) return false;  // u8 weights: ConvInteger's node
+  for (double v : n.input(5)->constant().to_f64())
+    if (v != 0) return false;  // weight offsets: ConvInteger's node adds their correction
+  return true;
+}
+
+std::unique_ptr<Node> make_quantized_convolution_node(const ir::Node& n) {
+  return std::make_unique<QuantizedConvolutionNode>(n);
+}
+
+}  // namespace kiln::cpu

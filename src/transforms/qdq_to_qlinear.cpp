@@ -1,0 +1,312 @@
+#include "transforms/qdq_to_qlinear.hpp"
+
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "core/strings.hpp"
+#include "transforms/graph_edit.hpp"
+
+namespace kiln::transforms {
+
+namespace {
+
+bool is_8bit(DType t) { return t == DType::u8 || t == DType::i8; }
+double qmin_of(DType t) { return t == DType::u8 ? 0.0 : -128.0; }
+double qmax_of(DType t) { return t == DType::u8 ? 255.0 : 127.0; }
+
+// A DequantizeLinear producing a value: its quantized input, constant scale and zero point.
+struct Dq {
+  ir::Node* node = nullptr;
+  ir::Value* q = nullptr;      // the quantized tensor
+  ir::Value* scale = nullptr;  // constant f32
+  ir::Value* zp = nullptr;     // constant, or null (0)
+  int64_t axis = -1;           // -1: per tensor
+  DType type() const { return q->type.dtype; }
+  size_t count() const { return static_cast<size_t>(scale->constant().size()); }
+};
+
+// Where a skip starts: the float op's description.
+struct Why {
+  std::string text;
+  bool fail(std::string s) {
+    text = std::move(s);
+    return false;
+  }
+};
+
+// Scale (positive finite f32) and zero point (of `type`, or absent) of a Q / DQ node, both
+// constants holding one value or, per axis, `count` values in one dim.
+bool params_ok(const ir::Node& n, Why& why) {
+  const ir::Value *s = n.input(1), *z = n.input(2);
+  if (n.attr_i("block_size", 0) != 0 || n.has_attr("output_dtype"))
+    return why.fail(cat(n.describe(), " uses the opset 21 form (block_size / output_dtype)"));
+  if (!s || !s->is_constant() || s->constant().dtype() != DType::f32)
+    return why.fail(cat(n.describe(), ": its scale is not a constant float32"));
+  for (double v : s->constant().to_f64())
+    if (!(v > 0) || !std::isfinite(v)) return why.fail(cat(n.describe(), ": its scale holds ", v));
+  if (z && (!z->is_constant() || z->constant().size() != s->constant().size()))
+    return why.fail(cat(n.describe(), ": its zero point is not a constant of the scale's size"));
+  if (s->constant().size() > 1 && s->constant().rank() != 1)
+    return why.fail(cat(n.describe(), ": its scale has shape ", shape_to_string(s->constant().shape())));
+  return true;
+}
+
+// The DequantizeLinear producing `v`, if any, with usable parameters.
+std::optional<Dq> dq_of(const ir::Value* v, Why& why) {
+  ir::Node* n = v ? v->producer() : nullptr;
+  if (!n || n->op_type() != "DequantizeLinear" || !n->is_onnx_domain())
+    return why.fail(cat("'", v ? v->name() : "?", "' is not made by a DequantizeLinear")), std::nullopt;
+  if (!params_ok(*n, why)) return std::nullopt;
+  Dq d{n, n->input(0), n->input(1), n->input(2), -1};
+  if (d.scale->constant().size() > 1) {
+    const ir::PartialShape& xs = d.q->type.shape;
+    if (!xs.rank_known) return why.fail(cat(n->describe(), " is per axis on a tensor of unknown rank")), std::nullopt;
+    const int64_t rank = static_cast<int64_t>(xs.rank()), axis = n->attr_i("axis", 1);
+    if (axis < -rank || axis >= rank) return why.fail(cat(n->describe(), ": axis ", axis, " is out of range")), std::nullopt;
+    d.axis = axis < 0 ? axis + rank : axis;
+  }
+  return d;
+}
+
+// An 8-bit activation quantized per tensor.
+std::optional<Dq> activation_dq(const ir::Value* v, Why& why) {
+  std::optional<Dq> d = dq_of(v, why);
+  if (!d) return d;
+  if (!is_8bit(d->type())) return why.fail(cat("'", d->q->name(), "' is ", dtype_name(d->type()), ", not u8 / s8")), std::nullopt;
+  if (d->axis >= 0) return why.fail(cat(d->node->describe(), " is per axis (activations must be per tensor)")), std::nullopt;
+  return d;
+}
+
+struct Quant {
+  ir::Node* node = nullptr;
+  DType type = DType::u8;
+  double scale = 1;
+  int64_t zp = 0;
+};
+
+// The QuantizeLinear that alone reads `v` (no graph output): per tensor, 8-bit.
+std::optional<Quant> sole_quantize(const ir::Graph& g, const ir::Value* v, Why& why) {
+  if (g.is_output(v)) return why.fail(cat("'", v->name(), "' is a graph output")), std::nullopt;
+  if (v->uses().size() != 1) return why.fail(cat("'", v->name(), "' is read by ", v->uses().size(), " nodes")), std::nullopt;
+  ir::Node* q = v->uses()[0].node;
+  if (q->op_type() != "QuantizeLinear" || !q->is_onnx_domain() || v->uses()[0].input_index != 0)
+    return why.fail(cat("'", v->name(), "' is read by ", q->describe(), ", not a QuantizeLinear")), std::nullopt;
+  if (!params_ok(*q, why)) return std::nullopt;
+  if (q->input(1)->constant().size() != 1) return why.fail(cat(q->describe(), " is per axis")), std::nullopt;
+  Quant r{q, DType::u8, q->input(1)->constant().to_f64()[0], 0};
+  if (const ir::Value* z = q->input(2)) {
+    r.type = z->constant().dtype();
+    r.zp = z->constant().to_i64()[0];
+  }
+  if (!is_8bit(r.type)) return why.fail(cat(q->describe(), " writes ", dtype_name(r.type), ", not u8 / s8")), std::nullopt;
+  return r;
+}
+
+// The clamp [lo, hi] a Relu or Clip applies (constant bounds), else nullopt.
+std::optional<std::pair<double, double>> clamp_of(const ir::Node& n) {
+  if (!n.is_onnx_domain() || n.num_outputs() != 1) return std::nullopt;
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  if (n.op_type() == "Relu") return std::make_pair(0.0, inf);
+  if (n.op_type() != "Clip") return std::nullopt;
+  if (n.opset() < 11) return std::make_pair(double(n.attr_f("min", -3.4028234e38f)), double(n.attr_f("max", 3.4028234e38f)));
+  double b[2] = {-inf, inf};
+  for (size_t i = 1; i <= 2; ++i) {
+    const ir::Value* v = n.input(i);
+    if (!v) continue;
+    if (!v->is_constant() || v->constant().size() != 1) return std::nullopt;
+    b[i - 1] = v->constant().to_f64()[0];
+  }
+  return std::make_pair(b[0], b[1]);
+}
+
+// The op's output `y` through an optional Relu / Clip that the QuantizeLinear after it makes
+// redundant, to that QuantizeLinear.
+std::optional<Quant> quantize_after(const ir::Graph& g, const ir::Value* y, Why& why) {
+  if (!g.is_output(y) && y->uses().size() == 1) {
+    const ir::Node& act = *y->uses()[0].node;
+    if (auto clamp = clamp_of(act)) {
+      std::optional<Quant> q = sole_quantize(g, act.output(0), why);
+      if (!q) return q;
+      const double lo = (qmin_of(q->type) - static_cast<double>(q->zp)) * q->scale;
+      const double hi = (qmax_of(q->type) - static_cast<double>(q->zp)) * q->scale;
+      if (lo < clamp->first || hi > clamp->second)
+        return why.fail(cat(act.describe(), " clamps to [", clamp->first, ", ", clamp->second, "], inside ",
+                            q->node->describe(), "'s range [", lo, ", ", hi, "]: it would change values")),
+               std::nullopt;
+      return q;
+    }
+  }
+  return sole_quantize(g, y, why);
+}
+
+ir::Value* scalar(ir::Graph& g, const std::string& base, DType t, int64_t v) {
+  Tensor z(t, Shape{});
+  if (t == DType::u8) z.data<uint8_t>()[0] = static_cast<uint8_t>(v);
+  else z.data<int8_t>()[0] = static_cast<int8_t>(v);
+  return g.add_constant(g.unique_name(base), std::move(z));
+}
+
+// The zero point input of a Dq (a zero of its type when absent).
+ir::Value* zero_point(ir::Graph& g, const Dq& d) {
+  return d.zp ? d.zp : scalar(g, d.node->name() + "_zero_point", d.type(), 0);
+}
+
+// The new node takes the QuantizeLinear's place: its readers read `y`.
+ir::Node* finish(GraphEditor& ed, ir::Node* made, const Quant& q) {
+  made->set_opset(made->is_onnx_domain() ? ed.graph().opset_for("") : 1);
+  made->output(0)->type = q.node->output(0)->type;
+  ed.replace_and_erase(q.node, q.node->output(0), made->output(0));
+  return made;
+}
+
+std::vector<ir::Value*> q_inputs(ir::Graph& g, const Quant& q) {
+  ir::Value* zp = q.node->input(2) ? q.node->input(2) : scalar(g, q.node->name() + "_zero_point", DType::u8, 0);
+  return {q.node->input(1), zp};
+}
+
+// The bias of a Conv as int32 in the scale x_scale * w_scale[m], or null (and `why`).
+ir::Value* int32_bias(ir::Graph& g, const ir::Node& conv, const Dq& x, const Dq& w, int64_t M, Why& why) {
+  const ir::Value* b = conv.input(2);
+  std::vector<double> values;
+  if (b->is_constant() && b->constant().dtype() == DType::f32 && b->constant().size() == M) {
+    values = b->constant().to_f64();
+  } else {
+    std::optional<Dq> bd = dq_of(b, why);
+    if (!bd) return nullptr;
+    if (!bd->q->is_constant() || bd->type() != DType::i32 || bd->q->constant().size() != M)
+      return why.fail("the bias is not a constant int32 DequantizeLinear"), nullptr;
+    const std::vector<double> q = bd->q->constant().to_f64(), s = bd->scale->constant().to_f64();
+    const std::vector<double> z = bd->zp ? bd->zp->constant().to_f64() : std::vector<double>(s.size(), 0.0);
+    for (int64_t m = 0; m < M; ++m) {
+      const size_t k = s.size() == 1 ? 0 : static_cast<size_t>(m);
+      values.push_back(static_cast<double>(static_cast<float>(q[m] - z[k]) * static_cast<float>(s[k])));
+    }
+  }
+  const std::vector<double> sx = x.scale->constant().to_f64(), sw = w.scale->constant().to_f64();
+  Tensor t(DType::i32, Shape{M});
+  for (int64_t m = 0; m < M; ++m) {
+    const double s = static_cast<double>(static_cast<float>(sx[0]) * static_cast<float>(sw[sw.size() == 1 ? 0 : m]));
+    const double v = std::nearbyint(values[static_cast<size_t>(m)] / s);
+    if (!(std::abs(v) <= 2147483647.0)) return why.fail(cat("the bias of channel ", m, " overflows int32 in the product's scale")), nullptr;
+    t.data<int32_t>()[m] = static_cast<int32_t>(v);
+  }
+  return g.add_constant(g.unique_name(conv.name() + "_bias_int32"), std::move(t));
+}
+
+bool try_conv(GraphEditor& ed, ir::Node* n, Why& why) {
+  ir::Graph& g = ed.graph();
+  std::optional<Dq> x = activation_dq(n->input(0), why);
+  if (!x) return false;
+  std::optional<Dq> w = dq_of(n->input(1), why);
+  if (!w) return false;
+  if (!w->q->is_constant() || !is_8bit(w->type())) return why.fail("the weights are not constant 8-bit data");
+  const int64_t M = w->q->constant().shape().empty() ? 0 : w->q->constant().shape()[0];
+  if (w->axis > 0 || (w->axis == 0 && static_cast<int64_t>(w->count()) != M))
+    return why.fail(cat(w->node->describe(), " is per axis ", w->axis, ", not per output channel"));
+  std::optional<Quant> q = quantize_after(g, n->output(0), why);
+  if (!q) return false;
+  ir::Value* bias = n->input(2) ? int32_bias(g, *n, *x, *w, M, why) : nullptr;
+  if (n->input(2) && !bias) return false;
+  std::vector<ir::Value*> in = {x->q, x->scale, zero_point(g, *x), w->q, w->scale, zero_point(g, *w)};
+  for (ir::Value* v : q_inputs(g, *q)) in.push_back(v);
+  if (bias) in.push_back(bias);
+  ir::Node* made = g.add_node("QLinearConv", in, 1, g.unique_name(n->name() + "_quant"));
+  for (const char* a : {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"})
+    if (n->has_attr(a)) made->attrs[a] = n->attrs.at(a);
+  finish(ed, made, *q);
+  return true;
+}
+
+bool try_matmul(GraphEditor& ed, ir::Node* n, Why& why) {
+  ir::Graph& g = ed.graph();
+  std::optional<Dq> a = activation_dq(n->input(0), why);
+  if (!a) return false;
+  std::optional<Dq> b = dq_of(n->input(1), why);
+  if (!b) return false;
+  if (!is_8bit(b->type())) return why.fail("B is not 8-bit");
+  if (b->axis >= 0) {  // per column: a constant [K, N] with axis 1
+    const bool column = b->q->is_constant() && b->q->constant().rank() == 2 && b->axis == 1 &&
+                        static_cast<int64_t>(b->count()) == b->q->constant().shape()[1];
+    if (!column) return why.fail(cat(b->node->describe(), " is per axis but not per column of a constant 2-D B"));
+  }
+  std::optional<Quant> q = sole_quantize(g, n->output(0), why);
+  if (!q) return false;
+  std::vector<ir::Value*> in = {a->q, a->scale, zero_point(g, *a), b->q, b->scale, zero_point(g, *b)};
+  for (ir::Value* v : q_inputs(g, *q)) in.push_back(v);
+  finish(ed, g.add_node("QLinearMatMul", in, 1, g.unique_name(n->name() + "_quant")), *q);
+  return true;
+}
+
+bool try_add(GraphEditor& ed, ir::Node* n, Why& why) {
+  ir::Graph& g = ed.graph();
+  std::optional<Dq> a = activation_dq(n->input(0), why);
+  if (!a) return false;
+  std::optional<Dq> b = activation_dq(n->input(1), why);
+  if (!b) return false;
+  std::optional<Quant> q = quantize_after(g, n->output(0), why);
+  if (!q) return false;
+  if (a->type() != q->type || b->type() != q->type)
+    return why.fail(cat("the operands are ", dtype_name(a->type()), " and ", dtype_name(b->type()), ", the result ",
+                        dtype_name(q->type), " (QLinearAdd takes one type)"));
+  std::vector<ir::Value*> in = {a->q, a->scale, zero_point(g, *a), b->q, b->scale, zero_point(g, *b)};
+  for (ir::Value* v : q_inputs(g, *q)) in.push_back(v);
+  if (!g.opset_imports.count("com.microsoft")) g.opset_imports["com.microsoft"] = 1;
+  finish(ed, g.add_node("QLinearAdd", in, 1, g.unique_name(n->name() + "_quant"), "com.microsoft"), *q);
+  return true;
+}
+
+// MaxPool and the ops that only move values: DQ -> op -> Q with the same parameters on both
+// sides is the op on the 8-bit data (other inputs, e.g. Reshape's shape, stay as they are).
+bool try_move(GraphEditor& ed, ir::Node* n, Why& why) {
+  ir::Graph& g = ed.graph();
+  if (n->op_type() == "MaxPool" && (n->opset() < 12 || n->num_outputs() != 1))
+    return why.fail(n->num_outputs() != 1 ? "MaxPool has an Indices output" : "MaxPool takes 8-bit data from opset 12");
+  std::optional<Dq> x = activation_dq(n->input(0), why);
+  if (!x) return false;
+  std::optional<Quant> q = sole_quantize(g, n->output(0), why);
+  if (!q) return false;
+  const int64_t xzp = x->zp ? x->zp->constant().to_i64()[0] : 0;
+  if (x->type() != q->type || xzp != q->zp || static_cast<float>(x->scale->constant().to_f64()[0]) != static_cast<float>(q->scale))
+    return why.fail(cat(x->node->describe(), " and ", q->node->describe(), " differ in scale, zero point or type"));
+  std::vector<ir::Value*> in = n->inputs();
+  in[0] = x->q;
+  ir::Node* made = g.add_node(n->op_type(), in, 1, g.unique_name(n->name() + "_quant"));
+  made->attrs = n->attrs;
+  finish(ed, made, *q);
+  return true;
+}
+
+}  // namespace
+
+size_t fuse_qdq_to_qlinear(ir::Graph& g, PassLog* log) {
+  GraphEditor ed(g);
+  size_t count = 0;
+  for (ir::Node* n : g.topo_order()) {
+    if (ed.erased(n) || !n->is_onnx_domain() || n->num_outputs() < 1) continue;
+    const std::string& op = n->op_type();
+    bool (*rule)(GraphEditor&, ir::Node*, Why&) = nullptr;
+    const char* made = "";
+    if (op == "Conv") rule = try_conv, made = "QLinearConv";
+    else if (op == "MatMul") rule = try_matmul, made = "QLinearMatMul";
+    else if (op == "Add") rule = try_add, made = "QLinearAdd";
+    else if (op == "MaxPool" || op == "Reshape" || op == "Flatten" || op == "Transpose" || op == "Squeeze" ||
+             op == "Unsqueeze")
+      rule = try_move, made = "the same op on 8-bit data";
+    if (!rule) continue;
+    // only where the op reads a DequantizeLinear: the rest of a model is not QDQ at all
+    const ir::Value* x = n->input(0);
+    if (!x || !x->producer() || x->producer()->op_type() != "DequantizeLinear") continue;
+    Why why;
+    if (rule(ed, n, why)) {
+      ++count;
+      if (log) log->applied(kQdqToQLinear, n->name(), cat("became ", made));
+    } else if (log) {
+      log->skipped(kQdqToQLinear, n->name(), cat(op, " stays float (its QDQ pairs become FakeQuantize): ", why.text));
+    }
+  }
+  if (count) g.remove_dead();
+  return count;
+}
+
+}  // namespace kiln::transforms

@@ -1,0 +1,243 @@
+// Static int8 (QDQ models): QdqToQLinear turns the float ops between DequantizeLinear and
+// QuantizeLinear into integer ops, FuseQLinearConvAndAdd folds the residual sum into the int8
+// convolution, and QuantizeLinear / DequantizeLinear / u8 MaxPool run on their own nodes. On
+// an ISA with exact int8 kernels (VNNI, AMX) the QDQ graph must run as integer nodes; on the
+// others (AVX2, SSE4.1) its QDQ pairs compute in f32. Either way against the reference
+// executor on the QDQ graph: equal but where a float result lies within rounding of a tie
+// (at most one quantization step, and almost never).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "cpu/executor.hpp"
+#include "cpu/nodes/int8_util.hpp"
+#include "cpu_test_util.hpp"
+#include "transforms/qdq_to_qlinear.hpp"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+Tensor u8_scalar(int v) {
+  Tensor t(DType::u8, Shape{});
+  t.data<uint8_t>()[0] = static_cast<uint8_t>(v);
+  return t;
+}
+
+// x -> Q(scale, zp) -> DQ: the value readers take.
+ir::Value* qdq(ir::Graph& g, ir::Value* x, float scale, int zp, const std::string& name) {
+  ir::Value* s = g.add_constant(name + "_s", Tensor::scalar<float>(scale));
+  ir::Value* z = g.add_constant(name + "_z", u8_scalar(zp));
+  ir::Node* q = g.add_node("QuantizeLinear", {x, s, z}, 1, name + "_q");
+  return g.add_node("DequantizeLinear", {q->output(0), s, z}, 1, name + "_dq")->output(0);
+}
+
+// A Conv on x_dq (quantized with scale sx) with s8 per-channel weights and an int32 bias, as
+// quantizers write them (the weights' and bias' DequantizeLinear nodes).
+ir::Value* qconv(ir::Graph& g, ir::Value* x_dq, float sx, int64_t ci, int64_t co, int64_t k, uint32_t seed,
+                 const std::string& name) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> d(-127, 127);
+  Tensor w(DType::i8, Shape{co, ci, k, k});
+  for (int64_t i = 0; i < w.size(); ++i) w.data<int8_t>()[i] = static_cast<int8_t>(d(rng));
+  Tensor ws(DType::f32, Shape{co}), b(DType::i32, Shape{co}), bs(DType::f32, Shape{co});
+  Tensor wz(DType::i8, Shape{co}), bz(DType::i32, Shape{co});
+  for (int64_t m = 0; m < co; ++m) {
+    ws.data<float>()[m] = 0.002f + 0.0003f * static_cast<float>(m);
+    bs.data<float>()[m] = sx * ws.data<float>()[m];
+    b.data<int32_t>()[m] = static_cast<int32_t>(m * 131 - 900);
+    wz.data<int8_t>()[m] = 0;
+    bz.data<int32_t>()[m] = 0;
+  }
+  auto dq = [&](const std::string& n, Tensor q, Tensor s, Tensor z) {
+    ir::Node* node = g.add_node("DequantizeLinear", {g.add_constant(n, std::move(q)), g.add_constant(n + "_s", std::move(s)),
+                                                     g.add_constant(n + "_z", std::move(z))},
+                                1, n + "_dq");
+    node->attrs["axis"] = ir::Attribute(int64_t{0});
+    return node->output(0);
+  };
+  ir::Node* c = g.add_node("Conv", {x_dq, dq(name + "_w", w, ws, wz), dq(name + "_b", b, bs, bz)}, 1, name);
+  const int64_t p = k / 2;
+  c->attrs["pads"] = std::vector<int64_t>{p, p, p, p};
+  return c->output(0);
+}
+
+// A residual block in QDQ form: x -> QDQ -> conv3x3 -> Relu -> QDQ (a) -> conv3x3 -> Relu -> QDQ
+// -> conv1x1 -> QDQ -> Add(a) -> Relu -> QDQ -> MaxPool -> QDQ (same parameters) -> y (f32).
+std::shared_ptr<ir::Graph> qdq_block() {
+  auto g = make_graph(13);
+  ir::Value* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 8, 10, 10})});
+  ir::Value* xq = qdq(*g, x, 0.02f, 128, "x");
+  ir::Value* c1 = qconv(*g, xq, 0.02f, 8, 16, 3, 1, "conv1");
+  ir::Value* a = qdq(*g, g->add_node("Relu", {c1}, 1, "relu1")->output(0), 0.01f, 0, "a");
+  ir::Value* c2 = qconv(*g, a, 0.01f, 16, 16, 3, 2, "conv2");
+  ir::Value* b = qdq(*g, g->add_node("Relu", {c2}, 1, "relu2")->output(0), 0.01f, 0, "b");
+  ir::Value* c3 = qconv(*g, b, 0.01f, 16, 16, 1, 3, "conv3");
+  ir::Value* c3q = qdq(*g, c3, 0.015f, 120, "c3");
+  ir::Value* sum = g->add_node("Add", {c3q, a}, 1, "add")->output(0);
+  ir::Value* r = qdq(*g, g->add_node("Relu", {sum}, 1, "relu3")->output(0), 0.012f, 0, "r");
+  ir::Node* pool = g->add_node("MaxPool", {r}, 1, "pool");
+  pool->attrs["kernel_shape"] = std::vector<int64_t>{2, 2};
+  pool->attrs["strides"] = std::vector<int64_t>{2, 2};
+  g->add_output(qdq(*g, pool->output(0), 0.012f, 0, "y"));
+  return g;
+}
+
+// got within one step of want everywhere, and equal almost everywhere (a tie rounded the other
+// way inside a chain moves a few of the values after it by a step).
+void expect_equal_but_ties(const Tensor& want, const Tensor& got, double step) {
+  ASSERT_EQ(want.shape(), got.shape());
+  const auto a = want.to_f64(), b = got.to_f64();
+  size_t differ = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_LE(std::fabs(a[i] - b[i]), step * 1.001) << "at " << i;
+    differ += a[i] != b[i];
+  }
+  EXPECT_LE(differ, a.size() / 10) << differ << " of " << a.size() << " differ";
+}
+
+}  // namespace
+
+TEST(CpuInt8Static, QdqBlockRunsAsIntegerNodesWhereTheKernelsAreExact) {
+  auto g = qdq_block();
+  cpu::GraphOptions options;  // f32
+  cpu::Executor ex(g, options);
+  const auto& plan = ex.plan_for({Shape{1, 8, 10, 10}});
+  ASSERT_TRUE(plan.cpu) << plan.fallback_reason;
+  std::map<std::string, size_t> types;
+  for (const auto& n : plan.cpu->nodes()) types[n->type()]++;
+  if (cpu::exact_int8_kernels()) {
+    EXPECT_EQ(plan.log.count_applied(transforms::kQdqToQLinear), 5u) << explain(plan.log);  // 3 Conv, Add, MaxPool
+    EXPECT_EQ(plan.log.count_applied("FuseQLinearConvAndAdd"), 1u) << explain(plan.log);
+    EXPECT_EQ(types["QLinearConv"], 3u);
+    EXPECT_EQ(types["QuantizeLinear"], 1u) << "only x is quantized from f32";
+    EXPECT_EQ(types["DequantizeLinear"], 1u) << "only y is dequantized";
+    EXPECT_EQ(types["Pooling"], 1u) << "MaxPool on u8";
+    for (const auto& n : plan.cpu->nodes()) {
+      EXPECT_NE(n->kind(), cpu::NodeKind::Reference) << n->name << " (" << n->impl << ")";
+      if (n->type() == std::string("QLinearConv")) {
+        EXPECT_EQ(n->impl.rfind("ref", 0), std::string::npos) << n->impl;
+      }
+    }
+  } else {
+    EXPECT_EQ(plan.log.count_applied(transforms::kQdqToQLinear), 0u);
+    EXPECT_TRUE(log_has(plan.log, false, "saturate without VNNI")) << explain(plan.log);
+    EXPECT_EQ(types["QLinearConv"], 0u);
+  }
+  runtime::ReferenceExecutor ref(g);
+  for (uint32_t seed : {3u, 4u}) {
+    const Tensor x = random_tensor({1, 8, 10, 10}, seed, 2.5f);
+    expect_equal_but_ties(ref.run({x})[0], ex.run({x})[0], 0.012);
+  }
+}
+
+TEST(CpuInt8Static, DisablingThePassKeepsTheFloatPath) {
+  auto g = qdq_block();
+  cpu::GraphOptions options;
+  options.disabled_passes.insert(transforms::kQdqToQLinear);
+  cpu::Executor ex(g, options);
+  const auto& plan = ex.plan_for({Shape{1, 8, 10, 10}});
+  ASSERT_TRUE(plan.cpu);
+  for (const auto& n : plan.cpu->nodes()) EXPECT_NE(n->type(), std::string("QLinearConv"));
+  const Tensor x = random_tensor({1, 8, 10, 10}, 5, 2.5f);
+  expect_equal_but_ties(runtime::ReferenceExecutor(g).run({x})[0], ex.run({x})[0], 0.012);
+}
+
+// A Relu / Clip that would change values under the QuantizeLinear's range stays (and the op
+// with it): Q's range [-1.2, 1.8] reaches below the Relu's 0.
+TEST(CpuInt8Static, ActivationThatChangesValuesIsNotDropped) {
+  auto g = make_graph(13);
+  ir::Value* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 4, 6, 6})});
+  ir::Value* c = qconv(*g, qdq(*g, x, 0.02f, 128, "x"), 0.02f, 4, 8, 3, 7, "conv");
+  g->add_output(qdq(*g, g->add_node("Relu", {c}, 1, "relu")->output(0), 3.0f / 255.0f, 102, "y"));
+  cpu::Executor ex(g);
+  const auto& plan = ex.plan_for({Shape{1, 4, 6, 6}});
+  if (cpu::exact_int8_kernels()) {
+    EXPECT_TRUE(log_has(plan.log, false, "it would change values")) << explain(plan.log);
+    EXPECT_EQ(plan.log.count_applied(transforms::kQdqToQLinear), 0u);
+  }
+  const Tensor xv = random_tensor({1, 4, 6, 6}, 8, 2.5f);
+  expect_equal_but_ties(runtime::ReferenceExecutor(g).run({xv})[0], ex.run({xv})[0], 3.0 / 255.0);
+}
+
+namespace {
+
+// x (u8 graph input) -> QLinearConv -> QLinearAdd(other u8 input) : the fused pair against the
+// reference's two ops, on every ISA (without exact int8 kernels nothing fuses).
+void check_conv_add(bool conv_first) {
+  auto g = make_graph(13);
+  g->opset_imports["com.microsoft"] = 1;
+  ir::Value* x = g->add_input("x", {DType::u8, ir::PartialShape(Shape{1, 16, 7, 7})});
+  ir::Value* other = g->add_input("other", {DType::u8, ir::PartialShape(Shape{1, 24, 7, 7})});
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> d(-127, 127);
+  Tensor w(DType::i8, Shape{24, 16, 3, 3});
+  for (int64_t i = 0; i < w.size(); ++i) w.data<int8_t>()[i] = static_cast<int8_t>(d(rng));
+  Tensor ws(DType::f32, Shape{24});
+  for (int64_t m = 0; m < 24; ++m) ws.data<float>()[m] = 0.001f * static_cast<float>(m + 1);
+  Tensor wz(DType::i8, Shape{});
+  wz.data<int8_t>()[0] = 0;
+  ir::Node* conv = g->add_node("QLinearConv",
+                               {x, g->add_constant("xs", Tensor::scalar<float>(0.03f)), g->add_constant("xz", u8_scalar(100)),
+                                g->add_constant("w", w), g->add_constant("ws", ws), g->add_constant("wz", wz),
+                                g->add_constant("ys", Tensor::scalar<float>(0.2f)), g->add_constant("yz", u8_scalar(90))},
+                               1, "conv");
+  conv->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+  ir::Value* cs = g->add_constant("as", Tensor::scalar<float>(0.2f));
+  ir::Value* cz = g->add_constant("az", u8_scalar(90));
+  ir::Value* os = g->add_constant("bs", Tensor::scalar<float>(0.05f));
+  ir::Value* oz = g->add_constant("bz", u8_scalar(17));
+  std::vector<ir::Value*> in = conv_first ? std::vector<ir::Value*>{conv->output(0), cs, cz, other, os, oz}
+                                          : std::vector<ir::Value*>{other, os, oz, conv->output(0), cs, cz};
+  in.push_back(g->add_constant("ss", Tensor::scalar<float>(0.25f)));
+  in.push_back(g->add_constant("sz", u8_scalar(60)));
+  ir::Node* add = g->add_node("QLinearAdd", in, 1, "add", "com.microsoft");
+  g->add_output(add->output(0));
+  ir::infer_shapes(*g);
+  cpu::Executor ex(g);
+  const auto& plan = ex.plan_for({Shape{1, 16, 7, 7}, Shape{1, 24, 7, 7}});
+  ASSERT_TRUE(plan.cpu);
+  if (cpu::exact_int8_kernels()) {
+    EXPECT_EQ(plan.log.count_applied("FuseQLinearConvAndAdd"), 1u) << explain(plan.log);
+    EXPECT_EQ(count_type(*plan.cpu, "QLinearConv"), 1u) << plan.cpu->describe();
+    EXPECT_EQ(count_type(*plan.cpu, "Reference"), 0u) << plan.cpu->describe();
+  }
+  std::mt19937 r2(12);
+  std::uniform_int_distribution<int> b(0, 255);
+  Tensor xv(DType::u8, Shape{1, 16, 7, 7}), ov(DType::u8, Shape{1, 24, 7, 7});
+  for (int64_t i = 0; i < xv.size(); ++i) xv.data<uint8_t>()[i] = static_cast<uint8_t>(b(r2));
+  for (int64_t i = 0; i < ov.size(); ++i) ov.data<uint8_t>()[i] = static_cast<uint8_t>(b(r2));
+  expect_equal_but_ties(runtime::ReferenceExecutor(g).run({xv, ov})[0], ex.run({xv, ov})[0], 1.0);
+}
+
+}  // namespace
+
+TEST(CpuInt8Static, ConvolutionAbsorbsTheQLinearAddAndComputesThePair) {
+  check_conv_add(true);
+  check_conv_add(false);
+}
+
+TEST(CpuInt8Static, QuantizeAndDequantizeLinearMatchTheReferenceExactly) {
+  for (bool s8 : {false, true}) {
+    auto g = make_graph(13);
+    ir::Value* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{3, 1001})});
+    Tensor z(s8 ? DType::i8 : DType::u8, Shape{});
+    *static_cast<uint8_t*>(z.raw()) = s8 ? static_cast<uint8_t>(int8_t{-9}) : uint8_t{131};
+    ir::Value* s = g->add_constant("s", Tensor::scalar<float>(0.05f));
+    ir::Value* zv = g->add_constant("z", z);
+    ir::Node* q = g->add_node("QuantizeLinear", {x, s, zv}, 1, "q");
+    ir::Node* dq = g->add_node("DequantizeLinear", {q->output(0), s, zv}, 1, "dq");
+    g->add_output(q->output(0));
+    g->add_output(dq->output(0));
+    Tensor in = random_tensor({3, 1001}, 21, 9.0f);
+    for (int i = 0; i < 40; ++i) in.data<float>()[i] = (static_cast<float>(i) - 20.5f) * 0.05f;  // ties
+    in.data<float>()[50] = std::numeric_limits<float>::quiet_NaN();
+    in.data<float>()[51] = 1e30f;
+    in.data<float>()[52] = -1e30f;
+    auto cg = compare_with_reference(g, {in}, 0.0, 0.0);
+    EXPECT_EQ(count_type(*cg, "QuantizeLinear"), 1u);
+    EXPECT_EQ(count_type(*cg, "DequantizeLinear"), 1u);
+  }
+}
