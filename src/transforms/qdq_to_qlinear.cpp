@@ -128,11 +128,17 @@ std::optional<Quant> quantize_after(const ir::Graph& g, const ir::Value* y, Why&
     if (auto clamp = clamp_of(act)) {
       std::optional<Quant> q = sole_quantize(g, act.output(0), why);
       if (!q) return q;
-      const double lo = (qmin_of(q->type) - static_cast<double>(q->zp)) * q->scale;
-      const double hi = (qmax_of(q->type) - static_cast<double>(q->zp)) * q->scale;
-      if (lo < clamp->first || hi > clamp->second)
+      // the clamp's bounds quantize (as QuantizeLinear computes, in float) to the ends of the
+      // 8-bit range: every value the clamp moves saturates there anyway
+      auto quantized = [&](double v) {
+        return std::nearbyint(static_cast<float>(v) / static_cast<float>(q->scale)) + static_cast<double>(q->zp);
+      };
+      const bool lo_ok = std::isinf(clamp->first) || quantized(clamp->first) <= qmin_of(q->type);
+      const bool hi_ok = std::isinf(clamp->second) || quantized(clamp->second) >= qmax_of(q->type);
+      if (!lo_ok || !hi_ok)
         return why.fail(cat(act.describe(), " clamps to [", clamp->first, ", ", clamp->second, "], inside ",
-                            q->node->describe(), "'s range [", lo, ", ", hi, "]: it would change values")),
+                            q->node->describe(), "'s range [", (qmin_of(q->type) - double(q->zp)) * q->scale, ", ",
+                            (qmax_of(q->type) - double(q->zp)) * q->scale, "]: it would change values")),
                std::nullopt;
       return q;
     }
@@ -218,6 +224,31 @@ bool try_conv(GraphEditor& ed, ir::Node* n, Why& why) {
   return true;
 }
 
+// DQ(a) x DQ(constant B) -> MatMul whose float result no QuantizeLinear takes (a transformer's
+// projection before its bias Add): MatMulInteger -> Cast -> Mul(a_scale * b_scale[n]), the form
+// dynamic quantization writes, with the scale known ahead.
+bool matmul_to_float(GraphEditor& ed, ir::Node* n, const Dq& a, const Dq& b, Why& why) {
+  ir::Graph& g = ed.graph();
+  if (!b.q->is_constant() || b.q->constant().rank() != 2)
+    return why.fail("its result stays float and B is not a constant 2-D tensor");
+  if (g.is_output(n->output(0))) return why.fail(cat("'", n->output(0)->name(), "' is a graph output"));
+  const int64_t N = b.q->constant().shape()[1];
+  const float sa = static_cast<float>(a.scale->constant().to_f64()[0]);
+  const std::vector<double> sb = b.scale->constant().to_f64();
+  std::vector<double> s(sb.size());
+  for (size_t i = 0; i < sb.size(); ++i) s[i] = static_cast<double>(sa * static_cast<float>(sb[i]));
+  ir::Value* scale = add_f32_constant(g, n->name() + "_scale", s, sb.size() == 1 ? Shape{} : Shape{N});
+  ir::Node* mi = g.add_node("MatMulInteger", {a.q, b.q, zero_point(g, a), zero_point(g, b)}, 1,
+                            g.unique_name(n->name() + "_quant"));
+  ir::Node* cast = g.add_node("Cast", {mi->output(0)}, 1, g.unique_name(n->name() + "_cast"));
+  cast->attrs["to"] = ir::Attribute(int64_t{1});  // float
+  ir::Node* mul = g.add_node("Mul", {cast->output(0), scale}, 1, g.unique_name(n->name() + "_dequantize"));
+  for (ir::Node* made : {mi, cast, mul}) made->set_opset(g.opset_for(""));
+  mul->output(0)->type = n->output(0)->type;
+  ed.replace_and_erase(n, n->output(0), mul->output(0));
+  return true;
+}
+
 bool try_matmul(GraphEditor& ed, ir::Node* n, Why& why) {
   ir::Graph& g = ed.graph();
   std::optional<Dq> a = activation_dq(n->input(0), why);
@@ -230,8 +261,9 @@ bool try_matmul(GraphEditor& ed, ir::Node* n, Why& why) {
                         static_cast<int64_t>(b->count()) == b->q->constant().shape()[1];
     if (!column) return why.fail(cat(b->node->describe(), " is per axis but not per column of a constant 2-D B"));
   }
-  std::optional<Quant> q = sole_quantize(g, n->output(0), why);
-  if (!q) return false;
+  Why no_q;
+  std::optional<Quant> q = sole_quantize(g, n->output(0), no_q);
+  if (!q) return matmul_to_float(ed, n, *a, *b, why);
   std::vector<ir::Value*> in = {a->q, a->scale, zero_point(g, *a), b->q, b->scale, zero_point(g, *b)};
   for (ir::Value* v : q_inputs(g, *q)) in.push_back(v);
   finish(ed, g.add_node("QLinearMatMul", in, 1, g.unique_name(n->name() + "_quant")), *q);
@@ -288,7 +320,7 @@ size_t fuse_qdq_to_qlinear(ir::Graph& g, PassLog* log) {
     bool (*rule)(GraphEditor&, ir::Node*, Why&) = nullptr;
     const char* made = "";
     if (op == "Conv") rule = try_conv, made = "QLinearConv";
-    else if (op == "MatMul") rule = try_matmul, made = "QLinearMatMul";
+    else if (op == "MatMul") rule = try_matmul, made = "QLinearMatMul (or MatMulInteger with a float result)";
     else if (op == "Add") rule = try_add, made = "QLinearAdd";
     else if (op == "MaxPool" || op == "Reshape" || op == "Flatten" || op == "Transpose" || op == "Squeeze" ||
              op == "Unsqueeze")

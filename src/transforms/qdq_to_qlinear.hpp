@@ -5,6 +5,7 @@
 //
 //   DQ(x) , DQ(w) [, DQ(b) | b] -> Conv [-> Relu | Clip] -> Q   =>  QLinearConv
 //   DQ(a) , DQ(b)               -> MatMul                  -> Q   =>  QLinearMatMul
+//   DQ(a) , DQ(constant B)      -> MatMul (float result)         =>  MatMulInteger -> Cast -> Mul(a_scale b_scale)
 //   DQ(a) , DQ(b)               -> Add    [-> Relu | Clip] -> Q   =>  com.microsoft QLinearAdd
 //   DQ(x) -> MaxPool | Reshape | Flatten | Transpose | Squeeze | Unsqueeze -> Q, with the same
 //            scale, zero point and type on both sides                      =>  the op on x's 8-bit data
@@ -14,8 +15,8 @@
 // tensor or per output channel (axis 0); MatMul's B is per tensor, or constant 2-D per column;
 // the float op's output is read by the QuantizeLinear alone (and is no graph output). A Relu
 // or Clip between the op and the QuantizeLinear is dropped only when it changes nothing: when
-// the QuantizeLinear's whole range [(qmin - zp) s, (qmax - zp) s] lies inside the clamp, the
-// saturation to [qmin, qmax] already does its work. A bias becomes int32 in the product's
+// its bounds quantize to qmin and qmax (the QuantizeLinear's range [(qmin - zp) s, (qmax - zp) s]
+// lies inside the clamp, up to rounding), the saturation to [qmin, qmax] does its work. A bias becomes int32 in the product's
 // scale x_scale * w_scale[m], rounded half to even (a bias DequantizeLinear in that scale, as
 // quantizers write it, passes through unchanged).
 //

@@ -241,3 +241,31 @@ TEST(CpuInt8Static, QuantizeAndDequantizeLinearMatchTheReferenceExactly) {
     EXPECT_EQ(count_type(*cg, "DequantizeLinear"), 1u);
   }
 }
+
+// A projection whose float result feeds a bias Add (a transformer's): DQ(x) x DQ(constant W,
+// per column) -> MatMul -> Add(bias) becomes MatMulInteger -> Cast -> Mul(x_scale w_scale[n]):
+// exact in int32 where the reference accumulates the dequantized values in float.
+TEST(CpuInt8Static, ProjectionWithAFloatResultRunsAsMatMulInteger) {
+  auto g = make_graph(13);
+  ir::Value* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{2, 5, 32})});
+  std::mt19937 rng(31);
+  std::uniform_int_distribution<int> d(-127, 127);
+  Tensor w(DType::i8, Shape{32, 16}), ws(DType::f32, Shape{16}), wz(DType::i8, Shape{16});
+  for (int64_t i = 0; i < w.size(); ++i) w.data<int8_t>()[i] = static_cast<int8_t>(d(rng));
+  for (int64_t n = 0; n < 16; ++n) ws.data<float>()[n] = 0.01f + 0.001f * static_cast<float>(n), wz.data<int8_t>()[n] = 0;
+  ir::Node* wdq = g->add_node("DequantizeLinear", {g->add_constant("w", w), g->add_constant("ws", ws), g->add_constant("wz", wz)},
+                              1, "w_dq");
+  wdq->attrs["axis"] = ir::Attribute(int64_t{1});
+  ir::Value* mm = g->add_node("MatMul", {qdq(*g, x, 0.03f, 120, "x"), wdq->output(0)}, 1, "proj")->output(0);
+  g->add_output(g->add_node("Add", {mm, g->add_constant("bias", random_tensor({16}, 32, 1.0f))}, 1, "bias")->output(0));
+  cpu::Executor ex(g);
+  const auto& plan = ex.plan_for({Shape{2, 5, 32}});
+  ASSERT_TRUE(plan.cpu);
+  if (cpu::exact_int8_kernels()) {
+    EXPECT_EQ(plan.log.count_applied(transforms::kQdqToQLinear), 1u) << explain(plan.log);
+    EXPECT_EQ(count_type(*plan.cpu, "MatMulInteger"), 1u) << plan.cpu->describe();
+    EXPECT_EQ(count_type(*plan.cpu, "Reference"), 0u) << plan.cpu->describe();
+  }
+  const Tensor xv = random_tensor({2, 5, 32}, 33, 3.0f);
+  expect_close(runtime::ReferenceExecutor(g).run({xv})[0], ex.run({xv})[0], 1e-5, 1e-5);
+}

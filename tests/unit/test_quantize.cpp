@@ -195,3 +195,35 @@ TEST(QuantizeStatic, HistogramMethodsClipOutliersMinmaxKeeps) {
     }
   }
 }
+
+TEST(QuantizeStatic, TransformerProjectionsQuantizeAttentionStaysFloat) {
+  const onnx::ModelProto f = tools::zoo_model("bert_tiny");
+  onnx::ModelProto q = f;
+  tools::StaticQuantizeOptions o;
+  const auto tensors = tools::tensors_to_calibrate(q, o);
+  // the zoo's BERT takes token ids: calibrate on its own random inputs
+  Core core;
+  const auto ports = core.read_model_from_memory(f.SerializeAsString())->inputs();
+  std::vector<std::vector<Tensor>> samples(2);
+  for (int s = 0; s < 2; ++s)
+    for (const auto& p : ports) {
+      Shape shape(p.shape.begin(), p.shape.end());
+      for (size_t k = 0; k < shape.size(); ++k)
+        if (shape[k] < 0) shape[k] = k == 0 ? 1 : 16;  // batch 1, 16 tokens
+      Tensor t(p.dtype, shape);
+      for (int64_t i = 0; i < t.size(); ++i) {
+        if (p.dtype == DType::i64) t.data<int64_t>()[i] = (i * 7 + s) % 100;
+        else if (p.dtype == DType::f32) t.data<float>()[i] = 1.0f;
+      }
+      samples[s].push_back(t);
+    }
+  tools::RangeCalibrator cal("minmax");
+  const auto ranges = tools::calibrate(core, q, ".", tensors, samples, cal);
+  const tools::QuantizeReport r = tools::quantize_static(q, ".", o, ranges);
+  EXPECT_FALSE(r.quantized.empty());
+  bool attention_float = false;
+  for (const auto& s : r.skipped) attention_float |= s.find("attention's products of two activations") != std::string::npos;
+  EXPECT_TRUE(attention_float);
+  for (const auto& s : r.quantized) EXPECT_NE(s.find("(MatMul)"), std::string::npos) << s << ": only projections quantize";
+  EXPECT_NO_THROW(core.compile_model(core.read_model_from_memory(q.SerializeAsString()), {{"inference_precision", "f32"}}));
+}

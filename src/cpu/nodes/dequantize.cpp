@@ -42,7 +42,7 @@ class DequantizeNode : public Node {
       const void* z = inputs[2]->constant.raw();
       zp_ = signed_ ? int32_t{*static_cast<const int8_t*>(z)} : int32_t{*static_cast<const uint8_t*>(z)};
     }
-    impl = signed_ ? "c++_s8" : "c++_u8";
+    impl = signed_ ? "c++_from_s8" : "c++_from_u8";
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
     const Edge& x = *inputs[0];
     if (!x.is_plain() && !has_padding(*x.blocked)) {

@@ -206,7 +206,7 @@ class QuantizeNode : public Node {
     const bool s8 = outputs[0]->dtype == DType::i8;
     bounds_ = s8 ? Bounds{-128.0f, 127.0f} : Bounds{};
     zp_ = inputs.size() > 2 && inputs[2] ? static_cast<float>(zero_point(*inputs[2])) : 0.0f;
-    impl = cat(kernels_ == Kernels::avx512 ? "avx512" : kernels_ == Kernels::avx2 ? "avx2" : "c++", s8 ? "_s8" : "_u8");
+    impl = kernels_ == Kernels::avx512 ? "avx512" : kernels_ == Kernels::avx2 ? "avx2" : "c++";  // + the output type
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
     const Edge& x = *inputs[0];
     if (!x.is_plain() && !has_padding(*x.blocked)) {

@@ -80,11 +80,13 @@ class Analysis {
         ins = {n.input(0)};
       } else if (op == "MatMul") {
         if (n.input_size() != 2 || is_const(n.input(0))) why = "A is a constant";
-        else if (is_const(n.input(1)) && !float_initializer(n.input(1), 2, 2)) why = "B is a constant but not a 2-D float initializer";
+        else if (!float_initializer(n.input(1), 2, 2))
+          why = "B is not a 2-D float initializer (attention's products of two activations stay float)";
         ins = {n.input(0)};
-        if (!is_const(n.input(1))) ins.push_back(n.input(1));
       } else if (op == "Add") {
         if (n.input_size() != 2 || is_const(n.input(0)) || is_const(n.input(1))) why = "an operand is a constant";
+        else if (!quantized[n.input(0)] || !quantized[n.input(1)])
+          why = "an operand is not quantized (an int8 sum needs both from int8 ops)";
         ins = {n.input(0), n.input(1)};
       } else {
         why = "not an op static quantization handles";
@@ -96,7 +98,7 @@ class Analysis {
       }
       p.nodes.push_back(i);
       for (const auto& t : ins) add(t);
-      add(calibrated_output(n));
+      if (op != "MatMul") add(calibrated_output(n));  // a MatMul's result stays float (its bias Add follows)
     }
     return p;
   }

@@ -6,12 +6,15 @@
 // x_scale * w_scale[m].
 //
 //   Conv(X, W, B) [-> Relu | Clip]  ->  DQ(Q(X)), DQ(W_q), DQ(B_q) -> Conv [-> Relu | Clip] -> Q -> DQ
-//   MatMul(A, B)                    ->  DQ(Q(A)), DQ(B_q) or DQ(Q(B)) -> MatMul -> Q -> DQ
-//   Add(A, B) [-> Relu | Clip]      ->  DQ(Q(A)), DQ(Q(B)) -> Add [-> Relu | Clip] -> Q -> DQ
+//   MatMul(A, B), B a 2-D weight    ->  DQ(Q(A)), DQ(B_q) -> MatMul (its result float: the bias Add,
+//                                       activation or LayerNorm after it stays float)
+//   Add(A, B) [-> Relu | Clip], both operands quantized already (a residual sum of int8
+//                                   branches)  ->  DQ(Q(A)), DQ(Q(B)) -> Add [-> Relu | Clip] -> Q -> DQ
 //   MaxPool, Reshape, Flatten, Transpose, Squeeze, Unsqueeze on a quantized tensor: the output
 //   is quantized with its input's scale and zero point (it only moves or selects values)
 //
-// A Relu or Clip that alone reads a Conv's or Add's output is calibrated after it, with no
+// Attention's MatMuls of two activations stay float (kiln fuses attention in float). A Relu or
+// Clip that alone reads a Conv's or Add's output is calibrated after it, with no
 // QDQ in between (runtimes fold it into the op's saturation). Each quantized tensor gets one
 // Q -> DQ pair that all its readers read; a graph output keeps its float value.
 #include <kiln/tensor.hpp>
