@@ -1,4 +1,4 @@
-// Linear algebra ops: Gemm, MatMul, MatMulInteger, QLinearMatMul, Det (Einsum lives in
+// Linear algebra ops: Gemm, MatMul, MatMulInteger, QLinearMatMul, com.microsoft MatMulIntegerToFloat, Det (Einsum lives in
 // linalg_einsum.cpp).
 //
 // All matrix products go through matmul_accumulate(): C[M,N] += A[M,K] * B[K,N] on
@@ -615,6 +615,67 @@ void register_qlinear_matmul(ir::OpRegistry& r) {
   r.add(std::move(s));
 }
 
+// com.microsoft MatMulIntegerToFloat(A, B, a_scale, b_scale, a_zero_point?, b_zero_point?,
+// bias?), ONNX Runtime's contrib op (and kiln's QdqToQLinear's): float((A - a_zp)(B - b_zp)) *
+// (a_scale * b_scale) + bias, the product exact in int32; a_scale one value, b_scale one or one per
+// column (B 2-D), bias one per column.
+void register_matmul_integer_to_float(ir::OpRegistry& r) {
+  ir::OpSchema s;
+  s.domain = "com.microsoft";
+  s.name = "MatMulIntegerToFloat";
+  s.since_version = 1;
+  s.min_inputs = 4;
+  s.max_inputs = 7;
+  s.infer = [](ir::InferContext& ctx) {
+    for (size_t i : {size_t(0), size_t(1)}) {
+      DType t = ctx.input_dtype(i);
+      if (t != DType::undefined && !is_int8(t))
+        throw ctx.error("input ", i, " must be int8 or uint8, got ", dtype_name(t));
+    }
+    ctx.set_output(0, DType::f32, infer_matmul_shape(ctx.input_shape(0), ctx.input_shape(1), ctx.node()));
+  };
+  s.run = [](ir::RunContext& ctx) {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    if (!is_int8(a.dtype()) || !is_int8(b.dtype()))
+      throw ctx.error("A and B must be int8 or uint8, got ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+    MatMulPlan p = plan_matmul(a.shape(), b.shape(), ctx);
+    const Shape as = promote_a(a.shape()), bs = promote_b(b.shape());
+    std::vector<double> azp(static_cast<size_t>(shape_size(as) / std::max<int64_t>(p.K, 1)), 0.0);
+    std::vector<double> bzp(static_cast<size_t>(shape_size(bs) / std::max<int64_t>(p.K, 1)), 0.0);
+    if (ctx.has_input(4)) {
+      if (ctx.input(4).dtype() != a.dtype()) throw ctx.error("a_zero_point must have the element type of A");
+      azp = expand_qparam(ctx.input(4), as, true, ctx, "a_zero_point");
+    }
+    if (ctx.has_input(5)) {
+      if (ctx.input(5).dtype() != b.dtype()) throw ctx.error("b_zero_point must have the element type of B");
+      bzp = expand_qparam(ctx.input(5), bs, false, ctx, "b_zero_point");
+    }
+    for (size_t i : {size_t(2), size_t(3)})
+      if (ctx.input(i).dtype() != DType::f32) throw ctx.error("input ", i, " (scale) must be float32");
+    const std::vector<double> asc = expand_qparam(ctx.input(2), as, true, ctx, "a_scale");
+    const std::vector<double> bsc = expand_qparam(ctx.input(3), bs, false, ctx, "b_scale");
+    std::vector<float> bias;
+    if (ctx.has_input(6)) {
+      const Tensor& t = ctx.input(6);
+      if (t.dtype() != DType::f32 || t.size() != p.N)
+        throw ctx.error("bias must be float32 with one value per column (", p.N, "), got ", dtype_name(t.dtype()), " ",
+                        shape_to_string(t.shape()));
+      bias.assign(t.data<float>(), t.data<float>() + t.size());
+    }
+    std::vector<int32_t> acc(static_cast<size_t>(shape_size(p.out)), 0);
+    if (p.K > 0) acc = integer_matmul(ctx, a.reshaped(as), b.reshaped(bs), azp, bzp, p);
+    Tensor& y = ctx.allocate_output(0, DType::f32, p.out);
+    OutIndexer ix{p};
+    float* py = y.data<float>();
+    for (int64_t i = 0; i < y.size(); ++i) {
+      const float scale = static_cast<float>(asc[ix.row_of(i)]) * static_cast<float>(bsc[ix.col_of(i)]);
+      py[i] = static_cast<float>(acc[i]) * scale + (bias.empty() ? 0.0f : bias[static_cast<size_t>(i % p.N)]);
+    }
+  };
+  r.add(std::move(s));
+}
+
 void register_det(ir::OpRegistry& r) {
   ir::OpSchema s;
   s.name = "Det";
@@ -650,6 +711,7 @@ void register_linalg_ops(ir::OpRegistry& r) {
   register_gemm(r);
   register_matmul_integer(r);
   register_qlinear_matmul(r);
+  register_matmul_integer_to_float(r);
   register_det(r);
   register_einsum_op(r);
 }

@@ -224,28 +224,40 @@ bool try_conv(GraphEditor& ed, ir::Node* n, Why& why) {
   return true;
 }
 
+// A constant f32 bias of `n` columns that an Add alone reading `y` adds: the Add, else null.
+ir::Node* bias_add(const ir::Graph& g, const ir::Value* y, int64_t n, ir::Value** bias) {
+  if (g.is_output(y) || y->uses().size() != 1) return nullptr;
+  ir::Node* add = y->uses()[0].node;
+  if (add->op_type() != "Add" || !add->is_onnx_domain() || add->num_inputs() != 2) return nullptr;
+  ir::Value* b = add->input(add->input(0) == y ? 1 : 0);
+  if (b == y || !b->is_constant() || b->constant().dtype() != DType::f32 || b->constant().size() != n) return nullptr;
+  const Shape& s = b->constant().shape();
+  if (s.empty() || s.back() != n) return nullptr;  // [..., N]: one value per column
+  *bias = b;
+  return add;
+}
+
 // DQ(a) x DQ(constant B) -> MatMul whose float result no QuantizeLinear takes (a transformer's
-// projection before its bias Add): MatMulInteger -> Cast -> Mul(a_scale * b_scale[n]), the form
-// dynamic quantization writes, with the scale known ahead.
+// projection): com.microsoft MatMulIntegerToFloat, with the bias Add that alone follows.
 bool matmul_to_float(GraphEditor& ed, ir::Node* n, const Dq& a, const Dq& b, Why& why) {
   ir::Graph& g = ed.graph();
   if (!b.q->is_constant() || b.q->constant().rank() != 2)
     return why.fail("its result stays float and B is not a constant 2-D tensor");
   if (g.is_output(n->output(0))) return why.fail(cat("'", n->output(0)->name(), "' is a graph output"));
   const int64_t N = b.q->constant().shape()[1];
-  const float sa = static_cast<float>(a.scale->constant().to_f64()[0]);
-  const std::vector<double> sb = b.scale->constant().to_f64();
-  std::vector<double> s(sb.size());
-  for (size_t i = 0; i < sb.size(); ++i) s[i] = static_cast<double>(sa * static_cast<float>(sb[i]));
-  ir::Value* scale = add_f32_constant(g, n->name() + "_scale", s, sb.size() == 1 ? Shape{} : Shape{N});
-  ir::Node* mi = g.add_node("MatMulInteger", {a.q, b.q, zero_point(g, a), zero_point(g, b)}, 1,
-                            g.unique_name(n->name() + "_quant"));
-  ir::Node* cast = g.add_node("Cast", {mi->output(0)}, 1, g.unique_name(n->name() + "_cast"));
-  cast->attrs["to"] = ir::Attribute(int64_t{1});  // float
-  ir::Node* mul = g.add_node("Mul", {cast->output(0), scale}, 1, g.unique_name(n->name() + "_dequantize"));
-  for (ir::Node* made : {mi, cast, mul}) made->set_opset(g.opset_for(""));
-  mul->output(0)->type = n->output(0)->type;
-  ed.replace_and_erase(n, n->output(0), mul->output(0));
+  std::vector<ir::Value*> in = {a.q, b.q, a.scale, b.scale, zero_point(g, a), zero_point(g, b)};
+  ir::Value* bias = nullptr;
+  ir::Node* add = bias_add(g, n->output(0), N, &bias);
+  if (add) {
+    Tensor flat = bias->constant().reshaped(Shape{N});
+    in.push_back(g.add_constant(g.unique_name(bias->name() + "_flat"), flat));
+  }
+  if (!g.opset_imports.count("com.microsoft")) g.opset_imports["com.microsoft"] = 1;
+  ir::Node* made = g.add_node("MatMulIntegerToFloat", in, 1, g.unique_name(n->name() + "_quant"), "com.microsoft");
+  made->set_opset(1);
+  ir::Node* last = add ? add : n;
+  made->output(0)->type = last->output(0)->type;
+  ed.replace_and_erase(last, last->output(0), made->output(0));
   return true;
 }
 
@@ -320,7 +332,7 @@ size_t fuse_qdq_to_qlinear(ir::Graph& g, PassLog* log) {
     bool (*rule)(GraphEditor&, ir::Node*, Why&) = nullptr;
     const char* made = "";
     if (op == "Conv") rule = try_conv, made = "QLinearConv";
-    else if (op == "MatMul") rule = try_matmul, made = "QLinearMatMul (or MatMulInteger with a float result)";
+    else if (op == "MatMul") rule = try_matmul, made = "QLinearMatMul (or MatMulIntegerToFloat with a float result)";
     else if (op == "Add") rule = try_add, made = "QLinearAdd";
     else if (op == "MaxPool" || op == "Reshape" || op == "Flatten" || op == "Transpose" || op == "Squeeze" ||
              op == "Unsqueeze")

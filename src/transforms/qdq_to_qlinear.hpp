@@ -5,7 +5,7 @@
 //
 //   DQ(x) , DQ(w) [, DQ(b) | b] -> Conv [-> Relu | Clip] -> Q   =>  QLinearConv
 //   DQ(a) , DQ(b)               -> MatMul                  -> Q   =>  QLinearMatMul
-//   DQ(a) , DQ(constant B)      -> MatMul (float result)         =>  MatMulInteger -> Cast -> Mul(a_scale b_scale)
+//   DQ(a) , DQ(constant B)      -> MatMul (float result) [-> Add(bias)]  =>  com.microsoft MatMulIntegerToFloat
 //   DQ(a) , DQ(b)               -> Add    [-> Relu | Clip] -> Q   =>  com.microsoft QLinearAdd
 //   DQ(x) -> MaxPool | Reshape | Flatten | Transpose | Squeeze | Unsqueeze -> Q, with the same
 //            scale, zero point and type on both sides                      =>  the op on x's 8-bit data

@@ -243,9 +243,9 @@ TEST(CpuInt8Static, QuantizeAndDequantizeLinearMatchTheReferenceExactly) {
 }
 
 // A projection whose float result feeds a bias Add (a transformer's): DQ(x) x DQ(constant W,
-// per column) -> MatMul -> Add(bias) becomes MatMulInteger -> Cast -> Mul(x_scale w_scale[n]):
-// exact in int32 where the reference accumulates the dequantized values in float.
-TEST(CpuInt8Static, ProjectionWithAFloatResultRunsAsMatMulInteger) {
+// per column) -> MatMul -> Add(bias) becomes one MatMulIntegerToFloat with the bias: exact in
+// int32 where the reference accumulates the dequantized values in float.
+TEST(CpuInt8Static, ProjectionWithAFloatResultRunsAsMatMulIntegerToFloat) {
   auto g = make_graph(13);
   ir::Value* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{2, 5, 32})});
   std::mt19937 rng(31);
@@ -263,9 +263,45 @@ TEST(CpuInt8Static, ProjectionWithAFloatResultRunsAsMatMulInteger) {
   ASSERT_TRUE(plan.cpu);
   if (cpu::exact_int8_kernels()) {
     EXPECT_EQ(plan.log.count_applied(transforms::kQdqToQLinear), 1u) << explain(plan.log);
-    EXPECT_EQ(count_type(*plan.cpu, "MatMulInteger"), 1u) << plan.cpu->describe();
+    EXPECT_EQ(count_type(*plan.cpu, "MatMulIntegerToFloat"), 1u) << plan.cpu->describe();
+    EXPECT_EQ(plan.cpu->nodes().size(), 2u) << "x quantized, the projection with its bias: " << plan.cpu->describe();
     EXPECT_EQ(count_type(*plan.cpu, "Reference"), 0u) << plan.cpu->describe();
   }
   const Tensor xv = random_tensor({2, 5, 32}, 33, 3.0f);
   expect_close(runtime::ReferenceExecutor(g).run({xv})[0], ex.run({xv})[0], 1e-5, 1e-5);
+}
+
+// The same op as ONNX Runtime's quantizers write it, against its reference kernel, on every ISA
+// (u8 weights with a zero point: the node's own correction, no direct float output).
+TEST(CpuInt8Static, MatMulIntegerToFloatMatchesTheReference) {
+  for (bool offset_weights : {false, true}) {
+    auto g = make_graph(13);
+    g->opset_imports["com.microsoft"] = 1;
+    ir::Value* a = g->add_input("a", {DType::u8, ir::PartialShape(Shape{3, 7, 40})});
+    std::mt19937 rng(41);
+    std::uniform_int_distribution<int> d(0, 255);
+    Tensor b(offset_weights ? DType::u8 : DType::i8, Shape{40, 12});
+    for (int64_t i = 0; i < b.size(); ++i) {
+      const int v = d(rng);
+      if (offset_weights) b.data<uint8_t>()[i] = static_cast<uint8_t>(v);
+      else b.data<int8_t>()[i] = static_cast<int8_t>(v - 128);
+    }
+    Tensor bs(DType::f32, Shape{12});
+    for (int64_t n = 0; n < 12; ++n) bs.data<float>()[n] = 0.002f * static_cast<float>(n + 1);
+    Tensor bz(b.dtype(), Shape{});
+    if (offset_weights) bz.data<uint8_t>()[0] = 131;
+    else bz.data<int8_t>()[0] = 0;
+    ir::Node* m = g->add_node("MatMulIntegerToFloat",
+                              {a, g->add_constant("b", b), g->add_constant("as", Tensor::scalar<float>(0.04f)),
+                               g->add_constant("bs", bs), g->add_constant("az", u8_scalar(97)), g->add_constant("bz", bz),
+                               g->add_constant("bias", random_tensor({12}, 42, 2.0f))},
+                              1, "m", "com.microsoft");
+    g->add_output(m->output(0));
+    std::uniform_int_distribution<int> e(0, 255);
+    Tensor av(DType::u8, Shape{3, 7, 40});
+    for (int64_t i = 0; i < av.size(); ++i) av.data<uint8_t>()[i] = static_cast<uint8_t>(e(rng));
+    auto cg = compare_with_reference(g, {av}, 1e-6, 1e-6);
+    EXPECT_EQ(count_type(*cg, "MatMulIntegerToFloat"), 1u);
+    EXPECT_EQ(count_type(*cg, "Reference"), 0u);
+  }
 }

@@ -137,7 +137,7 @@ class DynamicQuantizeNode : public Node {
 
   std::vector<InputLayout> prepare() override {
     kernels_ = isa_at_least(Isa::avx512_core) ? Kernels::avx512 : isa_at_least(Isa::avx2) ? Kernels::avx2 : Kernels::plain;
-    impl = kernels_ == Kernels::avx512 ? "avx512_u8" : kernels_ == Kernels::avx2 ? "avx2_u8" : "c++_u8";
+    impl = kernels_ == Kernels::avx512 ? "avx512" : kernels_ == Kernels::avx2 ? "avx2" : "c++";  // + the output type
     std::vector<InputLayout> req(inputs.size(), InputLayout::plain());
     const Edge& x = *inputs[0];
     if (!x.is_plain() && !has_padding(*x.blocked)) {

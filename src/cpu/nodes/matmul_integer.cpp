@@ -7,6 +7,9 @@
 // oneDNN computes the product (rows of A's batch dims flattened; s8 A moved to u8 by + 128 with
 // its zero point; za a run-time value), this node the row sums and the sum in int32, in place
 // in the plain output. Without VNNI B is split in two and the product runs twice.
+// com.microsoft MatMulIntegerToFloat (a static QDQ model's projections) takes the same path with
+// a float result: float(Y) * (a_scale * b_scale[n]) + bias[n], done by the primitive (output
+// scales and a binary-add post-op) when B needs no correction and no split, else by the node.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -25,11 +28,13 @@ namespace {
 using dnnl::memory;
 using tag = memory::format_tag;
 
-// Where each operand sits: MatMulInteger (a, b, a_zp, b_zp) or QLinearMatMul (a, a_scale, a_zp,
-// b, b_scale, b_zp, y_scale, y_zp).
+// Where each operand sits: MatMulInteger (a, b, a_zp, b_zp), QLinearMatMul (a, a_scale, a_zp,
+// b, b_scale, b_zp, y_scale, y_zp) or MatMulIntegerToFloat (a, b, a_scale, b_scale, a_zp, b_zp,
+// bias).
 struct Operands {
   size_t b = 1, za = 2, zb = 3;
-  bool qlinear = false;  // QLinearMatMul: the output requantized
+  bool qlinear = false;   // QLinearMatMul: the output requantized
+  bool to_float = false;  // MatMulIntegerToFloat: the output scaled to float, + bias
 };
 
 class MatMulIntegerNode : public Node {
@@ -37,9 +42,12 @@ class MatMulIntegerNode : public Node {
   explicit MatMulIntegerNode(const ir::Node& n) {
     source = &n;
     name = n.name();
-    if (n.op_type() == "QLinearMatMul") op_ = {3, 2, 5, true};
+    if (n.op_type() == "QLinearMatMul") op_ = {3, 2, 5, true, false};
+    if (n.op_type() == "MatMulIntegerToFloat") op_ = {1, 4, 5, false, true};
   }
-  const char* type() const override { return op_.qlinear ? "QLinearMatMul" : "MatMulInteger"; }
+  const char* type() const override {
+    return op_.qlinear ? "QLinearMatMul" : op_.to_float ? "MatMulIntegerToFloat" : "MatMulInteger";
+  }
   NodeKind kind() const override { return NodeKind::MatMulInteger; }
   size_t scratch_bytes() const override { return scratch_bytes_; }
 
@@ -53,12 +61,27 @@ class MatMulIntegerNode : public Node {
     has_za_ = inputs.size() > op_.za && inputs[op_.za];
     split_ = !exact_int8_kernels();
 
+    c_ = weight_offsets(b, inputs.size() > op_.zb && inputs[op_.zb] ? &inputs[op_.zb]->constant : nullptr, N_);
+    correct_ = std::any_of(c_.begin(), c_.end(), [](int32_t c) { return c != 0; });
+    if (op_.to_float) prepare_to_float();
+    // the primitive scales to float itself when the int32 product is the whole result
+    direct_float_ = op_.to_float && !split_ && !correct_;
     src_md_ = memory::desc({R_, K_}, memory::data_type::u8, tag::ab);
     dst_md_ = memory::desc({R_, N_}, memory::data_type::s32, tag::ab);
-    dnnl::matmul::desc d(src_md_, memory::desc({K_, N_}, memory::data_type::s8, tag::any), dst_md_);
+    const memory::desc out_md({R_, N_}, direct_float_ ? memory::data_type::f32 : memory::data_type::s32, tag::ab);
+    dnnl::matmul::desc d(src_md_, memory::desc({K_, N_}, memory::data_type::s8, tag::any), out_md);
     dnnl::primitive_attr attr;
     if (has_za_ || signed_a_) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+    if (direct_float_) {
+      attr.set_output_scales(scale_.size() > 1 ? 1 << 1 : 0, scale_);
+      if (!bias_.empty()) {
+        dnnl::post_ops po;
+        po.append_binary(dnnl::algorithm::binary_add, memory::desc({1, N_}, memory::data_type::f32, tag::ab));
+        attr.set_post_ops(po);
+      }
+    }
     pd_ = dnnl::matmul::primitive_desc(d, attr, cpu_engine());
+    out_md_ = out_md;
     prim_ = dnnl::matmul(pd_);
     impl = int8_impl_name(pd_.impl_info_str(), split_);
 
@@ -66,15 +89,13 @@ class MatMulIntegerNode : public Node {
                                                 pd_.weights_desc(), "matmulinteger");
     weights_ = packed.main;
     weights_hi_ = packed.hi;
-    c_ = weight_offsets(b, inputs.size() > op_.zb && inputs[op_.zb] ? &inputs[op_.zb]->constant : nullptr, N_);
-    correct_ = std::any_of(c_.begin(), c_.end(), [](int32_t c) { return c != 0; });
     if (op_.qlinear)  // y = saturate(round_half_even(float(acc) * mult[n]) + y_zp), as the reference
       requant_ = requantization(inputs[1]->constant, inputs[4]->constant, inputs[6]->constant, inputs[7]->constant, N_);
 
     // working memory: A moved to u8, the int32 product (QLinearMatMul; else the output holds it),
     // the second product (split weights)
     a_bytes_ = signed_a_ ? Arena::aligned(static_cast<size_t>(R_ * K_)) : 0;
-    acc_bytes_ = op_.qlinear ? Arena::aligned(dst_md_.get_size()) : 0;  // else the output holds it
+    acc_bytes_ = op_.qlinear || (op_.to_float && !direct_float_) ? Arena::aligned(dst_md_.get_size()) : 0;  // else the output
     hi_bytes_ = split_ ? Arena::aligned(dst_md_.get_size()) : 0;
     scratch_bytes_ = a_bytes_ + acc_bytes_ + hi_bytes_;
 
@@ -97,11 +118,14 @@ class MatMulIntegerNode : public Node {
       src = memory(src_md_, cpu_engine(), moved);
       za_ = za + 128;
     }
-    auto* y = op_.qlinear ? reinterpret_cast<int32_t*>(base + a_bytes_) : static_cast<int32_t*>(outputs[0]->data);
+    auto* y = acc_bytes_ ? reinterpret_cast<int32_t*>(base + a_bytes_) : static_cast<int32_t*>(outputs[0]->data);
     memory zp(memory::desc({1}, memory::data_type::s32, tag::a), cpu_engine(), &za_);
     std::unordered_map<int, memory> args = {
-        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, memory(dst_md_, cpu_engine(), y)}};
+        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, memory(out_md_, cpu_engine(), y)}};
     if (has_za_ || signed_a_) args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = zp;
+    if (direct_float_ && !bias_.empty())
+      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] =
+          memory(memory::desc({1, N_}, memory::data_type::f32, tag::ab), cpu_engine(), bias_.data());
     prim_.execute(stream, args);
     auto* hi = reinterpret_cast<int32_t*>(base + a_bytes_ + acc_bytes_);
     if (split_) {
@@ -110,7 +134,8 @@ class MatMulIntegerNode : public Node {
       prim_.execute(stream, args);
     }
     stream.wait();
-    if (!split_ && !correct_ && !op_.qlinear) return;
+    if (!split_ && !correct_ && !op_.qlinear && !op_.to_float) return;
+    if (direct_float_) return;
     void* out = outputs[0]->data;
     const int64_t K = K_, N = N_;
     const bool sgn = signed_a_;
@@ -131,7 +156,11 @@ class MatMulIntegerNode : public Node {
         uint32_t v = static_cast<uint32_t>(yr[n]);
         if (split_) v += 128u * static_cast<uint32_t>(hi[r * N + n]);
         if (correct_) v += static_cast<uint32_t>(c_[static_cast<size_t>(n)]) * sum;
-        if (!op_.qlinear) {
+        if (op_.to_float) {
+          static_cast<float*>(out)[r * N + n] = static_cast<float>(static_cast<int32_t>(v)) *
+                                                    scale_[scale_.size() > 1 ? static_cast<size_t>(n) : 0] +
+                                                (bias_.empty() ? 0.0f : bias_[static_cast<size_t>(n)]);
+        } else if (!op_.qlinear) {
           yr[n] = static_cast<int32_t>(v);
         } else if (requant_.signed_out) {
           static_cast<int8_t*>(out)[r * N + n] =
@@ -145,7 +174,20 @@ class MatMulIntegerNode : public Node {
   }
 
  private:
+  // MatMulIntegerToFloat: a_scale * b_scale[n] (as the reference computes it) and the bias
+  void prepare_to_float() {
+    const float sa = inputs[2]->constant.data<float>()[0];
+    const Tensor& sb = inputs[3]->constant;
+    scale_.resize(static_cast<size_t>(sb.size()));
+    for (int64_t i = 0; i < sb.size(); ++i) scale_[static_cast<size_t>(i)] = sa * sb.data<float>()[i];
+    bias_.clear();
+    if (inputs.size() > 6 && inputs[6]) bias_.assign(inputs[6]->constant.data<float>(), inputs[6]->constant.data<float>() + N_);
+  }
+
   Operands op_;
+  std::vector<float> scale_, bias_;  // MatMulIntegerToFloat
+  bool direct_float_ = false;        // ... scaled by the primitive
+  memory::desc out_md_;              // what the primitive writes
   Requantization requant_;  // QLinearMatMul
   size_t acc_bytes_ = 0;
   int64_t R_ = 0, K_ = 0, N_ = 0;
@@ -187,6 +229,15 @@ bool qlinear_matmul_supports(const ir::Node& n) {
   const int64_t N = b->constant().shape()[1];
   if (!constant_scale(n.input(1)) || !constant_scale(n.input(4), N) || !constant_scale(n.input(6))) return false;
   return zy->is_constant() && is_int8(zy->constant().dtype()) && zy->constant().size() == 1;
+}
+
+bool matmul_integer_to_float_supports(const ir::Node& n) {
+  if (n.op_type() != "MatMulIntegerToFloat" || n.domain() != "com.microsoft" || n.num_inputs() < 4) return false;
+  const ir::Value *b = n.input(1), *bias = n.input(6);
+  if (!matmul_operands_ok(n.input(0), b, n.input(4), n.input(5))) return false;
+  const int64_t N = b->constant().shape()[1];
+  if (!constant_scale(n.input(2)) || !constant_scale(n.input(3), N)) return false;
+  return !bias || (bias->is_constant() && bias->constant().dtype() == DType::f32 && bias->constant().size() == N);
 }
 
 std::unique_ptr<Node> make_matmul_integer_node(const ir::Node& n) { return std::make_unique<MatMulIntegerNode>(n); }

@@ -10,7 +10,8 @@ std::unique_ptr<Node> make_node(const ir::Node& n) {
   if (quantize_supports(n)) return make_quantize_node(n);
   if (dequantize_supports(n)) return make_dequantize_node(n);
   if (dynamic_quantize_supports(n)) return make_dynamic_quantize_node(n);
-  if (matmul_integer_supports(n) || qlinear_matmul_supports(n)) return make_matmul_integer_node(n);
+  if (matmul_integer_supports(n) || qlinear_matmul_supports(n) || matmul_integer_to_float_supports(n))
+    return make_matmul_integer_node(n);
   if (if_supports(n)) return make_if_node(n);
   if (cast_supports(n)) return make_cast_node(n);
   if (transpose_supports(n)) return make_transpose_node(n);

@@ -36,7 +36,8 @@ bool cast_supports(const ir::Node& n);
 std::unique_ptr<Node> make_cast_node(const ir::Node& n);
 bool matmul_integer_supports(const ir::Node& n);
 bool qlinear_matmul_supports(const ir::Node& n);
-std::unique_ptr<Node> make_matmul_integer_node(const ir::Node& n);  // MatMulInteger or QLinearMatMul
+bool matmul_integer_to_float_supports(const ir::Node& n);  // com.microsoft MatMulIntegerToFloat
+std::unique_ptr<Node> make_matmul_integer_node(const ir::Node& n);  // MatMulInteger, QLinearMatMul, MatMulIntegerToFloat
 bool if_supports(const ir::Node& n);
 std::unique_ptr<Node> make_if_node(const ir::Node& n);
 bool pooling_supports(const ir::Node& n);
