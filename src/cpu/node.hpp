@@ -66,7 +66,7 @@ struct InputLayout {
 
 // The runtime node kinds (one file each under src/cpu/nodes/), for the decisions of the passes;
 // type() is the name the counters and describe() show.
-enum class NodeKind { Attention, BatchNorm, Binary, Cast, Concat, ConvInteger, Convolution, Dequantize, DynamicQuantize, Eltwise, If, FullyConnected, LRN, LSTM, LayerNorm, MatMul, MatMulInteger, Pooling, Quantize, QuantizedConvolution, Reduce, Reference, Reorder, Resize, Softmax, Subgraph, Transpose, View };
+enum class NodeKind { Attention, BatchNorm, Binary, Cast, Concat, ConvInteger, Convolution, Dequantize, DynamicQuantize, Eltwise, FakeQuantize, If, FullyConnected, LRN, LSTM, LayerNorm, MatMul, MatMulInteger, Pooling, Quantize, QuantizedConvolution, Reduce, Reference, Reorder, Resize, Softmax, Subgraph, Transpose, View };
 
 class Node {
  public:

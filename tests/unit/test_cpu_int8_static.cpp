@@ -305,3 +305,33 @@ TEST(CpuInt8Static, MatMulIntegerToFloatMatchesTheReference) {
     EXPECT_EQ(count_type(*cg, "Reference"), 0u);
   }
 }
+
+// A FakeQuantize no host absorbs runs on its own node: per tensor in the producer's (blocked)
+// layout, per channel on plain data; against the reference within a tie's step, on every ISA.
+TEST(CpuInt8Static, UnfusedFakeQuantizeRunsOnItsOwnNode) {
+  for (bool per_channel : {false, true}) {
+    auto g = make_graph(13);
+    g->opset_imports["kiln"] = 1;
+    ir::Value* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{2, 19, 9, 7})});
+    ir::Value* c = conv3x3(*g, x, 19, 19, 51, "conv", 0.3f);
+    ir::Value* sum = g->add_node("Add", {c, x}, 1, "add")->output(0);  // no FakeQuantize host
+    const Shape rs = per_channel ? Shape{19, 1, 1} : Shape{};
+    auto range = [&](const std::string& n, float lo, float step) {
+      Tensor t(DType::f32, rs);
+      for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = lo + step * static_cast<float>(i);
+      return g->add_constant(n, t);
+    };
+    ir::Node* fq = g->add_node("FakeQuantize", {sum, range("il", -2.0f, 0.01f), range("ih", 2.5f, 0.02f),
+                                                range("ol", -2.0f, 0.01f), range("oh", 2.5f, 0.02f)},
+                               1, "fq", "kiln");
+    fq->attrs["levels"] = ir::Attribute(int64_t{256});
+    g->add_output(g->add_node("Relu", {fq->output(0)}, 1, "relu")->output(0));
+    transforms::PassLog log;
+    CompareOptions o = fusing(&log);
+    o.rtol = 0;
+    o.atol = 4.5 / 255 * 1.001;  // one step where a value lies within rounding of a tie
+    auto cg = compare_with_reference(g, {random_tensor({2, 19, 9, 7}, 52, 3.0f)}, o);
+    EXPECT_EQ(count_type(*cg, "FakeQuantize"), 1u) << cg->describe();
+    EXPECT_EQ(count_type(*cg, "Reference"), 0u) << cg->describe();
+  }
+}

@@ -7,7 +7,7 @@
 
 namespace kiln::cpu {
 
-bool exact_int8_kernels() { return isa_at_least(Isa::avx512_core_vnni); }
+bool exact_int8_kernels() { return isa_at_least(Isa::avx512_core_vnni) || isa_info().effective == Isa::avx2_vnni; }
 
 Int8Weights s8_weights(const Tensor& w, bool split) {
   const bool u8 = w.dtype() == DType::u8;

@@ -8,6 +8,7 @@ std::unique_ptr<Node> make_node(const ir::Node& n) {
   if (quantized_convolution_supports(n)) return make_quantized_convolution_node(n);
   if (conv_integer_supports(n) || qlinear_conv_supports(n)) return make_conv_integer_node(n);
   if (quantize_supports(n)) return make_quantize_node(n);
+  if (fake_quantize_supports(n)) return make_fake_quantize_node(n);
   if (dequantize_supports(n)) return make_dequantize_node(n);
   if (dynamic_quantize_supports(n)) return make_dynamic_quantize_node(n);
   if (matmul_integer_supports(n) || qlinear_matmul_supports(n) || matmul_integer_to_float_supports(n))

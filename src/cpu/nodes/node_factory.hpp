@@ -26,6 +26,8 @@ std::unique_ptr<Node> make_quantized_convolution_node(const ir::Node& n);
 bool conv_integer_supports(const ir::Node& n);
 bool qlinear_conv_supports(const ir::Node& n);
 std::unique_ptr<Node> make_conv_integer_node(const ir::Node& n);  // ConvInteger or QLinearConv
+bool fake_quantize_supports(const ir::Node& n);  // kiln FakeQuantize, constant ranges
+std::unique_ptr<Node> make_fake_quantize_node(const ir::Node& n);
 bool quantize_supports(const ir::Node& n);  // QuantizeLinear per tensor (dynamic_quantize.cpp)
 std::unique_ptr<Node> make_quantize_node(const ir::Node& n);
 bool dequantize_supports(const ir::Node& n);
