@@ -1,5 +1,7 @@
 #include "cpu/node.hpp"
 
+#include <cstring>
+
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
 
@@ -50,6 +52,21 @@ std::string Edge::layout_name() const {
   for (int i = 0; i < c.format_desc.blocking.inner_nblks; ++i)
     s += cat(i ? "," : "", c.format_desc.blocking.inner_blks[i], "@dim", c.format_desc.blocking.inner_idxs[i]);
   return s + ")";
+}
+
+void start_from_summand(dnnl::stream& stream, const Edge& summand, Edge& out) {
+  if (summand.data == out.data) return;  // planned in place
+  stream.wait();
+  std::memcpy(out.data, summand.data, out.bytes());
+}
+
+std::optional<dnnl::memory::desc> elementwise_layout(const Edge& x, dnnl_data_type_t dt, Edge& out) {
+  if (x.is_plain() || has_padding(*x.blocked)) return std::nullopt;
+  dnnl_memory_desc_t d = x.blocked->data;
+  d.data_type = dt;
+  const dnnl::memory::desc md(d);
+  out.set_layout(md);
+  return md;
 }
 
 bool is_plain_layout(const dnnl::memory::desc& d, const Shape& shape, DType dtype) {

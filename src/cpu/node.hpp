@@ -159,4 +159,13 @@ class SrcDstPrimitiveNode : public Node {
 // A plain descriptor when the shape/dtype allows, for comparisons.
 bool is_plain_layout(const dnnl::memory::desc& d, const Shape& shape, DType dtype);
 
+// A node with a sum post-op accumulates into its output, which the memory plan makes the
+// summand's buffer when nobody reads that later: where it could not, copy the summand in first.
+void start_from_summand(dnnl::stream& stream, const Edge& summand, Edge& out);
+
+// The layout an elementwise node writes its output in: its input x's blocked layout with the
+// output's element type `dt`, when x has one that pads no dim (padding must stay zero); nullopt
+// when the node works on plain data. Sets `out`'s layout when it returns one.
+std::optional<dnnl::memory::desc> elementwise_layout(const Edge& x, dnnl_data_type_t dt, Edge& out);
+
 }  // namespace kiln::cpu

@@ -298,6 +298,41 @@ std::vector<int32_t> integer_matmul(const RunContext& ctx, const Tensor& a, cons
   return out;
 }
 
+// MatMulInteger's and MatMulIntegerToFloat's output: A x B of 8-bit A and B, of type `out`.
+void infer_integer_matmul(ir::InferContext& ctx, DType out) {
+  for (size_t i : {size_t(0), size_t(1)}) {
+    DType t = ctx.input_dtype(i);
+    if (t != DType::undefined && !is_int8(t)) throw ctx.error("input ", i, " must be int8 or uint8, got ", dtype_name(t));
+  }
+  ctx.set_output(0, out, infer_matmul_shape(ctx.input_shape(0), ctx.input_shape(1), ctx.node()));
+}
+
+// What integer_matmul takes of A (input 0), B (input 1) and their zero points (inputs `ia` and
+// `ib`, absent: 0): the plan, the promoted shapes, a zero point per row of A and per column of B.
+struct IntegerMatMulOperands {
+  MatMulPlan p;
+  Shape as, bs;
+  std::vector<double> azp, bzp;
+};
+IntegerMatMulOperands integer_matmul_operands(const RunContext& ctx, size_t ia, size_t ib) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  if (!is_int8(a.dtype()) || !is_int8(b.dtype()))
+    throw ctx.error("A and B must be int8 or uint8, got ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+  IntegerMatMulOperands o{plan_matmul(a.shape(), b.shape(), ctx), promote_a(a.shape()), promote_b(b.shape()), {}, {}};
+  o.azp.assign(static_cast<size_t>(shape_size(o.as) / std::max<int64_t>(o.p.K, 1)), 0.0);
+  o.bzp.assign(static_cast<size_t>(shape_size(o.bs) / std::max<int64_t>(o.p.K, 1)), 0.0);
+  if (ctx.has_input(ia)) {
+    if (ctx.input(ia).dtype() != a.dtype()) throw ctx.error("a_zero_point must have the element type of A");
+    o.azp = expand_qparam(ctx.input(ia), o.as, true, ctx, "a_zero_point");
+  }
+  if (ctx.has_input(ib)) {
+    if (ctx.input(ib).dtype() != b.dtype()) throw ctx.error("b_zero_point must have the element type of B");
+    o.bzp = expand_qparam(ctx.input(ib), o.bs, false, ctx, "b_zero_point");
+  }
+  return o;
+}
+
 // Row index (into the A-side per-row table) and column index (B-side) of output element i.
 struct OutIndexer {
   const MatMulPlan& p;
@@ -522,31 +557,11 @@ void register_matmul_integer(ir::OpRegistry& r) {
   s.since_version = 10;
   s.min_inputs = 2;
   s.max_inputs = 4;
-  s.infer = [](ir::InferContext& ctx) {
-    for (size_t i : {size_t(0), size_t(1)}) {
-      DType t = ctx.input_dtype(i);
-      if (t != DType::undefined && !is_int8(t))
-        throw ctx.error("input ", i, " must be int8 or uint8, got ", dtype_name(t));
-    }
-    ctx.set_output(0, DType::i32, infer_matmul_shape(ctx.input_shape(0), ctx.input_shape(1), ctx.node()));
-  };
+  s.infer = [](ir::InferContext& ctx) { infer_integer_matmul(ctx, DType::i32); };
   s.run = [](ir::RunContext& ctx) {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
-    if (!is_int8(a.dtype()) || !is_int8(b.dtype()))
-      throw ctx.error("A and B must be int8 or uint8, got ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
-    MatMulPlan p = plan_matmul(a.shape(), b.shape(), ctx);
-    const Shape as = promote_a(a.shape()), bs = promote_b(b.shape());
-    std::vector<double> azp(static_cast<size_t>(shape_size(as) / std::max<int64_t>(p.K, 1)), 0.0);
-    std::vector<double> bzp(static_cast<size_t>(shape_size(bs) / std::max<int64_t>(p.K, 1)), 0.0);
-    if (ctx.has_input(2)) {
-      if (ctx.input(2).dtype() != a.dtype()) throw ctx.error("a_zero_point must have the element type of A");
-      azp = expand_qparam(ctx.input(2), as, true, ctx, "a_zero_point");
-    }
-    if (ctx.has_input(3)) {
-      if (ctx.input(3).dtype() != b.dtype()) throw ctx.error("b_zero_point must have the element type of B");
-      bzp = expand_qparam(ctx.input(3), bs, false, ctx, "b_zero_point");
-    }
+    const auto [p, as, bs, azp, bzp] = integer_matmul_operands(ctx, 2, 3);
     if (p.K == 0) {  // avoid dividing by K in the centring helpers
       ctx.allocate_output(0, DType::i32, p.out);
       return;
@@ -626,31 +641,11 @@ void register_matmul_integer_to_float(ir::OpRegistry& r) {
   s.since_version = 1;
   s.min_inputs = 4;
   s.max_inputs = 7;
-  s.infer = [](ir::InferContext& ctx) {
-    for (size_t i : {size_t(0), size_t(1)}) {
-      DType t = ctx.input_dtype(i);
-      if (t != DType::undefined && !is_int8(t))
-        throw ctx.error("input ", i, " must be int8 or uint8, got ", dtype_name(t));
-    }
-    ctx.set_output(0, DType::f32, infer_matmul_shape(ctx.input_shape(0), ctx.input_shape(1), ctx.node()));
-  };
+  s.infer = [](ir::InferContext& ctx) { infer_integer_matmul(ctx, DType::f32); };
   s.run = [](ir::RunContext& ctx) {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
-    if (!is_int8(a.dtype()) || !is_int8(b.dtype()))
-      throw ctx.error("A and B must be int8 or uint8, got ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
-    MatMulPlan p = plan_matmul(a.shape(), b.shape(), ctx);
-    const Shape as = promote_a(a.shape()), bs = promote_b(b.shape());
-    std::vector<double> azp(static_cast<size_t>(shape_size(as) / std::max<int64_t>(p.K, 1)), 0.0);
-    std::vector<double> bzp(static_cast<size_t>(shape_size(bs) / std::max<int64_t>(p.K, 1)), 0.0);
-    if (ctx.has_input(4)) {
-      if (ctx.input(4).dtype() != a.dtype()) throw ctx.error("a_zero_point must have the element type of A");
-      azp = expand_qparam(ctx.input(4), as, true, ctx, "a_zero_point");
-    }
-    if (ctx.has_input(5)) {
-      if (ctx.input(5).dtype() != b.dtype()) throw ctx.error("b_zero_point must have the element type of B");
-      bzp = expand_qparam(ctx.input(5), bs, false, ctx, "b_zero_point");
-    }
+    const auto [p, as, bs, azp, bzp] = integer_matmul_operands(ctx, 4, 5);
     for (size_t i : {size_t(2), size_t(3)})
       if (ctx.input(i).dtype() != DType::f32) throw ctx.error("input ", i, " (scale) must be float32");
     const std::vector<double> asc = expand_qparam(ctx.input(2), as, true, ctx, "a_scale");

@@ -4,6 +4,25 @@
 
 namespace kiln::cpu {
 
+dnnl::memory::dims conv_weight_dims(const Shape& w, int64_t group) {
+  if (group <= 1) return dnnl::memory::dims(w.begin(), w.end());
+  dnnl::memory::dims d = {group, w[0] / group, w[1]};
+  d.insert(d.end(), w.begin() + 2, w.end());
+  return d;
+}
+
+dnnl::memory::format_tag plain_conv_weights_tag(size_t spatial, bool grouped) {
+  using tag = dnnl::memory::format_tag;
+  static const tag w[] = {tag::oiw, tag::oihw, tag::oidhw};
+  static const tag gw[] = {tag::goiw, tag::goihw, tag::goidhw};
+  return grouped ? gw[spatial - 1] : w[spatial - 1];
+}
+
+dnnl::memory::format_tag channels_last_tag(size_t spatial) {
+  using tag = dnnl::memory::format_tag;
+  return spatial == 1 ? tag::nwc : spatial == 2 ? tag::nhwc : tag::ndhwc;
+}
+
 ConvGeometry conv_geometry(const ir::Node& n, const Shape& x, const Shape& w, const Shape& y) {
   const size_t sp = x.size() - 2;
   ConvGeometry g;

@@ -16,4 +16,11 @@ struct ConvGeometry {
 // x: [N, C, spatial...], w: [M, C/group, kernel...], y: [N, M, out spatial...].
 ConvGeometry conv_geometry(const ir::Node& n, const Shape& x, const Shape& w, const Shape& y);
 
+// The weights' dims as oneDNN takes them: w itself, or [group, M / group, C / group, kernel...].
+dnnl::memory::dims conv_weight_dims(const Shape& w, int64_t group);
+// The plain layout of those dims ((g)oi[d][h]w) and the channels-last one of activations with
+// `spatial` (1-3) spatial dims (n[d][h]wc: what oneDNN's int8 kernels take).
+dnnl::memory::format_tag plain_conv_weights_tag(size_t spatial, bool grouped);
+dnnl::memory::format_tag channels_last_tag(size_t spatial);
+
 }  // namespace kiln::cpu

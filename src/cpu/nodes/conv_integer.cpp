@@ -30,14 +30,6 @@ namespace {
 using dnnl::memory;
 using tag = memory::format_tag;
 
-// Channels-last tags for 1, 2, 3 spatial dims (what oneDNN's int8 kernels take).
-tag channels_last(size_t sp) { return sp == 1 ? tag::nwc : sp == 2 ? tag::nhwc : tag::ndhwc; }
-tag plain_weights(size_t sp, bool grouped) {
-  static const tag w[] = {tag::oiw, tag::oihw, tag::oidhw};
-  static const tag gw[] = {tag::goiw, tag::goihw, tag::goidhw};
-  return grouped ? gw[sp - 1] : w[sp - 1];
-}
-
 // Where each operand sits: ConvInteger (x, w, x_zp, w_zp) or QLinearConv (x, x_scale, x_zp, w,
 // w_scale, w_zp, y_scale, y_zp, B).
 struct Operands {
@@ -69,14 +61,10 @@ class ConvIntegerNode : public Node {
     // s8 activations run as u8 (x + 128, zero point + 128: x - zx unchanged): oneDNN 2.6's s8
     // activation kernels without VNNI scale the weights by 1/2 and lost the result here
     signed_x_ = inputs[0]->dtype == DType::i8;
-    x_md_ = memory::desc(to_dims(x), signed_x_ ? memory::data_type::s8 : memory::data_type::u8, channels_last(sp_));
-    src_md_ = memory::desc(to_dims(x), memory::data_type::u8, channels_last(sp_));
-    acc_md_ = memory::desc(to_dims(y), memory::data_type::s32, channels_last(sp_));
-    memory::dims wdims = to_dims(w);
-    if (group_ > 1) {
-      wdims = {group_, M_ / group_, w[1]};
-      wdims.insert(wdims.end(), w.begin() + 2, w.end());
-    }
+    x_md_ = memory::desc(to_dims(x), signed_x_ ? memory::data_type::s8 : memory::data_type::u8, channels_last_tag(sp_));
+    src_md_ = memory::desc(to_dims(x), memory::data_type::u8, channels_last_tag(sp_));
+    acc_md_ = memory::desc(to_dims(y), memory::data_type::s32, channels_last_tag(sp_));
+    const memory::dims wdims = conv_weight_dims(w, group_);
     memory::desc wei_any(wdims, memory::data_type::s8, tag::any);
     dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                       src_md_, wei_any, acc_md_, geo.strides, geo.dilations, geo.pad_l, geo.pad_r);
@@ -90,7 +78,7 @@ class ConvIntegerNode : public Node {
 
     const Tensor& wt = inputs[op_.w]->constant;
     const PackedInt8 packed = pack_int8_weights(
-        wt, split_, memory::desc(wdims, memory::data_type::s8, plain_weights(sp_, group_ > 1)), pd_.weights_desc(),
+        wt, split_, memory::desc(wdims, memory::data_type::s8, plain_conv_weights_tag(sp_, group_ > 1)), pd_.weights_desc(),
         cat("convinteger/g", group_));
     weights_ = packed.main;
     weights_hi_ = packed.hi;

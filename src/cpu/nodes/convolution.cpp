@@ -52,10 +52,8 @@ class ConvolutionNode : public Node {
 
     // weights: plain (g)oi[d][h]w -> the primitive's layout, once
     const size_t sp = inputs[0]->shape.size() - 2;
-    static const tag plain_w[] = {tag::oiw, tag::oihw, tag::oidhw};
-    static const tag plain_gw[] = {tag::goiw, tag::goihw, tag::goidhw};
     const int64_t group = n.attr_i("group", 1);
-    memory::desc wplain(weight_dims(), memory::data_type::f32, group > 1 ? plain_gw[sp - 1] : plain_w[sp - 1]);
+    memory::desc wplain(weight_dims(), memory::data_type::f32, plain_conv_weights_tag(sp, group > 1));
     // through the compiled model's weights cache: packed once, shared by every stream
     weights_ = pack_weights(inputs[1]->constant, cat("conv/g", group), pd_.weights_desc(), [&](memory& dst) {
       memory wsrc(wplain, cpu_engine(), inputs[1]->data);
@@ -93,13 +91,7 @@ class ConvolutionNode : public Node {
                                             {DNNL_ARG_WEIGHTS, weights_},
                                             {DNNL_ARG_DST, outputs[0]->memory()}};
     if (bias_) args[DNNL_ARG_BIAS] = bias_;
-    if (int k = post_ops_.sum_input(); k >= 0) {
-      const Edge* acc = inputs[static_cast<size_t>(k)];
-      if (acc->data != outputs[0]->data) {  // not planned in place: start from a copy
-        stream.wait();
-        std::memcpy(outputs[0]->data, acc->data, outputs[0]->bytes());
-      }
-    }
+    if (int k = post_ops_.sum_input(); k >= 0) start_from_summand(stream, *inputs[static_cast<size_t>(k)], *outputs[0]);
     post_ops_.add_args(args);
     if (dw_weights_) args[DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS] = dw_weights_;
     if (dw_bias_) args[DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS] = dw_bias_;
@@ -118,14 +110,7 @@ class ConvolutionNode : public Node {
 
   bool has_bias() const { return inputs.size() > 2 && inputs[2] && inputs[2]->kind == Edge::Kind::constant; }
 
-  memory::dims weight_dims() const {
-    const Shape& w = inputs[1]->shape;
-    const int64_t group = source->attr_i("group", 1);
-    if (group <= 1) return to_dims(w);
-    memory::dims d = {group, w[0] / group, w[1]};
-    d.insert(d.end(), w.begin() + 2, w.end());
-    return d;
-  }
+  memory::dims weight_dims() const { return conv_weight_dims(inputs[1]->shape, source->attr_i("group", 1)); }
 
   using PD = dnnl::convolution_forward::primitive_desc;
 

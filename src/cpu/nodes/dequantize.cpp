@@ -44,14 +44,7 @@ class DequantizeNode : public Node {
     }
     impl = signed_ ? "c++_from_s8" : "c++_from_u8";
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
-    const Edge& x = *inputs[0];
-    if (!x.is_plain() && !has_padding(*x.blocked)) {
-      dnnl_memory_desc_t d = x.blocked->data;
-      d.data_type = dnnl_f32;
-      outputs[0]->set_layout(dnnl::memory::desc(d));
-    } else {
-      req[0] = InputLayout::plain();
-    }
+    if (!elementwise_layout(*inputs[0], dnnl_f32, *outputs[0])) req[0] = InputLayout::plain();
     return req;
   }
 

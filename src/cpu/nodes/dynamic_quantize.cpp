@@ -126,6 +126,25 @@ __attribute__((target("avx2"))) void quantize_avx2(const float* x, int64_t n, fl
 // Chunks of this many elements per OpenMP task (whole cache lines, enough work per thread).
 constexpr int64_t kChunk = 1 << 16;
 
+enum class Kernels { avx512, avx2, plain };
+
+Kernels kernels_for_isa() {
+  return isa_at_least(Isa::avx512_core) ? Kernels::avx512 : isa_at_least(Isa::avx2) ? Kernels::avx2 : Kernels::plain;
+}
+const char* kernels_name(Kernels k) { return k == Kernels::avx512 ? "avx512" : k == Kernels::avx2 ? "avx2" : "c++"; }
+
+// y = saturate(round_half_even(x / scale) + zp) over `count` elements, on the stream's threads.
+void quantize_all(Kernels k, const float* x, int64_t count, float scale, float zp, Bounds bounds, uint8_t* y) {
+  const int64_t chunks = (count + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t b = c * kChunk, n = std::min(kChunk, count - b);
+    if (k == Kernels::avx512) quantize_avx512(x + b, n, scale, zp, bounds, y + b);
+    else if (k == Kernels::avx2) quantize_avx2(x + b, n, scale, zp, bounds, y + b);
+    else quantize_plain(x + b, n, scale, zp, bounds, y + b);
+  }
+}
+
 class DynamicQuantizeNode : public Node {
  public:
   explicit DynamicQuantizeNode(const ir::Node& n) {
@@ -136,16 +155,10 @@ class DynamicQuantizeNode : public Node {
   NodeKind kind() const override { return NodeKind::DynamicQuantize; }
 
   std::vector<InputLayout> prepare() override {
-    kernels_ = isa_at_least(Isa::avx512_core) ? Kernels::avx512 : isa_at_least(Isa::avx2) ? Kernels::avx2 : Kernels::plain;
-    impl = kernels_ == Kernels::avx512 ? "avx512" : kernels_ == Kernels::avx2 ? "avx2" : "c++";  // + the output type
+    kernels_ = kernels_for_isa();
+    impl = kernels_name(kernels_);  // (the counters add the output type)
     std::vector<InputLayout> req(inputs.size(), InputLayout::plain());
-    const Edge& x = *inputs[0];
-    if (!x.is_plain() && !has_padding(*x.blocked)) {
-      dnnl_memory_desc_t d = x.blocked->data;
-      d.data_type = dnnl_u8;
-      outputs[0]->set_layout(dnnl::memory::desc(d));
-      req[0] = InputLayout::any();
-    }
+    if (elementwise_layout(*inputs[0], dnnl_u8, *outputs[0])) req[0] = InputLayout::any();
     return req;
   }
 
@@ -176,17 +189,10 @@ class DynamicQuantizeNode : public Node {
       std::fill(y, y + count, uint8_t{0});
       return;
     }
-#pragma omp parallel for schedule(static)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t b = c * kChunk, n = std::min(kChunk, count - b);
-      if (avx512) quantize_avx512(x + b, n, scale, zp, Bounds{}, y + b);
-      else if (avx2) quantize_avx2(x + b, n, scale, zp, Bounds{}, y + b);
-      else quantize_plain(x + b, n, scale, zp, Bounds{}, y + b);
-    }
+    quantize_all(kernels_, x, count, scale, zp, Bounds{}, y);
   }
 
  private:
-  enum class Kernels { avx512, avx2, plain };
   Kernels kernels_ = Kernels::plain;  // by the ISA in use, chosen in prepare()
 };
 
@@ -201,21 +207,14 @@ class QuantizeNode : public Node {
   NodeKind kind() const override { return NodeKind::Quantize; }
 
   std::vector<InputLayout> prepare() override {
-    kernels_ = isa_at_least(Isa::avx512_core) ? Kernels::avx512 : isa_at_least(Isa::avx2) ? Kernels::avx2 : Kernels::plain;
+    kernels_ = kernels_for_isa();
     scale_ = static_cast<const float*>(inputs[1]->constant.raw())[0];
     const bool s8 = outputs[0]->dtype == DType::i8;
     bounds_ = s8 ? Bounds{-128.0f, 127.0f} : Bounds{};
     zp_ = inputs.size() > 2 && inputs[2] ? static_cast<float>(zero_point(*inputs[2])) : 0.0f;
-    impl = kernels_ == Kernels::avx512 ? "avx512" : kernels_ == Kernels::avx2 ? "avx2" : "c++";  // + the output type
+    impl = kernels_name(kernels_);  // (the counters add the output type)
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
-    const Edge& x = *inputs[0];
-    if (!x.is_plain() && !has_padding(*x.blocked)) {
-      dnnl_memory_desc_t d = x.blocked->data;
-      d.data_type = s8 ? dnnl_s8 : dnnl_u8;
-      outputs[0]->set_layout(dnnl::memory::desc(d));
-    } else {
-      req[0] = InputLayout::plain();
-    }
+    if (!elementwise_layout(*inputs[0], s8 ? dnnl_s8 : dnnl_u8, *outputs[0])) req[0] = InputLayout::plain();
     return req;
   }
 
@@ -223,15 +222,7 @@ class QuantizeNode : public Node {
     stream.wait();  // x may come from a oneDNN primitive
     const auto* x = static_cast<const float*>(inputs[0]->data);
     auto* y = static_cast<uint8_t*>(outputs[0]->data);
-    const int64_t count = static_cast<int64_t>(inputs[0]->bytes() / sizeof(float));
-    const int64_t chunks = (count + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t b = c * kChunk, n = std::min(kChunk, count - b);
-      if (kernels_ == Kernels::avx512) quantize_avx512(x + b, n, scale_, zp_, bounds_, y + b);
-      else if (kernels_ == Kernels::avx2) quantize_avx2(x + b, n, scale_, zp_, bounds_, y + b);
-      else quantize_plain(x + b, n, scale_, zp_, bounds_, y + b);
-    }
+    quantize_all(kernels_, x, static_cast<int64_t>(inputs[0]->bytes() / sizeof(float)), scale_, zp_, bounds_, y);
   }
 
  private:
@@ -239,7 +230,6 @@ class QuantizeNode : public Node {
     return e.constant.dtype() == DType::u8 ? int32_t{*static_cast<const uint8_t*>(e.constant.raw())}
                                            : int32_t{*static_cast<const int8_t*>(e.constant.raw())};
   }
-  enum class Kernels { avx512, avx2, plain };
   Kernels kernels_ = Kernels::plain;
   float scale_ = 1.0f, zp_ = 0.0f;
   Bounds bounds_;

@@ -65,11 +65,8 @@ class FakeQuantizeNode : public Node {
     for (size_t d = 2; d < x.size(); ++d) inner_ *= x[d];
     impl = channels_ > 1 ? "c++_per_channel" : "c++";
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
-    if (channels_ > 1 || inputs[0]->is_plain() || has_padding(*inputs[0]->blocked)) {  // padding stays 0
-      req[0] = InputLayout::plain();
-    } else {
-      outputs[0]->set_layout(*inputs[0]->blocked);  // elementwise with one range: any layout
-    }
+    // one range: elementwise in any layout; per channel: on plain data
+    if (channels_ > 1 || !elementwise_layout(*inputs[0], dnnl_f32, *outputs[0])) req[0] = InputLayout::plain();
     return req;
   }
 

@@ -21,12 +21,6 @@ namespace {
 using dnnl::memory;
 using tag = memory::format_tag;
 
-tag channels_last(size_t sp) { return sp == 1 ? tag::nwc : sp == 2 ? tag::nhwc : tag::ndhwc; }
-tag plain_weights(size_t sp, bool grouped) {
-  static const tag w[] = {tag::oiw, tag::oihw, tag::oidhw};
-  static const tag gw[] = {tag::goiw, tag::goihw, tag::goidhw};
-  return grouped ? gw[sp - 1] : w[sp - 1];
-}
 memory::data_type dt_of(DType t) { return t == DType::u8 ? memory::data_type::u8 : memory::data_type::s8; }
 
 float scalar_f32(const Edge* e) { return static_cast<const float*>(e->constant.raw())[0]; }
@@ -70,7 +64,7 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
     const size_t sp = w.size() - 2;
     const int64_t group = source->attr_i("group", 1);
     weights_ = pack_int8_weights(inputs[3]->constant, false,
-                                 memory::desc(weight_dims(), memory::data_type::s8, plain_weights(sp, group > 1)),
+                                 memory::desc(weight_dims(), memory::data_type::s8, plain_conv_weights_tag(sp, group > 1)),
                                  pd_.weights_desc(), cat("qlinearconv/g", group))
                    .main;
     if (has_bias())
@@ -90,13 +84,7 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
     const memory::desc one({1}, memory::data_type::s32, tag::a);
     if (zx_) args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = memory(one, cpu_engine(), &zx_);
     if (zy_) args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST] = memory(one, cpu_engine(), &zy_);
-    if (sum_input_ >= 0) {
-      const Edge* acc = inputs[static_cast<size_t>(sum_input_)];
-      if (acc->data != outputs[0]->data) {  // not planned in place: start from a copy
-        stream.wait();
-        std::memcpy(outputs[0]->data, acc->data, outputs[0]->bytes());
-      }
-    }
+    if (sum_input_ >= 0) start_from_summand(stream, *inputs[static_cast<size_t>(sum_input_)], *outputs[0]);
     prim_.execute(stream, args);
   }
 
@@ -104,14 +92,7 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
   // B is input 8 of the QLinearConv (a fused sum's operand comes after the node's own inputs)
   bool has_bias() const { return source->num_inputs() > 8 && source->input(8) && inputs[8]; }
 
-  memory::dims weight_dims() const {
-    const Shape& w = inputs[3]->shape;
-    const int64_t group = source->attr_i("group", 1);
-    if (group <= 1) return to_dims(w);
-    memory::dims d = {group, w[0] / group, w[1]};
-    d.insert(d.end(), w.begin() + 2, w.end());
-    return d;
-  }
+  memory::dims weight_dims() const { return conv_weight_dims(inputs[3]->shape, source->attr_i("group", 1)); }
 
   // The primitive descriptor, with `sum` fused (or none). The output's scale and zero point
   // are the sum's when there is one, else y_scale / y_zero_point.
@@ -132,8 +113,8 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
     std::vector<float> mult(per_channel ? static_cast<size_t>(M) : 1);
     for (size_t m = 0; m < mult.size(); ++m) mult[m] = xs * ws[m] / ys;  // as requantization() computes it
 
-    memory::desc src(to_dims(x), dt_of(inputs[0]->dtype), channels_last(sp));
-    memory::desc dst(to_dims(y), dt_of(outputs[0]->dtype), channels_last(sp));
+    memory::desc src(to_dims(x), dt_of(inputs[0]->dtype), channels_last_tag(sp));
+    memory::desc dst(to_dims(y), dt_of(outputs[0]->dtype), channels_last_tag(sp));
     memory::desc wei(weight_dims(), memory::data_type::s8, tag::any);
     memory::desc bias = has_bias() ? memory::desc({M}, memory::data_type::s32, tag::a) : memory::desc();
     dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,

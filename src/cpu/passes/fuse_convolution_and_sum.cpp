@@ -51,22 +51,8 @@ size_t fuse_convolution_and_sum(Graph& g, transforms::PassLog* log) {
       skip(why);  // cpu/fusion_rules.hpp
       continue;
     }
-    if (g.is_graph_output(other)) {
-      skip(cat("the other input '", other->name, "' is a graph output and may not be overwritten"));
-      continue;
-    }
-    bool reads_other = false;
-    for (Edge* in : conv->inputs) reads_other |= in == other;
-    if (reads_other) {
-      skip(cat("the convolution itself reads '", other->name, "'"));
-      continue;
-    }
-    const int add_pos = g.position(add);
-    std::string later;
-    for (Node* r : g.consumers(other))
-      if (r != add && g.position(r) > add_pos) later = r->name;
-    if (!later.empty()) {
-      skip(cat("the other input is still read by node ", later));
+    if (std::string problem = passes::sum_target_problem(g, *conv, *add, *other); !problem.empty()) {
+      skip(problem);
       continue;
     }
     PostOp sum;

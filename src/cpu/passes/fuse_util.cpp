@@ -43,6 +43,17 @@ std::optional<std::vector<PostOp>> simple_post_ops(const Node& c, const Edge* fr
   });
 }
 
+std::string sum_target_problem(Graph& g, const Node& host, const Node& add, const Edge& other) {
+  if (g.is_graph_output(&other) || other.kind == Edge::Kind::constant)
+    return cat("the other input '", other.name, "' is a graph output or a constant and may not be overwritten");
+  for (const Edge* in : host.inputs)
+    if (in == &other) return cat("the convolution itself reads '", other.name, "'");
+  const int add_pos = g.position(&add);
+  for (Node* r : g.consumers(&other))
+    if (r != &add && g.position(r) > add_pos) return cat("the other input is still read by node ", r->name);
+  return "";
+}
+
 std::string arrow(const Node& a, const Node& b) { return cat(a.name, " -> ", b.name); }
 
 namespace {

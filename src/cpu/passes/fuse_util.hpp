@@ -25,6 +25,11 @@ std::optional<std::vector<PostOp>> fake_quantize_post_ops(const Node& c, const E
 // an optimised kernel. Logs under `pass`. Returns how many nodes were absorbed.
 size_t fuse_simple_chain(Graph& g, Node* host, const char* pass, int channel_axis, transforms::PassLog* log);
 
+// Why `host` may not accumulate into `other` in place of `add` (the sum fusions), or empty:
+// `other` is a graph output or a constant (it is written over), `host` reads it itself, or a node
+// after `add` still reads it.
+std::string sum_target_problem(Graph& g, const Node& host, const Node& add, const Edge& other);
+
 // "conv_7 -> relu_8"
 std::string arrow(const Node& a, const Node& b);
 
