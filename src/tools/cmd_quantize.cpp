@@ -61,9 +61,9 @@ std::vector<std::vector<Tensor>> load_samples(const std::string& dir, const std:
   return samples;
 }
 
-std::vector<std::vector<Tensor>> run_all(Core& core, const std::string& path,
+std::vector<std::vector<Tensor>> run_all(Core& core, const std::shared_ptr<Model>& model,
                                          const std::vector<std::vector<Tensor>>& samples) {
-  CompiledModel compiled = core.compile_model(core.read_model(path), {{"inference_precision", "f32"}});
+  CompiledModel compiled = core.compile_model(model, {{"inference_precision", "f32"}});
   InferRequest req = compiled.create_infer_request();
   std::vector<std::vector<Tensor>> outs;
   for (const auto& s : samples) {
@@ -145,14 +145,16 @@ int cmd_quantize(const QuantizeCmdOptions& o) {
     for (const auto& n : model.graph().node()) found = found || n.name() == name;
     KILN_CHECK(found, cat("--exclude: the model has no node named '", name, "'"));
   }
-  const std::string base_dir = fs::path(o.model).parent_path().string().empty() ? "." : fs::path(o.model).parent_path().string();
+  std::string base_dir = fs::path(o.model).parent_path().string();
+  if (base_dir.empty()) base_dir = ".";
   const std::set<std::string> allowed = o.dynamic ? std::set<std::string>{"MatMul", "Conv"}
                                                   : std::set<std::string>{"Conv", "MatMul", "Add", "MaxPool"};
   for (const auto& t : o.op_types)
     KILN_CHECK(allowed.count(t), cat("--op-types: '", t, "' cannot be quantized", o.dynamic ? " dynamically" : "",
                                      " (", join(std::vector<std::string>(allowed.begin(), allowed.end()), ", "), ")"));
   Core core;
-  const auto ports = core.read_model(o.model)->inputs();
+  const std::shared_ptr<Model> float_model = core.read_model(o.model);  // read once: the ports and the report
+  const auto ports = float_model->inputs();
   std::vector<std::vector<Tensor>> samples;
   tools::QuantizeReport report;
   if (o.dynamic) {
@@ -191,13 +193,13 @@ int cmd_quantize(const QuantizeCmdOptions& o) {
   if (o.no_report) return 0;
 
   if (samples.empty()) samples = load_samples(o.calibration, ports, o.seed);
-  const auto want = run_all(core, o.model, samples);
-  const auto got = run_all(core, o.output, samples);
+  const auto want = run_all(core, float_model, samples);
+  const auto got = run_all(core, core.read_model(o.output), samples);
   std::cout << "accuracy against the float model on " << samples.size()
             << (o.calibration.empty() ? " random sample" : " sample") << (samples.size() == 1 ? "" : "s")
             << (o.dynamic ? " (both run in f32)" : " (the float model in f32, the quantized one as kiln runs it)")
             << ":\n";
-  report_accuracy(core.read_model(o.model)->outputs(), want, got);
+  report_accuracy(float_model->outputs(), want, got);
   return 0;
 }
 

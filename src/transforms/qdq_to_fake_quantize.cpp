@@ -5,12 +5,13 @@
 #include "core/strings.hpp"
 #include "ir/infer_util.hpp"
 #include "transforms/graph_edit.hpp"
+#include "transforms/qdq_params.hpp"
 
 namespace kiln::transforms {
 
 namespace {
 
-// Scale and zero point of a QuantizeLinear or DequantizeLinear.
+// Scale and zero point of a QuantizeLinear or DequantizeLinear (qdq_params.hpp), u8 / s8.
 struct QParams {
   std::vector<double> scale;
   std::vector<int64_t> zp;
@@ -21,66 +22,16 @@ struct QParams {
 
 QParams read_params(const ir::Node& n, const ir::PartialShape& xs) {
   QParams p;
-  const ir::Value* s = n.input(1);
-  const ir::Value* z = n.input(2);
-  if (!s || !s->is_constant()) {
-    p.reason = cat("the ", n.op_type(), " scale is not a constant");
+  const std::optional<QdqParams> r = read_qdq_params(n, xs, &p.reason);
+  if (!r) return p;
+  if (r->zp_type != DType::undefined && r->zp_type != DType::u8 && r->zp_type != DType::i8) {
+    p.reason = cat("the ", n.op_type(), " zero point is ", dtype_name(r->zp_type), ", not uint8 or int8");
     return p;
   }
-  if (s->constant().dtype() != DType::f32) {  // f16 / bf16 scales mean f16 / bf16 outputs (opset 19)
-    p.reason = cat("the ", n.op_type(), " scale is ", dtype_name(s->constant().dtype()), ", not float32");
-    return p;
-  }
-  if (n.attr_i("block_size", 0) != 0 || n.has_attr("output_dtype")) {  // opset 21 forms
-    p.reason = cat("the ", n.op_type(), n.attr_i("block_size", 0) != 0 ? " is blocked" : " has output_dtype");
-    return p;
-  }
-  p.scale = s->constant().to_f64();
-  for (double v : p.scale)
-    if (!(v > 0) || !std::isfinite(v)) {
-      p.reason = cat("the ", n.op_type(), " scale holds ", v, " (only positive finite scales are converted)");
-      return p;
-    }
-  if (z) {
-    if (!z->is_constant()) {
-      p.reason = cat("the ", n.op_type(), " zero point is not a constant");
-      return p;
-    }
-    p.zp_type = z->constant().dtype();
-    if (p.zp_type != DType::u8 && p.zp_type != DType::i8) {
-      p.reason = cat("the ", n.op_type(), " zero point is ", dtype_name(p.zp_type), ", not uint8 or int8");
-      return p;
-    }
-    p.zp = z->constant().to_i64();
-    if (p.zp.size() != p.scale.size()) {
-      p.reason = cat("the ", n.op_type(), " scale and zero point differ in size");
-      return p;
-    }
-  } else {
-    p.zp.assign(p.scale.size(), 0);
-  }
-  const Shape& ss = s->constant().shape();
-  if (p.scale.size() == 1 && ss.size() <= 1) return p;  // per tensor
-  if (ss.size() != 1) {
-    p.reason = cat("the ", n.op_type(), " scale has shape ", shape_to_string(ss));
-    return p;
-  }
-  if (!xs.rank_known || xs.rank() == 0) {
-    p.reason = cat("the ", n.op_type(), " is per axis and the rank of X is unknown");
-    return p;
-  }
-  const int64_t rank = static_cast<int64_t>(xs.rank());
-  const int64_t axis = n.attr_i("axis", 1);
-  if (axis < -rank || axis >= rank) {
-    p.reason = cat("the ", n.op_type(), " axis ", axis, " is out of range for rank ", rank);
-    return p;
-  }
-  p.axis = axis < 0 ? axis + rank : axis;
-  const ir::Dim& d = xs.dims[p.axis];
-  if (d.is_static() && d.value != static_cast<int64_t>(p.scale.size())) {
-    p.reason = cat("the ", n.op_type(), " has ", p.scale.size(), " scales for dim ", p.axis, " of size ", d.value);
-    return p;
-  }
+  p.scale = r->scales;
+  p.zp = r->zero_points;
+  p.zp_type = r->zp_type;
+  p.axis = r->axis;
   return p;
 }
 

@@ -6,6 +6,7 @@
 
 #include "core/strings.hpp"
 #include "transforms/graph_edit.hpp"
+#include "transforms/qdq_params.hpp"
 
 namespace kiln::transforms {
 
@@ -35,38 +36,14 @@ struct Why {
   }
 };
 
-// Scale (positive finite f32) and zero point (of `type`, or absent) of a Q / DQ node, both
-// constants holding one value or, per axis, `count` values in one dim.
-bool params_ok(const ir::Node& n, Why& why) {
-  const ir::Value *s = n.input(1), *z = n.input(2);
-  if (n.attr_i("block_size", 0) != 0 || n.has_attr("output_dtype"))
-    return why.fail(cat(n.describe(), " uses the opset 21 form (block_size / output_dtype)"));
-  if (!s || !s->is_constant() || s->constant().dtype() != DType::f32)
-    return why.fail(cat(n.describe(), ": its scale is not a constant float32"));
-  for (double v : s->constant().to_f64())
-    if (!(v > 0) || !std::isfinite(v)) return why.fail(cat(n.describe(), ": its scale holds ", v));
-  if (z && (!z->is_constant() || z->constant().size() != s->constant().size()))
-    return why.fail(cat(n.describe(), ": its zero point is not a constant of the scale's size"));
-  if (s->constant().size() > 1 && s->constant().rank() != 1)
-    return why.fail(cat(n.describe(), ": its scale has shape ", shape_to_string(s->constant().shape())));
-  return true;
-}
-
-// The DequantizeLinear producing `v`, if any, with usable parameters.
+// The DequantizeLinear producing `v`, if any, with usable parameters (qdq_params.hpp).
 std::optional<Dq> dq_of(const ir::Value* v, Why& why) {
   ir::Node* n = v ? v->producer() : nullptr;
   if (!n || n->op_type() != "DequantizeLinear" || !n->is_onnx_domain())
     return why.fail(cat("'", v ? v->name() : "?", "' is not made by a DequantizeLinear")), std::nullopt;
-  if (!params_ok(*n, why)) return std::nullopt;
-  Dq d{n, n->input(0), n->input(1), n->input(2), -1};
-  if (d.scale->constant().size() > 1) {
-    const ir::PartialShape& xs = d.q->type.shape;
-    if (!xs.rank_known) return why.fail(cat(n->describe(), " is per axis on a tensor of unknown rank")), std::nullopt;
-    const int64_t rank = static_cast<int64_t>(xs.rank()), axis = n->attr_i("axis", 1);
-    if (axis < -rank || axis >= rank) return why.fail(cat(n->describe(), ": axis ", axis, " is out of range")), std::nullopt;
-    d.axis = axis < 0 ? axis + rank : axis;
-  }
-  return d;
+  const std::optional<QdqParams> p = read_qdq_params(*n, n->input(0)->type.shape, &why.text);
+  if (!p) return std::nullopt;
+  return Dq{n, n->input(0), p->scale, p->zero_point, p->axis};
 }
 
 // An 8-bit activation quantized per tensor.
@@ -92,13 +69,10 @@ std::optional<Quant> sole_quantize(const ir::Graph& g, const ir::Value* v, Why& 
   ir::Node* q = v->uses()[0].node;
   if (q->op_type() != "QuantizeLinear" || !q->is_onnx_domain() || v->uses()[0].input_index != 0)
     return why.fail(cat("'", v->name(), "' is read by ", q->describe(), ", not a QuantizeLinear")), std::nullopt;
-  if (!params_ok(*q, why)) return std::nullopt;
-  if (q->input(1)->constant().size() != 1) return why.fail(cat(q->describe(), " is per axis")), std::nullopt;
-  Quant r{q, DType::u8, q->input(1)->constant().to_f64()[0], 0};
-  if (const ir::Value* z = q->input(2)) {
-    r.type = z->constant().dtype();
-    r.zp = z->constant().to_i64()[0];
-  }
+  const std::optional<QdqParams> p = read_qdq_params(*q, v->type.shape, &why.text);
+  if (!p) return std::nullopt;
+  if (p->axis >= 0) return why.fail(cat(q->describe(), " is per axis")), std::nullopt;
+  Quant r{q, p->zp_type == DType::undefined ? DType::u8 : p->zp_type, p->scales[0], p->zero_points[0]};
   if (!is_8bit(r.type)) return why.fail(cat(q->describe(), " writes ", dtype_name(r.type), ", not u8 / s8")), std::nullopt;
   return r;
 }

@@ -82,6 +82,9 @@ class MatMulIntegerNode : public Node {
     }
     pd_ = dnnl::matmul::primitive_desc(d, attr, cpu_engine());
     out_md_ = out_md;
+    bias_mem_ = direct_float_ && !bias_.empty()
+                   ? memory(memory::desc({1, N_}, memory::data_type::f32, tag::ab), cpu_engine(), bias_.data())
+                   : memory();
     prim_ = dnnl::matmul(pd_);
     impl = int8_impl_name(pd_.impl_info_str(), split_);
 
@@ -123,9 +126,7 @@ class MatMulIntegerNode : public Node {
     std::unordered_map<int, memory> args = {
         {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, memory(out_md_, cpu_engine(), y)}};
     if (has_za_ || signed_a_) args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = zp;
-    if (direct_float_ && !bias_.empty())
-      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] =
-          memory(memory::desc({1, N_}, memory::data_type::f32, tag::ab), cpu_engine(), bias_.data());
+    if (bias_mem_) args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] = bias_mem_;
     prim_.execute(stream, args);
     auto* hi = reinterpret_cast<int32_t*>(base + a_bytes_ + acc_bytes_);
     if (split_) {
@@ -187,6 +188,7 @@ class MatMulIntegerNode : public Node {
   Operands op_;
   std::vector<float> scale_, bias_;  // MatMulIntegerToFloat
   bool direct_float_ = false;        // ... scaled by the primitive
+  memory bias_mem_;                   // ... over bias_, the primitive's post-op operand
   memory::desc out_md_;              // what the primitive writes
   Requantization requant_;  // QLinearMatMul
   size_t acc_bytes_ = 0;

@@ -67,8 +67,15 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
                                  memory::desc(weight_dims(), memory::data_type::s8, plain_conv_weights_tag(sp, group > 1)),
                                  pd_.weights_desc(), cat("qlinearconv/g", group))
                    .main;
+    // what every run passes besides its source and destination: made once
+    fixed_args_ = {{DNNL_ARG_WEIGHTS, weights_}};
     if (has_bias())
-      bias_ = memory(memory::desc({w[0]}, memory::data_type::s32, tag::a), cpu_engine(), inputs[8]->data);
+      fixed_args_[DNNL_ARG_BIAS] = memory(memory::desc({w[0]}, memory::data_type::s32, tag::a), cpu_engine(), inputs[8]->data);
+    zx_ = input_zero_point();
+    zy_ = output_zero_point(sum_input_ >= 0 ? &sum_ : nullptr);
+    const memory::desc one({1}, memory::data_type::s32, tag::a);
+    if (zx_) fixed_args_[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = memory(one, cpu_engine(), &zx_);
+    if (zy_) fixed_args_[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST] = memory(one, cpu_engine(), &zy_);
     outputs[0]->set_layout(pd_.dst_desc());
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
     req[0] = InputLayout::exact(pd_.src_desc());
@@ -77,13 +84,9 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
   }
 
   void execute(dnnl::stream& stream) override {
-    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, inputs[0]->memory()},
-                                            {DNNL_ARG_WEIGHTS, weights_},
-                                            {DNNL_ARG_DST, outputs[0]->memory()}};
-    if (bias_) args[DNNL_ARG_BIAS] = bias_;
-    const memory::desc one({1}, memory::data_type::s32, tag::a);
-    if (zx_) args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = memory(one, cpu_engine(), &zx_);
-    if (zy_) args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST] = memory(one, cpu_engine(), &zy_);
+    std::unordered_map<int, memory> args = fixed_args_;
+    args[DNNL_ARG_SRC] = inputs[0]->memory();
+    args[DNNL_ARG_DST] = outputs[0]->memory();
     if (sum_input_ >= 0) start_from_summand(stream, *inputs[static_cast<size_t>(sum_input_)], *outputs[0]);
     prim_.execute(stream, args);
   }
@@ -93,6 +96,10 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
   bool has_bias() const { return source->num_inputs() > 8 && source->input(8) && inputs[8]; }
 
   memory::dims weight_dims() const { return conv_weight_dims(inputs[3]->shape, source->attr_i("group", 1)); }
+
+  // x_zero_point; the output's: y_zero_point, or the fused sum's
+  int32_t input_zero_point() const { return scalar_zp(inputs[2]); }
+  int32_t output_zero_point(const QuantizedSum* sum) const { return sum ? sum->out_zero_point : scalar_zp(inputs[7]); }
 
   // The primitive descriptor, with `sum` fused (or none). The output's scale and zero point
   // are the sum's when there is one, else y_scale / y_zero_point.
@@ -106,8 +113,6 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
     // the convolution's requantization to its own output (y_scale, y_zero_point); with a sum,
     // the post-ops take it on to the sum's scale and zero point
     const float xs = scalar_f32(inputs[1]), ys = scalar_f32(inputs[6]);
-    zx_ = scalar_zp(inputs[2]);
-    zy_ = sum ? sum->out_zero_point : scalar_zp(inputs[7]);
     const float* ws = static_cast<const float*>(inputs[4]->constant.raw());
     const bool per_channel = inputs[4]->constant.size() > 1;
     std::vector<float> mult(per_channel ? static_cast<size_t>(M) : 1);
@@ -121,8 +126,8 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
                                       wei, bias, dst, geo.strides, geo.dilations, geo.pad_l, geo.pad_r);
     dnnl::primitive_attr attr;
     attr.set_output_scales(per_channel ? 1 << 1 : 0, mult);
-    if (zx_) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
-    if (zy_) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+    if (input_zero_point()) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+    if (output_zero_point(sum)) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
     if (sum) {  // QLinearAdd: (a - a_zp) a_scale / c_scale + (b - b_zp) b_scale / c_scale
       const bool s8 = outputs[0]->dtype == DType::i8;
       const float qmin = s8 ? -128.0f : 0.0f, qmax = s8 ? 127.0f : 255.0f, za = static_cast<float>(sum->own_zero_point);
@@ -152,8 +157,9 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
 
   dnnl::convolution_forward::primitive_desc pd_;
   dnnl::convolution_forward prim_;
-  memory weights_, bias_;
-  int32_t zx_ = 0, zy_ = 0;
+  memory weights_;
+  std::unordered_map<int, memory> fixed_args_;  // weights, bias, zero points
+  int32_t zx_ = 0, zy_ = 0;                     // what the zero-point memories hold
   int sum_input_ = -1;
   QuantizedSum sum_;
 };

@@ -85,11 +85,7 @@ class Rewriter {
     return out.back();
   }
 
-  void add_initializer(const std::string& name, const Tensor& t) {
-    onnx::TensorProto* p = g_.add_initializer();
-    frontend::tensor_to_proto(t, *p);
-    p->set_name(name);
-  }
+  void add_initializer(const std::string& name, const Tensor& t) { tools::add_initializer(g_, name, t); }
 
   // A constant float initializer of this rank range, or why not.
   std::string float_weight(const std::string& name, size_t min_rank, size_t max_rank, Tensor* w) {
@@ -134,7 +130,7 @@ class Rewriter {
     const std::string acc = fresh(n.output(0) + "_output_quantized"), accf = fresh(n.output(0) + "_output_float"),
                       s = fresh(base + "_scales");
     add(out, "MatMulInteger", {a[0], bq, a[2], bz}, {acc}, base + "_quant");
-    add(out, "Cast", {acc}, {accf}, base + "_cast").add_attribute()->CopyFrom(int_attr("to", onnx::TensorProto::FLOAT));
+    add(out, "Cast", {acc}, {accf}, base + "_cast").add_attribute()->CopyFrom(int_attribute("to", onnx::TensorProto::FLOAT));
     add(out, "Mul", {a[1], bs}, {s}, base + "_scales_mul");
     add(out, "Mul", {accf, s}, {n.output(0)}, base + "_output_scale_mul");
     return "";
@@ -163,7 +159,7 @@ class Rewriter {
                       s = fresh(base + "_scales");
     onnx::NodeProto& ci = add(out, "ConvInteger", {x[0], wq, x[2], wz}, {acc}, base + "_quant");
     for (const auto& attr : n.attribute()) *ci.add_attribute() = attr;  // same window
-    add(out, "Cast", {acc}, {accf}, base + "_cast").add_attribute()->CopyFrom(int_attr("to", onnx::TensorProto::FLOAT));
+    add(out, "Cast", {acc}, {accf}, base + "_cast").add_attribute()->CopyFrom(int_attribute("to", onnx::TensorProto::FLOAT));
     add(out, "Mul", {x[1], ws}, {s}, base + "_scales_mul");
     if (!has_bias) {
       add(out, "Mul", {accf, s}, {n.output(0)}, base + "_output_scale_mul");
@@ -175,14 +171,6 @@ class Rewriter {
     add(out, "Mul", {accf, s}, {scaled}, base + "_output_scale_mul");
     add(out, "Add", {scaled, b}, {n.output(0)}, base + "_bias_add");
     return "";
-  }
-
-  static onnx::AttributeProto int_attr(const std::string& name, int64_t v) {
-    onnx::AttributeProto a;
-    a.set_name(name);
-    a.set_type(onnx::AttributeProto::INT);
-    a.set_i(v);
-    return a;
   }
 
   void drop_unread_initializers() { tools::drop_unread_initializers(g_); }
@@ -230,6 +218,20 @@ std::string GraphNames::fresh(const std::string& base) {
   for (int k = 1; taken_.count(name); ++k) name = cat(base, "_", k);
   taken_.insert(name);
   return name;
+}
+
+void add_initializer(onnx::GraphProto& g, const std::string& name, const Tensor& t) {
+  onnx::TensorProto* p = g.add_initializer();
+  frontend::tensor_to_proto(t, *p);
+  p->set_name(name);
+}
+
+onnx::AttributeProto int_attribute(const std::string& name, int64_t v) {
+  onnx::AttributeProto a;
+  a.set_name(name);
+  a.set_type(onnx::AttributeProto::INT);
+  a.set_i(v);
+  return a;
 }
 
 void drop_unread_initializers(onnx::GraphProto& g) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 namespace onnx {
+class AttributeProto;
 class GraphProto;
 class ModelProto;
 }
@@ -54,6 +55,12 @@ class GraphNames {
  private:
   std::unordered_set<std::string> taken_;
 };
+
+// `t` as an initializer of `g` named `name`.
+void add_initializer(onnx::GraphProto& g, const std::string& name, const Tensor& t);
+
+// An attribute `name` holding the integer `v`.
+onnx::AttributeProto int_attribute(const std::string& name, int64_t v);
 
 // Initializers no node (nor subgraph, nor graph output) reads any more go, with their
 // graph-input entries (old IR versions).

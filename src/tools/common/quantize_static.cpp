@@ -145,14 +145,6 @@ std::pair<float, uint8_t> u8_params(std::pair<float, float> r) {
   return {scale, static_cast<uint8_t>(zp)};
 }
 
-onnx::AttributeProto int_attr(const std::string& name, int64_t v) {
-  onnx::AttributeProto a;
-  a.set_name(name);
-  a.set_type(onnx::AttributeProto::INT);
-  a.set_i(v);
-  return a;
-}
-
 }  // namespace
 
 size_t fold_batch_norms(onnx::ModelProto& model, const std::string& base_dir) {
@@ -218,11 +210,7 @@ size_t fold_batch_norms(onnx::ModelProto& model, const std::string& base_dir) {
     if (!drop.count(i)) keep.push_back(g.node(i));
   g.clear_node();
   for (auto& n : keep) *g.add_node() = std::move(n);
-  for (auto& [name, t] : added) {
-    onnx::TensorProto* p = g.add_initializer();
-    frontend::tensor_to_proto(t, *p);
-    p->set_name(name);
-  }
+  for (auto& [name, t] : added) add_initializer(g, name, t);
   drop_unread_initializers(g);
   return drop.size();
 }
@@ -386,9 +374,7 @@ QuantizeReport quantize_static(onnx::ModelProto& model, const std::string& base_
   std::unordered_map<std::string, Params> params;
   auto add_init = [&](const std::string& base, const Tensor& t) {
     const std::string name = names.fresh(base);
-    onnx::TensorProto* p = g.add_initializer();
-    frontend::tensor_to_proto(t, *p);
-    p->set_name(name);
+    add_initializer(g, name, t);
     return name;
   };
   for (const auto& t : plan.tensors) {
@@ -428,7 +414,7 @@ QuantizeReport quantize_static(onnx::ModelProto& model, const std::string& base_
     dn.add_input(add_init(base + "_scale", scale.size() == 1 ? Tensor::scalar<float>(scale[0])
                                                              : Tensor::from_vector<float>(scale, {int64_t(scale.size())})));
     dn.add_input(add_init(base + "_zero_point", zp));
-    if (scale.size() > 1) *dn.add_attribute() = int_attr("axis", axis);
+    if (scale.size() > 1) *dn.add_attribute() = int_attribute("axis", axis);
     const std::string out_name = names.fresh(base + "_DequantizeLinear_Output");
     dn.add_output(out_name);
     out.push_back(std::move(dn));
