@@ -13,7 +13,7 @@ BUILD_PKGS=(
   build-essential cmake ninja-build pkg-config
   libdnnl-dev libxbyak-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
-  nlohmann-json3-dev libcli11-dev libre2-dev libcpp-httplib-dev
+  nlohmann-json3-dev libcli11-dev libre2-dev libcpp-httplib-dev libxxhash-dev
 )
 PKGS=(
   "${BUILD_PKGS[@]}"

@@ -4,18 +4,22 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <iostream>
 #include <latch>
 #include <mutex>
 #include <optional>
 #include <sstream>
 #include <thread>
 
+#include "api/compile_cache.hpp"
 #include "api/properties.hpp"
 #include "api/runtime_model.hpp"
 #include "core/strings.hpp"
 #include "cpu/compile_pipeline.hpp"
 #include "cpu/executor.hpp"
+#include "cpu/model_cache.hpp"
 #include "cpu/stream_executor.hpp"
+#include "frontend/onnx/external_data.hpp"
 #include "frontend/onnx/onnx_frontend.hpp"
 #include "ir/graph.hpp"
 #include "ir/op_registry.hpp"
@@ -115,6 +119,7 @@ struct CompiledModel::Impl {
   // Declared last, so destroyed first: the workers finish (and drop their graphs) while
   // the executors still exist. Null with 0 streams.
   std::unique_ptr<cpu::StreamExecutor> streams;
+  std::string cache_status = "off";  // kiln_model_cache: what the model cache did
 };
 
 struct InferRequest::Impl {
@@ -239,31 +244,115 @@ static void compile_ahead(CompiledModel::Impl& c) {
     if (e) std::rethrow_exception(e);
 }
 
+// The compiled model around `make_fast`'s executor (or the reference executor), with its
+// streams, compiled ahead for static shapes.
+using CompiledImpl = std::shared_ptr<CompiledModel::Impl>;
+static CompiledImpl assemble(std::shared_ptr<Model> model, const api::Settings& s,
+                             const std::function<std::unique_ptr<cpu::Executor>()>& make_fast) {
+  auto cm = std::make_shared<CompiledModel::Impl>();
+  auto& c = *cm;
+  c.model = std::move(model);
+  c.settings = s;
+  c.layout = cpu::resolve_streams(s.streams, cpu::CpuTopology::detect());
+  // oneDNN's primitive cache is the process's: the last compile_model that sets it decides
+  if (s.runtime_cache_capacity >= 0) dnnl::set_primitive_cache_capacity(s.runtime_cache_capacity);
+  if (s.reference) {
+    c.reference = std::make_unique<runtime::ReferenceExecutor>(c.model->graph());
+    c.reference->set_max_tensor_bytes(cpu::max_tensor_bytes(s.graph));
+  } else {
+    c.fast = make_fast();
+  }
+  if (c.layout.streams > 0) c.streams = std::make_unique<cpu::StreamExecutor>(c.layout);
+  if (c.fast) compile_ahead(c);
+  return cm;
+}
+
+static std::unique_ptr<cpu::Executor> plain_executor(const Model& model, const api::Settings& s) {
+  return std::make_unique<cpu::Executor>(model.graph(), s.graph, s.plan_capacity);
+}
+
+// compile_model with cache_dir set: the model's compiled form from the cache when it holds
+// one for this key, else compiled and written there. `model` is null when compile_model was
+// given a path (the model is then read only on a miss).
+static CompiledImpl compile_through_cache(std::shared_ptr<Model> model, const std::string& path, api::Settings s) {
+  cpu::ModelCache cache(s.cache_dir);
+  const cpu::StreamLayout layout = cpu::resolve_streams(s.streams, cpu::CpuTopology::detect());
+  const std::string key =
+      api::cache_key(s, layout, model ? cpu::hash_graph(*model->graph()) : "file " + cache.file_digest(path));
+  const std::string file = cache.path_for(key);
+  std::string why;
+  if (std::optional<cpu::CachedPlan> cached = cache.load(key, &why)) {
+    for (const auto& [name, value] : cached->notes)  // external data files: unchanged?
+      if (name.rfind("external ", 0) == 0) {
+        const std::string ext = name.substr(9);
+        std::string now;
+        try {
+          now = cpu::hash_file(ext);
+        } catch (const Error&) {
+        }
+        if (now != value) why = cat("the external data file '", ext, "' changed");
+      }
+    if (why.empty()) {
+      const bool read = model != nullptr;
+      if (!model) model = std::make_shared<Model>(cached->graph);
+      CompiledImpl cm = assemble(model, s, [&] {
+        return std::make_unique<cpu::Executor>(model->graph(), s.graph, s.plan_capacity, *cached, read);
+      });
+      cm->cache_status = cat("hit: ", file);
+      return cm;
+    }
+  }
+  if (!why.empty()) std::cerr << "kiln: model cache: ignoring '" << file << "': " << why << "; compiling the model\n";
+  std::vector<std::string> external;
+  if (!model) {
+    frontend::ExternalFilesRecorder recorder;
+    model = make_model(frontend::load_onnx_file(path));
+    external = recorder.files;
+  }
+  CompiledImpl cm = assemble(model, s, [&] { return plain_executor(*model, s); });
+  auto& c = *cm;
+  const std::optional<std::vector<Shape>> shapes = declared_static_shapes(*model);
+  std::shared_ptr<const cpu::Executor::Plan> plan = shapes ? c.fast->find_plan(*shapes) : nullptr;
+  if (!shapes) {
+    c.cache_status = "not written: the model's input shapes are dynamic (each shape compiles at its first inference)";
+  } else if (!plan || !plan->fast) {
+    c.cache_status = cat("not written: the model runs on the reference executor (",
+                         plan ? plan->fallback_reason : std::string("no plan"), ")");
+  } else {
+    cpu::CachedPlan cp;
+    cp.shapes = *shapes;
+    cp.graph = plan->graph;
+    cp.log.entries.assign(plan->log.entries.begin(),
+                          plan->log.entries.begin() + static_cast<std::ptrdiff_t>(plan->ir_log_entries));
+    try {
+      for (const std::string& ext : external) cp.notes.emplace_back("external " + ext, cpu::hash_file(ext));
+      cache.save(key, cp, c.fast->weights());
+      c.cache_status = cat(why.empty() ? "written: " : "written again: ", file);
+    } catch (const Error& e) {
+      c.cache_status = cat("not written: ", e.what());
+      std::cerr << "kiln: model cache: " << e.what() << "\n";
+    }
+  }
+  return cm;
+}
+
 CompiledModel Core::compile_model(const std::shared_ptr<Model>& model, const AnyMap& properties) const {
   return as_kiln_errors("compiling the model", [&] {
     KILN_CHECK(model, "compile_model: null model");
     api::Settings s = api::parse_properties(properties);
     CompiledModel cm;
-    cm.impl_ = std::make_shared<CompiledModel::Impl>();
-    auto& c = *cm.impl_;
-    c.model = model;
-    c.settings = s;
-    c.layout = cpu::resolve_streams(s.streams, cpu::CpuTopology::detect());
-    // oneDNN's primitive cache is the process's: the last compile_model that sets it decides
-    if (s.runtime_cache_capacity >= 0) dnnl::set_primitive_cache_capacity(s.runtime_cache_capacity);
-    if (s.reference) {
-      c.reference = std::make_unique<runtime::ReferenceExecutor>(model->graph());
-      c.reference->set_max_tensor_bytes(cpu::max_tensor_bytes(s.graph));
-    }
-    else c.fast = std::make_unique<cpu::Executor>(model->graph(), s.graph, s.plan_capacity);
-    if (c.layout.streams > 0) c.streams = std::make_unique<cpu::StreamExecutor>(c.layout);
-    if (c.fast) compile_ahead(c);
+    cm.impl_ = !s.cache_dir.empty() && !s.reference ? compile_through_cache(model, "", s)
+                                                     : assemble(model, s, [&] { return plain_executor(*model, s); });
     return cm;
   });
 }
 
 CompiledModel Core::compile_model(const std::string& path, const AnyMap& properties) const {
-  return compile_model(read_model(path), properties);
+  const api::Settings s = as_kiln_errors("compiling the model", [&] { return api::parse_properties(properties); });
+  if (s.cache_dir.empty() || s.reference) return compile_model(read_model(path), properties);
+  CompiledModel cm;
+  cm.impl_ = as_kiln_errors("compiling the model", [&] { return compile_through_cache(nullptr, path, s); });
+  return cm;
 }
 
 std::string Core::get_property(const std::string& key) const { return api::device_property(key); }
@@ -294,6 +383,7 @@ std::string CompiledModel::get_property(const std::string& key) const {
   if (k == "kiln_plan_cache_size") return std::to_string(c.fast ? c.fast->cached_plans() : 0);
   if (k == "kiln_plan_cache_hits") return std::to_string(c.fast ? c.fast->plan_hits() : 0);
   if (k == "kiln_plan_cache_misses") return std::to_string(c.fast ? c.fast->plan_misses() : 0);
+  if (k == "kiln_model_cache") return c.cache_status;
   return api::effective_value(k, c.settings, c.layout);
 }
 

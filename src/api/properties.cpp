@@ -49,7 +49,9 @@ const std::vector<Key>& keys() {
       {"kiln_max_tensor_bytes", nullptr, "bytes, an integer >= 1024: the largest tensor or plan memory allowed", false},
       {"cpu_runtime_cache_capacity", "CPU_RUNTIME_CACHE_CAPACITY",
        "an integer in [0, 1000000]: oneDNN primitives kept for reuse, process-wide (0: none)", false},
+      {"cache_dir", "CACHE_DIR", "a folder for compiled models (created when missing; empty: no cache)", false},
       {"optimal_number_of_infer_requests", "OPTIMAL_NUMBER_OF_INFER_REQUESTS", "", true},
+      {"kiln_model_cache", nullptr, "", true},
       {"kiln_threads_per_stream", nullptr, "", true},
       {"kiln_stream_layout", nullptr, "", true},
       {"kiln_cpu_isa", nullptr, "", true},
@@ -203,9 +205,12 @@ Settings parse_properties(const AnyMap& properties) {
           throw Error(cat("property kiln_pattern_files: '", file, "': ", e.what()));
         }
         files.push_back(file);
+        s.pattern_text += text.str();
       }
       s.graph.user_patterns = configs;
       s.pattern_files = join(files, ",");
+    } else if (name == "cache_dir") {
+      s.cache_dir = v;
     } else if (name == "snippets_mode") {
       const std::string u = upper(v);
       if (u == "ENABLE") s.graph.snippets_mode = cpu::SnippetsMode::enable;
@@ -285,6 +290,7 @@ std::string effective_value(const std::string& key, const Settings& s, const cpu
     return best ? snippets::isa_name(*best) : "none";
   }
   if (key == "kiln_pattern_files") return s.pattern_files;
+  if (key == "cache_dir") return s.cache_dir;
   if (key == "kiln_plan_cache_capacity") return std::to_string(s.plan_capacity);
   if (key == "kiln_max_tensor_bytes") return std::to_string(cpu::max_tensor_bytes(s.graph));
   if (key == "cpu_runtime_cache_capacity") return std::to_string(dnnl::get_primitive_cache_capacity());

@@ -20,6 +20,8 @@ struct Settings {
   bool reference = false;      // kiln_executor = reference
   cpu::GraphOptions graph;     // kiln_disable_passes, kiln_pattern_files (parsed configs), inference_precision
   std::string pattern_files;   // kiln_pattern_files as given
+  std::string pattern_text;    // their contents (part of the model cache's key)
+  std::string cache_dir;       // cache_dir: the model cache's folder (cpu/model_cache.hpp); "": none
   size_t plan_capacity = cpu::Executor::kDefaultPlanCapacity;  // kiln_plan_cache_capacity
   int runtime_cache_capacity = -1;  // cpu_runtime_cache_capacity; -1: not given (left as it is)
   bool accuracy = false;       // execution_mode = ACCURACY: f32 unless inference_precision says otherwise

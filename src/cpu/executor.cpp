@@ -5,7 +5,9 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "core/strings.hpp"
 #include "cpu/compile_pipeline.hpp"
+#include "cpu/model_cache.hpp"
 #include "transforms/compute_fp16_in_f32.hpp"
 
 namespace kiln::cpu {
@@ -103,12 +105,39 @@ std::shared_ptr<const ir::Graph> model_to_run(std::shared_ptr<const ir::Graph> g
 Executor::Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options, size_t plan_capacity)
     : graph_(model_to_run(graph, options, &model_log_)),
       options_(std::move(options)),
-      reference_(graph_),
+      reference_(std::make_unique<runtime::ReferenceExecutor>(graph_)),
       weights_(std::make_shared<WeightsCache>()),
       capacity_(std::max<size_t>(plan_capacity, 1)),
       id_(g_next_executor_id.fetch_add(1)),
       alive_(std::make_shared<std::atomic<bool>>(true)) {
-  reference_.set_max_tensor_bytes(max_tensor_bytes(options_));  // shapes known only at run time
+  reference_->set_max_tensor_bytes(max_tensor_bytes(options_));  // shapes known only at run time
+  init_options();
+}
+
+Executor::Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options, size_t plan_capacity,
+                   const CachedPlan& cached, bool graph_is_model)
+    : graph_(graph_is_model ? model_to_run(graph, options, &model_log_) : std::move(graph)),
+      options_(std::move(options)),
+      weights_(std::make_shared<WeightsCache>()),
+      capacity_(std::max<size_t>(plan_capacity, 1)),
+      id_(g_next_executor_id.fetch_add(1)),
+      alive_(std::make_shared<std::atomic<bool>>(true)) {
+  if (graph_is_model) {
+    reference_ = std::make_unique<runtime::ReferenceExecutor>(graph_);
+    reference_->set_max_tensor_bytes(max_tensor_bytes(options_));
+  }
+  init_options();
+  for (const CachedPlan::Packed& p : cached.packed) weights_->seed(p.source, p.key, p.desc, p.packed);
+  auto plan = std::make_shared<Plan>();
+  plan->graph = cached.graph;
+  plan->fast = true;
+  plan->log = cached.log;
+  plan->ir_log_entries = plan->log.entries.size();
+  plan->last_used = ++clock_;
+  plans_[cached.shapes] = std::move(plan);
+}
+
+void Executor::init_options() {
   options_.log = nullptr;
   options_.weights = nullptr;
   options_.arena = nullptr;
@@ -181,7 +210,12 @@ std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& 
     plan->fallback_reason = "'" + v + "' holds strings, a sequence or an optional, which run on the reference kernels";
     return plans_[shapes] = std::move(plan);
   }
+  if (!reference_) {  // a cached executor of a model not read: only the cached shapes run
+    plan->fallback_reason = "the model cache holds this model for other input shapes";
+    return plans_[shapes] = std::move(plan);
+  }
   auto r = run_ir_stages(*graph_, shapes, options_, &plan->log);  // compile_pipeline.hpp, stages 1-3
+  plan->ir_log_entries = plan->log.entries.size();
   plan->graph = r.graph;
   if (r.all_static) {
     share_folded_constants(*plan->graph);
@@ -227,6 +261,12 @@ const Executor::Plan& Executor::plan_for(const std::vector<Shape>& shapes) {
   return *p;
 }
 
+std::shared_ptr<const Executor::Plan> Executor::find_plan(const std::vector<Shape>& shapes) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = plans_.find(shapes);
+  return it == plans_.end() ? nullptr : it->second;
+}
+
 size_t Executor::thread_arena_bytes() const {
   if (!t_registry_touched || !t_registry_alive) return 0;
   auto it = t_registry.by_executor.find(id_);
@@ -257,7 +297,11 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, std::vector
     plan = plan_locked(shapes, &hit);
     (hit ? plan_hits_ : plan_misses_).fetch_add(1);
   }
-  if (!plan->fast) return reference_.run(inputs, nullptr, profile);
+  if (!plan->fast) {
+    KILN_CHECK(reference_, cat("these input shapes: the model was loaded from the model cache "
+                               "for other shapes; compile it again (without cache_dir) to run these"));
+    return reference_->run(inputs, nullptr, profile);
+  }
   return thread_graph(plan, shapes, /*count_run=*/true).run(inputs, profile, reuse);
 }
 

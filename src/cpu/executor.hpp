@@ -35,6 +35,8 @@
 
 namespace kiln::cpu {
 
+struct CachedPlan;  // model_cache.hpp
+
 class Executor {
  public:
   // `options.log` and `options.weights` are ignored: every plan keeps its own log, and
@@ -43,6 +45,12 @@ class Executor {
   static constexpr size_t kDefaultPlanCapacity = 64;
   explicit Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options = {},
                     size_t plan_capacity = kDefaultPlanCapacity);
+  // An executor whose plan for `cached.shapes` comes from the model cache (model_cache.hpp):
+  // stages 0-3 are not run again and the weights cache starts with `cached.packed`. `graph`
+  // is the model (or, when the model was not read, the cached graph itself): other shapes
+  // plan from it as usual, but run on the reference executor only if `graph` was read.
+  Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options, size_t plan_capacity,
+           const CachedPlan& cached, bool graph_is_model);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -68,6 +76,7 @@ class Executor {
     // thread; null when the shapes are data-dependent. run() does not use it.
     std::unique_ptr<Graph> cpu;
     bool cpu_logged = false;            // the CPU passes' entries are in `log`
+    size_t ir_log_entries = 0;          // of `log`: stages 0-3's (the CPU passes' follow)
     uint64_t last_used = 0;             // LRU clock (mutex_)
     // Set when the cache drops the plan: threads then drop their graphs of it.
     std::shared_ptr<std::atomic<bool>> evicted = std::make_shared<std::atomic<bool>>(false);
@@ -76,6 +85,9 @@ class Executor {
   // For tools and tests on one thread; the plan stays valid for the executor's lifetime
   // even when the cache drops it.
   const Plan& plan_for(const std::vector<Shape>& shapes);
+  // The plan made for these shapes, without building anything (null when there is none):
+  // what the model cache writes.
+  std::shared_ptr<const Plan> find_plan(const std::vector<Shape>& shapes) const;
   size_t cached_plans() const;
   size_t plan_capacity() const { return capacity_; }
   size_t graphs_built() const { return graphs_built_.load(); }  // cpu::Graphs built by run() on all threads
@@ -101,6 +113,7 @@ class Executor {
   // earlier plan computed share its storage, so packed weights are found by address and
   // kept once, however many shapes come (see constant_pool_).
   void share_folded_constants(ir::Graph& g);
+  void init_options();  // the constructors' common part: options_ as the plans take them
   // mutex_ not held; `arena`: the calling thread's for this executor (null: the graph's own);
   // `hot`: the shape is frequent, take the fastest implementations however long they take to create
   std::unique_ptr<Graph> build_graph(Plan& plan, std::shared_ptr<Arena> arena = nullptr, bool hot = false);
@@ -111,7 +124,7 @@ class Executor {
   transforms::PassLog model_log_;  // what stage 0 did to the model (every plan's log starts with it)
   std::shared_ptr<const ir::Graph> graph_;
   GraphOptions options_;
-  runtime::ReferenceExecutor reference_;
+  std::unique_ptr<runtime::ReferenceExecutor> reference_;  // null: the model was not read (cached plan)
   std::shared_ptr<WeightsCache> weights_;
   FusionDecisions fusion_decisions_;  // shared by the plans when options_.shapes_vary
   std::map<std::vector<Shape>, std::shared_ptr<Plan>> plans_;

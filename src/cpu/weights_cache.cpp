@@ -30,6 +30,25 @@ dnnl::memory WeightsCache::get(const Tensor& source, const std::string& variant,
   return m;
 }
 
+std::vector<WeightsCache::Packed> WeightsCache::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Packed> all;
+  for (const auto& [key, same_source] : entries_)
+    for (const Entry& e : same_source) all.push_back({e.source, key.second, e.desc, e.packed});
+  return all;
+}
+
+void WeightsCache::seed(const Tensor& source, const std::string& key, const dnnl::memory::desc& desc,
+                        dnnl::memory packed) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Entry>& same_source = entries_[{source.raw(), key}];
+  for (const Entry& e : same_source)
+    if (e.desc == desc) return;
+  same_source.push_back({source, desc, std::move(packed)});
+  ++count_;
+  bytes_ += desc.get_size();
+}
+
 size_t WeightsCache::entries() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return count_;

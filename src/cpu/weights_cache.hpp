@@ -31,6 +31,19 @@ class WeightsCache {
   dnnl::memory get(const Tensor& source, const std::string& variant, const dnnl::memory::desc& target,
                    const Pack& pack);
 
+  // Every packed weight: its source, the key its variant is stored under, layout and memory
+  // (for the model cache, cpu/model_cache.hpp).
+  struct Packed {
+    Tensor source;
+    std::string key;
+    dnnl::memory::desc desc;
+    dnnl::memory packed;
+  };
+  std::vector<Packed> snapshot() const;
+  // Adds packed weights made elsewhere (read from the model cache): a later get() for this
+  // source, key and layout returns `packed` without packing.
+  void seed(const Tensor& source, const std::string& key, const dnnl::memory::desc& desc, dnnl::memory packed);
+
   size_t entries() const;  // distinct packed weights
   size_t bytes() const;    // their total size
   size_t hits() const;     // requests answered from the cache

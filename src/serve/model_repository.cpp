@@ -63,8 +63,7 @@ ModelRepository::ModelRepository(const std::string& dir, const AnyMap& defaults)
     m.properties = defaults;
     for (auto& [k, v] : read_config(folder / "config.json", m.name)) m.properties[k] = v;
     try {
-      m.model = core.read_model(m.path);
-      m.compiled = core.compile_model(m.model, m.properties);
+      m.compiled = core.compile_model(m.path, m.properties);
     } catch (const Error& e) {
       throw Error(cat("model '", m.name, "' (", m.path, "): ", e.what()));
     }

@@ -15,8 +15,7 @@ namespace kiln::serve {
 struct ServedModel {
   std::string name;
   std::string path;  // model.onnx
-  std::shared_ptr<Model> model;
-  CompiledModel compiled;
+  CompiledModel compiled;  // compile_model(path): through the model cache when cache_dir is set
   AnyMap properties;  // what it was compiled with
 };
 

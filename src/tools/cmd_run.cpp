@@ -74,11 +74,29 @@ int cmd_run(const RunOptions& o) {
   KILN_CHECK(std::filesystem::exists(o.model, ec), cat("model file '", o.model, "' does not exist"));
   KILN_CHECK(!std::filesystem::is_directory(o.model, ec), cat("'", o.model, "' is a directory, not a model file"));
 
+  AnyMap properties = parse_property_specs(o.properties);
+  if (o.threads > 0) add_property(properties, "inference_num_threads", std::to_string(o.threads), "-t");
+  if (!o.disabled_passes.empty())
+    add_property(properties, "kiln_disable_passes", join(o.disabled_passes, ","), "--disable-pass");
+  // with a model cache (-p cache_dir=DIR): compile_model(FILE), which reads the file only on a miss
+  const bool through_cache = !properties["cache_dir"].empty() || !properties["CACHE_DIR"].empty();
+  if (properties["cache_dir"].empty()) properties.erase("cache_dir");
+  if (properties["CACHE_DIR"].empty()) properties.erase("CACHE_DIR");
+
   Core core;
+  std::shared_ptr<Model> model;
+  CompiledModel compiled;
+  double load_ms = 0, compile_ms = 0;
   auto t0 = Clock::now();
-  auto model = core.read_model(o.model);
-  double load_ms = ms_since(t0);
-  const auto& ports = model->inputs();
+  if (through_cache) {
+    compiled = core.compile_model(o.model, properties);
+    compile_ms = ms_since(t0);
+    std::cout << "cache  " << compiled.get_property("kiln_model_cache") << "\n";
+  } else {
+    model = core.read_model(o.model);
+    load_ms = ms_since(t0);
+  }
+  const auto& ports = through_cache ? compiled.inputs() : model->inputs();
 
   tools::PreparedInputs in = tools::prepare_inputs(ports, o.inputs, o.shapes, o.random_inputs, o.seed);
   const auto& tensors = in.tensors;
@@ -88,13 +106,11 @@ int cmd_run(const RunOptions& o) {
               << dtype_name(tensors[i].dtype()) << "  (" << sources[i] << ")\n";
   if (!in.defaulted_dims_hint.empty()) std::cout << "note   " << in.defaulted_dims_hint << "\n";
 
-  t0 = Clock::now();
-  AnyMap properties = parse_property_specs(o.properties);
-  if (o.threads > 0) add_property(properties, "inference_num_threads", std::to_string(o.threads), "-t");
-  if (!o.disabled_passes.empty())
-    add_property(properties, "kiln_disable_passes", join(o.disabled_passes, ","), "--disable-pass");
-  CompiledModel compiled = core.compile_model(model, properties);
-  double compile_ms = ms_since(t0);
+  if (!through_cache) {
+    t0 = Clock::now();
+    compiled = core.compile_model(model, properties);
+    compile_ms = ms_since(t0);
+  }
   std::cout << "precision  " << describe_precision(compiled.get_property("inference_precision"), properties) << "\n";
   InferRequest req = compiled.create_infer_request();
   for (size_t i = 0; i < ports.size(); ++i) req.set_input_tensor(i, tensors[i]);
@@ -125,7 +141,7 @@ int cmd_run(const RunOptions& o) {
       std::cout << "       wrote " << path.string() << "\n";
     }
   }
-  if (o.compare_precision) compare_with_f32(core, model, properties, compiled, req, tensors);
+  if (o.compare_precision) compare_with_f32(core, model ? model : core.read_model(o.model), properties, compiled, req, tensors);
   std::cout << "load " << fmt_ms(load_ms) << ", compile " << fmt_ms(compile_ms) << ", inference ";
   if (times.size() == 1) {
     std::cout << fmt_ms(times[0]) << "\n";

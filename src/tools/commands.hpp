@@ -39,7 +39,7 @@ struct BenchmarkOptions {
   std::string model_flag;  // -m FILE (benchmark_app), instead of the positional model
   std::string device;      // -d: CPU or empty
   bool json_stats = false; // -json_stats: JSON report into report_folder
-  std::string cache_dir;   // -cache_dir: accepted, ignored (no model cache yet)
+  std::string cache_dir;   // -cache_dir: the model cache's folder (property cache_dir)
   std::vector<std::string> inputs;  // NAME=FILE or FILE; inputs not given get random data
   std::vector<std::string> shapes;  // NAME=[d0,d1,...] or SYMBOL=N
   uint32_t seed = 0;

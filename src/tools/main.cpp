@@ -108,8 +108,8 @@ int main(int argc, char** argv) {
   bench_cmd->add_flag("--json_stats", bench.json_stats,
                       "Write the figures as JSON to benchmark_report.json in -report_folder (also -json_stats)");
   bench_cmd->add_option("--cache_dir", bench.cache_dir,
-                        "benchmark_app's model cache folder: accepted and ignored (kiln has no model cache yet; "
-                        "also -cache_dir)");
+                        "Model cache folder (property cache_dir): the compiled model is read from it when it holds "
+                        "this model for these settings, else written there (also -cache_dir)");
   bench_cmd->add_option("--disable-pass", bench.disabled_passes,
                         "Do not run this optimizer pass (repeatable; all-fusions for all of them)")
       ->allow_extra_args(false);

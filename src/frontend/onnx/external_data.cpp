@@ -3,6 +3,7 @@
 #include <kiln/error.hpp>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -11,6 +12,13 @@
 namespace fs = std::filesystem;
 
 namespace kiln::frontend {
+
+namespace {
+thread_local ExternalFilesRecorder* t_recorder = nullptr;
+}
+
+ExternalFilesRecorder::ExternalFilesRecorder() : previous_(t_recorder) { t_recorder = this; }
+ExternalFilesRecorder::~ExternalFilesRecorder() { t_recorder = previous_; }
 
 std::string resolve_inside(const std::string& base_dir, const std::string& location) {
   KILN_CHECK(!location.empty(), "external data: empty location");
@@ -60,6 +68,8 @@ std::string read_external_data(const onnx::TensorProto& p, const std::string& ba
     KILN_CHECK(static_cast<size_t>(length) == expected_bytes,
                cat("tensor '", p.name(), "': external data length ", length, " but the tensor needs ", expected_bytes, " bytes"));
   std::string path = resolve_inside(base_dir, location);
+  if (t_recorder && std::find(t_recorder->files.begin(), t_recorder->files.end(), path) == t_recorder->files.end())
+    t_recorder->files.push_back(path);
   std::ifstream f(path, std::ios::binary);
   KILN_CHECK(f, cat("tensor '", p.name(), "': cannot open external data file '", path, "'"));
   f.seekg(0, std::ios::end);
