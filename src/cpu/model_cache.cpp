@@ -420,6 +420,9 @@ std::optional<CachedPlan> ModelCache::load(const std::string& key, std::string* 
   parallel_for(static_cast<size_t>(h.chunks), hash_threads(), [&](size_t c) {
     const uint64_t begin = c * kChunkBytes, n = std::min(kChunkBytes, h.data_bytes - begin);
     if (!(hash128(base + begin, static_cast<size_t>(n)) == table[c])) bad.store(static_cast<int64_t>(c));
+    // let go of the pages just read (nothing has written them: the file's own bytes come back
+    // on the next touch), so only what the kernels use becomes resident, not the whole file
+    ::madvise(const_cast<char*>(base) + begin, static_cast<size_t>(n), MADV_DONTNEED);
   });
   if (bad.load() >= 0) {
     *why = cat("its data is damaged (checksum mismatch in bytes ", h.data_offset + uint64_t(bad.load()) * kChunkBytes,
