@@ -57,7 +57,8 @@ int cmd_serve(const ServeOptions& o, const std::string& version) {
            {"model", name},
            {"path", m->path},
            {"streams", std::stoi(m->compiled.get_property("num_streams"))},
-           {"precision", m->compiled.get_property("inference_precision")}});
+           {"precision", m->compiled.get_property("inference_precision")},
+           {"model_cache", m->compiled.get_property("kiln_model_cache")}});
   }
   event({{"event", "listening"},
          {"address", cat("http://", o.host, ":", server.port())},

@@ -308,3 +308,27 @@ def test_oversize_body_and_graceful_shutdown(repo):
     assert 200 in results
     log = "".join(s.log)
     assert '"event":"shutting_down","signal":"SIGTERM"' in log and '"event":"stopped"' in log
+
+
+def test_restart_reads_the_model_cache(tmp_path):
+    """-p cache_dir=DIR: the first start writes the compiled model, the second reads it; both answer alike."""
+    import onnx
+    plain = tmp_path / "mlp.onnx"
+    subprocess.run([KILN, "zoo", "mlp", "-o", str(plain)], check=True, capture_output=True)
+    m = onnx.load(str(plain))
+    for port in (m.graph.input[0], m.graph.output[0]):  # batch 2: a static model, compiled at start
+        port.type.tensor_type.shape.dim[0].dim_value = 2
+    (tmp_path / "repo" / "mlp2").mkdir(parents=True)
+    onnx.save(m, str(tmp_path / "repo" / "mlp2" / "model.onnx"))
+    x = np.linspace(-1, 1, 32, dtype=np.float32).reshape(2, 16)
+    answers, statuses = [], []
+    for _ in range(2):
+        s = Server(str(tmp_path / "repo"), "-p", f"cache_dir={tmp_path / 'cache'}")
+        ready = [json.loads(line) for line in s.log if '"model_ready"' in line]
+        statuses.append(ready[0]["model_cache"])
+        status, _, body = s.infer("mlp2", {"inputs": [json_tensor("input", x, "FP32")]})
+        assert status == 200, body
+        answers.append(json.loads(body)["outputs"][0]["data"])
+        assert s.stop() == 0
+    assert statuses[0].startswith("written: ") and statuses[1].startswith("hit: "), statuses
+    assert answers[0] == answers[1]
