@@ -90,10 +90,12 @@ void Graph::plan_concat_in_place() {
 void Graph::plan_memory() {
   // views share their input's bytes: their root buffer lives as long as any view is read
   for (auto& n : nodes_)
-    if (int k = n->output_aliases_input(); k >= 0) {
-      n->outputs[0]->alias_of = root_of(n->inputs[static_cast<size_t>(k)]);
-      n->outputs[0]->alias_offset = offset_in_root(n->inputs[static_cast<size_t>(k)]);
-    }
+    for (size_t i = 0; i < n->outputs.size(); ++i)
+      if (const auto v = n->output_view(i)) {
+        Edge* in = n->inputs[static_cast<size_t>(v->input)];
+        n->outputs[i]->alias_of = root_of(in);
+        n->outputs[i]->alias_offset = offset_in_root(in) + v->offset;
+      }
   plan_concat_in_place();
   plan_in_place();
   std::unordered_map<Edge*, size_t> index;
@@ -175,6 +177,7 @@ void Graph::plan_in_place() {
       if (static_cast<int>(i) != k && n.inputs[i] && root_of(n.inputs[i]) == r) read_twice = true;
     if (read_twice || in->bytes() != out->bytes() || in->dtype != out->dtype || !(in->desc() == out->desc())) continue;
     out->alias_of = r;
+    out->alias_offset = offset_in_root(in);  // over the input's own bytes (a slice view starts inside its root)
     last[r] = last.count(out) ? last[out] : step;
     ++in_place_nodes_;
   }

@@ -66,7 +66,7 @@ struct InputLayout {
 
 // The runtime node kinds (one file each under src/cpu/nodes/), for the decisions of the passes;
 // type() is the name the counters and describe() show.
-enum class NodeKind { Attention, BatchNorm, Binary, Cast, Concat, ConvInteger, Convolution, Dequantize, DynamicQuantize, Eltwise, FakeQuantize, If, FullyConnected, LRN, LSTM, LayerNorm, MatMul, MatMulInteger, Pooling, Quantize, QuantizedConvolution, Reduce, Reference, Reorder, Resize, Softmax, Subgraph, Transpose, View };
+enum class NodeKind { Attention, BatchNorm, Binary, Cast, Concat, ConvInteger, Convolution, Dequantize, DynamicQuantize, Eltwise, FakeQuantize, If, FullyConnected, LRN, LSTM, LayerNorm, MatMul, MatMulInteger, Pooling, Quantize, QuantizedConvolution, Reduce, Reference, Reorder, Resize, SliceView, Softmax, Subgraph, Transpose, View };
 
 class Node {
  public:
@@ -121,6 +121,16 @@ class Node {
   virtual void execute(dnnl::stream& stream) = 0;
   // >= 0: output 0 is a view of that input's memory (no copy; the graph aliases them).
   virtual int output_aliases_input() const { return -1; }
+  // Output `i` as a view: the bytes of input `input` from `offset` on (no copy; the graph
+  // aliases them); nullopt: a buffer of its own. By default output 0 of output_aliases_input().
+  struct OutputView {
+    int input = 0;
+    size_t offset = 0;  // bytes
+  };
+  virtual std::optional<OutputView> output_view(size_t i) const {
+    const int k = output_aliases_input();
+    return i == 0 && k >= 0 ? std::optional<OutputView>(OutputView{k, 0}) : std::nullopt;
+  }
   // >= 0 (valid after prepare()): the kernel may write output 0 over that input (same
   // size and layout). The memory plan does so when nothing reads the input afterwards.
   virtual int inplace_input() const { return -1; }
