@@ -77,6 +77,24 @@ Match match(const ir::Graph& g, const ir::Node& n) {
       std::string r = other_reader(g, n.output(1), nullptr);
       if (!r.empty()) m.reason = cat("its mask output '", n.output(1)->name(), "' is read by ", r);
     }
+  } else if (op == "Pad") {
+    // no padding on any side: every mode copies x as it is
+    const ir::Value* pads = n.input(1);
+    if (pads) {
+      if (!pads->is_constant()) return {};
+      if (!all_equal(pads->constant(), 0)) return {};
+    } else if (!n.has_attr("pads") || n.attr_ints("pads") != std::vector<int64_t>(n.attr_ints("pads").size(), 0)) {
+      return {};
+    }
+    m.candidate = true;
+  } else if (op == "Transpose") {
+    // the identity permutation (an absent perm reverses the dims: only rank <= 1 stays)
+    const int64_t rank = m.x->type.shape.rank_known ? static_cast<int64_t>(m.x->type.shape.rank()) : -1;
+    if (rank < 0) return {};
+    std::vector<int64_t> keep(static_cast<size_t>(rank));
+    for (int64_t i = 0; i < rank; ++i) keep[static_cast<size_t>(i)] = i;
+    if (n.has_attr("perm") ? n.attr_ints("perm") != keep : rank > 1) return {};
+    m.candidate = true;
   } else if (op == "Cast") {
     if (!n.has_attr("to") || m.x->type.dtype == DType::undefined) return {};
     DType to;

@@ -234,3 +234,26 @@ TEST(TransformsRemoveIdentity, MultiOutputProducerKeepsItsOtherOutputNames) {
   EXPECT_EQ(g->num_nodes(), 2u);
   expect_same_outputs(before, g, {rand_f32({4, 3}, 11)});
 }
+
+TEST(TransformsRemoveIdentity, PadOfZerosAndIdentityTransposeGo) {
+  auto g = new_graph(13);
+  ir::Value* x = g->add_input("x", f32_type({1, 4, 6, 6}));
+  ir::Node* pad = add(g, "Pad", {x, g->add_constant("pads", Tensor::from_vector<int64_t>(std::vector<int64_t>(8, 0), {8}))},
+                      "pad");
+  pad->attrs["mode"] = ir::Attribute(std::string("reflect"));
+  ir::Node* tr = add(g, "Transpose", {pad->output(0)}, "transpose");
+  tr->attrs["perm"] = std::vector<int64_t>{0, 1, 2, 3};
+  // kept: real padding, a real permutation
+  ir::Node* pad2 = add(g, "Pad", {tr->output(0), g->add_constant("pads2", Tensor::from_vector<int64_t>({0, 0, 1, 0, 0, 0, 0, 1}, {8}))},
+                       "pad2");
+  ir::Node* tr2 = add(g, "Transpose", {pad2->output(0)}, "transpose2");
+  tr2->attrs["perm"] = std::vector<int64_t>{0, 1, 3, 2};
+  g->add_output(tr2->output(0));
+  ir::infer_shapes(*g);
+  auto before = g->clone();
+  PassLog log;
+  EXPECT_EQ(remove_identity_ops(*g, &log), 2u);
+  EXPECT_EQ(g->num_nodes(), 2u);
+  EXPECT_EQ(pad2->input(0), x);
+  expect_same_outputs(before, g, {rand_f32({1, 4, 6, 6}, 2, -2, 2)});
+}
