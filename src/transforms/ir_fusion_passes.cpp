@@ -5,6 +5,7 @@
 #include "transforms/fold_pad.hpp"
 #include "transforms/merge_group_convolution.hpp"
 #include "transforms/qdq_to_fake_quantize.hpp"
+#include "transforms/reduce_to_global_pooling.hpp"
 #include "transforms/remove_identity_ops.hpp"
 
 namespace kiln::transforms {
@@ -24,6 +25,7 @@ const std::vector<Pass>& passes() {
       {kFoldPadIntoConvolution, fold_pad},
       {kMergeGroupConvolution, merge_group_convolution},
       {kFoldBatchNormalization, fold_batch_norm},
+      {kReduceToGlobalPooling, reduce_to_global_pooling},
   };
   return all;
 }
