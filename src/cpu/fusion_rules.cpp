@@ -112,6 +112,11 @@ TensorFacts facts_of(const Edge& e) {
   return f;
 }
 
+bool batch_norm_takes_relu(const ir::Node& bn, const ir::Node& r) {
+  return r.op_type() == "Relu" && r.is_onnx_domain() && r.num_inputs() == 1 && r.input(0) == bn.output(0) &&
+         batch_norm_supports(bn);
+}
+
 std::optional<PostOpHost> post_op_host(const ir::Node& n) {
   if (convolution_supports(n)) return PostOpHost{true, 1, n.input(1)->constant().shape()[0]};
   if (!fully_connected_supports(n)) return std::nullopt;

@@ -35,6 +35,10 @@ struct PostOpHost {
 // An eltwise post-op (oneDNN algorithm and parameters) from ONNX node `from`.
 PostOp eltwise_post_op(dnnl::algorithm alg, float alpha, float beta, const std::string& from);
 
+// `r` is a ReLU that the BatchNormalization `bn` (a BatchNorm runtime node: batch_norm_supports)
+// takes as its one post-op (FuseBatchNormAndRelu; the node's accepts_post_ops says the same).
+bool batch_norm_takes_relu(const ir::Node& bn, const ir::Node& r);
+
 // `n` becomes a Convolution or a FullyConnected runtime node (the node factory's own tests:
 // convolution_supports, fully_connected_supports).
 std::optional<PostOpHost> post_op_host(const ir::Node& n);

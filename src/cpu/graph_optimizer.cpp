@@ -28,6 +28,8 @@ const std::vector<CpuPass>& cpu_passes() {
       {"FuseQLinearConvAndAdd", fuse_qlinear_conv_and_add},
       // Gemm / MatMul with constant weights -> bias Add -> activations
       {"FuseFullyConnectedAndSimpleOperation", fuse_fully_connected_and_simple_operation},
+      // BatchNormalization (not folded into a Conv) -> ReLU
+      {"FuseBatchNormAndRelu", fuse_batch_norm_and_relu},
       // max / average Pooling -> FakeQuantize (constant per-tensor / per-channel ranges)
       {"FusePoolingAndFakeQuantize", fuse_pooling_and_fake_quantize},
   };

@@ -67,6 +67,15 @@ snippets::SkippedNodes mark_skipped(const ir::Graph& g, transforms::PassLog* log
   std::unordered_map<const ir::Node*, size_t> pos;
   for (size_t i = 0; i < order.size(); ++i) pos[order[i]] = i;
   for (const ir::Node* n : order) {
+    // a BatchNormalization's ReLU (FuseBatchNormAndRelu)
+    if (n->num_outputs() == 1 && n->output(0)->uses().size() == 1 && !g.is_output(n->output(0)))
+      if (const ir::Node* r = n->output(0)->uses()[0].node; batch_norm_takes_relu(*n, *r) && !skipped.count(r)) {
+        skipped.insert(r);
+        if (log)
+          log->applied(kMarkSkippedPass, cat(n->name(), " -> ", r->name()),
+                       cat("left to the CPU optimizer: Relu as a post-op of ", n->name()));
+        continue;
+      }
     auto h = post_op_host(*n);
     if (!h) continue;
     bool summed = false;

@@ -131,3 +131,15 @@ TEST(CpuFusionRules, FullyConnectedWithBiasActivationsAndFakeQuantize) {
       },
       {"bias", "hsig", "fq"});
 }
+
+TEST(CpuFusionRules, BatchNormalizationTakesOneRelu) {
+  expect_agreement(
+      [](ir::Graph& g) {
+        ir::Value* x = image(g);
+        auto c = [&](const char* n, float lo, float hi) { return g.add_constant(n, random_tensor({8}, 9, lo, hi)); };
+        ir::Value* bn = op(g, "BatchNormalization", {x, c("s", 0.5f, 1.5f), c("b", -1, 1), c("m", -1, 1), c("v", 0.5f, 2)}, "bn");
+        ir::Value* r = op(g, "Relu", {bn}, "relu");
+        g.add_output(op(g, "Sigmoid", {r}, "after"));  // not a second post-op
+      },
+      {"relu"});
+}

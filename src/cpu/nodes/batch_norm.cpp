@@ -8,6 +8,8 @@
 // reference loop on plain data ("ncsp_bnorm") in densenet121. Where oneDNN has no JIT
 // binary for the layout (channel blocks such as nChw16c) batch_normalization_forward
 // with global statistics is used instead (its JIT covers those).
+// A ReLU after it is fused (FuseBatchNormAndRelu): an eltwise post-op of the binary, or the
+// batch normalization's fuse_norm_relu flag (the only activation it fuses in oneDNN 2.6).
 #include <cmath>
 #include <string>
 
@@ -29,6 +31,15 @@ class BatchNormNode : public Node {
   }
   const char* type() const override { return "BatchNorm"; }
   NodeKind kind() const override { return NodeKind::BatchNorm; }
+  PostOpList* post_ops() override { return &post_ops_; }
+  bool accepts_post_ops(const std::vector<PostOp>& extra, std::string* why) override {
+    // one ReLU: both primitives this node may take (by the layout it meets) compute it
+    const bool relu = extra.size() == 1 && extra[0].kind == PostOp::Kind::eltwise &&
+                      extra[0].alg == dnnl::algorithm::eltwise_relu && extra[0].alpha == 0.0f;
+    if (relu && post_ops_.empty()) return true;
+    if (why) *why = post_ops_.empty() ? "a batch normalization fuses a ReLU only" : "it has fused its ReLU already";
+    return false;
+  }
 
   std::vector<InputLayout> prepare() override {
     const Shape& xs = inputs[0]->shape;
@@ -54,6 +65,7 @@ class BatchNormNode : public Node {
     memory::desc dst_any(src.dims(), memory::data_type::f32, memory::format_tag::any);
     dnnl::post_ops po;
     po.append_binary(dnnl::algorithm::binary_add, md_c);
+    if (!post_ops_.empty()) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);  // the fused ReLU
     dnnl::primitive_attr attr;
     attr.set_post_ops(po);
     dnnl::binary::desc d(dnnl::algorithm::binary_mul, src, md_c, dst_any);
@@ -66,8 +78,9 @@ class BatchNormNode : public Node {
     } else {
       // no JIT binary for this layout (channel blocks): batch normalization has one
       bnorm_ = true;
-      const auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
-                         dnnl::normalization_flags::use_shift;
+      auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
+                   dnnl::normalization_flags::use_shift;
+      if (!post_ops_.empty()) flags |= dnnl::normalization_flags::fuse_norm_relu;  // the fused ReLU
       dnnl::batch_normalization_forward::desc bd(dnnl::prop_kind::forward_inference, src, static_cast<float>(eps),
                                                  flags);
       dnnl::batch_normalization_forward::primitive_desc bpd(bd, cpu_engine());
@@ -102,6 +115,7 @@ class BatchNormNode : public Node {
   }
 
  private:
+  PostOpList post_ops_;  // a fused ReLU, or nothing
   dnnl::primitive prim_;
   bool bnorm_ = false;
   memory scale_, shift_;  // binary: a and b, {1, C, 1, ...}
