@@ -43,7 +43,7 @@ size_t reduce_to_global_pooling(ir::Graph& g, PassLog* log) {
   size_t count = 0;
   for (ir::Node* n : g.topo_order()) {
     if (ed.erased(n) || !n->is_onnx_domain() || n->num_outputs() != 1) continue;
-    const std::string& op = n->op_type();
+    const std::string op = n->op_type();  // a copy: the log below outlives the node
     if (op != "ReduceMean" && op != "ReduceMax") continue;
     std::string reason = why_not(*n);
     ir::Value* y = n->output(0);
