@@ -247,13 +247,13 @@ static void compile_ahead(CompiledModel::Impl& c) {
 // The compiled model around `make_fast`'s executor (or the reference executor), with its
 // streams, compiled ahead for static shapes.
 using CompiledImpl = std::shared_ptr<CompiledModel::Impl>;
-static CompiledImpl assemble(std::shared_ptr<Model> model, const api::Settings& s,
+static CompiledImpl assemble(std::shared_ptr<Model> model, const api::Settings& s, const cpu::StreamLayout& layout,
                              const std::function<std::unique_ptr<cpu::Executor>()>& make_fast) {
   auto cm = std::make_shared<CompiledModel::Impl>();
   auto& c = *cm;
   c.model = std::move(model);
   c.settings = s;
-  c.layout = cpu::resolve_streams(s.streams, cpu::CpuTopology::detect());
+  c.layout = layout;
   // oneDNN's primitive cache is the process's: the last compile_model that sets it decides
   if (s.runtime_cache_capacity >= 0) dnnl::set_primitive_cache_capacity(s.runtime_cache_capacity);
   if (s.reference) {
@@ -274,20 +274,21 @@ static std::unique_ptr<cpu::Executor> plain_executor(const Model& model, const a
 // compile_model with cache_dir set: the model's compiled form from the cache when it holds
 // one for this key, else compiled and written there. `model` is null when compile_model was
 // given a path (the model is then read only on a miss).
-static CompiledImpl compile_through_cache(std::shared_ptr<Model> model, const std::string& path, api::Settings s) {
+static CompiledImpl compile_through_cache(std::shared_ptr<Model> model, const std::string& path, const api::Settings& s,
+                                          const cpu::StreamLayout& layout) {
   cpu::ModelCache cache(s.cache_dir);
-  const cpu::StreamLayout layout = cpu::resolve_streams(s.streams, cpu::CpuTopology::detect());
   const std::string key =
       api::cache_key(s, layout, model ? cpu::hash_graph(*model->graph()) : "file " + cache.file_digest(path));
   const std::string file = cache.path_for(key);
   std::string why;
   if (std::optional<cpu::CachedPlan> cached = cache.load(key, &why)) {
+    const std::string prefix = cpu::CachedPlan::kExternalNote;
     for (const auto& [name, value] : cached->notes)  // external data files: unchanged?
-      if (name.rfind("external ", 0) == 0) {
-        const std::string ext = name.substr(9);
+      if (name.rfind(prefix, 0) == 0) {
+        const std::string ext = name.substr(prefix.size());
         std::string now;
         try {
-          now = cpu::hash_file(ext);
+          now = cache.file_digest(ext);
         } catch (const Error&) {
         }
         if (now != value) why = cat("the external data file '", ext, "' changed");
@@ -295,7 +296,7 @@ static CompiledImpl compile_through_cache(std::shared_ptr<Model> model, const st
     if (why.empty()) {
       const bool read = model != nullptr;
       if (!model) model = std::make_shared<Model>(cached->graph);
-      CompiledImpl cm = assemble(model, s, [&] {
+      CompiledImpl cm = assemble(model, s, layout, [&] {
         return std::make_unique<cpu::Executor>(model->graph(), s.graph, s.plan_capacity, *cached, read);
       });
       cm->cache_status = cat("hit: ", file);
@@ -309,7 +310,7 @@ static CompiledImpl compile_through_cache(std::shared_ptr<Model> model, const st
     model = make_model(frontend::load_onnx_file(path));
     external = recorder.files;
   }
-  CompiledImpl cm = assemble(model, s, [&] { return plain_executor(*model, s); });
+  CompiledImpl cm = assemble(model, s, layout, [&] { return plain_executor(*model, s); });
   auto& c = *cm;
   const std::optional<std::vector<Shape>> shapes = declared_static_shapes(*model);
   std::shared_ptr<const cpu::Executor::Plan> plan = shapes ? c.fast->find_plan(*shapes) : nullptr;
@@ -325,7 +326,8 @@ static CompiledImpl compile_through_cache(std::shared_ptr<Model> model, const st
     cp.log.entries.assign(plan->log.entries.begin(),
                           plan->log.entries.begin() + static_cast<std::ptrdiff_t>(plan->ir_log_entries));
     try {
-      for (const std::string& ext : external) cp.notes.emplace_back("external " + ext, cpu::hash_file(ext));
+      for (const std::string& ext : external)
+        cp.notes.emplace_back(cpu::CachedPlan::kExternalNote + ext, cache.file_digest(ext));
       cache.save(key, cp, c.fast->weights());
       c.cache_status = cat(why.empty() ? "written: " : "written again: ", file);
     } catch (const Error& e) {
@@ -340,9 +342,11 @@ CompiledModel Core::compile_model(const std::shared_ptr<Model>& model, const Any
   return as_kiln_errors("compiling the model", [&] {
     KILN_CHECK(model, "compile_model: null model");
     api::Settings s = api::parse_properties(properties);
+    const cpu::StreamLayout layout = cpu::resolve_streams(s.streams, cpu::CpuTopology::detect());
     CompiledModel cm;
-    cm.impl_ = !s.cache_dir.empty() && !s.reference ? compile_through_cache(model, "", s)
-                                                     : assemble(model, s, [&] { return plain_executor(*model, s); });
+    cm.impl_ = !s.cache_dir.empty() && !s.reference
+                   ? compile_through_cache(model, "", s, layout)
+                   : assemble(model, s, layout, [&] { return plain_executor(*model, s); });
     return cm;
   });
 }
@@ -351,7 +355,9 @@ CompiledModel Core::compile_model(const std::string& path, const AnyMap& propert
   const api::Settings s = as_kiln_errors("compiling the model", [&] { return api::parse_properties(properties); });
   if (s.cache_dir.empty() || s.reference) return compile_model(read_model(path), properties);
   CompiledModel cm;
-  cm.impl_ = as_kiln_errors("compiling the model", [&] { return compile_through_cache(nullptr, path, s); });
+  cm.impl_ = as_kiln_errors("compiling the model", [&] {
+    return compile_through_cache(nullptr, path, s, cpu::resolve_streams(s.streams, cpu::CpuTopology::detect()));
+  });
   return cm;
 }
 

@@ -25,26 +25,21 @@
 #include <string>
 #include <vector>
 
+#include "cpu/weights_cache.hpp"
 #include "ir/graph.hpp"
 #include "transforms/pass_log.hpp"
 
 namespace kiln::cpu {
-
-class WeightsCache;
 
 // What a cache file holds for one compiled plan.
 struct CachedPlan {
   std::vector<Shape> shapes;              // the input shapes the plan was compiled for
   std::shared_ptr<ir::Graph> graph;       // stage 3's graph (loaded: constants over the mapped file)
   transforms::PassLog log;                // what stages 0-3 decided
-  struct Packed {                         // one weights cache entry
-    Tensor source;                        // the graph constant it was packed from
-    std::string key;                      // the weights cache's variant key
-    dnnl::memory::desc desc;
-    dnnl::memory packed;                  // loaded: over the mapped file
-  };
+  using Packed = WeightsCache::Packed;    // one weights cache entry (loaded: over the mapped file)
   std::vector<Packed> packed;
   std::vector<std::pair<std::string, std::string>> notes;  // caller's (name, value) pairs, e.g. external data hashes
+  static constexpr const char* kExternalNote = "external ";     // + a data file's path: its content hash
 };
 
 // A hex XXH3-128 of `parts` joined (each length-prefixed, so no two lists collide).

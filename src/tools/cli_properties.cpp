@@ -32,4 +32,10 @@ std::string describe_precision(const std::string& effective, const AnyMap& prope
   return "f32  (default: this CPU has no native bf16)";
 }
 
+bool gives_cache_dir(const AnyMap& properties) {
+  for (const char* key : {"cache_dir", "CACHE_DIR"})
+    if (auto it = properties.find(key); it != properties.end() && !it->second.empty()) return true;
+  return false;
+}
+
 }  // namespace kiln::cli

@@ -235,8 +235,8 @@ int cmd_benchmark(const BenchmarkOptions& given) {
   // packed weights, kernels, on every stream); inputs are prepared in between, not timed.
   // With -cache_dir: compile_model(FILE) through the model cache, which reads the file only
   // when the cache does not hold the model.
-  const bool through_cache = !o.cache_dir.empty();
-  if (through_cache) add_property(properties, "cache_dir", o.cache_dir, "-cache_dir");
+  if (!o.cache_dir.empty()) add_property(properties, "cache_dir", o.cache_dir, "-cache_dir");
+  const bool through_cache = gives_cache_dir(properties);  // -cache_dir or -p cache_dir=DIR
   Core core;
   std::shared_ptr<Model> model;
   CompiledModel compiled;

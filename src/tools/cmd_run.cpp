@@ -79,9 +79,7 @@ int cmd_run(const RunOptions& o) {
   if (!o.disabled_passes.empty())
     add_property(properties, "kiln_disable_passes", join(o.disabled_passes, ","), "--disable-pass");
   // with a model cache (-p cache_dir=DIR): compile_model(FILE), which reads the file only on a miss
-  const bool through_cache = !properties["cache_dir"].empty() || !properties["CACHE_DIR"].empty();
-  if (properties["cache_dir"].empty()) properties.erase("cache_dir");
-  if (properties["CACHE_DIR"].empty()) properties.erase("CACHE_DIR");
+  const bool through_cache = gives_cache_dir(properties);
 
   Core core;
   std::shared_ptr<Model> model;

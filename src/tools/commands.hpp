@@ -14,6 +14,9 @@ namespace kiln::cli {
 // spec without '=' or a key given twice with different values.
 void add_property(AnyMap& properties, const std::string& key, const std::string& value, const std::string& from);
 AnyMap parse_property_specs(const std::vector<std::string>& specs);
+// The properties name a model cache folder (cache_dir or CACHE_DIR, not empty): the command then
+// compiles from the file (Core::compile_model(path)), which reads it only on a cache miss.
+bool gives_cache_dir(const AnyMap& properties);
 // The "precision" line of run / benchmark / inspect: the effective inference_precision and,
 // when it was not given, that it is this CPU's default, e.g.
 // "bf16  (default: this CPU runs bf16 natively; --property inference_precision=f32 for f32)".
