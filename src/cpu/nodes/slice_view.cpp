@@ -25,8 +25,8 @@ int64_t product(const Shape& s, size_t from, size_t to) {
   return p;
 }
 
-// Elements before `at` along `axis` of `in`, when a block of `len` along that axis (every
-// other axis whole) is contiguous: everything outside the axis is 1.
+// The elements before index `at` of `axis` in `in`, when a block along that axis (every other
+// axis whole) is one contiguous run: every axis before it is 1.
 std::optional<int64_t> contiguous_block(const Shape& in, size_t axis, int64_t at) {
   if (product(in, 0, axis) != 1) return std::nullopt;
   return at * product(in, axis + 1, in.size());
