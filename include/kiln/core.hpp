@@ -186,7 +186,17 @@ class Core {
   std::shared_ptr<Model> read_model(const std::string& path) const;
   // Reads an ONNX model from bytes; external data resolves in `base_dir`.
   std::shared_ptr<Model> read_model_from_memory(const std::string& bytes, const std::string& base_dir = ".") const;
+  // The model stays yours, unchanged: its weights stay resident beside the packed copies
+  // the compiled model makes of them.
   CompiledModel compile_model(const std::shared_ptr<Model>& model, const AnyMap& properties = {}) const;
+  // Hands the model over (compile_model(std::move(model)), compile_model(core.read_model(p))):
+  // when no one else holds it or its graph, a model of static input shapes compiled without
+  // cache_dir keeps each weight once: the original bytes of a weight every reader packed
+  // are given back as it is packed (read-only property kiln_released_weights_bytes). The
+  // compiled model then plans no other input shapes (get_runtime_model of other shapes says
+  // why). Held elsewhere, it is compiled as by the overload above.
+  CompiledModel compile_model(std::shared_ptr<Model>&& model, const AnyMap& properties = {}) const;
+  // Reads the file and compiles it, handing the model over as above (without cache_dir).
   CompiledModel compile_model(const std::string& path, const AnyMap& properties = {}) const;
   // What this machine runs: "kiln_cpu_isa" (the instruction set kiln uses: the CPU's own,
   // capped by the environment variable KILN_MAX_CPU_ISA, e.g. "avx2 (capped by

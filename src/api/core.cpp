@@ -267,8 +267,12 @@ static CompiledImpl assemble(std::shared_ptr<Model> model, const api::Settings& 
   return cm;
 }
 
-static std::unique_ptr<cpu::Executor> plain_executor(const Model& model, const api::Settings& s) {
-  return std::make_unique<cpu::Executor>(model.graph(), s.graph, s.plan_capacity);
+// `owned`: the model was handed over (no one else holds it): the executor may give back the
+// weights' original bytes once packed (GraphOptions::release_packed_sources).
+static std::unique_ptr<cpu::Executor> plain_executor(const Model& model, const api::Settings& s, bool owned = false) {
+  cpu::GraphOptions options = s.graph;
+  options.release_packed_sources = owned && s.cache_dir.empty();
+  return std::make_unique<cpu::Executor>(model.graph(), options, s.plan_capacity);
 }
 
 // compile_model with cache_dir set: the model's compiled form from the cache when it holds
@@ -338,17 +342,30 @@ static CompiledImpl compile_through_cache(std::shared_ptr<Model> model, const st
   return cm;
 }
 
-CompiledModel Core::compile_model(const std::shared_ptr<Model>& model, const AnyMap& properties) const {
+// compile_model's two model overloads; `owned`: the model was handed over and no one else holds it
+static CompiledImpl compile_model_impl(const std::shared_ptr<Model>& model, const AnyMap& properties, bool owned) {
   return as_kiln_errors("compiling the model", [&] {
     KILN_CHECK(model, "compile_model: null model");
     api::Settings s = api::parse_properties(properties);
     const cpu::StreamLayout layout = cpu::resolve_streams(s.streams, cpu::CpuTopology::detect());
-    CompiledModel cm;
-    cm.impl_ = !s.cache_dir.empty() && !s.reference
-                   ? compile_through_cache(model, "", s, layout)
-                   : assemble(model, s, layout, [&] { return plain_executor(*model, s); });
-    return cm;
+    return !s.cache_dir.empty() && !s.reference
+               ? compile_through_cache(model, "", s, layout)
+               : assemble(model, s, layout, [&] { return plain_executor(*model, s, owned); });
   });
+}
+
+CompiledModel Core::compile_model(const std::shared_ptr<Model>& model, const AnyMap& properties) const {
+  CompiledModel cm;
+  cm.impl_ = compile_model_impl(model, properties, false);
+  return cm;
+}
+
+CompiledModel Core::compile_model(std::shared_ptr<Model>&& model, const AnyMap& properties) const {
+  const std::shared_ptr<Model> mine = std::move(model);
+  const bool owned = mine && mine.use_count() == 1 && mine->graph() && mine->graph().use_count() == 1;
+  CompiledModel cm;
+  cm.impl_ = compile_model_impl(mine, properties, owned);
+  return cm;
 }
 
 CompiledModel Core::compile_model(const std::string& path, const AnyMap& properties) const {
@@ -390,6 +407,9 @@ std::string CompiledModel::get_property(const std::string& key) const {
   if (k == "kiln_plan_cache_hits") return std::to_string(c.fast ? c.fast->plan_hits() : 0);
   if (k == "kiln_plan_cache_misses") return std::to_string(c.fast ? c.fast->plan_misses() : 0);
   if (k == "kiln_model_cache") return c.cache_status;
+  if (k == "kiln_weights_bytes") return std::to_string(c.fast ? c.fast->weights().bytes() : 0);
+  if (k == "kiln_released_weights_bytes") return std::to_string(c.fast ? c.fast->weights().released_bytes() : 0);
+  if (k == "kiln_arena_bytes") return std::to_string(c.fast ? c.fast->arena_bytes() : 0);
   return api::effective_value(k, c.settings, c.layout);
 }
 

@@ -4,6 +4,7 @@
 // compiled model, used by all that thread's graphs (one per input-shape plan), so memory is
 // the largest plan's need, not the sum over plans, and a new shape reuses pages already
 // touched instead of faulting in fresh ones. The contents do not outlive a run.
+#include <atomic>
 #include <cstddef>
 #include <memory>
 
@@ -23,12 +24,12 @@ class Arena {
   // max(bytes, 1.5 x the old size), so a stream of growing shapes reallocates a logarithmic
   // number of times. Throws kiln::Error when the memory cannot be had.
   void* reserve(size_t bytes);
-  size_t capacity() const { return capacity_; }
+  size_t capacity() const { return capacity_.load(std::memory_order_relaxed); }  // any thread may ask
   size_t reallocations() const { return reallocations_; }
 
  private:
   std::unique_ptr<void, void (*)(void*)> data_{nullptr, [](void*) {}};
-  size_t capacity_ = 0;
+  std::atomic<size_t> capacity_{0};
   size_t reallocations_ = 0;
 };
 

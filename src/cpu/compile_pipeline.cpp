@@ -64,7 +64,7 @@ void run_runtime_stages(Graph& g, const GraphOptions& options) {
   g.absorbed_.clear();  // the passes are done with the nodes they fused away
   if (options.bf16) g.keep_bf16_between_convolutions();  // 6
   WeightsCache::Scope weights(options.weights);           // Convolution / FullyConnected pack through it
-  g.prepare_all();                                        // 7
+  g.prepare_all(options.release_packed_sources);         // 7
   g.max_arena_bytes_ = max_tensor_bytes(options);        // (kiln_max_tensor_bytes, checked before allocating)
   g.plan_memory();                                        // 8
 }

@@ -122,6 +122,7 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options,
       capacity_(std::max<size_t>(plan_capacity, 1)),
       id_(g_next_executor_id.fetch_add(1)),
       alive_(std::make_shared<std::atomic<bool>>(true)) {
+  options_.release_packed_sources = false;  // the cached weights live in the cache's file mapping
   if (graph_is_model) {
     reference_ = std::make_unique<runtime::ReferenceExecutor>(graph_);
     reference_->set_max_tensor_bytes(max_tensor_bytes(options_));
@@ -143,6 +144,8 @@ void Executor::init_options() {
   options_.arena = nullptr;
   for (const ir::Value* in : graph_->inputs())
     if (!in->type.shape.is_static()) options_.shapes_vary = true;
+  // one plan only (the static shapes'): no later plan will need the originals packed weights replace
+  options_.release_packed_sources = options_.release_packed_sources && !options_.shapes_vary;
   for (const ir::Node* n : graph_->nodes())
     for (const ir::Value* v : n->inputs())
       if (v && v->is_constant()) model_constants_.insert(v->constant().raw());
@@ -194,6 +197,14 @@ std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& 
   if (it != plans_.end()) {
     it->second->last_used = ++clock_;
     return it->second;
+  }
+  if (options_.release_packed_sources && !plans_.empty()) {  // not kept: the one plan stays
+    auto refused = std::make_shared<Plan>();
+    refused->refused = true;
+    refused->fallback_reason =
+        "the compiled model took the model over and gave back the original bytes of the weights it packed for "
+        "its static input shapes; compile the model again (keeping your own reference to it) to plan other shapes";
+    return refused;
   }
   // full: drop the least recently used plan (threads drop their graphs of it on their next run)
   while (plans_.size() >= capacity_) {
@@ -273,6 +284,14 @@ size_t Executor::thread_arena_bytes() const {
   return it == t_registry.by_executor.end() ? 0 : it->second.arena->capacity();
 }
 
+size_t Executor::arena_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t total = 0;
+  for (const std::weak_ptr<Arena>& w : arenas_)
+    if (std::shared_ptr<Arena> a = w.lock()) total += a->capacity();
+  return total;
+}
+
 size_t Executor::cached_plans() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return plans_.size();
@@ -298,6 +317,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, std::vector
     (hit ? plan_hits_ : plan_misses_).fetch_add(1);
   }
   if (!plan->fast) {
+    KILN_CHECK(!plan->refused, cat("these input shapes: ", plan->fallback_reason));
     KILN_CHECK(reference_, cat("these input shapes: the model was loaded from the model cache "
                                "for other shapes; compile it again (without cache_dir) to run these"));
     return reference_->run(inputs, nullptr, profile);
@@ -319,7 +339,11 @@ Graph& Executor::thread_graph(const std::shared_ptr<Plan>& plan, const std::vect
   KILN_CHECK(reg, "cpu::Executor::run: called while the thread exits");
   reg->prune();
   ThreadGraphs& mine = reg->by_executor[id_];
-  if (!mine.alive) mine.alive = alive_;
+  if (!mine.alive) {  // this thread's first graph of this executor
+    mine.alive = alive_;
+    std::lock_guard<std::mutex> lock(mutex_);
+    arenas_.push_back(mine.arena);
+  }
   if (const uint64_t e = evictions_.load(); e != mine.evictions_seen) {  // graphs of dropped plans go
     mine.drop_evicted();
     mine.evictions_seen = e;

@@ -71,6 +71,7 @@ class Executor {
     std::shared_ptr<ir::Graph> graph;   // specialised copy (owns what cpu::Graphs point into)
     bool fast = false;                  // shapes are static: runs on cpu::Graphs
     std::string fallback_reason;        // !fast: why
+    bool refused = false;               // !fast and not runnable at all (fallback_reason says why)
     transforms::PassLog log;            // what the ir passes and the CPU optimizer passes did
     // A cpu::Graph for inspection (tools, tests), built by plan_for() on the calling
     // thread; null when the shapes are data-dependent. run() does not use it.
@@ -104,6 +105,8 @@ class Executor {
   const FusionDecisions& fusion_decisions() const { return fusion_decisions_; }
   // The bytes of the calling thread's arena for this executor (0 before its first fast run).
   size_t thread_arena_bytes() const;
+  // The bytes of every live thread's arena for this executor (the intermediate tensors).
+  size_t arena_bytes() const;
   size_t shared_constants() const;  // distinct folded constants the plans share now
 
  private:
@@ -132,6 +135,7 @@ class Executor {
   uint64_t clock_ = 0;                                  // LRU clock (mutex_)
   std::atomic<uint64_t> evictions_{0};                  // threads rescan their graphs when it moves
   std::vector<std::shared_ptr<Plan>> inspected_;        // plans plan_for() returned (kept alive)
+  std::vector<std::weak_ptr<Arena>> arenas_;            // every thread's arena for this executor
   // Folded constants of the plans, by a hash of their bytes; an entry only the pool holds
   // (its plans and packed weights are gone) is dropped when the next plan is made.
   std::unordered_multimap<size_t, Tensor> constant_pool_;

@@ -62,6 +62,10 @@ struct GraphOptions {
   uint64_t max_tensor_bytes = 0;
   // With shapes_vary: the model's fusion answers shared by all its plans (fusion_decisions.hpp).
   FusionDecisions* fusion_decisions = nullptr;
+  // The original bytes of a constant whose every reader packed it (through `weights`) are
+  // given back to the system as stage 7 goes (release_sources.hpp). Only for an executor that
+  // owns its model and will build no graph from it other than this plan's (cpu::Executor).
+  bool release_packed_sources = false;
 };
 
 class Graph {
@@ -115,7 +119,7 @@ class Graph {
  private:
   Edge* new_edge(const std::string& name, DType dtype, Shape shape);
   void lower(const GraphOptions& options);  // stage 4: nodes and edges from the ir graph
-  void prepare_all();
+  void prepare_all(bool release_packed_sources);
   void plan_memory();
   void plan_in_place();
   void plan_concat_in_place();

@@ -1,7 +1,10 @@
 // Compile stage 7 (cpu/compile_pipeline.hpp): every node's prepare() in execution order
 // (primitives, output layouts, the input layouts it needs) and a Reorder wherever an input's
-// layout is not the one its reader needs (one per edge and target layout, shared).
+// layout is not the one its reader needs (one per edge and target layout, shared). With
+// GraphOptions::release_packed_sources, constants whose readers all packed them are given
+// back as the last of those readers is prepared (release_sources.hpp).
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -9,10 +12,12 @@
 #include "cpu/dnnl_util.hpp"
 #include "cpu/graph.hpp"
 #include "cpu/nodes/node_factory.hpp"
+#include "cpu/release_sources.hpp"
+#include "cpu/weights_cache.hpp"
 
 namespace kiln::cpu {
 
-void Graph::prepare_all() {
+void Graph::prepare_all(bool release_packed_sources) {
   std::vector<std::unique_ptr<Node>> ordered;
   std::map<std::pair<Edge*, std::string>, Edge*> reordered;  // (edge, target layout) -> converted edge
   auto convert = [&](Edge* e, const dnnl::memory::desc& target, const std::string& key) -> Edge* {
@@ -38,17 +43,29 @@ void Graph::prepare_all() {
     }
     return k + cat("t", static_cast<int>(c.data_type));
   };
+  // originals every reader has packed go back to the system as soon as the last is prepared
+  std::optional<SourceRelease> release;
+  if (release_packed_sources && WeightsCache::current())
+    release.emplace(nodes_, output_edges_, *ir_, *WeightsCache::current());
   for (auto& node : nodes_) {
-    auto reqs = node->prepare();
-    for (size_t i = 0; i < node->inputs.size() && i < reqs.size(); ++i) {
-      Edge* e = node->inputs[i];
-      if (!e) continue;
-      const InputLayout& r = reqs[i];
-      if (r.kind == InputLayout::Kind::plain && !e->is_plain()) {
-        node->inputs[i] = convert(e, *plain_desc(e->shape, e->dtype), "plain");
-      } else if (r.kind == InputLayout::Kind::exact && !(e->desc() == r.desc)) {
-        node->inputs[i] = convert(e, r.desc, desc_key(r.desc));
+    const std::vector<Edge*> before = node->inputs;
+    std::vector<bool> converted(before.size(), false);
+    std::vector<InputLayout> reqs;
+    {
+      PackRecorder packed;
+      reqs = node->prepare();
+      for (size_t i = 0; i < node->inputs.size() && i < reqs.size(); ++i) {
+        Edge* e = node->inputs[i];
+        if (!e) continue;
+        const InputLayout& r = reqs[i];
+        if (r.kind == InputLayout::Kind::plain && !e->is_plain()) {
+          node->inputs[i] = convert(e, *plain_desc(e->shape, e->dtype), "plain");
+        } else if (r.kind == InputLayout::Kind::exact && !(e->desc() == r.desc)) {
+          node->inputs[i] = convert(e, r.desc, desc_key(r.desc));
+        }
+        converted[i] = node->inputs[i] != e;
       }
+      if (release) release->prepared(*node, before, packed, converted);
     }
     ordered.push_back(std::move(node));
   }

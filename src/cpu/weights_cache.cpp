@@ -1,5 +1,10 @@
 #include "cpu/weights_cache.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
 
@@ -7,7 +12,20 @@ namespace kiln::cpu {
 
 namespace {
 thread_local WeightsCache* g_current = nullptr;
+thread_local PackRecorder* g_recorder = nullptr;
+
+// MADV_DONTNEED over the whole pages inside [p, p + n): the allocation stays (and so its
+// address), its pages go back to the system and read as zeros if touched again. Returns the
+// bytes given back.
+size_t drop_pages(const void* p, size_t n) {
+  static const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t begin = (a + page - 1) / page * page, end = (a + n) / page * page;
+  if (end <= begin) return 0;
+  if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED) != 0) return 0;
+  return end - begin;
 }
+}  // namespace
 
 dnnl::memory WeightsCache::get(const Tensor& source, const std::string& variant, const dnnl::memory::desc& target,
                                const Pack& pack) {
@@ -22,6 +40,9 @@ dnnl::memory WeightsCache::get(const Tensor& source, const std::string& variant,
       ++hits_;
       return e.packed;
     }
+  KILN_CHECK(!released_.count(source.raw()),
+             cat("internal: a weight of ", source.byte_size(), " bytes was given back after packing (every reader had "
+                 "its copy) and is now asked for in another layout (variant ", variant, ")"));
   dnnl::memory m(target, cpu_engine());
   pack(m);
   same_source.push_back({source, target, m});
@@ -64,13 +85,39 @@ size_t WeightsCache::hits() const {
   return hits_;
 }
 
+size_t WeightsCache::release(const Tensor& source) {
+  if (source.use_count() == 0 || source.byte_size() == 0) return 0;  // not kiln's memory
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!released_.emplace(source.raw(), source.byte_size()).second) return 0;
+  const size_t n = drop_pages(source.raw(), source.byte_size());
+  released_bytes_ += n;
+  return n;
+}
+
+size_t WeightsCache::released_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return released_bytes_;
+}
+
 WeightsCache* WeightsCache::current() { return g_current; }
 
 WeightsCache::Scope::Scope(WeightsCache* cache) : previous_(g_current) { g_current = cache; }
 WeightsCache::Scope::~Scope() { g_current = previous_; }
 
+PackRecorder::PackRecorder() : previous_(g_recorder) { g_recorder = this; }
+PackRecorder::~PackRecorder() { g_recorder = previous_; }
+
+bool PackRecorder::packed(const Tensor& t) const {
+  return std::find(seen_.begin(), seen_.end(), std::make_pair(t.raw(), t.byte_size())) != seen_.end();
+}
+
+void PackRecorder::record(const Tensor& source) {
+  if (g_recorder) g_recorder->seen_.emplace_back(source.raw(), source.byte_size());
+}
+
 dnnl::memory pack_weights(const Tensor& source, const std::string& variant, const dnnl::memory::desc& target,
                           const WeightsCache::Pack& pack) {
+  PackRecorder::record(source);
   if (WeightsCache* cache = WeightsCache::current()) return cache->get(source, variant, target, pack);
   dnnl::memory m(target, cpu_engine());
   pack(m);

@@ -48,6 +48,14 @@ class WeightsCache {
   size_t bytes() const;    // their total size
   size_t hits() const;     // requests answered from the cache
 
+  // Gives the pages of `source`'s bytes back to the system once every reader of it holds its
+  // packed copy (cpu::Graph decides that: release_sources.hpp). `source` keeps its address
+  // (so later get()s still find the packed copies by it) but its bytes read as zeros from
+  // now on: a get() that would pack from it again throws instead. Memory kiln does not own
+  // (wrapped, use_count 0) is left alone. Returns the bytes given back (0 when already).
+  size_t release(const Tensor& source);
+  size_t released_bytes() const;  // the total release() gave back
+
   // The cache that nodes being prepared on this thread use (null: none, each node packs
   // its own copy). cpu::Graph sets it for the duration of its construction.
   static WeightsCache* current();
@@ -70,7 +78,25 @@ class WeightsCache {
   };
   mutable std::mutex mutex_;
   std::map<std::pair<const void*, std::string>, std::vector<Entry>> entries_;
-  size_t count_ = 0, bytes_ = 0, hits_ = 0;
+  std::map<const void*, size_t> released_;  // source address -> its byte size
+  size_t count_ = 0, bytes_ = 0, hits_ = 0, released_bytes_ = 0;
+};
+
+// The sources pack_weights() is asked for on this thread while a recorder is in scope: what a
+// node being prepared read through the weights cache (cpu::Graph, stage 7).
+class PackRecorder {
+ public:
+  PackRecorder();
+  ~PackRecorder();
+  PackRecorder(const PackRecorder&) = delete;
+  PackRecorder& operator=(const PackRecorder&) = delete;
+  // Whether `t` (these very bytes: same address and size) was asked for.
+  bool packed(const Tensor& t) const;
+  static void record(const Tensor& source);  // pack_weights: into the innermost recorder, if any
+
+ private:
+  std::vector<std::pair<const void*, size_t>> seen_;
+  PackRecorder* previous_;
 };
 
 // For nodes: the weights packed into `target` through the current cache, or into a

@@ -94,7 +94,7 @@ int cmd_run(const RunOptions& o) {
     model = core.read_model(o.model);
     load_ms = ms_since(t0);
   }
-  const auto& ports = through_cache ? compiled.inputs() : model->inputs();
+  const std::vector<PortInfo> ports = through_cache ? compiled.inputs() : model->inputs();  // (a copy: see below)
 
   tools::PreparedInputs in = tools::prepare_inputs(ports, o.inputs, o.shapes, o.random_inputs, o.seed);
   const auto& tensors = in.tensors;
@@ -106,7 +106,9 @@ int cmd_run(const RunOptions& o) {
 
   if (!through_cache) {
     t0 = Clock::now();
-    compiled = core.compile_model(model, properties);
+    // handed over unless --compare-precision compiles it again: each weight is then kept once, packed
+    compiled = o.compare_precision ? core.compile_model(model, properties)
+                                   : core.compile_model(std::move(model), properties);
     compile_ms = ms_since(t0);
   }
   std::cout << "precision  " << describe_precision(compiled.get_property("inference_precision"), properties) << "\n";
