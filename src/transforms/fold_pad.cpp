@@ -1,5 +1,6 @@
 #include "transforms/fold_pad.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/strings.hpp"
@@ -147,9 +148,6 @@ size_t fold_pad(ir::Graph& g, PassLog* log) {
     } else if (info.value != 0) {
       skip(cat(op, " pads with 0 but the Pad's value is ", info.value));
       continue;
-    } else if (op == "AveragePool" && c->attr_i("count_include_pad", 0) != 1) {
-      skip("the AveragePool has count_include_pad = 0 (padding would not count in the average)");
-      continue;
     }
     const std::string auto_pad = c->attr_s("auto_pad", "NOTSET");
     if (auto_pad != "NOTSET" && auto_pad != "VALID") {
@@ -166,6 +164,18 @@ size_t fold_pad(ir::Graph& g, PassLog* log) {
     if (cp.size() != 2 * nsp) {
       skip(cat("the ", op, " has ", cp.size(), " pads for ", nsp, " spatial dims"));
       continue;
+    }
+    // count_include_pad = 0 leaves the AveragePool's own padding out of the average; the Pad's
+    // zeros always count. With no padding of its own (and ceil_mode 0: every window inside the
+    // padded input) it averages whole windows either way, so it takes the Pad's as counted.
+    const bool own_pads = std::any_of(cp.begin(), cp.end(), [](int64_t p) { return p != 0; });
+    if (op == "AveragePool" && c->attr_i("count_include_pad", 0) != 1) {
+      if (own_pads) {
+        skip("the AveragePool pads itself with count_include_pad = 0 (its padding would not count in the average, "
+             "the Pad's would)");
+        continue;
+      }
+      c->attrs["count_include_pad"] = ir::Attribute(int64_t{1});
     }
     for (size_t i = 0; i < nsp; ++i) {
       cp[i] += info.pads[2 + i];

@@ -1,5 +1,6 @@
 // FoldPadIntoConvolution: a zero Pad on spatial dims goes into the pads of the Conv /
-// AveragePool (count_include_pad = 1) after it, a -inf Pad into a MaxPool; anything else stays.
+// AveragePool after it (one that pads itself only with count_include_pad = 1), a -inf Pad into
+// a MaxPool; anything else stays.
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -113,8 +114,8 @@ TEST(TransformsFoldPad, MinusInfPadIntoMaxPool) {
   EXPECT_EQ(t.consumer->attr_ints("pads"), (std::vector<int64_t>{2, 1, 0, 1}));
 }
 
-TEST(TransformsFoldPad, AveragePoolNeedsCountIncludePad) {
-  {
+TEST(TransformsFoldPad, AveragePoolCountsThePadsZeros) {
+  {  // count_include_pad = 1: its own padding and the Pad's both count
     PadGraph t({0, 0, 1, 0, 0, 0, 1, 2}, "AveragePool");
     t.consumer->attrs["count_include_pad"] = ir::Attribute(int64_t{1});
     t.consumer->attrs["pads"] = ir::Attribute(std::vector<int64_t>{0, 1, 0, 1});
@@ -122,13 +123,27 @@ TEST(TransformsFoldPad, AveragePoolNeedsCountIncludePad) {
     t.run(1, log);
     EXPECT_EQ(t.consumer->attr_ints("pads"), (std::vector<int64_t>{1, 1, 1, 3}));
   }
-  {
+  {  // count_include_pad = 0 and no padding of its own (torchvision's Inception-v3): every window
+     // is whole, so the folded pool counts the Pad's zeros (count_include_pad becomes 1)
+    for (const char* explicit_pads : {"absent", "zeros", "VALID"}) {
+      PadGraph t({0, 0, 1, 1, 0, 0, 1, 1}, "AveragePool");
+      if (std::string(explicit_pads) == "zeros") t.consumer->attrs["pads"] = ir::Attribute(std::vector<int64_t>{0, 0, 0, 0});
+      if (std::string(explicit_pads) == "VALID") t.consumer->attrs["auto_pad"] = ir::Attribute(std::string("VALID"));
+      PassLog log;
+      t.run(1, log);  // (compares the outputs with the unfolded graph's)
+      EXPECT_EQ(t.consumer->attr_ints("pads"), (std::vector<int64_t>{1, 1, 1, 1})) << explicit_pads;
+      EXPECT_EQ(t.consumer->attr_i("count_include_pad"), 1) << explicit_pads;
+    }
+  }
+  {  // count_include_pad = 0 with padding of its own: its padding must not count, the Pad's must
     PadGraph t({0, 0, 1, 0, 0, 0, 1, 2}, "AveragePool");
+    t.consumer->attrs["pads"] = ir::Attribute(std::vector<int64_t>{0, 1, 0, 1});
     PassLog log;
     t.run(0, log);
     ASSERT_EQ(log.entries.size(), 1u);
     EXPECT_EQ(log.entries[0].message,
-              "Pad not folded: the AveragePool has count_include_pad = 0 (padding would not count in the average)");
+              "Pad not folded: the AveragePool pads itself with count_include_pad = 0 (its padding would not count in "
+              "the average, the Pad's would)");
   }
 }
 
