@@ -198,7 +198,8 @@ std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& 
     it->second->last_used = ++clock_;
     return it->second;
   }
-  if (options_.release_packed_sources && !plans_.empty()) {  // not kept: the one plan stays
+  // weights given back: a new plan would read zeros. Refused, and not kept: the one plan stays
+  if (options_.release_packed_sources && !plans_.empty() && weights_->released_bytes() > 0) {
     auto refused = std::make_shared<Plan>();
     refused->refused = true;
     refused->fallback_reason =
