@@ -180,7 +180,8 @@ const OpSchema& validate_node(const Node& node) {
              cat(node.describe(), ": expected ", s->min_inputs,
                  s->max_inputs == s->min_inputs ? std::string() : cat("..", s->max_inputs), " inputs, got ", nin));
   for (size_t i = 0; i < s->min_inputs; ++i)
-    KILN_CHECK(node.has_input(i), cat(node.describe(), ": required input ", i, " is missing"));
+    KILN_CHECK(node.has_input(i) || std::count(s->optional_inputs.begin(), s->optional_inputs.end(), i),
+               cat(node.describe(), ": required input ", i, " is missing"));
   size_t nout = node.num_outputs();
   KILN_CHECK(nout >= s->min_outputs && nout <= s->max_outputs,
              cat(node.describe(), ": expected ", s->min_outputs,

@@ -103,6 +103,9 @@ struct OpSchema {
   // newer revision is refused by name.
   int max_version = 0;
   size_t min_inputs = 1, max_inputs = 1;
+  // Inputs before min_inputs that may still be omitted (an empty name), e.g. the zero points
+  // between the scales of ONNX Runtime's QLinear* ops.
+  std::vector<size_t> optional_inputs;
   size_t min_outputs = 1, max_outputs = 1;
   std::vector<AttrSpec> attrs;  // every attribute the op accepts
   // Takes the 8- / 4-bit element types (float8, int4, uint4, float4e2m1): the ops that convert

@@ -65,6 +65,7 @@ void register_all_ops(ir::OpRegistry& r) {
   register_shape_ops(r);
   register_reduction_ops(r);
   register_quant_ops(r);
+  register_qlinear_ops(r);
   register_misc_ops(r);
   register_control_flow_ops(r);
   register_string_ops(r);  // after elementwise: extends Equal

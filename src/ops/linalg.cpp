@@ -15,6 +15,7 @@
 #include "ir/infer_util.hpp"
 #include "ops/kernel_util.hpp"
 #include "ops/op_families.hpp"
+#include "ops/quant_util.hpp"
 
 namespace kiln::ops {
 
@@ -194,16 +195,6 @@ void batched_matmul(const MatMulPlan& p, const In* A, const In* B, Acc* C) {
 
 // ---------------------------------------------------------------------------------
 // Quantisation helpers (QLinearMatMul)
-
-template <typename Q>
-Q saturate_round(float v) {
-  float r = std::nearbyint(v);  // default rounding mode: ties to even
-  constexpr float lo = static_cast<float>(std::numeric_limits<Q>::min());
-  constexpr float hi = static_cast<float>(std::numeric_limits<Q>::max());
-  if (!(r >= lo)) r = lo;  // also maps NaN to lo
-  if (r > hi) r = hi;
-  return static_cast<Q>(r);
-}
 
 bool is_int8(DType t) { return t == DType::i8 || t == DType::u8; }
 

@@ -7,6 +7,7 @@
 #include "ir/infer_util.hpp"
 #include "ops/kernel_util.hpp"
 #include "ops/nn_common.hpp"
+#include "ops/quant_util.hpp"
 
 namespace kiln::ops::nn {
 namespace {
@@ -251,6 +252,44 @@ void register_avgpool(ir::OpRegistry& r) {
   r.add(std::move(s));
 }
 
+// com.microsoft QLinearAveragePool(X, x_scale, x_zp?, y_scale, y_zp?): AveragePool (same
+// attributes) on the dequantized X, quantized to y's parameters (ONNX Runtime's definition).
+// channels_last = 1 (an NHWC X) is refused by name.
+void register_qlinear_avgpool(ir::OpRegistry& r) {
+  ir::OpSchema s;
+  s.domain = "com.microsoft";
+  s.name = "QLinearAveragePool";
+  s.min_inputs = 4;
+  s.max_inputs = 5;
+  s.optional_inputs = {2};
+  s.attrs = kPoolAttrs;
+  s.attrs.push_back({"count_include_pad", ir::AttrType::i});
+  s.attrs.push_back({"channels_last", ir::AttrType::i});
+  s.validate = validate_window_attrs;
+  s.infer = [](ir::InferContext& ctx) { pool_infer(ctx, false); };
+  s.run = [](ir::RunContext& ctx) {
+    const Tensor& x = ctx.input(0);
+    check_int8(ctx, x.dtype(), "X");
+    if (ctx.node().attr_i("channels_last", 0) != 0)
+      throw ctx.error("channels_last = 1 (an NHWC input) is not supported; kiln takes X as [N, C, spatial...]");
+    const QParam qx = read_qparam(ctx, 1, 2, x.dtype(), "x"), qy = read_qparam(ctx, 3, 4, x.dtype(), "y");
+    PoolSetup ps = pool_setup(ctx, x.shape());
+    const bool include_pad = ctx.node().attr_i("count_include_pad", 0) != 0;
+    std::vector<float> real(static_cast<size_t>(x.size())), pooled(static_cast<size_t>(shape_size(ps.out_shape)));
+    Tensor& y = ctx.allocate_output(0, x.dtype(), ps.out_shape);
+    dispatch_int8(x.dtype(), [&](auto tag) {
+      using Q = typename decltype(tag)::type;
+      const Q* px = x.data<Q>();
+      for (int64_t i = 0; i < x.size(); ++i)
+        real[static_cast<size_t>(i)] = (static_cast<float>(px[i]) - qx.zero_point) * qx.scale;
+      avgpool_kernel<float>(real.data(), pooled.data(), ps, include_pad);
+      Q* py = y.data<Q>();
+      for (size_t i = 0; i < pooled.size(); ++i) py[i] = saturate_round<Q>(pooled[i] / qy.scale + qy.zero_point);
+    });
+  };
+  r.add(std::move(s));
+}
+
 void register_lppool(ir::OpRegistry& r) {
   ir::OpSchema s;
   s.name = "LpPool";
@@ -429,6 +468,7 @@ void register_maxunpool(ir::OpRegistry& r) {
 void register_pool_ops(ir::OpRegistry& r) {
   register_maxpool(r);
   register_avgpool(r);
+  register_qlinear_avgpool(r);
   register_lppool(r);
   register_global_pool(r, "GlobalAveragePool", GlobalKind::avg);
   register_global_pool(r, "GlobalMaxPool", GlobalKind::max);

@@ -14,22 +14,13 @@
 #include "ops/kernel_util.hpp"
 #include "ops/op_families.hpp"
 #include "ops/quant_fake_quantize.hpp"
+#include "ops/quant_util.hpp"
 
 namespace kiln::ops {
 
 namespace {
 
 using ir::PartialShape;
-
-template <typename Q, typename F>
-Q saturate_round(F v) {
-  F r = std::nearbyint(v);
-  constexpr F lo = static_cast<F>(std::numeric_limits<Q>::min());
-  constexpr F hi = static_cast<F>(std::numeric_limits<Q>::max());
-  if (!(r >= lo)) r = lo;  // NaN -> lo
-  if (r > hi) r = hi;
-  return static_cast<Q>(r);
-}
 
 // The integer types QuantizeLinear writes and DequantizeLinear reads through C++ types
 // (int16 / uint16 since opset 21).
@@ -303,6 +294,7 @@ void register_qlinear_add(ir::OpRegistry& r) {
   s.since_version = 1;
   s.min_inputs = 7;
   s.max_inputs = 8;
+  s.optional_inputs = {2, 5};
   s.infer = [](ir::InferContext& ctx) {
     const DType a = ctx.input_dtype(0), b = ctx.input_dtype(3);
     if (a != DType::undefined && a != DType::u8 && a != DType::i8)
@@ -317,22 +309,10 @@ void register_qlinear_add(ir::OpRegistry& r) {
     if (a.dtype() != DType::u8 && a.dtype() != DType::i8)
       throw ctx.error("A must be uint8 or int8, got ", dtype_name(a.dtype()));
     if (b.dtype() != a.dtype()) throw ctx.error("A is ", dtype_name(a.dtype()), " but B is ", dtype_name(b.dtype()));
-    auto scale = [&](size_t i, const char* what) {
-      const Tensor& t = one_value(ctx, ctx.input(i), what);
-      if (t.dtype() != DType::f32) throw ctx.error(what, " must be float32, got ", dtype_name(t.dtype()));
-      return t.data<float>()[0];
-    };
-    auto zero_point = [&](size_t i, const char* what) -> float {
-      if (!ctx.has_input(i)) return 0.0f;
-      const Tensor& t = one_value(ctx, ctx.input(i), what);
-      if (t.dtype() != a.dtype())
-        throw ctx.error(what, " must be ", dtype_name(a.dtype()), " as A, got ", dtype_name(t.dtype()));
-      return static_cast<float>(t.to_i64()[0]);
-    };
-    const float sc = scale(6, "C_scale");
-    const float ra = scale(1, "A_scale") / sc, rb = scale(4, "B_scale") / sc;
-    const float za = zero_point(2, "A_zero_point"), zb = zero_point(5, "B_zero_point");
-    const float zc = zero_point(7, "C_zero_point");
+    const QParam qa = read_qparam(ctx, 1, 2, a.dtype(), "A"), qb = read_qparam(ctx, 4, 5, a.dtype(), "B");
+    const QParam qc = read_qparam(ctx, 6, 7, a.dtype(), "C");
+    const float ra = qa.scale / qc.scale, rb = qb.scale / qc.scale;
+    const float za = qa.zero_point, zb = qb.zero_point, zc = qc.zero_point;
     const Shape out = broadcast_shape({a.shape(), b.shape()}, ctx.node());
     Tensor& c = ctx.allocate_output(0, a.dtype(), out);
     dispatch_q(a.dtype(), [&](auto qtag) {
