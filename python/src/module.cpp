@@ -462,7 +462,9 @@ PYBIND11_MODULE(_kiln, m) {
             auto c = std::make_shared<Compiled>();
             {
               py::gil_scoped_release release;
-              c->cm = std::make_shared<CompiledModel>(core.compile_model(mdl, props));
+              // handed over: a model read here (a path, bytes) is no one else's, so it keeps each weight
+              // once; a Model object the caller holds is seen as shared and left whole (Core::compile_model)
+              c->cm = std::make_shared<CompiledModel>(core.compile_model(std::move(mdl), props));
             }
             return c;
           }, py::arg("model"), py::arg("properties") = py::none(),
