@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <map>
+#include <set>
 #include <random>
 #include <thread>
 
@@ -524,6 +525,56 @@ TEST(CpuConcatInPlace, NotWhenSlicesAreStrided) {
   g->add_output(cat->output(0));
   auto cg = compare_with_reference(g, {random_tensor({2, 3, 4}, 8)});
   EXPECT_EQ(cg->concat_in_place_nodes(), 0u) << cg->describe();
+}
+
+// A Concat whose sources all have its layout, plain or channels-last, copies each row's runs
+// itself ("rows"): many rows (a thread each), few rows with long runs (cut into 64 KiB pieces
+// the threads share), and channel-last convolution outputs along C. Always the reference's result.
+TEST(CpuConcatRows, EveryRowShapeMatchesTheReference) {
+  struct Case {
+    Shape a, b;
+    int64_t axis;
+  };
+  for (const Case& c : {Case{{300, 5}, {300, 7}, 1},             // 300 rows of 5 + 7 floats
+                        Case{{2, 3, 4}, {2, 6, 4}, 1},            // 2 rows
+                        Case{{1, 40000}, {1, 30000}, 1},          // one row, runs of 160 and 120 KB
+                        Case{{3, 2, 20000}, {3, 2, 20000}, 0}}) { // along the outermost dim
+    auto g = make_graph();
+    auto* x = g->add_input("x", {DType::f32, ir::PartialShape(c.a)});
+    auto* y = g->add_input("y", {DType::f32, ir::PartialShape(c.b)});
+    auto* a = g->add_node("Exp", {x}, 1, "a");
+    auto* b = g->add_node("Neg", {y}, 1, "b");
+    auto* cat = g->add_node("Concat", {a->output(0), b->output(0)}, 1, "cat");
+    cat->attrs["axis"] = c.axis;
+    g->add_output(cat->output(0));
+    g->add_output(a->output(0));  // a buffer of its own: the Concat copies rather than placing it
+    auto cg = compare_with_reference(g, {random_tensor(c.a, 11), random_tensor(c.b, 12)});
+    const cpu::Node* node = find(*cg, "cat");
+    ASSERT_NE(node, nullptr);
+    EXPECT_EQ(node->impl, "rows") << cg->describe();
+  }
+  // two convolutions' outputs along C: copied as rows when both are plain or both channels-last
+  // (what this CPU's convolutions pick), else by oneDNN
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 8, 10, 10})});
+  ir::Value* a = conv3x3(*g, x, 8, 16, 13, "ca", 0.3f);
+  ir::Value* b = conv3x3(*g, x, 8, 24, 14, "cb", 0.3f);
+  auto* cat = g->add_node("Concat", {a, b}, 1, "cat");
+  cat->attrs["axis"] = int64_t(1);
+  g->add_output(cat->output(0));
+  auto cg = compare_with_reference(g, {random_tensor({1, 8, 10, 10}, 15)});
+  const cpu::Node* node = find(*cg, "cat");
+  ASSERT_NE(node, nullptr);
+  std::set<std::string> layouts;
+  for (const cpu::Edge* e : node->inputs) {
+    const dnnl::memory::dims dims(e->shape.begin(), e->shape.end());
+    const dnnl::memory::desc nhwc(dims, dnnl::memory::data_type::f32, dnnl::memory::format_tag::acdb);
+    layouts.insert(e->is_plain() ? "plain" : *e->blocked == nhwc ? "acdb" : "other");
+  }
+  const bool rows = layouts.size() == 1 && (*layouts.begin() == "plain" || *layouts.begin() == "acdb");
+  if (node->impl != "in_place") {
+    EXPECT_EQ(node->impl == "rows", rows) << node->impl << " " << *layouts.begin() << "\n" << cg->describe();
+  }
 }
 
 // Outputs are written straight into the tensors run() returns (the previous run's when the
