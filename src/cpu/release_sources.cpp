@@ -49,12 +49,11 @@ SourceRelease::SourceRelease(const std::vector<std::unique_ptr<Node>>& nodes, co
   for (const auto& n : nodes) {
     std::set<Key> mine;
     for (const Edge* e : n->inputs)
-      if (e && e->kind == Edge::Kind::constant && e->constant.byte_size() > 0)
-        mine.insert({e->constant.raw(), e->constant.byte_size()});
-    for (const Key& k : mine) ++sources_[k].readers_left;
-    for (const Edge* e : n->inputs)
-      if (e && e->kind == Edge::Kind::constant && e->constant.byte_size() > 0)
-        sources_[{e->constant.raw(), e->constant.byte_size()}].tensor = &e->constant;
+      if (e && e->kind == Edge::Kind::constant && e->constant.byte_size() > 0) {
+        const Key k{e->constant.raw(), e->constant.byte_size()};
+        if (mine.insert(k).second) ++sources_[k].readers_left;
+        sources_[k].tensor = &e->constant;
+      }
   }
   // what else holds bytes: graph outputs, post-op operands, attributes and nested graphs
   std::vector<Range> held;

@@ -88,7 +88,7 @@ size_t WeightsCache::hits() const {
 size_t WeightsCache::release(const Tensor& source) {
   if (source.use_count() == 0 || source.byte_size() == 0) return 0;  // not kiln's memory
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!released_.emplace(source.raw(), source.byte_size()).second) return 0;
+  if (!released_.insert(source.raw()).second) return 0;
   const size_t n = drop_pages(source.raw(), source.byte_size());
   released_bytes_ += n;
   return n;

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <utility>
@@ -78,7 +79,7 @@ class WeightsCache {
   };
   mutable std::mutex mutex_;
   std::map<std::pair<const void*, std::string>, std::vector<Entry>> entries_;
-  std::map<const void*, size_t> released_;  // source address -> its byte size
+  std::set<const void*> released_;  // the addresses of the sources given back
   size_t count_ = 0, bytes_ = 0, hits_ = 0, released_bytes_ = 0;
 };
 

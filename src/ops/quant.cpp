@@ -1,6 +1,6 @@
-// Quantisation ops: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, and
-// com.microsoft QLinearAdd (ONNX Runtime's contrib op, which kiln's QDQ pass writes too).
-// (QLinearMatMul and MatMulInteger live in linalg.cpp with the matmul kernel.)
+// Quantisation ops: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear. (QLinearMatMul and
+// MatMulInteger live in linalg.cpp with the matmul kernel, ONNX Runtime's QLinear* contrib ops
+// in quant_qlinear.cpp.)
 //
 // Rounding is round-half-to-even (std::nearbyint in the default rounding mode), then
 // saturation to the range of the 8-bit output type.
@@ -283,56 +283,9 @@ void register_dynamic_quantize_linear(ir::OpRegistry& r) {
   r.add(std::move(s));
 }
 
-// com.microsoft QLinearAdd(A, A_scale, A_zp, B, B_scale, B_zp, C_scale, C_zp): the sum of two
-// quantized tensors (numpy broadcast), requantized: C = saturate(round_half_even((A - A_zp)
-// A_scale / C_scale + (B - B_zp) B_scale / C_scale) + C_zp), in float as ONNX Runtime's
-// kernel computes it. A, B and C share one 8-bit type; scales and zero points are scalars.
-void register_qlinear_add(ir::OpRegistry& r) {
-  ir::OpSchema s;
-  s.domain = "com.microsoft";
-  s.name = "QLinearAdd";
-  s.since_version = 1;
-  s.min_inputs = 7;
-  s.max_inputs = 8;
-  s.optional_inputs = {2, 5};
-  s.infer = [](ir::InferContext& ctx) {
-    const DType a = ctx.input_dtype(0), b = ctx.input_dtype(3);
-    if (a != DType::undefined && a != DType::u8 && a != DType::i8)
-      throw ctx.error("A must be uint8 or int8, got ", dtype_name(a));
-    if (a != DType::undefined && b != DType::undefined && a != b)
-      throw ctx.error("A is ", dtype_name(a), " but B is ", dtype_name(b));
-    ctx.set_output(0, a, ir::broadcast_shapes({ctx.input_shape(0), ctx.input_shape(3)}, ctx.node()));
-  };
-  s.run = [](ir::RunContext& ctx) {
-    const Tensor& a = ctx.input(0);
-    const Tensor& b = ctx.input(3);
-    if (a.dtype() != DType::u8 && a.dtype() != DType::i8)
-      throw ctx.error("A must be uint8 or int8, got ", dtype_name(a.dtype()));
-    if (b.dtype() != a.dtype()) throw ctx.error("A is ", dtype_name(a.dtype()), " but B is ", dtype_name(b.dtype()));
-    const QParam qa = read_qparam(ctx, 1, 2, a.dtype(), "A"), qb = read_qparam(ctx, 4, 5, a.dtype(), "B");
-    const QParam qc = read_qparam(ctx, 6, 7, a.dtype(), "C");
-    const float ra = qa.scale / qc.scale, rb = qb.scale / qc.scale;
-    const float za = qa.zero_point, zb = qb.zero_point, zc = qc.zero_point;
-    const Shape out = broadcast_shape({a.shape(), b.shape()}, ctx.node());
-    Tensor& c = ctx.allocate_output(0, a.dtype(), out);
-    dispatch_q(a.dtype(), [&](auto qtag) {
-      using Q = typename decltype(qtag)::type;
-      const Q* pa = a.data<Q>();
-      const Q* pb = b.data<Q>();
-      Q* pc = c.data<Q>();
-      for_each_broadcast<2>(out, {a.shape(), b.shape()}, [&](int64_t i, const std::array<int64_t, 2>& off) {
-        const float v = (static_cast<float>(pa[off[0]]) - za) * ra + (static_cast<float>(pb[off[1]]) - zb) * rb;
-        pc[i] = saturate_round<Q>(std::nearbyint(v) + zc);
-      });
-    }, "QLinearAdd");
-  };
-  r.add(std::move(s));
-}
-
 }  // namespace
 
 void register_quant_ops(ir::OpRegistry& r) {
-  register_qlinear_add(r);
   register_quantize_linear(r);
   register_dequantize_linear(r);
   register_dynamic_quantize_linear(r);

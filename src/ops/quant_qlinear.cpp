@@ -1,7 +1,7 @@
 // ONNX Runtime's QOperator-format contrib ops (com.microsoft), as its quantizer writes them
-// with QuantFormat.QOperator: QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax,
-// QLinearGlobalAveragePool, QLinearConcat, QLinearWhere and QGemm. (QLinearAdd is in quant.cpp,
-// QLinearAveragePool with the pools in nn_pool.cpp, QLinearConv / QLinearMatMul with the
+// with QuantFormat.QOperator: QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu,
+// QLinearSoftmax, QLinearGlobalAveragePool, QLinearConcat, QLinearWhere and QGemm.
+// (QLinearAveragePool is with the pools in nn_pool.cpp, QLinearConv / QLinearMatMul with the
 // convolutions and matmuls.)
 //
 // Each computes what its definition says on the dequantized values, real = (q - zero_point) *
@@ -84,11 +84,20 @@ void register_unary_table(ir::OpRegistry& r, const char* name, std::vector<ir::A
   r.add(std::move(s));
 }
 
-// QLinearMul: C = ((A - A_zp)(B - B_zp)) A_scale B_scale / C_scale + C_zp, numpy broadcast.
-void register_qlinear_mul(ir::OpRegistry& r) {
+// The scales of a binary QLinear op, as its arithmetic uses them.
+struct BinaryScales {
+  float ra, rb;  // A_scale / C_scale, B_scale / C_scale
+  float k;       // A_scale B_scale / C_scale
+  float zc;      // C's zero point
+};
+
+// A binary op of two quantized tensors of one 8-bit type (A, A_scale, A_zp?, B, B_scale, B_zp?,
+// C_scale, C_zp?), numpy broadcast: C = saturate(combine(A - A_zp, B - B_zp)), where combine
+// gives the result in C's units, its zero point added (and rounded as ONNX Runtime's kernel does).
+void register_qlinear_binary(ir::OpRegistry& r, const char* name, float (*combine)(float, float, const BinaryScales&)) {
   ir::OpSchema s;
   s.domain = "com.microsoft";
-  s.name = "QLinearMul";
+  s.name = name;
   s.min_inputs = 7;
   s.max_inputs = 8;
   s.optional_inputs = {2, 5};
@@ -100,14 +109,14 @@ void register_qlinear_mul(ir::OpRegistry& r) {
       throw ctx.error("A is ", dtype_name(ctx.input_dtype(0)), " but B is ", dtype_name(ctx.input_dtype(3)));
     ctx.set_output(0, ctx.input_dtype(0), ir::broadcast_shapes({ctx.input_shape(0), ctx.input_shape(3)}, ctx.node()));
   };
-  s.run = [](ir::RunContext& ctx) {
+  s.run = [combine](ir::RunContext& ctx) {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(3);
     check_int8(ctx, a.dtype(), "A");
     if (b.dtype() != a.dtype()) throw ctx.error("A is ", dtype_name(a.dtype()), " but B is ", dtype_name(b.dtype()));
     const QParam qa = read_qparam(ctx, 1, 2, a.dtype(), "A"), qb = read_qparam(ctx, 4, 5, a.dtype(), "B");
     const QParam qc = read_qparam(ctx, 6, 7, a.dtype(), "C");
-    const float k = qa.scale * qb.scale / qc.scale;
+    const BinaryScales sc{qa.scale / qc.scale, qb.scale / qc.scale, qa.scale * qb.scale / qc.scale, qc.zero_point};
     const Shape out = broadcast_shape({a.shape(), b.shape()}, ctx.node());
     Tensor& c = ctx.allocate_output(0, a.dtype(), out);
     dispatch_int8(a.dtype(), [&](auto tag) {
@@ -116,13 +125,19 @@ void register_qlinear_mul(ir::OpRegistry& r) {
       const Q* pb = b.data<Q>();
       Q* pc = c.data<Q>();
       for_each_broadcast<2>(out, {a.shape(), b.shape()}, [&](int64_t i, const std::array<int64_t, 2>& off) {
-        const float v = (static_cast<float>(pa[off[0]]) - qa.zero_point) * (static_cast<float>(pb[off[1]]) - qb.zero_point);
-        pc[i] = saturate_round<Q>(v * k + qc.zero_point);
+        const float da = static_cast<float>(pa[off[0]]) - qa.zero_point, db = static_cast<float>(pb[off[1]]) - qb.zero_point;
+        pc[i] = saturate_round<Q>(combine(da, db, sc));
       });
     });
   };
   r.add(std::move(s));
 }
+
+// QLinearAdd: C = (A - A_zp) A_scale / C_scale + (B - B_zp) B_scale / C_scale, rounded, + C_zp
+// (kiln's QDQ pass writes it too).
+float qlinear_add(float da, float db, const BinaryScales& s) { return std::nearbyint(da * s.ra + db * s.rb) + s.zc; }
+// QLinearMul: C = (A - A_zp)(B - B_zp) A_scale B_scale / C_scale + C_zp, then rounded.
+float qlinear_mul(float da, float db, const BinaryScales& s) { return da * db * s.k + s.zc; }
 
 // QLinearSoftmax(X, X_scale, x_zp?, y_scale, y_zp): softmax of the dequantized X along `axis`;
 // the attribute `opset` (of the Softmax it replaces) decides the form: before 13 the input is
@@ -468,7 +483,8 @@ float leaky_relu(const ir::Node& n, float x) { return x >= 0 ? x : n.attr_f("alp
 void register_qlinear_ops(ir::OpRegistry& r) {
   register_unary_table(r, "QLinearSigmoid", {}, sigmoid);
   register_unary_table(r, "QLinearLeakyRelu", {{"alpha", ir::AttrType::f}}, leaky_relu);
-  register_qlinear_mul(r);
+  register_qlinear_binary(r, "QLinearAdd", qlinear_add);
+  register_qlinear_binary(r, "QLinearMul", qlinear_mul);
   register_qlinear_softmax(r);
   register_qlinear_global_average_pool(r);
   register_qlinear_concat(r);
