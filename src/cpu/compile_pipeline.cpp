@@ -8,6 +8,7 @@
 #include "cpu/graph_optimizer.hpp"
 #include "cpu/weights_cache.hpp"
 #include "transforms/specialize_shapes.hpp"
+#include "transforms/specialize_symbolic.hpp"
 
 namespace kiln::cpu {
 
@@ -55,6 +56,44 @@ IrStagesResult run_ir_stages(const ir::Graph& model, const std::vector<Shape>& i
   check_tensor_bytes(*r.graph, max_tensor_bytes(options));
   // 2, 3 (weights are constants by now)
   run_ir_passes(*r.graph, options.disabled_passes, log, options.user_patterns.get(), options.snippets_mode);
+  return r;
+}
+
+IrTemplate run_ir_template_stages(const ir::Graph& model, const GraphOptions& options, transforms::PassLog* log) {
+  IrTemplate t;
+  if (options.disabled_passes.count(transforms::kSymbolicShapes)) {
+    t.reason = cat("the pass ", transforms::kSymbolicShapes, " is disabled");
+    return t;
+  }
+  std::shared_ptr<ir::Graph> g = model.clone();
+  transforms::SpecializeOptions so;
+  so.keep_weight_dequantize = qdq_to_qlinear_runs(options.disabled_passes);
+  const transforms::SymbolicSpecializeResult s = transforms::specialize_symbolic(*g, so);  // 1, symbolic
+  if (!s.ok) {
+    t.reason = s.reason;
+    if (log) log->skipped(transforms::kSymbolicShapes, model.name.empty() ? "graph" : model.name, s.reason);
+    return t;
+  }
+  if (log)
+    log->applied(transforms::kSymbolicShapes, model.name.empty() ? "graph" : model.name,
+                 cat("fusions decided once for every input shape: ", s.folded_nodes, " nodes folded, ",
+                     s.static_reshapes, " computed Reshape targets made constant, ", s.named_dims,
+                     " dims named"));
+  run_ir_fusions(*g, options.disabled_passes, log, options.user_patterns.get());  // 2
+  t.graph = std::move(g);
+  return t;
+}
+
+IrStagesResult instantiate_ir_template(const ir::Graph& tmpl, const std::vector<Shape>& input_shapes,
+                                       const GraphOptions& options, transforms::PassLog* log) {
+  IrStagesResult r;
+  r.graph = tmpl.clone();
+  const transforms::SpecializeResult s = transforms::specialize_shapes(*r.graph, input_shapes);  // 1
+  r.all_static = s.all_static;
+  r.first_dynamic = s.first_dynamic;
+  if (!r.all_static) return r;
+  check_tensor_bytes(*r.graph, max_tensor_bytes(options));
+  run_tokenization(*r.graph, options.disabled_passes, log, options.snippets_mode);  // 3
   return r;
 }
 

@@ -49,6 +49,19 @@ struct IrStagesResult {
 IrStagesResult run_ir_stages(const ir::Graph& model, const std::vector<Shape>& input_shapes,
                              const GraphOptions& options, transforms::PassLog* log);
 
+// A model whose input shapes vary runs stage 1 on symbolic shapes and stage 2 once, on a copy
+// of the model (run_ir_template_stages), and then for each set of input shapes stage 1 and
+// stage 3 on a copy of that template (instantiate_ir_template): the fusions hold for every
+// shape, and a new shape costs no pattern matching. `graph` is null when the model needs the
+// per-shape stages (control flow, values of unknown rank, SymbolicShapes disabled: `reason`).
+struct IrTemplate {
+  std::shared_ptr<const ir::Graph> graph;
+  std::string reason;
+};
+IrTemplate run_ir_template_stages(const ir::Graph& model, const GraphOptions& options, transforms::PassLog* log);
+IrStagesResult instantiate_ir_template(const ir::Graph& tmpl, const std::vector<Shape>& input_shapes,
+                                       const GraphOptions& options, transforms::PassLog* log);
+
 // Stages 4-8 on `g` (cpu::Graph's constructor calls it).
 void run_runtime_stages(Graph& g, const GraphOptions& options);
 

@@ -226,7 +226,7 @@ std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& 
     plan->fallback_reason = "the model cache holds this model for other input shapes";
     return plans_[shapes] = std::move(plan);
   }
-  auto r = run_ir_stages(*graph_, shapes, options_, &plan->log);  // compile_pipeline.hpp, stages 1-3
+  IrStagesResult r = plan_ir_stages(shapes, *plan);
   plan->ir_log_entries = plan->log.entries.size();
   plan->graph = r.graph;
   if (r.all_static) {
@@ -240,6 +240,38 @@ std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& 
     plan->fallback_reason = "the shape of '" + r.first_dynamic + "' depends on data";
   }
   return plans_[shapes] = std::move(plan);
+}
+
+IrStagesResult Executor::plan_ir_stages(const std::vector<Shape>& shapes, Plan& plan) {
+  if (options_.shapes_vary && !template_) {
+    template_log_ = model_log_;
+    template_ = run_ir_template_stages(*graph_, options_, &template_log_);
+    if (template_->graph)  // its constants (weights it folded) are every plan's: nothing to share
+      for (const ir::Node* n : template_->graph->nodes())
+        for (const ir::Value* v : n->inputs())
+          if (v && v->is_constant()) model_constants_.insert(v->constant().raw());
+  }
+  if (template_ && template_->graph) {
+    plan.log = template_log_;
+    try {
+      IrStagesResult r = instantiate_ir_template(*template_->graph, shapes, options_, &plan.log);
+      if (r.all_static) return r;
+    } catch (const Error&) {
+      // e.g. a -1 the template's Reshape cannot resolve for an empty dim: the model says what holds
+    }
+    plan.log = model_log_;
+  }
+  return run_ir_stages(*graph_, shapes, options_, &plan.log);  // compile_pipeline.hpp, stages 1-3
+}
+
+bool Executor::uses_ir_template() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return template_ && template_->graph;
+}
+
+std::string Executor::ir_template_reason() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return template_ ? template_->reason : "";
 }
 
 std::unique_ptr<Graph> Executor::build_graph(Plan& plan, std::shared_ptr<Arena> arena, bool hot) {

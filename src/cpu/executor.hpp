@@ -25,8 +25,10 @@
 #include <unordered_set>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
+#include "cpu/compile_pipeline.hpp"
 #include "cpu/fusion_decisions.hpp"
 #include "cpu/graph.hpp"
 #include "cpu/weights_cache.hpp"
@@ -108,6 +110,10 @@ class Executor {
   // The bytes of every live thread's arena for this executor (the intermediate tensors).
   size_t arena_bytes() const;
   size_t shared_constants() const;  // distinct folded constants the plans share now
+  // Input shapes vary: whether plans are made from the symbolic template (compile_pipeline.hpp:
+  // stage 2 ran once) and, when not, why. Made with the first plan; before it, false and "".
+  bool uses_ir_template() const;
+  std::string ir_template_reason() const;
 
  private:
   // mutex_ held; `hit` (may be null): whether the plan was cached
@@ -117,6 +123,9 @@ class Executor {
   // kept once, however many shapes come (see constant_pool_).
   void share_folded_constants(ir::Graph& g);
   void init_options();  // the constructors' common part: options_ as the plans take them
+  // mutex_ held: stages 1-3 of a new plan, from the template when there is one (made now on
+  // first use), else from the model; the plan's log gets what they did.
+  IrStagesResult plan_ir_stages(const std::vector<Shape>& shapes, Plan& plan);
   // mutex_ not held; `arena`: the calling thread's for this executor (null: the graph's own);
   // `hot`: the shape is frequent, take the fastest implementations however long they take to create
   std::unique_ptr<Graph> build_graph(Plan& plan, std::shared_ptr<Arena> arena = nullptr, bool hot = false);
@@ -125,6 +134,9 @@ class Executor {
   Graph& thread_graph(const std::shared_ptr<Plan>& plan, const std::vector<Shape>& shapes, bool count_run);
 
   transforms::PassLog model_log_;  // what stage 0 did to the model (every plan's log starts with it)
+  // options_.shapes_vary: stages 1-2 on symbolic shapes, made with the first plan (mutex_)
+  std::optional<IrTemplate> template_;
+  transforms::PassLog template_log_;  // model_log_, then what the template's stages did
   std::shared_ptr<const ir::Graph> graph_;
   GraphOptions options_;
   std::unique_ptr<runtime::ReferenceExecutor> reference_;  // null: the model was not read (cached plan)

@@ -7,6 +7,7 @@
 #include "ir/op_registry.hpp"
 #include "pattern/pattern_library.hpp"
 #include "pattern/pattern_mapping.hpp"
+#include "transforms/specialize_symbolic.hpp"
 #include "cpu/emitters/x64/target_machine.hpp"
 #include "snippets/tokenizer.hpp"
 #include "transforms/compute_fp16_in_f32.hpp"
@@ -53,6 +54,12 @@ bool qdq_to_qlinear_runs(const std::set<std::string>& disabled) {
 
 void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log,
                    const std::vector<pattern::PatternConfig>* user_patterns, SnippetsMode snippets) {
+  run_ir_fusions(g, disabled, log, user_patterns);
+  run_tokenization(g, disabled, log, snippets);
+}
+
+void run_ir_fusions(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log,
+                    const std::vector<pattern::PatternConfig>* user_patterns) {
   if (disabled.count("all-fusions")) return;
   if (qdq_to_qlinear_runs(disabled)) {  // first: the weights' DequantizeLinear are still nodes
     if (transforms::fuse_qdq_to_qlinear(g, log)) ir::infer_shapes(g);
@@ -81,7 +88,12 @@ void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transfor
     if (total) ir::infer_shapes(g);
   }
   transforms::run_ir_fusion_passes(g, disabled, log);
+}
+
+void run_tokenization(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log,
+                      SnippetsMode snippets) {
   // last on the ir::Graph: what the CPU optimizer will not fuse and snippets can compile
+  if (disabled.count("all-fusions")) return;
   if (disabled.count(snippets::kTokenizationPass) || snippets == SnippetsMode::disable) return;
   if (!x64::best_isa()) {  // an SSE4.1 CPU (or capped there): the ops keep their own nodes
     if (log) log->skipped(snippets::kTokenizationPass, g.name.empty() ? "graph" : g.name,
@@ -99,7 +111,7 @@ void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transfor
 }
 
 std::vector<std::string> known_pass_names() {
-  std::vector<std::string> names = {"all-fusions", transforms::kComputeFp16InF32, kPatterns,
+  std::vector<std::string> names = {"all-fusions", transforms::kComputeFp16InF32, transforms::kSymbolicShapes, kPatterns,
                                     transforms::kQdqToQLinear, kUserPatterns,
                                     snippets::kTokenizationPass};
   for (const std::string& p : transforms::ir_fusion_pass_names()) names.push_back(p);

@@ -33,6 +33,13 @@ bool qdq_to_qlinear_runs(const std::set<std::string>& disabled);
 void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log,
                    const std::vector<pattern::PatternConfig>* user_patterns = nullptr,
                    SnippetsMode snippets = SnippetsMode::enable);
+// The two halves of run_ir_passes: stage 2 (everything up to the tokenizer) and stage 3 (the
+// tokenizer; its Subgraphs are compiled for static shapes, so a model whose shapes vary runs it
+// for each shape, after stage 2 ran once on symbolic shapes).
+void run_ir_fusions(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log,
+                    const std::vector<pattern::PatternConfig>* user_patterns = nullptr);
+void run_tokenization(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log,
+                      SnippetsMode snippets = SnippetsMode::enable);
 
 // Every pass name a user may disable: the ir::Graph passes run before lowering, these,
 // and "all-fusions".

@@ -289,6 +289,11 @@ size_t capture_input(const Node& n, const std::string& name) {
   return n.num_inputs() - names.size() + static_cast<size_t>(it - names.begin());
 }
 
+void Graph::name_unknown_dims(PartialShape& s) {
+  for (Dim& d : s.dims)
+    if (d.is_unknown()) d = Dim::sym("?" + std::to_string(++dim_counter_));
+}
+
 std::shared_ptr<Graph> Graph::clone() const {
   auto g = std::make_shared<Graph>();
   g->name = name;

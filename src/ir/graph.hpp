@@ -138,6 +138,13 @@ class Graph {
   std::string unique_name(const std::string& prefix);
   int opset_for(const std::string& domain) const;
 
+  // Set on a graph whose dims stay symbolic while the passes run (transforms::specialize_symbolic):
+  // a dim inference cannot compute then gets a symbol of its own ("?1", "?2", ...) instead of
+  // staying unknown, so two dims compare equal only when they are equal for every shape. Not
+  // copied by clone() (a copy specialised to static shapes has no such dims).
+  bool names_unknown_dims = false;
+  void name_unknown_dims(PartialShape& s);  // gives each unknown dim of `s` a fresh symbol
+
   // --- mutation (what passes use) ---
   // Rewire one consumer: node's input i now reads `v` (nullptr = omit).
   void set_node_input(Node* node, size_t i, Value* v);
@@ -167,6 +174,7 @@ class Graph {
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
   size_t name_counter_ = 0;
+  size_t dim_counter_ = 0;  // name_unknown_dims
 };
 
 // Captures: the body of a control-flow node (If, Loop, Scan, SequenceMap) reads values of the

@@ -237,6 +237,9 @@ void infer_shapes(Graph& graph) {
     check_narrow_inputs(*n, s);
     InferContext ctx(*n);
     s.infer(ctx);
+    if (graph.names_unknown_dims)
+      for (Value* o : n->outputs())
+        if (o && o->type.kind == ValueKind::tensor) graph.name_unknown_dims(o->type.shape);
   }
   for (size_t i = 0; i < graph.outputs().size(); ++i) {
     Value* v = graph.outputs()[i];

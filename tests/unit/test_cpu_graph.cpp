@@ -273,14 +273,22 @@ TEST(CpuExecutor, WeightsFoldedPerPlanArePackedOncePerModel) {
   g->add_output(bn->output(0));
   ir::infer_shapes(*g);
   runtime::ReferenceExecutor ref(g);
-  cpu::Executor ex(g);
-  for (int64_t w : {7, 9, 12, 7}) {
-    Tensor in = random_tensor({1, 16, 5, w}, static_cast<uint32_t>(w));
-    expect_close(ref.run({in})[0], ex.run({in})[0]);
+  for (bool symbolic : {true, false}) {
+    SCOPED_TRACE(symbolic ? "folded once, on symbolic shapes" : "folded per plan (SymbolicShapes disabled)");
+    cpu::GraphOptions o;
+    if (!symbolic) o.disabled_passes.insert("SymbolicShapes");
+    cpu::Executor ex(g, o);
+    for (int64_t w : {7, 9, 12, 7}) {
+      Tensor in = random_tensor({1, 16, 5, w}, static_cast<uint32_t>(w));
+      expect_close(ref.run({in})[0], ex.run({in})[0]);
+    }
+    EXPECT_EQ(ex.cached_plans(), 3u);
+    EXPECT_EQ(ex.uses_ir_template(), symbolic);
+    // per plan, equal folded weights share one tensor (the bias is below the size worth sharing);
+    // the template folds them once, so there is nothing to share
+    EXPECT_EQ(ex.shared_constants(), symbolic ? 0u : 1u);
+    EXPECT_EQ(ex.weights().entries(), 1u);  // packed once, not once per width
   }
-  EXPECT_EQ(ex.cached_plans(), 3u);
-  EXPECT_EQ(ex.shared_constants(), 1u);    // the folded weights (the bias is below the size worth sharing)
-  EXPECT_EQ(ex.weights().entries(), 1u);   // packed once, not once per width
 }
 
 TEST(CpuImplNames, RememberedPerOperationAndPostOps) {

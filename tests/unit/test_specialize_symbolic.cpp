@@ -1,0 +1,216 @@
+// transforms::specialize_symbolic (stage 1 on symbolic shapes) alone on small built graphs:
+// what it folds, which computed Reshape targets become constants and which stay computed, the
+// symbols it gives unnamed dims, what it refuses; then the template through cpu::Executor,
+// against the reference executor and against plans made from the model for each shape.
+#include <gtest/gtest.h>
+
+#include "cpu/executor.hpp"
+#include "transforms/specialize_symbolic.hpp"
+
+#include "cpu_test_util.hpp"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+using ir::Dim;
+
+ir::ValueType f32_type(std::vector<Dim> d) { return {DType::f32, ir::PartialShape(std::move(d))}; }
+
+size_t count_op(const ir::Graph& g, const std::string& op) {
+  size_t n = 0;
+  for (const ir::Node* node : g.nodes()) n += node->op_type() == op;
+  return n;
+}
+
+bool logged(const transforms::PassLog& log, const std::string& pass) {
+  for (const auto& e : log.entries)
+    if (e.pass == pass && e.applied) return true;
+  return false;
+}
+
+ir::Value* i64(ir::Graph& g, const std::string& name, std::vector<int64_t> v, bool scalar = false) {
+  const Shape s = scalar ? Shape{} : Shape{static_cast<int64_t>(v.size())};
+  return g.add_constant(name, Tensor::from_vector<int64_t>(v, s));
+}
+
+// Gather(Shape(x), k) unsqueezed to [1]: how exporters read one dim.
+ir::Value* dim_of(ir::Graph& g, ir::Value* x, int64_t k, const std::string& name) {
+  auto* shape = g.add_node("Shape", {x}, 1, name + "/shape");
+  auto* gather = g.add_node("Gather", {shape->output(0), i64(g, name + "/k", {k}, true)}, 1, name + "/gather");
+  auto* unsq = g.add_node("Unsqueeze", {gather->output(0), i64(g, name + "/axes", {0})}, 1, name + "/unsqueeze");
+  return unsq->output(0);
+}
+
+// x [batch, seq, 8] split into 2 heads of 4 by a Reshape whose target is computed from x's
+// shape ([batch, seq, 2, 4]), then merged back by Reshape(x', [batch * seq, 8]).
+std::shared_ptr<ir::Graph> head_split_graph() {
+  auto g = make_graph(13);
+  auto* x = g->add_input("x", f32_type({Dim::sym("batch"), Dim::sym("seq"), 8}));
+  auto* relu = g->add_node("Relu", {x}, 1, "relu");
+  auto* target = g->add_node("Concat", {dim_of(*g, relu->output(0), 0, "b"), dim_of(*g, relu->output(0), 1, "s"),
+                                        i64(*g, "heads", {2, 4})},
+                             1, "target");
+  target->attrs["axis"] = ir::Attribute(int64_t{0});
+  auto* split = g->add_node("Reshape", {relu->output(0), target->output(0)}, 1, "split");
+  auto* t = g->add_node("Transpose", {split->output(0)}, 1, "t");
+  t->attrs["perm"] = ir::Attribute(std::vector<int64_t>{0, 2, 1, 3});
+  auto* back = g->add_node("Transpose", {t->output(0)}, 1, "back");
+  back->attrs["perm"] = ir::Attribute(std::vector<int64_t>{0, 2, 1, 3});
+  // rows = batch * seq: no 0 can say that, but -1 can
+  auto* rows = g->add_node("Mul", {dim_of(*g, x, 0, "b2"), dim_of(*g, x, 1, "s2")}, 1, "rows");
+  auto* flat_target = g->add_node("Concat", {rows->output(0), i64(*g, "width", {8})}, 1, "flat_target");
+  flat_target->attrs["axis"] = ir::Attribute(int64_t{0});
+  auto* flat = g->add_node("Reshape", {back->output(0), flat_target->output(0)}, 1, "flat");
+  g->add_output(flat->output(0));
+  ir::infer_shapes(*g);
+  return g;
+}
+
+}  // namespace
+
+TEST(SpecializeSymbolic, ComputedReshapeTargetsBecomeConstantsThatHoldForEveryShape) {
+  auto g = head_split_graph();
+  auto s = g->clone();
+  const auto r = transforms::specialize_symbolic(*s);
+  ASSERT_TRUE(r.ok) << r.reason;
+  EXPECT_EQ(r.static_reshapes, 2u);
+  EXPECT_EQ(count_op(*s, "Shape"), 0u);  // the shape computations are gone with their readers
+  EXPECT_EQ(count_op(*s, "Concat"), 0u);
+  const ir::Node* split = s->find_node("split");
+  const ir::Node* flat = s->find_node("flat");
+  ASSERT_TRUE(split && flat && split->input(1)->is_constant() && flat->input(1)->is_constant());
+  EXPECT_EQ(split->input(1)->constant().to_i64(), (std::vector<int64_t>{0, 0, 2, 4}));  // batch, seq copied
+  EXPECT_EQ(flat->input(1)->constant().to_i64(), (std::vector<int64_t>{-1, 8}));        // batch * seq inferred
+  EXPECT_EQ(split->output(0)->type.shape.to_string(), "[batch,seq,2,4]");
+  // the same graph computes what the original does, for shapes where seq equals a constant of
+  // the target (2 heads, 4 per head) as well as others
+  for (const Shape& shape : {Shape{1, 2, 8}, Shape{3, 4, 8}, Shape{2, 7, 8}}) {
+    SCOPED_TRACE(shape_to_string(shape));
+    const Tensor in = random_tensor(shape, 1);
+    expect_close(runtime::ReferenceExecutor(g).run({in})[0], runtime::ReferenceExecutor(s).run({in})[0], 0, 0);
+  }
+}
+
+TEST(SpecializeSymbolic, ATargetWithTwoUnknownElementsStaysComputed) {
+  // [seq, batch, 8] from x [batch, seq, 8] (a swap, not a copy): neither element is the input's
+  // dim at its place, and only one may be -1
+  auto g = make_graph(13);
+  auto* x = g->add_input("x", f32_type({Dim::sym("batch"), Dim::sym("seq"), 8}));
+  auto* target = g->add_node("Concat", {dim_of(*g, x, 1, "s"), dim_of(*g, x, 0, "b"), i64(*g, "w", {8})}, 1, "target");
+  target->attrs["axis"] = ir::Attribute(int64_t{0});
+  g->add_output(g->add_node("Reshape", {x, target->output(0)}, 1, "swap")->output(0));
+  ir::infer_shapes(*g);
+  auto s = g->clone();
+  const auto r = transforms::specialize_symbolic(*s);
+  ASSERT_TRUE(r.ok) << r.reason;
+  EXPECT_EQ(r.static_reshapes, 0u);
+  EXPECT_FALSE(s->find_node("swap")->input(1)->is_constant());
+  EXPECT_EQ(count_op(*s, "Shape"), 2u);  // left for each shape's specialisation to fold
+}
+
+TEST(SpecializeSymbolic, ShapeElementsThatDoNotDependOnASymbolFold) {
+  // Gather(Shape(x), 2) of x [batch, seq, 8] is 8 for every shape
+  auto g = make_graph(13);
+  auto* x = g->add_input("x", f32_type({Dim::sym("batch"), Dim::sym("seq"), 8}));
+  auto* width = dim_of(*g, x, 2, "w");
+  auto* target = g->add_node("Concat", {i64(*g, "minus_one", {-1}), width}, 1, "target");
+  target->attrs["axis"] = ir::Attribute(int64_t{0});
+  g->add_output(g->add_node("Reshape", {x, target->output(0)}, 1, "r")->output(0));
+  ir::infer_shapes(*g);
+  const auto r = transforms::specialize_symbolic(*g);
+  ASSERT_TRUE(r.ok) << r.reason;
+  EXPECT_GE(r.folded_nodes, 1u);
+  EXPECT_EQ(count_op(*g, "Shape"), 0u);
+  EXPECT_EQ(g->find_node("r")->input(1)->constant().to_i64(), (std::vector<int64_t>{-1, 8}));
+}
+
+TEST(SpecializeSymbolic, DimsInferenceCannotNameGetSymbolsOfTheirOwn) {
+  // a strided convolution's output width is a function of w no one named: it gets a symbol, which
+  // the Relu after it shares (the same dim for every width), and the passes' own inference keeps
+  // naming such dims
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(std::vector<Dim>{1, 2, 6, Dim::unknown()})});
+  auto* c = g->add_node("Conv", {x, g->add_constant("w", random_tensor({4, 2, 3, 3}, 1))}, 1, "conv");
+  c->attrs["strides"] = ir::Attribute(std::vector<int64_t>{2, 2});
+  auto* relu = g->add_node("Relu", {c->output(0)}, 1, "relu");
+  g->add_output(relu->output(0));
+  ir::infer_shapes(*g);
+  const auto r = transforms::specialize_symbolic(*g);
+  ASSERT_TRUE(r.ok) << r.reason;
+  EXPECT_EQ(r.named_dims, 2u);  // the input's width, the convolution's
+  const Dim in_w = g->inputs()[0]->type.shape.dims[3];
+  const Dim conv_w = c->output(0)->type.shape.dims[3];
+  EXPECT_TRUE(in_w.is_symbolic());
+  EXPECT_TRUE(conv_w.is_symbolic());
+  EXPECT_FALSE(in_w == conv_w);
+  EXPECT_TRUE(relu->output(0)->type.shape.dims[3] == conv_w);
+  EXPECT_TRUE(g->names_unknown_dims);
+  ir::infer_shapes(*g);  // as a pass would
+  EXPECT_TRUE(relu->output(0)->type.shape.dims[3].is_symbolic());
+}
+
+TEST(SpecializeSymbolic, ControlFlowIsRefusedWithTheReason) {
+  auto g = make_graph(13);
+  auto* x = g->add_input("x", f32_type({Dim::sym("n")}));
+  auto* cond = g->add_input("c", {DType::boolean, ir::PartialShape(Shape{})});
+  auto branch = [&](const char* op) {
+    auto b = std::make_shared<ir::Graph>();
+    b->opset_imports[""] = 13;
+    auto* bx = b->add_input("x", f32_type({Dim::sym("n")}));
+    b->add_output(b->add_node(op, {bx}, 1, op)->output(0));
+    return b;
+  };
+  auto* n = g->add_node("If", {cond, x}, 1, "if");
+  n->attrs["then_branch"] = ir::Attribute(branch("Relu"));
+  n->attrs["else_branch"] = ir::Attribute(branch("Neg"));
+  n->attrs["kiln_captures"] = ir::Attribute(std::vector<std::string>{"x"});
+  g->add_output(n->output(0));
+  const auto r = transforms::specialize_symbolic(*g);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.reason.find("'if'"), std::string::npos) << r.reason;
+  EXPECT_NE(r.reason.find("control flow"), std::string::npos) << r.reason;
+}
+
+TEST(SpecializeSymbolic, ExecutorPlansEveryShapeFromOneTemplate) {
+  // the template's plans compute what the reference does and fuse what per-shape plans fuse
+  auto g = head_split_graph();
+  runtime::ReferenceExecutor ref(g);
+  cpu::Executor ex(g);
+  cpu::GraphOptions per_shape_options;
+  per_shape_options.disabled_passes.insert(transforms::kSymbolicShapes);
+  cpu::Executor per_shape(g, per_shape_options);
+  for (const Shape& shape : {Shape{1, 2, 8}, Shape{1, 9, 8}, Shape{4, 3, 8}, Shape{1, 2, 8}}) {
+    SCOPED_TRACE(shape_to_string(shape));
+    const Tensor in = random_tensor(shape, 2);
+    expect_close(ref.run({in})[0], ex.run({in})[0], 1e-6, 1e-6);
+    const auto& a = ex.plan_for({shape});
+    const auto& b = per_shape.plan_for({shape});
+    ASSERT_TRUE(a.cpu && b.cpu);
+    EXPECT_EQ(a.cpu->nodes().size(), b.cpu->nodes().size()) << a.cpu->describe() << "\n" << b.cpu->describe();
+    EXPECT_TRUE(logged(a.log, transforms::kSymbolicShapes));
+    EXPECT_FALSE(logged(b.log, transforms::kSymbolicShapes));
+  }
+  EXPECT_TRUE(ex.uses_ir_template());
+  EXPECT_FALSE(per_shape.uses_ir_template());
+  EXPECT_NE(per_shape.ir_template_reason().find("disabled"), std::string::npos) << per_shape.ir_template_reason();
+  EXPECT_EQ(ex.cached_plans(), 3u);
+}
+
+TEST(SpecializeSymbolic, AnEmptyBatchGetsTheShapeTheModelComputes) {
+  // batch 0: the template's -1 meets a tensor of 0 elements (rows = 0 * 3 whatever -1 infers
+  // elsewhere); the output has the shape the model's own computed target gives, [0, 8]
+  auto g = head_split_graph();
+  runtime::ReferenceExecutor ref(g);
+  cpu::Executor ex(g);
+  for (const Shape& shape : {Shape{2, 3, 8}, Shape{0, 3, 8}}) {
+    SCOPED_TRACE(shape_to_string(shape));
+    const Tensor in = random_tensor(shape, 3);
+    const auto want = ref.run({in});
+    const auto got = ex.run({in});
+    ASSERT_EQ(want[0].shape(), got[0].shape());
+    expect_close(want[0], got[0], 1e-6, 1e-6);
+  }
+  EXPECT_TRUE(ex.uses_ir_template());
+}
