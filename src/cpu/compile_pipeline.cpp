@@ -65,21 +65,30 @@ IrTemplate run_ir_template_stages(const ir::Graph& model, const GraphOptions& op
     t.reason = cat("the pass ", transforms::kSymbolicShapes, " is disabled");
     return t;
   }
+  const std::string where = model.name.empty() ? "graph" : model.name;
   std::shared_ptr<ir::Graph> g = model.clone();
   transforms::SpecializeOptions so;
   so.keep_weight_dequantize = qdq_to_qlinear_runs(options.disabled_passes);
-  const transforms::SymbolicSpecializeResult s = transforms::specialize_symbolic(*g, so);  // 1, symbolic
-  if (!s.ok) {
+  transforms::PassLog passes;  // the template's account, kept only when it is made
+  try {
+    const transforms::SymbolicSpecializeResult s = transforms::specialize_symbolic(*g, so);  // 1, symbolic
     t.reason = s.reason;
-    if (log) log->skipped(transforms::kSymbolicShapes, model.name.empty() ? "graph" : model.name, s.reason);
+    if (s.ok) {
+      passes.applied(transforms::kSymbolicShapes, where,
+                     cat("fusions decided once for every input shape: ", s.folded_nodes, " nodes folded, ",
+                         s.static_reshapes, " computed Reshape targets made constant, ", s.named_dims, " dims named"));
+      run_ir_fusions(*g, options.disabled_passes, &passes, options.user_patterns.get());  // 2
+    }
+  } catch (const Error& e) {
+    // something of the model that only specialised shapes make well defined (the per-shape
+    // stages will name it if it is wrong at every shape)
+    t.reason = e.what();
+  }
+  if (!t.reason.empty()) {
+    if (log) log->skipped(transforms::kSymbolicShapes, where, t.reason);
     return t;
   }
-  if (log)
-    log->applied(transforms::kSymbolicShapes, model.name.empty() ? "graph" : model.name,
-                 cat("fusions decided once for every input shape: ", s.folded_nodes, " nodes folded, ",
-                     s.static_reshapes, " computed Reshape targets made constant, ", s.named_dims,
-                     " dims named"));
-  run_ir_fusions(*g, options.disabled_passes, log, options.user_patterns.get());  // 2
+  if (log) log->entries.insert(log->entries.end(), passes.entries.begin(), passes.entries.end());
   t.graph = std::move(g);
   return t;
 }
