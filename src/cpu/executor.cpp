@@ -9,6 +9,7 @@
 #include "cpu/compile_pipeline.hpp"
 #include "cpu/model_cache.hpp"
 #include "transforms/compute_fp16_in_f32.hpp"
+#include "transforms/specialize_symbolic.hpp"
 
 namespace kiln::cpu {
 
@@ -243,7 +244,8 @@ std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& 
 }
 
 IrStagesResult Executor::plan_ir_stages(const std::vector<Shape>& shapes, Plan& plan) {
-  if (options_.shapes_vary && !template_) {
+  const bool first = options_.shapes_vary && !template_;
+  if (first) {
     template_log_ = model_log_;
     template_ = run_ir_template_stages(*graph_, options_, &template_log_);
     if (template_->graph)  // its constants (weights it folded) are every plan's: nothing to share
@@ -253,12 +255,32 @@ IrStagesResult Executor::plan_ir_stages(const std::vector<Shape>& shapes, Plan& 
   }
   if (template_ && template_->graph) {
     plan.log = template_log_;
+    std::optional<IrStagesResult> r;
     try {
-      IrStagesResult r = instantiate_ir_template(*template_->graph, shapes, options_, &plan.log);
-      if (r.all_static) return r;
+      r = instantiate_ir_template(*template_->graph, shapes, options_, &plan.log);
+      if (!r->all_static) r.reset();
     } catch (const Error&) {
       // e.g. a -1 the template's Reshape cannot resolve for an empty dim: the model says what holds
     }
+    if (r && first) {
+      // The template must fuse what the per-shape stages fuse. A model whose dims are fixed
+      // inside behind inputs declared dynamic (constant Reshape targets of one shape) does not:
+      // on symbols its shapes disagree where at that shape they are equal. Asked once, on the
+      // first shapes; such a model keeps the per-shape stages.
+      transforms::PassLog per_shape_log = model_log_;
+      IrStagesResult p = run_ir_stages(*graph_, shapes, options_, &per_shape_log);
+      if (p.all_static && p.graph->num_nodes() < r->graph->num_nodes()) {
+        template_->reason = cat("at the first input shapes the per-shape stages leave ", p.graph->num_nodes(),
+                                " nodes and the template ", r->graph->num_nodes(),
+                                ": the model fuses less on symbolic shapes (dims fixed inside it?)");
+        template_->graph.reset();
+        per_shape_log.skipped(transforms::kSymbolicShapes, graph_->name.empty() ? "graph" : graph_->name,
+                              template_->reason);
+        plan.log = per_shape_log;
+        return p;
+      }
+    }
+    if (r) return std::move(*r);
     plan.log = model_log_;
   }
   return run_ir_stages(*graph_, shapes, options_, &plan.log);  // compile_pipeline.hpp, stages 1-3

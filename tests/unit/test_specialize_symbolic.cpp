@@ -214,3 +214,31 @@ TEST(SpecializeSymbolic, AnEmptyBatchGetsTheShapeTheModelComputes) {
   }
   EXPECT_TRUE(ex.uses_ir_template());
 }
+
+TEST(SpecializeSymbolic, AModelWithDimsFixedInsideKeepsThePerShapeStages) {
+  // inputs declared [batch, seq, 8], but a Reshape to the constant [1, 4, 8] inside: on symbols
+  // the residual Add's operands differ ([batch, seq, 8] and [1, 4, 8]) and SkipLayerNormalization
+  // does not fuse; at [1, 4, 8] they are equal and it does. The template fuses less, so the
+  // executor drops it (once, on the first shapes) and says why.
+  auto g = make_graph(17);
+  auto* x = g->add_input("x", f32_type({Dim::sym("batch"), Dim::sym("seq"), 8}));
+  auto* relu = g->add_node("Relu", {x}, 1, "relu");
+  auto* fixed = g->add_node("Reshape", {relu->output(0), i64(*g, "fixed_shape", {1, 4, 8})}, 1, "fixed");
+  auto* add = g->add_node("Add", {x, fixed->output(0)}, 1, "residual");
+  auto* ln = g->add_node("LayerNormalization",
+                         {add->output(0), g->add_constant("gamma", random_tensor({8}, 1)),
+                          g->add_constant("beta", random_tensor({8}, 2))},
+                         1, "ln");
+  ln->attrs["axis"] = ir::Attribute(int64_t{-1});
+  g->add_output(ln->output(0));
+  ir::infer_shapes(*g);
+  runtime::ReferenceExecutor ref(g);
+  cpu::Executor ex(g);
+  const Tensor in = random_tensor({1, 4, 8}, 3);
+  expect_close(ref.run({in})[0], ex.run({in})[0], 1e-5, 1e-5);
+  EXPECT_FALSE(ex.uses_ir_template());
+  EXPECT_NE(ex.ir_template_reason().find("fuses less"), std::string::npos) << ex.ir_template_reason();
+  const auto& plan = ex.plan_for({{1, 4, 8}});
+  ASSERT_TRUE(plan.cpu);
+  EXPECT_EQ(count_type(*plan.cpu, "SkipLayerNorm"), 1u) << plan.cpu->describe();
+}
