@@ -62,23 +62,15 @@ class FullyConnectedNode : public Node {
     setup();
     if (runtime_m_) {  // one primitive for every M (cached_primitive: made once per thread)
       try {
-        PostOpList rest = post_ops_;
-        if (!rest.empty()) {  // the bias Add (setup: the only post-op) becomes the matmul's bias
-          const float* b = rest.ops[0].constant.data<float>();
-          bias_vals_.assign(b, b + N_);
-          bias_md_ = memory::desc({1, N_}, memory::data_type::f32, tag::ab);
-          rest.ops.clear();
-        }
         auto made = cached_primitive<dnnl::matmul::primitive_desc, dnnl::matmul>(
             matmul_desc(memory::desc({DNNL_RUNTIME_DIM_VAL, K_}, in_dt_, tag::ab),
                         memory::desc({DNNL_RUNTIME_DIM_VAL, N_}, memory::data_type::f32, tag::ab)),
-            attr_for(rest));
+            attr_for(post_ops_));
         pd_ = made.pd;
         prim_ = made.prim;
         quick_impl = true;
       } catch (const dnnl::error&) {  // a post-op the runtime-dims kernel does not take
         runtime_m_ = false;
-        bias_vals_.clear();
       }
     }
     if (!runtime_m_) {
@@ -162,7 +154,6 @@ class FullyConnectedNode : public Node {
     bias_vals_.clear();
     bias_post_op_ = false;
     const bool has_c = gemm && inputs.size() > 2 && inputs[2];
-    has_c_ = has_c;
     if (has_c) {
       const Tensor& c = inputs[2]->constant;
       Shape cs = c.shape();
@@ -180,18 +171,8 @@ class FullyConnectedNode : public Node {
     // gemm kernel, generated once per process, as fast as the brgemm one it would make per M:
     // [M,384]x[384,1536] for M = 8..384, 2 threads). Not for bf16 (no such kernel), a transposed
     // A (its strides depend on M), a bias that varies along M, or fused post-ops (GELU ran 1.7x
-    // slower there: that kernel applies them in a pass of its own); a MatMul's fused bias Add
-    // (a constant per column, its only post-op) is the kernel's own bias.
-    runtime_m_ = shapes_vary && in_dt_ == f32 && !ta && !bias_post_op_ && (post_ops_.empty() || bias_only());
-  }
-
-  // A MatMul without C whose one post-op adds a constant per output column.
-  bool bias_only() const {
-    if (has_c_ || post_ops_.ops.size() != 1) return false;
-    const PostOp& op = post_ops_.ops[0];
-    return op.kind == PostOp::Kind::binary && op.alg == dnnl::algorithm::binary_add && op.constant.defined() &&
-           op.constant.dtype() == DType::f32 && op.constant.size() == N_ && !op.constant.shape().empty() &&
-           op.constant.shape().back() == N_;
+    // slower there: that kernel applies them in a pass of its own).
+    runtime_m_ = shapes_vary && in_dt_ == f32 && !ta && !bias_post_op_ && post_ops_.empty();
   }
 
   // oneDNN's implementation of the primitive with these fused post-ops (after the bias
@@ -228,7 +209,6 @@ class FullyConnectedNode : public Node {
   dnnl::matmul prim_;
   memory weights_, bias_;
   bool bias_post_op_ = false;  // bias varies along M: added by a binary post-op
-  bool has_c_ = false;         // a Gemm with C
   bool runtime_m_ = false;     // the primitive takes M at execution (see setup())
   memory::data_type in_dt_ = memory::data_type::f32;  // activations and weights (bf16 with inference_precision)
 };
