@@ -244,8 +244,7 @@ std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& 
 }
 
 IrStagesResult Executor::plan_ir_stages(const std::vector<Shape>& shapes, Plan& plan) {
-  const bool first = options_.shapes_vary && !template_;
-  if (first) {
+  if (options_.shapes_vary && !template_) {
     template_log_ = model_log_;
     template_ = run_ir_template_stages(*graph_, options_, &template_log_);
     if (template_->graph)  // its constants (weights it folded) are every plan's: nothing to share
@@ -262,11 +261,12 @@ IrStagesResult Executor::plan_ir_stages(const std::vector<Shape>& shapes, Plan& 
     } catch (const Error&) {
       // e.g. a -1 the template's Reshape cannot resolve for an empty dim: the model says what holds
     }
-    if (r && first) {
+    if (r && !template_checked_) {
+      template_checked_ = true;
       // The template must fuse what the per-shape stages fuse. A model whose dims are fixed
       // inside behind inputs declared dynamic (constant Reshape targets of one shape) does not:
       // on symbols its shapes disagree where at that shape they are equal. Asked once, on the
-      // first shapes; such a model keeps the per-shape stages.
+      // first shapes the template takes; such a model keeps the per-shape stages.
       transforms::PassLog per_shape_log = model_log_;
       IrStagesResult p = run_ir_stages(*graph_, shapes, options_, &per_shape_log);
       if (p.all_static && p.graph->num_nodes() < r->graph->num_nodes()) {

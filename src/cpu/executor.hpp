@@ -137,6 +137,7 @@ class Executor {
   // options_.shapes_vary: stages 1-2 on symbolic shapes, made with the first plan (mutex_)
   std::optional<IrTemplate> template_;
   transforms::PassLog template_log_;  // model_log_, then what the template's stages did
+  bool template_checked_ = false;     // compared with the per-shape stages (plan_ir_stages)
   std::shared_ptr<const ir::Graph> graph_;
   GraphOptions options_;
   std::unique_ptr<runtime::ReferenceExecutor> reference_;  // null: the model was not read (cached plan)
