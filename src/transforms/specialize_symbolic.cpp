@@ -151,7 +151,7 @@ std::optional<SymTensor> eval(const ir::Value* v, int depth) {
         if (op == "Add") e = Elem::of(x.v + y.v);
         if (op == "Sub") e = Elem::of(x.v - y.v);
         if (op == "Mul") e = Elem::of(x.v * y.v);
-        if (op == "Div" && y.v != 0) e = Elem::of(x.v / y.v);
+        if (op == "Div" && x.v >= 0 && y.v > 0) e = Elem::of(x.v / y.v);  // no rounding-direction question
       } else if (op == "Mul" && ((x.kind == Elem::dim && y.kind == Elem::value && y.v == 1) ||
                                  (y.kind == Elem::dim && x.kind == Elem::value && x.v == 1))) {
         e = x.kind == Elem::dim ? x : y;
