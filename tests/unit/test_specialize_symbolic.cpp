@@ -242,3 +242,29 @@ TEST(SpecializeSymbolic, AModelWithDimsFixedInsideKeepsThePerShapeStages) {
   ASSERT_TRUE(plan.cpu);
   EXPECT_EQ(count_type(*plan.cpu, "SkipLayerNorm"), 1u) << plan.cpu->describe();
 }
+
+TEST(SpecializeSymbolic, SliceSqueezeAndCastOfShapesAreFollowed) {
+  // target = Concat(Cast(Slice(Shape(x), 0, 1)), Unsqueeze(Squeeze(Gather(Shape(x), [1]))), [2, 4])
+  // of x [batch, seq, 8]: [batch, seq, 2, 4] again, reached through other ops
+  auto g = make_graph(13);
+  auto* x = g->add_input("x", f32_type({Dim::sym("batch"), Dim::sym("seq"), 8}));
+  auto* shape = g->add_node("Shape", {x}, 1, "shape");
+  auto* head = g->add_node("Slice", {shape->output(0), i64(*g, "starts", {0}), i64(*g, "ends", {1})}, 1, "head");
+  auto* cast = g->add_node("Cast", {head->output(0)}, 1, "cast");
+  cast->attrs["to"] = ir::Attribute(int64_t{7});  // int64
+  auto* second = g->add_node("Gather", {shape->output(0), i64(*g, "one", {1})}, 1, "second");
+  auto* squeezed = g->add_node("Squeeze", {second->output(0), i64(*g, "sq_axes", {0})}, 1, "squeeze");
+  auto* unsq = g->add_node("Unsqueeze", {squeezed->output(0), i64(*g, "unsq_axes", {0})}, 1, "unsqueeze");
+  auto* target = g->add_node("Concat", {cast->output(0), unsq->output(0), i64(*g, "heads", {2, 4})}, 1, "target");
+  target->attrs["axis"] = ir::Attribute(int64_t{0});
+  g->add_output(g->add_node("Reshape", {x, target->output(0)}, 1, "split")->output(0));
+  ir::infer_shapes(*g);
+  auto s = g->clone();
+  const auto r = transforms::specialize_symbolic(*s);
+  ASSERT_TRUE(r.ok) << r.reason;
+  EXPECT_EQ(r.static_reshapes, 1u);
+  EXPECT_EQ(s->find_node("split")->input(1)->constant().to_i64(), (std::vector<int64_t>{0, 0, 2, 4}));
+  EXPECT_EQ(count_op(*s, "Shape"), 0u);
+  const Tensor in = random_tensor({3, 5, 8}, 4);
+  expect_close(runtime::ReferenceExecutor(g).run({in})[0], runtime::ReferenceExecutor(s).run({in})[0], 0, 0);
+}
