@@ -313,6 +313,32 @@ int64_t reduced_from(const std::vector<const ir::Node*>& nodes, const Shape& out
   return from;
 }
 
+namespace {
+
+// The [rows, inner] views the Linear IR is built over, with the rows as 1 (one row per call) or
+// 2 (several): the generated code takes the row count per call (the rows loop's work amount is
+// a kernel argument), so it is the same for every row count above one.
+struct LirView {
+  std::vector<std::vector<int64_t>> in_shapes;
+  std::vector<int64_t> out_shape;
+};
+LirView lir_view(const Schedule& sc) {
+  const int64_t rows = std::min<int64_t>(sc.lir_out_shape.at(0), 2);
+  LirView v;
+  v.in_shapes = sc.lir_in_shapes;
+  for (auto& s : v.in_shapes) s.at(0) = s.at(0) == 1 ? 1 : rows;
+  v.out_shape = {rows, sc.lir_out_shape.at(1)};
+  return v;
+}
+
+// The input transposes a body's Parameters absorb (pass::fuse_transposes_into_parameters on a copy).
+std::vector<std::vector<int64_t>> input_perms(const ir::Graph& body) {
+  auto g = body.clone();
+  return pass::fuse_transposes_into_parameters(*g);
+}
+
+}  // namespace
+
 std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shapes, const CompileOptions& options) {
   KILN_CHECK(options.target, cat("snippets: no target machine to generate '", options.name, "' for (CompileOptions::target)"));
   const TargetMachine* tm = options.target.get();
@@ -344,6 +370,9 @@ std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shape
   std::vector<std::vector<int64_t>> in_strides;  // the Parameters' memory strides over their [rows, inner] views
   for (size_t i = 0; i < shapes.inputs.size(); ++i)
     in_strides.push_back({kernel->schedule_.lir_in_row_strides[i], kernel->schedule_.in_inner_broadcast[i] ? 0 : 1});
+  // The rows loop takes its count per call: the code is generated for one row or several, not
+  // for this row count, so that kernels whose schedules differ only there share it (code_key)
+  const LirView view = lir_view(kernel->schedule_);
   kernel->num_outputs_ = body.outputs().size();
   KILN_CHECK(static_cast<int>(body.inputs().size() + body.outputs().size()) <= tm->max_data_pointers(),
              cat("snippets: ", body.inputs().size() + body.outputs().size(), " data pointers, the kernel has ",
@@ -357,7 +386,7 @@ std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shape
   if (options.unroll <= 0) factors = {4, 2, 1};
   std::unique_ptr<lowered::LinearIR> lir;
   for (size_t f = 0; f < factors.size(); ++f) {
-    lir = lowered::LinearIR::from_graph(*g, kernel->schedule_.lir_in_shapes, kernel->schedule_.lir_out_shape, in_strides);
+    lir = lowered::LinearIR::from_graph(*g, view.in_shapes, view.out_shape, in_strides);
     lir->set_vector_length(tm->vector_length());
     lir->set_bf16_outputs(options.bf16_outputs);
     lir->set_unroll_factor(factors[f]);
@@ -399,7 +428,7 @@ std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shape
                  kernel->buffer_offsets_.size(), " buffers need more data pointers than the kernel's ",
                  tm->max_data_pointers(), " general-purpose registers for them"));
   if (segfault_detector_on(options)) {
-    kernel->debug_ = std::make_unique<DebugState>();
+    kernel->debug_ = std::make_shared<DebugState>();
     kernel->debug_->kernel = options.name;
     install_segfault_detector();
   }
@@ -414,7 +443,10 @@ std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shape
   return kernel;
 }
 
-std::string kernel_cache_key(const ir::Graph& body, const KernelShapes& shapes, const CompileOptions& options) {
+namespace {
+
+// The body (ops, attributes, constants, wiring) and the options that change the code.
+std::string body_key(const ir::Graph& body, const CompileOptions& options) {
   std::ostringstream k;
   std::unordered_map<const ir::Value*, size_t> id;
   auto ref = [&](const ir::Value* v) -> std::string {
@@ -446,12 +478,31 @@ std::string kernel_cache_key(const ir::Graph& body, const KernelShapes& shapes, 
   }
   k << "out";
   for (const ir::Value* v : body.outputs()) k << " " << ref(v);
-  k << "|shapes";
-  for (const Shape& s : shapes.inputs) k << " " << shape_to_string(s);
-  k << " -> " << shape_to_string(shapes.output);
   k << "|target " << (options.target ? options.target->name() : "none") << " fma " << options.fuse_fma << " unroll " << options.unroll << " detector "
     << segfault_detector_on(options) << " buffers " << options.optimize_buffers
     << " bf16_out " << options.bf16_outputs;
+  return k.str();
+}
+
+// What a kernel's machine code is made from besides the body: the schedule's [rows, inner]
+// views (rows as one or several, lir_view), the inputs' row strides and inner broadcasts.
+std::string code_key(const std::string& body, const Schedule& sc) {
+  const LirView v = lir_view(sc);
+  std::ostringstream k;
+  k << body << "|view " << v.out_shape[0] << "x" << v.out_shape[1];
+  for (size_t i = 0; i < v.in_shapes.size(); ++i)
+    k << " in" << i << " " << v.in_shapes[i][0] << "x" << v.in_shapes[i][1] << " row " << sc.lir_in_row_strides[i]
+      << (sc.in_inner_broadcast[i] ? " bcast" : "");
+  return k.str();
+}
+
+}  // namespace
+
+std::string kernel_cache_key(const ir::Graph& body, const KernelShapes& shapes, const CompileOptions& options) {
+  std::ostringstream k;
+  k << body_key(body, options) << "|shapes";
+  for (const Shape& s : shapes.inputs) k << " " << shape_to_string(s);
+  k << " -> " << shape_to_string(shapes.output);
   return k.str();
 }
 
@@ -460,7 +511,8 @@ namespace {
 struct KernelCache {
   std::mutex mu;
   std::unordered_map<std::string, std::weak_ptr<const Kernel>> kernels;
-  size_t hits = 0, misses = 0;
+  std::unordered_map<std::string, std::weak_ptr<const Kernel>> by_code;  // code_key -> a kernel with that code
+  size_t hits = 0, misses = 0, code_shared = 0;
 };
 
 KernelCache& kernel_cache() {
@@ -471,7 +523,11 @@ KernelCache& kernel_cache() {
 }  // namespace
 
 std::shared_ptr<const Kernel> compile_cached(const ir::Graph& body, const KernelShapes& shapes, const CompileOptions& options) {
-  const std::string key = kernel_cache_key(body, shapes, options);
+  const std::string bkey = body_key(body, options);
+  std::ostringstream shape_key;
+  for (const Shape& sh : shapes.inputs) shape_key << " " << shape_to_string(sh);
+  shape_key << " -> " << shape_to_string(shapes.output);
+  const std::string key = bkey + "|shapes" + shape_key.str();  // kernel_cache_key
   KernelCache& c = kernel_cache();
   {
     std::lock_guard<std::mutex> lock(c.mu);
@@ -482,18 +538,51 @@ std::shared_ptr<const Kernel> compile_cached(const ir::Graph& body, const Kernel
         return k;
       }
   }
-  std::shared_ptr<const Kernel> k = compile(body, shapes, options);  // outside the lock: compiling takes a while
+  // Another shape's kernel whose code fits: this shape's schedule, that machine code. (A body or
+  // shapes the generator refuses get compile()'s error below.)
+  std::string ckey;
+  std::shared_ptr<Kernel> shared;
+  try {
+    const std::vector<ir::Node*> all = body.nodes();
+    const std::vector<const ir::Node*> nodes(all.begin(), all.end());
+    Schedule sc = make_schedule(shapes, reduced_from(nodes, shapes.output), input_perms(body));
+    ckey = code_key(bkey, sc);
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.by_code.find(ckey);
+    if (it != c.by_code.end())
+      if (auto other = it->second.lock()) {
+        shared = std::shared_ptr<Kernel>(new Kernel());
+        shared->schedule_ = std::move(sc);
+        shared->num_outputs_ = other->num_outputs_;
+        shared->buffer_offsets_ = other->buffer_offsets_;
+        shared->scratch_size_ = other->scratch_size_;
+        shared->output_bytes_ = other->output_bytes_;
+        shared->code_ = other->code_;
+        shared->describe_ = other->describe_;
+        shared->isa_ = other->isa_;
+        shared->debug_ = other->debug_;
+      }
+  } catch (const Error&) {
+    ckey.clear();
+  }
+  std::shared_ptr<const Kernel> k = shared;
+  if (!k) k = compile(body, shapes, options);  // outside the lock: compiling takes a while
   std::lock_guard<std::mutex> lock(c.mu);
   auto& slot = c.kernels[key];
-  if (auto other = slot.lock()) {  // another thread compiled it meanwhile
+  if (auto other = slot.lock()) {  // another thread made it meanwhile
     ++c.hits;
     return other;
   }
   ++c.misses;
+  if (shared) ++c.code_shared;
   slot = k;
+  if (!ckey.empty() && !shared) c.by_code[ckey] = k;
   // forget kernels nobody holds any more (a long-running process compiles many models)
-  if (c.kernels.size() > 64)
-    for (auto it = c.kernels.begin(); it != c.kernels.end();) it = it->second.expired() ? c.kernels.erase(it) : std::next(it);
+  auto prune = [](auto& m) {
+    for (auto it = m.begin(); it != m.end();) it = it->second.expired() ? m.erase(it) : std::next(it);
+  };
+  if (c.kernels.size() > 64) prune(c.kernels);
+  if (c.by_code.size() > 64) prune(c.by_code);
   return k;
 }
 
@@ -503,6 +592,7 @@ KernelCacheStats kernel_cache_stats() {
   KernelCacheStats s;
   s.hits = c.hits;
   s.misses = c.misses;
+  s.code_shared = c.code_shared;
   for (auto it = c.kernels.begin(); it != c.kernels.end();) {
     if (it->second.expired()) {
       it = c.kernels.erase(it);

@@ -105,16 +105,19 @@ class Kernel {
 
  private:
   friend std::unique_ptr<Kernel> compile(const ir::Graph&, const KernelShapes&, const CompileOptions&);
+  friend std::shared_ptr<const Kernel> compile_cached(const ir::Graph&, const KernelShapes&, const CompileOptions&);
   Kernel() = default;
   Schedule schedule_;
   size_t num_outputs_ = 0;
+  // The rest depends only on the body, the options and the schedule's [rows, inner] view with
+  // its rows as one or several (code_key): kernels of other shapes may share it.
   std::vector<int64_t> buffer_offsets_;  // per buffer data pointer, in the scratch (floats)
   int64_t scratch_size_ = 0;
   int64_t output_bytes_ = 4;
-  std::unique_ptr<CompiledCode> code_;
+  std::shared_ptr<const CompiledCode> code_;
   std::string describe_;
   std::string isa_;
-  std::unique_ptr<DebugState> debug_;
+  std::shared_ptr<DebugState> debug_;
 };
 
 // Throws kiln::Error naming the node when something is unsupported.
@@ -123,11 +126,16 @@ std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shape
 // compile() through a process-wide cache keyed by the body (ops, attributes, constants,
 // wiring), the shapes and the options that change the code: the same subgraph in several
 // places of a model, in several streams' graphs or in several compiled models is compiled
-// once while any of them holds it.
+// once while any of them holds it; and one of other shapes with the same [rows, inner]
+// schedule but for its row count takes that kernel's machine code (KernelCacheStats::code_shared).
 std::shared_ptr<const Kernel> compile_cached(const ir::Graph& body, const KernelShapes& shapes,
                                              const CompileOptions& options = {});
 struct KernelCacheStats {
   size_t hits = 0, misses = 0, live = 0;  // live: kernels some caller still holds
+  // misses served with the machine code of a kernel of other shapes: the code takes its rows
+  // per call, so shapes whose schedules differ in their row counts only (a sequence length,
+  // a batch) share one generated kernel
+  size_t code_shared = 0;
 };
 KernelCacheStats kernel_cache_stats();
 // The cache key (exposed for tests): equal for bodies that compile to the same code.

@@ -413,6 +413,52 @@ TEST(SnippetsKernelCache, SameBodyAndShapesCompileOnce) {
   EXPECT_EQ(snippets::kernel_cache_stats().live, live - 1);  // released kernels leave the cache
 }
 
+// compile_cached's kernel for `body` on `inputs`, checked against the reference executor.
+std::shared_ptr<const snippets::Kernel> cached_against_reference(const std::shared_ptr<ir::Graph>& body,
+                                                                 const std::vector<Tensor>& inputs) {
+  ir::infer_shapes(*body);
+  const auto want = runtime::ReferenceExecutor(body).run(inputs);
+  snippets::KernelShapes ks;
+  for (const auto& t : inputs) ks.inputs.push_back(t.shape());
+  ks.output = want.at(0).shape();
+  auto kernel = snippets::compile_cached(*body, ks, best_target_options());
+  Tensor out(DType::f32, ks.output);
+  std::vector<const float*> ins;
+  for (const auto& t : inputs) ins.push_back(t.data<float>());
+  kernel->run(ins, {out.data<float>()}, 0, kernel->rows());
+  for (int64_t i = 0; i < out.size(); ++i)
+    if (!close(out.data<float>()[i], want[0].data<float>()[i], 1e-5f, 1e-6f)) {
+      ADD_FAILURE() << "element " << i << ": kernel " << out.data<float>()[i] << ", reference " << want[0].data<float>()[i];
+      break;
+    }
+  return kernel;
+}
+
+TEST(SnippetsKernelCache, ShapesThatDifferInRowsOnlyShareTheMachineCode) {
+  // x [rows, n] + b [n], then a softmax over each row: the code takes its rows per call, so a
+  // sequence of another length reuses the generated kernel with a schedule of its own; one row
+  // and another row length (n) get code of their own
+  KILN_SKIP_WITHOUT_SNIPPETS_TARGET();
+  auto body = [](int64_t rows, int64_t n) {
+    auto g = snippets_body({{rows, n}, {n}});
+    ir::Value* v = g->add_node("Add", {g->inputs()[0], g->inputs()[1]}, 1)->output(0);
+    g->add_output(g->add_node("Softmax", {v}, 1)->output(0));
+    return g;
+  };
+  std::mt19937 rng(11);
+  const auto before = snippets::kernel_cache_stats();
+  auto k3 = cached_against_reference(body(3, 40), {random_tensor({3, 40}, rng, -2, 2), random_tensor({40}, rng, -2, 2)});
+  auto k9 = cached_against_reference(body(9, 40), {random_tensor({9, 40}, rng, -2, 2), random_tensor({40}, rng, -2, 2)});
+  auto k1 = cached_against_reference(body(1, 40), {random_tensor({1, 40}, rng, -2, 2), random_tensor({40}, rng, -2, 2)});
+  auto k48 = cached_against_reference(body(3, 48), {random_tensor({3, 48}, rng, -2, 2), random_tensor({48}, rng, -2, 2)});
+  const auto after = snippets::kernel_cache_stats();
+  EXPECT_EQ(after.misses - before.misses, 4u);       // four shapes, four kernels ...
+  EXPECT_EQ(after.code_shared - before.code_shared, 1u);  // ... of which [9, 40] took [3, 40]'s code
+  EXPECT_EQ(k3->describe(), k9->describe());
+  EXPECT_EQ(k9->rows(), 9);
+  EXPECT_NE(k3->describe(), k48->describe());
+}
+
 TEST(SnippetsDebug, LinearIrDumpAfterEveryPass) {
   KILN_SKIP_WITHOUT_SNIPPETS_TARGET();
   const kiln::test::ScopedTempDir tmp("lir_dump");
