@@ -168,6 +168,17 @@ bool fold_node(ir::Graph& g, ir::Node* n, const ir::OpSchema& s) {
   return true;
 }
 
+bool fold_if_known(ir::Graph& g, ir::Node* n, const ir::OpSchema& s, const SpecializeOptions& options) {
+  bool inputs_const = true;
+  for (const ir::Value* in : n->inputs())
+    if (in && !in->is_constant()) inputs_const = false;
+  // Shape / Size only need the input's shape
+  const bool shape_query = (n->op_type() == "Shape" || n->op_type() == "Size") && n->is_onnx_domain() &&
+                           n->input(0) && n->input(0)->type.shape.is_static();
+  return (inputs_const || shape_query) && is_foldable_op(*n) && s.run &&
+         !(options.keep_weight_dequantize && is_weight_dequantize(*n)) && fold_node(g, n, s);
+}
+
 bool is_weight_dequantize(const ir::Node& n) {
   if (n.op_type() != "DequantizeLinear" || !n.is_onnx_domain()) return false;
   for (const ir::Value* in : n.inputs())
@@ -201,14 +212,7 @@ SpecializeResult specialize_shapes(ir::Graph& g, const std::vector<Shape>& input
       }
       specialize_branches(n);
     }
-    bool inputs_const = true;
-    for (const ir::Value* in : n->inputs())
-      if (in && !in->is_constant()) inputs_const = false;
-    // Shape / Size only need the input's (now static) shape.
-    bool shape_query = (n->op_type() == "Shape" || n->op_type() == "Size") && n->is_onnx_domain() && n->input(0) &&
-                       n->input(0)->type.shape.is_static();
-    if ((inputs_const || shape_query) && is_foldable_op(*n) && s.run &&
-        !(options.keep_weight_dequantize && is_weight_dequantize(*n)) && fold_node(g, n, s)) {
+    if (fold_if_known(g, n, s, options)) {
       ++r.folded_nodes;
       continue;
     }

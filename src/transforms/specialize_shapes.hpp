@@ -34,6 +34,11 @@ SpecializeResult specialize_shapes(ir::Graph& g, const std::vector<Shape>& input
 // when the outputs would be too large to keep.
 bool fold_node(ir::Graph& g, ir::Node* n, const ir::OpSchema& s);
 
+// Folds `n` (schema `s`) when its value is known before run time: every input a constant, or a
+// Shape / Size of a value of static shape; not random ops or control flow, nor a weight's
+// DequantizeLinear that `options` keeps. Returns whether it was folded (fold_node).
+bool fold_if_known(ir::Graph& g, ir::Node* n, const ir::OpSchema& s, const SpecializeOptions& options);
+
 // A DequantizeLinear of constant 8-bit / int32 data with constant parameters.
 bool is_weight_dequantize(const ir::Node& n);
 // Folds every such node; returns how many.

@@ -208,11 +208,6 @@ bool is_control_flow(const ir::Node& n) {
   return n.is_onnx_domain() && (n.op_type() == "If" || n.op_type() == "Loop" || n.op_type() == "Scan");
 }
 
-bool is_foldable_op(const ir::Node& n) {
-  const std::string& op = n.op_type();
-  return !(op.rfind("Random", 0) == 0 || op == "Bernoulli" || op == "Multinomial");
-}
-
 }  // namespace
 
 SymbolicSpecializeResult specialize_symbolic(ir::Graph& g, const SpecializeOptions& options) {
@@ -235,13 +230,7 @@ SymbolicSpecializeResult specialize_symbolic(ir::Graph& g, const SpecializeOptio
       return r;
     }
     const ir::OpSchema& s = ir::validate_node(*n);
-    bool inputs_const = true;
-    for (const ir::Value* in : n->inputs())
-      if (in && !in->is_constant()) inputs_const = false;
-    const bool shape_query = (n->op_type() == "Shape" || n->op_type() == "Size") && n->is_onnx_domain() &&
-                             n->input(0) && n->input(0)->type.shape.is_static();
-    if ((inputs_const || shape_query) && is_foldable_op(*n) && s.run &&
-        !(options.keep_weight_dequantize && is_weight_dequantize(*n)) && fold_node(g, n, s)) {
+    if (fold_if_known(g, n, s, options)) {
       ++r.folded_nodes;
       continue;
     }
