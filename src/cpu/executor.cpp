@@ -147,7 +147,11 @@ void Executor::init_options() {
     if (!in->type.shape.is_static()) options_.shapes_vary = true;
   // one plan only (the static shapes'): no later plan will need the originals packed weights replace
   options_.release_packed_sources = options_.release_packed_sources && !options_.shapes_vary;
-  for (const ir::Node* n : graph_->nodes())
+  remember_constants(*graph_);
+}
+
+void Executor::remember_constants(const ir::Graph& g) {
+  for (const ir::Node* n : g.nodes())
     for (const ir::Value* v : n->inputs())
       if (v && v->is_constant()) model_constants_.insert(v->constant().raw());
 }
@@ -247,10 +251,7 @@ IrStagesResult Executor::plan_ir_stages(const std::vector<Shape>& shapes, Plan& 
   if (options_.shapes_vary && !template_) {
     template_log_ = model_log_;
     template_ = run_ir_template_stages(*graph_, options_, &template_log_);
-    if (template_->graph)  // its constants (weights it folded) are every plan's: nothing to share
-      for (const ir::Node* n : template_->graph->nodes())
-        for (const ir::Value* v : n->inputs())
-          if (v && v->is_constant()) model_constants_.insert(v->constant().raw());
+    if (template_->graph) remember_constants(*template_->graph);  // weights it folded are every plan's
   }
   if (template_ && template_->graph) {
     plan.log = template_log_;

@@ -123,6 +123,9 @@ class Executor {
   // kept once, however many shapes come (see constant_pool_).
   void share_folded_constants(ir::Graph& g);
   void init_options();  // the constructors' common part: options_ as the plans take them
+  // The storage of `g`'s constants goes into model_constants_: every plan has them already, so
+  // share_folded_constants leaves them alone (the model's, the template's).
+  void remember_constants(const ir::Graph& g);
   // mutex_ held: stages 1-3 of a new plan, from the template when there is one (made now on
   // first use), else from the model; the plan's log gets what they did.
   IrStagesResult plan_ir_stages(const std::vector<Shape>& shapes, Plan& plan);

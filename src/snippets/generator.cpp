@@ -496,14 +496,19 @@ std::string code_key(const std::string& body, const Schedule& sc) {
   return k.str();
 }
 
-}  // namespace
-
-std::string kernel_cache_key(const ir::Graph& body, const KernelShapes& shapes, const CompileOptions& options) {
+// The per-shape cache's key: the body's and the shapes.
+std::string shapes_key(const std::string& body, const KernelShapes& shapes) {
   std::ostringstream k;
-  k << body_key(body, options) << "|shapes";
+  k << body << "|shapes";
   for (const Shape& s : shapes.inputs) k << " " << shape_to_string(s);
   k << " -> " << shape_to_string(shapes.output);
   return k.str();
+}
+
+}  // namespace
+
+std::string kernel_cache_key(const ir::Graph& body, const KernelShapes& shapes, const CompileOptions& options) {
+  return shapes_key(body_key(body, options), shapes);
 }
 
 namespace {
@@ -524,10 +529,7 @@ KernelCache& kernel_cache() {
 
 std::shared_ptr<const Kernel> compile_cached(const ir::Graph& body, const KernelShapes& shapes, const CompileOptions& options) {
   const std::string bkey = body_key(body, options);
-  std::ostringstream shape_key;
-  for (const Shape& sh : shapes.inputs) shape_key << " " << shape_to_string(sh);
-  shape_key << " -> " << shape_to_string(shapes.output);
-  const std::string key = bkey + "|shapes" + shape_key.str();  // kernel_cache_key
+  const std::string key = shapes_key(bkey, shapes);
   KernelCache& c = kernel_cache();
   {
     std::lock_guard<std::mutex> lock(c.mu);
@@ -550,17 +552,9 @@ std::shared_ptr<const Kernel> compile_cached(const ir::Graph& body, const Kernel
     std::lock_guard<std::mutex> lock(c.mu);
     auto it = c.by_code.find(ckey);
     if (it != c.by_code.end())
-      if (auto other = it->second.lock()) {
-        shared = std::shared_ptr<Kernel>(new Kernel());
+      if (auto other = it->second.lock()) {  // its code, buffers and scratch (shared_ptrs); this schedule
+        shared = std::shared_ptr<Kernel>(new Kernel(*other));
         shared->schedule_ = std::move(sc);
-        shared->num_outputs_ = other->num_outputs_;
-        shared->buffer_offsets_ = other->buffer_offsets_;
-        shared->scratch_size_ = other->scratch_size_;
-        shared->output_bytes_ = other->output_bytes_;
-        shared->code_ = other->code_;
-        shared->describe_ = other->describe_;
-        shared->isa_ = other->isa_;
-        shared->debug_ = other->debug_;
       }
   } catch (const Error&) {
     ckey.clear();
