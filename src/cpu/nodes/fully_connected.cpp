@@ -17,6 +17,7 @@
 
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
+#include "cpu/gemm_f32.hpp"
 #include "cpu/nodes/node_factory.hpp"
 #include "cpu/weights_cache.hpp"
 
@@ -60,6 +61,8 @@ class FullyConnectedNode : public Node {
 
   std::vector<InputLayout> prepare() override {
     setup();
+    if (kiln_gemm_ && make_epilogue()) return prepare_kiln_gemm();
+    kiln_gemm_ = false;
     if (runtime_m_) {  // one primitive for every M (cached_primitive: made once per thread)
       try {
         auto made = cached_primitive<dnnl::matmul::primitive_desc, dnnl::matmul>(
@@ -114,6 +117,12 @@ class FullyConnectedNode : public Node {
   }
 
   void execute(dnnl::stream& stream) override {
+    if (kiln_gemm_) {
+      gemm_f32::run(static_cast<const float*>(inputs[0]->data), M_, K_, K_,
+                    static_cast<const float*>(weights_.get_data_handle()), N_, static_cast<float*>(outputs[0]->data), N_,
+                    epilogue_);
+      return;
+    }
     memory src(src_md_, cpu_engine(), inputs[0]->data);
     memory dst(dst_md_, cpu_engine(), outputs[0]->data);
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, dst}};
@@ -173,6 +182,56 @@ class FullyConnectedNode : public Node {
     // A (its strides depend on M), a bias that varies along M, or fused post-ops (GELU ran 1.7x
     // slower there: that kernel applies them in a pass of its own).
     runtime_m_ = shapes_vary && in_dt_ == f32 && !ta && !bias_post_op_ && post_ops_.empty();
+    // Better still, kiln's GEMM: nothing made per M, post-ops in its epilogue (gemm_f32.hpp);
+    // prepare() falls back to oneDNN when the epilogue cannot take the fused post-ops.
+    kiln_gemm_ = shapes_vary && in_dt_ == f32 && !ta && !bias_post_op_ && gemm_f32::available();
+    M_ = M;
+  }
+
+  // The fused post-ops as kiln's GEMM epilogue; false when one is not among its ops.
+  bool make_epilogue() {
+    epilogue_ = {};
+    epilogue_.bias = bias_vals_.empty() ? nullptr : bias_vals_.data();
+    for (const PostOp& op : as_2d(post_ops_).ops) {
+      gemm_f32::EpilogueOp e;
+      e.alg = op.alg;
+      if (op.kind == PostOp::Kind::eltwise) {
+        if (!gemm_f32::supports_eltwise(op.alg)) return false;
+        e.alpha = op.alpha;
+        e.beta = op.beta;
+      } else if (op.kind == PostOp::Kind::binary) {
+        if (!gemm_f32::supports_binary(op.alg) || !op.constant.defined() || op.constant.dtype() != DType::f32)
+          return false;
+        const int64_t n = op.constant.size();
+        if (n != 1 && n != N_) return false;  // a scalar or one value per output column
+        const float* v = op.constant.data<float>();
+        e.kind = gemm_f32::EpilogueOp::Kind::binary;
+        e.operand.assign(v, v + n);
+      } else {
+        return false;  // PReLU, sum, depthwise
+      }
+      epilogue_.ops.push_back(std::move(e));
+    }
+    return true;
+  }
+
+  // Weights packed in the GEMM's panels (once per model, through the weights cache).
+  std::vector<InputLayout> prepare_kiln_gemm() {
+    impl = gemm_f32::impl_name();
+    const Tensor& w = inputs[1]->constant;
+    char alpha_bits[32];
+    std::snprintf(alpha_bits, sizeof alpha_bits, "%a", static_cast<double>(alpha_));
+    const memory::desc packed({gemm_f32::packed_size(K_, N_)}, memory::data_type::f32, tag::a);
+    weights_ = pack_weights(w, cat("fc/", K_, "x", N_, tb_ ? "/tB" : "", "/alpha=", alpha_bits, "/kiln_gemm"), packed,
+                            [&](memory& dst) {
+                              // B(k, n): w[k][n], or w[n][k] when transposed
+                              gemm_f32::pack_b(w.data<float>(), K_, N_, tb_ ? 1 : N_, tb_ ? K_ : 1, alpha_,
+                                               static_cast<float*>(dst.get_data_handle()));
+                            });
+    outputs[0]->blocked.reset();
+    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
+    req[0] = InputLayout::plain();
+    return req;
   }
 
   // oneDNN's implementation of the primitive with these fused post-ops (after the bias
@@ -210,6 +269,9 @@ class FullyConnectedNode : public Node {
   memory weights_, bias_;
   bool bias_post_op_ = false;  // bias varies along M: added by a binary post-op
   bool runtime_m_ = false;     // the primitive takes M at execution (see setup())
+  bool kiln_gemm_ = false;     // kiln's GEMM runs it, not a oneDNN primitive (see setup())
+  int64_t M_ = 0;
+  gemm_f32::Epilogue epilogue_;
   memory::data_type in_dt_ = memory::data_type::f32;  // activations and weights (bf16 with inference_precision)
 };
 

@@ -1,0 +1,268 @@
+#include "cpu/gemm_f32.hpp"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include <kiln/error.hpp>
+#include "cpu/isa.hpp"
+
+// Every function that uses AVX-512 intrinsics carries the target attribute: this file is built
+// for the baseline ISA, and only available() lets a caller reach them.
+#define KILN_AVX512 __attribute__((target("avx512f,avx512dq,fma")))
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 takes the intrinsics' deliberately undefined pass-through operands (scalef,
+// roundscale) for uninitialised reads
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace kiln::cpu::gemm_f32 {
+
+namespace {
+
+constexpr int64_t kPanel = 64;   // columns per packed panel: 4 vectors
+constexpr int kRows = 6;         // rows per block: 6 x 4 accumulators
+constexpr int64_t kSlice = 512;  // K per pass over C
+constexpr int kPrefetch = 8;     // packed rows of B ahead
+
+// ---- vector math (absolute error about 1e-7 where the result is about 1) ----
+
+// exp(x): x = n ln2 + r, |r| <= ln2 / 2, e^r by its Taylor polynomial to r^6, times 2^n
+KILN_AVX512 inline __m512 v_exp(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.33654f)), _mm512_set1_ps(88.72283f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+KILN_AVX512 inline __m512 v_abs(__m512 x) { return _mm512_andnot_ps(_mm512_set1_ps(-0.0f), x); }
+KILN_AVX512 inline __m512 v_copysign(__m512 mag, __m512 sign) {
+  return _mm512_or_ps(v_abs(mag), _mm512_and_ps(sign, _mm512_set1_ps(-0.0f)));
+}
+
+// erf(x), Abramowitz and Stegun 7.1.26 (|error| <= 1.5e-7)
+KILN_AVX512 inline __m512 v_erf(__m512 x) {
+  const __m512 ax = v_abs(x);
+  const __m512 t = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(ax, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.0f)));
+  __m512 p = _mm512_set1_ps(1.061405429f);
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
+  p = _mm512_mul_ps(p, t);
+  const __m512 e = v_exp(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(ax, ax)));
+  return v_copysign(_mm512_fnmadd_ps(p, e, _mm512_set1_ps(1.0f)), x);
+}
+
+// tanh(x): 1 - 2 / (e^2|x| + 1) with the sign of x; a short series below |x| = 1/16, where
+// that form loses digits to cancellation
+KILN_AVX512 inline __m512 v_tanh(__m512 x) {
+  const __m512 ax = v_abs(x);
+  const __m512 e = v_exp(_mm512_add_ps(ax, ax));
+  const __m512 big = _mm512_sub_ps(_mm512_set1_ps(1.0f),
+                                   _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, _mm512_set1_ps(1.0f))));
+  const __m512 x2 = _mm512_mul_ps(ax, ax);
+  __m512 s = _mm512_set1_ps(-17.0f / 315);
+  s = _mm512_fmadd_ps(s, x2, _mm512_set1_ps(2.0f / 15));
+  s = _mm512_fmadd_ps(s, x2, _mm512_set1_ps(-1.0f / 3));
+  s = _mm512_fmadd_ps(_mm512_mul_ps(s, x2), ax, ax);
+  const __mmask16 small = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.0625f), _CMP_LT_OQ);
+  return v_copysign(_mm512_mask_blend_ps(small, big, s), x);
+}
+
+KILN_AVX512 inline __m512 v_logistic(__m512 x) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  return _mm512_div_ps(one, _mm512_add_ps(one, v_exp(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+}
+
+KILN_AVX512 __m512 v_eltwise(__m512 x, const EpilogueOp& op) {
+  using A = dnnl::algorithm;
+  const __m512 alpha = _mm512_set1_ps(op.alpha), beta = _mm512_set1_ps(op.beta);
+  const __m512 zero = _mm512_setzero_ps(), half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+  switch (op.alg) {
+    case A::eltwise_relu: {
+      const __mmask16 neg = _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ);
+      return _mm512_mask_mul_ps(x, neg, x, alpha);
+    }
+    case A::eltwise_linear: return _mm512_fmadd_ps(x, alpha, beta);
+    case A::eltwise_clip:
+    case A::eltwise_clip_v2: return _mm512_min_ps(_mm512_max_ps(x, alpha), beta);
+    case A::eltwise_gelu_erf:
+      return _mm512_mul_ps(_mm512_mul_ps(half, x),
+                           _mm512_add_ps(one, v_erf(_mm512_mul_ps(x, _mm512_set1_ps(0.70710678f)))));
+    case A::eltwise_gelu_tanh: {
+      const __m512 inner = _mm512_mul_ps(_mm512_set1_ps(0.79788456f),
+                                         _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(0.044715f), x), _mm512_mul_ps(x, x), x));
+      return _mm512_mul_ps(_mm512_mul_ps(half, x), _mm512_add_ps(one, v_tanh(inner)));
+    }
+    case A::eltwise_logistic: return v_logistic(x);
+    case A::eltwise_tanh: return v_tanh(x);
+    case A::eltwise_swish: return _mm512_mul_ps(x, v_logistic(_mm512_mul_ps(alpha, x)));
+    case A::eltwise_abs: return v_abs(x);
+    case A::eltwise_square: return _mm512_mul_ps(x, x);
+    case A::eltwise_exp: return v_exp(x);
+    case A::eltwise_elu: {
+      const __mmask16 neg = _mm512_cmp_ps_mask(x, zero, _CMP_LE_OQ);
+      return _mm512_mask_mul_ps(x, neg, alpha, _mm512_sub_ps(v_exp(x), one));
+    }
+    default: return x;  // not reached: supports_eltwise() filtered the list
+  }
+}
+
+KILN_AVX512 __m512 v_binary(__m512 x, const EpilogueOp& op, int64_t n0, __mmask16 m) {
+  using A = dnnl::algorithm;
+  const __m512 y = op.operand.size() == 1 ? _mm512_set1_ps(op.operand[0]) : _mm512_maskz_loadu_ps(m, op.operand.data() + n0);
+  switch (op.alg) {
+    case A::binary_add: return _mm512_add_ps(x, y);
+    case A::binary_sub: return _mm512_sub_ps(x, y);
+    case A::binary_mul: return _mm512_mul_ps(x, y);
+    case A::binary_div: return _mm512_mask_div_ps(x, m, x, y);  // no division in the padding lanes
+    case A::binary_max: return _mm512_max_ps(x, y);
+    case A::binary_min: return _mm512_min_ps(x, y);
+    default: return x;
+  }
+}
+
+// One block: rows [0, MR) of a (lda apart) times a panel slice of kc packed rows, into C.
+// `first`: C is written, else added to; `last`: the epilogue runs (bias before the ops).
+template <int MR>
+KILN_AVX512 void block(const float* a, int64_t lda, const float* b, int64_t kc, float* c, int64_t ldc, int64_t ncols,
+                       int64_t n0, bool first, bool last, const Epilogue& ep) {
+  __m512 acc[MR][4];
+  for (int r = 0; r < MR; ++r)
+    for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* bk = b + k * kPanel;
+    _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetch * kPanel), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetch * kPanel + 16), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetch * kPanel + 32), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetch * kPanel + 48), _MM_HINT_T0);
+    const __m512 b0 = _mm512_loadu_ps(bk), b1 = _mm512_loadu_ps(bk + 16), b2 = _mm512_loadu_ps(bk + 32),
+                 b3 = _mm512_loadu_ps(bk + 48);
+    for (int r = 0; r < MR; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r * lda + k]);
+      acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+      acc[r][2] = _mm512_fmadd_ps(av, b2, acc[r][2]);
+      acc[r][3] = _mm512_fmadd_ps(av, b3, acc[r][3]);
+    }
+  }
+  for (int j = 0; j < 4; ++j) {
+    const int64_t col = j * 16;
+    if (col >= ncols) break;
+    const __mmask16 m = ncols - col >= 16 ? static_cast<__mmask16>(0xFFFF)
+                                          : static_cast<__mmask16>((1u << (ncols - col)) - 1);
+    const __m512 bias = last && ep.bias ? _mm512_maskz_loadu_ps(m, ep.bias + n0 + col) : _mm512_setzero_ps();
+    for (int r = 0; r < MR; ++r) {
+      float* cr = c + r * ldc + col;
+      __m512 v = acc[r][j];
+      if (!first) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, cr));
+      if (last) {
+        v = _mm512_add_ps(v, bias);
+        for (const EpilogueOp& op : ep.ops)
+          v = op.kind == EpilogueOp::Kind::eltwise ? v_eltwise(v, op) : v_binary(v, op, n0 + col, m);
+      }
+      _mm512_mask_storeu_ps(cr, m, v);
+    }
+  }
+}
+
+KILN_AVX512 void run_avx512(const float* a, int64_t M, int64_t K, int64_t lda, const float* packed, int64_t N, float* c,
+                            int64_t ldc, const Epilogue& ep) {
+  const int64_t panels = (N + kPanel - 1) / kPanel;
+  const int64_t row_blocks = (M + kRows - 1) / kRows;
+  const int64_t items = panels * row_blocks;
+  auto work = [&](int64_t begin, int64_t end) {
+    for (int64_t w = begin; w < end; ++w) {  // panel-major: a thread's blocks share their panel
+      const int64_t p = w / row_blocks, m0 = (w % row_blocks) * kRows;
+      const int rows = static_cast<int>(std::min<int64_t>(kRows, M - m0));
+      const int64_t n0 = p * kPanel, ncols = std::min(kPanel, N - n0);
+      for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kSlice) {
+        const int64_t kc = std::min(kSlice, K - k0);
+        const float* ab = a + m0 * lda + k0;
+        const float* bb = packed + (p * K + k0) * kPanel;
+        float* cb = c + m0 * ldc + n0;
+        const bool first = k0 == 0, last = k0 + kSlice >= K;
+        switch (rows) {
+          case 6: block<6>(ab, lda, bb, kc, cb, ldc, ncols, n0, first, last, ep); break;
+          case 5: block<5>(ab, lda, bb, kc, cb, ldc, ncols, n0, first, last, ep); break;
+          case 4: block<4>(ab, lda, bb, kc, cb, ldc, ncols, n0, first, last, ep); break;
+          case 3: block<3>(ab, lda, bb, kc, cb, ldc, ncols, n0, first, last, ep); break;
+          case 2: block<2>(ab, lda, bb, kc, cb, ldc, ncols, n0, first, last, ep); break;
+          default: block<1>(ab, lda, bb, kc, cb, ldc, ncols, n0, first, last, ep); break;
+        }
+      }
+    }
+  };
+  // below about a microsecond of work, starting the team costs more than it saves
+  const bool one_thread = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) < 2e5;
+  if (one_thread || items < 2) {
+    work(0, items);
+    return;
+  }
+#pragma omp parallel
+  {
+    const int64_t nthr = omp_get_num_threads(), ithr = omp_get_thread_num();
+    work(items * ithr / nthr, items * (ithr + 1) / nthr);
+  }
+}
+
+}  // namespace
+
+bool available() { return isa_at_least(Isa::avx512_core); }
+
+const char* impl_name() { return "kiln_gemm:avx512_core_f32"; }
+
+int64_t packed_size(int64_t K, int64_t N) { return (N + kPanel - 1) / kPanel * std::max<int64_t>(K, 1) * kPanel; }
+
+void pack_b(const float* b, int64_t K, int64_t N, int64_t stride_k, int64_t stride_n, float alpha, float* out) {
+  const int64_t panels = (N + kPanel - 1) / kPanel;
+  for (int64_t p = 0; p < panels; ++p)
+    for (int64_t k = 0; k < K; ++k) {
+      float* dst = out + (p * K + k) * kPanel;
+      for (int64_t j = 0; j < kPanel; ++j) {
+        const int64_t n = p * kPanel + j;
+        dst[j] = n < N ? alpha * b[k * stride_k + n * stride_n] : 0.0f;
+      }
+    }
+}
+
+bool supports_eltwise(dnnl::algorithm alg) {
+  using A = dnnl::algorithm;
+  switch (alg) {
+    case A::eltwise_relu: case A::eltwise_linear: case A::eltwise_clip: case A::eltwise_clip_v2:
+    case A::eltwise_gelu_erf: case A::eltwise_gelu_tanh: case A::eltwise_logistic: case A::eltwise_tanh:
+    case A::eltwise_swish: case A::eltwise_abs: case A::eltwise_square: case A::eltwise_exp: case A::eltwise_elu:
+      return true;
+    default: return false;
+  }
+}
+
+bool supports_binary(dnnl::algorithm alg) {
+  using A = dnnl::algorithm;
+  switch (alg) {
+    case A::binary_add: case A::binary_sub: case A::binary_mul: case A::binary_div: case A::binary_max:
+    case A::binary_min:
+      return true;
+    default: return false;
+  }
+}
+
+void run(const float* a, int64_t M, int64_t K, int64_t lda, const float* packed_b, int64_t N, float* c, int64_t ldc,
+         const Epilogue& epilogue) {
+  KILN_CHECK(available(), "gemm_f32::run: the ISA in use has no AVX-512");
+  if (M <= 0 || N <= 0) return;
+  run_avx512(a, M, K, lda, packed_b, N, c, ldc, epilogue);
+}
+
+}  // namespace kiln::cpu::gemm_f32

@@ -1,0 +1,54 @@
+#pragma once
+// kiln's own f32 GEMM for FullyConnected in graphs whose shapes vary: C[M, N] = A[M, K] x B[K, N]
+// with B packed once, then an epilogue (bias, activations, per-column binary ops) on each
+// block while it is in registers. The rows M are a call argument, so nothing is generated or
+// created per shape: oneDNN 2.6 makes a matmul primitive (its brgemm kernels) for every M,
+// 0.3-0.8 ms each, which a stream of new sequence lengths pays for every FullyConnected.
+// Measured against that primitive on [8..256, 384..3072] x [384..3072, 384..3072], 2 threads:
+// equal within about 5%.
+//
+// The kernel: B in panels of 64 columns ([panel][K][64], zero-padded), C in blocks of 6 rows x
+// 64 columns (24 accumulators), K in slices of 512 (the A rows and the panel slice stay in
+// L1 / L2). Work items (panel, 6-row block) are split evenly over the OpenMP team.
+// AVX-512 only for now (available()); other CPUs keep oneDNN's primitive.
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::cpu::gemm_f32 {
+
+// Whether the ISA in use (cpu/isa.hpp, with its cap) runs the kernel.
+bool available();
+// The implementation name profiles show.
+const char* impl_name();
+
+// Floats of the packed B for [K, N].
+int64_t packed_size(int64_t K, int64_t N);
+// Packs alpha * B, where B(k, n) = b[k * stride_k + n * stride_n], into `out` (packed_size floats).
+void pack_b(const float* b, int64_t K, int64_t N, int64_t stride_k, int64_t stride_n, float alpha, float* out);
+
+// One step of the epilogue, applied after the bias in order.
+struct EpilogueOp {
+  enum class Kind { eltwise, binary } kind = Kind::eltwise;
+  dnnl::algorithm alg = dnnl::algorithm::undef;
+  float alpha = 0.0f, beta = 0.0f;  // eltwise parameters (oneDNN's meaning)
+  // binary: the operand, one value (size 1) or one per column (size N)
+  std::vector<float> operand;
+};
+// Whether the epilogue can compute `alg` (eltwise) / `alg` with such an operand (binary).
+bool supports_eltwise(dnnl::algorithm alg);
+bool supports_binary(dnnl::algorithm alg);
+
+struct Epilogue {
+  const float* bias = nullptr;  // [N] or null
+  std::vector<EpilogueOp> ops;
+};
+
+// C = epilogue(A x B): A row-major with leading dimension lda, C with ldc; `packed_b` from
+// pack_b. Runs on the calling thread's OpenMP team. available() must hold.
+void run(const float* a, int64_t M, int64_t K, int64_t lda, const float* packed_b, int64_t N, float* c, int64_t ldc,
+         const Epilogue& epilogue);
+
+}  // namespace kiln::cpu::gemm_f32

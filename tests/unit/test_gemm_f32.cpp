@@ -1,0 +1,203 @@
+// kiln's f32 GEMM (cpu/gemm_f32.hpp): blocks and tails against a double reference, the packing
+// of transposed and scaled weights, every epilogue op against its definition, and the same
+// bits on one thread and on two. Below AVX-512 the kernel does not run: run() says so.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "cpu/gemm_f32.hpp"
+#include <kiln/error.hpp>
+
+using namespace kiln;
+namespace gemm = kiln::cpu::gemm_f32;
+
+namespace {
+
+std::vector<float> randoms(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+struct Problem {
+  int64_t M, K, N, lda, ldc;
+  std::vector<float> a, b, bias;  // b: [K, N] row-major
+  Problem(int64_t m, int64_t k, int64_t n, uint32_t seed) : M(m), K(k), N(n), lda(k + 3), ldc(n + 5) {
+    a = randoms(static_cast<size_t>(M * lda), seed);
+    b = randoms(static_cast<size_t>(std::max<int64_t>(K * N, 1)), seed + 1);
+    bias = randoms(static_cast<size_t>(N), seed + 2);
+  }
+  // A x B in double, and the scale of each sum (sum of |a b|) for the tolerance
+  void reference(std::vector<double>& want, std::vector<double>& scale) const {
+    want.assign(static_cast<size_t>(M * N), 0.0);
+    scale.assign(want.size(), 0.0);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j)
+        for (int64_t k = 0; k < K; ++k) {
+          const double p = static_cast<double>(a[i * lda + k]) * b[k * N + j];
+          want[i * N + j] += p;
+          scale[i * N + j] += std::fabs(p);
+        }
+  }
+  std::vector<float> packed() const {
+    std::vector<float> p(static_cast<size_t>(gemm::packed_size(K, N)));
+    gemm::pack_b(b.data(), K, N, N, 1, 1.0f, p.data());
+    return p;
+  }
+};
+
+double gelu_erf(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+double gelu_tanh(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608 * (x + 0.044715 * x * x * x))); }
+double logistic(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+}  // namespace
+
+TEST(GemmF32, BlocksAndTailsMatchADoubleReference) {
+  if (!gemm::available()) {  // below AVX-512: an error, never an illegal instruction
+    Problem p(2, 3, 4, 1);
+    std::vector<float> c(static_cast<size_t>(p.M * p.ldc));
+    EXPECT_THROW(gemm::run(p.a.data(), p.M, p.K, p.lda, p.b.data(), p.N, c.data(), p.ldc, {}), Error);
+    return;
+  }
+  uint32_t seed = 10;
+  for (int64_t M : {1, 5, 6, 7, 13})
+    for (int64_t K : {0, 1, 17, 600})  // 600: two slices of K, the second added to C
+      for (int64_t N : {1, 15, 16, 17, 64, 65, 130})
+        for (bool with_bias : {false, true}) {
+          SCOPED_TRACE(testing::Message() << "M " << M << " K " << K << " N " << N << " bias " << with_bias);
+          Problem p(M, K, N, seed += 3);
+          const std::vector<float> packed = p.packed();
+          std::vector<float> c(static_cast<size_t>(M * p.ldc), 1234.5f);  // padding columns must stay
+          gemm::Epilogue ep;
+          if (with_bias) ep.bias = p.bias.data();
+          gemm::run(p.a.data(), M, K, p.lda, packed.data(), N, c.data(), p.ldc, ep);
+          std::vector<double> want, scale;
+          p.reference(want, scale);
+          for (int64_t i = 0; i < M; ++i) {
+            for (int64_t j = 0; j < N; ++j) {
+              const double w = want[i * N + j] + (with_bias ? p.bias[j] : 0.0);
+              ASSERT_NEAR(c[i * p.ldc + j], w, 1e-6 * scale[i * N + j] + 1e-6) << "at " << i << ", " << j;
+            }
+            for (int64_t j = N; j < p.ldc; ++j) ASSERT_EQ(c[i * p.ldc + j], 1234.5f) << "wrote past N at " << i;
+          }
+        }
+}
+
+TEST(GemmF32, TransposedAndScaledWeightsArePackedAsTheirProduct) {
+  if (!gemm::available()) GTEST_SKIP() << "no AVX-512: the kernel does not run (see BlocksAndTails...)";
+  const int64_t M = 9, K = 37, N = 70;
+  Problem p(M, K, N, 3);
+  // the same B stored transposed ([N, K]) and packed with alpha 0.5
+  std::vector<float> bt(static_cast<size_t>(N * K));
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) bt[n * K + k] = 2.0f * p.b[k * N + n];
+  std::vector<float> packed(static_cast<size_t>(gemm::packed_size(K, N)));
+  gemm::pack_b(bt.data(), K, N, 1, K, 0.5f, packed.data());
+  std::vector<float> c(static_cast<size_t>(M * p.ldc));
+  gemm::run(p.a.data(), M, K, p.lda, packed.data(), N, c.data(), p.ldc, {});
+  std::vector<double> want, scale;
+  p.reference(want, scale);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) ASSERT_NEAR(c[i * p.ldc + j], want[i * N + j], 1e-6 * scale[i * N + j] + 1e-6);
+}
+
+TEST(GemmF32, EveryEpilogueOpMatchesItsDefinition) {
+  if (!gemm::available()) GTEST_SKIP() << "no AVX-512: the kernel does not run (see BlocksAndTails...)";
+  using A = dnnl::algorithm;
+  struct Case {
+    A alg;
+    float alpha, beta;
+    double (*f)(double x, double alpha, double beta);
+  };
+  const std::vector<Case> eltwise = {
+      {A::eltwise_relu, 0.1f, 0, [](double x, double a, double) { return x < 0 ? a * x : x; }},
+      {A::eltwise_linear, 1.5f, -0.25f, [](double x, double a, double b) { return a * x + b; }},
+      {A::eltwise_clip, -1.0f, 2.0f, [](double x, double a, double b) { return std::min(std::max(x, a), b); }},
+      {A::eltwise_clip_v2, 0.0f, 6.0f, [](double x, double a, double b) { return std::min(std::max(x, a), b); }},
+      {A::eltwise_gelu_erf, 0, 0, [](double x, double, double) { return gelu_erf(x); }},
+      {A::eltwise_gelu_tanh, 0, 0, [](double x, double, double) { return gelu_tanh(x); }},
+      {A::eltwise_logistic, 0, 0, [](double x, double, double) { return logistic(x); }},
+      {A::eltwise_tanh, 0, 0, [](double x, double, double) { return std::tanh(x); }},
+      {A::eltwise_swish, 1.7f, 0, [](double x, double a, double) { return x * logistic(a * x); }},
+      {A::eltwise_abs, 0, 0, [](double x, double, double) { return std::fabs(x); }},
+      {A::eltwise_square, 0, 0, [](double x, double, double) { return x * x; }},
+      {A::eltwise_exp, 0, 0, [](double x, double, double) { return std::exp(x); }},
+      {A::eltwise_elu, 0.8f, 0, [](double x, double a, double) { return x > 0 ? x : a * (std::exp(x) - 1); }},
+  };
+  // a one-column identity B: C = A's first column + bias, values from -12 to 12 through 0
+  const int64_t M = 7, K = 1, N = 33;
+  std::vector<float> a(static_cast<size_t>(M)), b(static_cast<size_t>(N), 1.0f), bias(static_cast<size_t>(N));
+  for (int64_t i = 0; i < M; ++i) a[i] = -12.0f + 4.0f * static_cast<float>(i);
+  for (int64_t j = 0; j < N; ++j) bias[j] = -2.0f + 4.0f * static_cast<float>(j) / (N - 1) + (j == 16 ? 1e-3f : 0.0f);
+  std::vector<float> packed(static_cast<size_t>(gemm::packed_size(K, N)));
+  gemm::pack_b(b.data(), K, N, N, 1, 1.0f, packed.data());
+  auto check = [&](const gemm::Epilogue& ep, const std::function<double(double, int64_t)>& f) {
+    std::vector<float> c(static_cast<size_t>(M * N));
+    gemm::run(a.data(), M, K, K, packed.data(), N, c.data(), N, ep);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        const double x = static_cast<double>(a[i]) + bias[j];
+        const double want = f(x, j);
+        ASSERT_NEAR(c[i * N + j], want, 2e-6 * (1.0 + std::fabs(want))) << "x = " << x;
+      }
+  };
+  for (const Case& k : eltwise) {
+    SCOPED_TRACE(testing::Message() << "eltwise alg " << static_cast<int>(k.alg));
+    ASSERT_TRUE(gemm::supports_eltwise(k.alg));
+    gemm::Epilogue ep;
+    ep.bias = bias.data();
+    gemm::EpilogueOp op;
+    op.alg = k.alg;
+    op.alpha = k.alpha;
+    op.beta = k.beta;
+    ep.ops.push_back(op);
+    check(ep, [&](double x, int64_t) { return k.f(x, k.alpha, k.beta); });
+  }
+  // binary ops with a per-column and a scalar operand, then an activation after them
+  const std::vector<float> col = randoms(static_cast<size_t>(N), 5, 0.5f, 2.0f);
+  const std::vector<std::pair<A, double (*)(double, double)>> binary = {
+      {A::binary_add, [](double x, double y) { return x + y; }}, {A::binary_sub, [](double x, double y) { return x - y; }},
+      {A::binary_mul, [](double x, double y) { return x * y; }}, {A::binary_div, [](double x, double y) { return x / y; }},
+      {A::binary_max, [](double x, double y) { return std::max(x, y); }},
+      {A::binary_min, [](double x, double y) { return std::min(x, y); }}};
+  for (const auto& [alg, f] : binary)
+    for (bool scalar : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "binary alg " << static_cast<int>(alg) << (scalar ? " scalar" : " per column"));
+      ASSERT_TRUE(gemm::supports_binary(alg));
+      gemm::Epilogue ep;
+      ep.bias = bias.data();
+      gemm::EpilogueOp op;
+      op.kind = gemm::EpilogueOp::Kind::binary;
+      op.alg = alg;
+      op.operand = scalar ? std::vector<float>{1.25f} : col;
+      ep.ops.push_back(op);
+      gemm::EpilogueOp relu;
+      relu.alg = A::eltwise_relu;
+      ep.ops.push_back(relu);
+      check(ep, [&](double x, int64_t j) { return std::max(0.0, f(x, scalar ? 1.25 : col[j])); });
+    }
+  EXPECT_FALSE(gemm::supports_eltwise(dnnl::algorithm::eltwise_log));
+  EXPECT_FALSE(gemm::supports_binary(dnnl::algorithm::binary_ge));
+}
+
+TEST(GemmF32, TwoThreadsGiveTheBitsOfOne) {
+  if (!gemm::available()) GTEST_SKIP() << "no AVX-512: the kernel does not run (see BlocksAndTails...)";
+  Problem p(50, 700, 200, 7);  // enough work to split; K in two slices
+  const std::vector<float> packed = p.packed();
+  gemm::Epilogue ep;
+  ep.bias = p.bias.data();
+  std::vector<float> one(static_cast<size_t>(p.M * p.ldc)), two(one.size());
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(1);
+  gemm::run(p.a.data(), p.M, p.K, p.lda, packed.data(), p.N, one.data(), p.ldc, ep);
+  omp_set_num_threads(2);
+  gemm::run(p.a.data(), p.M, p.K, p.lda, packed.data(), p.N, two.data(), p.ldc, ep);
+  omp_set_num_threads(before);
+  for (int64_t i = 0; i < p.M; ++i)
+    for (int64_t j = 0; j < p.N; ++j) ASSERT_EQ(one[i * p.ldc + j], two[i * p.ldc + j]) << i << ", " << j;
+}
