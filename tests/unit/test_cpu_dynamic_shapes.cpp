@@ -7,6 +7,7 @@
 
 #include "cpu/executor.hpp"
 #include "cpu/gemm_f32.hpp"
+#include "cpu/layer_norm_f32.hpp"
 #include "ir/op_registry.hpp"
 #include "runtime/reference_executor.hpp"
 
@@ -272,6 +273,35 @@ TEST(CpuDynamicShapes, AFullyConnectedsFusedChainMatchesTheReferenceAtEveryRowCo
       EXPECT_EQ(n->fused.size(), 2u) << n->name;  // the Mul and the Tanh
       if (cpu::gemm_f32::available()) {
         EXPECT_EQ(n->impl, cpu::gemm_f32::impl_name());
+      }
+    }
+  }
+}
+
+TEST(CpuDynamicShapes, LayerNormsTakeTheirRowsAtRunTime) {
+  // Add + LayerNormalization (fused into SkipLayerNorm) and a plain LayerNormalization over
+  // [n, L, 40]: kiln's kernel with AVX-512 (nothing made per row count), oneDNN otherwise
+  auto g = make_graph(17);
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), Dim::sym("L"), 40})});
+  auto* y = g->add_input("y", {DType::f32, dims({Dim::sym("n"), Dim::sym("L"), 40})});
+  auto* sum = g->add_node("Add", {x, y}, 1, "add");
+  auto* ln1 = g->add_node("LayerNormalization", {sum->output(0), g->add_constant("g1", random_tensor({40}, 3)),
+                                                 g->add_constant("b1", random_tensor({40}, 4))}, 1, "ln1");
+  auto* ln2 = g->add_node("LayerNormalization", {ln1->output(0), g->add_constant("g2", random_tensor({40}, 5))}, 1, "ln2");
+  g->add_output(ln2->output(0));
+  g->add_output(ln1->output(0));
+  const std::vector<std::vector<Shape>> stream = {{{1, 5, 40}, {1, 5, 40}}, {{2, 9, 40}, {2, 9, 40}}, {{1, 1, 40}, {1, 1, 40}}};
+  run_stream(g, stream, {"SkipLayerNorm", "LayerNorm"});
+  cpu::Executor ex(g);
+  for (const auto& s : stream) {
+    const auto& plan = ex.plan_for(s);
+    ASSERT_TRUE(plan.cpu) << plan.fallback_reason;
+    for (const auto& n : plan.cpu->nodes()) {
+      if (n->kind() != cpu::NodeKind::LayerNorm) continue;
+      if (cpu::layer_norm_f32::available()) {
+        EXPECT_EQ(n->impl, cpu::layer_norm_f32::impl_name()) << n->name;
+      } else {
+        EXPECT_EQ(n->impl.find("kiln"), std::string::npos) << n->name;
       }
     }
   }

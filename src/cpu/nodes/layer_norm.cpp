@@ -13,6 +13,7 @@
 
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
+#include "cpu/layer_norm_f32.hpp"
 #include "cpu/nodes/node_factory.hpp"
 
 namespace kiln::cpu {
@@ -76,11 +77,20 @@ class LayerNormNode : public Node {
     auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
     eps_ = eps;
     const bool stats = outputs.size() > 1;
-    auto prop = stats ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
-    auto ln = cached_primitive<dnnl::layer_normalization_forward::primitive_desc, dnnl::layer_normalization_forward>(
-        dnnl::layer_normalization_forward::desc(prop, md_, eps, flags), dnnl::primitive_attr());
-    pd_ = ln.pd;
-    prim_ = ln.prim;
+    rows_ = outer;
+    m_ = m;
+    // shapes that vary: kiln's kernel, nothing made per row count (layer_norm_f32.hpp)
+    kiln_kernel_ = shapes_vary && !stats && layer_norm_f32::available();
+    if (!kiln_kernel_) {
+      auto prop = stats ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
+      auto ln = cached_primitive<dnnl::layer_normalization_forward::primitive_desc, dnnl::layer_normalization_forward>(
+          dnnl::layer_normalization_forward::desc(prop, md_, eps, flags), dnnl::primitive_attr());
+      pd_ = ln.pd;
+      prim_ = ln.prim;
+      impl = pd_.impl_info_str();
+    } else {
+      impl = layer_norm_f32::impl_name();
+    }
     if (stats) {
       stat_md_ = memory::desc({outer}, f32, tag::a);
       KILN_CHECK(pd_.mean_desc() == stat_md_ && pd_.variance_desc() == stat_md_,
@@ -88,7 +98,6 @@ class LayerNormNode : public Node {
       if (outputs.size() < 3) var_scratch_ = memory(stat_md_, cpu_engine());
       for (size_t k = 1; k < outputs.size(); ++k) outputs[k]->blocked.reset();
     }
-    impl = pd_.impl_info_str();
 
     memory::desc pmd({m}, f32, tag::a);
     const size_t scale_at = skip_ ? 2 : 1, shift_at = skip_ ? 3 : 2;
@@ -106,11 +115,13 @@ class LayerNormNode : public Node {
         po.append_binary(dnnl::algorithm::binary_add, bias_md_);
         attr.set_post_ops(po);
       }
-      auto add = cached_primitive<dnnl::binary::primitive_desc, dnnl::binary>(
-          dnnl::binary::desc(dnnl::algorithm::binary_add, md_, md_, md_), attr);
-      add_pd_ = add.pd;
-      add_ = add.prim;
-      impl = cat(add_pd_.impl_info_str(), "+", impl);
+      if (!kiln_kernel_) {  // (kiln's kernel adds them itself)
+        auto add = cached_primitive<dnnl::binary::primitive_desc, dnnl::binary>(
+            dnnl::binary::desc(dnnl::algorithm::binary_add, md_, md_, md_), attr);
+        add_pd_ = add.pd;
+        add_ = add.prim;
+        impl = cat(add_pd_.impl_info_str(), "+", impl);
+      }
     }
     if (inputs.size() > shift_at && inputs[shift_at]) {
       auto b = expand_param(inputs[shift_at]->constant, norm);
@@ -129,6 +140,15 @@ class LayerNormNode : public Node {
   }
 
   void execute(dnnl::stream& stream) override {
+    if (kiln_kernel_) {
+      layer_norm_f32::run(static_cast<const float*>(inputs[0]->data),
+                          skip_ ? static_cast<const float*>(inputs[1]->data) : nullptr,
+                          bias_ ? static_cast<const float*>(bias_.get_data_handle()) : nullptr,
+                          static_cast<const float*>(scale_.get_data_handle()),
+                          static_cast<const float*>(shift_.get_data_handle()), rows_, m_, eps_,
+                          static_cast<float*>(outputs[0]->data));
+      return;
+    }
     memory src(md_, cpu_engine(), inputs[0]->data);
     memory dst(md_, cpu_engine(), outputs[0]->data);
     if (skip_) {
@@ -161,6 +181,8 @@ class LayerNormNode : public Node {
 
  private:
   bool skip_ = false;  // SkipLayerNormalization: binary add first
+  bool kiln_kernel_ = false;  // layer_norm_f32 runs it (shapes vary), not oneDNN
+  int64_t rows_ = 0, m_ = 0;
   memory::desc md_, stat_md_, bias_md_;
   dnnl::binary::primitive_desc add_pd_;
   dnnl::binary add_;
