@@ -1,6 +1,5 @@
 #include "cpu/gemm_f32.hpp"
 
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -8,82 +7,18 @@
 
 #include <kiln/error.hpp>
 #include "cpu/isa.hpp"
-
-// Every function that uses AVX-512 intrinsics carries the target attribute: this file is built
-// for the baseline ISA, and only available() lets a caller reach them.
-#define KILN_AVX512 __attribute__((target("avx512f,avx512dq,fma")))
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12 takes the intrinsics' deliberately undefined pass-through operands (scalef,
-// roundscale) for uninitialised reads
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+#include "cpu/simd_avx512.hpp"
 
 namespace kiln::cpu::gemm_f32 {
 
 namespace {
 
+using namespace simd;
+
 constexpr int64_t kPanel = 64;   // columns per packed panel: 4 vectors
 constexpr int kRows = 6;         // rows per block: 6 x 4 accumulators
 constexpr int64_t kSlice = 512;  // K per pass over C
 constexpr int kPrefetch = 8;     // packed rows of B ahead
-
-// ---- vector math (absolute error about 1e-7 where the result is about 1) ----
-
-// exp(x): x = n ln2 + r, |r| <= ln2 / 2, e^r by its Taylor polynomial to r^6, times 2^n
-KILN_AVX512 inline __m512 v_exp(__m512 x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.33654f)), _mm512_set1_ps(88.72283f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 720);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
-
-KILN_AVX512 inline __m512 v_abs(__m512 x) { return _mm512_andnot_ps(_mm512_set1_ps(-0.0f), x); }
-KILN_AVX512 inline __m512 v_copysign(__m512 mag, __m512 sign) {
-  return _mm512_or_ps(v_abs(mag), _mm512_and_ps(sign, _mm512_set1_ps(-0.0f)));
-}
-
-// erf(x), Abramowitz and Stegun 7.1.26 (|error| <= 1.5e-7)
-KILN_AVX512 inline __m512 v_erf(__m512 x) {
-  const __m512 ax = v_abs(x);
-  const __m512 t = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(ax, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.0f)));
-  __m512 p = _mm512_set1_ps(1.061405429f);
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
-  p = _mm512_mul_ps(p, t);
-  const __m512 e = v_exp(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(ax, ax)));
-  return v_copysign(_mm512_fnmadd_ps(p, e, _mm512_set1_ps(1.0f)), x);
-}
-
-// tanh(x): 1 - 2 / (e^2|x| + 1) with the sign of x; a short series below |x| = 1/16, where
-// that form loses digits to cancellation
-KILN_AVX512 inline __m512 v_tanh(__m512 x) {
-  const __m512 ax = v_abs(x);
-  const __m512 e = v_exp(_mm512_add_ps(ax, ax));
-  const __m512 big = _mm512_sub_ps(_mm512_set1_ps(1.0f),
-                                   _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, _mm512_set1_ps(1.0f))));
-  const __m512 x2 = _mm512_mul_ps(ax, ax);
-  __m512 s = _mm512_set1_ps(-17.0f / 315);
-  s = _mm512_fmadd_ps(s, x2, _mm512_set1_ps(2.0f / 15));
-  s = _mm512_fmadd_ps(s, x2, _mm512_set1_ps(-1.0f / 3));
-  s = _mm512_fmadd_ps(_mm512_mul_ps(s, x2), ax, ax);
-  const __mmask16 small = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.0625f), _CMP_LT_OQ);
-  return v_copysign(_mm512_mask_blend_ps(small, big, s), x);
-}
-
-KILN_AVX512 inline __m512 v_logistic(__m512 x) {
-  const __m512 one = _mm512_set1_ps(1.0f);
-  return _mm512_div_ps(one, _mm512_add_ps(one, v_exp(_mm512_sub_ps(_mm512_setzero_ps(), x))));
-}
 
 KILN_AVX512 __m512 v_eltwise(__m512 x, const EpilogueOp& op) {
   using A = dnnl::algorithm;
@@ -160,8 +95,7 @@ KILN_AVX512 void block(const float* a, int64_t lda, const float* b, int64_t kc, 
   for (int j = 0; j < 4; ++j) {
     const int64_t col = j * 16;
     if (col >= ncols) break;
-    const __mmask16 m = ncols - col >= 16 ? static_cast<__mmask16>(0xFFFF)
-                                          : static_cast<__mmask16>((1u << (ncols - col)) - 1);
+    const __mmask16 m = tail_mask(ncols - col);
     const __m512 bias = last && ep.bias ? _mm512_maskz_loadu_ps(m, ep.bias + n0 + col) : _mm512_setzero_ps();
     for (int r = 0; r < MR; ++r) {
       float* cr = c + r * ldc + col;
@@ -178,7 +112,7 @@ KILN_AVX512 void block(const float* a, int64_t lda, const float* b, int64_t kc, 
 }
 
 KILN_AVX512 void run_avx512(const float* a, int64_t M, int64_t K, int64_t lda, const float* packed, int64_t N, float* c,
-                            int64_t ldc, const Epilogue& ep) {
+                            int64_t ldc, const Epilogue& ep, bool parallel) {
   const int64_t panels = (N + kPanel - 1) / kPanel;
   const int64_t row_blocks = (M + kRows - 1) / kRows;
   const int64_t items = panels * row_blocks;
@@ -206,7 +140,7 @@ KILN_AVX512 void run_avx512(const float* a, int64_t M, int64_t K, int64_t lda, c
   };
   // below about a microsecond of work, starting the team costs more than it saves
   const bool one_thread = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) < 2e5;
-  if (one_thread || items < 2) {
+  if (!parallel || one_thread || items < 2) {
     work(0, items);
     return;
   }
@@ -227,6 +161,18 @@ int64_t packed_size(int64_t K, int64_t N) { return (N + kPanel - 1) / kPanel * s
 
 void pack_b(const float* b, int64_t K, int64_t N, int64_t stride_k, int64_t stride_n, float alpha, float* out) {
   const int64_t panels = (N + kPanel - 1) / kPanel;
+  if (stride_n == 1) {  // rows of B contiguous: runs of a row per panel
+    for (int64_t p = 0; p < panels; ++p) {
+      const int64_t n0 = p * kPanel, width = std::min(kPanel, N - n0);
+      for (int64_t k = 0; k < K; ++k) {
+        float* dst = out + (p * K + k) * kPanel;
+        const float* src = b + k * stride_k + n0;
+        for (int64_t j = 0; j < width; ++j) dst[j] = alpha * src[j];
+        for (int64_t j = width; j < kPanel; ++j) dst[j] = 0.0f;
+      }
+    }
+    return;
+  }
   for (int64_t p = 0; p < panels; ++p)
     for (int64_t k = 0; k < K; ++k) {
       float* dst = out + (p * K + k) * kPanel;
@@ -262,7 +208,14 @@ void run(const float* a, int64_t M, int64_t K, int64_t lda, const float* packed_
          const Epilogue& epilogue) {
   KILN_CHECK(available(), "gemm_f32::run: the ISA in use has no AVX-512");
   if (M <= 0 || N <= 0) return;
-  run_avx512(a, M, K, lda, packed_b, N, c, ldc, epilogue);
+  run_avx512(a, M, K, lda, packed_b, N, c, ldc, epilogue, /*parallel=*/true);
+}
+
+void run_serial(const float* a, int64_t M, int64_t K, int64_t lda, const float* packed_b, int64_t N, float* c,
+                int64_t ldc, const Epilogue& epilogue) {
+  KILN_CHECK(available(), "gemm_f32::run_serial: the ISA in use has no AVX-512");
+  if (M <= 0 || N <= 0) return;
+  run_avx512(a, M, K, lda, packed_b, N, c, ldc, epilogue, /*parallel=*/false);
 }
 
 }  // namespace kiln::cpu::gemm_f32

@@ -50,5 +50,8 @@ struct Epilogue {
 // pack_b. Runs on the calling thread's OpenMP team. available() must hold.
 void run(const float* a, int64_t M, int64_t K, int64_t lda, const float* packed_b, int64_t N, float* c, int64_t ldc,
          const Epilogue& epilogue);
+// The same on the calling thread only (for a caller that splits its own work over the team).
+void run_serial(const float* a, int64_t M, int64_t K, int64_t lda, const float* packed_b, int64_t N, float* c,
+                int64_t ldc, const Epilogue& epilogue);
 
 }  // namespace kiln::cpu::gemm_f32

@@ -1,6 +1,5 @@
 #include "cpu/layer_norm_f32.hpp"
 
-#include <immintrin.h>
 #include <omp.h>
 
 #include <cmath>
@@ -8,24 +7,13 @@
 #include <kiln/error.hpp>
 
 #include "cpu/isa.hpp"
-
-// AVX-512 code behind a target attribute: this file is built for the baseline ISA, and only
-// available() lets a caller reach it.
-#define KILN_AVX512 __attribute__((target("avx512f,avx512dq,fma")))
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12 takes the intrinsics' deliberately undefined pass-through operands (the reductions)
-// for uninitialised reads
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+#include "cpu/simd_avx512.hpp"
 
 namespace kiln::cpu::layer_norm_f32 {
 
 namespace {
 
-KILN_AVX512 inline __mmask16 tail_mask(int64_t left) {
-  return left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
-}
+using simd::tail_mask;
 
 KILN_AVX512 void row(const float* src, const float* skip, const float* bias, const float* scale, const float* shift,
                      int64_t m, float eps, float* dst) {

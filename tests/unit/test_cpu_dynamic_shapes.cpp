@@ -5,6 +5,7 @@
 // shows up here as a wrong value (or, under AddressSanitizer, as a bad access).
 #include <gtest/gtest.h>
 
+#include "cpu/attention_f32.hpp"
 #include "cpu/executor.hpp"
 #include "cpu/gemm_f32.hpp"
 #include "cpu/layer_norm_f32.hpp"
@@ -58,6 +59,23 @@ void run_stream(const std::shared_ptr<ir::Graph>& g, const std::vector<std::vect
 std::vector<std::vector<Shape>> image_stream(int64_t c) {
   return {{{1, c, 8, 8}}, {{1, c, 8, 24}}, {{1, c, 16, 40}}, {{1, c, 8, 12}},
           {{1, c, 16, 40}}, {{1, c, 8, 8}}, {{3, c, 8, 24}}, {{2, c, 16, 8}}};
+}
+
+// With AVX-512 the Attention nodes of every plan run kiln's kernel (nothing made per length).
+void expect_attention_impl(const std::shared_ptr<ir::Graph>& g, const std::vector<std::vector<Shape>>& stream) {
+  cpu::Executor ex(g);
+  for (const auto& s : stream) {
+    const auto& plan = ex.plan_for(s);
+    ASSERT_TRUE(plan.cpu) << plan.fallback_reason;
+    for (const auto& n : plan.cpu->nodes()) {
+      if (n->kind() != cpu::NodeKind::Attention) continue;
+      if (cpu::attention_f32::available()) {
+        EXPECT_EQ(n->impl, cpu::attention_f32::impl_name());
+      } else {
+        EXPECT_EQ(n->impl.find("kiln"), std::string::npos);
+      }
+    }
+  }
 }
 
 ir::Value* conv(ir::Graph& g, ir::Value* x, int64_t ci, int64_t co, uint32_t seed, const std::string& name) {
@@ -166,6 +184,23 @@ TEST(CpuDynamicShapes, AttentionWithAMaskOverEveryLengthAndBatch) {
                                             {{3, 12, 16}, {3, 1, 1, 12}}, {{1, 40, 16}, {1, 1, 1, 40}},
                                             {{2, 3, 16}, {2, 1, 1, 3}},   {{4, 33, 16}, {4, 1, 1, 33}}};
   run_stream(g, stream, {"Attention"});
+  expect_attention_impl(g, stream);
+}
+
+TEST(CpuDynamicShapes, GroupedQueryCausalAttentionOverEveryLength) {
+  // ONNX Attention (opset 23), [n, heads, L, 8] with 4 query heads on 2 kv heads, causal
+  auto g = make_graph(23);
+  auto* q = g->add_input("q", {DType::f32, dims({Dim::sym("n"), 4, Dim::sym("L"), 8})});
+  auto* k = g->add_input("k", {DType::f32, dims({Dim::sym("n"), 2, Dim::sym("L"), 8})});
+  auto* v = g->add_input("v", {DType::f32, dims({Dim::sym("n"), 2, Dim::sym("L"), 8})});
+  ir::Node* a = g->add_node("Attention", {q, k, v}, 1, "attention");
+  a->attrs["is_causal"] = ir::Attribute(int64_t{1});
+  g->add_output(a->output(0));
+  std::vector<std::vector<Shape>> stream;
+  for (auto [n, L] : std::vector<std::pair<int64_t, int64_t>>{{1, 5}, {2, 19}, {1, 70}, {3, 2}, {1, 5}})
+    stream.push_back({{n, 4, L, 8}, {n, 2, L, 8}, {n, 2, L, 8}});
+  run_stream(g, stream, {"Attention"});
+  expect_attention_impl(g, stream);
 }
 
 TEST(CpuDynamicShapes, NewShapesTakeQuickPrimitivesAndAFrequentShapeTheFastest) {

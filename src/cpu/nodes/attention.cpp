@@ -12,12 +12,15 @@
 //   Y[b,hk*G+g]    = scores[b,hk,g] V[b,hk]               (matmul writing Y's layout directly)
 // The [B, Hkv, G, S, T] scores live in a buffer the node owns. ONNX Attention with past /
 // present key-values or the qk_matmul_output stays on its reference kernel.
+#include <omp.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "core/strings.hpp"
 #include "cpu/arena.hpp"
+#include "cpu/attention_f32.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/nodes/node_factory.hpp"
 
@@ -120,6 +123,21 @@ class AttentionNode : public Node {
       m4 = inputs[3]->shape;
       while (m4.size() < 4) m4.insert(m4.begin(), 1);
     }
+    // shapes that vary: kiln's kernel, nothing made per sequence length (attention_f32.hpp)
+    kiln_kernel_ = shapes_vary && g_.softcap == 0 && attention_f32::available();
+    if (kiln_kernel_) {
+      kg_ = {g_.B, g_.Hq, g_.Hkv, g_.S, g_.T, g_.D, g_.Dv, g_.packed, g_.scale, g_.causal};
+      kmask_ = {};
+      if (has_mask_) {
+        kmask_.boolean = inputs[3]->dtype == DType::boolean;
+        for (size_t d = 0; d < 4; ++d) kmask_.dims[d] = m4[d];
+      }
+      threads_ = std::max(1, omp_get_max_threads());
+      scratch_bytes_ = attention_f32::scratch_bytes(kg_, threads_);
+      impl = attention_f32::impl_name();
+      outputs[0]->blocked.reset();
+      return std::vector<InputLayout>(inputs.size(), InputLayout::plain());
+    }
     // 4-D views [B, Hkv, R, size] where possible (oneDNN has its brgemm kernels for them): with
     // one query head per kv head (R = S), or in the 4-D layout, where the G query heads of a kv
     // head are contiguous (R = G * S) and the mask does not vary along them or the rows;
@@ -218,6 +236,14 @@ class AttentionNode : public Node {
   size_t scratch_bytes() const override { return scratch_bytes_; }
 
   void execute(dnnl::stream& stream) override {
+    if (kiln_kernel_) {
+      attention_f32::Mask mask = kmask_;
+      if (has_mask_) mask.data = inputs[3]->data;
+      attention_f32::run(kg_, static_cast<const float*>(inputs[0]->data), static_cast<const float*>(inputs[1]->data),
+                         static_cast<const float*>(inputs[2]->data), mask, static_cast<float*>(outputs[0]->data),
+                         scratch, threads_);
+      return;
+    }
     const auto& e = cpu_engine();
     for (auto& [m, offset] : scratch_parts_) {
       void* at = static_cast<char*>(scratch) + offset;
@@ -278,6 +304,10 @@ class AttentionNode : public Node {
 
  private:
   Geom g_;
+  bool kiln_kernel_ = false;  // attention_f32 runs it (shapes vary), not oneDNN
+  attention_f32::Geometry kg_;
+  attention_f32::Mask kmask_;
+  int threads_ = 1;
   memory::desc q_md_, kt_md_, v_md_, y_md_, scores_md_, mask_md_, bias_md_;
   int64_t mask_repeat_ = 1;
   bool expand_kv_ = false;

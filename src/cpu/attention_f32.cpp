@@ -1,0 +1,209 @@
+#include "cpu/attention_f32.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include <kiln/error.hpp>
+
+#include "cpu/gemm_f32.hpp"
+#include "cpu/isa.hpp"
+#include "cpu/simd_avx512.hpp"
+
+namespace kiln::cpu::attention_f32 {
+
+namespace {
+
+using namespace simd;
+
+constexpr int64_t kPanel = 64;  // gemm_f32's panel width
+
+int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+// Per thread: K^T and V packed for the GEMM, and one head's scores.
+struct Parts {
+  size_t kt = 0, v = 0, scores = 0;  // floats
+  size_t bytes() const { return (round_up(static_cast<int64_t>(kt + v + scores), 16)) * sizeof(float); }
+};
+Parts parts(const Geometry& g) {
+  Parts p;
+  p.kt = static_cast<size_t>(gemm_f32::packed_size(g.D, g.T));
+  p.v = static_cast<size_t>(gemm_f32::packed_size(g.T, g.Dv));
+  p.scores = static_cast<size_t>(g.S * g.T);
+  return p;
+}
+
+// Rows [0, rows) x cols [0, cols) of `in`, transposed and scaled into `out`, 16 x 16 at a time.
+KILN_AVX512 void transpose_avx512(const float* in, int64_t rows, int64_t cols, int64_t ld_in, float alpha, float* out,
+                                  int64_t ld_out) {
+  const __m512 va = _mm512_set1_ps(alpha);
+  for (int64_t i0 = 0; i0 < rows; i0 += 16)
+    for (int64_t j0 = 0; j0 < cols; j0 += 16) {
+      const __mmask16 cm = tail_mask(cols - j0);
+      const int64_t nr = std::min<int64_t>(16, rows - i0), nc = std::min<int64_t>(16, cols - j0);
+      __m512 r[16];
+      for (int i = 0; i < 16; ++i)
+        r[i] = i < nr ? _mm512_mul_ps(va, _mm512_maskz_loadu_ps(cm, in + (i0 + i) * ld_in + j0)) : _mm512_setzero_ps();
+      // pairs of rows interleaved, then groups of four, then the 128-bit lanes across groups
+      __m512 u[4][4];
+      for (int g = 0; g < 4; ++g) {
+        const __m512 t0 = _mm512_unpacklo_ps(r[4 * g], r[4 * g + 1]), t1 = _mm512_unpackhi_ps(r[4 * g], r[4 * g + 1]);
+        const __m512 t2 = _mm512_unpacklo_ps(r[4 * g + 2], r[4 * g + 3]),
+                     t3 = _mm512_unpackhi_ps(r[4 * g + 2], r[4 * g + 3]);
+        u[g][0] = _mm512_shuffle_ps(t0, t2, 0x44);
+        u[g][1] = _mm512_shuffle_ps(t0, t2, 0xEE);
+        u[g][2] = _mm512_shuffle_ps(t1, t3, 0x44);
+        u[g][3] = _mm512_shuffle_ps(t1, t3, 0xEE);
+      }
+      __m512 o[16];
+      for (int e = 0; e < 4; ++e) {
+        const __m512 v0 = _mm512_shuffle_f32x4(u[0][e], u[1][e], 0x88), v1 = _mm512_shuffle_f32x4(u[0][e], u[1][e], 0xDD);
+        const __m512 v2 = _mm512_shuffle_f32x4(u[2][e], u[3][e], 0x88), v3 = _mm512_shuffle_f32x4(u[2][e], u[3][e], 0xDD);
+        o[e] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+        o[8 + e] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+        o[4 + e] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+        o[12 + e] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+      }
+      const __mmask16 rm = tail_mask(nr);
+      for (int j = 0; j < nc; ++j) _mm512_mask_storeu_ps(out + (j0 + j) * ld_out + i0, rm, o[j]);
+    }
+}
+
+// K^T of one kv head ([T, D] rows ld apart) as gemm_f32's packed B [D, T], times the scale.
+KILN_AVX512 void pack_kt(const float* k, int64_t T, int64_t D, int64_t ld, float scale, float* out) {
+  for (int64_t p = 0; p * kPanel < T; ++p) {
+    const int64_t rows = std::min(kPanel, T - p * kPanel);
+    float* panel = out + p * D * kPanel;
+    if (rows < kPanel) std::memset(panel, 0, static_cast<size_t>(D * kPanel) * sizeof(float));
+    transpose_avx512(k + p * kPanel * ld, rows, D, ld, scale, panel, kPanel);
+  }
+}
+
+// One scores row: mask and causal limit applied, then softmax in place (all keys masked: zeros).
+// `mf` / `mb`: the mask row (float / bool), `mstep` 1 along T or 0 (one value for the row).
+KILN_AVX512 void softmax_row(float* x, int64_t T, const float* mf, const uint8_t* mb, int64_t mstep, int64_t causal_limit) {
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __m512 vmax = ninf;
+  for (int64_t j = 0; j < T; j += 16) {
+    const __mmask16 k = tail_mask(T - j);
+    __m512 v = _mm512_maskz_loadu_ps(k, x + j);
+    if (mf) v = _mm512_add_ps(v, mstep ? _mm512_maskz_loadu_ps(k, mf + j) : _mm512_set1_ps(mf[0]));
+    if (mb) {
+      __mmask16 attend;
+      if (mstep) {
+        alignas(16) uint8_t bytes[16] = {};
+        std::memcpy(bytes, mb + j, static_cast<size_t>(std::min<int64_t>(16, T - j)));
+        attend = _mm512_test_epi32_mask(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(bytes))),
+                                        _mm512_set1_epi32(0xFF));
+      } else {
+        attend = mb[0] ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>(0);
+      }
+      v = _mm512_mask_blend_ps(attend, ninf, v);
+    }
+    if (causal_limit >= 0) {  // keys past the query's position
+      const __mmask16 after = _mm512_cmpgt_epi32_mask(_mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(j))),
+                                                      _mm512_set1_epi32(static_cast<int>(causal_limit)));
+      v = _mm512_mask_blend_ps(after, v, ninf);
+    }
+    _mm512_mask_storeu_ps(x + j, k, v);
+    vmax = _mm512_mask_max_ps(vmax, k, vmax, v);
+  }
+  const float m = _mm512_reduce_max_ps(vmax);
+  if (m == -std::numeric_limits<float>::infinity()) {
+    std::memset(x, 0, static_cast<size_t>(T) * sizeof(float));
+    return;
+  }
+  const __m512 vm = _mm512_set1_ps(m);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < T; j += 16) {
+    const __mmask16 k = tail_mask(T - j);
+    const __m512 e = v_exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), vm));
+    _mm512_mask_storeu_ps(x + j, k, e);
+    sum = _mm512_mask_add_ps(sum, k, sum, e);
+  }
+  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+  for (int64_t j = 0; j < T; j += 16) {
+    const __mmask16 k = tail_mask(T - j);
+    _mm512_mask_storeu_ps(x + j, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + j), inv));
+  }
+}
+
+// Element offsets of (b, head) and the row stride of a Q / K / V / Y tensor.
+struct Layout {
+  int64_t heads, seq, size;
+  bool packed;
+  int64_t base(int64_t b, int64_t h) const {
+    return packed ? b * seq * heads * size + h * size : (b * heads + h) * seq * size;
+  }
+  int64_t row() const { return packed ? heads * size : size; }
+};
+
+KILN_AVX512 void head(const Geometry& g, const float* q, const float* k, const float* v, const Mask& mask, float* y,
+                      float* kt_pack, float* v_pack, float* scores, int64_t b, int64_t h, bool pack) {
+  const Layout lq{g.Hq, g.S, g.D, g.packed}, lk{g.Hkv, g.T, g.D, g.packed}, lv{g.Hkv, g.T, g.Dv, g.packed},
+      ly{g.Hq, g.S, g.Dv, g.packed};
+  const int64_t hk = h / (g.Hq / g.Hkv);
+  if (pack) {  // a new kv head (query heads of one group share it)
+    pack_kt(k + lk.base(b, hk), g.T, g.D, lk.row(), g.scale, kt_pack);
+    gemm_f32::pack_b(v + lv.base(b, hk), g.T, g.Dv, lv.row(), 1, 1.0f, v_pack);
+  }
+  const gemm_f32::Epilogue none;
+  gemm_f32::run_serial(q + lq.base(b, h), g.S, g.D, lq.row(), kt_pack, g.T, scores, g.T, none);
+  // the mask row of (b, h, s): offsets along each broadcast dim
+  const int64_t* md = mask.dims;
+  const int64_t mstep = md[3] == 1 ? 0 : 1;
+  const int64_t mbase = (md[0] == 1 ? 0 : b) * md[1] * md[2] * md[3] + (md[1] == 1 ? 0 : h) * md[2] * md[3];
+  for (int64_t s = 0; s < g.S; ++s) {
+    const int64_t off = mbase + (md[2] == 1 ? 0 : s) * md[3];
+    const float* mf = mask.data && !mask.boolean ? static_cast<const float*>(mask.data) + off : nullptr;
+    const uint8_t* mb = mask.data && mask.boolean ? static_cast<const uint8_t*>(mask.data) + off : nullptr;
+    softmax_row(scores + s * g.T, g.T, mf, mb, mstep, g.causal ? s : -1);
+  }
+  gemm_f32::run_serial(scores, g.S, g.T, g.T, v_pack, g.Dv, y + ly.base(b, h), ly.row(), none);
+}
+
+}  // namespace
+
+bool available() { return gemm_f32::available(); }
+
+const char* impl_name() { return "kiln_attention:avx512_core_f32"; }
+
+size_t scratch_bytes(const Geometry& g, int threads) { return parts(g).bytes() * static_cast<size_t>(std::max(1, threads)); }
+
+void transpose(const float* in, int64_t rows, int64_t cols, int64_t ld_in, float alpha, float* out, int64_t ld_out) {
+  KILN_CHECK(available(), "attention_f32::transpose: the ISA in use has no AVX-512");
+  transpose_avx512(in, rows, cols, ld_in, alpha, out, ld_out);
+}
+
+void run(const Geometry& g, const float* q, const float* k, const float* v, const Mask& mask, float* y, void* scratch,
+         int threads) {
+  KILN_CHECK(available(), "attention_f32::run: the ISA in use has no AVX-512");
+  KILN_CHECK(g.Hkv > 0 && g.Hq % g.Hkv == 0, "attention_f32::run: query heads not a multiple of kv heads");
+  const int64_t items = g.B * g.Hq;
+  if (items <= 0 || g.S <= 0) return;
+  const Parts p = parts(g);
+  const int team = std::max(1, std::min<int>(threads, static_cast<int>(std::min<int64_t>(items, omp_get_max_threads()))));
+  auto work = [&](int ithr, int nthr) {
+    float* base = reinterpret_cast<float*>(static_cast<char*>(scratch) + p.bytes() * static_cast<size_t>(ithr));
+    float *kt = base, *vp = base + p.kt, *sc = vp + p.v;
+    int64_t packed_b = -1, packed_hk = -1;
+    for (int64_t w = items * ithr / nthr; w < items * (ithr + 1) / nthr; ++w) {
+      const int64_t b = w / g.Hq, h = w % g.Hq, hk = h / (g.Hq / g.Hkv);
+      const bool pack = b != packed_b || hk != packed_hk;
+      head(g, q, k, v, mask, y, kt, vp, sc, b, h, pack);
+      packed_b = b;
+      packed_hk = hk;
+    }
+  };
+  if (team == 1) {
+    work(0, 1);
+    return;
+  }
+#pragma omp parallel num_threads(team)
+  work(omp_get_thread_num(), omp_get_num_threads());
+}
+
+}  // namespace kiln::cpu::attention_f32

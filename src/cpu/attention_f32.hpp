@@ -1,0 +1,49 @@
+#pragma once
+// kiln's scaled dot-product attention for Attention nodes in graphs whose shapes vary: the
+// sequence lengths are call arguments, so nothing is made per shape (oneDNN 2.6 makes two
+// matmul primitives and a softmax for every new length: BERT-6 paid 0.87 ms per new length).
+// Per (batch, query head), on one thread of the team:
+//   K^T of its kv head packed in the GEMM's panels, times the scale (16x16 transposes)
+//   scores[S, T] = Q K^T                          (gemm_f32::run_serial)
+//   scores += mask (float, or bool: false -> -inf), causal keys -> -inf
+//   softmax over T in place; a row with every key masked becomes zeros (as ONNX wants)
+//   Y[S, Dv] = scores V                           (V packed the same way, gemm_f32::run_serial)
+// Q / K / V / Y packed [B, seq, heads * size] or [B, heads, seq, size]; query head h reads kv
+// head h / (Hq / Hkv). AVX-512 only for now (available()); no softcap.
+#include <cstddef>
+#include <cstdint>
+
+namespace kiln::cpu::attention_f32 {
+
+struct Geometry {
+  int64_t B = 0, Hq = 0, Hkv = 0, S = 0, T = 0, D = 0, Dv = 0;
+  bool packed = true;  // [B, seq, heads * size]; else [B, heads, seq, size]
+  float scale = 1.0f;
+  bool causal = false;  // key t > query s masked (no past keys)
+};
+
+// A mask broadcast to [B, Hq, S, T] from `dims` (each 1 or the full size); null data: none.
+struct Mask {
+  const void* data = nullptr;
+  bool boolean = false;  // bytes, true = attend; else f32 added to the scores
+  int64_t dims[4] = {1, 1, 1, 1};
+};
+
+// Whether the ISA in use (cpu/isa.hpp, with its cap) runs the kernel.
+bool available();
+// The implementation name profiles show.
+const char* impl_name();
+
+// Working memory for a team of `threads`.
+size_t scratch_bytes(const Geometry& g, int threads);
+
+// Runs on the calling thread's OpenMP team (at most `threads` of it: the count scratch_bytes
+// was asked for). available() must hold.
+void run(const Geometry& g, const float* q, const float* k, const float* v, const Mask& mask, float* y, void* scratch,
+         int threads);
+
+// For tests: out[j * ld_out + i] = alpha * in[i * ld_in + j], i < rows, j < cols, as the
+// K^T packing does it.
+void transpose(const float* in, int64_t rows, int64_t cols, int64_t ld_in, float alpha, float* out, int64_t ld_out);
+
+}  // namespace kiln::cpu::attention_f32

@@ -1,0 +1,82 @@
+#pragma once
+// AVX-512 helpers shared by kiln's own kernels (gemm_f32, layer_norm_f32, attention_f32).
+// Those files are built for the baseline ISA: every function that uses AVX-512 intrinsics
+// carries KILN_AVX512, and only a kernel's available() lets a caller reach one.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#define KILN_AVX512 __attribute__((target("avx512f,avx512dq,fma")))
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 takes the intrinsics' deliberately undefined pass-through operands (scalef,
+// roundscale, the reductions) for uninitialised reads
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace kiln::cpu::simd {
+
+// The first `left` lanes (all 16 from 16 on).
+KILN_AVX512 inline __mmask16 tail_mask(int64_t left) {
+  return left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+}
+
+// Vector math, absolute error about 1e-7 where the result is about 1.
+
+// exp(x): x = n ln2 + r, |r| <= ln2 / 2, e^r by its Taylor polynomial to r^6, times 2^n
+KILN_AVX512 inline __m512 v_exp(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.33654f)), _mm512_set1_ps(88.72283f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+KILN_AVX512 inline __m512 v_abs(__m512 x) { return _mm512_andnot_ps(_mm512_set1_ps(-0.0f), x); }
+KILN_AVX512 inline __m512 v_copysign(__m512 mag, __m512 sign) {
+  return _mm512_or_ps(v_abs(mag), _mm512_and_ps(sign, _mm512_set1_ps(-0.0f)));
+}
+
+// erf(x), Abramowitz and Stegun 7.1.26 (|error| <= 1.5e-7)
+KILN_AVX512 inline __m512 v_erf(__m512 x) {
+  const __m512 ax = v_abs(x);
+  const __m512 t = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(ax, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.0f)));
+  __m512 p = _mm512_set1_ps(1.061405429f);
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
+  p = _mm512_mul_ps(p, t);
+  const __m512 e = v_exp(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(ax, ax)));
+  return v_copysign(_mm512_fnmadd_ps(p, e, _mm512_set1_ps(1.0f)), x);
+}
+
+// tanh(x): 1 - 2 / (e^2|x| + 1) with the sign of x; a short series below |x| = 1/16, where
+// that form loses digits to cancellation
+KILN_AVX512 inline __m512 v_tanh(__m512 x) {
+  const __m512 ax = v_abs(x);
+  const __m512 e = v_exp(_mm512_add_ps(ax, ax));
+  const __m512 big = _mm512_sub_ps(_mm512_set1_ps(1.0f),
+                                   _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, _mm512_set1_ps(1.0f))));
+  const __m512 x2 = _mm512_mul_ps(ax, ax);
+  __m512 s = _mm512_set1_ps(-17.0f / 315);
+  s = _mm512_fmadd_ps(s, x2, _mm512_set1_ps(2.0f / 15));
+  s = _mm512_fmadd_ps(s, x2, _mm512_set1_ps(-1.0f / 3));
+  s = _mm512_fmadd_ps(_mm512_mul_ps(s, x2), ax, ax);
+  const __mmask16 small = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.0625f), _CMP_LT_OQ);
+  return v_copysign(_mm512_mask_blend_ps(small, big, s), x);
+}
+
+KILN_AVX512 inline __m512 v_logistic(__m512 x) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  return _mm512_div_ps(one, _mm512_add_ps(one, v_exp(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+}
+
+}  // namespace kiln::cpu::simd

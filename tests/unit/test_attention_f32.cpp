@@ -1,0 +1,138 @@
+// kiln's attention kernel (cpu/attention_f32.hpp): the 16x16 transposes of its K^T packing, and
+// whole heads against a double reference over both layouts, multi-head and grouped-query,
+// queries and keys of different lengths, float / bool / causal masks and a fully masked row,
+// on one thread and on two. Below AVX-512 the kernel does not run: run() says so.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "cpu/attention_f32.hpp"
+#include <kiln/error.hpp>
+
+using namespace kiln;
+namespace att = kiln::cpu::attention_f32;
+
+namespace {
+
+std::vector<float> randoms(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+struct Case {
+  att::Geometry g;
+  int mask = 0;  // 0 none, 1 float [B,1,1,T] with -inf, 2 float [1,1,S,T], 3 bool [B,1,S,T] (a row all false)
+};
+
+// element (b, h, s, d) of a [B, seq, heads*size] / [B, heads, seq, size] tensor
+int64_t at(bool packed, int64_t heads, int64_t seq, int64_t size, int64_t b, int64_t h, int64_t s, int64_t d) {
+  return packed ? ((b * seq + s) * heads + h) * size + d : ((b * heads + h) * seq + s) * size + d;
+}
+
+void check(const Case& c, int threads) {
+  const att::Geometry& g = c.g;
+  const auto q = randoms(static_cast<size_t>(g.B * g.Hq * g.S * g.D), 1), k = randoms(static_cast<size_t>(g.B * g.Hkv * g.T * g.D), 2),
+             v = randoms(static_cast<size_t>(g.B * g.Hkv * g.T * g.Dv), 3);
+  att::Mask mask;
+  std::vector<float> mf;
+  std::vector<uint8_t> mb;
+  if (c.mask == 1 || c.mask == 2) {
+    const int64_t dims1[4] = {g.B, 1, 1, g.T}, dims2[4] = {1, 1, g.S, g.T};
+    const int64_t* d = c.mask == 1 ? dims1 : dims2;
+    for (int i = 0; i < 4; ++i) mask.dims[i] = d[i];
+    mf = randoms(static_cast<size_t>(d[0] * d[2] * d[3]), 4);
+    if (c.mask == 1) mf[1] = -std::numeric_limits<float>::infinity();  // a padded key
+    mask.data = mf.data();
+  } else if (c.mask == 3) {
+    const int64_t d[4] = {g.B, 1, g.S, g.T};
+    for (int i = 0; i < 4; ++i) mask.dims[i] = d[i];
+    mb.resize(static_cast<size_t>(g.B * g.S * g.T));
+    std::mt19937 rng(5);
+    for (auto& x : mb) x = rng() % 3 != 0;
+    for (int64_t t = 0; t < g.T; ++t) mb[t] = 0;  // batch 0, query 0: no key at all -> zeros
+    mask.boolean = true;
+    mask.data = mb.data();
+  }
+  std::vector<float> y(static_cast<size_t>(g.B * g.Hq * g.S * g.Dv), 99.0f);
+  std::vector<char> scratch(att::scratch_bytes(g, threads));
+  att::run(g, q.data(), k.data(), v.data(), mask, y.data(), scratch.data(), threads);
+  const int64_t G = g.Hq / g.Hkv;
+  for (int64_t b = 0; b < g.B; ++b)
+    for (int64_t h = 0; h < g.Hq; ++h)
+      for (int64_t s = 0; s < g.S; ++s) {
+        std::vector<double> p(static_cast<size_t>(g.T));
+        double mx = -INFINITY;
+        for (int64_t t = 0; t < g.T; ++t) {
+          double dot = 0;
+          for (int64_t d = 0; d < g.D; ++d)
+            dot += static_cast<double>(q[at(g.packed, g.Hq, g.S, g.D, b, h, s, d)]) * k[at(g.packed, g.Hkv, g.T, g.D, b, h / G, t, d)];
+          dot *= g.scale;
+          if (c.mask == 1) dot += mf[b * g.T + t];
+          if (c.mask == 2) dot += mf[s * g.T + t];
+          if (c.mask == 3 && !mb[(b * g.S + s) * g.T + t]) dot = -INFINITY;
+          if (g.causal && t > s) dot = -INFINITY;
+          p[t] = dot;
+          mx = std::max(mx, dot);
+        }
+        double sum = 0;
+        for (double& x : p) sum += (x = mx == -INFINITY ? 0.0 : std::exp(x - mx));
+        for (int64_t e = 0; e < g.Dv; ++e) {
+          double want = 0;
+          for (int64_t t = 0; t < g.T; ++t)
+            want += (sum > 0 ? p[t] / sum : 0.0) * v[at(g.packed, g.Hkv, g.T, g.Dv, b, h / G, t, e)];
+          ASSERT_NEAR(y[at(g.packed, g.Hq, g.S, g.Dv, b, h, s, e)], want, 2e-5)
+              << "b " << b << " h " << h << " s " << s << " e " << e;
+        }
+      }
+}
+
+}  // namespace
+
+TEST(AttentionF32, TransposesMatchTheirDefinition) {
+  if (!att::available()) GTEST_SKIP() << "no AVX-512: the kernel does not run (see HeadsMatch...)";
+  for (int64_t rows : {1, 5, 16, 17, 40})
+    for (int64_t cols : {1, 15, 16, 33, 64}) {
+      const int64_t ld_in = cols + 3, ld_out = rows + 5;
+      const auto in = randoms(static_cast<size_t>(rows * ld_in), 7);
+      std::vector<float> out(static_cast<size_t>(cols * ld_out), 42.0f);
+      att::transpose(in.data(), rows, cols, ld_in, 0.5f, out.data(), ld_out);
+      for (int64_t j = 0; j < cols; ++j)
+        for (int64_t i = 0; i < ld_out; ++i) {
+          const float want = i < rows ? 0.5f * in[i * ld_in + j] : 42.0f;  // nothing written past `rows`
+          ASSERT_EQ(out[j * ld_out + i], want) << rows << "x" << cols << " at " << j << ", " << i;
+        }
+    }
+}
+
+TEST(AttentionF32, HeadsMatchADoubleReference) {
+  if (!att::available()) {  // below AVX-512: an error, never an illegal instruction
+    att::Geometry g{1, 1, 1, 2, 2, 4, 4, true, 0.5f, false};
+    std::vector<float> x(8), y(8);
+    std::vector<char> scratch(att::scratch_bytes(g, 1));
+    EXPECT_THROW(att::run(g, x.data(), x.data(), x.data(), {}, y.data(), scratch.data(), 1), Error);
+    return;
+  }
+  const std::vector<Case> cases = {
+      {{1, 2, 2, 7, 7, 16, 16, true, 0.25f, false}, 0},   // multi-head, packed
+      {{2, 4, 2, 9, 9, 8, 12, true, 0.35f, false}, 1},    // grouped-query, float padding mask
+      {{2, 2, 2, 5, 70, 64, 64, false, 0.125f, false}, 2},  // 4-D, queries and keys of different lengths
+      {{2, 3, 1, 20, 20, 17, 33, true, 0.2f, true}, 0},   // multi-query, causal, odd sizes
+      {{2, 2, 2, 6, 6, 8, 8, false, 0.3f, false}, 3},     // bool mask with a row of no keys
+      {{1, 2, 2, 130, 130, 64, 64, true, 0.125f, false}, 1},  // rows past a panel of keys
+  };
+  for (size_t i = 0; i < cases.size(); ++i)
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(testing::Message() << "case " << i << ", " << threads << " threads");
+      const int before = omp_get_max_threads();
+      omp_set_num_threads(threads);
+      check(cases[i], threads);
+      omp_set_num_threads(before);
+    }
+}
