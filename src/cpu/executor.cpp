@@ -299,6 +299,7 @@ std::string Executor::ir_template_reason() const {
 
 std::unique_ptr<Graph> Executor::build_graph(Plan& plan, std::shared_ptr<Arena> arena, bool hot) {
   GraphOptions o = options_;
+  o.shape_agnostic = o.shapes_vary;  // kiln's kernels stay in a hot rebuild: they are the fast ones
   if (hot) o.shapes_vary = false;
   o.weights = weights_.get();
   if (options_.shapes_vary) o.fusion_decisions = &fusion_decisions_;  // hot rebuilds too: the same fusions

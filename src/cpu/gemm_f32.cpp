@@ -100,7 +100,7 @@ KILN_AVX512 void block(const float* a, int64_t lda, const float* b, int64_t kc, 
     for (int r = 0; r < MR; ++r) {
       float* cr = c + r * ldc + col;
       __m512 v = acc[r][j];
-      if (!first) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, cr));
+      if (!first || ep.accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, cr));
       if (last) {
         v = _mm512_add_ps(v, bias);
         for (const EpilogueOp& op : ep.ops)

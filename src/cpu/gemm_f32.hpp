@@ -44,6 +44,7 @@ bool supports_binary(dnnl::algorithm alg);
 struct Epilogue {
   const float* bias = nullptr;  // [N] or null
   std::vector<EpilogueOp> ops;
+  bool accumulate = false;  // C += A x B (then the bias and ops), else C = A x B
 };
 
 // C = epilogue(A x B): A row-major with leading dimension lda, C with ldc; `packed_b` from

@@ -57,6 +57,10 @@ struct GraphOptions {
   // The model has inputs of variable shape, so graphs are built per shape (cpu::Executor sets
   // it): nodes favour primitives that are quick to create (Node::shapes_vary).
   bool shapes_vary = false;
+  // The model's input shapes vary, hot rebuilds included: nodes that have a kernel of kiln's
+  // taking its sizes at run time use it (gemm_f32, layer_norm_f32, attention_f32, lstm_f32:
+  // nothing made per shape, and as fast as oneDNN's or faster) (Node::shape_agnostic).
+  bool shape_agnostic = false;
   // kiln_max_tensor_bytes: no tensor of a plan, and no plan's intermediate memory, may take
   // more (a crafted shape gets an error naming the node). 0: the machine's physical memory.
   uint64_t max_tensor_bytes = 0;

@@ -32,6 +32,7 @@ void Graph::lower(const GraphOptions& options) {
     node->bf16 = options.bf16;
     node->snippets_isa = options.snippets_isa;
     node->shapes_vary = options.shapes_vary;
+    node->shape_agnostic = options.shape_agnostic;
     node->fusion_decisions = options.fusion_decisions;
     node->take_options(options);
     for (const ir::Value* in : n->inputs()) node->inputs.push_back(in ? edge_for(in) : nullptr);

@@ -93,6 +93,8 @@ class Node {
   // again for every new shape, so where oneDNN has two equally fast kernels, take the one
   // that is cheaper to create.
   bool shapes_vary = false;
+  // GraphOptions::shape_agnostic: run kiln's own kernel where the node has one.
+  bool shape_agnostic = false;
   // Fusion answers shared by the plans of a model whose shapes vary (GraphOptions), else null.
   FusionDecisions* fusion_decisions = nullptr;
   // Set by prepare(): shapes_vary made it take an implementation quicker to create than

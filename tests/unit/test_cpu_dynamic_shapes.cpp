@@ -9,6 +9,7 @@
 #include "cpu/executor.hpp"
 #include "cpu/gemm_f32.hpp"
 #include "cpu/layer_norm_f32.hpp"
+#include "cpu/lstm_f32.hpp"
 #include "ir/op_registry.hpp"
 #include "runtime/reference_executor.hpp"
 
@@ -166,6 +167,15 @@ TEST(CpuDynamicShapes, LstmOverEveryLengthAndBatch) {
   for (size_t i = 0; i < 3; ++i) g->add_output(n->output(i));
   std::vector<std::vector<Shape>> stream = {{{3, 1, 6}}, {{20, 1, 6}}, {{5, 1, 6}}, {{20, 3, 6}}, {{1, 2, 6}}, {{9, 4, 6}}};
   run_stream(g, stream, {"LSTM"});
+  cpu::Executor ex(g);
+  for (const auto& s : stream) {  // with AVX-512, kiln's kernel: nothing made per length
+    const auto& plan = ex.plan_for(s);
+    ASSERT_TRUE(plan.cpu) << plan.fallback_reason;
+    for (const auto& n : plan.cpu->nodes())
+      if (n->kind() == cpu::NodeKind::LSTM) {
+        EXPECT_EQ(n->impl == cpu::lstm_f32::impl_name(), cpu::lstm_f32::available()) << n->impl;
+      }
+  }
 }
 
 TEST(CpuDynamicShapes, AttentionWithAMaskOverEveryLengthAndBatch) {

@@ -124,7 +124,7 @@ class AttentionNode : public Node {
       while (m4.size() < 4) m4.insert(m4.begin(), 1);
     }
     // shapes that vary: kiln's kernel, nothing made per sequence length (attention_f32.hpp)
-    kiln_kernel_ = shapes_vary && g_.softcap == 0 && attention_f32::available();
+    kiln_kernel_ = shape_agnostic && g_.softcap == 0 && attention_f32::available();
     if (kiln_kernel_) {
       kg_ = {g_.B, g_.Hq, g_.Hkv, g_.S, g_.T, g_.D, g_.Dv, g_.packed, g_.scale, g_.causal};
       kmask_ = {};

@@ -184,7 +184,7 @@ class FullyConnectedNode : public Node {
     runtime_m_ = shapes_vary && in_dt_ == f32 && !ta && !bias_post_op_ && post_ops_.empty();
     // Better still, kiln's GEMM: nothing made per M, post-ops in its epilogue (gemm_f32.hpp);
     // prepare() falls back to oneDNN when the epilogue cannot take the fused post-ops.
-    kiln_gemm_ = shapes_vary && in_dt_ == f32 && !ta && !bias_post_op_ && gemm_f32::available();
+    kiln_gemm_ = shape_agnostic && in_dt_ == f32 && !ta && !bias_post_op_ && gemm_f32::available();
     M_ = M;
   }
 

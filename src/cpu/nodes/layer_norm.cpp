@@ -80,7 +80,7 @@ class LayerNormNode : public Node {
     rows_ = outer;
     m_ = m;
     // shapes that vary: kiln's kernel, nothing made per row count (layer_norm_f32.hpp)
-    kiln_kernel_ = shapes_vary && !stats && layer_norm_f32::available();
+    kiln_kernel_ = shape_agnostic && !stats && layer_norm_f32::available();
     if (!kiln_kernel_) {
       auto prop = stats ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
       auto ln = cached_primitive<dnnl::layer_normalization_forward::primitive_desc, dnnl::layer_normalization_forward>(

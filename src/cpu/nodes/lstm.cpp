@@ -19,6 +19,8 @@
 #include "core/strings.hpp"
 #include "cpu/arena.hpp"
 #include "cpu/dnnl_util.hpp"
+#include "cpu/gemm_f32.hpp"
+#include "cpu/lstm_f32.hpp"
 #include "cpu/nodes/node_factory.hpp"
 #include "cpu/weights_cache.hpp"
 
@@ -52,6 +54,9 @@ class LstmNode : public Node {
     src_layer_ = memory::desc({T_, N_, C_}, memory::data_type::f32, tag::tnc);
     has_h0_ = input(5) != nullptr;
     has_c0_ = input(6) != nullptr;
+    // shapes that vary: kiln's kernel, nothing made per sequence length (lstm_f32.hpp)
+    kiln_kernel_ = shape_agnostic && lstm_f32::available();
+    if (kiln_kernel_) return prepare_kiln_kernel(dir);
     // Two directions and two threads: each direction is a primitive of its own, run at the
     // same time on one thread each (a direction's steps depend on each other, so splitting
     // one step over the team costs a barrier per step: 200 steps of a recogniser's BiLSTM run
@@ -86,9 +91,15 @@ class LstmNode : public Node {
     return req;
   }
 
-  size_t scratch_bytes() const override { return staging_bytes_; }
+  size_t scratch_bytes() const override { return kiln_kernel_ ? lstm_f32::scratch_bytes(kg_) : staging_bytes_; }
 
   void execute(dnnl::stream& stream) override {
+    if (kiln_kernel_) {
+      auto data = [](const Edge* e) { return e ? static_cast<float*>(e->data) : nullptr; };
+      lstm_f32::run(kg_, kw_, data(inputs[0]), has_h0_ ? data(input(5)) : nullptr, has_c0_ ? data(input(6)) : nullptr,
+                    data(output(0)), data(output(1)), data(output(2)), scratch, threads_);
+      return;
+    }
     if (!split_) {
       run_part(parts_[0], stream, nullptr);
       if (permute_) {
@@ -116,6 +127,44 @@ class LstmNode : public Node {
   }
 
  private:
+  // W^T and R^T in gemm_f32's panels per direction (once per model, through the weights cache),
+  // the two biases summed; ONNX's gate order is kept.
+  std::vector<InputLayout> prepare_kiln_kernel(const std::string& dir) {
+    kg_ = {T_, N_, C_, H_, D_, dir == "reverse"};
+    kw_ = {};
+    const int64_t H = H_, G4 = 4 * H_;
+    for (int64_t d = 0; d < D_; ++d) {
+      auto pack = [&](const Edge* e, int64_t K, const char* which) {
+        const memory::desc packed({gemm_f32::packed_size(K, G4)}, memory::data_type::f32, tag::a);
+        return pack_weights(e->constant, cat("lstm/kiln/", which, "/", d), packed, [&](memory& dst) {
+          // B(k, n) = W[d][n][k]: the transpose of the ONNX [4H, K] matrix
+          gemm_f32::pack_b(static_cast<const float*>(e->data) + d * G4 * K, K, G4, 1, K, 1.0f,
+                           static_cast<float*>(dst.get_data_handle()));
+        });
+      };
+      kpacked_[d][0] = pack(inputs[1], C_, "W");
+      kpacked_[d][1] = pack(inputs[2], H, "R");
+      kw_.w[d] = static_cast<const float*>(kpacked_[d][0].get_data_handle());
+      kw_.r[d] = static_cast<const float*>(kpacked_[d][1].get_data_handle());
+      kbias_[d].clear();
+      if (const Edge* B = input(3)) {  // [D, 8H]: Wb then Rb
+        const float* row = static_cast<const float*>(B->data) + d * 8 * H;
+        kbias_[d].resize(static_cast<size_t>(G4));
+        for (int64_t j = 0; j < G4; ++j) kbias_[d][static_cast<size_t>(j)] = row[j] + row[G4 + j];
+        kw_.bias[d] = kbias_[d].data();
+      }
+    }
+    threads_ = std::max(1, omp_get_max_threads());
+    impl = lstm_f32::impl_name();
+    for (Edge* e : outputs)
+      if (e) e->blocked.reset();
+    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
+    req[0] = InputLayout::plain();
+    if (has_h0_) req[5] = InputLayout::plain();
+    if (has_c0_) req[6] = InputLayout::plain();
+    return req;
+  }
+
   // One primitive: directions [d0, d0 + nd) of the op.
   struct Part {
     int64_t d0 = 0, nd = 1;
@@ -208,6 +257,12 @@ class LstmNode : public Node {
   std::vector<Part> parts_;
   dnnl::reorder permute_prim_;
   size_t staging_bytes_ = 0;  // scratch: Y as [T, N, D, H] before the permute, or Y when not wanted
+  bool kiln_kernel_ = false;  // lstm_f32 runs it (shapes vary), not oneDNN
+  lstm_f32::Geometry kg_;
+  lstm_f32::Weights kw_;
+  memory kpacked_[2][2];  // per direction: W^T, R^T
+  std::vector<float> kbias_[2];
+  int threads_ = 1;
 };
 
 // The constant tensor of input i, or null when absent or not a constant.
