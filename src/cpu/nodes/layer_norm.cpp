@@ -79,8 +79,9 @@ class LayerNormNode : public Node {
     const bool stats = outputs.size() > 1;
     rows_ = outer;
     m_ = m;
-    // shapes that vary: kiln's kernel, nothing made per row count (layer_norm_f32.hpp)
-    kiln_kernel_ = shape_agnostic && !stats && layer_norm_f32::available();
+    // kiln's kernel where the CPU runs it: nothing made per row count, and one pass where
+    // oneDNN runs two primitives for SkipLayerNorm (layer_norm_f32.hpp)
+    kiln_kernel_ = !stats && layer_norm_f32::available();
     if (!kiln_kernel_) {
       auto prop = stats ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
       auto ln = cached_primitive<dnnl::layer_normalization_forward::primitive_desc, dnnl::layer_normalization_forward>(
@@ -181,7 +182,7 @@ class LayerNormNode : public Node {
 
  private:
   bool skip_ = false;  // SkipLayerNormalization: binary add first
-  bool kiln_kernel_ = false;  // layer_norm_f32 runs it (shapes vary), not oneDNN
+  bool kiln_kernel_ = false;  // layer_norm_f32 runs it, not oneDNN
   int64_t rows_ = 0, m_ = 0;
   memory::desc md_, stat_md_, bias_md_;
   dnnl::binary::primitive_desc add_pd_;
