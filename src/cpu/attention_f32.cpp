@@ -125,9 +125,12 @@ KILN_AVX512 void softmax_row(float* x, int64_t T, const float* mf, const uint8_t
     sum = _mm512_mask_add_ps(sum, k, sum, e);
   }
   const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+  const __m512 smallest = _mm512_set1_ps(std::numeric_limits<float>::min());
   for (int64_t j = 0; j < T; j += 16) {
     const __mmask16 k = tail_mask(T - j);
-    _mm512_mask_storeu_ps(x + j, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + j), inv));
+    const __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + j), inv);
+    // no denormal probabilities: the product with V would run on the slow path
+    _mm512_mask_storeu_ps(x + j, k, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(p, smallest, _CMP_GE_OQ), p));
   }
 }
 

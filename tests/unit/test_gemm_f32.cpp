@@ -201,3 +201,20 @@ TEST(GemmF32, TwoThreadsGiveTheBitsOfOne) {
   for (int64_t i = 0; i < p.M; ++i)
     for (int64_t j = 0; j < p.N; ++j) ASSERT_EQ(one[i * p.ldc + j], two[i * p.ldc + j]) << i << ", " << j;
 }
+
+TEST(GemmF32, ExpBelowTheNormalRangeIsZero) {
+  // e^x for x < -87.3 is below the smallest normal float: the kernels' exp gives 0, never a
+  // denormal that later arithmetic would run on the CPU's slow path
+  if (!gemm::available()) GTEST_SKIP() << "no AVX-512: the kernel does not run (see BlocksAndTails...)";
+  std::vector<float> a = {-100.0f, -87.0f, -1e30f}, b(1, 1.0f), packed(static_cast<size_t>(gemm::packed_size(1, 1)));
+  gemm::pack_b(b.data(), 1, 1, 1, 1, 1.0f, packed.data());
+  gemm::Epilogue ep;
+  gemm::EpilogueOp op;
+  op.alg = dnnl::algorithm::eltwise_exp;
+  ep.ops.push_back(op);
+  std::vector<float> c(3);
+  gemm::run(a.data(), 3, 1, 1, packed.data(), 1, c.data(), 1, ep);
+  EXPECT_EQ(c[0], 0.0f);
+  EXPECT_NEAR(c[1], std::exp(-87.0), 1e-6 * std::exp(-87.0));  // still normal: kept
+  EXPECT_EQ(c[2], 0.0f);
+}
