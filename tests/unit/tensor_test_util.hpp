@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <random>
 #include <utility>
+#include <vector>
 
 namespace kiln::test {
 
@@ -21,6 +22,15 @@ inline Tensor random_tensor(Shape s, uint32_t seed, float lo, float hi) {
 // The same over [-scale, scale).
 inline Tensor random_tensor(Shape s, uint32_t seed, float scale = 1.0f) {
   return random_tensor(std::move(s), seed, -scale, scale);
+}
+
+// n floats uniform in [lo, hi), reproducible from the seed.
+inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
 }
 
 }  // namespace kiln::test

@@ -13,18 +13,13 @@
 #include "cpu/attention_f32.hpp"
 #include <kiln/error.hpp>
 
+#include "tensor_test_util.hpp"
+
 using namespace kiln;
+using kiln::test::random_floats;
 namespace att = kiln::cpu::attention_f32;
 
 namespace {
-
-std::vector<float> randoms(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
 
 struct Case {
   att::Geometry g;
@@ -38,8 +33,8 @@ int64_t at(bool packed, int64_t heads, int64_t seq, int64_t size, int64_t b, int
 
 void check(const Case& c, int threads) {
   const att::Geometry& g = c.g;
-  const auto q = randoms(static_cast<size_t>(g.B * g.Hq * g.S * g.D), 1), k = randoms(static_cast<size_t>(g.B * g.Hkv * g.T * g.D), 2),
-             v = randoms(static_cast<size_t>(g.B * g.Hkv * g.T * g.Dv), 3);
+  const auto q = random_floats(static_cast<size_t>(g.B * g.Hq * g.S * g.D), 1), k = random_floats(static_cast<size_t>(g.B * g.Hkv * g.T * g.D), 2),
+             v = random_floats(static_cast<size_t>(g.B * g.Hkv * g.T * g.Dv), 3);
   att::Mask mask;
   std::vector<float> mf;
   std::vector<uint8_t> mb;
@@ -47,7 +42,7 @@ void check(const Case& c, int threads) {
     const int64_t dims1[4] = {g.B, 1, 1, g.T}, dims2[4] = {1, 1, g.S, g.T};
     const int64_t* d = c.mask == 1 ? dims1 : dims2;
     for (int i = 0; i < 4; ++i) mask.dims[i] = d[i];
-    mf = randoms(static_cast<size_t>(d[0] * d[2] * d[3]), 4);
+    mf = random_floats(static_cast<size_t>(d[0] * d[2] * d[3]), 4);
     if (c.mask == 1) mf[1] = -std::numeric_limits<float>::infinity();  // a padded key
     mask.data = mf.data();
   } else if (c.mask == 3) {
@@ -100,7 +95,7 @@ TEST(AttentionF32, TransposesMatchTheirDefinition) {
   for (int64_t rows : {1, 5, 16, 17, 40})
     for (int64_t cols : {1, 15, 16, 33, 64}) {
       const int64_t ld_in = cols + 3, ld_out = rows + 5;
-      const auto in = randoms(static_cast<size_t>(rows * ld_in), 7);
+      const auto in = random_floats(static_cast<size_t>(rows * ld_in), 7);
       std::vector<float> out(static_cast<size_t>(cols * ld_out), 42.0f);
       att::transpose(in.data(), rows, cols, ld_in, 0.5f, out.data(), ld_out);
       for (int64_t j = 0; j < cols; ++j)

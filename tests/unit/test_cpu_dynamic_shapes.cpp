@@ -62,21 +62,30 @@ std::vector<std::vector<Shape>> image_stream(int64_t c) {
           {{1, c, 16, 40}}, {{1, c, 8, 8}}, {{3, c, 8, 24}}, {{2, c, 16, 8}}};
 }
 
-// With AVX-512 the Attention nodes of every plan run kiln's kernel (nothing made per length).
-void expect_attention_impl(const std::shared_ptr<ir::Graph>& g, const std::vector<std::vector<Shape>>& stream) {
+// Every node of `kind` in the plans of `stream` runs kiln's kernel `impl` when the ISA in use
+// has it (`available`: nothing made per shape), else a oneDNN implementation.
+void expect_kiln_kernel(const std::shared_ptr<ir::Graph>& g, const std::vector<std::vector<Shape>>& stream,
+                        cpu::NodeKind kind, bool available, const std::string& impl) {
   cpu::Executor ex(g);
+  size_t seen = 0;
   for (const auto& s : stream) {
     const auto& plan = ex.plan_for(s);
     ASSERT_TRUE(plan.cpu) << plan.fallback_reason;
     for (const auto& n : plan.cpu->nodes()) {
-      if (n->kind() != cpu::NodeKind::Attention) continue;
-      if (cpu::attention_f32::available()) {
-        EXPECT_EQ(n->impl, cpu::attention_f32::impl_name());
+      if (n->kind() != kind) continue;
+      ++seen;
+      if (available) {
+        EXPECT_EQ(n->impl, impl) << n->name;
       } else {
-        EXPECT_EQ(n->impl.find("kiln"), std::string::npos);
+        EXPECT_EQ(n->impl.find("kiln"), std::string::npos) << n->name;
       }
     }
   }
+  EXPECT_GE(seen, stream.size());
+}
+
+void expect_attention_impl(const std::shared_ptr<ir::Graph>& g, const std::vector<std::vector<Shape>>& stream) {
+  expect_kiln_kernel(g, stream, cpu::NodeKind::Attention, cpu::attention_f32::available(), cpu::attention_f32::impl_name());
 }
 
 ir::Value* conv(ir::Graph& g, ir::Value* x, int64_t ci, int64_t co, uint32_t seed, const std::string& name) {
@@ -167,15 +176,7 @@ TEST(CpuDynamicShapes, LstmOverEveryLengthAndBatch) {
   for (size_t i = 0; i < 3; ++i) g->add_output(n->output(i));
   std::vector<std::vector<Shape>> stream = {{{3, 1, 6}}, {{20, 1, 6}}, {{5, 1, 6}}, {{20, 3, 6}}, {{1, 2, 6}}, {{9, 4, 6}}};
   run_stream(g, stream, {"LSTM"});
-  cpu::Executor ex(g);
-  for (const auto& s : stream) {  // with AVX-512, kiln's kernel: nothing made per length
-    const auto& plan = ex.plan_for(s);
-    ASSERT_TRUE(plan.cpu) << plan.fallback_reason;
-    for (const auto& n : plan.cpu->nodes())
-      if (n->kind() == cpu::NodeKind::LSTM) {
-        EXPECT_EQ(n->impl == cpu::lstm_f32::impl_name(), cpu::lstm_f32::available()) << n->impl;
-      }
-  }
+  expect_kiln_kernel(g, stream, cpu::NodeKind::LSTM, cpu::lstm_f32::available(), cpu::lstm_f32::impl_name());
 }
 
 TEST(CpuDynamicShapes, AttentionWithAMaskOverEveryLengthAndBatch) {
@@ -337,19 +338,8 @@ TEST(CpuDynamicShapes, LayerNormsTakeTheirRowsAtRunTime) {
   g->add_output(ln1->output(0));
   const std::vector<std::vector<Shape>> stream = {{{1, 5, 40}, {1, 5, 40}}, {{2, 9, 40}, {2, 9, 40}}, {{1, 1, 40}, {1, 1, 40}}};
   run_stream(g, stream, {"SkipLayerNorm", "LayerNorm"});
-  cpu::Executor ex(g);
-  for (const auto& s : stream) {
-    const auto& plan = ex.plan_for(s);
-    ASSERT_TRUE(plan.cpu) << plan.fallback_reason;
-    for (const auto& n : plan.cpu->nodes()) {
-      if (n->kind() != cpu::NodeKind::LayerNorm) continue;
-      if (cpu::layer_norm_f32::available()) {
-        EXPECT_EQ(n->impl, cpu::layer_norm_f32::impl_name()) << n->name;
-      } else {
-        EXPECT_EQ(n->impl.find("kiln"), std::string::npos) << n->name;
-      }
-    }
-  }
+  expect_kiln_kernel(g, stream, cpu::NodeKind::LayerNorm, cpu::layer_norm_f32::available(),
+                     cpu::layer_norm_f32::impl_name());
 }
 
 TEST(CpuDynamicShapes, AFullyConnectedTakesItsRowsAtRunTime) {

@@ -11,26 +11,21 @@
 #include "cpu/gemm_f32.hpp"
 #include <kiln/error.hpp>
 
+#include "tensor_test_util.hpp"
+
 using namespace kiln;
+using kiln::test::random_floats;
 namespace gemm = kiln::cpu::gemm_f32;
 
 namespace {
-
-std::vector<float> randoms(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
 
 struct Problem {
   int64_t M, K, N, lda, ldc;
   std::vector<float> a, b, bias;  // b: [K, N] row-major
   Problem(int64_t m, int64_t k, int64_t n, uint32_t seed) : M(m), K(k), N(n), lda(k + 3), ldc(n + 5) {
-    a = randoms(static_cast<size_t>(M * lda), seed);
-    b = randoms(static_cast<size_t>(std::max<int64_t>(K * N, 1)), seed + 1);
-    bias = randoms(static_cast<size_t>(N), seed + 2);
+    a = random_floats(static_cast<size_t>(M * lda), seed);
+    b = random_floats(static_cast<size_t>(std::max<int64_t>(K * N, 1)), seed + 1);
+    bias = random_floats(static_cast<size_t>(N), seed + 2);
   }
   // A x B in double, and the scale of each sum (sum of |a b|) for the tolerance
   void reference(std::vector<double>& want, std::vector<double>& scale) const {
@@ -159,7 +154,7 @@ TEST(GemmF32, EveryEpilogueOpMatchesItsDefinition) {
     check(ep, [&](double x, int64_t) { return k.f(x, k.alpha, k.beta); });
   }
   // binary ops with a per-column and a scalar operand, then an activation after them
-  const std::vector<float> col = randoms(static_cast<size_t>(N), 5, 0.5f, 2.0f);
+  const std::vector<float> col = random_floats(static_cast<size_t>(N), 5, 0.5f, 2.0f);
   const std::vector<std::pair<A, double (*)(double, double)>> binary = {
       {A::binary_add, [](double x, double y) { return x + y; }}, {A::binary_sub, [](double x, double y) { return x - y; }},
       {A::binary_mul, [](double x, double y) { return x * y; }}, {A::binary_div, [](double x, double y) { return x / y; }},

@@ -10,20 +10,11 @@
 #include "cpu/layer_norm_f32.hpp"
 #include <kiln/error.hpp>
 
+#include "tensor_test_util.hpp"
+
 using namespace kiln;
+using kiln::test::random_floats;
 namespace ln = kiln::cpu::layer_norm_f32;
-
-namespace {
-
-std::vector<float> randoms(size_t n, uint32_t seed, float lo, float hi) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
-
-}  // namespace
 
 TEST(LayerNormF32, RowsMatchADoubleReference) {
   if (!ln::available()) {  // below AVX-512: an error, never an illegal instruction
@@ -38,10 +29,10 @@ TEST(LayerNormF32, RowsMatchADoubleReference) {
         const bool skip = variant == 1 || variant == 2, bias = variant == 2, in_place = variant == 3;
         SCOPED_TRACE(testing::Message() << "m " << m << " rows " << rows << " variant " << variant);
         const size_t n = static_cast<size_t>(rows * m);
-        std::vector<float> x = randoms(n, seed++, 2.0f, 4.0f);  // an offset: the mean matters
-        const std::vector<float> s = randoms(n, seed++, -1.0f, 1.0f), b = randoms(static_cast<size_t>(m), seed++, -1, 1),
-                                 scale = randoms(static_cast<size_t>(m), seed++, 0.5f, 2.0f),
-                                 shift = randoms(static_cast<size_t>(m), seed++, -1.0f, 1.0f);
+        std::vector<float> x = random_floats(n, seed++, 2.0f, 4.0f);  // an offset: the mean matters
+        const std::vector<float> s = random_floats(n, seed++, -1.0f, 1.0f), b = random_floats(static_cast<size_t>(m), seed++, -1, 1),
+                                 scale = random_floats(static_cast<size_t>(m), seed++, 0.5f, 2.0f),
+                                 shift = random_floats(static_cast<size_t>(m), seed++, -1.0f, 1.0f);
         std::vector<double> want(n);
         for (int64_t r = 0; r < rows; ++r) {
           double mean = 0, var = 0;

@@ -13,19 +13,14 @@
 #include "cpu/lstm_f32.hpp"
 #include <kiln/error.hpp>
 
+#include "tensor_test_util.hpp"
+
 using namespace kiln;
+using kiln::test::random_floats;
 namespace lstm = kiln::cpu::lstm_f32;
 namespace gemm = kiln::cpu::gemm_f32;
 
 namespace {
-
-std::vector<float> randoms(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
@@ -33,9 +28,9 @@ void check(int64_t T, int64_t N, int64_t C, int64_t H, int64_t D, bool reverse, 
   SCOPED_TRACE(testing::Message() << "T " << T << " N " << N << " C " << C << " H " << H << " D " << D << " reverse "
                                   << reverse << " states " << states << " bias " << bias << " threads " << threads);
   const int64_t G4 = 4 * H;
-  const auto x = randoms(static_cast<size_t>(T * N * C), 1), W = randoms(static_cast<size_t>(D * G4 * C), 2, 0.5f),
-             R = randoms(static_cast<size_t>(D * G4 * H), 3, 0.5f), B = randoms(static_cast<size_t>(D * 2 * G4), 4),
-             h0 = randoms(static_cast<size_t>(D * N * H), 5), c0 = randoms(static_cast<size_t>(D * N * H), 6);
+  const auto x = random_floats(static_cast<size_t>(T * N * C), 1), W = random_floats(static_cast<size_t>(D * G4 * C), 2, -0.5f, 0.5f),
+             R = random_floats(static_cast<size_t>(D * G4 * H), 3, -0.5f, 0.5f), B = random_floats(static_cast<size_t>(D * 2 * G4), 4),
+             h0 = random_floats(static_cast<size_t>(D * N * H), 5), c0 = random_floats(static_cast<size_t>(D * N * H), 6);
   std::vector<std::vector<float>> wp(D), rp(D), bs(D);
   lstm::Weights w;
   for (int64_t d = 0; d < D; ++d) {

@@ -83,13 +83,7 @@ class LstmNode : public Node {
       permute_prim_ = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), reorder_src_, cpu_engine(), reorder_dst_));
     }
     staging_bytes_ = permute_ || !output(0) ? static_cast<size_t>(T_ * N_ * D_ * H_) * sizeof(float) : 0;
-    for (Edge* e : outputs)
-      if (e) e->blocked.reset();
-    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
-    req[0] = InputLayout::plain();
-    if (has_h0_) req[5] = InputLayout::plain();
-    if (has_c0_) req[6] = InputLayout::plain();
-    return req;
+    return plain_layouts();
   }
 
   size_t scratch_bytes() const override { return kiln_kernel_ ? lstm_f32::scratch_bytes(kg_) : staging_bytes_; }
@@ -128,6 +122,17 @@ class LstmNode : public Node {
   }
 
  private:
+  // Outputs plain; X and the initial states wanted plain.
+  std::vector<InputLayout> plain_layouts() {
+    for (Edge* e : outputs)
+      if (e) e->blocked.reset();
+    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
+    req[0] = InputLayout::plain();
+    if (has_h0_) req[5] = InputLayout::plain();
+    if (has_c0_) req[6] = InputLayout::plain();
+    return req;
+  }
+
   // W^T and R^T in gemm_f32's panels per direction (once per model, through the weights cache),
   // the two biases summed; ONNX's gate order is kept.
   std::vector<InputLayout> prepare_kiln_kernel(const std::string& dir) {
@@ -157,13 +162,7 @@ class LstmNode : public Node {
     }
     threads_ = std::max(1, omp_get_max_threads());
     impl = lstm_f32::impl_name();
-    for (Edge* e : outputs)
-      if (e) e->blocked.reset();
-    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
-    req[0] = InputLayout::plain();
-    if (has_h0_) req[5] = InputLayout::plain();
-    if (has_c0_) req[6] = InputLayout::plain();
-    return req;
+    return plain_layouts();
   }
 
   // One primitive: directions [d0, d0 + nd) of the op.
