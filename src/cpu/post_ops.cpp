@@ -21,6 +21,32 @@ const PostOp* PostOpList::dw() const {
   return nullptr;
 }
 
+bool to_gemm_epilogue(const PostOpList& list, size_t rank, size_t channel_axis, int64_t channels,
+                      gemm_f32::Epilogue& out) {
+  for (const PostOp& op : list.ops) {
+    gemm_f32::EpilogueOp e;
+    e.alg = op.alg;
+    if (op.kind == PostOp::Kind::eltwise) {
+      if (!gemm_f32::supports_eltwise(op.alg)) return false;
+      e.alpha = op.alpha;
+      e.beta = op.beta;
+    } else if (op.kind == PostOp::Kind::binary) {
+      const Tensor& c = op.constant;
+      if (!gemm_f32::supports_binary(op.alg) || !c.defined() || c.dtype() != DType::f32 || c.rank() > rank) return false;
+      const size_t off = rank - c.rank();  // aligned from the right, as broadcasting does
+      for (size_t d = 0; d < c.rank(); ++d)
+        if (c.shape()[d] != 1 && (d + off != channel_axis || c.shape()[d] != channels)) return false;
+      const float* v = c.data<float>();
+      e.kind = gemm_f32::EpilogueOp::Kind::binary;
+      e.operand.assign(v, v + c.size());  // one value, or one per channel
+    } else {
+      return false;
+    }
+    out.ops.push_back(std::move(e));
+  }
+  return true;
+}
+
 std::vector<PostOp> PostOpList::merged() const {
   // Adjacent linear ops become one: a2 (a1 x + b1) + b2.
   std::vector<PostOp> out;

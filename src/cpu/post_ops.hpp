@@ -5,6 +5,8 @@
 // PReLU with a constant slope, and sum: accumulate into another tensor's buffer).
 #include <kiln/tensor.hpp>
 
+#include "cpu/gemm_f32.hpp"
+
 #include <functional>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
@@ -62,6 +64,12 @@ class PostOpList {
  private:
   std::vector<std::pair<int, dnnl::memory>> operands_;  // execution argument -> operand memory
 };
+
+// The list as the epilogue of kiln's GEMM (cpu/gemm_f32.hpp), appended to `out`: false when an op
+// is not one it computes (PReLU, sum, depthwise, an eltwise it lacks, a binary operand that is
+// not one value or one per channel, `channel_axis` of an output of rank `rank`).
+bool to_gemm_epilogue(const PostOpList& list, size_t rank, size_t channel_axis, int64_t channels,
+                      gemm_f32::Epilogue& out);
 
 // Whether the primitive made for `trial` keeps an optimised kernel: `impl_of(list)` names the
 // implementation oneDNN picks for a list (throwing dnnl::error when it rejects it); a reference

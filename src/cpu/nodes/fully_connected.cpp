@@ -192,27 +192,8 @@ class FullyConnectedNode : public Node {
   bool make_epilogue() {
     epilogue_ = {};
     epilogue_.bias = bias_vals_.empty() ? nullptr : bias_vals_.data();
-    for (const PostOp& op : as_2d(post_ops_).ops) {
-      gemm_f32::EpilogueOp e;
-      e.alg = op.alg;
-      if (op.kind == PostOp::Kind::eltwise) {
-        if (!gemm_f32::supports_eltwise(op.alg)) return false;
-        e.alpha = op.alpha;
-        e.beta = op.beta;
-      } else if (op.kind == PostOp::Kind::binary) {
-        if (!gemm_f32::supports_binary(op.alg) || !op.constant.defined() || op.constant.dtype() != DType::f32)
-          return false;
-        const int64_t n = op.constant.size();
-        if (n != 1 && n != N_) return false;  // a scalar or one value per output column
-        const float* v = op.constant.data<float>();
-        e.kind = gemm_f32::EpilogueOp::Kind::binary;
-        e.operand.assign(v, v + n);
-      } else {
-        return false;  // PReLU, sum, depthwise
-      }
-      epilogue_.ops.push_back(std::move(e));
-    }
-    return true;
+    const size_t rank = outputs[0]->shape.size();
+    return rank > 0 && to_gemm_epilogue(post_ops_, rank, rank - 1, N_, epilogue_);
   }
 
   // Weights packed in the GEMM's panels (once per model, through the weights cache).
