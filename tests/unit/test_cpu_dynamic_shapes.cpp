@@ -218,15 +218,19 @@ TEST(CpuDynamicShapes, NewShapesTakeQuickPrimitivesAndAFrequentShapeTheFastest) 
   // A 3x3 convolution whose width varies. A graph for a new shape takes oneDNN's direct JIT
   // kernel where its first choice is a brgemm one (many kernels to generate per shape); once
   // a shape has run Executor::kHotRuns times, its graph is built again with the first choice.
+  // A FullyConnected beside it keeps kiln's GEMM in the rebuilt graph (the faster one).
   auto g = make_graph();
   auto* x = g->add_input("x", {DType::f32, dims({1, 16, 8, Dim::sym("w")})});
+  auto* v = g->add_input("v", {DType::f32, dims({Dim::sym("n"), 16})});
   g->add_node("Relu", {conv(*g, x, 16, 32, 5, "c")}, 1, "r");
   g->add_output(g->nodes().back()->output(0));
+  g->add_output(g->add_node("MatMul", {v, g->add_constant("fw", random_tensor({16, 8}, 9))}, 1, "fc")->output(0));
   ir::infer_shapes(*g);
-  const Shape shape = {1, 16, 8, 40};
+  const Shape shape = {1, 16, 8, 40}, vshape = {3, 16};
   // what oneDNN picks first on this CPU: a graph of static shapes builds with it
   auto fixed = g->clone();
   fixed->inputs()[0]->type.shape = ir::PartialShape(shape);
+  fixed->inputs()[1]->type.shape = ir::PartialShape(vshape);
   ir::infer_shapes(*fixed);
   cpu::Graph first_choice(fixed);
   const std::string best = first_choice.describe();
@@ -234,18 +238,25 @@ TEST(CpuDynamicShapes, NewShapesTakeQuickPrimitivesAndAFrequentShapeTheFastest) 
 
   runtime::ReferenceExecutor ref(g);
   cpu::Executor ex(g);
-  auto conv_exec_type = [](const std::vector<ProfilingInfo>& rows) {
+  auto exec_type = [](const std::vector<ProfilingInfo>& rows, const char* type) {
     for (const ProfilingInfo& r : rows)
-      if (r.node_type == "Convolution" && r.status == ProfilingInfo::Status::executed) return r.exec_type;
+      if (r.node_type == type && r.status == ProfilingInfo::Status::executed) return r.exec_type;
     return std::string("(none)");
   };
-  std::vector<std::string> seen;
+  std::vector<std::string> seen, seen_fc;
   for (size_t i = 0; i <= cpu::Executor::kHotRuns + 1; ++i) {
-    const std::vector<Tensor> in = {random_tensor(shape, static_cast<uint32_t>(i + 1))};
+    const std::vector<Tensor> in = {random_tensor(shape, static_cast<uint32_t>(i + 1)),
+                                    random_tensor(vshape, static_cast<uint32_t>(i + 100))};
     std::vector<ProfilingInfo> rows;
     auto got = ex.run(in, &rows);
-    expect_close(ref.run(in)[0], got[0], 1e-4, 1e-4);
-    seen.push_back(conv_exec_type(rows));
+    const auto want = ref.run(in);
+    for (size_t o = 0; o < want.size(); ++o) expect_close(want[o], got[o], 1e-4, 1e-4);
+    seen.push_back(exec_type(rows, "Convolution"));
+    seen_fc.push_back(exec_type(rows, "FullyConnected"));
+  }
+  if (cpu::gemm_f32::available()) {  // before and after a rebuild (profiles show ':' as '_')
+    EXPECT_EQ(seen_fc.front().rfind("kiln_gemm", 0), 0u) << seen_fc.front();
+    EXPECT_EQ(seen_fc.back().rfind("kiln_gemm", 0), 0u) << seen_fc.back();
   }
   SCOPED_TRACE(best);
   if (brgemm_first) {
