@@ -59,11 +59,8 @@ void run(const float* src, const float* skip, const float* bias, const float* sc
          int64_t m, float eps, float* dst) {
   KILN_CHECK(available(), "layer_norm_f32::run: the ISA in use has no AVX-512");
   if (rows <= 0 || m <= 0) return;
-  if (rows * m < 16384) {  // a few microseconds: not worth starting the team
-    for (int64_t r = 0; r < rows; ++r) row(src + r * m, skip ? skip + r * m : nullptr, bias, scale, shift, m, eps, dst + r * m);
-    return;
-  }
-#pragma omp parallel for schedule(static)
+  // below a few microseconds of work, not worth starting the team
+#pragma omp parallel for schedule(static) if (rows * m >= 16384)
   for (int64_t r = 0; r < rows; ++r) row(src + r * m, skip ? skip + r * m : nullptr, bias, scale, shift, m, eps, dst + r * m);
 }
 

@@ -21,8 +21,7 @@ const PostOp* PostOpList::dw() const {
   return nullptr;
 }
 
-bool to_gemm_epilogue(const PostOpList& list, size_t rank, size_t channel_axis, int64_t channels,
-                      gemm_f32::Epilogue& out) {
+bool to_gemm_epilogue(const PostOpList& list, size_t rank, int64_t channels, gemm_f32::Epilogue& out) {
   for (const PostOp& op : list.ops) {
     gemm_f32::EpilogueOp e;
     e.alg = op.alg;
@@ -35,7 +34,7 @@ bool to_gemm_epilogue(const PostOpList& list, size_t rank, size_t channel_axis, 
       if (!gemm_f32::supports_binary(op.alg) || !c.defined() || c.dtype() != DType::f32 || c.rank() > rank) return false;
       const size_t off = rank - c.rank();  // aligned from the right, as broadcasting does
       for (size_t d = 0; d < c.rank(); ++d)
-        if (c.shape()[d] != 1 && (d + off != channel_axis || c.shape()[d] != channels)) return false;
+        if (c.shape()[d] != 1 && (d + off != rank - 1 || c.shape()[d] != channels)) return false;
       const float* v = c.data<float>();
       e.kind = gemm_f32::EpilogueOp::Kind::binary;
       e.operand.assign(v, v + c.size());  // one value, or one per channel

@@ -67,9 +67,8 @@ class PostOpList {
 
 // The list as the epilogue of kiln's GEMM (cpu/gemm_f32.hpp), appended to `out`: false when an op
 // is not one it computes (PReLU, sum, depthwise, an eltwise it lacks, a binary operand that is
-// not one value or one per channel, `channel_axis` of an output of rank `rank`).
-bool to_gemm_epilogue(const PostOpList& list, size_t rank, size_t channel_axis, int64_t channels,
-                      gemm_f32::Epilogue& out);
+// not one value or one per channel, the last axis of an output of rank `rank`).
+bool to_gemm_epilogue(const PostOpList& list, size_t rank, int64_t channels, gemm_f32::Epilogue& out);
 
 // Whether the primitive made for `trial` keeps an optimised kernel: `impl_of(list)` names the
 // implementation oneDNN picks for a list (throwing dnnl::error when it rejects it); a reference

@@ -88,9 +88,7 @@ class FullyConnectedNode : public Node {
     // (through the compiled model's weights cache: packed once, shared by every stream)
     const auto f32 = memory::data_type::f32;
     const Tensor& w = inputs[1]->constant;
-    char alpha_bits[32];
-    std::snprintf(alpha_bits, sizeof alpha_bits, "%a", static_cast<double>(alpha_));
-    weights_ = pack_weights(w, cat("fc/", K_, "x", N_, tb_ ? "/tB" : "", "/alpha=", alpha_bits), pd_.weights_desc(),
+    weights_ = pack_weights(w, weights_key(), pd_.weights_desc(),
                             [&](memory& dst) {
                               const float* pw = w.data<float>();
                               std::vector<float> scaled;
@@ -188,22 +186,28 @@ class FullyConnectedNode : public Node {
     M_ = M;
   }
 
+  // What the packed weights are under in the weights cache, before the layout: sizes, transpose,
+  // alpha (exactly, in hex).
+  std::string weights_key() const {
+    char alpha_bits[32];
+    std::snprintf(alpha_bits, sizeof alpha_bits, "%a", static_cast<double>(alpha_));
+    return cat("fc/", K_, "x", N_, tb_ ? "/tB" : "", "/alpha=", alpha_bits);
+  }
+
   // The fused post-ops as kiln's GEMM epilogue; false when one is not among its ops.
   bool make_epilogue() {
     epilogue_ = {};
     epilogue_.bias = bias_vals_.empty() ? nullptr : bias_vals_.data();
     const size_t rank = outputs[0]->shape.size();
-    return rank > 0 && to_gemm_epilogue(post_ops_, rank, rank - 1, N_, epilogue_);
+    return rank > 0 && to_gemm_epilogue(post_ops_, rank, N_, epilogue_);
   }
 
   // Weights packed in the GEMM's panels (once per model, through the weights cache).
   std::vector<InputLayout> prepare_kiln_gemm() {
     impl = gemm_f32::impl_name();
     const Tensor& w = inputs[1]->constant;
-    char alpha_bits[32];
-    std::snprintf(alpha_bits, sizeof alpha_bits, "%a", static_cast<double>(alpha_));
     const memory::desc packed({gemm_f32::packed_size(K_, N_)}, memory::data_type::f32, tag::a);
-    weights_ = pack_weights(w, cat("fc/", K_, "x", N_, tb_ ? "/tB" : "", "/alpha=", alpha_bits, "/kiln_gemm"), packed,
+    weights_ = pack_weights(w, weights_key() + "/kiln_gemm", packed,
                             [&](memory& dst) {
                               // B(k, n): w[k][n], or w[n][k] when transposed
                               gemm_f32::pack_b(w.data<float>(), K_, N_, tb_ ? 1 : N_, tb_ ? K_ : 1, alpha_,

@@ -107,16 +107,18 @@ class LayerNormNode : public Node {
     std::vector<float> shift(static_cast<size_t>(m), 0.0f);
     if (skip_) {
       // input + skip (+ bias) -> the output, where the normalisation then runs in place
-      dnnl::primitive_attr attr;
       if (inputs.size() > 4 && inputs[4]) {
         bias_md_ = memory::desc({1, m}, f32, tag::ab);
         bias_ = memory(bias_md_, cpu_engine());
         std::memcpy(bias_.get_data_handle(), inputs[4]->constant.raw(), static_cast<size_t>(m) * sizeof(float));
-        dnnl::post_ops po;
-        po.append_binary(dnnl::algorithm::binary_add, bias_md_);
-        attr.set_post_ops(po);
       }
       if (!kiln_kernel_) {  // (kiln's kernel adds them itself)
+        dnnl::primitive_attr attr;
+        if (bias_) {
+          dnnl::post_ops po;
+          po.append_binary(dnnl::algorithm::binary_add, bias_md_);
+          attr.set_post_ops(po);
+        }
         auto add = cached_primitive<dnnl::binary::primitive_desc, dnnl::binary>(
             dnnl::binary::desc(dnnl::algorithm::binary_add, md_, md_, md_), attr);
         add_pd_ = add.pd;
