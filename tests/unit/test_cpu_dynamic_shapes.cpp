@@ -10,6 +10,7 @@
 #include "cpu/gemm_f32.hpp"
 #include "cpu/layer_norm_f32.hpp"
 #include "cpu/lstm_f32.hpp"
+#include "snippets/generator.hpp"
 #include "ir/op_registry.hpp"
 #include "runtime/reference_executor.hpp"
 
@@ -391,4 +392,35 @@ TEST(CpuDynamicShapes, AFullyConnectedTakesItsRowsAtRunTime) {
       }
     }
   }
+}
+
+TEST(CpuDynamicShapes, AnElementwiseChainCompilesItsKernelsOnceForEveryLength) {
+  // Add -> Tanh -> Mul over two [n, L] inputs, no broadcasting: one snippets Subgraph whose
+  // kernels take a fixed number of elements (a chunk of 4096, and 256 for the rest, the last
+  // partial one through a padded copy), so a new length compiles nothing. Lengths around
+  // both chunk sizes, checked against the reference executor.
+  auto g = make_graph(17);
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), Dim::sym("L")})});
+  auto* y = g->add_input("y", {DType::f32, dims({Dim::sym("n"), Dim::sym("L")})});
+  auto* t = g->add_node("Tanh", {g->add_node("Add", {x, y}, 1, "add")->output(0)}, 1, "tanh")->output(0);
+  g->add_output(g->add_node("Mul", {t, x}, 1, "mul")->output(0));
+  auto stream_of = [](const std::vector<Shape>& shapes) {
+    std::vector<std::vector<Shape>> s;
+    for (const Shape& sh : shapes) s.push_back({sh, sh});
+    return s;
+  };
+  const auto first = stream_of({{1, 37}, {1, 4096}, {3, 4096 + 999}, {1, 256}, {2, 128}});
+  run_stream(g, first, {"Subgraph"});
+  cpu::Executor ex(g);
+  for (const auto& s : first) ex.plan_for(s);
+  const auto& plan = ex.plan_for(first.back());
+  ASSERT_TRUE(plan.cpu);
+  bool jit = false;
+  for (const auto& n : plan.cpu->nodes())
+    if (n->kind() == cpu::NodeKind::Subgraph) jit = n->impl.rfind("snippet_", 0) == 0;
+  if (!jit) GTEST_SKIP() << "no snippets kernel at this ISA:\n" << plan.cpu->describe();
+  const size_t misses = snippets::kernel_cache_stats().misses;
+  const auto later = stream_of({{1, 5}, {5, 1001}, {1, 4096 * 3 + 17}, {7, 300}});
+  run_stream(g, later, {"Subgraph"});
+  EXPECT_EQ(snippets::kernel_cache_stats().misses, misses) << "a new length compiled a kernel";
 }

@@ -8,6 +8,7 @@
 // com.microsoft SkipLayerNormalization (residual Add + LayerNorm, from the SkipLayerNorm
 // pattern) is the same node with a oneDNN binary add (input + skip, + bias as a post-op)
 // into the output first; the normalisation then runs in place on it.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -102,15 +103,12 @@ class LayerNormNode : public Node {
 
     memory::desc pmd({m}, f32, tag::a);
     const size_t scale_at = skip_ ? 2 : 1, shift_at = skip_ ? 3 : 2;
-    auto scale = expand_param(inputs[scale_at]->constant, norm);
-    KILN_CHECK(scale.has_value(), cat(source->describe(), ": Scale does not broadcast to the normalized shape"));
-    std::vector<float> shift(static_cast<size_t>(m), 0.0f);
+    scale_ = param_memory(inputs[scale_at]->constant, norm, pmd, scale_vals_, "Scale");
     if (skip_) {
       // input + skip (+ bias) -> the output, where the normalisation then runs in place
       if (inputs.size() > 4 && inputs[4]) {
         bias_md_ = memory::desc({1, m}, f32, tag::ab);
-        bias_ = memory(bias_md_, cpu_engine());
-        std::memcpy(bias_.get_data_handle(), inputs[4]->constant.raw(), static_cast<size_t>(m) * sizeof(float));
+        bias_ = param_memory(inputs[4]->constant, norm, bias_md_, bias_vals_, "Bias");
       }
       if (!kiln_kernel_) {  // (kiln's kernel adds them itself)
         dnnl::primitive_attr attr;
@@ -127,14 +125,11 @@ class LayerNormNode : public Node {
       }
     }
     if (inputs.size() > shift_at && inputs[shift_at]) {
-      auto b = expand_param(inputs[shift_at]->constant, norm);
-      KILN_CHECK(b.has_value(), cat(source->describe(), ": B does not broadcast to the normalized shape"));
-      shift = std::move(*b);
+      shift_ = param_memory(inputs[shift_at]->constant, norm, pmd, shift_vals_, "B");
+    } else {
+      shift_vals_.assign(static_cast<size_t>(m), 0.0f);
+      shift_ = memory(pmd, cpu_engine(), shift_vals_.data());
     }
-    scale_ = memory(pmd, cpu_engine());
-    shift_ = memory(pmd, cpu_engine());
-    std::memcpy(scale_.get_data_handle(), scale->data(), scale->size() * sizeof(float));
-    std::memcpy(shift_.get_data_handle(), shift.data(), shift.size() * sizeof(float));
     outputs[0]->blocked.reset();
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
     req[0] = InputLayout::plain();
@@ -194,7 +189,22 @@ class LayerNormNode : public Node {
   memory var_scratch_;  // variance when InvStdDev is not requested
   dnnl::layer_normalization_forward::primitive_desc pd_;
   dnnl::layer_normalization_forward prim_;
-  memory scale_, shift_;
+  memory scale_, shift_;  // over the constants themselves, or over the *_vals_ below
+  std::vector<float> scale_vals_, shift_vals_, bias_vals_;  // a parameter expanded to the normalized shape
+
+  // A parameter as `md` ([m] floats): over the constant's own storage when it holds exactly
+  // those (the constant outlives the node: the graph's ir::Graph keeps it), else expanded into
+  // `vals`. kiln::Error when it does not broadcast to the normalized shape.
+  memory param_memory(const Tensor& p, const Shape& norm, const memory::desc& md, std::vector<float>& vals,
+                      const char* what) {
+    if (p.dtype() == DType::f32 && p.size() == shape_size(norm) && p.shape().size() <= norm.size() &&
+        std::equal(p.shape().rbegin(), p.shape().rend(), norm.rbegin()))
+      return memory(md, cpu_engine(), const_cast<void*>(p.raw()));
+    auto e = expand_param(p, norm);
+    KILN_CHECK(e.has_value(), cat(source->describe(), ": ", what, " does not broadcast to the normalized shape"));
+    vals = std::move(*e);
+    return memory(md, cpu_engine(), vals.data());
+  }
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
 
 #include "cpu/emitters/x64/target_machine.hpp"
@@ -226,23 +227,19 @@ class SubgraphNode : public Node {
       }
     }
     if (all_full) {
-      // no broadcasting: the elements as [rows, cols] so that rows split across threads
-      // (cols the largest divisor of the count in [256, 16384], else one row)
+      // no broadcasting: the flat elements in chunks of a fixed size, split across threads; a
+      // kernel per chunk size, not per shape, so a new input shape compiles nothing. The last
+      // partial chunk runs through a zero-padded copy (run_tail).
       const int64_t n = shape_size(shapes.output);
-      int64_t cols = n;
-      for (int64_t c = std::min<int64_t>(16384, n); c >= 256; --c)
-        if (n % c == 0) {
-          cols = c;
-          break;
-        }
-      // the kernel is compiled for one chunk of `cols`; execute() runs the chunks
-      for (auto& in : shapes.inputs) in = Shape{cols};
-      shapes.output = Shape{cols};
-      chunk_ = cols;
-      chunks_ = n / cols;
+      flat_ = true;
+      chunks_ = n / kBigChunk;
+      tail_ = n - chunks_ * kBigChunk;
+      for (auto& in : shapes.inputs) in = Shape{kBigChunk};
+      shapes.output = Shape{kBigChunk};
     } else {
-      chunk_ = 0;
+      flat_ = false;
       chunks_ = 0;
+      tail_ = 0;
     }
     bool converted = false;  // would the kernel need an input converted to plain?
     for (Edge* e : inputs) converted |= !e->is_plain();
@@ -276,7 +273,15 @@ class SubgraphNode : public Node {
         if (bf16 && !out_bf16) continue;
         opt.bf16_outputs = bf16;
         try {
-          kernel_ = snippets::compile_cached(body, shapes, opt);
+          if (all_full) {  // the chunk kernel where whole chunks run, the small one for the rest
+            snippets::KernelShapes small = shapes;
+            for (auto& in : small.inputs) in = Shape{kSmallChunk};
+            small.output = Shape{kSmallChunk};
+            small_kernel_ = tail_ > 0 || chunks_ == 0 ? snippets::compile_cached(body, small, opt) : nullptr;
+            kernel_ = chunks_ > 0 ? snippets::compile_cached(body, shapes, opt) : small_kernel_;
+          } else {
+            kernel_ = snippets::compile_cached(body, shapes, opt);
+          }
           break;
         } catch (const Error&) {
           // bf16 stores need avx512_bf16 (f32 next); an op without emitter, too many
@@ -324,17 +329,17 @@ class SubgraphNode : public Node {
     std::vector<float*> outs;
     for (Edge* e : inputs) ins.push_back(static_cast<const float*>(e->data));
     for (Edge* e : outputs) outs.push_back(static_cast<float*>(e->data));
-    if (chunks_ > 0) {  // no broadcasting: chunks of the flat elements, split across threads
-      const int threads = chunks_ == 1 || kernel_->debug() ? 1 : std::max(1, omp_get_max_threads());
+    if (flat_) {  // no broadcasting: chunks of the flat elements, split across threads
+      const int threads = chunks_ * kBigChunk < 16384 || kernel_->debug() ? 1 : std::max(1, omp_get_max_threads());
 #pragma omp parallel for num_threads(threads) schedule(static)
       for (int64_t c = 0; c < chunks_; ++c) {
         std::vector<const float*> ci(ins.size());
         std::vector<float*> co(outs.size());
-        for (size_t i = 0; i < ins.size(); ++i) ci[i] = ins[i] + c * chunk_;
-        for (size_t i = 0; i < outs.size(); ++i)  // bf16 outputs: 2-byte elements
-          co[i] = reinterpret_cast<float*>(reinterpret_cast<char*>(outs[i]) + c * chunk_ * kernel_->output_bytes());
+        for (size_t i = 0; i < ins.size(); ++i) ci[i] = ins[i] + c * kBigChunk;
+        for (size_t i = 0; i < outs.size(); ++i) co[i] = at_element(outs[i], c * kBigChunk);
         kernel_->run(ci, co, 0, kernel_->rows());
       }
+      if (tail_ > 0) run_tail(ins, outs, chunks_ * kBigChunk);
       return;
     }
     const int64_t rows = kernel_->rows();
@@ -353,9 +358,48 @@ class SubgraphNode : public Node {
   }
 
  private:
+  // Without broadcasting the kernels take a fixed number of elements, whatever the shape.
+  static constexpr int64_t kBigChunk = 4096;   // the chunks the threads share
+  static constexpr int64_t kSmallChunk = 256;  // the rest, after the last whole big chunk
+
+  // `p` advanced by `elements` outputs (bf16 outputs: 2-byte elements).
+  float* at_element(float* p, int64_t elements) const {
+    return reinterpret_cast<float*>(reinterpret_cast<char*>(p) + elements * kernel_->output_bytes());
+  }
+
+  // Elements [from, from + tail_): whole small chunks in place, the last partial one through
+  // zero-padded copies of its inputs and outputs.
+  void run_tail(const std::vector<const float*>& ins, const std::vector<float*>& outs, int64_t from) {
+    const snippets::Kernel& k = *small_kernel_;
+    std::vector<const float*> ci(ins.size());
+    std::vector<float*> co(outs.size());
+    int64_t at = from;
+    for (const int64_t end = from + tail_; end - at >= kSmallChunk; at += kSmallChunk) {
+      for (size_t i = 0; i < ins.size(); ++i) ci[i] = ins[i] + at;
+      for (size_t i = 0; i < outs.size(); ++i) co[i] = at_element(outs[i], at);
+      k.run(ci, co, 0, k.rows());
+    }
+    const int64_t rest = from + tail_ - at;
+    if (rest == 0) return;
+    pad_.assign(static_cast<size_t>((ins.size() + outs.size()) * kSmallChunk), 0.0f);
+    for (size_t i = 0; i < ins.size(); ++i) {
+      float* p = pad_.data() + i * kSmallChunk;
+      std::copy(ins[i] + at, ins[i] + at + rest, p);
+      ci[i] = p;
+    }
+    for (size_t i = 0; i < outs.size(); ++i) co[i] = pad_.data() + (ins.size() + i) * kSmallChunk;
+    k.run(ci, co, 0, k.rows());
+    for (size_t i = 0; i < outs.size(); ++i)
+      std::memcpy(at_element(outs[i], at), co[i], static_cast<size_t>(rest * k.output_bytes()));
+  }
+
   std::shared_ptr<const snippets::Kernel> kernel_;  // shared through the kernel cache
+  std::shared_ptr<const snippets::Kernel> small_kernel_;  // no broadcasting: the kSmallChunk kernel, for the tail
   std::unique_ptr<Node> fallback_;  // when the generator refused the body
-  int64_t chunk_ = 0, chunks_ = 0;  // no broadcasting: the kernel covers one chunk of the flat elements
+  // no broadcasting (`flat_`): `chunks_` whole chunks of kBigChunk elements, then `tail_` more
+  bool flat_ = false;
+  int64_t chunks_ = 0, tail_ = 0;
+  std::vector<float> pad_;  // the padded copies of run_tail
 };
 
 }  // namespace

@@ -1,0 +1,97 @@
+// kiln's f32 GEMM (cpu/gemm_f32.hpp) against oneDNN's matmul primitive (brgemm) on the
+// FullyConnected shapes of a BERT layer: [M, K] x [K, N], B packed once, no epilogue.
+// items_per_second counts floating-point operations (2 M N K per call), so the column reads
+// as FLOP/s; compare it with the FMA peak of ../shared/bench/limits.cpp.
+// Run: OMP_NUM_THREADS=2 build/bench/kiln_micro_bench --benchmark_filter=Gemm
+#include <benchmark/benchmark.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "cpu/dnnl_util.hpp"
+#include "cpu/gemm_f32.hpp"
+
+using namespace kiln;
+
+namespace {
+
+std::vector<float> uniform(int64_t n, uint32_t seed) {
+  std::vector<float> v(static_cast<size_t>(n));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+void BM_GemmKiln(benchmark::State& s) {
+  const int64_t M = s.range(0), K = s.range(1), N = s.range(2);
+  if (!cpu::gemm_f32::available()) {
+    s.SkipWithError("no AVX-512: kiln's GEMM does not run here");
+    return;
+  }
+  const auto a = uniform(M * K, 1), b = uniform(K * N, 2);
+  std::vector<float> packed(static_cast<size_t>(cpu::gemm_f32::packed_size(K, N))), c(static_cast<size_t>(M * N));
+  cpu::gemm_f32::pack_b(b.data(), K, N, N, 1, 1.0f, packed.data());
+  const cpu::gemm_f32::Epilogue ep;
+  for (auto _ : s) {
+    cpu::gemm_f32::run(a.data(), M, K, K, packed.data(), N, c.data(), N, ep);
+    benchmark::DoNotOptimize(c.data());
+  }
+  s.SetItemsProcessed(s.iterations() * 2 * M * N * K);
+}
+
+// The same with the weights cold, as in a model: a rotation of B matrices (64 MiB in all, more
+// than the last-level cache) so that each call reads its B from memory.
+void BM_GemmKilnCold(benchmark::State& s) {
+  const int64_t M = s.range(0), K = s.range(1), N = s.range(2);
+  if (!cpu::gemm_f32::available()) {
+    s.SkipWithError("no AVX-512: kiln's GEMM does not run here");
+    return;
+  }
+  const int64_t size = cpu::gemm_f32::packed_size(K, N);
+  const int64_t copies = std::max<int64_t>(2, (int64_t{64} << 20) / (size * 4));
+  const auto a = uniform(M * K, 1), b = uniform(K * N, 2);
+  std::vector<float> packed(static_cast<size_t>(size * copies)), c(static_cast<size_t>(M * N));
+  for (int64_t i = 0; i < copies; ++i) cpu::gemm_f32::pack_b(b.data(), K, N, N, 1, 1.0f, packed.data() + i * size);
+  const cpu::gemm_f32::Epilogue ep;
+  int64_t i = 0;
+  for (auto _ : s) {
+    cpu::gemm_f32::run(a.data(), M, K, K, packed.data() + (i++ % copies) * size, N, c.data(), N, ep);
+    benchmark::DoNotOptimize(c.data());
+  }
+  s.SetItemsProcessed(s.iterations() * 2 * M * N * K);
+}
+
+void BM_GemmOneDnn(benchmark::State& s) {
+  const int64_t M = s.range(0), K = s.range(1), N = s.range(2);
+  using dnnl::memory;
+  const auto f32 = memory::data_type::f32;
+  memory::desc a_md({M, K}, f32, memory::format_tag::ab), c_md({M, N}, f32, memory::format_tag::ab);
+  memory::desc b_any({K, N}, f32, memory::format_tag::any), b_plain({K, N}, f32, memory::format_tag::ab);
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_any, c_md), cpu::cpu_engine());
+  dnnl::matmul prim(pd);
+  auto a = uniform(M * K, 1), b = uniform(K * N, 2);
+  std::vector<float> c(static_cast<size_t>(M * N));
+  memory am(a_md, cpu::cpu_engine(), a.data()), cm(c_md, cpu::cpu_engine(), c.data());
+  memory bp(b_plain, cpu::cpu_engine(), b.data()), bm(pd.weights_desc(), cpu::cpu_engine());
+  dnnl::stream st(cpu::cpu_engine());
+  dnnl::reorder(bp, bm).execute(st, bp, bm);
+  for (auto _ : s) {
+    prim.execute(st, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    st.wait();
+  }
+  s.SetItemsProcessed(s.iterations() * 2 * M * N * K);
+  s.SetLabel(pd.impl_info_str());
+}
+
+// args: M, K, N (BERT hidden 384 / 768, FFN 4x; M a sequence length)
+#define GEMM_SHAPES                                                                                        \
+  Args({64, 384, 1536})->Args({64, 1536, 384})->Args({64, 384, 384})->Args({256, 768, 3072})->Args(        \
+      {256, 3072, 768})->Args({128, 768, 768})->Unit(benchmark::kMicrosecond)
+BENCHMARK(BM_GemmKiln)->GEMM_SHAPES;
+BENCHMARK(BM_GemmKilnCold)->GEMM_SHAPES;
+BENCHMARK(BM_GemmOneDnn)->GEMM_SHAPES;
+
+}  // namespace
