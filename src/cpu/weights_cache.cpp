@@ -43,31 +43,12 @@ dnnl::memory WeightsCache::get(const Tensor& source, const std::string& variant,
   KILN_CHECK(!released_.count(source.raw()),
              cat("internal: a weight of ", source.byte_size(), " bytes was given back after packing (every reader had "
                  "its copy) and is now asked for in another layout (variant ", variant, ")"));
-  dnnl::memory m(target, cpu_engine(), allocate_packed(target.get_size()));
+  dnnl::memory m(target, cpu_engine());
   pack(m);
   same_source.push_back({source, target, m});
   ++count_;
   bytes_ += target.get_size();
   return m;
-}
-
-void* WeightsCache::allocate_packed(size_t bytes) {
-  constexpr size_t kHuge = size_t{2} << 20, kAlign = 64;
-  bytes = std::max<size_t>((bytes + kAlign - 1) / kAlign * kAlign, kAlign);
-  Slab* slab = slabs_.empty() ? nullptr : &slabs_.back();
-  if (!slab || slab->size - slab->used < bytes) {
-    Slab s;
-    s.size = std::max(kSlabBytes, (bytes + kHuge - 1) / kHuge * kHuge);
-    void* p = std::aligned_alloc(kHuge, s.size);
-    KILN_CHECK(p, cat("packing the weights: ", s.size, " bytes, which the machine cannot allocate"));
-    ::madvise(p, s.size, MADV_HUGEPAGE);  // advice only: without THP the pages stay small
-    s.data = std::unique_ptr<void, void (*)(void*)>(p, [](void* q) { std::free(q); });
-    slabs_.push_back(std::move(s));
-    slab = &slabs_.back();
-  }
-  void* p = static_cast<char*>(slab->data.get()) + slab->used;
-  slab->used += bytes;
-  return p;
 }
 
 std::vector<WeightsCache::Packed> WeightsCache::snapshot() const {

@@ -13,7 +13,6 @@
 
 #include <functional>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <set>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -78,19 +77,6 @@ class WeightsCache {
     dnnl::memory::desc desc;
     dnnl::memory packed;
   };
-  // Where get() puts what it packs: slabs of kSlabBytes (or one of a larger weight's own),
-  // aligned to 2 MiB and advised as transparent huge pages, handed out in 64-byte aligned
-  // pieces and freed with the cache. A model's weights then fault in 2 MiB at a time (a
-  // BERT-6's 40 MiB: 20 faults instead of 10000), and the kernels that stream them miss
-  // the TLB far less. Without huge pages (THP off) they are ordinary pages, as before.
-  static constexpr size_t kSlabBytes = size_t{32} << 20;
-  void* allocate_packed(size_t bytes);  // under mutex_
-  struct Slab {
-    std::unique_ptr<void, void (*)(void*)> data{nullptr, nullptr};
-    size_t size = 0, used = 0;
-  };
-  std::vector<Slab> slabs_;
-
   mutable std::mutex mutex_;
   std::map<std::pair<const void*, std::string>, std::vector<Entry>> entries_;
   std::set<const void*> released_;  // the addresses of the sources given back
