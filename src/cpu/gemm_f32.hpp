@@ -11,6 +11,7 @@
 // 64 columns (24 accumulators), K in slices of 512 (the A rows and the panel slice stay in
 // L1 / L2). Work items (panel, 6-row block) are split evenly over the OpenMP team.
 // AVX-512 only for now (available()); other CPUs keep oneDNN's primitive.
+#include <kiln/tensor.hpp>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstdint>
@@ -34,8 +35,9 @@ struct EpilogueOp {
   enum class Kind { eltwise, binary } kind = Kind::eltwise;
   dnnl::algorithm alg = dnnl::algorithm::undef;
   float alpha = 0.0f, beta = 0.0f;  // eltwise parameters (oneDNN's meaning)
-  // binary: the operand, one value (size 1) or one per column (size N)
-  std::vector<float> operand;
+  // binary: the operand, one value (size 1) or one per column (size N), f32; shares the
+  // constant's storage (no copy per plan)
+  Tensor operand;
 };
 // Whether the epilogue can compute `alg` (eltwise) / `alg` with such an operand (binary).
 bool supports_eltwise(dnnl::algorithm alg);

@@ -26,14 +26,15 @@ dnnl::memory::desc Edge::desc() const {
 }
 
 dnnl::memory Edge::memory() const {
+  if (!bound_ && data) bound_ = dnnl::memory(desc(), cpu_engine(), data);  // the first use (see bind_memory)
   if (bound_ && bound_->get_data_handle() == data) return *bound_;
   return dnnl::memory(desc(), cpu_engine(), data);
 }
 
 void Edge::bind_memory() {
+  // made by the first memory() call: only the edges a primitive reads or writes through
+  // memory() get one (nodes on kiln's kernels use `data`), and a plan costs less to build
   bound_.reset();
-  if (!data || dtype == DType::undefined || (is_plain() && !plain_desc(shape, dtype))) return;  // no oneDNN view
-  bound_ = dnnl::memory(desc(), cpu_engine(), data);
 }
 
 Tensor Edge::tensor() const {

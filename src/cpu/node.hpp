@@ -19,6 +19,28 @@ namespace kiln::cpu {
 class FusionDecisions;
 struct GraphOptions;
 
+// An optional oneDNN layout, held by pointer: a dnnl::memory::desc is about 700 bytes and most
+// edges are plain, so an Edge stays small (a plan of a BERT has some 200 edges, and every new
+// input shape of a model makes a plan). The interface of the std::optional it replaces.
+class LayoutDesc {
+ public:
+  LayoutDesc() = default;
+  LayoutDesc(std::nullopt_t) {}  // NOLINT: as std::optional
+  LayoutDesc(const dnnl::memory::desc& d) : p_(std::make_shared<const dnnl::memory::desc>(d)) {}  // NOLINT
+  LayoutDesc& operator=(const dnnl::memory::desc& d) {
+    p_ = std::make_shared<const dnnl::memory::desc>(d);
+    return *this;
+  }
+  void reset() { p_.reset(); }
+  bool has_value() const { return p_ != nullptr; }
+  explicit operator bool() const { return has_value(); }
+  const dnnl::memory::desc& operator*() const { return *p_; }
+  const dnnl::memory::desc* operator->() const { return p_.get(); }
+
+ private:
+  std::shared_ptr<const dnnl::memory::desc> p_;  // null: plain row-major
+};
+
 struct Edge {
   enum class Kind { arena, constant, input };
   std::string name;
@@ -26,7 +48,7 @@ struct Edge {
   Shape shape;
   // nullopt: plain row-major (what reference kernels and users see); else a oneDNN
   // layout such as nChw16c chosen by a primitive.
-  std::optional<dnnl::memory::desc> blocked;
+  LayoutDesc blocked;
   Kind kind = Kind::arena;
   Tensor constant;    // Kind::constant
   size_t offset = 0;  // Kind::arena: byte offset in the arena
@@ -41,8 +63,9 @@ struct Edge {
   // The oneDNN descriptor of this edge (blocked, or plain; throws if oneDNN has no such dtype).
   dnnl::memory::desc desc() const;
   dnnl::memory memory() const;  // over `data` (the one bound by bind_memory(), else a new one)
-  // Called by the graph once layouts and addresses are final: caches the oneDNN memory
-  // object that execute() hands to primitives, so no node creates one per inference.
+  // Called by the graph once layouts and addresses are final: the oneDNN memory object that
+  // execute() hands to primitives is made by the first memory() call and kept, so no node
+  // creates one per inference.
   void bind_memory();
   // After `data` moved (a new user input): points the cached memory object at it.
   void rebind_data() {
@@ -52,7 +75,7 @@ struct Edge {
   std::string layout_name() const;  // "plain" or oneDNN's tag, e.g. "aBcd16b"
 
  private:
-  std::optional<dnnl::memory> bound_;
+  mutable std::optional<dnnl::memory> bound_;
 };
 
 // What a node needs an input to look like.

@@ -35,9 +35,8 @@ bool to_gemm_epilogue(const PostOpList& list, size_t rank, int64_t channels, gem
       const size_t off = rank - c.rank();  // aligned from the right, as broadcasting does
       for (size_t d = 0; d < c.rank(); ++d)
         if (c.shape()[d] != 1 && (d + off != rank - 1 || c.shape()[d] != channels)) return false;
-      const float* v = c.data<float>();
       e.kind = gemm_f32::EpilogueOp::Kind::binary;
-      e.operand.assign(v, v + c.size());  // one value, or one per channel
+      e.operand = c;  // one value, or one per channel
     } else {
       return false;
     }
