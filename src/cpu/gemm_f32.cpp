@@ -56,8 +56,7 @@ KILN_AVX512 __m512 v_eltwise(__m512 x, const EpilogueOp& op) {
 
 KILN_AVX512 __m512 v_binary(__m512 x, const EpilogueOp& op, int64_t n0, __mmask16 m) {
   using A = dnnl::algorithm;
-  const float* v = static_cast<const float*>(op.operand.raw());  // f32 (to_gemm_epilogue checked)
-  const __m512 y = op.operand.size() == 1 ? _mm512_set1_ps(v[0]) : _mm512_maskz_loadu_ps(m, v + n0);
+  const __m512 y = op.operand_count == 1 ? _mm512_set1_ps(op.operand[0]) : _mm512_maskz_loadu_ps(m, op.operand + n0);
   switch (op.alg) {
     case A::binary_add: return _mm512_add_ps(x, y);
     case A::binary_sub: return _mm512_sub_ps(x, y);

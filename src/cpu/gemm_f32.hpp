@@ -35,9 +35,16 @@ struct EpilogueOp {
   enum class Kind { eltwise, binary } kind = Kind::eltwise;
   dnnl::algorithm alg = dnnl::algorithm::undef;
   float alpha = 0.0f, beta = 0.0f;  // eltwise parameters (oneDNN's meaning)
-  // binary: the operand, one value (size 1) or one per column (size N), f32; shares the
-  // constant's storage (no copy per plan)
-  Tensor operand;
+  // binary: the operand, one value (operand_count 1) or one per column (N), f32, in
+  // `operand_storage` (shared with the constant it comes from: no copy per plan)
+  Tensor operand_storage;
+  const float* operand = nullptr;
+  int64_t operand_count = 0;
+  void set_operand(Tensor t) {  // f32
+    operand_storage = std::move(t);
+    operand = static_cast<const float*>(operand_storage.raw());
+    operand_count = operand_storage.size();
+  }
 };
 // Whether the epilogue can compute `alg` (eltwise) / `alg` with such an operand (binary).
 bool supports_eltwise(dnnl::algorithm alg);

@@ -36,7 +36,7 @@ bool to_gemm_epilogue(const PostOpList& list, size_t rank, int64_t channels, gem
       for (size_t d = 0; d < c.rank(); ++d)
         if (c.shape()[d] != 1 && (d + off != rank - 1 || c.shape()[d] != channels)) return false;
       e.kind = gemm_f32::EpilogueOp::Kind::binary;
-      e.operand = c;  // one value, or one per channel
+      e.set_operand(c);  // one value, or one per channel
     } else {
       return false;
     }

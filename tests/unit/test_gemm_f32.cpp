@@ -169,7 +169,7 @@ TEST(GemmF32, EveryEpilogueOpMatchesItsDefinition) {
       gemm::EpilogueOp op;
       op.kind = gemm::EpilogueOp::Kind::binary;
       op.alg = alg;
-      op.operand = scalar ? Tensor::from_vector<float>({1.25f}, {1}) : Tensor::from_vector<float>(col, {N});
+      op.set_operand(scalar ? Tensor::from_vector<float>({1.25f}, {1}) : Tensor::from_vector<float>(col, {N}));
       ep.ops.push_back(op);
       gemm::EpilogueOp relu;
       relu.alg = A::eltwise_relu;
