@@ -236,6 +236,8 @@ class SubgraphNode : public Node {
       tail_ = n - chunks_ * kBigChunk;
       for (auto& in : shapes.inputs) in = Shape{kBigChunk};
       shapes.output = Shape{kBigChunk};
+      const bool partial = tail_ % kSmallChunk != 0;  // run_tail's padded copies
+      pad_.assign(partial ? (inputs.size() + outputs.size()) * static_cast<size_t>(kSmallChunk) : 0, 0.0f);
     } else {
       flat_ = false;
       chunks_ = 0;
@@ -381,7 +383,7 @@ class SubgraphNode : public Node {
     }
     const int64_t rest = from + tail_ - at;
     if (rest == 0) return;
-    pad_.assign(static_cast<size_t>((ins.size() + outs.size()) * kSmallChunk), 0.0f);
+    std::fill(pad_.begin(), pad_.end(), 0.0f);  // (sized by prepare(): nothing allocated here)
     for (size_t i = 0; i < ins.size(); ++i) {
       float* p = pad_.data() + i * kSmallChunk;
       std::copy(ins[i] + at, ins[i] + at + rest, p);
