@@ -3,9 +3,10 @@
 // InvStdDev outputs) wherever the CPU runs it: the row count is a call argument, so nothing is
 // made per shape (oneDNN 2.6 makes a layer_normalization primitive, and for SkipLayerNorm a
 // binary one, for every row count: BERT-6 paid 0.39 ms per new sequence length for them), and
-// SkipLayerNorm is one pass where oneDNN runs two primitives (3x faster at BERT-6, L = 64). One pass adds the skip and
-// bias and sums, a second the squared deviations (two-pass variance, as oneDNN), a third
-// writes (x - mean) / sqrt(var + eps) * scale + shift. AVX-512 only for now (available()).
+// SkipLayerNorm is one pass where oneDNN runs two primitives (3x faster at BERT-6, L = 64).
+// One pass adds the skip and bias and sums, a second the squared deviations (two-pass variance,
+// as oneDNN), a third writes (x - mean) / sqrt(var + eps) * scale + shift. AVX-512 only for now
+// (available()).
 #include <cstdint>
 
 namespace kiln::cpu::layer_norm_f32 {

@@ -62,7 +62,7 @@ struct Edge {
   void set_layout(const dnnl::memory::desc& d);
   // The oneDNN descriptor of this edge (blocked, or plain; throws if oneDNN has no such dtype).
   dnnl::memory::desc desc() const;
-  dnnl::memory memory() const;  // over `data` (the one bound by bind_memory(), else a new one)
+  dnnl::memory memory() const;  // over `data` (kept from the first call while `data` stays, else a new one)
   // Called by the graph once layouts and addresses are final: the oneDNN memory object that
   // execute() hands to primitives is made by the first memory() call and kept, so no node
   // creates one per inference.

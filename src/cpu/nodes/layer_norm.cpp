@@ -10,7 +10,6 @@
 // into the output first; the normalisation then runs in place on it.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
