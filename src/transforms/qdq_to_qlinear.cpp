@@ -211,27 +211,103 @@ ir::Node* bias_add(const ir::Graph& g, const ir::Value* y, int64_t n, ir::Value*
   return add;
 }
 
+// The projection a x B with a float result as com.microsoft MatMulIntegerToFloat, taking the
+// place of `last` (the MatMul or Gemm, or the bias Add after it): B a constant 8-bit [K, N],
+// per tensor or per column; `bias` null or a constant f32 of N values.
+void integer_projection(GraphEditor& ed, ir::Node* n, ir::Node* last, const Dq& a, ir::Value* b, ir::Value* b_scale,
+                        ir::Value* b_zp, ir::Value* bias) {
+  ir::Graph& g = ed.graph();
+  std::vector<ir::Value*> in = {a.q, b, a.scale, b_scale, zero_point(g, a), b_zp};
+  if (bias) in.push_back(bias);
+  if (!g.opset_imports.count("com.microsoft")) g.opset_imports["com.microsoft"] = 1;
+  ir::Node* made = g.add_node("MatMulIntegerToFloat", in, 1, g.unique_name(n->name() + "_quant"), "com.microsoft");
+  made->set_opset(1);
+  made->output(0)->type = last->output(0)->type;
+  ed.replace_and_erase(last, last->output(0), made->output(0));
+}
+
 // DQ(a) x DQ(constant B) -> MatMul whose float result no QuantizeLinear takes (a transformer's
-// projection): com.microsoft MatMulIntegerToFloat, with the bias Add that alone follows.
+// projection): MatMulIntegerToFloat, with the bias Add that alone follows.
 bool matmul_to_float(GraphEditor& ed, ir::Node* n, const Dq& a, const Dq& b, Why& why) {
   ir::Graph& g = ed.graph();
   if (!b.q->is_constant() || b.q->constant().rank() != 2)
     return why.fail("its result stays float and B is not a constant 2-D tensor");
-  if (g.is_output(n->output(0))) return why.fail(cat("'", n->output(0)->name(), "' is a graph output"));
   const int64_t N = b.q->constant().shape()[1];
-  std::vector<ir::Value*> in = {a.q, b.q, a.scale, b.scale, zero_point(g, a), zero_point(g, b)};
   ir::Value* bias = nullptr;
-  ir::Node* add = bias_add(g, n->output(0), N, &bias);
-  if (add) {
-    Tensor flat = bias->constant().reshaped(Shape{N});
-    in.push_back(g.add_constant(g.unique_name(bias->name() + "_flat"), flat));
+  ir::Node* add = bias_add(g, n->output(0), N, &bias);  // none when the result is a graph output
+  if (add) bias = g.add_constant(g.unique_name(bias->name() + "_flat"), bias->constant().reshaped(Shape{N}));
+  integer_projection(ed, n, add ? add : n, a, b.q, b.scale, zero_point(g, b), bias);
+  return true;
+}
+
+// The N float values a Gemm's C adds per column (beta applied): a constant f32, or a
+// DequantizeLinear of a constant (what quantizers write: int32 in the scale a_scale * b_scale),
+// of N values ([N] or [1, N]) or one; null and `why` otherwise.
+ir::Value* gemm_bias(ir::Graph& g, const ir::Node& gemm, int64_t N, Why& why) {
+  const ir::Value* c = gemm.input(2);
+  std::vector<double> values;
+  Shape shape;
+  if (c->is_constant() && c->constant().dtype() == DType::f32) {
+    values = c->constant().to_f64();
+    shape = c->constant().shape();
+  } else {
+    std::optional<Dq> cd = dq_of(c, why);
+    if (!cd) return nullptr;
+    if (!cd->q->is_constant()) return why.fail("C is not a constant"), nullptr;
+    const std::vector<double> q = cd->q->constant().to_f64(), s = cd->scale->constant().to_f64();
+    const std::vector<double> z = cd->zp ? cd->zp->constant().to_f64() : std::vector<double>(s.size(), 0.0);
+    shape = cd->q->constant().shape();
+    for (size_t i = 0; i < q.size(); ++i) {
+      const size_t k = s.size() == 1 ? 0 : i;  // per axis: C is 1-D, so its one axis
+      values.push_back(static_cast<double>(static_cast<float>(q[i] - z[k]) * static_cast<float>(s[k])));
+    }
   }
-  if (!g.opset_imports.count("com.microsoft")) g.opset_imports["com.microsoft"] = 1;
-  ir::Node* made = g.add_node("MatMulIntegerToFloat", in, 1, g.unique_name(n->name() + "_quant"), "com.microsoft");
-  made->set_opset(1);
-  ir::Node* last = add ? add : n;
-  made->output(0)->type = last->output(0)->type;
-  ed.replace_and_erase(last, last->output(0), made->output(0));
+  const bool per_column = static_cast<int64_t>(values.size()) == N && !shape.empty() && shape.back() == N;
+  if (!per_column && values.size() != 1)
+    return why.fail(cat("C has shape ", shape_to_string(shape), ", not one value per column of the [M, ", N, "] result")), nullptr;
+  const double beta = gemm.attr_f("beta", 1.0f);
+  std::vector<double> bias(static_cast<size_t>(N));
+  for (int64_t j = 0; j < N; ++j)
+    bias[static_cast<size_t>(j)] = static_cast<double>(static_cast<float>(beta) * static_cast<float>(values[per_column ? j : 0]));
+  return add_f32_constant(g, gemm.name() + "_bias", bias, Shape{N});
+}
+
+// DQ(A) x DQ(constant B) -> Gemm with a float result (a classifier's last layer, a Linear
+// exported from a 2-D input): MatMulIntegerToFloat, B transposed here when transB, alpha folded
+// into B's scale and beta into C.
+bool try_gemm(GraphEditor& ed, ir::Node* n, Why& why) {
+  ir::Graph& g = ed.graph();
+  if (n->attr_i("transA", 0) != 0) return why.fail("A is transposed (transA)");
+  std::optional<Dq> a = activation_dq(n->input(0), why);
+  if (!a) return false;
+  std::optional<Dq> b = dq_of(n->input(1), why);
+  if (!b) return false;
+  if (!is_8bit(b->type()) || !b->q->is_constant() || b->q->constant().rank() != 2)
+    return why.fail("B is not a constant 8-bit 2-D tensor");
+  const bool trans_b = n->attr_i("transB", 0) != 0;
+  const Tensor& bq = b->q->constant();
+  const int64_t K = bq.shape()[trans_b ? 1 : 0], N = bq.shape()[trans_b ? 0 : 1];
+  if (b->axis >= 0 && (b->axis != (trans_b ? 0 : 1) || static_cast<int64_t>(b->count()) != N))
+    return why.fail(cat(b->node->describe(), " is per axis ", b->axis, ", not per column of the result"));
+  ir::Value* bias = n->input(2) ? gemm_bias(g, *n, N, why) : nullptr;
+  if (n->input(2) && !bias) return false;
+  ir::Value* b_kn = b->q;
+  if (trans_b) {  // [N, K] -> [K, N], bytes moved once here
+    Tensor t(bq.dtype(), Shape{K, N});
+    const auto* src = static_cast<const uint8_t*>(bq.raw());
+    auto* dst = static_cast<uint8_t*>(t.raw());
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < N; ++j) dst[k * N + j] = src[j * K + k];
+    b_kn = g.add_constant(g.unique_name(b->q->name() + "_transposed"), std::move(t));
+  }
+  ir::Value* b_scale = b->scale;
+  const float alpha = n->attr_f("alpha", 1.0f);
+  if (alpha != 1.0f) {
+    std::vector<double> s = b->scale->constant().to_f64();
+    for (double& v : s) v = static_cast<double>(static_cast<float>(v) * alpha);
+    b_scale = add_f32_constant(g, b->scale->name() + "_alpha", s, b->scale->constant().shape());
+  }
+  integer_projection(ed, n, n, *a, b_kn, b_scale, zero_point(g, *b), bias);
   return true;
 }
 
@@ -307,6 +383,7 @@ size_t fuse_qdq_to_qlinear(ir::Graph& g, PassLog* log) {
     const char* made = "";
     if (op == "Conv") rule = try_conv, made = "QLinearConv";
     else if (op == "MatMul") rule = try_matmul, made = "QLinearMatMul (or MatMulIntegerToFloat with a float result)";
+    else if (op == "Gemm") rule = try_gemm, made = "MatMulIntegerToFloat";
     else if (op == "Add") rule = try_add, made = "QLinearAdd";
     else if (op == "MaxPool" || op == "Reshape" || op == "Flatten" || op == "Transpose" || op == "Squeeze" ||
              op == "Unsqueeze")

@@ -271,6 +271,58 @@ TEST(CpuInt8Static, ProjectionWithAFloatResultRunsAsMatMulIntegerToFloat) {
   expect_close(runtime::ReferenceExecutor(g).run({xv})[0], ex.run({xv})[0], 1e-5, 1e-5);
 }
 
+// A classifier's last layer as quantizers write it: DQ(x) x DQ(W [N, K], per row) -> Gemm
+// (transB, C = DQ(int32 bias)) whose float result is the graph output. It becomes one
+// MatMulIntegerToFloat (B transposed at compile time, alpha in B's scale, beta in C); a Gemm with transA stays float and the log says why.
+TEST(CpuInt8Static, GemmWithAFloatResultRunsAsMatMulIntegerToFloat) {
+  for (bool trans_a : {false, true}) {
+    auto g = make_graph(13);
+    const int64_t K = 48, N = 20;
+    ir::Value* x = g->add_input("x", {DType::f32, ir::PartialShape(trans_a ? Shape{K, 3} : Shape{3, K})});
+    std::mt19937 rng(51);
+    std::uniform_int_distribution<int> d(-127, 127);
+    Tensor w(DType::i8, Shape{N, K}), ws(DType::f32, Shape{N}), wz(DType::i8, Shape{N});
+    Tensor b(DType::i32, Shape{N}), bs(DType::f32, Shape{N}), bz(DType::i32, Shape{N});
+    for (int64_t i = 0; i < w.size(); ++i) w.data<int8_t>()[i] = static_cast<int8_t>(d(rng));
+    for (int64_t n = 0; n < N; ++n) {
+      ws.data<float>()[n] = 0.004f + 0.0005f * static_cast<float>(n);
+      wz.data<int8_t>()[n] = 0;
+      bs.data<float>()[n] = 0.03f * ws.data<float>()[n];
+      b.data<int32_t>()[n] = static_cast<int32_t>(n * 97 - 800);
+      bz.data<int32_t>()[n] = 0;
+    }
+    auto dq = [&](const std::string& name, Tensor q, Tensor s, Tensor z) {
+      ir::Node* node = g->add_node("DequantizeLinear", {g->add_constant(name, std::move(q)), g->add_constant(name + "_s", std::move(s)),
+                                                        g->add_constant(name + "_z", std::move(z))},
+                                   1, name + "_dq");
+      node->attrs["axis"] = ir::Attribute(int64_t{0});
+      return node->output(0);
+    };
+    ir::Node* gemm = g->add_node("Gemm", {qdq(*g, x, 0.03f, 110, "x"), dq("w", w, ws, wz), dq("b", b, bs, bz)}, 1, "fc");
+    gemm->attrs["transB"] = ir::Attribute(int64_t{1});
+    gemm->attrs["alpha"] = ir::Attribute(0.5f);
+    gemm->attrs["beta"] = ir::Attribute(2.0f);
+    if (trans_a) gemm->attrs["transA"] = ir::Attribute(int64_t{1});
+    g->add_output(gemm->output(0));
+    cpu::Executor ex(g);
+    const Shape xs = trans_a ? Shape{K, 3} : Shape{3, K};
+    const auto& plan = ex.plan_for({xs});
+    ASSERT_TRUE(plan.cpu);
+    if (cpu::exact_int8_kernels() && !trans_a) {
+      EXPECT_EQ(plan.log.count_applied(transforms::kQdqToQLinear), 1u) << explain(plan.log);
+      EXPECT_EQ(count_type(*plan.cpu, "MatMulIntegerToFloat"), 1u) << plan.cpu->describe();
+      EXPECT_EQ(count_type(*plan.cpu, "FullyConnected"), 0u) << plan.cpu->describe();
+      EXPECT_EQ(count_type(*plan.cpu, "Reference"), 0u) << plan.cpu->describe();
+    } else if (cpu::exact_int8_kernels()) {
+      EXPECT_EQ(plan.log.count_applied(transforms::kQdqToQLinear), 0u) << explain(plan.log);
+      EXPECT_TRUE(log_has(plan.log, false, "A is transposed")) << explain(plan.log);
+      EXPECT_EQ(count_type(*plan.cpu, "MatMulIntegerToFloat"), 0u) << plan.cpu->describe();
+    }
+    const Tensor xv = random_tensor(xs, 52, 3.0f);
+    expect_close(runtime::ReferenceExecutor(g).run({xv})[0], ex.run({xv})[0], 1e-5, 1e-5);
+  }
+}
+
 // The same op as ONNX Runtime's quantizers write it, against its reference kernel, on every ISA
 // (u8 weights with a zero point: the node's own correction, no direct float output).
 TEST(CpuInt8Static, MatMulIntegerToFloatMatchesTheReference) {

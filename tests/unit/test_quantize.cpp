@@ -158,13 +158,20 @@ TEST(QuantizeStatic, ResNetBecomesQdqWithFoldedBatchNormsAndStaysClose) {
   auto ops = op_counts(q);
   EXPECT_EQ(ops["BatchNormalization"], 0) << "folded into the convolutions";
   EXPECT_EQ(ops["Conv"], op_counts(f)["Conv"]);
-  EXPECT_EQ(r.quantized.size(), static_cast<size_t>(ops["Conv"] + ops["Add"] + ops["MaxPool"]));
-  // one Q -> DQ per quantized activation, one DQ per weight and per bias
+  ASSERT_EQ(ops["Gemm"], 1) << "the classifier";
+  EXPECT_EQ(r.quantized.size(), static_cast<size_t>(ops["Conv"] + ops["Gemm"] + ops["Add"] + ops["MaxPool"]));
+  // one Q -> DQ per quantized activation, one DQ per weight and per bias (the classifier's too)
   EXPECT_GT(ops["QuantizeLinear"], 0);
-  EXPECT_EQ(ops["DequantizeLinear"], ops["QuantizeLinear"] + 2 * ops["Conv"]);
-  for (const auto& t : q.graph().initializer())  // no float weights left but the classifier's
-    if (t.data_type() == onnx::TensorProto::FLOAT && t.dims_size() > 1) {
-      EXPECT_NE(t.name().find("fc"), std::string::npos) << t.name();
+  EXPECT_EQ(ops["DequantizeLinear"], ops["QuantizeLinear"] + 2 * ops["Conv"] + 2);
+  for (const auto& t : q.graph().initializer())  // no float weights left
+    EXPECT_FALSE(t.data_type() == onnx::TensorProto::FLOAT && t.dims_size() > 1) << t.name();
+  for (const auto& n : q.graph().node())
+    if (n.op_type() == "Gemm") {  // its weights per output column: axis 0 of the [N, K] B it transposes
+      bool per_column = false;
+      for (const auto& d : q.graph().node())
+        if (d.op_type() == "DequantizeLinear" && d.output(0) == n.input(1))
+          for (const auto& a : d.attribute()) per_column |= a.name() == "axis" && a.i() == 0;
+      EXPECT_TRUE(per_column);
     }
   EXPECT_GT(cosine_on_random(f, q, {1, 3, 224, 224}, 6), 0.98);
 }

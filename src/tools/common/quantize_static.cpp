@@ -22,6 +22,11 @@ bool moves_values(const std::string& op) {
   return op == "MaxPool" || op == "Reshape" || op == "Flatten" || op == "Transpose" || op == "Squeeze" ||
          op == "Unsqueeze";
 }
+int64_t int_attr(const onnx::NodeProto& n, const std::string& name, int64_t def) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return a.i();
+  return def;
+}
 bool is_clamp(const onnx::NodeProto& n) { return onnx_domain(n) && (n.op_type() == "Relu" || n.op_type() == "Clip"); }
 
 // What the quantizer decided for a graph: the quantized nodes and tensors.
@@ -83,6 +88,13 @@ class Analysis {
         else if (!float_initializer(n.input(1), 2, 2))
           why = "B is not a 2-D float initializer (attention's products of two activations stay float)";
         ins = {n.input(0)};
+      } else if (op == "Gemm") {
+        if (n.input_size() < 2 || is_const(n.input(0))) why = "A is a constant";
+        else if (int_attr(n, "transA", 0) != 0) why = "A is transposed (transA)";
+        else if (!float_initializer(n.input(1), 2, 2)) why = "B is not a 2-D float initializer";
+        else if (n.input_size() > 2 && !n.input(2).empty() && !float_initializer(n.input(2), 0, 2))
+          why = "C is not a float initializer";
+        ins = {n.input(0)};
       } else if (op == "Add") {
         if (n.input_size() != 2 || is_const(n.input(0)) || is_const(n.input(1))) why = "an operand is a constant";
         else if (!quantized[n.input(0)] || !quantized[n.input(1)])
@@ -98,7 +110,7 @@ class Analysis {
       }
       p.nodes.push_back(i);
       for (const auto& t : ins) add(t);
-      if (op != "MatMul") add(calibrated_output(n));  // a MatMul's result stays float (its bias Add follows)
+      if (op != "MatMul" && op != "Gemm") add(calibrated_output(n));  // a projection's result stays float
     }
     return p;
   }
@@ -106,7 +118,7 @@ class Analysis {
   // The op's output, or the Relu / Clip that alone reads it (Conv, Add).
   std::string calibrated_output(const onnx::NodeProto& n) const {
     const std::string& y = n.output(0);
-    if (n.op_type() == "MatMul" || outputs_.count(y)) return y;
+    if (n.op_type() == "MatMul" || n.op_type() == "Gemm" || outputs_.count(y)) return y;
     auto it = readers_.find(y);
     if (it == readers_.end() || it->second.size() != 1) return y;
     const onnx::NodeProto& act = g_.node(it->second[0]);
@@ -421,6 +433,19 @@ QuantizeReport quantize_static(onnx::ModelProto& model, const std::string& base_
     return out_name;
   };
 
+  // a bias of M values as int32 in the scale x_scale * w_scale[m] (the product's), behind its DQ
+  auto int32_bias = [&](const std::string& base, const Tensor& b, float sx, const std::vector<float>& ws,
+                        std::vector<onnx::NodeProto>& out) {
+    const int64_t M = b.size();
+    std::vector<float> bs(static_cast<size_t>(M));
+    Tensor bq(DType::i32, {M});
+    for (int64_t m = 0; m < M; ++m) {
+      bs[static_cast<size_t>(m)] = sx * ws[ws.size() == 1 ? 0 : static_cast<size_t>(m)];
+      const double v = std::nearbyint(double(b.data<float>()[m]) / bs[static_cast<size_t>(m)]);
+      bq.data<int32_t>()[m] = static_cast<int32_t>(std::clamp(v, -2147483647.0, 2147483647.0));
+    }
+    return dq_const(base, bq, bs, Tensor::from_vector<int32_t>(std::vector<int32_t>(size_t(M), 0), {M}), 0, out);
+  };
   std::unordered_set<int> quantized_nodes(plan.nodes.begin(), plan.nodes.end());
   std::unordered_set<std::string> quantized_tensors(plan.tensors.begin(), plan.tensors.end());
   std::vector<onnx::NodeProto> out;
@@ -439,19 +464,9 @@ QuantizeReport quantize_static(onnx::ModelProto& model, const std::string& base_
       n.set_input(1, dq_const(n.input(1), wq, ws, Tensor::from_vector<int8_t>(std::vector<int8_t>(ws.size(), 0),
                                                                                   ws.size() == 1 ? Shape{} : Shape{int64_t(ws.size())}),
                               0, out));
-      if (n.input_size() > 2 && !n.input(2).empty()) {
-        const Tensor b = frontend::tensor_from_proto(*analysis.initializer(n.input(2)), base_dir);
-        const int64_t M = b.size();
-        const float sx = params_of(x).scale_value;
-        std::vector<float> bs(static_cast<size_t>(M));
-        Tensor bq(DType::i32, {M});
-        for (int64_t m = 0; m < M; ++m) {
-          bs[static_cast<size_t>(m)] = sx * ws[ws.size() == 1 ? 0 : static_cast<size_t>(m)];
-          const double v = std::nearbyint(double(b.data<float>()[m]) / bs[static_cast<size_t>(m)]);
-          bq.data<int32_t>()[m] = static_cast<int32_t>(std::clamp(v, -2147483647.0, 2147483647.0));
-        }
-        n.set_input(2, dq_const(n.input(2), bq, bs, Tensor::from_vector<int32_t>(std::vector<int32_t>(size_t(M), 0), {M}), 0, out));
-      }
+      if (n.input_size() > 2 && !n.input(2).empty())
+        n.set_input(2, int32_bias(n.input(2), frontend::tensor_from_proto(*analysis.initializer(n.input(2)), base_dir),
+                                  params_of(x).scale_value, ws, out));
     } else if (quantized_nodes.count(i) && n.op_type() == "MatMul" && analysis.is_const(g.node(i).input(1))) {
       const Tensor b = frontend::tensor_from_proto(*analysis.initializer(g.node(i).input(1)), base_dir);
       auto [bq, bs] = quantize_weight_symmetric(b, 1, options.per_channel);
@@ -459,6 +474,22 @@ QuantizeReport quantize_static(onnx::ModelProto& model, const std::string& base_
                               Tensor::from_vector<int8_t>(std::vector<int8_t>(bs.size(), 0),
                                                           bs.size() == 1 ? Shape{} : Shape{int64_t(bs.size())}),
                               1, out));
+    } else if (quantized_nodes.count(i) && n.op_type() == "Gemm") {
+      // B per output column: axis 0 of [N, K] (transB), else axis 1 of [K, N]; a C of N values
+      // int32 in the scale a_scale * b_scale[n], as for a Conv's bias
+      const int64_t axis = int_attr(n, "transB", 0) ? 0 : 1;
+      const Tensor b = frontend::tensor_from_proto(*analysis.initializer(g.node(i).input(1)), base_dir);
+      auto [bq, bs] = quantize_weight_symmetric(b, static_cast<size_t>(axis), options.per_channel);
+      n.set_input(1, dq_const(g.node(i).input(1), bq, bs,
+                              Tensor::from_vector<int8_t>(std::vector<int8_t>(bs.size(), 0),
+                                                          bs.size() == 1 ? Shape{} : Shape{int64_t(bs.size())}),
+                              axis, out));
+      const int64_t N = b.shape()[static_cast<size_t>(axis)];
+      const Tensor c = n.input_size() > 2 && !n.input(2).empty()
+                           ? frontend::tensor_from_proto(*analysis.initializer(n.input(2)), base_dir)
+                           : Tensor();
+      if (c.dtype() == DType::f32 && c.rank() == 1 && c.size() == N)  // else C stays float
+        n.set_input(2, int32_bias(n.input(2), c, params_of(g.node(i).input(0)).scale_value, bs, out));
     }
     if (quantized_nodes.count(i)) report.quantized.push_back(what);
     else if (auto it = plan.why_not.find(i); it != plan.why_not.end()) report.skipped.push_back(what + ": " + it->second);

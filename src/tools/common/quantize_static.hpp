@@ -8,6 +8,8 @@
 //   Conv(X, W, B) [-> Relu | Clip]  ->  DQ(Q(X)), DQ(W_q), DQ(B_q) -> Conv [-> Relu | Clip] -> Q -> DQ
 //   MatMul(A, B), B a 2-D weight    ->  DQ(Q(A)), DQ(B_q) -> MatMul (its result float: the bias Add,
 //                                       activation or LayerNorm after it stays float)
+//   Gemm(A, B [, C]), B a 2-D weight, no transA  ->  DQ(Q(A)), DQ(B_q) [, DQ(C_q) int32 when C is one
+//                                       value per column] -> Gemm (its result float, as a MatMul's)
 //   Add(A, B) [-> Relu | Clip], both operands quantized already (a residual sum of int8
 //                                   branches)  ->  DQ(Q(A)), DQ(Q(B)) -> Add [-> Relu | Clip] -> Q -> DQ
 //   MaxPool, Reshape, Flatten, Transpose, Squeeze, Unsqueeze on a quantized tensor: the output
@@ -40,7 +42,7 @@ namespace kiln::tools {
 struct StaticQuantizeOptions {
   bool per_channel = false;
   std::set<std::string> exclude;                                   // node names left in float
-  std::set<std::string> op_types = {"Conv", "MatMul", "Add", "MaxPool"};  // + the moving ops after them
+  std::set<std::string> op_types = {"Conv", "MatMul", "Gemm", "Add", "MaxPool"};  // + the moving ops after them
 };
 
 // Folds each BatchNormalization (constant parameters) that alone reads a Conv's output (constant
