@@ -148,7 +148,7 @@ int cmd_quantize(const QuantizeCmdOptions& o) {
   std::string base_dir = fs::path(o.model).parent_path().string();
   if (base_dir.empty()) base_dir = ".";
   const std::set<std::string> allowed = o.dynamic ? std::set<std::string>{"MatMul", "Conv"}
-                                                  : std::set<std::string>{"Conv", "MatMul", "Gemm", "Add", "MaxPool"};
+                                                  : std::set<std::string>{"Conv", "MatMul", "Gemm", "Add", "Concat", "MaxPool"};
   for (const auto& t : o.op_types)
     KILN_CHECK(allowed.count(t), cat("--op-types: '", t, "' cannot be quantized", o.dynamic ? " dynamically" : "",
                                      " (", join(std::vector<std::string>(allowed.begin(), allowed.end()), ", "), ")"));

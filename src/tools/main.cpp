@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
   quant_cmd->add_flag("--per-channel", quant.per_channel, "One weight scale per output channel / column");
   quant_cmd->add_option("--exclude", quant.exclude, "Node names to keep in float");
   quant_cmd->add_option("--op-types", quant.op_types,
-                        "Op types to quantize (default: static Conv MatMul Gemm Add MaxPool; --dynamic MatMul Conv)");
+                        "Op types to quantize (default: static Conv MatMul Gemm Add Concat MaxPool; --dynamic MatMul Conv)");
   quant_cmd->add_option("--calibration", quant.calibration,
                         "Samples: DIR/<input>/*.npy or DIR/<input>.npy. Static: calibration and report (required); "
                         "--dynamic: the report (default: one random sample)");

@@ -350,21 +350,26 @@ bool try_add(GraphEditor& ed, ir::Node* n, Why& why) {
   return true;
 }
 
-// MaxPool and the ops that only move values: DQ -> op -> Q with the same parameters on both
-// sides is the op on the 8-bit data (other inputs, e.g. Reshape's shape, stay as they are).
+// MaxPool and the ops that only move or select values: DQ -> op -> Q with the same parameters
+// on both sides is the op on the 8-bit data (other inputs, e.g. Reshape's shape or Slice's
+// starts, stay as they are). Concat: every input's DQ with those parameters (a quantizer gives
+// the inputs the output's scale and zero point).
 bool try_move(GraphEditor& ed, ir::Node* n, Why& why) {
   ir::Graph& g = ed.graph();
   if (n->op_type() == "MaxPool" && (n->opset() < 12 || n->num_outputs() != 1))
     return why.fail(n->num_outputs() != 1 ? "MaxPool has an Indices output" : "MaxPool takes 8-bit data from opset 12");
-  std::optional<Dq> x = activation_dq(n->input(0), why);
-  if (!x) return false;
   std::optional<Quant> q = sole_quantize(g, n->output(0), why);
   if (!q) return false;
-  const int64_t xzp = x->zp ? x->zp->constant().to_i64()[0] : 0;
-  if (x->type() != q->type || xzp != q->zp || static_cast<float>(x->scale->constant().to_f64()[0]) != static_cast<float>(q->scale))
-    return why.fail(cat(x->node->describe(), " and ", q->node->describe(), " differ in scale, zero point or type"));
   std::vector<ir::Value*> in = n->inputs();
-  in[0] = x->q;
+  const size_t data_inputs = n->op_type() == "Concat" ? in.size() : 1;
+  for (size_t i = 0; i < data_inputs; ++i) {
+    std::optional<Dq> x = activation_dq(n->input(i), why);
+    if (!x) return false;
+    const int64_t xzp = x->zp ? x->zp->constant().to_i64()[0] : 0;
+    if (x->type() != q->type || xzp != q->zp || static_cast<float>(x->scale->constant().to_f64()[0]) != static_cast<float>(q->scale))
+      return why.fail(cat(x->node->describe(), " and ", q->node->describe(), " differ in scale, zero point or type"));
+    in[i] = x->q;
+  }
   ir::Node* made = g.add_node(n->op_type(), in, 1, g.unique_name(n->name() + "_quant"));
   made->attrs = n->attrs;
   finish(ed, made, *q);
@@ -386,7 +391,7 @@ size_t fuse_qdq_to_qlinear(ir::Graph& g, PassLog* log) {
     else if (op == "Gemm") rule = try_gemm, made = "MatMulIntegerToFloat";
     else if (op == "Add") rule = try_add, made = "QLinearAdd";
     else if (op == "MaxPool" || op == "Reshape" || op == "Flatten" || op == "Transpose" || op == "Squeeze" ||
-             op == "Unsqueeze")
+             op == "Unsqueeze" || op == "Concat" || op == "Slice")
       rule = try_move, made = "the same op on 8-bit data";
     if (!rule) continue;
     // only where the op reads a DequantizeLinear: the rest of a model is not QDQ at all

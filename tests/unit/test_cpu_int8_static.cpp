@@ -323,6 +323,44 @@ TEST(CpuInt8Static, GemmWithAFloatResultRunsAsMatMulIntegerToFloat) {
   }
 }
 
+// DQ(a), DQ(b) -> Concat -> Q with one scale and zero point throughout is a Concat of the 8-bit
+// data (exact: a copy); with a differing input scale it stays float, and the log says why.
+TEST(CpuInt8Static, ConcatOfEqualParametersCopiesEightBitData) {
+  for (bool equal : {true, false}) {
+    auto g = make_graph(13);
+    ir::Value* a = g->add_input("a", {DType::f32, ir::PartialShape(Shape{1, 3, 4, 5})});
+    ir::Value* b = g->add_input("b", {DType::f32, ir::PartialShape(Shape{1, 5, 4, 5})});
+    ir::Node* cat = g->add_node("Concat", {qdq(*g, a, 0.02f, 100, "a"), qdq(*g, b, equal ? 0.02f : 0.03f, 100, "b")}, 1, "cat");
+    cat->attrs["axis"] = ir::Attribute(int64_t{1});
+    g->add_output(qdq(*g, cat->output(0), 0.02f, 100, "y"));
+    cpu::Executor ex(g);
+    const auto& plan = ex.plan_for({Shape{1, 3, 4, 5}, Shape{1, 5, 4, 5}});
+    ASSERT_TRUE(plan.cpu);
+    if (cpu::exact_int8_kernels()) {
+      EXPECT_EQ(plan.log.count_applied(transforms::kQdqToQLinear), equal ? 1u : 0u) << explain(plan.log);
+      if (!equal) {
+        EXPECT_TRUE(log_has(plan.log, false, "differ in scale")) << explain(plan.log);
+      }
+    }
+    size_t u8_concats = 0;
+    for (const auto& n : plan.cpu->nodes())
+      if (n->type() == std::string("Concat") && n->outputs[0]->dtype == DType::u8) ++u8_concats;
+    EXPECT_EQ(u8_concats, cpu::exact_int8_kernels() && equal ? 1u : 0u) << plan.cpu->describe();
+    runtime::ReferenceExecutor ref(g);
+    const std::vector<Tensor> in = {random_tensor({1, 3, 4, 5}, 61, 2.0f), random_tensor({1, 5, 4, 5}, 62, 2.0f)};
+    // the copy is exact (DQ rounds in float); b requantized from 0.03 to 0.02 steps meets ties,
+    // which float rounding may send either way: a few values one step apart
+    const auto want = ref.run(in)[0].to_f64(), got = ex.run(in)[0].to_f64();
+    size_t steps = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double d = std::fabs(want[i] - got[i]);
+      ASSERT_TRUE(d <= 1e-6 || (!equal && std::fabs(d - 0.02) <= 1e-6)) << "at " << i << ": " << want[i] << " vs " << got[i];
+      steps += d > 1e-6;
+    }
+    EXPECT_LE(steps, want.size() / 10);
+  }
+}
+
 // The same op as ONNX Runtime's quantizers write it, against its reference kernel, on every ISA
 // (u8 weights with a zero point: the node's own correction, no direct float output).
 TEST(CpuInt8Static, MatMulIntegerToFloatMatchesTheReference) {

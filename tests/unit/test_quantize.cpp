@@ -9,7 +9,10 @@
 #include <map>
 #include <random>
 
+#include "cpu/nodes/int8_util.hpp"
 #include "error_util.hpp"
+#include "onnx_builder.hpp"
+#include "tensor_test_util.hpp"
 #include "tools/common/quantize.hpp"
 #include "tools/common/quantize_static.hpp"
 #include "tools/common/zoo.hpp"
@@ -233,4 +236,75 @@ TEST(QuantizeStatic, TransformerProjectionsQuantizeAttentionStaysFloat) {
   EXPECT_TRUE(attention_float);
   for (const auto& s : r.quantized) EXPECT_NE(s.find("(MatMul)"), std::string::npos) << s << ": only projections quantize";
   EXPECT_NO_THROW(core.compile_model(core.read_model_from_memory(q.SerializeAsString()), {{"inference_precision", "f32"}}));
+}
+
+namespace {
+
+// An inception-like block: x -> Conv1x1 -> Relu (a), x -> Conv3x3 -> Relu (b); Concat(a, b) ->
+// MaxPool -> Conv1x1 -> y; and a second Concat(a2, x2) whose input x2 is also read by another
+// node, so it cannot take the Concat's parameters.
+onnx::ModelProto inception_block() {
+  OnnxBuilder b(13);
+  b.input("x", {1, 8, 12, 12});
+  auto conv = [&](const std::string& in, const std::string& out, int64_t ci, int64_t co, int64_t k, uint32_t seed) {
+    b.initializer(out + "_w", random_tensor({co, ci, k, k}, seed, 0.3f));
+    b.initializer(out + "_b", random_tensor({co}, seed + 1, 0.1f));
+    auto* n = b.node("Conv", {in, out + "_w", out + "_b"}, {out + "_c"}, out + "_conv");
+    OnnxBuilder::attr_ints(n, "pads", {k / 2, k / 2, k / 2, k / 2});
+    b.node("Relu", {out + "_c"}, {out}, out + "_relu");
+  };
+  conv("x", "a", 8, 6, 1, 1);
+  conv("x", "b", 8, 10, 3, 3);
+  OnnxBuilder::attr_i(b.node("Concat", {"a", "b"}, {"cat"}, "cat"), "axis", 1);
+  auto* pool = b.node("MaxPool", {"cat"}, {"pool"}, "pool");
+  OnnxBuilder::attr_ints(pool, "kernel_shape", {2, 2});
+  OnnxBuilder::attr_ints(pool, "strides", {2, 2});
+  conv("pool", "y", 16, 4, 1, 5);
+  conv("x", "a2", 8, 4, 1, 7);
+  conv("x", "x2", 8, 4, 1, 9);
+  OnnxBuilder::attr_i(b.node("Concat", {"a2", "x2"}, {"cat2"}, "cat2"), "axis", 1);
+  b.node("Relu", {"x2"}, {"x2_also"}, "second_reader");
+  b.output("y");
+  b.output("cat2");
+  b.output("x2_also");
+  return b.model;
+}
+
+}  // namespace
+
+// A Concat of int8 branches: its inputs take the output's scale and zero point (one Q -> DQ pair
+// each, with the output's parameters), so QdqToQLinear runs it on 8-bit data; a Concat whose
+// input is read elsewhere stays float, with the reason.
+TEST(QuantizeStatic, ConcatInputsTakeTheOutputsParameters) {
+  onnx::ModelProto m = inception_block();
+  const onnx::ModelProto f = m;
+  tools::StaticQuantizeOptions o;
+  const auto tensors = tools::tensors_to_calibrate(m, o);
+  for (const char* shared : {"a", "b"})
+    EXPECT_EQ(std::count(tensors.begin(), tensors.end(), shared), 0) << shared << " takes cat's range, not its own";
+  EXPECT_EQ(std::count(tensors.begin(), tensors.end(), "cat"), 1);
+  EXPECT_EQ(std::count(tensors.begin(), tensors.end(), "x2"), 1);
+  tools::RangeCalibrator cal("minmax");
+  Core core;
+  const auto ranges = tools::calibrate(core, m, ".", tensors, random_samples({1, 8, 12, 12}, 2, 8), cal);
+  const tools::QuantizeReport r = tools::quantize_static(m, ".", o, ranges);
+  bool cat_quantized = false, cat2_skipped = false;
+  for (const auto& s : r.quantized) cat_quantized |= s.rfind("cat (Concat)", 0) == 0;
+  for (const auto& s : r.skipped) cat2_skipped |= s.rfind("cat2 (Concat)", 0) == 0 && s.find("read elsewhere") != std::string::npos;
+  EXPECT_TRUE(cat_quantized);
+  EXPECT_TRUE(cat2_skipped);
+  // the QuantizeLinear of a, of b and of cat use one scale and one zero point
+  std::map<std::string, std::pair<std::string, std::string>> q_params;
+  for (const auto& n : m.graph().node())
+    if (n.op_type() == "QuantizeLinear") q_params[n.input(0)] = {n.input(1), n.input(2)};
+  ASSERT_TRUE(q_params.count("a") && q_params.count("b") && q_params.count("cat"));
+  EXPECT_EQ(q_params["a"], q_params["cat"]);
+  EXPECT_EQ(q_params["b"], q_params["cat"]);
+  // kiln runs the quantized Concat on 8-bit data where int8 is exact, and stays close to the float model
+  CompiledModel c = core.compile_model(core.read_model_from_memory(m.SerializeAsString()), {{"inference_precision", "f32"}});
+  size_t u8_concats = 0;
+  for (const auto& n : c.get_runtime_model().nodes)
+    if (n.type == "Concat" && n.outputs.at(0).precision == DType::u8) ++u8_concats;
+  EXPECT_EQ(u8_concats, cpu::exact_int8_kernels() ? 1u : 0u);
+  EXPECT_GT(cosine_on_random(f, m, {1, 8, 12, 12}, 9), 0.99);
 }

@@ -1,4 +1,4 @@
-// Concat (f32) on oneDNN's concat primitive. Sources are taken in whatever layout their
+// Concat (f32, or u8 / s8: an int8 network's tensors) on oneDNN's concat primitive. Sources are taken in whatever layout their
 // producers made (constants plain); oneDNN converts while it copies. The destination
 // layout: when every consumer runs on any layout (convolutions, pools, norms,
 // activations: inception and densenet blocks), the non-plain layout carrying most of
@@ -53,7 +53,7 @@ int tag_of(const Edge& e) {
   const size_t r = e.shape.size();
   if (r < 1 || r > 6) return -1;
   for (tag t : by_rank[r - 1])
-    if (memory::desc(to_dims(e.shape), memory::data_type::f32, t) == *e.blocked) return static_cast<int>(t);
+    if (memory::desc(to_dims(e.shape), *dnnl_type(e.dtype), t) == *e.blocked) return static_cast<int>(t);
   return -1;
 }
 
@@ -152,6 +152,7 @@ class ConcatNode : public Node {
         ir::normalize_axis(source->attr_i("axis"), static_cast<int64_t>(out->shape.size()), *source));
     axis_ = axis;
     const int ptag = static_cast<int>(plain_tag(out->shape.size()));
+    const memory::data_type dt = *dnnl_type(out->dtype);  // concat_supports: f32, u8 or s8
     // destination layout: with consumers that take any layout, the non-plain layout
     // carrying most data; otherwise the layout carrying most data, ties to plain
     std::vector<int> tags(n);
@@ -180,7 +181,7 @@ class ConcatNode : public Node {
       const ir::Value* v = source->input(i);
       if (target >= 0 && target != ptag && tags[i] != target && inputs[i]->kind != Edge::Kind::constant &&
           v->uses().size() > 1) {
-        srcs[i] = memory::desc(to_dims(inputs[i]->shape), memory::data_type::f32, static_cast<tag>(target));
+        srcs[i] = memory::desc(to_dims(inputs[i]->shape), dt, static_cast<tag>(target));
         req[i] = InputLayout::exact(srcs[i]);
       }
     }
@@ -189,7 +190,7 @@ class ConcatNode : public Node {
       try {
         if (target >= 0)
           pd_ = dnnl::concat::primitive_desc(
-              memory::desc(to_dims(out->shape), memory::data_type::f32, static_cast<tag>(target)), axis, srcs,
+              memory::desc(to_dims(out->shape), dt, static_cast<tag>(target)), axis, srcs,
               cpu_engine());
         else
           pd_ = dnnl::concat::primitive_desc(axis, srcs, cpu_engine());  // oneDNN's choice
@@ -264,14 +265,15 @@ bool concat_supports(const ir::Node& n) {
   if (n.op_type() != "Concat" || !n.is_onnx_domain()) return false;
   if (n.num_inputs() < 1 || n.num_outputs() != 1 || !n.has_attr("axis")) return false;
   const ir::Value* y = n.output(0);
-  if (y->type.dtype != DType::f32 || !y->type.shape.is_static()) return false;
+  const DType t = y->type.dtype;  // one type throughout, copied as it is
+  if ((t != DType::f32 && t != DType::u8 && t != DType::i8) || !y->type.shape.is_static()) return false;
   const Shape ys = y->type.shape.to_shape();
   const int64_t rank = static_cast<int64_t>(ys.size());
   if (rank < 1 || rank > 6) return false;
   const int64_t axis = n.attr_i("axis");
   if (axis < -rank || axis >= rank) return false;
   for (const ir::Value* x : n.inputs()) {
-    if (!x || x->type.dtype != DType::f32 || !x->type.shape.is_static()) return false;
+    if (!x || x->type.dtype != t || !x->type.shape.is_static()) return false;
     const Shape xs = x->type.shape.to_shape();
     if (static_cast<int64_t>(xs.size()) != rank || shape_size(xs) == 0) return false;
   }

@@ -20,7 +20,7 @@ namespace {
 bool onnx_domain(const onnx::NodeProto& n) { return n.domain().empty() || n.domain() == "ai.onnx"; }
 bool moves_values(const std::string& op) {
   return op == "MaxPool" || op == "Reshape" || op == "Flatten" || op == "Transpose" || op == "Squeeze" ||
-         op == "Unsqueeze";
+         op == "Unsqueeze" || op == "Slice";
 }
 int64_t int_attr(const onnx::NodeProto& n, const std::string& name, int64_t def) {
   for (const auto& a : n.attribute())
@@ -71,6 +71,17 @@ class Analysis {
         p.tensors.push_back(n.output(0));
         continue;
       }
+      if (op == "Concat") {
+        if (!o_.op_types.count(op)) continue;
+        if (std::string why = concat_why_not(n, quantized, p); !why.empty()) {
+          p.why_not[i] = why;
+          continue;
+        }
+        p.nodes.push_back(i);  // its inputs take its output's scale and zero point: one 8-bit copy
+        for (const auto& in : n.input()) p.share[in] = n.output(0);
+        add(n.output(0));
+        continue;
+      }
       if (!o_.op_types.count(op)) continue;
       if (o_.exclude.count(n.name())) {
         p.why_not[i] = "excluded";
@@ -113,6 +124,24 @@ class Analysis {
       if (op != "MatMul" && op != "Gemm") add(calibrated_output(n));  // a projection's result stays float
     }
     return p;
+  }
+
+  // Why a Concat cannot run on 8-bit data, or "": every input must be a quantized activation
+  // whose parameters it can take over (read by this Concat alone, not a graph output, no other
+  // tensor taking its parameters), so that all of them share the output's.
+  std::string concat_why_not(const onnx::NodeProto& n, std::unordered_map<std::string, bool>& quantized,
+                             const Plan& p) const {
+    if (o_.exclude.count(n.name())) return "excluded";
+    if (n.output_size() != 1 || n.input_size() < 2) return "not a Concat of several inputs";
+    std::unordered_set<std::string> shared;
+    for (const auto& [t, root] : p.share) shared.insert(root);
+    for (const auto& in : n.input()) {
+      if (in.empty() || is_const(in) || !quantized[in])
+        return cat("input '", in, "' is not quantized (an 8-bit concat needs every input from int8 ops)");
+      if (readers_.at(in).size() != 1 || outputs_.count(in) || p.share.count(in) || shared.count(in))
+        return cat("input '", in, "' is read elsewhere or shares its scale (every input must take the output's)");
+    }
+    return "";
   }
 
   // The op's output, or the Relu / Clip that alone reads it (Conv, Add).

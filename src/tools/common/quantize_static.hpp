@@ -12,8 +12,10 @@
 //                                       value per column] -> Gemm (its result float, as a MatMul's)
 //   Add(A, B) [-> Relu | Clip], both operands quantized already (a residual sum of int8
 //                                   branches)  ->  DQ(Q(A)), DQ(Q(B)) -> Add [-> Relu | Clip] -> Q -> DQ
-//   MaxPool, Reshape, Flatten, Transpose, Squeeze, Unsqueeze on a quantized tensor: the output
-//   is quantized with its input's scale and zero point (it only moves or selects values)
+//   Concat of quantized activations that only it reads: its output is calibrated and every input
+//   takes the output's scale and zero point, so the concat copies 8-bit data
+//   MaxPool, Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Slice on a quantized tensor: the
+//   output is quantized with its input's scale and zero point (it only moves or selects values)
 //
 // Attention's MatMuls of two activations stay float (kiln fuses attention in float). A Relu or
 // Clip that alone reads a Conv's or Add's output is calibrated after it, with no
@@ -42,7 +44,7 @@ namespace kiln::tools {
 struct StaticQuantizeOptions {
   bool per_channel = false;
   std::set<std::string> exclude;                                   // node names left in float
-  std::set<std::string> op_types = {"Conv", "MatMul", "Gemm", "Add", "MaxPool"};  // + the moving ops after them
+  std::set<std::string> op_types = {"Conv", "MatMul", "Gemm", "Add", "Concat", "MaxPool"};  // + the moving ops after them
 };
 
 // Folds each BatchNormalization (constant parameters) that alone reads a Conv's output (constant
