@@ -27,6 +27,8 @@ const std::vector<CpuPass>& cpu_passes() {
       {"FuseConvolutionAndSum", fuse_convolution_and_sum},
       // int8 conv -> QLinearAdd(other): one int8 conv accumulating into `other` (requantized)
       {"FuseQLinearConvAndAdd", fuse_qlinear_conv_and_add},
+      // int8 conv [+ sum] -> Clip on the 8-bit result (a Relu under a symmetric range): a clip post-op
+      {"FuseQLinearConvAndClip", fuse_qlinear_conv_and_clip},
       // Gemm / MatMul with constant weights -> bias Add -> activations
       {"FuseFullyConnectedAndSimpleOperation", fuse_fully_connected_and_simple_operation},
       // BatchNormalization (not folded into a Conv) -> ReLU

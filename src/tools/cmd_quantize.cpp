@@ -166,6 +166,10 @@ int cmd_quantize(const QuantizeCmdOptions& o) {
   } else {
     tools::StaticQuantizeOptions q;
     q.per_channel = o.per_channel;
+    KILN_CHECK(o.activation_type == "uint8" || o.activation_type == "int8",
+               cat("--activation-type: '", o.activation_type, "' is not uint8 or int8"));
+    q.signed_activations = o.activation_type == "int8";
+    q.symmetric_activations = o.symmetric_activations;
     q.exclude.insert(o.exclude.begin(), o.exclude.end());
     if (!o.op_types.empty()) q.op_types = std::set<std::string>(o.op_types.begin(), o.op_types.end());
     tools::RangeCalibrator calibrator(o.method, o.percentile);
@@ -185,7 +189,9 @@ int cmd_quantize(const QuantizeCmdOptions& o) {
   std::map<std::string, int> by_op;
   for (const auto& s : report.quantized) by_op[s.substr(s.rfind('(') + 1, s.size() - s.rfind('(') - 2)]++;
   std::cout << "quantized " << report.quantized.size() << " nodes (" << (o.dynamic ? "dynamic" : "static QDQ")
-            << ", int8 weights " << (o.per_channel ? "per channel" : "per tensor") << ", uint8 activations):";
+            << ", int8 weights " << (o.per_channel ? "per channel" : "per tensor") << ", "
+            << (o.dynamic ? "uint8" : o.activation_type) << (o.symmetric_activations && !o.dynamic ? " symmetric" : "")
+            << " activations):";
   for (const auto& [op, n] : by_op) std::cout << " " << op << " x" << n;
   std::cout << "\n";
   for (const auto& s : report.skipped) std::cout << "kept in float: " << s << "\n";

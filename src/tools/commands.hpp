@@ -113,8 +113,10 @@ struct QuantizeCmdOptions {
   std::string method = "minmax";      // --method minmax|percentile|entropy (static)
   double percentile = 99.999;         // --percentile (method percentile)
   bool per_channel = false;           // --per-channel
+  std::string activation_type = "uint8";  // --activation-type uint8|int8 (static)
+  bool symmetric_activations = false;     // --symmetric-activations (static: zero point 0 / 128)
   std::vector<std::string> exclude;   // --exclude NODE...
-  std::vector<std::string> op_types;  // --op-types (default: dynamic MatMul Conv; static Conv MatMul Add MaxPool)
+  std::vector<std::string> op_types;  // --op-types (default: dynamic MatMul Conv; static Conv MatMul Gemm Add Concat MaxPool)
   std::string calibration;            // --calibration DIR: calibration (static) and accuracy report samples
   uint32_t seed = 0;                  // random sample without --calibration
   bool no_report = false;             // --no-report

@@ -216,6 +216,10 @@ int main(int argc, char** argv) {
                         "Static calibration: minmax (default), percentile, entropy (KL divergence, as TensorRT)");
   quant_cmd->add_option("--percentile", quant.percentile, "Share of magnitudes the percentile method keeps (default 99.999)");
   quant_cmd->add_flag("--per-channel", quant.per_channel, "One weight scale per output channel / column");
+  quant_cmd->add_option("--activation-type", quant.activation_type,
+                        "Static: the activations' 8-bit type, uint8 (default) or int8");
+  quant_cmd->add_flag("--symmetric-activations", quant.symmetric_activations,
+                      "Static: activation ranges symmetric about 0 (zero point 0 for int8, 128 for uint8)");
   quant_cmd->add_option("--exclude", quant.exclude, "Node names to keep in float");
   quant_cmd->add_option("--op-types", quant.op_types,
                         "Op types to quantize (default: static Conv MatMul Gemm Add Concat MaxPool; --dynamic MatMul Conv)");

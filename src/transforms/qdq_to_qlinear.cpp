@@ -1,5 +1,6 @@
 #include "transforms/qdq_to_qlinear.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -94,26 +95,37 @@ std::optional<std::pair<double, double>> clamp_of(const ir::Node& n) {
   return std::make_pair(b[0], b[1]);
 }
 
-// The op's output `y` through an optional Relu / Clip that the QuantizeLinear after it makes
-// redundant, to that QuantizeLinear.
-std::optional<Quant> quantize_after(const ir::Graph& g, const ir::Value* y, Why& why) {
+// The op's output `y` through an optional Relu / Clip, to the QuantizeLinear after it. Where
+// the clamp's bounds quantize (as QuantizeLinear computes, in float) to the ends of the 8-bit
+// range, the saturation does its work and it is dropped; otherwise (a symmetric range, as
+// TensorRT-style QDQ models have: Relu's 0 is the zero point) `clamp` receives its bounds in
+// the 8-bit domain, for a Clip on the integer result. Exact either way: rounding and
+// saturating are monotone, so quantizing a clamped value is clamping the quantized one to the
+// quantized bounds.
+struct Clamp8 {
+  int64_t lo = 0, hi = 0;
+};
+std::optional<Quant> quantize_after(const ir::Graph& g, const ir::Value* y, Why& why, std::optional<Clamp8>* clamp) {
   if (!g.is_output(y) && y->uses().size() == 1) {
     const ir::Node& act = *y->uses()[0].node;
-    if (auto clamp = clamp_of(act)) {
+    if (auto bounds = clamp_of(act)) {
       std::optional<Quant> q = sole_quantize(g, act.output(0), why);
       if (!q) return q;
-      // the clamp's bounds quantize (as QuantizeLinear computes, in float) to the ends of the
-      // 8-bit range: every value the clamp moves saturates there anyway
+      const double qmin = qmin_of(q->type), qmax = qmax_of(q->type);
       auto quantized = [&](double v) {
-        return std::nearbyint(static_cast<float>(v) / static_cast<float>(q->scale)) + static_cast<double>(q->zp);
+        if (std::isinf(v)) return v < 0 ? qmin : qmax;
+        const double r = std::nearbyint(static_cast<float>(v) / static_cast<float>(q->scale)) + static_cast<double>(q->zp);
+        return std::clamp(r, qmin, qmax);
       };
-      const bool lo_ok = std::isinf(clamp->first) || quantized(clamp->first) <= qmin_of(q->type);
-      const bool hi_ok = std::isinf(clamp->second) || quantized(clamp->second) >= qmax_of(q->type);
-      if (!lo_ok || !hi_ok)
-        return why.fail(cat(act.describe(), " clamps to [", clamp->first, ", ", clamp->second, "], inside ",
-                            q->node->describe(), "'s range [", (qmin_of(q->type) - double(q->zp)) * q->scale, ", ",
-                            (qmax_of(q->type) - double(q->zp)) * q->scale, "]: it would change values")),
-               std::nullopt;
+      const double lo = quantized(bounds->first), hi = quantized(bounds->second);
+      if (lo > qmin || hi < qmax) {
+        if (!clamp)
+          return why.fail(cat(act.describe(), " clamps to [", bounds->first, ", ", bounds->second, "], inside ",
+                              q->node->describe(), "'s range")),
+                 std::nullopt;
+        if (g.opset_for("") < 12) return why.fail(cat(act.describe(), " changes values and Clip takes 8-bit data from opset 12")), std::nullopt;
+        *clamp = Clamp8{static_cast<int64_t>(lo), static_cast<int64_t>(hi)};
+      }
       return q;
     }
   }
@@ -132,11 +144,23 @@ ir::Value* zero_point(ir::Graph& g, const Dq& d) {
   return d.zp ? d.zp : scalar(g, d.node->name() + "_zero_point", d.type(), 0);
 }
 
-// The new node takes the QuantizeLinear's place: its readers read `y`.
-ir::Node* finish(GraphEditor& ed, ir::Node* made, const Quant& q) {
-  made->set_opset(made->is_onnx_domain() ? ed.graph().opset_for("") : 1);
+// The new node takes the QuantizeLinear's place: its readers read `y` (through a Clip on the
+// 8-bit result when the op's activation clamps inside the range: quantize_after).
+ir::Node* finish(GraphEditor& ed, ir::Node* made, const Quant& q, const std::optional<Clamp8>& clamp = std::nullopt) {
+  ir::Graph& g = ed.graph();
+  made->set_opset(made->is_onnx_domain() ? g.opset_for("") : 1);
   made->output(0)->type = q.node->output(0)->type;
-  ed.replace_and_erase(q.node, q.node->output(0), made->output(0));
+  ir::Node* last = made;
+  if (clamp) {
+    ir::Node* clip = g.add_node("Clip",
+                                {made->output(0), scalar(g, made->name() + "_clip_min", q.type, clamp->lo),
+                                 scalar(g, made->name() + "_clip_max", q.type, clamp->hi)},
+                                1, g.unique_name(made->name() + "_clip"));
+    clip->set_opset(g.opset_for(""));
+    clip->output(0)->type = q.node->output(0)->type;
+    last = clip;
+  }
+  ed.replace_and_erase(q.node, q.node->output(0), last->output(0));
   return made;
 }
 
@@ -184,7 +208,8 @@ bool try_conv(GraphEditor& ed, ir::Node* n, Why& why) {
   const int64_t M = w->q->constant().shape().empty() ? 0 : w->q->constant().shape()[0];
   if (w->axis > 0 || (w->axis == 0 && static_cast<int64_t>(w->count()) != M))
     return why.fail(cat(w->node->describe(), " is per axis ", w->axis, ", not per output channel"));
-  std::optional<Quant> q = quantize_after(g, n->output(0), why);
+  std::optional<Clamp8> clamp;
+  std::optional<Quant> q = quantize_after(g, n->output(0), why, &clamp);
   if (!q) return false;
   ir::Value* bias = n->input(2) ? int32_bias(g, *n, *x, *w, M, why) : nullptr;
   if (n->input(2) && !bias) return false;
@@ -194,7 +219,7 @@ bool try_conv(GraphEditor& ed, ir::Node* n, Why& why) {
   ir::Node* made = g.add_node("QLinearConv", in, 1, g.unique_name(n->name() + "_quant"));
   for (const char* a : {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"})
     if (n->has_attr(a)) made->attrs[a] = n->attrs.at(a);
-  finish(ed, made, *q);
+  finish(ed, made, *q, clamp);
   return true;
 }
 
@@ -338,7 +363,8 @@ bool try_add(GraphEditor& ed, ir::Node* n, Why& why) {
   if (!a) return false;
   std::optional<Dq> b = activation_dq(n->input(1), why);
   if (!b) return false;
-  std::optional<Quant> q = quantize_after(g, n->output(0), why);
+  std::optional<Clamp8> clamp;
+  std::optional<Quant> q = quantize_after(g, n->output(0), why, &clamp);
   if (!q) return false;
   if (a->type() != q->type || b->type() != q->type)
     return why.fail(cat("the operands are ", dtype_name(a->type()), " and ", dtype_name(b->type()), ", the result ",
@@ -346,7 +372,7 @@ bool try_add(GraphEditor& ed, ir::Node* n, Why& why) {
   std::vector<ir::Value*> in = {a->q, a->scale, zero_point(g, *a), b->q, b->scale, zero_point(g, *b)};
   for (ir::Value* v : q_inputs(g, *q)) in.push_back(v);
   if (!g.opset_imports.count("com.microsoft")) g.opset_imports["com.microsoft"] = 1;
-  finish(ed, g.add_node("QLinearAdd", in, 1, g.unique_name(n->name() + "_quant"), "com.microsoft"), *q);
+  finish(ed, g.add_node("QLinearAdd", in, 1, g.unique_name(n->name() + "_quant"), "com.microsoft"), *q, clamp);
   return true;
 }
 

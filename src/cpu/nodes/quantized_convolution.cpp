@@ -6,6 +6,7 @@
 // points. Only where its int8 kernels are exact (VNNI / AMX: exact_int8_kernels()).
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
@@ -53,6 +54,27 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
     }
     sum_ = sum;
     sum_input_ = static_cast<int>(inputs.size());
+    return true;
+  }
+
+  bool take_clamp(int32_t lo, int32_t hi, std::string* why) override {
+    if (clamp_) {
+      if (why) *why = "it already clamps its output";
+      return false;
+    }
+    clamp_ = std::make_pair(lo, hi);
+    try {
+      const std::string impl_name = make_pd(sum_input_ >= 0 ? &sum_ : nullptr).impl_info_str();
+      if (impl_name.rfind("ref", 0) == 0) {
+        if (why) *why = cat("oneDNN has only its reference int8 convolution with the clamp (", impl_name, ")");
+        clamp_.reset();
+        return false;
+      }
+    } catch (const dnnl::error& e) {
+      if (why) *why = cat("oneDNN rejects the int8 convolution with the clamp: ", e.what());
+      clamp_.reset();
+      return false;
+    }
     return true;
   }
 
@@ -128,16 +150,25 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
     attr.set_output_scales(per_channel ? 1 << 1 : 0, mult);
     if (input_zero_point()) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
     if (output_zero_point(sum)) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+    dnnl::post_ops po;
     if (sum) {  // QLinearAdd: (a - a_zp) a_scale / c_scale + (b - b_zp) b_scale / c_scale
       const bool s8 = outputs[0]->dtype == DType::i8;
       const float qmin = s8 ? -128.0f : 0.0f, qmax = s8 ? 127.0f : 255.0f, za = static_cast<float>(sum->own_zero_point);
-      dnnl::post_ops po;
       po.append_eltwise(1.0f, dnnl::algorithm::eltwise_round, 0.0f, 0.0f);
       po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, qmin - za, qmax - za);
       po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, sum->own_scale / sum->out_scale, 0.0f);
       po.append_sum(sum->other_scale / sum->out_scale, sum->other_zero_point, dt_of(outputs[0]->dtype));
-      attr.set_post_ops(po);
     }
+    // The Clip on the output, before its zero point is added: integer bounds, so exact. As
+    // eltwise_clip_v2 (the same forward function): oneDNN 2.6's brgemm convolutions computed
+    // a second eltwise_clip after the sum's with the first one's bounds (the residual block of
+    // CpuInt8Static.ActivationUnderASymmetricRangeClampsTheIntegerResult, off by 40 steps)
+    if (clamp_) {
+      const float z = static_cast<float>(output_zero_point(sum));
+      po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip_v2, static_cast<float>(clamp_->first) - z,
+                        static_cast<float>(clamp_->second) - z);
+    }
+    if (po.len() > 0) attr.set_post_ops(po);
     dnnl::convolution_forward::primitive_desc pd(d, attr, cpu_engine());
     // oneDNN 2.6 lists its AMX JIT kernels before the VNNI brgemm ones. Where AMX's brgemm
     // kernel does not take the shape, a 1x1 stride-1 convolution ran 1.5-2x slower on them than
@@ -162,6 +193,7 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
   int32_t zx_ = 0, zy_ = 0;                     // what the zero-point memories hold
   int sum_input_ = -1;
   QuantizedSum sum_;
+  std::optional<std::pair<int32_t, int32_t>> clamp_;  // a fused Clip's bounds, in the output's type
 };
 
 }  // namespace

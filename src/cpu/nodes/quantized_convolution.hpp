@@ -4,6 +4,9 @@
 // (a network from QdqToQLinear) never leaves 8 bits. Where its weights and ISA allow
 // (quantized_convolution_supports); ConvInteger's node computes the other QLinearConvs.
 //
+// FuseQLinearConvAndClip gives it a clamp of its 8-bit output (a Relu that a symmetric range
+// keeps) as a clip post-op after the rest.
+//
 // FuseQLinearConvAndAdd gives it a residual sum (a QLinearAdd of its output a and another 8-bit
 // tensor b) as post-ops that compute what the pair does, in registers: the convolution's
 // requantized value round(x_scale w_scale[m] / a_scale (acc + bias)) clamped to a's range less
@@ -32,6 +35,10 @@ class QuantizedSumHost {
   // next (Graph::add_input) and computes `sum`; false (and `why`, the node unchanged) when
   // oneDNN would not keep an int8 JIT kernel for it.
   virtual bool take_sum(const QuantizedSum& sum, std::string* why) = 0;
+  // Called before prepare(), after any take_sum: the node clamps its 8-bit output to [lo, hi]
+  // (a Clip on it, in the output's type); false (and `why`) when oneDNN would not keep an int8
+  // JIT kernel for it.
+  virtual bool take_clamp(int32_t lo, int32_t hi, std::string* why) = 0;
 };
 
 }  // namespace kiln::cpu

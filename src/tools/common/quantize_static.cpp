@@ -177,13 +177,22 @@ void check_opset(const onnx::ModelProto& model, const StaticQuantizeOptions& o) 
                                 " or later"));
 }
 
-// uint8 parameters of a range: scale (hi - lo) / 255, zero point -lo / scale.
-std::pair<float, uint8_t> u8_params(std::pair<float, float> r) {
+// 8-bit parameters of a range [lo, hi] (0 included): scale (hi - lo) / 255 and the zero point
+// that maps lo to the type's lowest value; symmetric: scale max(|lo|, |hi|) / 127.5 (uint8) or
+// / 127 (int8, so -127..127 and 0 exact) and the zero point 128 / 0.
+std::pair<float, int32_t> activation_params(std::pair<float, float> r, bool is_signed, bool symmetric) {
   const float lo = std::min(r.first, 0.0f), hi = std::max(r.second, 0.0f);
-  if (!(hi - lo > 0) || !std::isfinite(hi - lo)) return {1.0f, 0};
+  const int32_t qmin = is_signed ? -128 : 0;
+  if (symmetric) {
+    const float m = std::max(-lo, hi);
+    const int32_t zp = is_signed ? 0 : 128;
+    if (!(m > 0) || !std::isfinite(m)) return {1.0f, zp};
+    return {m / (is_signed ? 127.0f : 127.5f), zp};
+  }
+  if (!(hi - lo > 0) || !std::isfinite(hi - lo)) return {1.0f, 0};  // all zeros: 0 maps to 0 in either type
   const float scale = (hi - lo) / 255.0f;
-  const float zp = std::clamp(std::nearbyint(-lo / scale), 0.0f, 255.0f);
-  return {scale, static_cast<uint8_t>(zp)};
+  const float zp = std::clamp(std::nearbyint(static_cast<float>(qmin) - lo / scale), float(qmin), float(qmin + 255));
+  return {scale, static_cast<int32_t>(zp)};
 }
 
 }  // namespace
@@ -422,9 +431,10 @@ QuantizeReport quantize_static(onnx::ModelProto& model, const std::string& base_
     if (plan.share.count(t)) continue;
     auto it = ranges.find(t);
     KILN_CHECK(it != ranges.end(), cat("kiln quantize: no calibrated range for tensor '", t, "'"));
-    const auto [scale, zp] = u8_params(it->second);
-    params[t] = {add_init(t + "_scale", Tensor::scalar<float>(scale)), add_init(t + "_zero_point", Tensor::scalar<uint8_t>(zp)),
-                 scale};
+    const auto [scale, zp] = activation_params(it->second, options.signed_activations, options.symmetric_activations);
+    const Tensor zp_tensor = options.signed_activations ? Tensor::scalar<int8_t>(static_cast<int8_t>(zp))
+                                                        : Tensor::scalar<uint8_t>(static_cast<uint8_t>(zp));
+    params[t] = {add_init(t + "_scale", Tensor::scalar<float>(scale)), add_init(t + "_zero_point", zp_tensor), scale};
   }
   auto params_of = [&](const std::string& t) -> const Params& { return params.at(plan.root(t)); };
 

@@ -1,7 +1,8 @@
 #pragma once
 // Post-training static quantization (`kiln quantize` without --dynamic): a QDQ model, the form
-// ONNX Runtime's quantize_static writes and every runtime reads. Activations are uint8 with a
-// scale and zero point calibrated on the user's samples; weights are int8, symmetric (zero
+// ONNX Runtime's quantize_static writes and every runtime reads. Activations are uint8 (or
+// int8) with a scale and zero point calibrated on the user's samples (or a scale alone, the
+// range symmetric about 0); weights are int8, symmetric (zero
 // point 0), per tensor or per output channel / column; a Conv bias is int32 in the scale
 // x_scale * w_scale[m].
 //
@@ -43,6 +44,8 @@ namespace kiln::tools {
 
 struct StaticQuantizeOptions {
   bool per_channel = false;
+  bool signed_activations = false;     // int8 activations (else uint8)
+  bool symmetric_activations = false;  // ranges symmetric about 0: zero point 0 (int8) / 128 (uint8)
   std::set<std::string> exclude;                                   // node names left in float
   std::set<std::string> op_types = {"Conv", "MatMul", "Gemm", "Add", "Concat", "MaxPool"};  // + the moving ops after them
 };
