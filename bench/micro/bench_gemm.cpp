@@ -1,5 +1,6 @@
 // kiln's f32 GEMM (cpu/gemm_f32.hpp) against oneDNN's matmul primitive (brgemm) on the
-// FullyConnected shapes of a BERT layer: [M, K] x [K, N], B packed once, no epilogue.
+// FullyConnected shapes of a BERT layer and of ConvNeXt-tiny's MLPs (stage 1: 56 x 56 tokens of
+// 96 channels, stage 3: 14 x 14 of 384): [M, K] x [K, N], B packed once, no epilogue.
 // items_per_second counts floating-point operations (2 M N K per call), so the column reads
 // as FLOP/s; compare it with the FMA peak of ../shared/bench/limits.cpp.
 // Run: OMP_NUM_THREADS=2 build/bench/kiln_micro_bench --benchmark_filter=Gemm
@@ -89,7 +90,8 @@ void BM_GemmOneDnn(benchmark::State& s) {
 // args: M, K, N (BERT hidden 384 / 768, FFN 4x; M a sequence length)
 #define GEMM_SHAPES                                                                                        \
   Args({64, 384, 1536})->Args({64, 1536, 384})->Args({64, 384, 384})->Args({256, 768, 3072})->Args(        \
-      {256, 3072, 768})->Args({128, 768, 768})->Unit(benchmark::kMicrosecond)
+      {256, 3072, 768})->Args({128, 768, 768})->Args({3136, 96, 384})->Args({3136, 384, 96})->Args({196, 384, 1536}) \
+      ->Args({196, 1536, 384})->Unit(benchmark::kMicrosecond)
 BENCHMARK(BM_GemmKiln)->GEMM_SHAPES;
 BENCHMARK(BM_GemmKilnCold)->GEMM_SHAPES;
 BENCHMARK(BM_GemmOneDnn)->GEMM_SHAPES;

@@ -424,11 +424,12 @@ size_t fuse_qdq_to_qlinear(ir::Graph& g, PassLog* log) {
     const ir::Value* x = n->input(0);
     if (!x || !x->producer() || x->producer()->op_type() != "DequantizeLinear") continue;
     Why why;
+    const std::string name = n->name(), op_type = op;  // a rule may erase n (a projection replaced by its new node)
     if (rule(ed, n, why)) {
       ++count;
-      if (log) log->applied(kQdqToQLinear, n->name(), cat("became ", made));
+      if (log) log->applied(kQdqToQLinear, name, cat("became ", made));
     } else if (log) {
-      log->skipped(kQdqToQLinear, n->name(), cat(op, " stays float (its QDQ pairs become FakeQuantize): ", why.text));
+      log->skipped(kQdqToQLinear, name, cat(op_type, " stays float (its QDQ pairs become FakeQuantize): ", why.text));
     }
   }
   if (count) g.remove_dead();
