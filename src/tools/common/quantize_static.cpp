@@ -72,7 +72,9 @@ class Analysis {
         continue;
       }
       if (op == "Concat") {
-        if (!o_.op_types.count(op)) continue;
+        bool any = false;  // a concat of no quantized input (shape arithmetic, float-only branches) is no candidate
+        for (const auto& in : n.input()) any = any || (!in.empty() && quantized[in]);
+        if (!o_.op_types.count(op) || !any) continue;
         if (std::string why = concat_why_not(n, quantized, p); !why.empty()) {
           p.why_not[i] = why;
           continue;
