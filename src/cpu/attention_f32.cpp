@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -83,7 +84,8 @@ KILN_AVX512 void pack_kt(const float* k, int64_t T, int64_t D, int64_t ld, float
 
 // One scores row: mask and causal limit applied, then softmax in place (all keys masked: zeros).
 // `mf` / `mb`: the mask row (float / bool), `mstep` 1 along T or 0 (one value for the row).
-KILN_AVX512 void softmax_row(float* x, int64_t T, const float* mf, const uint8_t* mb, int64_t mstep, int64_t causal_limit) {
+KILN_AVX512 void softmax_row(float* x, int64_t T, const float* mf, const uint8_t* mb, int64_t mstep, int64_t causal_limit,
+                             const ProbsQuant& pq) {
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   __m512 vmax = ninf;
@@ -126,9 +128,15 @@ KILN_AVX512 void softmax_row(float* x, int64_t T, const float* mf, const uint8_t
   }
   const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
   const __m512 smallest = _mm512_set1_ps(std::numeric_limits<float>::min());
+  const __m512 qs = _mm512_set1_ps(pq.scale), qz = _mm512_set1_ps(pq.zero_point), qlo = _mm512_set1_ps(pq.qmin),
+               qhi = _mm512_set1_ps(pq.qmax);
   for (int64_t j = 0; j < T; j += 16) {
     const __mmask16 k = tail_mask(T - j);
-    const __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + j), inv);
+    __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + j), inv);
+    if (pq.on) {  // as QuantizeLinear -> DequantizeLinear: p / scale rounded half to even
+      const __m512 q = _mm512_add_ps(_mm512_roundscale_ps(_mm512_div_ps(p, qs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), qz);
+      p = _mm512_mul_ps(_mm512_sub_ps(_mm512_min_ps(_mm512_max_ps(q, qlo), qhi), qz), qs);
+    }
     // no denormal probabilities: the product with V would run on the slow path
     _mm512_mask_storeu_ps(x + j, k, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(p, smallest, _CMP_GE_OQ), p));
   }
@@ -163,12 +171,17 @@ KILN_AVX512 void head(const Geometry& g, const float* q, const float* k, const f
     const int64_t off = mbase + (md[2] == 1 ? 0 : s) * md[3];
     const float* mf = mask.data && !mask.boolean ? static_cast<const float*>(mask.data) + off : nullptr;
     const uint8_t* mb = mask.data && mask.boolean ? static_cast<const uint8_t*>(mask.data) + off : nullptr;
-    softmax_row(scores + s * g.T, g.T, mf, mb, mstep, g.causal ? s : -1);
+    softmax_row(scores + s * g.T, g.T, mf, mb, mstep, g.causal ? s : -1, g.probs);
   }
   gemm_f32::run_serial(scores, g.S, g.T, g.T, v_pack, g.Dv, y + ly.base(b, h), ly.row(), none);
 }
 
 }  // namespace
+
+float ProbsQuant::apply(float p) const {
+  const float q = std::nearbyint(p / scale) + zero_point;
+  return (std::min(std::max(q, qmin), qmax) - zero_point) * scale;
+}
 
 bool available() { return gemm_f32::available(); }
 

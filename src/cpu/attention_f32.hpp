@@ -7,7 +7,8 @@
 //   K^T of its kv head packed in the GEMM's panels, times the scale (16x16 transposes)
 //   scores[S, T] = Q K^T                          (gemm_f32::run_serial)
 //   scores += mask (float, or bool: false -> -inf), causal keys -> -inf
-//   softmax over T in place; a row with every key masked becomes zeros (as ONNX wants)
+//   softmax over T in place; a row with every key masked becomes zeros (as ONNX wants);
+//   the probabilities quantized and dequantized when the model does (ProbsQuant)
 //   Y[S, Dv] = scores V                           (V packed the same way, gemm_f32::run_serial)
 // Q / K / V / Y packed [B, seq, heads * size] or [B, heads, seq, size]; query head h reads kv
 // head h / (Hq / Hkv). AVX-512 only for now (available()); no softcap.
@@ -16,11 +17,21 @@
 
 namespace kiln::cpu::attention_f32 {
 
+// The probabilities quantized to 8 bits and back (a QDQ model's QuantizeLinear ->
+// DequantizeLinear between Softmax and the second MatMul): p = (clamp(round_half_even(p / scale)
+// + zero_point, qmin, qmax) - zero_point) * scale, as those two ops compute it in f32.
+struct ProbsQuant {
+  bool on = false;
+  float scale = 1.0f, zero_point = 0.0f, qmin = 0.0f, qmax = 255.0f;
+  float apply(float p) const;  // the scalar form, for the other kernels and tests
+};
+
 struct Geometry {
   int64_t B = 0, Hq = 0, Hkv = 0, S = 0, T = 0, D = 0, Dv = 0;
   bool packed = true;  // [B, seq, heads * size]; else [B, heads, seq, size]
   float scale = 1.0f;
   bool causal = false;  // key t > query s masked (no past keys)
+  ProbsQuant probs;     // off: the probabilities stay f32
 };
 
 // A mask broadcast to [B, Hq, S, T] from `dims` (each 1 or the full size); null data: none.

@@ -12,6 +12,7 @@
 #include "snippets/tokenizer.hpp"
 #include "transforms/compute_fp16_in_f32.hpp"
 #include "transforms/ir_fusion_passes.hpp"
+#include "transforms/hoist_qdq.hpp"
 #include "transforms/qdq_to_qlinear.hpp"
 #include "transforms/specialize_shapes.hpp"
 
@@ -71,6 +72,11 @@ void run_ir_fusions(ir::Graph& g, const std::set<std::string>& disabled, transfo
                  cat("QDQ operators compute in f32 (FakeQuantize): oneDNN's int8 kernels on ", isa_description(),
                      " saturate without VNNI"));
   }
+  // QDQ pairs on the MatMul inputs of attention (after the head-split Transposes) move up to
+  // the projections, so the attention pattern sees its Reshape / Transpose / MatMul chain
+  if (!disabled.count(transforms::kHoistQdqAboveLayout) && has_quantize_linear(g) &&
+      transforms::hoist_qdq_above_layout(g, log))
+    ir::infer_shapes(g);
   if (!disabled.count(kPatterns)) {
     pattern::FusionStats st = pattern::apply_transformer_fusions(g);
     if (log && st.total() > 0) {
@@ -114,7 +120,7 @@ void run_tokenization(ir::Graph& g, const std::set<std::string>& disabled, trans
 
 std::vector<std::string> known_pass_names() {
   std::vector<std::string> names = {"all-fusions", transforms::kComputeFp16InF32, transforms::kSymbolicShapes, kPatterns,
-                                    transforms::kQdqToQLinear, kUserPatterns,
+                                    transforms::kQdqToQLinear, transforms::kHoistQdqAboveLayout, kUserPatterns,
                                     snippets::kTokenizationPass};
   for (const std::string& p : transforms::ir_fusion_pass_names()) names.push_back(p);
   for (const CpuPass& p : cpu_passes()) names.push_back(p.name);

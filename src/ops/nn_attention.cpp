@@ -3,7 +3,10 @@
 // Reshape/Transpose/MatMul/scale/mask/Softmax/MatMul block into.
 //   Q [B, S, H*D], K [B, T, H*D], V [B, T, H*Dv], mask (optional, additive, broadcast to [B, H, S, T])
 //   Y[b, s, h*Dv + e] = sum_t softmax_t(scale * <Q[b,s,h,:], K[b,t,h,:]> + mask[b,h,s,t]) V[b, t, h*Dv + e]
-// Attributes: num_heads (H), scale. The reference kernel computes in double per row.
+// Attributes: num_heads (H), scale; optional probs_scale, probs_zero_point, probs_type (2 uint8,
+// 3 int8): the softmax probabilities quantized and dequantized before V (what a QDQ model's
+// QuantizeLinear -> DequantizeLinear there computes). The reference kernel computes in double per
+// row (the quantization in f32, as QuantizeLinear does).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -40,9 +43,21 @@ void register_attention_ops(ir::OpRegistry& r) {
   s.since_version = 1;
   s.min_inputs = 3;
   s.max_inputs = 4;
-  s.attrs = {{"num_heads", ir::AttrType::i, true}, {"scale", ir::AttrType::f, true}};
+  s.attrs = {{"num_heads", ir::AttrType::i, true},
+             {"scale", ir::AttrType::f, true},
+             {"probs_scale", ir::AttrType::f, false},
+             {"probs_zero_point", ir::AttrType::i, false},
+             {"probs_type", ir::AttrType::i, false}};
   s.validate = [](const ir::Node& n) {
     KILN_CHECK(n.attr_i("num_heads") >= 1, cat(n.describe(), ": num_heads must be >= 1, got ", n.attr_i("num_heads")));
+    if (n.has_attr("probs_scale")) {
+      const float ps = n.attr_f("probs_scale");
+      const int64_t type = n.attr_i("probs_type", 2), zp = n.attr_i("probs_zero_point", 0);
+      KILN_CHECK(ps > 0 && std::isfinite(ps), cat(n.describe(), ": probs_scale must be positive and finite, got ", ps));
+      KILN_CHECK(type == 2 || type == 3, cat(n.describe(), ": probs_type must be 2 (uint8) or 3 (int8), got ", type));
+      KILN_CHECK(type == 2 ? zp >= 0 && zp <= 255 : zp >= -128 && zp <= 127,
+                 cat(n.describe(), ": probs_zero_point ", zp, " is outside its 8-bit type"));
+    }
   };
   s.infer = [](ir::InferContext& ctx) {
     const int64_t heads = ctx.node().attr_i("num_heads");
@@ -91,6 +106,12 @@ void register_attention_ops(ir::OpRegistry& r) {
       mask = m.data<float>();
       ms = mask_strides(m.shape(), full);
     }
+    // probs_*: the probabilities through QuantizeLinear -> DequantizeLinear, in f32 as those ops compute
+    const bool quant = ctx.node().has_attr("probs_scale");
+    const float ps = quant ? ctx.node().attr_f("probs_scale") : 1.0f;
+    const float pz = static_cast<float>(ctx.node().attr_i("probs_zero_point", 0));
+    const bool ps8 = ctx.node().attr_i("probs_type", 2) == 3;
+    const float pmin = ps8 ? -128.0f : 0.0f, pmax = ps8 ? 127.0f : 255.0f;
     Tensor& y = ctx.allocate_output(0, DType::f32, {B, S, HDv});
     const float* pq = q.data<float>();
     const float* pk = k.data<float>();
@@ -112,6 +133,13 @@ void register_attention_ops(ir::OpRegistry& r) {
           }
           double sum = 0;
           for (int64_t t = 0; t < T; ++t) sum += p[static_cast<size_t>(t)] = std::exp(p[static_cast<size_t>(t)] - mx);
+          if (quant) {  // normalised, quantized and dequantized; the sum is then 1 by construction
+            for (int64_t t = 0; t < T; ++t) {
+              const float q = std::nearbyint(static_cast<float>(p[static_cast<size_t>(t)] / sum) / ps) + pz;
+              p[static_cast<size_t>(t)] = (std::min(std::max(q, pmin), pmax) - pz) * ps;
+            }
+            sum = 1;
+          }
           for (int64_t e = 0; e < Dv; ++e) {
             double acc = 0;
             for (int64_t t = 0; t < T; ++t) acc += p[static_cast<size_t>(t)] * pv[(b * T + t) * HDv + h * Dv + e];

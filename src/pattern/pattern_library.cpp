@@ -67,6 +67,8 @@ const std::vector<Fusion>& fusions() {
       {"hard_sigmoid_chain", &FusionStats::hard_sigmoid, relu6_over_6_ok, hard_sigmoid_fixup},
       {"attention", &FusionStats::attention, attention_ok, attention_fixup},
       {"attention_no_mask", &FusionStats::attention, attention_ok, attention_fixup},
+      {"attention_qdq_probs", &FusionStats::attention, attention_qdq_ok, attention_qdq_fixup},
+      {"attention_no_mask_qdq_probs", &FusionStats::attention, attention_qdq_ok, attention_qdq_fixup},
       {"fast_gelu_half_then_x", &FusionStats::fast_gelu, fast_gelu_ok, {}},
   };
   return all;

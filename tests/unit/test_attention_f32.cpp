@@ -108,19 +108,19 @@ TEST(AttentionF32, TransposesMatchTheirDefinition) {
 
 TEST(AttentionF32, HeadsMatchADoubleReference) {
   if (!att::available()) {  // below AVX-512: an error, never an illegal instruction
-    att::Geometry g{1, 1, 1, 2, 2, 4, 4, true, 0.5f, false};
+    att::Geometry g{1, 1, 1, 2, 2, 4, 4, true, 0.5f, false, {}};
     std::vector<float> x(8), y(8);
     std::vector<char> scratch(att::scratch_bytes(g, 1));
     EXPECT_THROW(att::run(g, x.data(), x.data(), x.data(), {}, y.data(), scratch.data(), 1), Error);
     return;
   }
   const std::vector<Case> cases = {
-      {{1, 2, 2, 7, 7, 16, 16, true, 0.25f, false}, 0},   // multi-head, packed
-      {{2, 4, 2, 9, 9, 8, 12, true, 0.35f, false}, 1},    // grouped-query, float padding mask
-      {{2, 2, 2, 5, 70, 64, 64, false, 0.125f, false}, 2},  // 4-D, queries and keys of different lengths
-      {{2, 3, 1, 20, 20, 17, 33, true, 0.2f, true}, 0},   // multi-query, causal, odd sizes
-      {{2, 2, 2, 6, 6, 8, 8, false, 0.3f, false}, 3},     // bool mask with a row of no keys
-      {{1, 2, 2, 130, 130, 64, 64, true, 0.125f, false}, 1},  // rows past a panel of keys
+      {{1, 2, 2, 7, 7, 16, 16, true, 0.25f, false, {}}, 0},   // multi-head, packed
+      {{2, 4, 2, 9, 9, 8, 12, true, 0.35f, false, {}}, 1},    // grouped-query, float padding mask
+      {{2, 2, 2, 5, 70, 64, 64, false, 0.125f, false, {}}, 2},  // 4-D, queries and keys of different lengths
+      {{2, 3, 1, 20, 20, 17, 33, true, 0.2f, true, {}}, 0},   // multi-query, causal, odd sizes
+      {{2, 2, 2, 6, 6, 8, 8, false, 0.3f, false, {}}, 3},     // bool mask with a row of no keys
+      {{1, 2, 2, 130, 130, 64, 64, true, 0.125f, false, {}}, 1},  // rows past a panel of keys
   };
   for (size_t i = 0; i < cases.size(); ++i)
     for (int threads : {1, 2}) {
@@ -138,7 +138,7 @@ TEST(AttentionF32, NoDenormalProbabilities) {
   // 128 keys: 127 scores 0 and one at -87 (e^-87 / 127 is below the smallest normal float); V
   // is 0 but for that key, 1e30, so whatever weight it gets shows in Y.
   if (!att::available()) GTEST_SKIP() << "no AVX-512: the kernel does not run (see HeadsMatch...)";
-  att::Geometry g{1, 1, 1, 1, 128, 1, 1, true, 1.0f, false};
+  att::Geometry g{1, 1, 1, 1, 128, 1, 1, true, 1.0f, false, {}};
   std::vector<float> q = {1.0f}, k(128, 0.0f), v(128, 0.0f), mask(128, 0.0f), y(1, 5.0f);
   k[7] = -87.0f;
   v[7] = 1e30f;

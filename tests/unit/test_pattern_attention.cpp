@@ -7,7 +7,9 @@
 #include <cmath>
 
 #include "cpu_test_util.hpp"
+#include "cpu/executor.hpp"
 #include "pattern/pattern_library.hpp"
+#include "transforms/hoist_qdq.hpp"
 #include "test_pattern_util.hpp"
 
 using namespace kiln;
@@ -20,7 +22,17 @@ struct AttentionOptions {
   bool mul_scale = false;                  // Mul by 1/sqrt(d) instead of Div by sqrt(d)
   std::vector<int64_t> k_perm = {0, 2, 3, 1};
   int64_t softmax_axis = -1;
+  bool qdq = false;  // QuantizeLinear -> DequantizeLinear on every MatMul input, as quantize_static writes
 };
+
+// x -> QuantizeLinear -> DequantizeLinear (u8, per tensor)
+ir::Value* qdq_pair(GraphBuilder& b, ir::Value* x, float scale, int zp, const std::string& n) {
+  Tensor z(DType::u8, Shape{});
+  z.data<uint8_t>()[0] = static_cast<uint8_t>(zp);
+  ir::Value* s = b.scalar(scale);
+  ir::Value* zv = b.constant(z);
+  return b.op("DequantizeLinear", {b.op("QuantizeLinear", {x, s, zv}, n + "_q"), s, zv}, n + "_dq");
+}
 
 // x [B, S, H*D] -> Q, K, V = x Wq, x Wk, x Wv -> attention -> [B, S, H*D]
 ir::Value* attention_block(GraphBuilder& b, ir::Value* x, ir::Value* mask, int64_t B, int64_t S, int64_t H, int64_t D,
@@ -34,11 +46,17 @@ ir::Value* attention_block(GraphBuilder& b, ir::Value* x, ir::Value* mask, int64
   ir::Value* q = b.op("Transpose", {split(proj("q"), "rq")}, "tq", {{"perm", A(std::vector<int64_t>{0, 2, 1, 3})}});
   ir::Value* k = b.op("Transpose", {split(proj("k"), "rk")}, "tk", {{"perm", A(o.k_perm)}});
   ir::Value* v = b.op("Transpose", {split(proj("v"), "rv")}, "tv", {{"perm", A(std::vector<int64_t>{0, 2, 1, 3})}});
+  if (o.qdq) {
+    q = qdq_pair(b, q, 0.03f, 128, "q");
+    k = qdq_pair(b, k, 0.025f, 120, "k");
+    v = qdq_pair(b, v, 0.02f, 131, "v");
+  }
   ir::Value* s = b.op("MatMul", {q, k}, "qk");
   s = o.mul_scale ? b.op("Mul", {s, b.scalar(1.0f / std::sqrt(static_cast<float>(D)))}, "scale")
                   : b.op("Div", {s, b.scalar(std::sqrt(static_cast<float>(D)))}, "scale");
   if (mask) s = b.op("Add", {s, mask}, "mask_add");
   s = b.op("Softmax", {s}, "softmax", {{"axis", A(o.softmax_axis)}});
+  if (o.qdq) s = qdq_pair(b, s, 0.05f, 0, "p");  // a coarse grid: quantizing shows in Y
   ir::Value* y = b.op("MatMul", {s, v}, "pv");
   y = b.op("Transpose", {y}, "to", {{"perm", A(std::vector<int64_t>{0, 2, 1, 3})}});
   return b.op("Reshape", {y, b.constant(Tensor::from_vector<int64_t>({B, S, C}, {3}))}, "merge");
@@ -112,6 +130,56 @@ TEST(PatternAttention, AnIntermediateReadOutsideBlocksTheFusion) {
   for (ir::Node* n : b.g->nodes())
     if (n->name() == "softmax") b.output(n->output(0));
   EXPECT_EQ(pattern::apply_transformer_fusions(*b.g).attention, 0u);
+}
+
+// A QDQ model's attention (quantize_static puts a QuantizeLinear -> DequantizeLinear pair on
+// every MatMul input: Q, K and V after their Transposes, the probabilities after Softmax): the
+// pairs on Q, K and V move up to the projections (HoistQdqAboveLayout, exact) and the rest
+// becomes one MultiHeadAttention that quantizes its probabilities (probs_*). Against the
+// unfused graph; the probabilities' grid is coarse (0.05), so leaving out its rounding would
+// show, and a softmax rounded differently meeting a rounding tie is too unlikely to.
+TEST(PatternAttention, QdqOnTheMatMulInputsKeepsTheFusion) {
+  for (bool mask : {true, false}) {
+    GraphBuilder b(13);
+    ir::Value* x = b.input("x", {2, 5, 12});
+    ir::Value* m = mask ? b.input("mask", {2, 1, 1, 5}) : nullptr;
+    AttentionOptions o;
+    o.mask = mask;
+    o.qdq = true;
+    b.output(attention_block(b, x, m, 2, 5, 3, 4, o));
+    auto want = b.run_on(b.g->clone());
+    transforms::PassLog log;
+    EXPECT_EQ(transforms::hoist_qdq_above_layout(*b.g, &log), 6u);  // 3 pairs, each above a Transpose and a Reshape
+    ir::infer_shapes(*b.g);
+    EXPECT_EQ(pattern::apply_transformer_fusions(*b.g).attention, 1u);
+    ir::Node* mha = only_mha(*b.g);
+    ASSERT_NE(mha, nullptr);
+    EXPECT_NEAR(mha->attr_f("probs_scale"), 0.05f, 1e-9);
+    EXPECT_EQ(mha->attr_i("probs_zero_point", -1), 0);
+    EXPECT_EQ(mha->attr_i("probs_type", -1), 2);
+    EXPECT_EQ(count_ops(*b.g, "Transpose"), 0u);
+    EXPECT_EQ(count_ops(*b.g, "QuantizeLinear"), 3u) << "Q, K and V's, on the projections";
+    for (ir::Node* n : b.g->nodes())
+      if (n->op_type() == "QuantizeLinear") {
+        EXPECT_EQ(n->input(0)->producer()->op_type(), "MatMul") << n->name();
+      }
+    expect_close(want, b.run(), 1e-3, 1e-4);
+    // the CPU plugin, on every ISA: one Attention node against the unfused graph
+    GraphBuilder u(13);
+    ir::Value* ux = u.input("x", {2, 5, 12});
+    ir::Value* um = mask ? u.input("mask", {2, 1, 1, 5}) : nullptr;
+    u.output(attention_block(u, ux, um, 2, 5, 3, 4, o));
+    std::vector<Tensor> feeds = {random_tensor({2, 5, 12}, 21)};
+    if (mask) feeds.push_back(random_tensor({2, 1, 1, 5}, 22, 2.0f));
+    cpu::Executor ex(u.g);
+    std::vector<Shape> shapes;
+    for (const Tensor& t : feeds) shapes.push_back(t.shape());
+    const auto& plan = ex.plan_for(shapes);
+    ASSERT_TRUE(plan.cpu);
+    EXPECT_EQ(count_type(*plan.cpu, "Attention"), 1u) << plan.cpu->describe();
+    EXPECT_EQ(count_type(*plan.cpu, "MatMul"), 0u) << plan.cpu->describe();
+    expect_close(runtime::ReferenceExecutor(u.g).run(feeds)[0], ex.run(feeds)[0], 1e-3, 1e-4);
+  }
 }
 
 TEST(PatternAttention, OpRejectsInconsistentShapes) {

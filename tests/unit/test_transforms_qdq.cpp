@@ -6,6 +6,7 @@
 #include <iostream>
 #include <limits>
 
+#include "transforms/hoist_qdq.hpp"
 #include "transforms/qdq_to_fake_quantize.hpp"
 #include "transforms_test_util.hpp"
 
@@ -262,4 +263,39 @@ TEST(TransformsQdq, DifferentDequantizeParamsBecomeOutputRanges) {
   EXPECT_EQ(fuse_qdq_to_fake_quantize(*g, &log), 1u);
   EXPECT_EQ(relu->input(0)->producer()->op_type(), "FakeQuantize");
   expect_same_outputs(before, g, {rand_f32({2, 3, 50}, 5, -40, 40)}, 0.0, 0.0);
+}
+
+// HoistQdqAboveLayout: x -> Reshape -> Q -> DQ moves to x -> Q -> DQ -> Reshape, and a pair
+// that then follows a pair with the same parameters goes; the graph computes what it did,
+// exactly. A pair with other parameters moves but stays.
+TEST(TransformsHoistQdq, PairsMoveAboveReshapeAndDuplicatesGo) {
+  for (bool same : {true, false}) {
+    auto g = new_graph(13);
+    ir::Value* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{2, 12})});
+    auto pair = [&](ir::Value* v, float scale, const std::string& n) {
+      Tensor z(DType::u8, Shape{});
+      z.data<uint8_t>()[0] = 100;
+      ir::Value* s = g->add_constant(n + "_s", Tensor::scalar<float>(scale));
+      ir::Value* zv = g->add_constant(n + "_z", std::move(z));
+      ir::Node* q = g->add_node("QuantizeLinear", {v, s, zv}, 1, n + "_q");
+      return g->add_node("DequantizeLinear", {q->output(0), s, zv}, 1, n + "_dq")->output(0);
+    };
+    ir::Value* a = pair(x, 0.02f, "a");
+    ir::Value* r = g->add_node("Reshape", {a, g->add_constant("shape", Tensor::from_vector<int64_t>({2, 3, 4}, {3}))}, 1,
+                               "reshape")->output(0);
+    ir::Value* b = pair(r, same ? 0.02f : 0.03f, "b");
+    g->add_output(g->add_node("Relu", {b}, 1, "relu")->output(0));
+    ir::infer_shapes(*g);
+    auto original = g->clone();
+    PassLog log;
+    EXPECT_EQ(transforms::hoist_qdq_above_layout(*g, &log), same ? 2u : 1u);
+    ir::infer_shapes(*g);
+    EXPECT_EQ(count_op(*g, "QuantizeLinear"), same ? 1u : 2u);
+    for (const ir::Node* n : g->nodes())
+      if (n->op_type() == "Reshape") {
+        EXPECT_EQ(n->input(0)->producer()->op_type(), "DequantizeLinear") << "the pairs come before the Reshape";
+      }
+    const Tensor xv = rand_f32({2, 12}, 5, -3.0f, 3.0f);
+    expect_close(runtime::ReferenceExecutor(original).run({xv})[0], runtime::ReferenceExecutor(g).run({xv})[0], 0, 0);
+  }
 }

@@ -9,6 +9,7 @@
 //   scores        += mask bias                             (binary post-ops: the float mask, the
 //                                                           bool mask as 0 / -inf, the causal mask)
 //   scores         = softmax(scores) over the last axis    (in place; fully masked rows -> 0)
+//   scores         = DQ(Q(scores))                         (MultiHeadAttention's probs_*: a QDQ model)
 //   Y[b,hk*G+g]    = scores[b,hk,g] V[b,hk]               (matmul writing Y's layout directly)
 // The [B, Hkv, G, S, T] scores live in a buffer the node owns. ONNX Attention with past /
 // present key-values or the qk_matmul_output stays on its reference kernel.
@@ -50,6 +51,7 @@ struct Geom {
   int64_t B = 0, Hq = 0, Hkv = 0, S = 0, T = 0, D = 0, Dv = 0;
   float scale = 1.0f, softcap = 0.0f;
   bool causal = false;
+  attention_f32::ProbsQuant probs;  // MultiHeadAttention's probs_* attributes (a QDQ model)
   int64_t G() const { return Hq / Hkv; }
 };
 
@@ -78,6 +80,12 @@ Geom geometry(const ir::Node& n) {
   if (k[0] != g.B || v[0] != g.B || g.Hq % g.Hkv != 0) return g;
   if (mha) {
     g.scale = n.attr_f("scale");
+    if (n.has_attr("probs_scale")) {
+      const bool s8 = n.attr_i("probs_type", 2) == 3;  // TensorProto INT8 (3), else UINT8 (2)
+      g.probs = {true, n.attr_f("probs_scale"), static_cast<float>(n.attr_i("probs_zero_point", 0)), s8 ? -128.0f : 0.0f,
+                 s8 ? 127.0f : 255.0f};
+      if (!(g.probs.scale > 0) || !std::isfinite(g.probs.scale)) return g;
+    }
   } else {
     g.scale = n.has_attr("scale") ? n.attr_f("scale") : 1.0f / std::sqrt(static_cast<float>(g.D));
     g.softcap = n.attr_f("softcap", 0.0f);
@@ -127,7 +135,7 @@ class AttentionNode : public Node {
     // as fast as oneDNN's two matmuls and softmax (attention_f32.hpp)
     kiln_kernel_ = g_.softcap == 0 && attention_f32::available();
     if (kiln_kernel_) {
-      kg_ = {g_.B, g_.Hq, g_.Hkv, g_.S, g_.T, g_.D, g_.Dv, g_.packed, g_.scale, g_.causal};
+      kg_ = {g_.B, g_.Hq, g_.Hkv, g_.S, g_.T, g_.D, g_.Dv, g_.packed, g_.scale, g_.causal, g_.probs};
       kmask_ = {};
       if (has_mask_) {
         kmask_.boolean = inputs[3]->dtype == DType::boolean;
@@ -297,6 +305,13 @@ class AttentionNode : public Node {
       for (int64_t r = 0; r < rows; ++r)
         if (std::isnan(s[r * g_.T]))
           for (int64_t j = 0; j < g_.T; ++j) s[r * g_.T + j] = 0.0f;
+    }
+    if (g_.probs.on) {  // QuantizeLinear -> DequantizeLinear on the probabilities
+      stream.wait();
+      float* p = static_cast<float*>(scores_.get_data_handle());
+      const int64_t count = g_.B * g_.Hq * g_.S * g_.T;
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < count; ++i) p[i] = g_.probs.apply(p[i]);
     }
     pv_.execute(stream, {{DNNL_ARG_SRC, scores_},
                          {DNNL_ARG_WEIGHTS, memory(v_md_, e, v)},

@@ -4,6 +4,7 @@
 #include <kiln/error.hpp>
 
 #include <cmath>
+#include <optional>
 
 #include "core/strings.hpp"
 #include "pattern/library/checks.hpp"
@@ -71,6 +72,55 @@ void attention_fixup(Rewrite& r, ir::Graph&) {
   const double v = c->to_f64()[0];
   mha->attrs["num_heads"] = ir::Attribute(shape->to_i64()[2]);
   mha->attrs["scale"] = ir::Attribute(static_cast<float>(sc.op_type == "Div" ? 1.0 / v : v));
+}
+
+namespace {
+
+// A QuantizeLinear / DequantizeLinear's per-tensor parameters: f32 scale > 0 and finite, an
+// 8-bit zero point (u8 0 when absent); none of the per-axis or opset-21 forms.
+struct QdqScalars {
+  float scale = 0;
+  int64_t zero_point = 0;
+  int64_t type = 2;  // TensorProto UINT8 (2) or INT8 (3)
+};
+
+std::optional<QdqScalars> qdq_scalars(const ir::Node* n) {
+  if (!n->is_onnx_domain() || n->attr_i("block_size", 0) != 0 || n->has_attr("output_dtype")) return std::nullopt;
+  const ir::Value *s = n->input(1), *z = n->input(2);
+  if (!s || !s->is_constant() || s->constant().dtype() != DType::f32 || s->constant().size() != 1) return std::nullopt;
+  QdqScalars q;
+  q.scale = s->constant().data<float>()[0];
+  if (!(q.scale > 0) || !std::isfinite(q.scale)) return std::nullopt;
+  if (z) {
+    if (!z->is_constant() || z->constant().size() != 1) return std::nullopt;
+    const DType t = z->constant().dtype();
+    if (t != DType::u8 && t != DType::i8) return std::nullopt;
+    q.type = t == DType::u8 ? 2 : 3;
+    q.zero_point = z->constant().to_i64()[0];
+  }
+  return q;
+}
+
+}  // namespace
+
+bool attention_qdq_ok(const Match& m) {
+  if (!attention_ok(m)) return false;
+  // the probabilities through one QuantizeLinear -> DequantizeLinear pair, per tensor, the same
+  // parameters on both sides
+  const auto q = qdq_scalars(m.node("quantize_p")), d = qdq_scalars(m.node("dequantize_p"));
+  return q && d && q->scale == d->scale && q->zero_point == d->zero_point && q->type == d->type;
+}
+
+void attention_qdq_fixup(Rewrite& r, ir::Graph& g) {
+  attention_fixup(r, g);
+  ir::Node* mha = r.new_nodes.at(0);
+  const OldNode& q = r.returned("quantize_p");
+  const Tensor* scale = q.constant_input(1);
+  KILN_CHECK(scale && scale->size() == 1, cat(mha->describe(), ": attention fusion lost the probabilities' scale"));
+  const Tensor* zp = q.inputs.size() > 2 ? q.constant_input(2) : nullptr;
+  mha->attrs["probs_scale"] = ir::Attribute(scale->data<float>()[0]);
+  mha->attrs["probs_zero_point"] = ir::Attribute(zp ? zp->to_i64()[0] : int64_t{0});
+  mha->attrs["probs_type"] = ir::Attribute(int64_t{zp && zp->dtype() == DType::i8 ? 3 : 2});
 }
 
 }  // namespace kiln::pattern::library

@@ -34,5 +34,9 @@ void hard_sigmoid_fixup(Rewrite& r, ir::Graph& g);
 // attention.json: attention, attention_no_mask -> kiln MultiHeadAttention.
 bool attention_ok(const Match& m);
 void attention_fixup(Rewrite& r, ir::Graph& g);
+// attention_qdq_probs, attention_no_mask_qdq_probs: the probabilities' QuantizeLinear ->
+// DequantizeLinear become MultiHeadAttention's probs_* attributes.
+bool attention_qdq_ok(const Match& m);
+void attention_qdq_fixup(Rewrite& r, ir::Graph& g);
 
 }  // namespace kiln::pattern::library
