@@ -26,15 +26,11 @@ bool constant_scalar(const Edge* e) { return e && e->kind == Edge::Kind::constan
 }  // namespace
 
 size_t fuse_qlinear_conv_and_add(Graph& g, transforms::PassLog* log) {
-  std::vector<Node*> convs;
-  for (auto& n : g.nodes())
-    if (n->kind() == NodeKind::QuantizedConvolution) convs.push_back(n.get());
   size_t fused = 0;
-  for (Node* conv : convs) {
+  for (Node* conv : passes::nodes_of_kind(g, NodeKind::QuantizedConvolution)) {
+    Node* add = passes::sole_reader(g, *conv, is_qlinear_add);
+    if (!add) continue;
     Edge* out = conv->outputs.at(0);
-    auto readers = g.consumers(out);
-    if (readers.size() != 1 || !is_qlinear_add(*readers[0])) continue;
-    Node* add = readers[0];
     const std::string where = passes::arrow(*conv, *add);
     auto skip = [&](const std::string& why) {
       if (log) log->skipped(kPass, where, cat("Sum not fused: ", why));

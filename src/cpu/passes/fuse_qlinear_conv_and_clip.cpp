@@ -24,20 +24,18 @@ std::optional<int32_t> bound(const Node& clip, size_t i, DType t, int32_t absent
                         : int32_t{*static_cast<const int8_t*>(e->constant.raw())};
 }
 
+bool is_clip(const Node& n) {
+  return n.source && n.source->op_type() == "Clip" && n.source->is_onnx_domain() && n.outputs.size() == 1;
+}
+
 }  // namespace
 
 size_t fuse_qlinear_conv_and_clip(Graph& g, transforms::PassLog* log) {
-  std::vector<Node*> convs;
-  for (auto& n : g.nodes())
-    if (n->kind() == NodeKind::QuantizedConvolution) convs.push_back(n.get());
   size_t fused = 0;
-  for (Node* conv : convs) {
+  for (Node* conv : passes::nodes_of_kind(g, NodeKind::QuantizedConvolution)) {
+    Node* clip = passes::sole_reader(g, *conv, is_clip);
+    if (!clip) continue;
     Edge* out = conv->outputs.at(0);
-    auto readers = g.consumers(out);
-    if (readers.size() != 1 || !readers[0]->source || readers[0]->source->op_type() != "Clip" ||
-        !readers[0]->source->is_onnx_domain() || readers[0]->outputs.size() != 1)
-      continue;
-    Node* clip = readers[0];
     const std::string where = passes::arrow(*conv, *clip);
     auto skip = [&](const std::string& why) {
       if (log) log->skipped(kPass, where, cat("Clip not fused: ", why));

@@ -54,6 +54,18 @@ std::string sum_target_problem(Graph& g, const Node& host, const Node& add, cons
   return "";
 }
 
+std::vector<Node*> nodes_of_kind(Graph& g, NodeKind kind) {
+  std::vector<Node*> out;
+  for (auto& n : g.nodes())
+    if (n->kind() == kind) out.push_back(n.get());
+  return out;
+}
+
+Node* sole_reader(Graph& g, const Node& host, bool (*accept)(const Node&)) {
+  auto readers = g.consumers(host.outputs.at(0));
+  return readers.size() == 1 && accept(*readers[0]) ? readers[0] : nullptr;
+}
+
 std::string arrow(const Node& a, const Node& b) { return cat(a.name, " -> ", b.name); }
 
 namespace {

@@ -33,4 +33,10 @@ std::string sum_target_problem(Graph& g, const Node& host, const Node& add, cons
 // "conv_7 -> relu_8"
 std::string arrow(const Node& a, const Node& b);
 
+// The nodes of `kind` in execution order, collected before a pass changes the list.
+std::vector<Node*> nodes_of_kind(Graph& g, NodeKind kind);
+
+// The one node that reads `host`'s first output, when `accept` takes it; else null.
+Node* sole_reader(Graph& g, const Node& host, bool (*accept)(const Node&));
+
 }  // namespace kiln::cpu::passes
