@@ -45,9 +45,9 @@ if [ "$sanitize" = 1 ]; then
   echo "[kiln] ThreadSanitizer build (build-tsan/): the streams and async tests"
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g1" \
         -DKILN_TSAN=ON -DKILN_BUILD_BENCHMARKS=OFF >/dev/null
-  cmake --build build-tsan -j"$JOBS" --target kiln_unit_tests
+  cmake --build build-tsan -j"$JOBS" --target kiln_streams_tests
   # tests/tsan.supp: only what libgomp and oneDNN (not built with TSan) synchronise inside
   TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" \
-    build-tsan/tests/kiln_unit_tests --gtest_brief=1 --gtest_filter='Streams*'
+    build-tsan/tests/kiln_streams_tests --gtest_brief=1 --gtest_filter='Streams*'
   echo "[kiln] sanitizer runs clean"
 fi
