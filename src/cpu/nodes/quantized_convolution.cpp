@@ -42,16 +42,7 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
       if (why) *why = "it already accumulates into a sum";
       return false;
     }
-    try {
-      const std::string impl_name = make_pd(&sum).impl_info_str();
-      if (impl_name.rfind("ref", 0) == 0) {
-        if (why) *why = cat("oneDNN has only its reference int8 convolution with a sum (", impl_name, ")");
-        return false;
-      }
-    } catch (const dnnl::error& e) {
-      if (why) *why = cat("oneDNN rejects the int8 convolution with a sum: ", e.what());
-      return false;
-    }
+    if (!keeps_int8_jit(&sum, "a sum", why)) return false;
     sum_ = sum;
     sum_input_ = static_cast<int>(inputs.size());
     return true;
@@ -63,19 +54,9 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
       return false;
     }
     clamp_ = std::make_pair(lo, hi);
-    try {
-      const std::string impl_name = make_pd(sum_input_ >= 0 ? &sum_ : nullptr).impl_info_str();
-      if (impl_name.rfind("ref", 0) == 0) {
-        if (why) *why = cat("oneDNN has only its reference int8 convolution with the clamp (", impl_name, ")");
-        clamp_.reset();
-        return false;
-      }
-    } catch (const dnnl::error& e) {
-      if (why) *why = cat("oneDNN rejects the int8 convolution with the clamp: ", e.what());
-      clamp_.reset();
-      return false;
-    }
-    return true;
+    if (keeps_int8_jit(sum_input_ >= 0 ? &sum_ : nullptr, "the clamp", why)) return true;
+    clamp_.reset();
+    return false;
   }
 
   std::vector<InputLayout> prepare() override {
@@ -114,6 +95,19 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
   }
 
  private:
+  // Whether oneDNN keeps an int8 JIT kernel for the convolution with `sum` and the node's other
+  // fused steps (`what`: the one being added, for `why`).
+  bool keeps_int8_jit(const QuantizedSum* sum, const char* what, std::string* why) {
+    try {
+      const std::string impl_name = make_pd(sum).impl_info_str();
+      if (impl_name.rfind("ref", 0) != 0) return true;
+      if (why) *why = cat("oneDNN has only its reference int8 convolution with ", what, " (", impl_name, ")");
+    } catch (const dnnl::error& e) {
+      if (why) *why = cat("oneDNN rejects the int8 convolution with ", what, ": ", e.what());
+    }
+    return false;
+  }
+
   // B is input 8 of the QLinearConv (a fused sum's operand comes after the node's own inputs)
   bool has_bias() const { return source->num_inputs() > 8 && source->input(8) && inputs[8]; }
 
