@@ -487,6 +487,15 @@ QuantizeReport quantize_static(onnx::ModelProto& model, const std::string& base_
     }
     return dq_const(base, bq, bs, Tensor::from_vector<int32_t>(std::vector<int32_t>(size_t(M), 0), {M}), 0, out);
   };
+  // a float weight initializer as int8 (symmetric, zero point 0), per tensor or per index of
+  // `axis`, behind its DQ: the DQ's output and the scales
+  auto weight_dq = [&](const std::string& name, int64_t axis, std::vector<onnx::NodeProto>& out) {
+    const Tensor w = frontend::tensor_from_proto(*analysis.initializer(name), base_dir);
+    auto [wq, ws] = quantize_weight_symmetric(w, static_cast<size_t>(axis), options.per_channel);
+    const Tensor zero = Tensor::from_vector<int8_t>(std::vector<int8_t>(ws.size(), 0),
+                                                    ws.size() == 1 ? Shape{} : Shape{int64_t(ws.size())});
+    return std::make_pair(dq_const(name, wq, ws, zero, axis, out), ws);
+  };
   std::unordered_set<int> quantized_nodes(plan.nodes.begin(), plan.nodes.end());
   std::unordered_set<std::string> quantized_tensors(plan.tensors.begin(), plan.tensors.end());
   std::vector<onnx::NodeProto> out;
@@ -499,33 +508,20 @@ QuantizeReport quantize_static(onnx::ModelProto& model, const std::string& base_
     for (auto& in : *n.mutable_input())
       if (auto it = dq_name.find(in); it != dq_name.end()) in = it->second;
     if (quantized_nodes.count(i) && n.op_type() == "Conv") {
-      const std::string x = g.node(i).input(0);
-      const Tensor w = frontend::tensor_from_proto(*analysis.initializer(n.input(1)), base_dir);
-      auto [wq, ws] = quantize_weight_symmetric(w, 0, options.per_channel);
-      n.set_input(1, dq_const(n.input(1), wq, ws, Tensor::from_vector<int8_t>(std::vector<int8_t>(ws.size(), 0),
-                                                                                  ws.size() == 1 ? Shape{} : Shape{int64_t(ws.size())}),
-                              0, out));
+      const auto [w, ws] = weight_dq(n.input(1), 0, out);
+      n.set_input(1, w);
       if (n.input_size() > 2 && !n.input(2).empty())
         n.set_input(2, int32_bias(n.input(2), frontend::tensor_from_proto(*analysis.initializer(n.input(2)), base_dir),
-                                  params_of(x).scale_value, ws, out));
-    } else if (quantized_nodes.count(i) && n.op_type() == "MatMul" && analysis.is_const(g.node(i).input(1))) {
-      const Tensor b = frontend::tensor_from_proto(*analysis.initializer(g.node(i).input(1)), base_dir);
-      auto [bq, bs] = quantize_weight_symmetric(b, 1, options.per_channel);
-      n.set_input(1, dq_const(g.node(i).input(1), bq, bs,
-                              Tensor::from_vector<int8_t>(std::vector<int8_t>(bs.size(), 0),
-                                                          bs.size() == 1 ? Shape{} : Shape{int64_t(bs.size())}),
-                              1, out));
+                                  params_of(g.node(i).input(0)).scale_value, ws, out));
+    } else if (quantized_nodes.count(i) && n.op_type() == "MatMul" && analysis.is_const(n.input(1))) {
+      n.set_input(1, weight_dq(n.input(1), 1, out).first);
     } else if (quantized_nodes.count(i) && n.op_type() == "Gemm") {
       // B per output column: axis 0 of [N, K] (transB), else axis 1 of [K, N]; a C of N values
       // int32 in the scale a_scale * b_scale[n], as for a Conv's bias
       const int64_t axis = int_attr(n, "transB", 0) ? 0 : 1;
-      const Tensor b = frontend::tensor_from_proto(*analysis.initializer(g.node(i).input(1)), base_dir);
-      auto [bq, bs] = quantize_weight_symmetric(b, static_cast<size_t>(axis), options.per_channel);
-      n.set_input(1, dq_const(g.node(i).input(1), bq, bs,
-                              Tensor::from_vector<int8_t>(std::vector<int8_t>(bs.size(), 0),
-                                                          bs.size() == 1 ? Shape{} : Shape{int64_t(bs.size())}),
-                              axis, out));
-      const int64_t N = b.shape()[static_cast<size_t>(axis)];
+      const int64_t N = analysis.initializer(n.input(1))->dims(static_cast<int>(axis));
+      const auto [b, bs] = weight_dq(n.input(1), axis, out);
+      n.set_input(1, b);
       const Tensor c = n.input_size() > 2 && !n.input(2).empty()
                            ? frontend::tensor_from_proto(*analysis.initializer(n.input(2)), base_dir)
                            : Tensor();
