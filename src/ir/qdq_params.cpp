@@ -1,12 +1,12 @@
-#include "transforms/qdq_params.hpp"
+#include "ir/qdq_params.hpp"
 
 #include <cmath>
 
 #include "core/strings.hpp"
 
-namespace kiln::transforms {
+namespace kiln::ir {
 
-std::optional<QdqParams> read_qdq_params(const ir::Node& n, const ir::PartialShape& xs, std::string* why) {
+std::optional<QdqParams> read_qdq_params(const Node& n, const PartialShape& xs, std::string* why) {
   auto fail = [&](std::string reason) -> std::optional<QdqParams> {
     *why = std::move(reason);
     return std::nullopt;
@@ -14,7 +14,7 @@ std::optional<QdqParams> read_qdq_params(const ir::Node& n, const ir::PartialSha
   QdqParams p;
   p.scale = n.input(1);
   p.zero_point = n.input(2);
-  const ir::Value *s = p.scale, *z = p.zero_point;
+  const Value *s = p.scale, *z = p.zero_point;
   if (!s || !s->is_constant()) return fail(cat("the ", n.op_type(), " scale is not a constant"));
   if (s->constant().dtype() != DType::f32)  // f16 / bf16 scales mean f16 / bf16 outputs (opset 19)
     return fail(cat("the ", n.op_type(), " scale is ", dtype_name(s->constant().dtype()), ", not float32"));
@@ -43,10 +43,10 @@ std::optional<QdqParams> read_qdq_params(const ir::Node& n, const ir::PartialSha
   if (axis < -rank || axis >= rank)
     return fail(cat("the ", n.op_type(), " axis ", axis, " is out of range for rank ", rank));
   p.axis = axis < 0 ? axis + rank : axis;
-  const ir::Dim& d = xs.dims[static_cast<size_t>(p.axis)];
+  const Dim& d = xs.dims[static_cast<size_t>(p.axis)];
   if (d.is_static() && d.value != static_cast<int64_t>(p.scales.size()))
     return fail(cat("the ", n.op_type(), " has ", p.scales.size(), " scales for dim ", p.axis, " of size ", d.value));
   return p;
 }
 
-}  // namespace kiln::transforms
+}  // namespace kiln::ir

@@ -4,7 +4,7 @@
 
 #include "core/strings.hpp"
 #include "transforms/graph_edit.hpp"
-#include "transforms/qdq_params.hpp"
+#include "ir/qdq_params.hpp"
 
 namespace kiln::transforms {
 
@@ -27,11 +27,11 @@ std::optional<Pair> pair_at(const ir::Graph& g, ir::Node* q) {
   ir::Node* dq = y->uses()[0].node;
   if (dq->op_type() != "DequantizeLinear" || !dq->is_onnx_domain()) return std::nullopt;
   std::string why;
-  const std::optional<QdqParams> pq = read_qdq_params(*q, q->input(0)->type.shape, &why);
-  const std::optional<QdqParams> pd = read_qdq_params(*dq, y->type.shape, &why);
+  const std::optional<ir::QdqParams> pq = ir::read_qdq_params(*q, q->input(0)->type.shape, &why);
+  const std::optional<ir::QdqParams> pd = ir::read_qdq_params(*dq, y->type.shape, &why);
   if (!pq || !pd || pq->axis >= 0 || pd->axis >= 0) return std::nullopt;
-  const DType t = pq->zp_type == DType::undefined ? DType::u8 : pq->zp_type;
-  const DType td = pd->zp_type == DType::undefined ? DType::u8 : pd->zp_type;
+  const DType t = pq->quantized_type();
+  const DType td = pd->quantized_type();
   if ((t != DType::u8 && t != DType::i8) || t != td) return std::nullopt;
   if (static_cast<float>(pq->scales[0]) != static_cast<float>(pd->scales[0]) || pq->zero_points[0] != pd->zero_points[0])
     return std::nullopt;

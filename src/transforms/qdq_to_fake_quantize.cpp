@@ -5,7 +5,7 @@
 #include "core/strings.hpp"
 #include "ir/infer_util.hpp"
 #include "transforms/graph_edit.hpp"
-#include "transforms/qdq_params.hpp"
+#include "ir/qdq_params.hpp"
 
 namespace kiln::transforms {
 
@@ -22,7 +22,7 @@ struct QParams {
 
 QParams read_params(const ir::Node& n, const ir::PartialShape& xs) {
   QParams p;
-  const std::optional<QdqParams> r = read_qdq_params(n, xs, &p.reason);
+  const std::optional<ir::QdqParams> r = ir::read_qdq_params(n, xs, &p.reason);
   if (!r) return p;
   if (r->zp_type != DType::undefined && r->zp_type != DType::u8 && r->zp_type != DType::i8) {
     p.reason = cat("the ", n.op_type(), " zero point is ", dtype_name(r->zp_type), ", not uint8 or int8");

@@ -7,7 +7,7 @@
 
 #include "core/strings.hpp"
 #include "transforms/graph_edit.hpp"
-#include "transforms/qdq_params.hpp"
+#include "ir/qdq_params.hpp"
 
 namespace kiln::transforms {
 
@@ -42,7 +42,7 @@ std::optional<Dq> dq_of(const ir::Value* v, Why& why) {
   ir::Node* n = v ? v->producer() : nullptr;
   if (!n || n->op_type() != "DequantizeLinear" || !n->is_onnx_domain())
     return why.fail(cat("'", v ? v->name() : "?", "' is not made by a DequantizeLinear")), std::nullopt;
-  const std::optional<QdqParams> p = read_qdq_params(*n, n->input(0)->type.shape, &why.text);
+  const std::optional<ir::QdqParams> p = ir::read_qdq_params(*n, n->input(0)->type.shape, &why.text);
   if (!p) return std::nullopt;
   return Dq{n, n->input(0), p->scale, p->zero_point, p->axis};
 }
@@ -70,10 +70,10 @@ std::optional<Quant> sole_quantize(const ir::Graph& g, const ir::Value* v, Why& 
   ir::Node* q = v->uses()[0].node;
   if (q->op_type() != "QuantizeLinear" || !q->is_onnx_domain() || v->uses()[0].input_index != 0)
     return why.fail(cat("'", v->name(), "' is read by ", q->describe(), ", not a QuantizeLinear")), std::nullopt;
-  const std::optional<QdqParams> p = read_qdq_params(*q, v->type.shape, &why.text);
+  const std::optional<ir::QdqParams> p = ir::read_qdq_params(*q, v->type.shape, &why.text);
   if (!p) return std::nullopt;
   if (p->axis >= 0) return why.fail(cat(q->describe(), " is per axis")), std::nullopt;
-  Quant r{q, p->zp_type == DType::undefined ? DType::u8 : p->zp_type, p->scales[0], p->zero_points[0]};
+  Quant r{q, p->quantized_type(), p->scales[0], p->zero_points[0]};
   if (!is_8bit(r.type)) return why.fail(cat(q->describe(), " writes ", dtype_name(r.type), ", not u8 / s8")), std::nullopt;
   return r;
 }
@@ -169,6 +169,20 @@ std::vector<ir::Value*> q_inputs(ir::Graph& g, const Quant& q) {
   return {q.node->input(1), zp};
 }
 
+// The values a DequantizeLinear of a constant gives, as it computes them in f32: (q - zero_point)
+// * scale, per tensor, or per axis when that axis holds every element (a bias); else nullopt.
+std::optional<std::vector<double>> dequantized(const Dq& d) {
+  const std::vector<double> q = d.q->constant().to_f64(), s = d.scale->constant().to_f64();
+  if (s.size() != 1 && s.size() != q.size()) return std::nullopt;
+  const std::vector<double> z = d.zp ? d.zp->constant().to_f64() : std::vector<double>(s.size(), 0.0);
+  std::vector<double> out;
+  for (size_t i = 0; i < q.size(); ++i) {
+    const size_t k = s.size() == 1 ? 0 : i;
+    out.push_back(static_cast<double>(static_cast<float>(q[i] - z[k]) * static_cast<float>(s[k])));
+  }
+  return out;
+}
+
 // The bias of a Conv as int32 in the scale x_scale * w_scale[m], or null (and `why`).
 ir::Value* int32_bias(ir::Graph& g, const ir::Node& conv, const Dq& x, const Dq& w, int64_t M, Why& why) {
   const ir::Value* b = conv.input(2);
@@ -180,12 +194,7 @@ ir::Value* int32_bias(ir::Graph& g, const ir::Node& conv, const Dq& x, const Dq&
     if (!bd) return nullptr;
     if (!bd->q->is_constant() || bd->type() != DType::i32 || bd->q->constant().size() != M)
       return why.fail("the bias is not a constant int32 DequantizeLinear"), nullptr;
-    const std::vector<double> q = bd->q->constant().to_f64(), s = bd->scale->constant().to_f64();
-    const std::vector<double> z = bd->zp ? bd->zp->constant().to_f64() : std::vector<double>(s.size(), 0.0);
-    for (int64_t m = 0; m < M; ++m) {
-      const size_t k = s.size() == 1 ? 0 : static_cast<size_t>(m);
-      values.push_back(static_cast<double>(static_cast<float>(q[m] - z[k]) * static_cast<float>(s[k])));
-    }
+    values = *dequantized(*bd);  // M values, one scale or M
   }
   const std::vector<double> sx = x.scale->constant().to_f64(), sw = w.scale->constant().to_f64();
   Tensor t(DType::i32, Shape{M});
@@ -279,13 +288,10 @@ ir::Value* gemm_bias(ir::Graph& g, const ir::Node& gemm, int64_t N, Why& why) {
     std::optional<Dq> cd = dq_of(c, why);
     if (!cd) return nullptr;
     if (!cd->q->is_constant()) return why.fail("C is not a constant"), nullptr;
-    const std::vector<double> q = cd->q->constant().to_f64(), s = cd->scale->constant().to_f64();
-    const std::vector<double> z = cd->zp ? cd->zp->constant().to_f64() : std::vector<double>(s.size(), 0.0);
+    std::optional<std::vector<double>> v = dequantized(*cd);
+    if (!v) return why.fail(cat(cd->node->describe(), " is per axis over part of C's values")), nullptr;
+    values = std::move(*v);
     shape = cd->q->constant().shape();
-    for (size_t i = 0; i < q.size(); ++i) {
-      const size_t k = s.size() == 1 ? 0 : i;  // per axis: C is 1-D, so its one axis
-      values.push_back(static_cast<double>(static_cast<float>(q[i] - z[k]) * static_cast<float>(s[k])));
-    }
   }
   const bool per_column = static_cast<int64_t>(values.size()) == N && !shape.empty() && shape.back() == N;
   if (!per_column && values.size() != 1)

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "core/strings.hpp"
+#include "ir/qdq_params.hpp"
 #include "pattern/library/checks.hpp"
 #include "pattern/library/fusions.hpp"
 
@@ -76,29 +77,13 @@ void attention_fixup(Rewrite& r, ir::Graph&) {
 
 namespace {
 
-// A QuantizeLinear / DequantizeLinear's per-tensor parameters: f32 scale > 0 and finite, an
-// 8-bit zero point (u8 0 when absent); none of the per-axis or opset-21 forms.
-struct QdqScalars {
-  float scale = 0;
-  int64_t zero_point = 0;
-  int64_t type = 2;  // TensorProto UINT8 (2) or INT8 (3)
-};
-
-std::optional<QdqScalars> qdq_scalars(const ir::Node* n) {
-  if (!n->is_onnx_domain() || n->attr_i("block_size", 0) != 0 || n->has_attr("output_dtype")) return std::nullopt;
-  const ir::Value *s = n->input(1), *z = n->input(2);
-  if (!s || !s->is_constant() || s->constant().dtype() != DType::f32 || s->constant().size() != 1) return std::nullopt;
-  QdqScalars q;
-  q.scale = s->constant().data<float>()[0];
-  if (!(q.scale > 0) || !std::isfinite(q.scale)) return std::nullopt;
-  if (z) {
-    if (!z->is_constant() || z->constant().size() != 1) return std::nullopt;
-    const DType t = z->constant().dtype();
-    if (t != DType::u8 && t != DType::i8) return std::nullopt;
-    q.type = t == DType::u8 ? 2 : 3;
-    q.zero_point = z->constant().to_i64()[0];
-  }
-  return q;
+// A QuantizeLinear / DequantizeLinear with usable per-tensor 8-bit parameters (ir/qdq_params.hpp).
+std::optional<ir::QdqParams> per_tensor_8bit(const ir::Node* n) {
+  if (!n->is_onnx_domain()) return std::nullopt;
+  std::string why;
+  std::optional<ir::QdqParams> p = ir::read_qdq_params(*n, n->input(0)->type.shape, &why);
+  if (!p || p->axis >= 0 || (p->quantized_type() != DType::u8 && p->quantized_type() != DType::i8)) return std::nullopt;
+  return p;
 }
 
 }  // namespace
@@ -107,8 +92,9 @@ bool attention_qdq_ok(const Match& m) {
   if (!attention_ok(m)) return false;
   // the probabilities through one QuantizeLinear -> DequantizeLinear pair, per tensor, the same
   // parameters on both sides
-  const auto q = qdq_scalars(m.node("quantize_p")), d = qdq_scalars(m.node("dequantize_p"));
-  return q && d && q->scale == d->scale && q->zero_point == d->zero_point && q->type == d->type;
+  const auto q = per_tensor_8bit(m.node("quantize_p")), d = per_tensor_8bit(m.node("dequantize_p"));
+  return q && d && static_cast<float>(q->scales[0]) == static_cast<float>(d->scales[0]) &&
+         q->zero_points[0] == d->zero_points[0] && q->quantized_type() == d->quantized_type();
 }
 
 void attention_qdq_fixup(Rewrite& r, ir::Graph& g) {
