@@ -1,17 +1,46 @@
 #pragma once
 // Small string helpers (error messages, quoted text).
+#include <charconv>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace kiln {
 
+namespace detail {
+// One argument of cat(), written as `os << v` would write it. Text and integers are appended
+// directly: a stream costs a locale and a buffer per call, and the compile pipeline writes
+// its pass log with cat() for every new input shape (bench/micro/bench_plans.cpp).
+template <typename T>
+void cat_one(std::string& out, const T& v) {
+  using D = std::decay_t<T>;
+  if constexpr (std::is_pointer_v<T> && (std::is_same_v<D, const char*> || std::is_same_v<D, char*>)) {
+    if (v) out += v;  // a stream writes nothing for a null pointer
+  } else if constexpr (std::is_convertible_v<const T&, std::string_view>) {
+    out += std::string_view(v);
+  } else if constexpr (std::is_same_v<D, char>) {
+    out += v;
+  } else if constexpr (std::is_integral_v<D> && !std::is_same_v<D, bool> && !std::is_same_v<D, signed char> &&
+                       !std::is_same_v<D, unsigned char>) {
+    char buf[24];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v);
+    out.append(buf, r.ptr);
+  } else {  // floating point, bool, 8-bit characters, kiln's own types: as the stream writes them
+    std::ostringstream os;
+    os << v;
+    out += os.str();
+  }
+}
+}  // namespace detail
+
 // cat("node ", name, " expects ", 3, " inputs") -> one string.
 template <typename... Args>
 std::string cat(const Args&... args) {
-  std::ostringstream os;
-  (os << ... << args);
-  return os.str();
+  std::string out;
+  (detail::cat_one(out, args), ...);
+  return out;
 }
 
 template <typename T>

@@ -148,6 +148,7 @@ void Executor::init_options() {
   // one plan only (the static shapes'): no later plan will need the originals packed weights replace
   options_.release_packed_sources = options_.release_packed_sources && !options_.shapes_vary;
   remember_constants(*graph_);
+  value_without_fast_path_ = value_without_fast_path(*graph_);  // the model's, so every plan's
 }
 
 void Executor::remember_constants(const ir::Graph& g) {
@@ -223,7 +224,7 @@ std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& 
   auto plan = std::make_shared<Plan>();
   plan->last_used = ++clock_;
   plan->log = model_log_;
-  if (const std::string v = value_without_fast_path(*graph_); !v.empty()) {
+  if (const std::string& v = value_without_fast_path_; !v.empty()) {
     plan->fallback_reason = "'" + v + "' holds strings, a sequence or an optional, which run on the reference kernels";
     return plans_[shapes] = std::move(plan);
   }

@@ -142,6 +142,7 @@ class Executor {
   transforms::PassLog template_log_;  // model_log_, then what the template's stages did
   bool template_checked_ = false;     // compared with the per-shape stages (plan_ir_stages)
   std::shared_ptr<const ir::Graph> graph_;
+  std::string value_without_fast_path_;  // a value of graph_ no plan has buffers for, or ""
   GraphOptions options_;
   std::unique_ptr<runtime::ReferenceExecutor> reference_;  // null: the model was not read (cached plan)
   std::shared_ptr<WeightsCache> weights_;

@@ -102,6 +102,7 @@ Node* Graph::add_node(const std::string& op_type, const std::vector<Value*>& inp
   n->domain_ = domain;
   n->name_ = name.empty() ? unique_name(op_type) : name;
   n->opset_ = opset_for(domain);
+  n->ordinal_ = next_ordinal_++;
   Node* p = n.get();
   nodes_.push_back(std::move(n));
   node_pos_[p] = std::prev(nodes_.end());
@@ -134,19 +135,22 @@ int Graph::opset_for(const std::string& domain) const {
 
 std::vector<Node*> Graph::nodes() const {
   std::vector<Node*> out;
+  out.reserve(nodes_.size());
   for (auto& n : nodes_) out.push_back(n.get());
   return out;
 }
 
 std::vector<Node*> Graph::topo_order() const {
-  // Kahn's algorithm, stable with respect to insertion order.
-  std::unordered_map<const Node*, size_t> pending;
-  std::vector<Node*> ready, order;
+  // Kahn's algorithm, stable with respect to insertion order. Counts by ordinal, not in a map
+  // by address: every new input shape's plan sorts its graph several times.
+  std::vector<uint32_t> pending(next_ordinal_, 0);
+  std::vector<Node*> ready, order, next;
+  order.reserve(nodes_.size());
   for (auto& n : nodes_) {
-    size_t deps = 0;
+    uint32_t deps = 0;
     for (Value* v : n->inputs_)
       if (v && v->producer_) ++deps;
-    pending[n.get()] = deps;
+    pending[n->ordinal_] = deps;
     if (deps == 0) ready.push_back(n.get());
   }
   std::reverse(ready.begin(), ready.end());
@@ -154,15 +158,15 @@ std::vector<Node*> Graph::topo_order() const {
     Node* n = ready.back();
     ready.pop_back();
     order.push_back(n);
-    std::vector<Node*> next;
+    next.clear();
     for (Value* out : n->outputs_)
       for (const Use& u : out->uses_)
-        if (--pending[u.node] == 0) next.push_back(u.node);
+        if (--pending[u.node->ordinal_] == 0) next.push_back(u.node);
     for (auto it = next.rbegin(); it != next.rend(); ++it) ready.push_back(*it);
   }
   if (order.size() != nodes_.size()) {
     for (auto& n : nodes_)
-      if (pending[n.get()] != 0)
+      if (pending[n->ordinal_] != 0)
         throw Error(cat("graph '", name, "' has a cycle (or an input produced by a missing node) through ",
                         n->describe()));
   }

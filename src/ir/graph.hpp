@@ -96,6 +96,7 @@ class Node {
   const T& get(const std::string& n) const;
   std::string name_, op_type_, domain_;
   int opset_ = 0;
+  uint32_t ordinal_ = 0;  // its graph's count of nodes added before it (topo_order's index)
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
 };
@@ -164,6 +165,7 @@ class Graph {
   Value* new_value(const std::string& name);
   static void remove_use(Value* v, Node* node, size_t i);
   std::list<std::unique_ptr<Node>> nodes_;
+  uint32_t next_ordinal_ = 0;  // Node::ordinal_ of the next node added
   std::list<std::unique_ptr<Value>> values_;
   // where each node / value sits in its list, so erasing one is O(1) (passes erase many)
   std::unordered_map<const Node*, std::list<std::unique_ptr<Node>>::iterator> node_pos_;

@@ -55,6 +55,12 @@ class FullyConnectedNode : public Node {
     auto trial = post_ops_.with(extra, /*allow_sum=*/false, "FullyConnected", why);
     if (!trial) return false;
     setup();
+    // kiln's GEMM runs the node (shapes that vary) and its epilogue computes these post-ops:
+    // what oneDNN would do with them does not matter, and asking it costs a new shape 0.1 ms
+    if (kiln_gemm_ && outputs[0]->shape.size() > 0) {
+      gemm_f32::Epilogue e;
+      if (to_gemm_epilogue(*trial, outputs[0]->shape.size(), N_, e)) return true;
+    }
     return keeps_jit(*trial, post_ops_, [&](PostOpList& l) { return impl_for(l); }, "matmul", why, fusion_decisions,
                      cat(name, " -> ", outputs.at(0)->name));
   }

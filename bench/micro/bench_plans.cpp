@@ -1,0 +1,100 @@
+// What a new input shape costs kiln: compiling each of 64 distinct shapes (cpu::Executor::prepare:
+// compile pipeline stages 1-8, docs/ARCHITECTURE.md) and its first inference less the second of a model whose input
+// shapes vary, on the streams of bench/compare_dynamic.sh. The models come from the bench
+// cache (bench/make_dynamic_models.py; KILN_BENCH_CACHE, default ~/.cache/kiln-bench): a
+// benchmark whose model is absent is skipped. Counters, means over the shapes: ms_per_shape (compile and
+// first inference less the second), compile_ms (of which compiling), run_ms (the second).
+// Run: OMP_NUM_THREADS=2 build/bench/kiln_micro_bench --benchmark_filter=Plan
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+
+#include "cpu/executor.hpp"
+#include "frontend/onnx/onnx_frontend.hpp"
+#include "ir/op_registry.hpp"
+
+using namespace kiln;
+
+namespace {
+
+std::string bench_model(const std::string& name) {
+  const char* env = std::getenv("KILN_BENCH_CACHE");
+  const char* home = std::getenv("HOME");
+  const std::string cache = env ? env : std::string(home ? home : ".") + "/.cache/kiln-bench";
+  const std::string path = cache + "/models/" + name + "/model.onnx";
+  return std::filesystem::exists(path) ? path : "";
+}
+
+// `shapes(i)`: the input shapes of the i-th of 64 distinct shapes.
+void plan_new_shapes(benchmark::State& state, const std::string& model,
+                     const std::function<std::vector<Shape>(int)>& shapes) {
+  const std::string path = bench_model(model);
+  if (path.empty()) {
+    state.SkipWithError(("no " + model + " in the bench cache (bench/make_dynamic_models.py)").c_str());
+    return;
+  }
+  std::shared_ptr<ir::Graph> g = frontend::load_onnx_file(path);
+  ir::infer_shapes(*g);  // as kiln::read_model
+  constexpr int kShapes = 64;
+  auto inputs_of = [&](const std::vector<Shape>& shapes) {
+    std::vector<Tensor> in;
+    for (size_t k = 0; k < shapes.size(); ++k) {
+      Tensor t(g->inputs()[k]->type.dtype, shapes[k]);  // zeros: token 0, masks of 0, a black image
+      std::memset(t.raw(), 0, t.byte_size());
+      in.push_back(std::move(t));
+    }
+    return in;
+  };
+  using clock = std::chrono::steady_clock;
+  auto ms_since = [](clock::time_point t) { return std::chrono::duration<double, std::milli>(clock::now() - t).count(); };
+  double new_total = 0, compile_total = 0, run_total = 0;  // ms, over the iterations
+  for (auto _ : state) {
+    cpu::Executor ex(g);  // f32
+    ex.run(inputs_of(shapes(0)));  // packs the weights
+    if (!ex.find_plan(shapes(0))->fast) {
+      state.SkipWithError(ex.find_plan(shapes(0))->fallback_reason.c_str());
+      return;
+    }
+    double compile = 0, first = 0, again = 0;
+    for (int i = 1; i < kShapes; ++i) {
+      const std::vector<Tensor> in = inputs_of(shapes(i));
+      auto t = clock::now();
+      ex.prepare(shapes(i));
+      compile += ms_since(t);
+      t = clock::now();
+      ex.run(in);
+      first += ms_since(t);
+      t = clock::now();
+      ex.run(in);
+      again += ms_since(t);
+    }
+    state.SetIterationTime((compile + first - again) / 1000);
+    new_total += (compile + first - again) / (kShapes - 1);
+    compile_total += compile / (kShapes - 1);
+    run_total += again / (kShapes - 1);
+  }
+  state.counters["ms_per_shape"] = benchmark::Counter(new_total, benchmark::Counter::kAvgIterations);
+  state.counters["compile_ms"] = benchmark::Counter(compile_total, benchmark::Counter::kAvgIterations);
+  state.counters["run_ms"] = benchmark::Counter(run_total, benchmark::Counter::kAvgIterations);
+}
+
+// BERT, 6 layers, hidden 384: input_ids and attention_mask [1, L], L = 10, 12, ..., 134
+void BM_PlanBertLengths(benchmark::State& state) {
+  plan_new_shapes(state, "bert6_dyn", [](int i) {
+    const int64_t l = 8 + 2 * i;
+    return std::vector<Shape>{{1, l}, {1, l}};
+  });
+}
+// CNN + BiLSTM text recogniser: x [1, 3, 48, W], W = 120, 144, ..., 1608
+void BM_PlanCrnnWidths(benchmark::State& state) {
+  plan_new_shapes(state, "crnn_dyn", [](int i) { return std::vector<Shape>{{1, 3, 48, 96 + 24 * int64_t(i)}}; });
+}
+
+}  // namespace
+
+BENCHMARK(BM_PlanBertLengths)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(5);
+BENCHMARK(BM_PlanCrnnWidths)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(5);
