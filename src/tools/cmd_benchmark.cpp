@@ -324,7 +324,8 @@ int cmd_benchmark(const BenchmarkOptions& given) {
   std::cout << "compile     " << fmt_ms(compile_ms)
             << (std::all_of(ports.begin(), ports.end(), [](const PortInfo& p) { return p.is_static(); })
                     ? "  (compile_model: every stream's runtime graph built)\n"
-                    : "  (compile_model; each new input shape compiles at its first inference)\n")
+                    : "  (compile_model: fusions and packed weights for every shape, a graph at a probe shape; "
+                      "each new input shape compiles at its first inference)\n")
             << std::flush;
 
   Progress progress;
