@@ -299,6 +299,8 @@ void Graph::name_unknown_dims(PartialShape& s) {
 }
 
 std::shared_ptr<Graph> Graph::clone() const {
+  // Built directly rather than through add_input / add_node: the names are this graph's, unique
+  // already, and every new input shape of a model whose shapes vary clones its template.
   auto g = std::make_shared<Graph>();
   g->name = name;
   g->opset_imports = opset_imports;
@@ -309,20 +311,49 @@ std::shared_ptr<Graph> Graph::clone() const {
   g->value_pos_.reserve(values_.size());
   g->node_pos_.reserve(nodes_.size());
   g->node_names_.reserve(nodes_.size());
-  for (Value* in : inputs_) map[in] = g->add_input(in->name(), in->type);
+  auto copy = [&](const Value& v) {
+    auto c = std::make_unique<Value>();
+    c->name_ = v.name_;
+    c->type = v.type;
+    c->constant_ = v.constant_;
+    Value* p = c.get();
+    g->values_.push_back(std::move(c));
+    g->value_pos_.emplace(p, std::prev(g->values_.end()));
+    g->value_by_name_.emplace(p->name_, p);
+    map.emplace(&v, p);
+    return p;
+  };
+  for (Value* in : inputs_) {
+    Value* c = copy(*in);
+    c->is_input_ = true;
+    g->inputs_.push_back(c);
+  }
   for (auto& v : values_)
-    if (v->is_constant() && !v->producer_) map[v.get()] = g->add_constant(v->name_, v->constant_);
+    if (v->is_constant() && !v->producer_ && !v->is_input_) copy(*v);
   for (Node* n : topo_order()) {
-    std::vector<std::string> outs;
-    for (Value* o : n->outputs_) outs.push_back(o->name_);
-    Node* c = g->add_node(n->op_type_, {}, outs, n->name_, n->domain_);
+    auto c = std::make_unique<Node>();
+    c->name_ = n->name_;
+    c->op_type_ = n->op_type_;
+    c->domain_ = n->domain_;
     c->opset_ = n->opset_;
     c->attrs = n->attrs;
-    for (Value* in : n->inputs_) g->append_node_input(c, in ? map.at(in) : nullptr);
-    for (size_t i = 0; i < outs.size(); ++i) {
-      c->outputs_[i]->type = n->outputs_[i]->type;
-      if (n->outputs_[i]->is_constant()) c->outputs_[i]->constant_ = n->outputs_[i]->constant_;
-      map[n->outputs_[i]] = c->outputs_[i];
+    c->ordinal_ = g->next_ordinal_++;
+    Node* p = c.get();
+    g->nodes_.push_back(std::move(c));
+    g->node_pos_.emplace(p, std::prev(g->nodes_.end()));
+    ++g->node_names_[p->name_];
+    p->inputs_.reserve(n->inputs_.size());
+    for (size_t i = 0; i < n->inputs_.size(); ++i) {
+      Value* in = n->inputs_[i] ? map.at(n->inputs_[i]) : nullptr;
+      p->inputs_.push_back(in);
+      if (in) in->uses_.push_back(Use{p, i});
+    }
+    p->outputs_.reserve(n->outputs_.size());
+    for (size_t i = 0; i < n->outputs_.size(); ++i) {
+      Value* o = copy(*n->outputs_[i]);
+      o->producer_ = p;
+      o->producer_output_ = i;
+      p->outputs_.push_back(o);
     }
   }
   for (Value* o : outputs_) g->add_output(map.at(o));
