@@ -164,10 +164,11 @@ void Executor::share_folded_constants(ir::Graph& g) {
   std::unordered_set<ir::Value*> seen;
   for (ir::Node* n : g.nodes()) {
     for (ir::Value* v : n->inputs()) {
-      if (!v || !v->is_constant() || !seen.insert(v).second) continue;
+      if (!v || !v->is_constant()) continue;
       const Tensor& t = v->constant();
       // the model's own constants are shared by every plan already; wrapped memory is not ours
       if (t.byte_size() < kMinBytes || t.use_count() == 0 || model_constants_.count(t.raw())) continue;
+      if (!seen.insert(v).second) continue;
       const std::string_view bytes(static_cast<const char*>(t.raw()), t.byte_size());
       const size_t h = std::hash<std::string_view>()(bytes);
       bool shared = false;

@@ -21,8 +21,8 @@ bool PartialShape::is_static() const {
 
 Shape PartialShape::to_shape() const {
   KILN_CHECK(is_static(), cat("shape ", to_string(), " is not static"));
-  Shape s;
-  for (const Dim& d : dims) s.push_back(d.value);
+  Shape s(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) s[i] = dims[i].value;
   return s;
 }
 

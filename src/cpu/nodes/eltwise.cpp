@@ -176,10 +176,13 @@ bool eltwise_supports(const ir::Node& n) {
   const ir::Value* x = n.input(0);
   const ir::Value* y = n.output(0);
   if (!is_f32_tensor(x) || y->type.dtype != DType::f32) return false;
-  const ir::PartialShape& s = x->is_constant() ? ir::PartialShape(x->constant().shape()) : x->type.shape;
-  if (!s.rank_known || !s.is_static() || s.rank() < 1 || s.rank() > 6) return false;
-  if (shape_size(s.to_shape()) == 0) return false;
-  if (!y->type.shape.is_static() || y->type.shape.to_shape() != s.to_shape()) return false;
+  // (asked of every node as it is lowered, for every new input shape: no copies of the shapes)
+  const Shape xs = x->is_constant() ? x->constant().shape() : x->type.shape.is_static() ? x->type.shape.to_shape() : Shape{};
+  if (xs.empty() || xs.size() > 6 || shape_size(xs) == 0) return false;
+  const ir::PartialShape& ys = y->type.shape;
+  if (!ys.rank_known || ys.rank() != xs.size()) return false;
+  for (size_t i = 0; i < xs.size(); ++i)
+    if (ys.dims[i].value != xs[i]) return false;
   return eltwise_spec(n).has_value();
 }
 
