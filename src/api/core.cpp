@@ -220,7 +220,9 @@ static std::optional<std::vector<Shape>> declared_static_shapes(const Model& m) 
 // stream's arena and first runtime graph) is done by compile_model, as ONNX Runtime does it
 // in its session's creation, and the first inference costs what any new shape costs (BERT-6
 // with its 40 MiB of weights: 30-40 ms less). Each dynamic dim is 64, a leading one 1 (a
-// batch); a symbol has one value everywhere. None when an input is not a tensor of known rank.
+// batch); a symbol has one value everywhere. None when an input is not a tensor of known rank,
+// or when an input would hold more than 2^20 elements (a probe that large could grow the arenas
+// beyond what the user's shapes need, and they keep their largest size).
 static std::optional<std::vector<Shape>> probe_shapes(const Model& m) {
   std::unordered_map<std::string, int64_t> symbols;
   std::vector<Shape> shapes;
@@ -232,6 +234,12 @@ static std::optional<std::vector<Shape>> probe_shapes(const Model& m) {
       const ir::Dim& d = ps.dims[i];
       const int64_t guess = i == 0 && ps.rank() > 1 ? 1 : 64;
       s.push_back(d.is_static() ? d.value : d.is_symbolic() ? symbols.try_emplace(d.symbol, guess).first->second : guess);
+    }
+    constexpr int64_t kMaxElements = int64_t{1} << 20;
+    int64_t elements = 1;
+    for (int64_t d : s) {
+      if (d > 0 && elements > kMaxElements / d) return std::nullopt;
+      elements *= d;
     }
     shapes.push_back(std::move(s));
   }

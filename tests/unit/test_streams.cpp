@@ -363,6 +363,15 @@ TEST(StreamsAsync, CompileModelCompilesStaticShapesForEveryStream) {
   req.set_input_tensor(random_tensor({6}, 6));
   req.infer();
   EXPECT_EQ(req.get_output_tensor().shape(), (Shape{2, 3}));
+  // nor is a model whose probe would be large ([1, 1024, 64, 64]: 4M elements): the arenas keep
+  // their largest size, which the user's own shapes should decide
+  auto big = make_graph();
+  ir::Value* b = big->add_input(
+      "b", {DType::f32, ir::PartialShape(std::vector<ir::Dim>{ir::Dim::sym("n"), ir::Dim(1024), ir::Dim::sym("h"), ir::Dim::sym("w")})});
+  big->add_output(big->add_node("Relu", {b}, 1, "relu")->output(0));
+  ir::infer_shapes(*big);
+  CompiledModel large = core.compile_model(std::make_shared<Model>(big), f32_properties({{"num_streams", "1"}}));
+  EXPECT_EQ(large.get_property("kiln_plan_cache_size"), "0");
 }
 
 TEST(StreamsAsync, WaitForTimesOutOnALongRequest) {
