@@ -1,9 +1,10 @@
-// What a new input shape costs kiln: compiling each of 64 distinct shapes (cpu::Executor::prepare:
-// compile pipeline stages 1-8, docs/ARCHITECTURE.md) and its first inference less the second of a model whose input
-// shapes vary, on the streams of bench/compare_dynamic.sh. The models come from the bench
-// cache (bench/make_dynamic_models.py; KILN_BENCH_CACHE, default ~/.cache/kiln-bench): a
-// benchmark whose model is absent is skipped. Counters, means over the shapes: ms_per_shape (compile and
-// first inference less the second), compile_ms (of which compiling), run_ms (the second).
+// What a new input shape costs kiln, on the streams of bench/compare_dynamic.sh: for each of 63
+// new shapes of a model whose input shapes vary, its compile (cpu::Executor::prepare: stages 1-8
+// of the compile pipeline, docs/ARCHITECTURE.md) and its first inference less the second. The
+// models come from the bench cache (bench/make_dynamic_models.py; KILN_BENCH_CACHE, default
+// ~/.cache/kiln-bench): a benchmark whose model is absent is skipped. Counters, means over the
+// shapes: ms_per_shape (compile and first inference less the second), compile_ms (of which
+// compiling), run_ms (the second inference).
 // Run: OMP_NUM_THREADS=2 build/bench/kiln_micro_bench --benchmark_filter=PlanBert (one benchmark per
 // process: the second would find primitives the first made)
 #include <benchmark/benchmark.h>

@@ -278,18 +278,14 @@ static void compile_ahead_at(CompiledModel::Impl& c, const std::vector<Shape>& s
 // them: an error there (a dim the model needs to be a multiple of something) only means the
 // work is left to the first inference.
 static void compile_ahead(CompiledModel::Impl& c) {
-  std::optional<std::vector<Shape>> shapes = declared_static_shapes(*c.model);
-  const bool probe = !shapes;
-  if (probe) shapes = probe_shapes(*c.model);
-  if (!shapes) return;
-  if (probe) {
+  if (const std::optional<std::vector<Shape>> shapes = declared_static_shapes(*c.model)) {
+    compile_ahead_at(c, *shapes);
+  } else if (const std::optional<std::vector<Shape>> probe = probe_shapes(*c.model)) {
     try {
-      compile_ahead_at(c, *shapes);
+      compile_ahead_at(c, *probe);
     } catch (...) {  // the first inference of a shape the model takes meets what fails here, if anything
     }
-    return;
   }
-  compile_ahead_at(c, *shapes);
 }
 
 // The compiled model around `make_fast`'s executor (or the reference executor), with its

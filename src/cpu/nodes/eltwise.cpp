@@ -176,7 +176,7 @@ bool eltwise_supports(const ir::Node& n) {
   const ir::Value* x = n.input(0);
   const ir::Value* y = n.output(0);
   if (!is_f32_tensor(x) || y->type.dtype != DType::f32) return false;
-  // (asked of every node as it is lowered, for every new input shape: no copies of the shapes)
+  // (asked of every node as it is lowered, for every new input shape: y's dims compared in place)
   const Shape xs = x->is_constant() ? x->constant().shape() : x->type.shape.is_static() ? x->type.shape.to_shape() : Shape{};
   if (xs.empty() || xs.size() > 6 || shape_size(xs) == 0) return false;
   const ir::PartialShape& ys = y->type.shape;

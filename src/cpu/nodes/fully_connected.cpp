@@ -57,10 +57,7 @@ class FullyConnectedNode : public Node {
     setup();
     // kiln's GEMM runs the node (shapes that vary) and its epilogue computes these post-ops:
     // what oneDNN would do with them does not matter, and asking it costs a new shape 0.1 ms
-    if (kiln_gemm_ && outputs[0]->shape.size() > 0) {
-      gemm_f32::Epilogue e;
-      if (to_gemm_epilogue(*trial, outputs[0]->shape.size(), N_, e)) return true;
-    }
+    if (gemm_f32::Epilogue e; kiln_gemm_ && epilogue_of(*trial, e)) return true;
     return keeps_jit(*trial, post_ops_, [&](PostOpList& l) { return impl_for(l); }, "matmul", why, fusion_decisions,
                      cat(name, " -> ", outputs.at(0)->name));
   }
@@ -200,12 +197,17 @@ class FullyConnectedNode : public Node {
     return cat("fc/", K_, "x", N_, tb_ ? "/tB" : "", "/alpha=", alpha_bits);
   }
 
+  // `list` as kiln's GEMM epilogue `e`; false when one of its post-ops is not among its ops.
+  bool epilogue_of(const PostOpList& list, gemm_f32::Epilogue& e) const {
+    const size_t rank = outputs[0]->shape.size();
+    return rank > 0 && to_gemm_epilogue(list, rank, N_, e);
+  }
+
   // The fused post-ops as kiln's GEMM epilogue; false when one is not among its ops.
   bool make_epilogue() {
     epilogue_ = {};
     epilogue_.bias = bias_vals_.empty() ? nullptr : bias_vals_.data();
-    const size_t rank = outputs[0]->shape.size();
-    return rank > 0 && to_gemm_epilogue(post_ops_, rank, N_, epilogue_);
+    return epilogue_of(post_ops_, epilogue_);
   }
 
   // Weights packed in the GEMM's panels (once per model, through the weights cache).
