@@ -84,22 +84,18 @@ struct MemoPrimitive {
 // implementations and blockings). A thread's graphs run one at a time, so sharing is safe.
 // Bounded like oneDNN's primitive cache (property cpu_runtime_cache_capacity, 0: off): at most
 // that many per thread and primitive kind, the least recently used dropped first.
-// `choose` (may be null) picks the implementation from the descriptor oneDNN made first and
-// says whether it changed it; it runs while `d` lives (oneDNN's iterator reads it again).
-// Attributes that post_ops_key() cannot describe are not kept.
+// Attributes that post_ops_key() cannot describe are not kept. memo_primitive is the memo:
+// `make` runs on a miss; cached_primitive and cached_primitive_if below are its users.
 template <class PD, class Prim, class Desc>
-MemoPrimitive<PD, Prim> cached_primitive(const Desc& d, const dnnl::primitive_attr& attr, const char* variant = "",
-                                         const std::function<bool(PD&)>& choose = nullptr) {
+std::optional<MemoPrimitive<PD, Prim>> memo_primitive(const Desc& d, const dnnl::primitive_attr& attr,
+                                                      const char* variant,
+                                                      const std::function<std::optional<MemoPrimitive<PD, Prim>>()>& make) {
   struct Memo {
-    std::list<std::pair<std::string, MemoPrimitive<PD, Prim>>> lru;  // most recent first
+    using Entry = std::optional<MemoPrimitive<PD, Prim>>;  // nullopt: `make` declined, remembered too
+    std::list<std::pair<std::string, Entry>> lru;          // most recent first
     std::unordered_map<std::string, typename decltype(lru)::iterator> index;
   };
   static thread_local Memo memo;
-  auto make = [&] {
-    PD pd(d, attr, cpu_engine());
-    const bool chosen = choose && choose(pd);
-    return MemoPrimitive<PD, Prim>{pd, Prim(pd), chosen};
-  };
   const size_t capacity = static_cast<size_t>(std::max(0, dnnl::get_primitive_cache_capacity()));
   std::string key = post_ops_key(attr);
   if (key.empty() || capacity == 0) return make();
@@ -120,6 +116,39 @@ MemoPrimitive<PD, Prim> cached_primitive(const Desc& d, const dnnl::primitive_at
     memo.lru.pop_back();
   }
   return made;
+}
+
+// The primitive for `d` and `attr`, through the memo. `choose` (may be null) picks the
+// implementation from the descriptor oneDNN made first and says whether it changed it; it
+// runs while `d` lives (oneDNN's iterator reads it again).
+template <class PD, class Prim, class Desc>
+MemoPrimitive<PD, Prim> cached_primitive(const Desc& d, const dnnl::primitive_attr& attr, const char* variant = "",
+                                         const std::function<bool(PD&)>& choose = nullptr) {
+  return *memo_primitive<PD, Prim>(d, attr, variant, [&]() -> std::optional<MemoPrimitive<PD, Prim>> {
+    PD pd(d, attr, cpu_engine());
+    const bool chosen = choose && choose(pd);
+    return MemoPrimitive<PD, Prim>{pd, Prim(pd), chosen};
+  });
+}
+
+// As cached_primitive, for an implementation that is only worth taking on conditions: the
+// primitive when oneDNN has an implementation of `d` and `accept` takes its descriptor (e.g.
+// by its name), else nullopt, without generating code. The answer is memoised either way.
+template <class PD, class Prim, class Desc>
+std::optional<MemoPrimitive<PD, Prim>> cached_primitive_if(const Desc& d, const dnnl::primitive_attr& attr,
+                                                           const char* variant,
+                                                           const std::function<bool(const PD&)>& accept) {
+  return memo_primitive<PD, Prim>(d, attr, variant, [&]() -> std::optional<MemoPrimitive<PD, Prim>> {
+    std::optional<PD> pd;
+    try {
+      pd.emplace(d, attr, cpu_engine());
+    } catch (const dnnl::error& e) {
+      if (e.status != dnnl_unimplemented) throw;
+      return std::nullopt;  // no implementation on this CPU, or not with these attributes
+    }
+    if (!accept(*pd)) return std::nullopt;
+    return MemoPrimitive<PD, Prim>{*pd, Prim(*pd), false};
+  });
 }
 
 // For graphs whose shapes vary (a primitive per new shape): oneDNN's first choice, unless it

@@ -6,6 +6,11 @@
 // Post-ops from the fusion passes (src/cpu/passes/) are applied by the primitive; a sum
 // post-op accumulates into its input's buffer, which the memory plan makes the output's
 // buffer when nothing reads it later (else execute() copies it into the output first).
+// A dense f32 3x3 stride-1 convolution runs oneDNN's Winograd kernel where it pays (see
+// winograd_pays). The primitive's scratchpad is the node's working memory in the graph's
+// arena (Node::scratch_bytes), not oneDNN's per-thread one: that one is made again at the
+// size of each larger primitive, so a stream of growing shapes faulted in fresh pages of
+// Winograd's transformed tiles (11 MB for a recogniser width) on every new shape.
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -86,11 +91,17 @@ class ConvolutionNode : public Node {
     return req;
   }
 
+  size_t scratch_bytes() const override { return pd_.scratchpad_desc().get_size(); }
+
   void execute(dnnl::stream& stream) override {
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, inputs[0]->memory()},
                                             {DNNL_ARG_WEIGHTS, weights_},
                                             {DNNL_ARG_DST, outputs[0]->memory()}};
     if (bias_) args[DNNL_ARG_BIAS] = bias_;
+    if (scratch) {
+      if (scratch != scratch_at_) scratchpad_ = memory(pd_.scratchpad_desc(), cpu_engine(), scratch_at_ = scratch);
+      args[DNNL_ARG_SCRATCHPAD] = scratchpad_;
+    }
     if (int k = post_ops_.sum_input(); k >= 0) start_from_summand(stream, *inputs[static_cast<size_t>(k)], *outputs[0]);
     post_ops_.add_args(args);
     if (dw_weights_) args[DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS] = dw_weights_;
@@ -124,14 +135,38 @@ class ConvolutionNode : public Node {
   // memo: layers alike share one). quick: an implementation quicker to create where there is
   // one (prefer_quick_to_create).
   MemoPrimitive<PD, dnnl::convolution_forward> make_primitive(PostOpList& post_ops, bool quick) const {
+    if (winograd_candidate(post_ops)) {
+      auto [d, attr] = describe(post_ops, dnnl::algorithm::convolution_winograd);
+      const int64_t out_pixels = outputs[0]->shape[2] * outputs[0]->shape[3];
+      auto made = cached_primitive_if<PD, dnnl::convolution_forward>(
+          d, attr, "", [&](const PD& pd) { return winograd_pays(pd.impl_info_str(), out_pixels); });
+      if (made) return *made;
+    }
     auto [d, attr] = describe(post_ops);
     return cached_primitive<PD, dnnl::convolution_forward>(d, attr, quick ? "quick" : "",
                                                            quick ? [](PD& pd) { return prefer_quick_to_create(pd); }
                                                                  : std::function<bool(PD&)>());
   }
 
-  // The operation and attributes for these post-ops.
-  std::pair<dnnl::convolution_forward::desc, dnnl::primitive_attr> describe(PostOpList& post_ops) const {
+  // Whether oneDNN's Winograd convolution may run this one: f32 (it has no bf16 kernel), 2D,
+  // dense, a 3x3 window at stride 1 without dilation, at least 8 input channels (with the
+  // 3 of an image, the transforms cost more than they save: 0.3-0.4x the direct kernel's
+  // speed) and no depthwise post-op. oneDNN 2.6 has it for AVX-512 only; elsewhere the
+  // descriptor is refused and the direct one taken.
+  bool winograd_candidate(const PostOpList& post_ops) const {
+    const Shape& w = inputs[1]->shape;
+    if (bf16 || w.size() != 4 || w[2] != 3 || w[3] != 3 || w[1] < 8 || post_ops.dw()) return false;
+    if (source->attr_i("group", 1) != 1) return false;
+    const ConvGeometry geo = conv_geometry(*source, inputs[0]->shape, w, outputs[0]->shape);
+    auto all = [](const memory::dims& v, int64_t x) {
+      return std::all_of(v.begin(), v.end(), [x](int64_t d) { return d == x; });
+    };
+    return all(geo.strides, 1) && all(geo.dilations, 0);
+  }
+
+  // The operation and attributes for these post-ops (`alg`: direct unless asked otherwise).
+  std::pair<dnnl::convolution_forward::desc, dnnl::primitive_attr> describe(
+      PostOpList& post_ops, dnnl::algorithm alg = dnnl::algorithm::convolution_direct) const {
     const Shape& x = inputs[0]->shape;
     const Shape& w = inputs[1]->shape;
     // with a depthwise post-op the primitive's own output is the host convolution's
@@ -143,14 +178,13 @@ class ConvolutionNode : public Node {
     memory::desc dst_any(to_dims(y), bf16_output && in_dt == memory::data_type::bf16 ? memory::data_type::bf16 : f32,
                          tag::any);
     memory::desc wei_any(weight_dims(), in_dt, tag::any);
-    auto d = has_bias() ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                          dnnl::algorithm::convolution_direct, src_any, wei_any,
-                                                          memory::desc({w[0]}, f32, tag::a), dst_any,
+    auto d = has_bias() ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, alg, src_any,
+                                                          wei_any, memory::desc({w[0]}, f32, tag::a), dst_any,
                                                           geo.strides, geo.dilations, geo.pad_l, geo.pad_r)
-                        : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                          dnnl::algorithm::convolution_direct, src_any, wei_any,
-                                                          dst_any, geo.strides, geo.dilations, geo.pad_l, geo.pad_r);
+                        : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, alg, src_any,
+                                                          wei_any, dst_any, geo.strides, geo.dilations, geo.pad_l, geo.pad_r);
     dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // execute() passes the node's scratch
     if (!post_ops.empty()) {
       dnnl::post_ops po;
       post_ops.append_to(po);
@@ -164,9 +198,23 @@ class ConvolutionNode : public Node {
   dnnl::convolution_forward prim_;
   memory weights_, bias_;
   memory dw_weights_, dw_bias_;  // of a depthwise post-op
+  memory scratchpad_;             // over `scratch`, made again when the memory plan moves it
+  void* scratch_at_ = nullptr;
 };
 
 }  // namespace
+
+bool winograd_pays(const std::string& impl, int64_t out_pixels) {
+  // F(4x4, 3x3) ("jit_wino_4x3", which oneDNN takes where its blocking fits) ran 2.0-3.6x
+  // faster than the direct (brgemm) kernel on every shape measured with 8 or more input
+  // channels (16-256 channels, 6x24 to 112x112 outputs). F(2x2, 3x3) ("jit_fp32_wino_2x3",
+  // its fallback) ran 1.4-2.1x faster on outputs of 27x27 and more, but at 14x14 and below
+  // anywhere from 0.35x to 2x, depending on the channel counts' factors: taken from 27x27.
+  // (AMD Zen 4, 2 threads, f32, relu post-op; docs/performance.md.)
+  if (impl.rfind("jit_wino_4x3", 0) == 0) return true;
+  if (impl.rfind("jit_fp32_wino_2x3", 0) == 0) return out_pixels >= 27 * 27;
+  return false;
+}
 
 bool convolution_supports(const ir::Node& n) {
   if (n.op_type() != "Conv" || !n.is_onnx_domain() || n.num_inputs() < 2) return false;

@@ -1,0 +1,115 @@
+// Convolutions on oneDNN's Winograd kernel: which ones take it (winograd_pays and the
+// candidate rule in src/cpu/nodes/convolution.cpp), that they compute the convolution, and
+// that a convolution's scratchpad is the node's working memory in the arena. Expectations
+// come from what oneDNN offers at the ISA in use: oneDNN 2.6 has Winograd for AVX-512 only,
+// so under AVX2 or SSE4.1 every convolution here must take the direct kernel.
+#include <gtest/gtest.h>
+
+#include "cpu/dnnl_util.hpp"
+#include "cpu/executor.hpp"
+#include "cpu/nodes/node_factory.hpp"
+
+#include "cpu_test_util.hpp"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+// The Winograd implementation oneDNN offers for a 3x3 / pad 1 convolution of x (NCHW) to
+// `co` channels at `stride`, or "" when it has none at this ISA.
+std::string onednn_winograd(const Shape& x, int64_t co, int64_t stride) {
+  using dnnl::memory;
+  const auto f32 = memory::data_type::f32;
+  const int64_t h = (x[2] + 2 - 3) / stride + 1, w = (x[3] + 2 - 3) / stride + 1;
+  memory::desc src(x, f32, memory::format_tag::any), wei({co, x[1], 3, 3}, f32, memory::format_tag::any),
+      bias({co}, f32, memory::format_tag::a), dst({x[0], co, h, w}, f32, memory::format_tag::any);
+  try {
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_winograd, src,
+                                      wei, bias, dst, {stride, stride}, {1, 1}, {1, 1});
+    return dnnl::convolution_forward::primitive_desc(d, cpu::cpu_engine()).impl_info_str();
+  } catch (const dnnl::error&) {
+    return "";
+  }
+}
+
+// x -> 3x3 conv (co channels, `stride`, `group`) -> Relu, with x [1, ci, h, w].
+std::shared_ptr<ir::Graph> conv_relu(int64_t ci, int64_t co, int64_t stride = 1, int64_t group = 1) {
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape({ir::Dim(1), ir::Dim(ci), ir::Dim::sym("h"), ir::Dim::sym("w")})});
+  auto* c = g->add_node("Conv", {x, g->add_constant("w", random_tensor({co, ci / group, 3, 3}, 3, 0.3f)),
+                                 g->add_constant("b", random_tensor({co}, 4))},
+                        1, "conv");
+  c->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+  c->attrs["strides"] = std::vector<int64_t>{stride, stride};
+  c->attrs["group"] = group;
+  g->add_output(g->add_node("Relu", {c->output(0)}, 1, "relu")->output(0));
+  return g;
+}
+
+const cpu::Node& the_conv(const cpu::Graph& g) {
+  for (const auto& n : g.nodes())
+    if (n->kind() == cpu::NodeKind::Convolution) return *n;
+  throw std::runtime_error("no Convolution in\n" + g.describe());
+}
+
+}  // namespace
+
+TEST(CpuWinograd, PaysForFourByThreeAlwaysAndTwoByThreeOnLargeOutputs) {
+  EXPECT_TRUE(cpu::winograd_pays("jit_wino_4x3:avx512_core", 6 * 24));
+  EXPECT_TRUE(cpu::winograd_pays("jit_fp32_wino_2x3:avx512_core", 27 * 27));
+  EXPECT_FALSE(cpu::winograd_pays("jit_fp32_wino_2x3:avx512_core", 14 * 14));
+  EXPECT_FALSE(cpu::winograd_pays("brgconv:avx512_core", 100 * 100));
+  EXPECT_FALSE(cpu::winograd_pays("", 100 * 100));
+}
+
+TEST(CpuWinograd, A3x3ConvolutionTakesItWhereOneDnnHasItAndMatchesTheReference) {
+  // shapes where oneDNN picks F(4x4, 3x3) and F(2x2, 3x3) on AVX-512, and one of the latter too
+  // small to pay; each checked against the reference executor
+  struct Case {
+    Shape x;
+    int64_t co;
+  } cases[] = {{{1, 64, 24, 100}, 128}, {{1, 32, 30, 30}, 32}, {{1, 128, 7, 7}, 128}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(shape_to_string(c.x));
+    const std::string offered = onednn_winograd(c.x, c.co, 1);
+    const bool expected = cpu::winograd_pays(offered, c.x[2] * c.x[3]);
+    auto cg = compare_with_reference(conv_relu(c.x[1], c.co), {random_tensor(c.x, 7)}, 1e-4, 1e-4);
+    const cpu::Node& conv = the_conv(*cg);
+    EXPECT_EQ(conv.impl.find("wino") != std::string::npos, expected) << conv.impl << " (oneDNN offers '" << offered << "')";
+    if (expected) {
+      EXPECT_EQ(conv.impl, offered);
+    }
+  }
+}
+
+TEST(CpuWinograd, ConvolutionsItDoesNotPayForKeepTheDirectKernel) {
+  // an image's 3 channels, stride 2, grouped: direct at every ISA
+  for (auto [g, x] : {std::pair{conv_relu(3, 32), Shape{1, 3, 48, 64}}, std::pair{conv_relu(64, 64, 2), Shape{1, 64, 48, 64}},
+                      std::pair{conv_relu(64, 64, 1, 2), Shape{1, 64, 48, 64}}}) {
+    SCOPED_TRACE(shape_to_string(x));
+    auto cg = compare_with_reference(g, {random_tensor(x, 8)}, 1e-4, 1e-4);
+    EXPECT_EQ(the_conv(*cg).impl.find("wino"), std::string::npos) << the_conv(*cg).impl;
+  }
+}
+
+TEST(CpuWinograd, ItsScratchpadIsTheNodesWorkingMemoryAcrossGrowingAndShrinkingWidths) {
+  // The primitive's scratchpad is planned in the thread's arena (Node::scratch_bytes) and
+  // given to every run, so plans of other widths sharing the arena must not disturb it.
+  auto g = conv_relu(64, 128);
+  ir::infer_shapes(*g);
+  runtime::ReferenceExecutor ref(g);
+  cpu::Executor ex(g);
+  uint32_t seed = 20;
+  for (int64_t w : {40, 200, 96, 400, 40, 200}) {
+    SCOPED_TRACE(w);
+    const Tensor x = random_tensor({1, 64, 24, w}, seed++);
+    expect_close(ref.run({x})[0], ex.run({x})[0], 1e-4, 1e-4);
+    const auto& plan = ex.plan_for({{1, 64, 24, w}});
+    ASSERT_TRUE(plan.cpu) << plan.fallback_reason;
+    const cpu::Node& conv = the_conv(*plan.cpu);
+    if (conv.impl.find("wino") != std::string::npos) {
+      EXPECT_GT(conv.scratch_bytes(), 0u) << conv.impl;
+    }
+  }
+}
