@@ -47,6 +47,11 @@ void Graph::prepare_all(bool release_packed_sources) {
   std::optional<SourceRelease> release;
   if (release_packed_sources && WeightsCache::current())
     release.emplace(nodes_, output_edges_, *ir_, *WeightsCache::current());
+  for (auto& node : nodes_) {  // Node::output_readers, before the loop below moves nodes_
+    node->output_readers.clear();
+    if (!node->outputs.empty() && node->outputs[0])
+      for (const Node* r : consumers(node->outputs[0])) node->output_readers.push_back(r->kind());
+  }
   for (auto& node : nodes_) {
     const std::vector<Edge*> before = node->inputs;
     std::vector<bool> converted(before.size(), false);

@@ -56,30 +56,53 @@ const cpu::Node& the_conv(const cpu::Graph& g) {
 }  // namespace
 
 TEST(CpuWinograd, PaysForFourByThreeAlwaysAndTwoByThreeOnLargeOutputs) {
-  EXPECT_TRUE(cpu::winograd_pays("jit_wino_4x3:avx512_core", 6 * 24));
-  EXPECT_TRUE(cpu::winograd_pays("jit_fp32_wino_2x3:avx512_core", 27 * 27));
-  EXPECT_FALSE(cpu::winograd_pays("jit_fp32_wino_2x3:avx512_core", 14 * 14));
-  EXPECT_FALSE(cpu::winograd_pays("brgconv:avx512_core", 100 * 100));
-  EXPECT_FALSE(cpu::winograd_pays("", 100 * 100));
+  EXPECT_TRUE(cpu::winograd_pays("jit_wino_4x3:avx512_core", 6 * 24, 16, false));
+  EXPECT_TRUE(cpu::winograd_pays("jit_wino_4x3:avx512_core", 6 * 24, 16, true));
+  EXPECT_TRUE(cpu::winograd_pays("jit_fp32_wino_2x3:avx512_core", 27 * 27, 16, false));
+  EXPECT_FALSE(cpu::winograd_pays("jit_fp32_wino_2x3:avx512_core", 27 * 27, 16, true));
+  EXPECT_FALSE(cpu::winograd_pays("jit_fp32_wino_2x3:avx512_core", 14 * 14, 128, false));
+  EXPECT_TRUE(cpu::winograd_pays("jit_fp32_wino_2x3:avx512_core", 14 * 14, 256, false));
+  EXPECT_FALSE(cpu::winograd_pays("jit_fp32_wino_2x3:avx512_core", 7 * 7, 512, false));
+  EXPECT_FALSE(cpu::winograd_pays("brgconv:avx512_core", 100 * 100, 64, false));
+  EXPECT_FALSE(cpu::winograd_pays("", 100 * 100, 64, false));
 }
 
 TEST(CpuWinograd, A3x3ConvolutionTakesItWhereOneDnnHasItAndMatchesTheReference) {
-  // shapes where oneDNN picks F(4x4, 3x3) and F(2x2, 3x3) on AVX-512, and one of the latter too
-  // small to pay; each checked against the reference executor
+  // shapes where oneDNN picks F(4x4, 3x3) and F(2x2, 3x3) on AVX-512, one of the latter too
+  // small to pay and one small but wide enough; each checked against the reference executor
   struct Case {
     Shape x;
     int64_t co;
-  } cases[] = {{{1, 64, 24, 100}, 128}, {{1, 32, 30, 30}, 32}, {{1, 128, 7, 7}, 128}};
+  } cases[] = {{{1, 64, 24, 100}, 128}, {{1, 32, 30, 30}, 32}, {{1, 128, 7, 7}, 128}, {{1, 256, 14, 14}, 256}};
   for (const Case& c : cases) {
     SCOPED_TRACE(shape_to_string(c.x));
     const std::string offered = onednn_winograd(c.x, c.co, 1);
-    const bool expected = cpu::winograd_pays(offered, c.x[2] * c.x[3]);
+    const bool expected = cpu::winograd_pays(offered, c.x[2] * c.x[3], std::min(c.x[1], c.co), false);
     auto cg = compare_with_reference(conv_relu(c.x[1], c.co), {random_tensor(c.x, 7)}, 1e-4, 1e-4);
     const cpu::Node& conv = the_conv(*cg);
     EXPECT_EQ(conv.impl.find("wino") != std::string::npos, expected) << conv.impl << " (oneDNN offers '" << offered << "')";
     if (expected) {
       EXPECT_EQ(conv.impl, offered);
     }
+  }
+}
+
+TEST(CpuWinograd, AConvolutionIntoAConcatTakesOnlyTheLargerSaving) {
+  // x -> [3x3 conv, 1x1 conv] -> Concat: the 3x3 one takes F(2x2) only when no Concat reads it
+  const Shape x{1, 32, 30, 30};
+  auto g = make_graph();
+  auto* in = g->add_input("x", {DType::f32, ir::PartialShape(x)});
+  ir::Value* a = conv3x3(*g, in, 32, 32, 11, "conv", 0.3f);
+  auto* pw = g->add_node("Conv", {in, g->add_constant("pw", random_tensor({16, 32, 1, 1}, 13, 0.3f))}, 1, "pw");
+  auto* cat_node = g->add_node("Concat", {a, pw->output(0)}, 1, "cat");
+  cat_node->attrs["axis"] = int64_t{1};
+  g->add_output(cat_node->output(0));
+  const std::string offered = onednn_winograd(x, 32, 1);
+  auto cg = compare_with_reference(g, {random_tensor(x, 12)}, 1e-4, 1e-4);
+  const std::string impl = find(*cg, "conv")->impl;
+  EXPECT_EQ(impl.find("wino") != std::string::npos, cpu::winograd_pays(offered, 30 * 30, 32, true)) << impl;
+  if (offered.rfind("jit_fp32_wino_2x3", 0) == 0) {
+    EXPECT_EQ(impl.find("wino"), std::string::npos) << impl;
   }
 }
 

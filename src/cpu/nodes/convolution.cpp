@@ -138,8 +138,11 @@ class ConvolutionNode : public Node {
     if (winograd_candidate(post_ops)) {
       auto [d, attr] = describe(post_ops, dnnl::algorithm::convolution_winograd);
       const int64_t out_pixels = outputs[0]->shape[2] * outputs[0]->shape[3];
+      const int64_t channels = std::min(inputs[1]->shape[0], inputs[1]->shape[1]);  // in and out
+      const bool to_concat = std::count(output_readers.begin(), output_readers.end(), NodeKind::Concat) > 0;
       auto made = cached_primitive_if<PD, dnnl::convolution_forward>(
-          d, attr, "", [&](const PD& pd) { return winograd_pays(pd.impl_info_str(), out_pixels); });
+          d, attr, to_concat ? "to concat" : "",
+          [&](const PD& pd) { return winograd_pays(pd.impl_info_str(), out_pixels, channels, to_concat); });
       if (made) return *made;
     }
     auto [d, attr] = describe(post_ops);
@@ -204,16 +207,21 @@ class ConvolutionNode : public Node {
 
 }  // namespace
 
-bool winograd_pays(const std::string& impl, int64_t out_pixels) {
+bool winograd_pays(const std::string& impl, int64_t out_pixels, int64_t channels, bool to_concat) {
   // F(4x4, 3x3) ("jit_wino_4x3", which oneDNN takes where its blocking fits) ran 2.0-3.6x
   // faster than the direct (brgemm) kernel on every shape measured with 8 or more input
   // channels (16-256 channels, 6x24 to 112x112 outputs). F(2x2, 3x3) ("jit_fp32_wino_2x3",
-  // its fallback) ran 1.4-2.1x faster on outputs of 27x27 and more, but at 14x14 and below
-  // anywhere from 0.35x to 2x, depending on the channel counts' factors: taken from 27x27.
-  // (AMD Zen 4, 2 threads, f32, relu post-op; docs/performance.md.)
+  // its fallback) ran 1.4-2.1x faster on outputs of 27x27 and more, and 1.4-3.9x with 256
+  // channels or more in and out on 10x10 and more; otherwise anywhere from 0.35x to 2x,
+  // depending on the channel counts' factors (96 -> 208 at 14x14: 0.35x; 832 -> 384 at 7x7:
+  // 0.75x). (AMD Zen 4, 2 threads, f32, relu post-op; docs/performance.md.)
+  // Both write channel blocks (nChw16c) where the direct kernel writes channels-last. Into
+  // a Concat of channels-last branches that costs Reorders and the Concat's fast copy:
+  // DenseNet-121, whose 3x3 layers all take F(2x2), went from 29.6 to 32.4 ms. Only F(4x4)
+  // saves enough to pay for that.
   if (impl.rfind("jit_wino_4x3", 0) == 0) return true;
-  if (impl.rfind("jit_fp32_wino_2x3", 0) == 0) return out_pixels >= 27 * 27;
-  return false;
+  if (impl.rfind("jit_fp32_wino_2x3", 0) != 0 || to_concat) return false;
+  return out_pixels >= 27 * 27 || (channels >= 256 && out_pixels >= 10 * 10);
 }
 
 bool convolution_supports(const ir::Node& n) {
