@@ -208,7 +208,7 @@ class ConvolutionNode : public Node {
 }  // namespace
 
 bool winograd_pays(const std::string& impl, int64_t out_pixels, int64_t channels, bool to_concat) {
-  // F(4x4, 3x3) ("jit_wino_4x3", which oneDNN takes where its blocking fits) ran 2.0-3.6x
+  // F(4x4, 3x3) ("jit_wino_4x3", which oneDNN takes where its blocking fits) ran 2.0-5.5x
   // faster than the direct (brgemm) kernel on every shape measured with 8 or more input
   // channels (16-256 channels, 6x24 to 112x112 outputs). F(2x2, 3x3) ("jit_fp32_wino_2x3",
   // its fallback) ran 1.4-2.1x faster on outputs of 27x27 and more, and 1.4-3.9x with 256
@@ -218,7 +218,9 @@ bool winograd_pays(const std::string& impl, int64_t out_pixels, int64_t channels
   // Both write channel blocks (nChw16c) where the direct kernel writes channels-last. Into
   // a Concat of channels-last branches that costs Reorders and the Concat's fast copy:
   // DenseNet-121, whose 3x3 layers all take F(2x2), went from 29.6 to 32.4 ms. Only F(4x4)
-  // saves enough to pay for that.
+  // saves enough to pay for that. (SqueezeNet-1.1, whose Fire Concats join two halves,
+  // was 7% faster with F(2x2) into them: a Concat that joins blocked and channels-last
+  // sources at memory speed would let both take it.)
   if (impl.rfind("jit_wino_4x3", 0) == 0) return true;
   if (impl.rfind("jit_fp32_wino_2x3", 0) != 0 || to_concat) return false;
   return out_pixels >= 27 * 27 || (channels >= 256 && out_pixels >= 10 * 10);
