@@ -120,10 +120,10 @@ class Node {
   bool shape_agnostic = false;
   // Fusion answers shared by the plans of a model whose shapes vary (GraphOptions), else null.
   FusionDecisions* fusion_decisions = nullptr;
-  // Set by the graph just before prepare(): the kinds of the nodes that read output 0, for a
-  // node whose best kernel depends on its readers (Convolution: Winograd's blocked output
-  // before a Concat of channels-last branches).
-  std::vector<NodeKind> output_readers;
+  // Set by the graph just before prepare(): the nodes that read output 0 (not yet prepared;
+  // their kind and edges are set), for a node whose best kernel depends on its readers
+  // (Convolution: Winograd's blocked output as a small part of a Concat).
+  std::vector<const Node*> output_readers;
   // Set by prepare(): shapes_vary made it take an implementation quicker to create than
   // oneDNN's first choice, which may run slower (Graph::quick_nodes()).
   bool quick_impl = false;

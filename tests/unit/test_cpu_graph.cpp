@@ -585,6 +585,32 @@ TEST(CpuConcatRows, EveryRowShapeMatchesTheReference) {
   }
 }
 
+// A source in another layout than the Concat's channels-last destination (here a plain graph
+// input between two convolutions' outputs) is written by a reorder into its slice while the
+// others are copied as rows ("rows_reorders"): many rows (a thread each) and few (pieces).
+// Below AVX-512 the convolutions write channel blocks and oneDNN's concat does it all.
+TEST(CpuConcatRows, ASourceInAnotherLayoutIsReorderedIntoItsSlice) {
+  for (const Shape& xs : {Shape{2, 4, 10, 10}, Shape{1, 4, 4, 4}}) {
+    SCOPED_TRACE(shape_to_string(xs));
+    auto g = make_graph();
+    auto* x = g->add_input("x", {DType::f32, ir::PartialShape(xs)});
+    auto* y = g->add_input("y", {DType::f32, ir::PartialShape(xs)});
+    ir::Value* a = conv3x3(*g, x, 4, 16, 21, "ca", 0.3f);  // 4 input channels: no Winograd
+    ir::Value* b = conv3x3(*g, x, 4, 32, 23, "cb", 0.3f);
+    auto* cat = g->add_node("Concat", {a, y, b}, 1, "cat");
+    cat->attrs["axis"] = int64_t(1);
+    g->add_output(conv3x3(*g, cat->output(0), 52, 8, 25, "after", 0.3f));
+    auto cg = compare_with_reference(g, {random_tensor(xs, 26), random_tensor(xs, 27)});
+    const cpu::Node* node = find(*cg, "cat");
+    ASSERT_NE(node, nullptr);
+    const cpu::Edge* out = node->outputs[0];
+    const dnnl::memory::desc nhwc(dnnl::memory::dims(out->shape.begin(), out->shape.end()),
+                                  dnnl::memory::data_type::f32, dnnl::memory::format_tag::acdb);
+    const bool channels_last = !out->is_plain() && *out->blocked == nhwc;
+    EXPECT_EQ(node->impl == "rows_reorders", channels_last) << node->impl << "\n" << cg->describe();
+  }
+}
+
 // Outputs are written straight into the tensors run() returns (the previous run's when the
 // caller hands them back): also a Concat whose inputs are placed inside it, an output read by
 // later nodes, one listed twice, a Reshape view of another buffer, and a graph input as output.

@@ -87,22 +87,27 @@ TEST(CpuWinograd, A3x3ConvolutionTakesItWhereOneDnnHasItAndMatchesTheReference) 
   }
 }
 
-TEST(CpuWinograd, AConvolutionIntoAConcatTakesOnlyTheLargerSaving) {
-  // x -> [3x3 conv, 1x1 conv] -> Concat: the 3x3 one takes F(2x2) only when no Concat reads it
+TEST(CpuWinograd, AMinorPartOfAConcatTakesOnlyTheLargerSaving) {
+  // x -> [3x3 conv to 32 channels, 1x1 conv to `other`] -> Concat: the 3x3 one takes F(2x2) only
+  // when it is half of the Concat or more; its blocked output is then reordered into its slice
   const Shape x{1, 32, 30, 30};
-  auto g = make_graph();
-  auto* in = g->add_input("x", {DType::f32, ir::PartialShape(x)});
-  ir::Value* a = conv3x3(*g, in, 32, 32, 11, "conv", 0.3f);
-  auto* pw = g->add_node("Conv", {in, g->add_constant("pw", random_tensor({16, 32, 1, 1}, 13, 0.3f))}, 1, "pw");
-  auto* cat_node = g->add_node("Concat", {a, pw->output(0)}, 1, "cat");
-  cat_node->attrs["axis"] = int64_t{1};
-  g->add_output(cat_node->output(0));
-  const std::string offered = onednn_winograd(x, 32, 1);
-  auto cg = compare_with_reference(g, {random_tensor(x, 12)}, 1e-4, 1e-4);
-  const std::string impl = find(*cg, "conv")->impl;
-  EXPECT_EQ(impl.find("wino") != std::string::npos, cpu::winograd_pays(offered, 30 * 30, 32, true)) << impl;
-  if (offered.rfind("jit_fp32_wino_2x3", 0) == 0) {
-    EXPECT_EQ(impl.find("wino"), std::string::npos) << impl;
+  for (int64_t other : {16, 96}) {
+    SCOPED_TRACE(other);
+    auto g = make_graph();
+    auto* in = g->add_input("x", {DType::f32, ir::PartialShape(x)});
+    ir::Value* a = conv3x3(*g, in, 32, 32, 11, "conv", 0.3f);
+    auto* pw = g->add_node("Conv", {in, g->add_constant("pw", random_tensor({other, 32, 1, 1}, 13, 0.3f))}, 1, "pw");
+    auto* cat_node = g->add_node("Concat", {a, pw->output(0)}, 1, "cat");
+    cat_node->attrs["axis"] = int64_t{1};
+    g->add_output(cat_node->output(0));
+    const std::string offered = onednn_winograd(x, 32, 1);
+    const bool minor = 2 * 32 < 32 + other;
+    auto cg = compare_with_reference(g, {random_tensor(x, 12)}, 1e-4, 1e-4);
+    const std::string impl = find(*cg, "conv")->impl;
+    EXPECT_EQ(impl.find("wino") != std::string::npos, cpu::winograd_pays(offered, 30 * 30, 32, minor)) << impl;
+    if (offered.rfind("jit_fp32_wino_2x3", 0) == 0) {
+      EXPECT_EQ(impl.find("wino") == std::string::npos, minor) << impl;
+    }
   }
 }
 

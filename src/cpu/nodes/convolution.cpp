@@ -139,16 +139,29 @@ class ConvolutionNode : public Node {
       auto [d, attr] = describe(post_ops, dnnl::algorithm::convolution_winograd);
       const int64_t out_pixels = outputs[0]->shape[2] * outputs[0]->shape[3];
       const int64_t channels = std::min(inputs[1]->shape[0], inputs[1]->shape[1]);  // in and out
-      const bool to_concat = std::count(output_readers.begin(), output_readers.end(), NodeKind::Concat) > 0;
+      const bool minor = minor_part_of_a_concat();
       auto made = cached_primitive_if<PD, dnnl::convolution_forward>(
-          d, attr, to_concat ? "to concat" : "",
-          [&](const PD& pd) { return winograd_pays(pd.impl_info_str(), out_pixels, channels, to_concat); });
+          d, attr, minor ? "minor part of a concat" : "",
+          [&](const PD& pd) { return winograd_pays(pd.impl_info_str(), out_pixels, channels, minor); });
       if (made) return *made;
     }
     auto [d, attr] = describe(post_ops);
     return cached_primitive<PD, dnnl::convolution_forward>(d, attr, quick ? "quick" : "",
                                                            quick ? [](PD& pd) { return prefer_quick_to_create(pd); }
                                                                  : std::function<bool(PD&)>());
+  }
+
+  // Does a Concat read the output as less than half of its own (along any axis but the
+  // channels: always)? Then the Concat's layout is its other sources' (see winograd_pays).
+  bool minor_part_of_a_concat() const {
+    for (const Node* r : output_readers) {
+      if (r->kind() != NodeKind::Concat) continue;
+      const Shape& whole = r->outputs.at(0)->shape;
+      int64_t axis = r->source ? r->source->attr_i("axis", -1) : -1;  // the Concat is not prepared yet
+      if (axis < 0) axis += static_cast<int64_t>(whole.size());
+      if (axis != 1 || whole.size() < 2 || 2 * outputs[0]->shape[1] < whole[1]) return true;
+    }
+    return false;
   }
 
   // Whether oneDNN's Winograd convolution may run this one: f32 (it has no bf16 kernel), 2D,
@@ -207,7 +220,7 @@ class ConvolutionNode : public Node {
 
 }  // namespace
 
-bool winograd_pays(const std::string& impl, int64_t out_pixels, int64_t channels, bool to_concat) {
+bool winograd_pays(const std::string& impl, int64_t out_pixels, int64_t channels, bool minor_part_of_a_concat) {
   // F(4x4, 3x3) ("jit_wino_4x3", which oneDNN takes where its blocking fits) ran 2.0-5.5x
   // faster than the direct (brgemm) kernel on every shape measured with 8 or more input
   // channels (16-256 channels, 6x24 to 112x112 outputs). F(2x2, 3x3) ("jit_fp32_wino_2x3",
@@ -215,14 +228,15 @@ bool winograd_pays(const std::string& impl, int64_t out_pixels, int64_t channels
   // channels or more in and out on 10x10 and more; otherwise anywhere from 0.35x to 2x,
   // depending on the channel counts' factors (96 -> 208 at 14x14: 0.35x; 832 -> 384 at 7x7:
   // 0.75x). (AMD Zen 4, 2 threads, f32, relu post-op; docs/performance.md.)
-  // Both write channel blocks (nChw16c) where the direct kernel writes channels-last. Into
-  // a Concat of channels-last branches that costs Reorders and the Concat's fast copy:
-  // DenseNet-121, whose 3x3 layers all take F(2x2), went from 29.6 to 32.4 ms. Only F(4x4)
-  // saves enough to pay for that. (SqueezeNet-1.1, whose Fire Concats join two halves,
-  // was 7% faster with F(2x2) into them: a Concat that joins blocked and channels-last
-  // sources at memory speed would let both take it.)
+  // Both write channel blocks (nChw16c) where the direct kernel writes channels-last. A
+  // Concat takes the layout of most of its data: DenseNet-121 concatenates every earlier
+  // layer's 32 channels, all F(2x2) outputs, so its dense blocks went over to channel blocks
+  // (Concats 1.1 -> 8.5 ms, Reorders around every layer; 29.6 -> 32.4 ms). Where the
+  // Winograd output is half of a Concat or more (SqueezeNet-1.1's Fire modules), the Concat
+  // writes it into its channels-last slice by a reorder and the rest by rows: SqueezeNet ran
+  // 8% faster. So F(2x2) is not taken as a minor part of a Concat; F(4x4) saves enough anyway.
   if (impl.rfind("jit_wino_4x3", 0) == 0) return true;
-  if (impl.rfind("jit_fp32_wino_2x3", 0) != 0 || to_concat) return false;
+  if (impl.rfind("jit_fp32_wino_2x3", 0) != 0 || minor_part_of_a_concat) return false;
   return out_pixels >= 27 * 27 || (channels >= 256 && out_pixels >= 10 * 10);
 }
 

@@ -25,8 +25,9 @@ bool convolution_supports(const ir::Node& n);
 std::unique_ptr<Node> make_convolution_node(const ir::Node& n);
 // Whether oneDNN's Winograd implementation `impl` is taken over the direct one, for an
 // output of `out_pixels` (H x W), the smaller of the input and output channel counts, and
-// whether a Concat reads the output (convolution.cpp says where it measured faster).
-bool winograd_pays(const std::string& impl, int64_t out_pixels, int64_t channels, bool to_concat);
+// whether a Concat reads the output as less than half of its own (convolution.cpp says
+// where it measured faster).
+bool winograd_pays(const std::string& impl, int64_t out_pixels, int64_t channels, bool minor_part_of_a_concat);
 bool quantized_convolution_supports(const ir::Node& n);  // QLinearConv, requantized by oneDNN
 std::unique_ptr<Node> make_quantized_convolution_node(const ir::Node& n);
 bool conv_integer_supports(const ir::Node& n);
