@@ -106,17 +106,15 @@ struct RowCopy {
 };
 
 // The row copy of `srcs` into `dst` along `axis` when the destination's memory order is
-// known, else nullopt. Sources in that order are copied by it; with `allow_foreign`, the
-// others are marked foreign (written by a reorder), else they make it nullopt.
-std::optional<RowCopy> row_copy(const std::vector<Edge*>& srcs, const Edge& dst, int axis, bool allow_foreign) {
+// known and at least one source has it, else nullopt. Sources in that order are copied by
+// it; the others are marked foreign (the node writes them by a reorder).
+std::optional<RowCopy> row_copy(const std::vector<Edge*>& srcs, const Edge& dst, int axis) {
   const std::vector<size_t> order = memory_order(dst);
   if (order.empty()) return std::nullopt;
   std::vector<bool> foreign;
   for (const Edge* e : srcs) {
     if (!e || e->dtype != dst.dtype) return std::nullopt;
-    const bool same = memory_order(*e) == order && e->is_plain() == dst.is_plain();
-    if (!same && !allow_foreign) return std::nullopt;
-    foreign.push_back(!same);
+    foreign.push_back(memory_order(*e) != order || e->is_plain() != dst.is_plain());
   }
   if (std::count(foreign.begin(), foreign.end(), false) == 0) return std::nullopt;  // nothing to copy by rows
   const size_t pos = static_cast<size_t>(std::find(order.begin(), order.end(), static_cast<size_t>(axis)) - order.begin());
@@ -230,7 +228,7 @@ class ConcatNode : public Node {
     for (const InputLayout& r : req) converted |= r.kind != InputLayout::Kind::any;
     rows_.reset();
     foreign_.clear();
-    if (!converted) rows_ = row_copy(inputs, *out, axis, /*allow_foreign=*/true);
+    if (!converted) rows_ = row_copy(inputs, *out, axis);
     if (rows_) {
       impl = "rows";
       const memory::desc dst = out->desc();
