@@ -42,6 +42,35 @@ std::optional<dnnl::memory::desc> plain_desc(const Shape& s, DType t) {
   return dnnl::memory::desc(to_dims(s), *dt, strides);
 }
 
+std::optional<dnnl::memory::desc> channels_last_desc(const Shape& s, DType t) {
+  auto dt = dnnl_type(t);
+  if (!dt || s.size() < 3 || s.size() > 5) return std::nullopt;
+  (void)shape_size(s);
+  std::vector<size_t> order = {0};  // outermost first
+  for (size_t i = 2; i < s.size(); ++i) order.push_back(i);
+  order.push_back(1);
+  dnnl::memory::dims strides(s.size());
+  dnnl::memory::dim st = 1;
+  for (size_t k = order.size(); k-- > 0;) {
+    strides[order[k]] = st;
+    st *= s[order[k]];
+  }
+  return dnnl::memory::desc(to_dims(s), *dt, strides);
+}
+
+bool same_element_offsets(const dnnl::memory::desc& a, const dnnl::memory::desc& b) {
+  const dnnl_memory_desc_t &x = a.data, &y = b.data;
+  if (x.format_kind != dnnl_blocked || y.format_kind != dnnl_blocked || x.ndims != y.ndims ||
+      x.data_type != y.data_type || x.offset0 != y.offset0 || x.extra.flags != y.extra.flags)
+    return false;
+  if (x.format_desc.blocking.inner_nblks != 0 || y.format_desc.blocking.inner_nblks != 0) return false;
+  for (int i = 0; i < x.ndims; ++i) {
+    if (x.dims[i] != y.dims[i] || x.padded_dims[i] != x.dims[i] || y.padded_dims[i] != y.dims[i]) return false;
+    if (x.dims[i] != 1 && x.format_desc.blocking.strides[i] != y.format_desc.blocking.strides[i]) return false;
+  }
+  return true;
+}
+
 bool has_padding(const dnnl::memory::desc& d) {
   for (int i = 0; i < d.data.ndims; ++i)
     if (d.data.padded_dims[i] != d.data.dims[i]) return true;

@@ -30,6 +30,14 @@ dnnl::memory::dims to_dims(const Shape& s);
 // Dense row-major descriptor of a shape (rank 1..DNNL_MAX_NDIMS, oneDNN dtype); nullopt otherwise.
 std::optional<dnnl::memory::desc> plain_desc(const Shape& s, DType t);
 
+// Dense channels-last descriptor (N, spatial..., C in memory) of a shape of rank 3..5; nullopt
+// otherwise.
+std::optional<dnnl::memory::desc> channels_last_desc(const Shape& s, DType t);
+
+// True when two dense layouts without blocks put every element at the same offset: the same
+// dims, element type and strides, but for dims of size 1 (whose stride never counts).
+bool same_element_offsets(const dnnl::memory::desc& a, const dnnl::memory::desc& b);
+
 // True when a layout pads some dim (e.g. 17 channels in nChw16c hold 32): the padding
 // must stay zero, and some oneDNN 2.6 kernels mishandle the last, partial block.
 bool has_padding(const dnnl::memory::desc& d);

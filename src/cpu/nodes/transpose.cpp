@@ -1,5 +1,14 @@
-// Transpose: a oneDNN reorder from the input into a view of the output whose strides
-// are permuted, so the data moves once in a JIT-compiled copy. Plain in, plain out.
+// Transpose: no copy where the input's bytes, read in the permuted dim order, are already in
+// a layout the readers take: the output is then a view of the input (its descriptor the
+// input's with the dims permuted). That holds where the result is plain (a convolution's
+// channels-last NCHW output transposed to NHWC, as ConvNeXt does before its LayerNorm) or
+// channels-last (the NHWC result transposed back to NCHW: the next convolution reads it as
+// it is). A reader that needs another layout gets a Reorder, which is the copy the Transpose
+// saved. Elsewhere a oneDNN reorder from the plain input (the graph reorders a blocked one
+// first) into a view of the plain output whose strides are permuted: the data moves once in
+// a JIT-compiled copy.
+#include <optional>
+
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/nodes/node_factory.hpp"
@@ -17,12 +26,21 @@ class TransposeNode : public Node {
   const char* type() const override { return "Transpose"; }
   NodeKind kind() const override { return NodeKind::Transpose; }
 
+  int output_aliases_input() const override { return view_ ? 0 : -1; }
+
   std::vector<InputLayout> prepare() override {
     const Shape& x = inputs[0]->shape;
     const size_t r = x.size();
     std::vector<int64_t> perm = source->attr_ints("perm", {});
     if (perm.empty())
       for (size_t i = 0; i < r; ++i) perm.push_back(static_cast<int64_t>(r - 1 - i));
+    view_ = false;
+    if (auto out = view_layout(perm)) {
+      outputs[0]->set_layout(*out);
+      view_ = true;
+      impl = "view";
+      return {InputLayout::any()};
+    }
     // output strides (row-major over the output shape), then input dim perm[i] -> stride of output dim i
     const Shape& y = outputs[0]->shape;
     std::vector<int64_t> ystrides(r, 1);
@@ -39,12 +57,34 @@ class TransposeNode : public Node {
   }
 
   void execute(dnnl::stream& stream) override {
+    if (view_) return;
     auto src = inputs[0]->memory();
     dnnl::memory dst(dst_view_, cpu_engine(), outputs[0]->data);
     prim_.execute(stream, src, dst);
   }
 
  private:
+  // The output's layout as a view of the input as it comes (perm: ONNX's, output dim i is
+  // input dim perm[i]), where that layout is plain or channels-last; else nothing.
+  std::optional<dnnl::memory::desc> view_layout(const std::vector<int64_t>& perm) const {
+    const Edge& in = *inputs[0];
+    const Edge& out = *outputs[0];
+    const auto dt = dnnl_type(out.dtype);
+    if (!dt || in.dtype != out.dtype) return std::nullopt;
+    const dnnl::memory::desc d = in.desc();
+    // a layout of another element type (bf16 kept between convolutions) is not a view of this one
+    if (d.data.format_kind != dnnl_blocked || d.data.data_type != static_cast<dnnl_data_type_t>(*dt))
+      return std::nullopt;
+    std::vector<int> to(perm.size());  // oneDNN's permutation: input dim i goes to output dim to[i]
+    for (size_t i = 0; i < perm.size(); ++i) to[static_cast<size_t>(perm[i])] = static_cast<int>(i);
+    const dnnl::memory::desc v = d.permute_axes(to, /*allow_empty=*/true);
+    if (v.data.ndims == 0) return std::nullopt;
+    if (const auto p = plain_desc(out.shape, out.dtype); p && same_element_offsets(v, *p)) return p;
+    if (const auto cl = channels_last_desc(out.shape, out.dtype); cl && same_element_offsets(v, *cl)) return cl;
+    return std::nullopt;
+  }
+
+  bool view_ = false;
   dnnl::memory::desc dst_view_;
   dnnl::reorder prim_;
 };
