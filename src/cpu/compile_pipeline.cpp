@@ -55,7 +55,8 @@ IrStagesResult run_ir_stages(const ir::Graph& model, const std::vector<Shape>& i
   if (!r.all_static) return r;
   check_tensor_bytes(*r.graph, max_tensor_bytes(options));
   // 2, 3 (weights are constants by now)
-  run_ir_passes(*r.graph, options.disabled_passes, log, options.user_patterns.get(), options.snippets_mode);
+  run_ir_passes(*r.graph, options.disabled_passes, log, options.user_patterns.get(), options.snippets_mode,
+                fusion_target(options));
   return r;
 }
 
@@ -102,7 +103,7 @@ IrStagesResult instantiate_ir_template(const ir::Graph& tmpl, const std::vector<
   r.first_dynamic = s.first_dynamic;
   if (!r.all_static) return r;
   check_tensor_bytes(*r.graph, max_tensor_bytes(options));
-  run_tokenization(*r.graph, options.disabled_passes, log, options.snippets_mode);  // 3
+  run_tokenization(*r.graph, options.disabled_passes, log, options.snippets_mode, fusion_target(options));  // 3
   return r;
 }
 

@@ -271,4 +271,17 @@ bool sum_operand_ok(const ir::Node& add, const TensorFacts& host_out, const Tens
   return true;
 }
 
+bool swish_leaves_convolution(const FusionTarget& target) {
+  // oneDNN 2.6's swish post-op costs about as much whatever the convolution: 0.21-0.29 ms per
+  // million outputs in isolation (1x1 16 -> 96 at 112x112 to 3x3 128 -> 128 at 28x28; AMD Zen 4,
+  // 2 threads), and 0.36 inside EfficientNet-B0, whose 49 Swishes cover 6.2 million outputs: its
+  // convolutions took 7.8-8.0 ms with them and 5.5-5.9 without. The snippets kernel (Sigmoid
+  // and Mul in one pass, reading and writing the tensor once more) took 1.5 ms for them all,
+  // 0.24 ms per million: the model ran 8-9% faster. Not so elsewhere: AVX2 kernels took
+  // 3.7-4.3 ms (channel blocks of 8), and in bf16 3.8 ms, more than the post-ops cost.
+  // (Zen 4 runs a 512-bit operation as two halves; on a CPU with full-width AVX-512 both
+  // sides run faster and the tensor's extra pass weighs more: not measured there.)
+  return !target.bf16 && target.snippets_isa == snippets::Isa::Avx512;
+}
+
 }  // namespace kiln::cpu

@@ -12,6 +12,7 @@
 #include "cpu/node.hpp"
 #include "cpu/post_ops.hpp"
 #include "ir/graph.hpp"
+#include "snippets/target_machine.hpp"
 
 namespace kiln::cpu {
 
@@ -25,6 +26,19 @@ struct TensorFacts {
 };
 TensorFacts facts_of(const ir::Value& v);
 TensorFacts facts_of(const Edge& e);
+
+// What the rules may depend on beyond the graph: how the convolutions compute and which
+// instruction set the snippets kernels are generated for (none: no snippets target).
+struct FusionTarget {
+  bool bf16 = false;                         // inference_precision = bf16
+  std::optional<snippets::Isa> snippets_isa;  // resolved (never Auto)
+};
+
+// A written-out Swish (x * Sigmoid(x)) after a Convolution runs in a snippets kernel of its
+// own rather than as the convolution's swish post-op: where the convolutions compute in f32
+// and the snippets kernels are AVX-512 ones. Otherwise (and wherever no snippets kernel takes
+// it) it is the post-op.
+bool swish_leaves_convolution(const FusionTarget& target);
 
 // A node that takes post-ops: its output's channels are along `channel_axis`.
 struct PostOpHost {

@@ -56,9 +56,10 @@ bool qdq_to_qlinear_runs(const std::set<std::string>& disabled) {
 }
 
 void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log,
-                   const std::vector<pattern::PatternConfig>* user_patterns, SnippetsMode snippets) {
+                   const std::vector<pattern::PatternConfig>* user_patterns, SnippetsMode snippets,
+                   const FusionTarget& target) {
   run_ir_fusions(g, disabled, log, user_patterns);
-  run_tokenization(g, disabled, log, snippets);
+  run_tokenization(g, disabled, log, snippets, target);
 }
 
 void run_ir_fusions(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log,
@@ -98,8 +99,15 @@ void run_ir_fusions(ir::Graph& g, const std::set<std::string>& disabled, transfo
   transforms::run_ir_fusion_passes(g, disabled, log);
 }
 
+FusionTarget fusion_target(const GraphOptions& options) {
+  FusionTarget t;
+  t.bf16 = options.bf16;
+  t.snippets_isa = options.snippets_isa == snippets::Isa::Auto ? x64::best_isa() : options.snippets_isa;
+  return t;
+}
+
 void run_tokenization(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log,
-                      SnippetsMode snippets) {
+                      SnippetsMode snippets, const FusionTarget& target) {
   // last on the ir::Graph: what the CPU optimizer will not fuse and snippets can compile
   if (disabled.count("all-fusions")) return;
   if (disabled.count(snippets::kTokenizationPass) || snippets == SnippetsMode::disable) return;
@@ -114,7 +122,7 @@ void run_tokenization(ir::Graph& g, const std::set<std::string>& disabled, trans
   if (snippets == SnippetsMode::ignore_callback) {
     snippets::tokenize(g, snippets::SkippedNodes{}, max_ptrs, log);
   } else {
-    snippets::tokenize(g, mark_skipped(g, log), max_ptrs, log);  // what the CPU passes will fuse stays out
+    snippets::tokenize(g, mark_skipped(g, log, target), max_ptrs, log);  // what the CPU passes will fuse stays out
   }
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/fusion_rules.hpp"
 #include "cpu/graph.hpp"
 #include "pattern/pattern_config.hpp"
 #include "transforms/pass_log.hpp"
@@ -32,14 +33,16 @@ bool qdq_to_qlinear_runs(const std::set<std::string>& disabled);
 
 void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log,
                    const std::vector<pattern::PatternConfig>* user_patterns = nullptr,
-                   SnippetsMode snippets = SnippetsMode::enable);
+                   SnippetsMode snippets = SnippetsMode::enable, const FusionTarget& target = {});
 // The two halves of run_ir_passes: stage 2 (everything up to the tokenizer) and stage 3 (the
 // tokenizer; its Subgraphs are compiled for static shapes, so a model whose shapes vary runs it
 // for each shape, after stage 2 ran once on symbolic shapes).
 void run_ir_fusions(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log,
                     const std::vector<pattern::PatternConfig>* user_patterns = nullptr);
+// `target` (MarkSkipped's): what the graph compiles for, fusion_target(options).
 void run_tokenization(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log,
-                      SnippetsMode snippets = SnippetsMode::enable);
+                      SnippetsMode snippets = SnippetsMode::enable, const FusionTarget& target = {});
+FusionTarget fusion_target(const GraphOptions& options);
 
 // Every pass name a user may disable: the ir::Graph passes run before lowering, these,
 // and "all-fusions".

@@ -61,7 +61,7 @@ const ir::Node* swish_mul(const ir::Graph& g, const ir::Value* x) {
 
 }  // namespace
 
-snippets::SkippedNodes mark_skipped(const ir::Graph& g, transforms::PassLog* log) {
+snippets::SkippedNodes mark_skipped(const ir::Graph& g, transforms::PassLog* log, const FusionTarget& target) {
   snippets::SkippedNodes skipped;
   const auto order = g.topo_order();
   std::unordered_map<const ir::Node*, size_t> pos;
@@ -85,6 +85,13 @@ snippets::SkippedNodes mark_skipped(const ir::Graph& g, transforms::PassLog* log
       if (g.is_output(cur)) break;
       if (const ir::Node* mul = swish_mul(g, cur); mul && !skipped.count(mul)) {
         const ir::Node* sig = mul->input(0) == cur ? mul->input(1)->producer() : mul->input(0)->producer();
+        if (h->convolution && swish_leaves_convolution(target)) {
+          if (log)
+            log->skipped(kMarkSkippedPass, cat(prev->name(), " -> ", mul->name()),
+                         cat("Swish (", sig->name(), ", ", mul->name(), ") left to the snippets: cheaper than ", n->name(),
+                             "'s swish post-op in f32 with AVX-512 kernels"));
+          break;
+        }
         skipped.insert(sig);
         skipped.insert(mul);
         if (log)
