@@ -122,3 +122,18 @@ TEST(CpuTransposeView, OtherPermutationsAreCopiedAndGraphInputsViewed) {
   const cpu::Edge* conv_out = find(*ch, "conv")->outputs[0];
   EXPECT_EQ(find(*ch, "t")->impl == "view", conv_out->is_plain() || channels_last(*conv_out)) << ch->describe();
 }
+
+// 8-bit tensors (a quantized model's, between QuantizeLinear and its readers) are viewed alike:
+// the channels-last view of a u8 input comes out plain and right, a copied permutation too.
+TEST(CpuTransposeView, EightBitTensorsAreViewedAlike) {
+  auto g = make_graph();
+  const Shape xs{1, 4, 3, 5};
+  auto* x = g->add_input("x", {DType::u8, ir::PartialShape(xs)});
+  g->add_output(transpose(*g, x, {0, 3, 1, 2}, "cl"));
+  g->add_output(transpose(*g, x, {0, 2, 1, 3}, "copied"));
+  Tensor in(DType::u8, xs);
+  for (int64_t i = 0; i < in.size(); ++i) in.data<uint8_t>()[i] = static_cast<uint8_t>(i * 7 + 3);
+  auto cg = compare_with_reference(g, {in}, 0, 0);
+  EXPECT_EQ(find(*cg, "cl")->impl, "view");
+  EXPECT_NE(find(*cg, "copied")->impl, "view");
+}
