@@ -43,19 +43,12 @@ std::optional<dnnl::memory::desc> plain_desc(const Shape& s, DType t) {
 }
 
 std::optional<dnnl::memory::desc> channels_last_desc(const Shape& s, DType t) {
+  using tag = dnnl::memory::format_tag;
   auto dt = dnnl_type(t);
   if (!dt || s.size() < 3 || s.size() > 5) return std::nullopt;
-  (void)shape_size(s);
-  std::vector<size_t> order = {0};  // outermost first
-  for (size_t i = 2; i < s.size(); ++i) order.push_back(i);
-  order.push_back(1);
-  dnnl::memory::dims strides(s.size());
-  dnnl::memory::dim st = 1;
-  for (size_t k = order.size(); k-- > 0;) {
-    strides[order[k]] = st;
-    st *= s[order[k]];
-  }
-  return dnnl::memory::desc(to_dims(s), *dt, strides);
+  (void)shape_size(s);  // throws where the strides would overflow
+  const tag cl[] = {tag::acb, tag::acdb, tag::acdeb};  // oneDNN's N, spatial..., C of rank 3, 4, 5
+  return dnnl::memory::desc(to_dims(s), *dt, cl[s.size() - 3]);
 }
 
 bool same_element_offsets(const dnnl::memory::desc& a, const dnnl::memory::desc& b) {
