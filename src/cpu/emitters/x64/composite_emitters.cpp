@@ -40,7 +40,7 @@ void log1p_unit(KernelEmitter& h, const Xmm& r, const Xmm& q, const Xmm& t0, con
 void emit_softplus(KernelEmitter& h, const Expression& e) {
   const Xmm x = h.vin(e, 0), nx = h.tmp(3), q = h.tmp(4), r = h.tmp(5);
   h.vor(nx, x, h.cst_bits(kSignBit));
-  emit_exp_core(h, q, nx, h.tmp(0), h.tmp(1), h.tmp(2));
+  emit_exp_core(h, q, nx, h.tmp(0), h.tmp(1), h.tmp(2), /*nonpositive=*/true);
   log1p_unit(h, r, q, h.tmp(0), h.tmp(1));
   h.vxorps(q, q, q);
   h.vmaxps(q, x, q);  // x > 0 ? x : 0 (NaN -> 0, and the log term is NaN)

@@ -132,9 +132,10 @@ class KernelEmitter : public Xbyak::CodeGenerator {
 };
 
 // dst = e^src (transcendental_emitters.cpp), for the emitters built on it; src and dst
-// distinct from each other and from the scratch registers a, b, c.
+// distinct from each other and from the scratch registers a, b, c. `nonpositive`: src is
+// <= 0 or NaN (e.g. -|x|), so no overflow to handle.
 void emit_exp_core(KernelEmitter& h, const Xbyak::Xmm& dst, const Xbyak::Xmm& src, const Xbyak::Xmm& a,
-                   const Xbyak::Xmm& b, const Xbyak::Xmm& c);
+                   const Xbyak::Xmm& b, const Xbyak::Xmm& c, bool nonpositive = false);
 
 // r = tanh(a), r = erf(a) for a >= 0 (an |x|), a kept; scratch t0, t1, t2, m.
 void emit_abs_tanh_core(KernelEmitter& h, const Xbyak::Xmm& r, const Xbyak::Xmm& a, const Xbyak::Xmm& t0,
