@@ -117,6 +117,21 @@ bool batch_norm_takes_relu(const ir::Node& bn, const ir::Node& r) {
          batch_norm_supports(bn);
 }
 
+bool concat_takes_batch_norm(const ir::Node& concat, const ir::Node& bn, std::string* why) {
+  auto fail = [&](const std::string& w) {
+    if (why) *why = w;
+    return false;
+  };
+  if (!concat_supports(concat) || !batch_norm_supports(bn) || bn.input(0) != concat.output(0))
+    return fail("not a Concat read by a BatchNormalization that kiln runs");
+  if (concat.num_inputs() < 2) return fail("a Concat of one input is a view of it, not a copy");
+  const ir::Value* y = concat.output(0);
+  if (y->type.dtype != DType::f32) return fail(cat("the Concat's output is ", dtype_name(y->type.dtype), ", not f32"));
+  const int64_t rank = y->type.shape.rank(), axis = concat.attr_i("axis");
+  if ((axis < 0 ? axis + rank : axis) != 1) return fail("the Concat does not join the channels (axis 1)");
+  return true;
+}
+
 std::optional<PostOpHost> post_op_host(const ir::Node& n) {
   if (convolution_supports(n)) return PostOpHost{true, 1, n.input(1)->constant().shape()[0]};
   if (!fully_connected_supports(n)) return std::nullopt;

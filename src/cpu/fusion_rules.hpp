@@ -53,6 +53,13 @@ PostOp eltwise_post_op(dnnl::algorithm alg, float alpha, float beta, const std::
 // takes as its one post-op (FuseBatchNormAndRelu; the node's accepts_post_ops says the same).
 bool batch_norm_takes_relu(const ir::Node& bn, const ir::Node& r);
 
+// The BatchNormalization `bn` (a BatchNorm runtime node, its ReLU fused or not) that alone reads
+// the output of Concat `concat` computes inside the Concat's copy (FuseConcatAndBatchNorm:
+// DenseNet's pre-activation norm on every layer's concatenated features): the Concat joins two
+// or more f32 tensors along the channels (axis 1), the dim the batch normalization scales.
+// `why` says which condition failed. Who else reads the Concat's output is the caller's to check.
+bool concat_takes_batch_norm(const ir::Node& concat, const ir::Node& bn, std::string* why);
+
 // `n` becomes a Convolution or a FullyConnected runtime node (the node factory's own tests:
 // convolution_supports, fully_connected_supports).
 std::optional<PostOpHost> post_op_host(const ir::Node& n);

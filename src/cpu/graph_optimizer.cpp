@@ -34,6 +34,8 @@ const std::vector<CpuPass>& cpu_passes() {
       {"FuseFullyConnectedAndSimpleOperation", fuse_fully_connected_and_simple_operation},
       // BatchNormalization (not folded into a Conv) -> ReLU
       {"FuseBatchNormAndRelu", fuse_batch_norm_and_relu},
+      // Concat -> BatchNormalization (+ its ReLU): computed while the Concat copies
+      {"FuseConcatAndBatchNorm", fuse_concat_and_batch_norm},
       // max / average Pooling -> FakeQuantize (constant per-tensor / per-channel ranges)
       {"FusePoolingAndFakeQuantize", fuse_pooling_and_fake_quantize},
   };

@@ -60,5 +60,6 @@ size_t fuse_convolution_and_dw_convolution(Graph& g, transforms::PassLog* log);
 size_t fuse_fully_connected_and_simple_operation(Graph& g, transforms::PassLog* log);
 size_t fuse_pooling_and_fake_quantize(Graph& g, transforms::PassLog* log);
 size_t fuse_batch_norm_and_relu(Graph& g, transforms::PassLog* log);
+size_t fuse_concat_and_batch_norm(Graph& g, transforms::PassLog* log);
 
 }  // namespace kiln::cpu

@@ -163,6 +163,18 @@ class Node {
   // >= 0 (valid after prepare()): the kernel may write output 0 over that input (same
   // size and layout). The memory plan does so when nothing reads the input afterwards.
   virtual int inplace_input() const { return -1; }
+  // Concat (FuseConcatAndBatchNorm): computes y = x * scale[c] + shift[c] per channel (then
+  // max(y, 0) with `relu`) on what it concatenates, as a BatchNormalization after it would;
+  // false, with `why`, when this node cannot. Called before prepare().
+  struct ChannelAffine {
+    std::vector<float> scale, shift;  // one per channel (dim 1)
+    bool relu = false;
+  };
+  virtual bool take_channel_affine(ChannelAffine affine, std::string* why) {
+    (void)affine;
+    if (why) *why = "this node kind computes no per-channel affine";
+    return false;
+  }
   // Concat: >= 0 is the concatenation axis. The memory plan may then place every input
   // inside the output (producers write their slice directly) and call
   // set_inputs_in_output(), after which execute() has nothing to copy.

@@ -10,6 +10,7 @@
 // with global statistics is used instead (its JIT covers those).
 // A ReLU after it is fused (FuseBatchNormAndRelu): an eltwise post-op of the binary, or the
 // batch normalization's fuse_norm_relu flag (the only activation it fuses in oneDNN 2.6).
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -45,7 +46,6 @@ class BatchNormNode : public Node {
     const Shape& xs = inputs[0]->shape;
     const int64_t C = xs[1];
     const double eps = source->attr_f("epsilon", 1e-5f);
-    // y = x * a + b per channel, a and b folded in double as the reference does
     std::vector<double> prm[4];
     for (size_t k = 0; k < 4; ++k) prm[k] = inputs[1 + k]->constant.to_f64();
     Shape cs(xs.size(), 1);
@@ -53,14 +53,9 @@ class BatchNormNode : public Node {
     const memory::desc md_c = *plain_desc(cs, DType::f32);
     scale_ = memory(md_c, cpu_engine());
     shift_ = memory(md_c, cpu_engine());
-    float* a = static_cast<float*>(scale_.get_data_handle());
-    float* b = static_cast<float*>(shift_.get_data_handle());
-    for (int64_t c = 0; c < C; ++c) {
-      const size_t i = static_cast<size_t>(c);
-      const double ac = prm[0][i] / std::sqrt(prm[3][i] + eps);
-      a[c] = static_cast<float>(ac);
-      b[c] = static_cast<float>(prm[1][i] - prm[2][i] * ac);
-    }
+    const ChannelAffine folded = batch_norm_affine(*this);
+    std::copy(folded.scale.begin(), folded.scale.end(), static_cast<float*>(scale_.get_data_handle()));
+    std::copy(folded.shift.begin(), folded.shift.end(), static_cast<float*>(shift_.get_data_handle()));
     const memory::desc src = inputs[0]->desc();
     memory::desc dst_any(src.dims(), memory::data_type::f32, memory::format_tag::any);
     dnnl::post_ops po;
@@ -123,6 +118,21 @@ class BatchNormNode : public Node {
 };
 
 }  // namespace
+
+Node::ChannelAffine batch_norm_affine(Node& bn) {
+  KILN_CHECK(bn.kind() == NodeKind::BatchNorm && bn.source, cat("batch_norm_affine: '", bn.name, "' is no BatchNorm node"));
+  const double eps = bn.source->attr_f("epsilon", 1e-5f);
+  std::vector<double> prm[4];  // scale, B, mean, var
+  for (size_t k = 0; k < 4; ++k) prm[k] = bn.inputs[1 + k]->constant.to_f64();
+  Node::ChannelAffine f;
+  for (size_t c = 0; c < prm[0].size(); ++c) {
+    const double a = prm[0][c] / std::sqrt(prm[3][c] + eps);
+    f.scale.push_back(static_cast<float>(a));
+    f.shift.push_back(static_cast<float>(prm[1][c] - prm[2][c] * a));
+  }
+  f.relu = !bn.post_ops()->empty();  // its one post-op: the fused ReLU
+  return f;
+}
 
 bool batch_norm_supports(const ir::Node& n) {
   if (n.op_type() != "BatchNormalization" || !n.is_onnx_domain()) return false;

@@ -20,6 +20,15 @@
 // branches) is then written by a oneDNN reorder straight into its slice of the output (a
 // sub-memory of the destination), instead of sending the whole Concat to oneDNN's generic
 // concat, which copied such a mix at 4-5 GB/s (DenseNet-121: 0.7-0.8 ms per Concat).
+//
+// With a channel affine (FuseConcatAndBatchNorm: the BatchNormalization, and its ReLU, that
+// alone reads the Concat's output) the row copy computes it as it copies: one pass over the
+// data instead of two. Its destination is then plain, channels-last or channel-blocked, and
+// its inputs are never placed inside it (the producers' bytes are not the output's); where the
+// row copy does not run (channel blocks, sources converted or in another layout) the node
+// concatenates as above and then applies the affine over its output in place.
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -28,6 +37,7 @@
 #include <unordered_map>
 
 #include "core/strings.hpp"
+#include "cpu/channel_affine.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/nodes/node_factory.hpp"
 #include "ir/infer_util.hpp"
@@ -103,14 +113,45 @@ struct RowCopy {
   std::vector<size_t> run, at;
   std::vector<bool> foreign;  // a source in another layout: not copied here (a reorder writes its slice)
   std::vector<size_t> first;  // outer < kManyRows: the pieces before (row o, source i), in that order
+  int64_t inner = 1;          // elements of one index of `axis` in a run (1: the axis is innermost)
+  int64_t block = 0;          // channel blocks of `block` (a run: [channels / block][inner][block]), else 0
 };
+
+// Channel blocks of b, concatenated along the channels, every source in the destination's
+// layout with whole blocks: per image, each source's bytes are one run ([C_i / b][spatial][b])
+// of the output's ([C / b][spatial][b]). Else nullopt (oneDNN's concat).
+std::optional<RowCopy> channel_block_copy(const std::vector<Edge*>& srcs, const Edge& dst, int axis) {
+  const int t = tag_of(dst);
+  if (axis != 1 || t < 0 || dst.is_plain() || is_channels_last(t)) return std::nullopt;
+  const memory::desc d = dst.desc();
+  const auto& blk = d.data.format_desc.blocking;
+  if (blk.inner_nblks != 1 || blk.inner_idxs[0] != 1) return std::nullopt;
+  const int64_t b = blk.inner_blks[0];
+  RowCopy rc;
+  rc.block = b;
+  rc.outer = dst.shape[0];
+  for (size_t k = 2; k < dst.shape.size(); ++k) rc.inner *= dst.shape[k];
+  for (const Edge* e : srcs) {
+    if (!e || e->dtype != dst.dtype || e->is_plain() || tag_of(*e) != t || e->shape[1] % b != 0) return std::nullopt;
+    rc.at.push_back(rc.row);
+    rc.run.push_back(static_cast<size_t>(e->shape[1] * rc.inner) * dtype_size(dst.dtype));
+    rc.row += rc.run.back();
+  }
+  rc.foreign.assign(srcs.size(), false);
+  if (rc.outer < RowCopy::kManyRows) {
+    rc.first = {0};
+    for (int64_t o = 0; o < rc.outer; ++o)
+      for (size_t i = 0; i < rc.run.size(); ++i) rc.first.push_back(rc.first.back() + (rc.run[i] + RowCopy::kPiece - 1) / RowCopy::kPiece);
+  }
+  return rc;
+}
 
 // The row copy of `srcs` into `dst` along `axis` when the destination's memory order is
 // known and at least one source has it, else nullopt. Sources in that order are copied by
 // it; the others are marked foreign (the node writes them by a reorder).
 std::optional<RowCopy> row_copy(const std::vector<Edge*>& srcs, const Edge& dst, int axis) {
   const std::vector<size_t> order = memory_order(dst);
-  if (order.empty()) return std::nullopt;
+  if (order.empty()) return channel_block_copy(srcs, dst, axis);
   std::vector<bool> foreign;
   for (const Edge* e : srcs) {
     if (!e || e->dtype != dst.dtype) return std::nullopt;
@@ -123,6 +164,7 @@ std::optional<RowCopy> row_copy(const std::vector<Edge*>& srcs, const Edge& dst,
   rc.foreign = std::move(foreign);
   rc.outer = 1;
   for (size_t k = 0; k < pos; ++k) rc.outer *= dst.shape[order[k]];
+  for (size_t k = pos + 1; k < order.size(); ++k) rc.inner *= dst.shape[order[k]];
   for (const Edge* e : srcs) {
     size_t run = elem;
     for (size_t k = pos; k < order.size(); ++k) run *= static_cast<size_t>(e->shape[order[k]]);
@@ -149,7 +191,25 @@ class ConcatNode : public Node {
   NodeKind kind() const override { return NodeKind::Concat; }
   // one input: the output is that input (no copy)
   int output_aliases_input() const override { return inputs.size() == 1 ? 0 : -1; }
-  int concat_axis() const override { return inputs.size() > 1 ? axis_ : -1; }
+  // with an affine, the inputs stay where their producers wrote them
+  int concat_axis() const override { return inputs.size() > 1 && !affine_ ? axis_ : -1; }
+  // What may run the affine is cpu/fusion_rules' concat_takes_batch_norm; here what this node
+  // needs of it.
+  bool take_channel_affine(ChannelAffine affine, std::string* why) override {
+    const Edge* out = outputs[0];
+    std::string problem;
+    if (inputs.size() < 2 || out->dtype != DType::f32 || out->shape.size() < 2)
+      problem = "the Concat is no copy of f32 channels";
+    else if (affine.scale.size() != static_cast<size_t>(out->shape[1]) || affine.shift.size() != affine.scale.size())
+      problem = "the affine has not one value per channel";
+    else if (affine_) problem = "it computes an affine already";
+    if (!problem.empty()) {
+      if (why) *why = problem;
+      return false;
+    }
+    affine_ = std::move(affine);
+    return true;
+  }
   void set_inputs_in_output() override {
     in_output_ = true;
     impl = "in_place";
@@ -166,6 +226,8 @@ class ConcatNode : public Node {
     const int axis = static_cast<int>(
         ir::normalize_axis(source->attr_i("axis"), static_cast<int64_t>(out->shape.size()), *source));
     axis_ = axis;
+    channel_of_.assign(n, 0);
+    for (size_t i = 1; i < n; ++i) channel_of_[i] = channel_of_[i - 1] + inputs[i - 1]->shape[static_cast<size_t>(axis)];
     const int ptag = static_cast<int>(plain_tag(out->shape.size()));
     const memory::data_type dt = *dnnl_type(out->dtype);  // concat_supports: f32, u8 or s8
     // destination layout: with consumers that take any layout, the non-plain layout
@@ -186,6 +248,7 @@ class ConcatNode : public Node {
       for (auto& [t, w] : weight)
         if (w > best) target = t, best = w;
     }
+    if (affine_ && target < 0) target = ptag;  // the affine runs on the layouts it knows (apply_affine)
     const memory::desc plain = *plain_desc(out->shape, out->dtype);
     std::vector<memory::desc> srcs;
     std::vector<InputLayout> req(n, InputLayout::any());
@@ -220,7 +283,7 @@ class ConcatNode : public Node {
       pd_ = dnnl::concat::primitive_desc(plain, axis, srcs, cpu_engine());
     }
     prim_ = dnnl::concat(pd_);
-    impl = pd_.impl_info_str();
+    impl = cat(pd_.impl_info_str(), affine_ ? "+affine" : "");
     if (pd_.dst_desc() == plain) out->blocked.reset();
     else out->blocked = pd_.dst_desc();
     // every source already in that layout: copy the rows ourselves (see the top)
@@ -229,8 +292,24 @@ class ConcatNode : public Node {
     rows_.reset();
     foreign_.clear();
     if (!converted) rows_ = row_copy(inputs, *out, axis);
+    if (affine_) {  // the output's layout, for the affine in place
+      const int t = tag_of(*out);
+      block_ = 0;
+      if (out->is_plain()) block_ = -1;
+      else if (is_channels_last(t)) block_ = 1;
+      else if (t >= 0) block_ = out->desc().data.format_desc.blocking.inner_blks[0];
+      KILN_CHECK(block_ != 0 && (block_ < 2 || out->desc().data.format_desc.blocking.inner_nblks == 1),
+                 cat("Concat '", name, "': a layout the fused BatchNormalization does not run on: ", out->layout_name()));
+      if (block_ >= 2) {
+        const size_t padded = static_cast<size_t>((out->shape[1] + block_ - 1) / block_ * block_);
+        padded_scale_ = affine_->scale;
+        padded_shift_ = affine_->shift;
+        padded_scale_.resize(padded, 0.0f);
+        padded_shift_.resize(padded, 0.0f);
+      }
+    }
     if (rows_) {
-      impl = "rows";
+      impl = affine_ ? "rows_affine" : "rows";
       const memory::desc dst = out->desc();
       memory::dims offsets(out->shape.size(), 0);
       try {
@@ -243,11 +322,11 @@ class ConcatNode : public Node {
           }
           offsets[static_cast<size_t>(axis)] += inputs[i]->shape[static_cast<size_t>(axis)];
         }
-        if (!foreign_.empty()) impl = "rows_reorders";
+        if (!foreign_.empty()) impl = affine_ ? "rows_reorders_affine" : "rows_reorders";
       } catch (const dnnl::error&) {  // no reorder into such a slice: oneDNN's concat does it all
         rows_.reset();
         foreign_.clear();
-        impl = pd_.impl_info_str();
+        impl = cat(pd_.impl_info_str(), affine_ ? "+affine" : "");
       }
     }
     return req;
@@ -256,10 +335,16 @@ class ConcatNode : public Node {
   void execute(dnnl::stream& stream) override {
     if (inputs.size() == 1 || in_output_) return;
     if (rows_) {
-      copy_rows(*rows_);
+      // the affine while copying, unless a reorder writes part of the output: then after it
+      const bool fused = affine_ && foreign_.empty();
+      copy_rows(*rows_, fused ? &*affine_ : nullptr);
       for (Foreign& f : foreign_) {  // each into its slice of the output
         if (f.at != outputs[0]->data) f.dst = memory(f.slice, cpu_engine(), f.at = outputs[0]->data);
         f.reorder.execute(stream, {{DNNL_ARG_FROM, inputs[f.input]->memory()}, {DNNL_ARG_TO, f.dst}});
+      }
+      if (affine_ && !fused) {
+        stream.wait();
+        apply_affine();
       }
       return;
     }
@@ -267,22 +352,38 @@ class ConcatNode : public Node {
     for (size_t i = 0; i < inputs.size(); ++i) args[DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i)] = inputs[i]->memory();
     args[DNNL_ARG_DST] = outputs[0]->memory();
     prim_.execute(stream, args);
+    if (affine_) {
+      stream.wait();
+      apply_affine();
+    }
   }
 
  private:
   // Many rows: a thread takes whole rows. Few (a small image, a concat along the outermost
   // dim): the runs, cut into pieces of at most 64 KiB, are shared out one by one.
-  void copy_rows(const RowCopy& rc) {
+  // With `affine`, each run is written as the affine of its values (f32, concatenated along
+  // the channels: a run of source i holds its channels from channel_of_[i] on, rc.inner values
+  // each).
+  void copy_rows(const RowCopy& rc, const ChannelAffine* affine) {
     auto* dst = static_cast<char*>(outputs[0]->data);
     const size_t n = inputs.size();
     auto src = [&](size_t i) { return static_cast<const char*>(inputs[i]->data); };
+    // `bytes` of source i's run in row o from byte `from` on
+    auto copy = [&](size_t o, size_t i, size_t from, size_t bytes) {
+      char* d = dst + o * rc.row + rc.at[i] + from;
+      const char* s = src(i) + o * rc.run[i] + from;
+      if (!affine) {
+        std::memcpy(d, s, bytes);
+        return;
+      }
+      affine_span(reinterpret_cast<const float*>(s), reinterpret_cast<float*>(d), static_cast<int64_t>(from / sizeof(float)),
+                  static_cast<int64_t>(bytes / sizeof(float)), channel_of_[i], rc, *affine);
+    };
     if (rc.outer >= RowCopy::kManyRows) {
 #pragma omp parallel for schedule(static)
       for (int64_t o = 0; o < rc.outer; ++o)
         for (size_t i = 0; i < n; ++i)
-          if (!rc.foreign[i])
-            std::memcpy(dst + static_cast<size_t>(o) * rc.row + rc.at[i], src(i) + static_cast<size_t>(o) * rc.run[i],
-                      rc.run[i]);
+          if (!rc.foreign[i]) copy(static_cast<size_t>(o), i, 0, rc.run[i]);
       return;
     }
     constexpr size_t kPiece = RowCopy::kPiece;
@@ -292,7 +393,69 @@ class ConcatNode : public Node {
     for (int64_t p = 0; p < pieces; ++p) {
       const size_t job = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), static_cast<size_t>(p)) - first.begin()) - 1;
       const size_t o = job / n, i = job % n, from = (static_cast<size_t>(p) - first[job]) * kPiece;
-      std::memcpy(dst + o * rc.row + rc.at[i] + from, src(i) + o * rc.run[i] + from, std::min(kPiece, rc.run[i] - from));
+      copy(o, i, from, std::min(kPiece, rc.run[i] - from));
+    }
+  }
+
+  // The affine of `count` values of a run from value `from` on, where value j of the run is of
+  // channel c0 + j / inner (channel blocks: c0 + j / (inner * block) * block + j % block, and
+  // `from`, `count` whole rows of a block); src and dst point at value `from`.
+  static void affine_span(const float* src, float* dst, int64_t from, int64_t count, int64_t c0, const RowCopy& rc,
+                          const ChannelAffine& f) {
+    const int64_t inner = rc.inner;
+    if (rc.block > 0) {
+      const int64_t b = rc.block;
+      for (int64_t r = from / b, end = (from + count) / b; r < end;) {
+        const int64_t blk = r / inner, stop = std::min(end, (blk + 1) * inner);
+        const size_t at = static_cast<size_t>(c0 + blk * b);
+        channel_affine::rows(src + (r * b - from), dst + (r * b - from), stop - r, b, f.scale.data() + at,
+                             f.shift.data() + at, f.relu);
+        r = stop;
+      }
+      return;
+    }
+    if (inner == 1) {
+      channel_affine::rows(src, dst, 1, count, f.scale.data() + c0 + from, f.shift.data() + c0 + from, f.relu);
+      return;
+    }
+    for (int64_t j = from, end = from + count; j < end;) {
+      const int64_t c = c0 + j / inner, stop = std::min(end, (j / inner + 1) * inner);
+      channel_affine::one_channel(src + (j - from), dst + (j - from), stop - j, f.scale[static_cast<size_t>(c)],
+                                  f.shift[static_cast<size_t>(c)], f.relu);
+      j = stop;
+    }
+  }
+
+  // The affine over the whole output, in place, in its layout (block_: -1 plain, 1
+  // channels-last, b >= 2 channel blocks of b, whose padding lanes stay zero).
+  void apply_affine() {
+    const ChannelAffine& f = *affine_;
+    const Edge* out = outputs[0];
+    auto* y = static_cast<float*>(out->data);
+    const int64_t N = out->shape[0], C = out->shape[1];
+    int64_t inner = 1;
+    for (size_t k = 2; k < out->shape.size(); ++k) inner *= out->shape[k];
+    if (block_ == -1) {  // [N][C][inner]
+#pragma omp parallel for schedule(static)
+      for (int64_t nc = 0; nc < N * C; ++nc)
+        channel_affine::one_channel(y + nc * inner, y + nc * inner, inner, f.scale[static_cast<size_t>(nc % C)],
+                                    f.shift[static_cast<size_t>(nc % C)], f.relu);
+    } else if (block_ == 1) {  // [N * inner][C]
+      const int64_t rows = N * inner;
+#pragma omp parallel
+      {
+        const int64_t nthr = omp_get_num_threads(), ithr = omp_get_thread_num();
+        const int64_t r0 = rows * ithr / nthr, r1 = rows * (ithr + 1) / nthr;
+        channel_affine::rows(y + r0 * C, y + r0 * C, r1 - r0, C, f.scale.data(), f.shift.data(), f.relu);
+      }
+    } else {  // [N][ceil(C / b)][inner][b]; the padding lanes' scale and shift are 0: they stay 0
+      const int64_t b = block_, blocks = (C + b - 1) / b;
+#pragma omp parallel for schedule(static)
+      for (int64_t nb = 0; nb < N * blocks; ++nb) {
+        float* p = y + nb * inner * b;
+        const size_t c0 = static_cast<size_t>(nb % blocks * b);
+        channel_affine::rows(p, p, inner, b, padded_scale_.data() + c0, padded_shift_.data() + c0, f.relu);
+      }
     }
   }
 
@@ -307,6 +470,10 @@ class ConcatNode : public Node {
     void* at;
   };
   std::vector<Foreign> foreign_;
+  std::optional<ChannelAffine> affine_;  // FuseConcatAndBatchNorm
+  std::vector<int64_t> channel_of_;      // the channel each input starts at
+  int64_t block_ = 0;                    // the output's layout for apply_affine
+  std::vector<float> padded_scale_, padded_shift_;  // channel blocks: zeros for the padding lanes
   int axis_ = -1;
   bool in_output_ = false;  // every producer already wrote its slice of the output
 };

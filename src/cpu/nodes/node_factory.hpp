@@ -53,6 +53,9 @@ bool pooling_supports(const ir::Node& n);
 std::unique_ptr<Node> make_pooling_node(const ir::Node& n);
 bool batch_norm_supports(const ir::Node& n);
 std::unique_ptr<Node> make_batch_norm_node(const ir::Node& n);
+// A BatchNorm node's y = x * a + b per channel (a = scale / sqrt(var + eps), b = B - mean * a,
+// folded in double as the reference kernel does, stored f32) and its fused ReLU.
+Node::ChannelAffine batch_norm_affine(Node& bn);
 bool concat_supports(const ir::Node& n);
 std::unique_ptr<Node> make_concat_node(const ir::Node& n);
 bool lrn_supports(const ir::Node& n);
