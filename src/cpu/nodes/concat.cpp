@@ -55,8 +55,9 @@ tag plain_tag(size_t rank) {
 }
 
 // The format tag of a blocked edge among the activation layouts producers make
-// (channels-last, channel blocks of 16/8/4), or -1.
+// (channels-last, channel blocks of 16/8/4), or -1 (also for a plain edge).
 int tag_of(const Edge& e) {
+  if (e.is_plain()) return -1;
   static const std::vector<tag> by_rank[] = {
       {},
       {},
@@ -121,8 +122,9 @@ struct RowCopy {
 // layout with whole blocks: per image, each source's bytes are one run ([C_i / b][spatial][b])
 // of the output's ([C / b][spatial][b]). Else nullopt (oneDNN's concat).
 std::optional<RowCopy> channel_block_copy(const std::vector<Edge*>& srcs, const Edge& dst, int axis) {
+  if (axis != 1 || dst.is_plain()) return std::nullopt;
   const int t = tag_of(dst);
-  if (axis != 1 || t < 0 || dst.is_plain() || is_channels_last(t)) return std::nullopt;
+  if (t < 0 || is_channels_last(t)) return std::nullopt;
   const memory::desc d = dst.desc();
   const auto& blk = d.data.format_desc.blocking;
   if (blk.inner_nblks != 1 || blk.inner_idxs[0] != 1) return std::nullopt;
