@@ -10,7 +10,8 @@
 // The kernel: B in panels of 64 columns ([panel][K][64], zero-padded), C in blocks of 6 rows x
 // 64 columns (24 accumulators), K in slices of 512 (the A rows and the panel slice stay in
 // L1 / L2). Work items (panel, 6-row block) are split evenly over the OpenMP team.
-// AVX-512 only for now (available()); other CPUs keep oneDNN's primitive.
+// AVX-512, or AVX2 (the panel 16 columns at a time: 6 x 2 accumulators) where the CPU has no
+// AVX-512 (available()); below AVX2 oneDNN's primitive runs instead.
 #include <kiln/tensor.hpp>
 #include <oneapi/dnnl/dnnl.hpp>
 

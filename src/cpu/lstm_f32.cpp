@@ -71,7 +71,7 @@ void direction(const Geometry& g, const Weights& w, int64_t d, bool reverse, con
 
 }  // namespace
 
-bool available() { return gemm_f32::available(); }
+bool available() { return isa_at_least(Isa::avx512_core); }  // its gates' math is AVX-512 (and gemm_f32 runs there)
 
 const char* impl_name() { return "kiln_lstm:avx512_core_f32"; }
 

@@ -225,7 +225,7 @@ TEST(CpuDynamicShapes, NewShapesTakeQuickPrimitivesAndAFrequentShapeTheFastest) 
   auto* v = g->add_input("v", {DType::f32, dims({Dim::sym("n"), 16})});
   g->add_node("Relu", {conv(*g, x, 16, 32, 5, "c")}, 1, "r");
   g->add_output(g->nodes().back()->output(0));
-  // (with a fused Relu: below AVX-512 its oneDNN primitive is then oneDNN's first choice, not a
+  // (with a fused Relu: below AVX2 its oneDNN primitive is then oneDNN's first choice, not a
   // quick runtime-M one that a hot rebuild would replace)
   auto* fc = g->add_node("MatMul", {v, g->add_constant("fw", random_tensor({16, 8}, 9))}, 1, "fc");
   g->add_output(g->add_node("Relu", {fc->output(0)}, 1, "fr")->output(0));
@@ -299,7 +299,7 @@ TEST(CpuDynamicShapes, FusionAnswersAreAskedOncePerLayerForAllShapes) {
     }
     if (i == 0) first = ex.fusion_decisions().size();
   }
-  // the convolution's, and the matmul's unless kiln's GEMM runs it (AVX-512): its epilogue
+  // the convolution's, and the matmul's unless kiln's GEMM runs it (AVX-512, AVX2): its epilogue
   // takes the Relu whatever oneDNN would do, so oneDNN is not asked
   EXPECT_EQ(first, cpu::gemm_f32::available() ? 1u : 2u);
   EXPECT_EQ(ex.fusion_decisions().size(), first);  // no new question for the later shapes
@@ -314,7 +314,7 @@ TEST(CpuDynamicShapes, FusionAnswersAreAskedOncePerLayerForAllShapes) {
 
 TEST(CpuDynamicShapes, AFullyConnectedsFusedChainMatchesTheReferenceAtEveryRowCount) {
   // Gemm (transB, alpha, beta, a bias per column) on [n, 40], then a per-column Mul and a Tanh
-  // fused into it: kiln's GEMM packs alpha * B^T and runs the chain in its epilogue (AVX-512),
+  // fused into it: kiln's GEMM packs alpha * B^T and runs the chain in its epilogue (AVX-512, AVX2),
   // oneDNN otherwise. Row counts across its 6-row blocks, below and above.
   auto g = make_graph(13);
   auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 40})});
@@ -361,8 +361,8 @@ TEST(CpuDynamicShapes, LayerNormsTakeTheirRowsAtRunTime) {
 
 TEST(CpuDynamicShapes, AFullyConnectedTakesItsRowsAtRunTime) {
   // [n, L, 16] x [16, 24], one without a post-op and one with a fused Relu, over four shapes.
-  // With AVX-512 kiln's GEMM runs both (nothing made per M; the Relu in its epilogue). Below
-  // AVX-512 oneDNN does: one matmul with a runtime M for the plain one (its gemm kernel, a
+  // With AVX-512 or AVX2 kiln's GEMM runs both (nothing made per M; the Relu in its epilogue).
+  // Below AVX2 oneDNN does: one matmul with a runtime M for the plain one (its gemm kernel, a
   // quick implementation), a primitive per shape for the fused one.
   auto g = make_graph(17);
   auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), Dim::sym("L"), 16})});

@@ -1,6 +1,6 @@
 // kiln's f32 GEMM (cpu/gemm_f32.hpp): blocks and tails against a double reference, the packing
 // of transposed and scaled weights, every epilogue op against its definition, and the same
-// bits on one thread and on two. Below AVX-512 the kernel does not run: run() says so.
+// bits on one thread and on two. Below AVX2 the kernel does not run: run() says so.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -53,7 +53,7 @@ double logistic(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 }  // namespace
 
 TEST(GemmF32, BlocksAndTailsMatchADoubleReference) {
-  if (!gemm::available()) {  // below AVX-512: an error, never an illegal instruction
+  if (!gemm::available()) {  // below AVX2: an error, never an illegal instruction
     Problem p(2, 3, 4, 1);
     std::vector<float> c(static_cast<size_t>(p.M * p.ldc));
     EXPECT_THROW(gemm::run(p.a.data(), p.M, p.K, p.lda, p.b.data(), p.N, c.data(), p.ldc, {}), Error);
@@ -84,7 +84,7 @@ TEST(GemmF32, BlocksAndTailsMatchADoubleReference) {
 }
 
 TEST(GemmF32, TransposedAndScaledWeightsArePackedAsTheirProduct) {
-  if (!gemm::available()) GTEST_SKIP() << "no AVX-512: the kernel does not run (see BlocksAndTails...)";
+  if (!gemm::available()) GTEST_SKIP() << "no AVX2: the kernel does not run (see BlocksAndTails...)";
   const int64_t M = 9, K = 37, N = 70;
   Problem p(M, K, N, 3);
   // the same B stored transposed ([N, K]) and packed with alpha 0.5
@@ -102,7 +102,7 @@ TEST(GemmF32, TransposedAndScaledWeightsArePackedAsTheirProduct) {
 }
 
 TEST(GemmF32, EveryEpilogueOpMatchesItsDefinition) {
-  if (!gemm::available()) GTEST_SKIP() << "no AVX-512: the kernel does not run (see BlocksAndTails...)";
+  if (!gemm::available()) GTEST_SKIP() << "no AVX2: the kernel does not run (see BlocksAndTails...)";
   using A = dnnl::algorithm;
   struct Case {
     A alg;
@@ -181,7 +181,7 @@ TEST(GemmF32, EveryEpilogueOpMatchesItsDefinition) {
 }
 
 TEST(GemmF32, TwoThreadsGiveTheBitsOfOne) {
-  if (!gemm::available()) GTEST_SKIP() << "no AVX-512: the kernel does not run (see BlocksAndTails...)";
+  if (!gemm::available()) GTEST_SKIP() << "no AVX2: the kernel does not run (see BlocksAndTails...)";
   Problem p(50, 700, 200, 7);  // enough work to split; K in two slices
   const std::vector<float> packed = p.packed();
   gemm::Epilogue ep;
@@ -200,7 +200,7 @@ TEST(GemmF32, TwoThreadsGiveTheBitsOfOne) {
 TEST(GemmF32, ExpBelowTheNormalRangeIsZero) {
   // e^x for x < -87.3 is below the smallest normal float: the kernels' exp gives 0, never a
   // denormal that later arithmetic would run on the CPU's slow path
-  if (!gemm::available()) GTEST_SKIP() << "no AVX-512: the kernel does not run (see BlocksAndTails...)";
+  if (!gemm::available()) GTEST_SKIP() << "no AVX2: the kernel does not run (see BlocksAndTails...)";
   std::vector<float> a = {-100.0f, -87.0f, -1e30f}, b(1, 1.0f), packed(static_cast<size_t>(gemm::packed_size(1, 1)));
   gemm::pack_b(b.data(), 1, 1, 1, 1, 1.0f, packed.data());
   gemm::Epilogue ep;

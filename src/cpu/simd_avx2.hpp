@@ -1,0 +1,84 @@
+#pragma once
+// AVX2 helpers for kiln's own kernels where the CPU has no AVX-512 (gemm_f32's AVX2 kernel):
+// the vector math of simd_avx512.hpp on 8 lanes, same algorithms and accuracy. These files
+// are built for the baseline ISA: every function that uses AVX2 intrinsics carries KILN_AVX2,
+// and only a kernel's available() lets a caller reach one.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#define KILN_AVX2 __attribute__((target("avx2,fma")))
+
+namespace kiln::cpu::simd {
+
+// The first `left` lanes (all 8 from 8 on), as a maskload / maskstore mask.
+KILN_AVX2 inline __m256i tail_mask8(int64_t left) {
+  const int n = left >= 8 ? 8 : static_cast<int>(left);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// exp(x) as v_exp of simd_avx512.hpp: x = n ln2 + r, e^r by its Taylor polynomial to r^6,
+// times 2^n made from exponent bits in two factors (2^n alone is no normal float at n = 128
+// or -126); 0 below -87.3 (no denormals).
+KILN_AVX2 inline __m256 v_exp8(__m256 x) {
+  const __m256 normal = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654f), _CMP_GE_OQ);
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.33654f)), _mm256_set1_ps(88.72283f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  // 2^n = 2^h 2^(n-h), h = n / 2: both factors normal for every n in [-126, 128]
+  const __m256i ni = _mm256_cvtps_epi32(n), h = _mm256_srai_epi32(ni, 1);
+  const __m256i e1 = _mm256_slli_epi32(_mm256_add_epi32(h, _mm256_set1_epi32(127)), 23);
+  const __m256i e2 = _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, h), _mm256_set1_epi32(127)), 23);
+  const __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e1)), _mm256_castsi256_ps(e2));
+  return _mm256_and_ps(y, normal);
+}
+
+KILN_AVX2 inline __m256 v_abs8(__m256 x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
+KILN_AVX2 inline __m256 v_copysign8(__m256 mag, __m256 sign) {
+  return _mm256_or_ps(v_abs8(mag), _mm256_and_ps(sign, _mm256_set1_ps(-0.0f)));
+}
+
+// erf(x), Abramowitz and Stegun 7.1.26 (|error| <= 1.5e-7)
+KILN_AVX2 inline __m256 v_erf8(__m256 x) {
+  const __m256 ax = v_abs8(x);
+  const __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(ax, _mm256_set1_ps(0.3275911f), _mm256_set1_ps(1.0f)));
+  __m256 p = _mm256_set1_ps(1.061405429f);
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.453152027f));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.421413741f));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.284496736f));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.254829592f));
+  p = _mm256_mul_ps(p, t);
+  const __m256 e = v_exp8(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(ax, ax)));
+  return v_copysign8(_mm256_fnmadd_ps(p, e, _mm256_set1_ps(1.0f)), x);
+}
+
+// tanh(x): 1 - 2 / (e^2|x| + 1) with the sign of x; a short series below |x| = 1/16
+KILN_AVX2 inline __m256 v_tanh8(__m256 x) {
+  const __m256 ax = v_abs8(x);
+  const __m256 e = v_exp8(_mm256_add_ps(ax, ax));
+  const __m256 big = _mm256_sub_ps(_mm256_set1_ps(1.0f),
+                                   _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
+  const __m256 x2 = _mm256_mul_ps(ax, ax);
+  __m256 s = _mm256_set1_ps(-17.0f / 315);
+  s = _mm256_fmadd_ps(s, x2, _mm256_set1_ps(2.0f / 15));
+  s = _mm256_fmadd_ps(s, x2, _mm256_set1_ps(-1.0f / 3));
+  s = _mm256_fmadd_ps(_mm256_mul_ps(s, x2), ax, ax);
+  const __m256 small = _mm256_cmp_ps(ax, _mm256_set1_ps(0.0625f), _CMP_LT_OQ);
+  return v_copysign8(_mm256_blendv_ps(big, s, small), x);
+}
+
+KILN_AVX2 inline __m256 v_logistic8(__m256 x) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 r = _mm256_div_ps(one, _mm256_add_ps(one, v_exp8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+  return _mm256_and_ps(r, _mm256_cmp_ps(r, _mm256_set1_ps(1.17549435e-38f), _CMP_GE_OQ));  // no denormals
+}
+
+}  // namespace kiln::cpu::simd
