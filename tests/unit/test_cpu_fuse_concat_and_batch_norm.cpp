@@ -145,3 +145,27 @@ TEST(CpuFuseConcatAndBatchNorm, WholeChannelBlocksAreCopiedAsRuns) {
     }
   }
 }
+
+// Where the row copy does not run, the Concat concatenates first and applies the affine over its
+// output in place, in its layout: a source of part of a channel block (below AVX-512: blocks of
+// 8 with padding lanes, which must stay zero for the next convolution) or a source in another
+// layout than the rest (a plain graph input beside convolution outputs).
+TEST(CpuFuseConcatAndBatchNorm, AppliedInPlaceWhereTheRowsAreNotCopied) {
+  for (bool graph_input : {false, true}) {
+    SCOPED_TRACE(graph_input ? "a graph input beside a convolution" : "4 channels beside 16");
+    auto g = make_graph();
+    const Shape xs{1, 4, 10, 7};
+    auto* x = g->add_input("x", {DType::f32, ir::PartialShape(xs)});
+    ir::Value* a = conv3x3(*g, x, 4, 16, 79, "ca", 0.4f);
+    ir::Value* b = graph_input ? x : conv3x3(*g, x, 4, 4, 83, "cb", 0.4f);
+    ir::Value* n = batch_norm(*g, concat(*g, {a, b}, 1, "cat"), 20, 89, "bn", true);
+    g->add_output(conv3x3(*g, n, 20, 8, 97, "cc", 0.3f));
+    transforms::PassLog log;
+    auto cg = compare_with_reference(g, {random_tensor(xs, 101)}, fusing(&log));
+    EXPECT_EQ(log.count_applied("FuseConcatAndBatchNorm"), 1u) << explain(log);
+    const cpu::Node* cat = find(*cg, "cat");
+    ASSERT_NE(cat, nullptr);
+    EXPECT_NE(cat->impl.find("affine"), std::string::npos) << cat->impl;
+    EXPECT_EQ(find(*cg, "bn"), nullptr);
+  }
+}
