@@ -3,13 +3,12 @@
 #include <immintrin.h>
 
 #include "cpu/isa.hpp"
+#include "cpu/simd_avx2.hpp"
 #include "cpu/simd_avx512.hpp"
 
 namespace kiln::cpu::channel_affine {
 
 namespace {
-
-#define KILN_AVX2 __attribute__((target("avx2,fma")))
 
 KILN_AVX512 inline __m512 finish512(__m512 y, bool relu) {
   return relu ? _mm512_max_ps(_mm512_setzero_ps(), y) : y;  // max(0, NaN) is NaN

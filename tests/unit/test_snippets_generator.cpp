@@ -74,6 +74,19 @@ void check_unary(const snippets::CompileOptions& opt, const std::string& op, flo
   }
 }
 
+// The snippets kernel of one unary `op` over `xs` (a 1-D body), run once: its outputs.
+std::vector<float> run_unary_kernel(const snippets::CompileOptions& opt, const std::string& op,
+                                    const std::vector<float>& xs) {
+  const int64_t n = static_cast<int64_t>(xs.size());
+  auto g = snippets_body({{n}});
+  g->add_output(g->add_node(op, {g->inputs()[0]}, 1)->output(0));
+  ir::infer_shapes(*g);
+  auto k = snippets::compile(*g, {{{n}}, {n}}, opt);
+  std::vector<float> y(xs.size());
+  k->run({xs.data()}, {y.data()}, 0, k->rows());
+  return y;
+}
+
 TEST_P(SnippetsEmitters, ExactUnaryOps) {
   for (const char* op : {"Neg", "Abs", "Relu", "Sqrt", "Floor", "Ceil", "Round"}) check_unary(opt(), op, -5.0f, 5.0f, 0, 0);
   check_unary(opt(), "LeakyRelu", -5.0f, 5.0f, 0, 0, {{"alpha", 0.1f}});
@@ -91,21 +104,11 @@ TEST_P(SnippetsEmitters, TranscendentalOpsWithinTolerance) {
 TEST_P(SnippetsEmitters, ErfMatchesStdErf) {
   std::vector<float> xs;
   for (float x = -6.0f; x <= 6.0f; x += 0.001f) xs.push_back(x);
-  const int64_t n = static_cast<int64_t>(xs.size());
-  auto g = snippets_body({{n}});
-  g->add_output(g->add_node("Erf", {g->inputs()[0]}, 1)->output(0));
-  ir::infer_shapes(*g);
-  auto k = snippets::compile(*g, {{{n}}, {n}}, opt());
-  std::vector<float> y(xs.size());
-  k->run({xs.data()}, {y.data()}, 0, k->rows());
+  std::vector<float> y = run_unary_kernel(opt(), "Erf", xs);
   for (size_t i = 0; i < xs.size(); ++i) ASSERT_TRUE(close(y[i], std::erf(xs[i]), 1e-5f, 1e-6f)) << xs[i];
   // Tanh and Exp against std:: as well.
   for (const char* op : {"Tanh", "Exp"}) {
-    auto h = snippets_body({{n}});
-    h->add_output(h->add_node(op, {h->inputs()[0]}, 1)->output(0));
-    ir::infer_shapes(*h);
-    auto kk = snippets::compile(*h, {{{n}}, {n}}, opt());
-    kk->run({xs.data()}, {y.data()}, 0, kk->rows());
+    y = run_unary_kernel(opt(), op, xs);
     for (size_t i = 0; i < xs.size(); ++i) {
       float ref = std::string(op) == "Tanh" ? std::tanh(xs[i]) : std::exp(xs[i]);
       ASSERT_TRUE(close(y[i], ref, 1e-5f, 1e-6f)) << op << " " << xs[i] << ": " << y[i] << " vs " << ref;
@@ -122,14 +125,8 @@ TEST_P(SnippetsEmitters, ErfMatchesStdErf) {
 TEST_P(SnippetsEmitters, ExpAndSigmoidStayWithinAFewUnitsOfRoundoff) {
   std::vector<float> xs;
   for (float x = -86.0f; x <= 88.0f; x += 0.0037f) xs.push_back(x);
-  const int64_t n = static_cast<int64_t>(xs.size());
-  std::vector<float> y(xs.size());
   for (const char* op : {"Exp", "Sigmoid"}) {
-    auto g = snippets_body({{n}});
-    g->add_output(g->add_node(op, {g->inputs()[0]}, 1)->output(0));
-    ir::infer_shapes(*g);
-    auto k = snippets::compile(*g, {{{n}}, {n}}, opt());
-    k->run({xs.data()}, {y.data()}, 0, k->rows());
+    const std::vector<float> y = run_unary_kernel(opt(), op, xs);
     double worst = 0;
     float at = 0;
     for (size_t i = 0; i < xs.size(); ++i) {

@@ -46,8 +46,6 @@ class BatchNormNode : public Node {
     const Shape& xs = inputs[0]->shape;
     const int64_t C = xs[1];
     const double eps = source->attr_f("epsilon", 1e-5f);
-    std::vector<double> prm[4];
-    for (size_t k = 0; k < 4; ++k) prm[k] = inputs[1 + k]->constant.to_f64();
     Shape cs(xs.size(), 1);
     cs[1] = C;
     const memory::desc md_c = *plain_desc(cs, DType::f32);
@@ -83,10 +81,10 @@ class BatchNormNode : public Node {
       impl = bpd.impl_info_str();
       dst = bpd.dst_desc();
       memory::desc md({C}, memory::data_type::f32, memory::format_tag::a);
-      for (size_t k = 0; k < 4; ++k) {
+      for (size_t k = 0; k < 4; ++k) {  // scale, B, mean, var: f32 constants (batch_norm_supports)
         stats_[k] = memory(md, cpu_engine());
-        float* p = static_cast<float*>(stats_[k].get_data_handle());
-        for (int64_t c = 0; c < C; ++c) p[c] = static_cast<float>(prm[k][static_cast<size_t>(c)]);
+        const float* from = inputs[1 + k]->constant.data<float>();
+        std::copy(from, from + C, static_cast<float*>(stats_[k].get_data_handle()));
       }
     }
     outputs[0]->set_layout(dst);
