@@ -67,9 +67,18 @@ std::shared_ptr<ir::Graph> chain(const std::vector<Step>& steps) {
   return g;
 }
 
-// The bodies of chain12_arith and chain12_mixed (bench/make_chain_models.py).
+// The bodies of chain12_arith and chain12_mixed (bench/make_chain_models.py), single ops, and
+// SiLU: Mul(x, Sigmoid(x)).
 std::shared_ptr<ir::Graph> chain_body(int which) {
   static const char* single[] = {"Exp", "Sigmoid", "Tanh", "Erf", "Relu"};
+  if (which >= 7) {
+    auto g = std::make_shared<ir::Graph>();
+    g->opset_imports[""] = 17;
+    ir::Value* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{kElems})});
+    g->add_output(g->add_node("Mul", {x, g->add_node("Sigmoid", {x}, 1)->output(0)}, 1)->output(0));
+    ir::infer_shapes(*g);
+    return g;
+  }
   if (which >= 2) return chain({{single[which - 2], {}}});
   if (which == 0)
     return chain({{"Add", {0.5f}}, {"Mul", {1.5f}}, {"Relu", {}}, {"Sub", {0.25f}}, {"Abs", {}}, {"Max", {0.1f}},
@@ -78,7 +87,8 @@ std::shared_ptr<ir::Graph> chain_body(int which) {
                 {"Abs", {}}, {"Neg", {}}, {"Exp", {}}, {"Sub", {0.5f}}, {"Max", {-0.2f}}, {"Mul", {2.0f}}});
 }
 
-// args: chain (0 arith, 1 mixed, 2.. one op: Exp, Sigmoid, Tanh, Erf, Relu), threads, isa (0 avx512, 1 avx2). The kernel is compiled
+// args: chain (0 arith, 1 mixed, 2.. one op: Exp, Sigmoid, Tanh, Erf, Relu; 7 SiLU as one Swish op,
+// 8 SiLU as Sigmoid and Mul), threads, isa (0 avx512, 1 avx2). The kernel is compiled
 // for chunks of 16384 elements and the chunks split across threads, as the Subgraph node does.
 void BM_SnippetsChain(benchmark::State& s) {
   const int threads = static_cast<int>(s.range(1));
@@ -86,6 +96,7 @@ void BM_SnippetsChain(benchmark::State& s) {
   auto body = chain_body(static_cast<int>(s.range(0)));
   snippets::CompileOptions opt;
   opt.target = cpu::x64::shared_target_machine(s.range(2) ? snippets::Isa::Avx2 : snippets::Isa::Avx512);
+  opt.fuse_swish = s.range(0) != 8;
   std::unique_ptr<snippets::Kernel> k;
   try {
     k = snippets::compile(*body, {{Shape{kChunk}}, Shape{kChunk}}, opt);
@@ -103,7 +114,7 @@ void BM_SnippetsChain(benchmark::State& s) {
   s.SetBytesProcessed(s.iterations() * kElems * 8);
 }
 BENCHMARK(BM_SnippetsChain)
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6}, {1, 2}, {0, 1}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8}, {1, 2}, {0, 1}})
     ->ArgNames({"body", "threads", "avx2"})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);

@@ -359,6 +359,7 @@ std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shape
   pass::convert_constants_to_scalars(*g);
   pass::convert_pow_to_power_static(*g);
   if (options.fuse_fma) pass::fuse_mul_add_to_fma(*g);
+  if (options.fuse_swish) pass::fuse_sigmoid_mul_to_swish(*g);
   for (const ir::Node* n : g->nodes())
     KILN_CHECK(is_reduction_op(n->op_type()) || tm->is_supported(n->op_type()),
                cat("snippets: ", n->describe(), " has no emitter on ", tm->name()));
@@ -478,7 +479,7 @@ std::string body_key(const ir::Graph& body, const CompileOptions& options) {
   }
   k << "out";
   for (const ir::Value* v : body.outputs()) k << " " << ref(v);
-  k << "|target " << (options.target ? options.target->name() : "none") << " fma " << options.fuse_fma << " unroll " << options.unroll << " detector "
+  k << "|target " << (options.target ? options.target->name() : "none") << " fma " << options.fuse_fma << " swish " << options.fuse_swish << " unroll " << options.unroll << " detector "
     << segfault_detector_on(options) << " buffers " << options.optimize_buffers
     << " bf16_out " << options.bf16_outputs;
   return k.str();

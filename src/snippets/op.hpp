@@ -15,6 +15,7 @@ inline constexpr const char* kSnippetsDomain = "kiln.snippets";
 //   Scalar                   one f32 constant held in the kernel ("value")
 //   PowerStatic              x ^ "power" with a compile-time exponent
 //   FMA                      a * b + c
+//   Swish                    x * Sigmoid(x), i.e. x / (1 + e^-x)
 //   Load / Store             vector memory access ("count" < vector length = masked tail;
 //                            a Store with "bf16" writes 2-byte bf16 elements)
 //   BroadcastMove            replicate lane 0 across the vector

@@ -56,6 +56,38 @@ TEST(SnippetsDataFlow, ConstantsBecomeScalarsPowBecomesPowerStatic) {
   EXPECT_FLOAT_EQ(ps->attr_f("power"), 3.0f);
 }
 
+TEST(SnippetsDataFlow, SigmoidTimesItsInputBecomesSwish) {
+  auto g = snippets_body({{4, 8}, {4, 8}});
+  ir::Value* x = g->inputs()[0];
+  ir::Value* y = g->inputs()[1];
+  ir::Value* s = g->add_node("Sigmoid", {x}, 1)->output(0);
+  ir::Value* m = g->add_node("Mul", {s, x}, 1)->output(0);  // either operand order
+  g->add_output(g->add_node("Add", {m, y}, 1)->output(0));
+  EXPECT_EQ(snippets::pass::fuse_sigmoid_mul_to_swish(*g), 1u);
+  EXPECT_EQ(count_type(*g, "Sigmoid"), 0u);
+  EXPECT_EQ(count_type(*g, "Mul"), 0u);
+  ir::Node* sw = g->outputs()[0]->producer()->input(0)->producer();
+  ASSERT_EQ(sw->op_type(), "Swish");
+  EXPECT_EQ(sw->domain(), snippets::kSnippetsDomain);
+  ASSERT_EQ(sw->num_inputs(), 1u);
+  EXPECT_EQ(sw->input(0), x);
+
+  // left alone: the sigmoid of another value, a sigmoid read twice, a sigmoid that is an output
+  auto g2 = snippets_body({{4, 8}, {4, 8}});
+  ir::Value* a = g2->inputs()[0];
+  ir::Value* b = g2->inputs()[1];
+  ir::Value* sb = g2->add_node("Sigmoid", {b}, 1)->output(0);
+  g2->add_output(g2->add_node("Mul", {a, sb}, 1)->output(0));
+  ir::Value* sa = g2->add_node("Sigmoid", {a}, 1)->output(0);
+  g2->add_output(g2->add_node("Mul", {a, sa}, 1)->output(0));
+  g2->add_output(g2->add_node("Relu", {sa}, 1)->output(0));
+  ir::Value* sc = g2->add_node("Sigmoid", {b}, 1)->output(0);
+  g2->add_output(g2->add_node("Mul", {sc, b}, 1)->output(0));
+  g2->add_output(sc);
+  EXPECT_EQ(snippets::pass::fuse_sigmoid_mul_to_swish(*g2), 0u);
+  EXPECT_EQ(count_type(*g2, "Sigmoid"), 3u);
+}
+
 TEST(SnippetsDataFlow, MulAddBecomesFmaOnlyWhenMulHasOneUse) {
   auto g = snippets_body({{4, 8}, {4, 8}});
   ir::Value* x = g->inputs()[0];
