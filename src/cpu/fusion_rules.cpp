@@ -286,7 +286,7 @@ bool sum_operand_ok(const ir::Node& add, const TensorFacts& host_out, const Tens
   return true;
 }
 
-bool swish_leaves_convolution(const FusionTarget& target) {
+bool swish_leaves_convolution(const FusionTarget& target, int64_t output_elements) {
   // oneDNN 2.6's swish post-op costs about as much whatever the convolution: 0.21-0.29 ms per
   // million outputs in isolation (1x1 16 -> 96 at 112x112 to 3x3 128 -> 128 at 28x28; AMD Zen 4,
   // 2 threads), and 0.36 inside EfficientNet-B0, whose 49 Swishes cover 6.2 million outputs: its
@@ -296,6 +296,10 @@ bool swish_leaves_convolution(const FusionTarget& target) {
   // 3.7-4.3 ms (channel blocks of 8), and in bf16 3.8 ms, more than the post-ops cost.
   // (Zen 4 runs a 512-bit operation as two halves; on a CPU with full-width AVX-512 both
   // sides run faster and the tensor's extra pass weighs more: not measured there.)
+  // A small output is another matter: the post-op's cost is per output, a node's dispatch
+  // (3-4 us) is not. EfficientNet-B0's 16 squeeze-and-excitation convolutions ([1, 8..80, 1,
+  // 1]) each ran their Swish as a 4 us node.
+  if (output_elements >= 0 && output_elements < 4096) return false;
   return !target.bf16 && target.snippets_isa == snippets::Isa::Avx512;
 }
 

@@ -36,9 +36,11 @@ struct FusionTarget {
 
 // A written-out Swish (x * Sigmoid(x)) after a Convolution runs in a snippets kernel of its
 // own rather than as the convolution's swish post-op: where the convolutions compute in f32
-// and the snippets kernels are AVX-512 ones. Otherwise (and wherever no snippets kernel takes
-// it) it is the post-op.
-bool swish_leaves_convolution(const FusionTarget& target);
+// and the snippets kernels are AVX-512 ones, unless the output is small (`output_elements`
+// known and below 4096: a squeeze-and-excitation's [1, C, 1, 1]), where the post-op costs
+// less than a node of its own. Otherwise (and wherever no snippets kernel takes it) it is the
+// post-op. `output_elements` -1: not known (symbolic shapes).
+bool swish_leaves_convolution(const FusionTarget& target, int64_t output_elements);
 
 // A node that takes post-ops: its output's channels are along `channel_axis`.
 struct PostOpHost {

@@ -149,53 +149,60 @@ TEST(CpuFusionRules, BatchNormalizationTakesOneRelu) {
       {"relu"});
 }
 
-// A Swish after a convolution is its post-op except in f32 with AVX-512 snippets kernels,
-// where a Subgraph computes it (swish_leaves_convolution): MarkSkipped leaves it to the
-// tokenizer then. Through the whole pipeline (cpu::Executor) at the ISA in use, the graph
-// holds what the rule says, and computes what the reference does. After a FullyConnected a
-// Swish stays a post-op.
-TEST(CpuFusionRules, SwishAfterAConvolutionIsAPostOpUnlessF32OnAvx512Snippets) {
+// A Swish after a convolution is its post-op except in f32 with AVX-512 snippets kernels and
+// an output of 4096 values or more, where a Subgraph computes it (swish_leaves_convolution):
+// MarkSkipped leaves it to the tokenizer then. Through the whole pipeline (cpu::Executor) at
+// the ISA in use, the graph holds what the rule says, and computes what the reference does.
+// After a FullyConnected a Swish stays a post-op.
+TEST(CpuFusionRules, SwishAfterAConvolutionIsAPostOpUnlessF32OnAvx512SnippetsAndLarge) {
   using snippets::Isa;
-  EXPECT_TRUE(cpu::swish_leaves_convolution({false, Isa::Avx512}));
-  EXPECT_FALSE(cpu::swish_leaves_convolution({true, Isa::Avx512}));
-  EXPECT_FALSE(cpu::swish_leaves_convolution({false, Isa::Avx2}));
-  EXPECT_FALSE(cpu::swish_leaves_convolution({false, std::nullopt}));
+  EXPECT_TRUE(cpu::swish_leaves_convolution({false, Isa::Avx512}, 4096));
+  EXPECT_TRUE(cpu::swish_leaves_convolution({false, Isa::Avx512}, -1));  // symbolic: not known to be small
+  EXPECT_FALSE(cpu::swish_leaves_convolution({false, Isa::Avx512}, 4095));
+  EXPECT_FALSE(cpu::swish_leaves_convolution({true, Isa::Avx512}, 4096));
+  EXPECT_FALSE(cpu::swish_leaves_convolution({false, Isa::Avx2}, 4096));
+  EXPECT_FALSE(cpu::swish_leaves_convolution({false, std::nullopt}, 4096));
 
-  auto g = make_graph(13);
-  auto* x = image(*g);
-  auto* y = conv(*g, x, 8, 16, 1, "c");
-  auto* s = op(*g, "Mul", {op(*g, "Sigmoid", {y}, "sig"), y}, "swish");
-  auto* flat = g->add_node("Flatten", {s}, 1, "flat")->output(0);
-  auto* fc = op(*g, "MatMul", {flat, g->add_constant("w", random_tensor({576, 10}, 2, 0.05f))}, "fc");
-  g->add_output(op(*g, "Mul", {fc, op(*g, "Sigmoid", {fc}, "fc_sig")}, "fc_swish"));
-  ir::infer_shapes(*g);
-  auto names = [&](const cpu::FusionTarget& t) {
-    std::set<std::string> n;
-    for (const ir::Node* m : cpu::mark_skipped(*g, nullptr, t)) n.insert(m->name());
-    return n;
-  };
-  const std::set<std::string> fc_swish = {"fc_sig", "fc_swish"};
-  const std::set<std::string> both = {"sig", "swish", "fc_sig", "fc_swish"};
-  EXPECT_EQ(names({false, Isa::Avx512}), fc_swish);
-  EXPECT_EQ(names({true, Isa::Avx512}), both);
-  EXPECT_EQ(names({false, Isa::Avx2}), both);
+  for (const int64_t side : {16, 6}) {  // the convolution's output: 4096 values, 576
+    SCOPED_TRACE(side);
+    const bool large = side == 16;
+    auto g = make_graph(13);
+    auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 8, side, side})});
+    auto* y = conv(*g, x, 8, 16, 1, "c");
+    auto* s = op(*g, "Mul", {op(*g, "Sigmoid", {y}, "sig"), y}, "swish");
+    auto* flat = g->add_node("Flatten", {s}, 1, "flat")->output(0);
+    auto* fc = op(*g, "MatMul", {flat, g->add_constant("w", random_tensor({16 * side * side, 10}, 2, 0.05f))}, "fc");
+    g->add_output(op(*g, "Mul", {fc, op(*g, "Sigmoid", {fc}, "fc_sig")}, "fc_swish"));
+    ir::infer_shapes(*g);
+    auto names = [&](const cpu::FusionTarget& t) {
+      std::set<std::string> n;
+      for (const ir::Node* m : cpu::mark_skipped(*g, nullptr, t)) n.insert(m->name());
+      return n;
+    };
+    const std::set<std::string> fc_swish = {"fc_sig", "fc_swish"};
+    const std::set<std::string> both = {"sig", "swish", "fc_sig", "fc_swish"};
+    EXPECT_EQ(names({false, Isa::Avx512}), large ? fc_swish : both);
+    EXPECT_EQ(names({true, Isa::Avx512}), both);
+    EXPECT_EQ(names({false, Isa::Avx2}), both);
 
-  cpu::GraphOptions options;
-  options.bf16 = false;
-  const bool leaves = cpu::swish_leaves_convolution(cpu::fusion_target(options));
-  cpu::Executor ex(g, options);
-  const Tensor in = random_tensor({1, 8, 6, 6}, 3);
-  runtime::ReferenceExecutor ref(g);
-  expect_close(ref.run({in})[0], ex.run({in})[0], 1e-4, 1e-5);
-  const auto& plan = ex.plan_for({{1, 8, 6, 6}});
-  ASSERT_TRUE(plan.cpu) << plan.fallback_reason;
-  const cpu::Node* c = find(*plan.cpu, "c");
-  ASSERT_NE(c, nullptr) << plan.cpu->describe();
-  const bool conv_took_it = std::count(c->fused.begin(), c->fused.end(), "swish") == 1;
-  EXPECT_EQ(conv_took_it, !leaves) << plan.cpu->describe();
-  bool subgraph_took_it = false;
-  for (const auto& n : plan.cpu->nodes())
-    if (n->kind() == cpu::NodeKind::Subgraph)
-      subgraph_took_it |= std::count(n->fused.begin(), n->fused.end(), "swish") == 1;
-  EXPECT_EQ(subgraph_took_it, leaves) << plan.cpu->describe();
+    cpu::GraphOptions options;
+    options.bf16 = false;
+    const bool leaves = cpu::swish_leaves_convolution(cpu::fusion_target(options), 16 * side * side);
+    EXPECT_TRUE(!leaves || large);
+    cpu::Executor ex(g, options);
+    const Tensor in = random_tensor({1, 8, side, side}, 3);
+    runtime::ReferenceExecutor ref(g);
+    expect_close(ref.run({in})[0], ex.run({in})[0], 1e-4, 1e-5);
+    const auto& plan = ex.plan_for({{1, 8, side, side}});
+    ASSERT_TRUE(plan.cpu) << plan.fallback_reason;
+    const cpu::Node* c = find(*plan.cpu, "c");
+    ASSERT_NE(c, nullptr) << plan.cpu->describe();
+    const bool conv_took_it = std::count(c->fused.begin(), c->fused.end(), "swish") == 1;
+    EXPECT_EQ(conv_took_it, !leaves) << plan.cpu->describe();
+    bool subgraph_took_it = false;
+    for (const auto& n : plan.cpu->nodes())
+      if (n->kind() == cpu::NodeKind::Subgraph)
+        subgraph_took_it |= std::count(n->fused.begin(), n->fused.end(), "swish") == 1;
+    EXPECT_EQ(subgraph_took_it, leaves) << plan.cpu->describe();
+  }
 }
