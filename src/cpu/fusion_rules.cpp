@@ -292,15 +292,19 @@ bool swish_leaves_convolution(const FusionTarget& target, int64_t output_element
   // 2 threads), and 0.36 inside EfficientNet-B0, whose 49 Swishes cover 6.2 million outputs: its
   // convolutions took 7.8-8.0 ms with them and 5.5-5.9 without. The snippets kernel (Sigmoid
   // and Mul in one pass, reading and writing the tensor once more) took 1.5 ms for them all,
-  // 0.24 ms per million: the model ran 8-9% faster. Not so elsewhere: AVX2 kernels took
-  // 3.7-4.3 ms (channel blocks of 8), and in bf16 3.8 ms, more than the post-ops cost.
+  // 0.24 ms per million: the model ran 8-9% faster. On AVX2 the Sigmoid and Mul took 3.7-4.3
+  // ms, more than the post-ops cost; the Swish op that replaced them (snippets
+  // fuse_sigmoid_mul_to_swish) runs 1.3-1.45x faster there, and the model at
+  // KILN_MAX_CPU_ISA=AVX2 ran 5-7% faster with it than with the post-ops (6 interleaved rounds,
+  // 2026-11-27). In bf16 the convolutions write bf16, and the snippets kernels made the model
+  // 1.2-1.9x slower: there it stays the post-op.
   // (Zen 4 runs a 512-bit operation as two halves; on a CPU with full-width AVX-512 both
   // sides run faster and the tensor's extra pass weighs more: not measured there.)
   // A small output is another matter: the post-op's cost is per output, a node's dispatch
   // (3-4 us) is not. EfficientNet-B0's 16 squeeze-and-excitation convolutions ([1, 8..80, 1,
   // 1]) each ran their Swish as a 4 us node.
   if (output_elements >= 0 && output_elements < 4096) return false;
-  return !target.bf16 && target.snippets_isa == snippets::Isa::Avx512;
+  return !target.bf16 && target.snippets_isa.has_value();
 }
 
 }  // namespace kiln::cpu

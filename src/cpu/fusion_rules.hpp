@@ -36,7 +36,7 @@ struct FusionTarget {
 
 // A written-out Swish (x * Sigmoid(x)) after a Convolution runs in a snippets kernel of its
 // own rather than as the convolution's swish post-op: where the convolutions compute in f32
-// and the snippets kernels are AVX-512 ones, unless the output is small (`output_elements`
+// and snippets kernels run (AVX-512 or AVX2), unless the output is small (`output_elements`
 // known and below 4096: a squeeze-and-excitation's [1, C, 1, 1]), where the post-op costs
 // less than a node of its own. Otherwise (and wherever no snippets kernel takes it) it is the
 // post-op. `output_elements` -1: not known (symbolic shapes).

@@ -90,7 +90,7 @@ snippets::SkippedNodes mark_skipped(const ir::Graph& g, transforms::PassLog* log
           if (log)
             log->skipped(kMarkSkippedPass, cat(prev->name(), " -> ", mul->name()),
                          cat("Swish (", sig->name(), ", ", mul->name(), ") left to the snippets: cheaper than ", n->name(),
-                             "'s swish post-op in f32 with AVX-512 kernels"));
+                             "'s swish post-op in f32 with snippets kernels"));
           break;
         }
         skipped.insert(sig);
