@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <map>
 
 #include "cpu/executor.hpp"
 #include "cpu/isa.hpp"
@@ -138,6 +139,48 @@ TEST(CpuSubgraph, BetweenConvolutionsItKeepsTheirLayout) {
   EXPECT_EQ(impls[0], snippet_impl() + "_blocked");
   subgraph_impls(g, {random_tensor({1, 16, 12, 12}, 3)}, false, &reorders_off, 1e-4, 1e-5);
   EXPECT_LE(reorders_on, reorders_off);  // the subgraph adds no layout conversions
+}
+
+// A residual block's tail: SiLU of a 3x3 convolution plus a 1x1 convolution's output. On
+// AVX-512 the 3x3 one runs Winograd, which writes channel blocks (nChw16c) while the 1x1 one
+// writes channels-last: the Subgraph runs in one of the two layouts (a tie goes to the dim
+// permutation) and the graph converts the other input, instead of converting both inputs and
+// its output to plain. Elsewhere both write the same layout. Either way: not plain, at most
+// one input converted, and the output read as it is by the next convolution. (The 1x1
+// convolution's output is also a graph output, so the Add is not its sum post-op.)
+TEST(CpuSubgraph, InputsInTwoLayoutsRunInOneOfThem) {
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 16, 32, 32})});
+  auto* c3 = conv3x3_to_32(*g, x, 16, "conv3x3", 1);
+  auto* c1 = g->add_node("Conv", {x, g->add_constant("w1", random_tensor({32, 16, 1, 1}, 2, 0.2f))}, 1, "conv1x1")->output(0);
+  auto* silu = g->add_node("Mul", {c3, g->add_node("Sigmoid", {c3}, 1, "sig")->output(0)}, 1, "silu")->output(0);
+  auto* sum = g->add_node("Add", {silu, c1}, 1, "add")->output(0);
+  g->add_output(g->add_node("Conv", {sum, g->add_constant("w2", random_tensor({8, 32, 1, 1}, 3, 0.2f))}, 1, "out")->output(0));
+  g->add_output(c1);  // read twice: the Add stays with the Subgraph, not the 1x1 convolution's sum
+  const std::vector<Tensor> in = {random_tensor({1, 16, 32, 32}, 4)};
+  auto impls = subgraph_impls(g, in, true, nullptr, 1e-4, 1e-5);  // against the reference
+  if (subgraphs_here(1) == 0) return;
+  ASSERT_EQ(impls.size(), 1u);
+  EXPECT_NE(impls[0], snippet_impl()) << "the Subgraph ran plain";
+
+  cpu::Executor ex(g);
+  ex.run(in);
+  const auto& plan = ex.plan_for({{1, 16, 32, 32}});
+  ASSERT_TRUE(plan.cpu) << plan.fallback_reason;
+  std::map<const cpu::Edge*, const cpu::Node*> producer;
+  for (auto& n : plan.cpu->nodes())
+    for (const cpu::Edge* e : n->outputs) producer[e] = n.get();
+  const cpu::Node* sg = nullptr;
+  for (auto& n : plan.cpu->nodes())
+    if (n->kind() == cpu::NodeKind::Subgraph) sg = n.get();
+  ASSERT_NE(sg, nullptr);
+  size_t converted = 0;
+  for (const cpu::Edge* e : sg->inputs) converted += producer.count(e) && producer[e]->kind() == cpu::NodeKind::Reorder;
+  EXPECT_LE(converted, 1u) << plan.cpu->describe();
+  for (auto& n : plan.cpu->nodes()) {
+    if (n->kind() != cpu::NodeKind::Reorder) continue;
+    EXPECT_NE(n->inputs.at(0), sg->outputs.at(0)) << "the Subgraph's output is converted\n" << plan.cpu->describe();
+  }
 }
 
 TEST(CpuSubgraph, TranscendentalChainsBecomeOneKernel) {

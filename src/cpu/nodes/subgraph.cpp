@@ -57,6 +57,41 @@ std::optional<std::vector<size_t>> dim_permutation(const dnnl::memory::desc& md)
   return order;
 }
 
+// Whether `md` is a blocked layout without padding (channel blocks that divide the channels,
+// or a dim permutation): its elements are the plain ones at other offsets, one each.
+bool dense_unpadded(const dnnl::memory::desc& md) {
+  const auto& d = md.data;
+  if (d.format_kind != dnnl_blocked) return false;
+  for (int i = 0; i < d.ndims; ++i)
+    if (d.padded_dims[i] != d.dims[i]) return false;
+  return true;
+}
+
+// The layout a Subgraph over full-shape `inputs` runs in, when every input comes in a dense
+// non-plain layout: theirs if they agree; else the one most of them have, ties going to a dim
+// permutation, then to the earlier input (`*mixed` set: the others are converted). Nothing
+// when an input is plain or padded (the kernel runs plain).
+std::optional<dnnl::memory::desc> common_dense_layout(const std::vector<Edge*>& inputs, bool* mixed) {
+  *mixed = false;
+  std::vector<std::pair<dnnl::memory::desc, int>> votes;
+  for (Edge* e : inputs) {
+    if (e->is_plain() || !dense_unpadded(e->desc())) return std::nullopt;
+    auto it = std::find_if(votes.begin(), votes.end(), [&](const auto& v) { return v.first == e->desc(); });
+    if (it == votes.end()) votes.emplace_back(e->desc(), 1);
+    else ++it->second;
+  }
+  if (votes.empty()) return std::nullopt;
+  *mixed = votes.size() > 1;
+  auto better = [](const std::pair<dnnl::memory::desc, int>& a, const std::pair<dnnl::memory::desc, int>& b) {
+    if (a.second != b.second) return a.second > b.second;
+    return dim_permutation(a.first).has_value() && !dim_permutation(b.first).has_value();
+  };
+  size_t best = 0;
+  for (size_t i = 1; i < votes.size(); ++i)
+    if (better(votes[i], votes[best])) best = i;
+  return votes[best].first;
+}
+
 // `s` (numpy-aligned to rank r) in the dim order `perm`; with `plain`, null when its plain
 // row-major bytes would not be that order's bytes (its dims larger than 1 change relative order).
 std::optional<Shape> permute_shape(const Shape& s, const std::vector<size_t>& perm, bool plain) {
@@ -193,15 +228,13 @@ class SubgraphNode : public Node {
     // arrays and the outputs keep that layout, so no Reorder is needed around the node.
     bool all_full = same && !inputs.empty() && !plain_only;
     for (Edge* e : inputs) all_full = all_full && e->shape == shapes.output;
+    // Inputs that all come in such layouts, but not the same one (a Winograd convolution's
+    // channel blocks beside channels-last tensors), run in the layout most of them have, ties
+    // going to a dim permutation (what the convolutions around write on AVX-512): the graph
+    // converts the others. Before, the node ran plain, converting every input and its output.
     std::optional<dnnl::memory::desc> layout;
-    if (all_full && !inputs[0]->is_plain()) {
-      layout = inputs[0]->desc();
-      const auto& d = layout->data;
-      bool dense = d.format_kind == dnnl_blocked;
-      for (int i = 0; dense && i < d.ndims; ++i) dense = d.padded_dims[i] == d.dims[i];
-      for (Edge* e : inputs) dense = dense && !e->is_plain() && e->desc() == *layout;
-      if (!dense) layout.reset();
-    }
+    bool mixed = false;
+    if (all_full) layout = common_dense_layout(inputs, &mixed);
     // Canonicalization with broadcasting: the full-shape inputs keep the layout they come in
     // (the graph converts any that differ) and the broadcast inputs are read plain, when their
     // plain bytes are in that layout's order; the outputs keep the layout. Either a layout that
@@ -318,6 +351,7 @@ class SubgraphNode : public Node {
     }
     impl = "snippet_" + kernel_->isa() + "_blocked";
     for (Edge* e : outputs) e->set_layout(bf16_out ? *out_bf16 : *layout);
+    if (mixed) return std::vector<InputLayout>(inputs.size(), InputLayout::exact(*layout));
     return std::vector<InputLayout>(inputs.size(), InputLayout::any());
   }
 
