@@ -34,7 +34,15 @@ echo "[compare_ort] kiln=$KILN threads=$THREADS passes=$PASSES iters=$ITERS warm
 [ -d "$CACHE/node_modules/onnxruntime-node" ] || "$SHARED/setup.sh" > "$OUT/setup.log" 2>&1
 IFS=, read -r -a NAMES <<< "$MODELS"
 missing=()
-for n in "${NAMES[@]}"; do [ -f "$CACHE/models/$n/model.onnx" ] || missing+=("$n"); done
+for n in "${NAMES[@]}"; do
+  [ -f "$CACHE/models/$n/model.onnx" ] && continue
+  if [ "$n" = yolo_like ]; then  # kiln's own detection model (make_detector_model.py)
+    $PY "$HERE/make_detector_model.py" > "$OUT/make_detector_model.log" 2>&1 \
+      || echo "[compare_ort] make_detector_model.py failed (see $OUT/make_detector_model.log)"
+  else
+    missing+=("$n")
+  fi
+done
 if [ ${#missing[@]} -gt 0 ]; then
   (IFS=,; $PY "$SHARED/make_models.py" --only "${missing[*]}") > "$OUT/make_models.log" 2>&1 \
     || echo "[compare_ort] make_models.py failed for ${missing[*]} (see $OUT/make_models.log)"
