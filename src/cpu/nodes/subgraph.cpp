@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <optional>
 
 #include "cpu/emitters/x64/target_machine.hpp"
@@ -29,18 +30,25 @@ bool static_f32(const ir::Value* v) {
   return v && v->type.dtype == DType::f32 && v->type.shape.is_static();
 }
 
+// Whether `md` is a blocked layout without padding (channel blocks that divide the channels,
+// or a dim permutation): its elements are the plain ones at other offsets, one each.
+bool dense_unpadded(const dnnl::memory::desc& md) {
+  const auto& d = md.data;
+  if (d.format_kind != dnnl_blocked) return false;
+  for (int i = 0; i < d.ndims; ++i)
+    if (d.padded_dims[i] != d.dims[i]) return false;
+  return true;
+}
+
 // The dim order (outermost first) of a dense layout that only permutes the dims (e.g.
 // channels-last, acdb), or nothing for blocked or padded layouts. Dims of size 1 go first:
 // their stride does not matter.
 std::optional<std::vector<size_t>> dim_permutation(const dnnl::memory::desc& md) {
   const auto& d = md.data;
-  if (d.format_kind != dnnl_blocked || d.format_desc.blocking.inner_nblks != 0) return std::nullopt;
+  if (!dense_unpadded(md) || d.format_desc.blocking.inner_nblks != 0) return std::nullopt;
   const size_t r = static_cast<size_t>(d.ndims);
   std::vector<size_t> order(r);
-  for (size_t i = 0; i < r; ++i) {
-    if (d.padded_dims[i] != d.dims[i]) return std::nullopt;
-    order[i] = i;
-  }
+  std::iota(order.begin(), order.end(), size_t{0});
   const auto* st = d.format_desc.blocking.strides;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     const bool a1 = d.dims[a] == 1, b1 = d.dims[b] == 1;
@@ -57,16 +65,6 @@ std::optional<std::vector<size_t>> dim_permutation(const dnnl::memory::desc& md)
   return order;
 }
 
-// Whether `md` is a blocked layout without padding (channel blocks that divide the channels,
-// or a dim permutation): its elements are the plain ones at other offsets, one each.
-bool dense_unpadded(const dnnl::memory::desc& md) {
-  const auto& d = md.data;
-  if (d.format_kind != dnnl_blocked) return false;
-  for (int i = 0; i < d.ndims; ++i)
-    if (d.padded_dims[i] != d.dims[i]) return false;
-  return true;
-}
-
 // The layout a Subgraph over full-shape `inputs` runs in, when every input comes in a dense
 // non-plain layout: theirs if they agree; else the one most of them have, ties going to a dim
 // permutation, then to the earlier input (`*mixed` set: the others are converted). Nothing
@@ -80,7 +78,7 @@ std::optional<dnnl::memory::desc> common_dense_layout(const std::vector<Edge*>& 
     if (it == votes.end()) votes.emplace_back(e->desc(), 1);
     else ++it->second;
   }
-  if (votes.empty()) return std::nullopt;
+  if (votes.empty()) return std::nullopt;  // no inputs
   *mixed = votes.size() > 1;
   auto better = [](const std::pair<dnnl::memory::desc, int>& a, const std::pair<dnnl::memory::desc, int>& b) {
     if (a.second != b.second) return a.second > b.second;
@@ -115,12 +113,10 @@ std::optional<Shape> permute_shape(const Shape& s, const std::vector<size_t>& pe
 // order (nChw16c, nChw8c: element (n, c, h, w) at ((n, c / B, h, w), c % B)), or nothing.
 std::optional<int64_t> channel_block(const dnnl::memory::desc& md) {
   const auto& d = md.data;
-  if (d.format_kind != dnnl_blocked || d.ndims < 3 || d.data_type != dnnl_f32) return std::nullopt;
+  if (!dense_unpadded(md) || d.ndims < 3 || d.data_type != dnnl_f32) return std::nullopt;
   const auto& b = d.format_desc.blocking;
   if (b.inner_nblks != 1 || b.inner_idxs[0] != 1) return std::nullopt;
   const int64_t B = b.inner_blks[0];
-  for (int i = 0; i < d.ndims; ++i)
-    if (d.padded_dims[i] != d.dims[i]) return std::nullopt;
   int64_t expect = B;
   for (int i = d.ndims; i-- > 0;) {
     const int64_t outer = i == 1 ? d.dims[1] / B : d.dims[i];

@@ -9,6 +9,17 @@ namespace kiln::cpu::x64 {
 
 using namespace Xbyak;
 
+namespace {
+// e^x = 2^n e^r: n = round(x log2 e), r = x - n ln2 with ln2 in two parts (the high one has
+// few enough bits that n ln2_hi is exact), e^r on |r| <= ln2/2 by kExpPoly, highest degree
+// first: c5 .. c0 (emit_exp_core; emit_swish evaluates it at -r).
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kLn2Hi = 0.693359375f;
+constexpr float kLn2Lo = -2.12194440e-4f;
+constexpr float kExpPoly[] = {0.0082903147f, 0.041897930f, 0.16667636f, 0.49999150f, 0.99999971f, 1.0f};
+constexpr int kExpDegree = 5;
+}  // namespace
+
 // dst = e^src; src and dst distinct from each other and from a, b, c (scratch). x is
 // clamped (NaN kept: min/max return their second operand then; the upper clamp left out
 // when the caller knows src <= 0), x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts so
@@ -27,15 +38,14 @@ void emit_exp_core(KernelEmitter& h, const Xmm& dst, const Xmm& src, const Xmm& 
     h.vmovups(b, h.cst(hi));
     h.vminps(a, b, a);
   }
-  h.vmulps(b, a, h.cst(1.44269504088896341f));
+  h.vmulps(b, a, h.cst(kLog2e));
   h.vround(b, b, 0);  // n
   h.vmovaps(c, a);
-  h.vfnmadd231ps(c, b, h.cst(0.693359375f));
-  h.vfnmadd231ps(c, b, h.cst(-2.12194440e-4f));  // r
+  h.vfnmadd231ps(c, b, h.cst(kLn2Hi));
+  h.vfnmadd231ps(c, b, h.cst(kLn2Lo));  // r
   // minimax-like fit of (e^r - 1) / r, c5 first (Lawson's iteration on 4001 Chebyshev points)
-  static const float coeffs[] = {0.041897930f, 0.16667636f, 0.49999150f, 0.99999971f, 1.0f};
-  h.vmovups(a, h.cst(0.0082903147f));
-  for (float k : coeffs) h.vfmadd213ps(a, c, h.cst(k));
+  h.vmovups(a, h.cst(kExpPoly[0]));
+  for (int i = 1; i <= kExpDegree; ++i) h.vfmadd213ps(a, c, h.cst(kExpPoly[i]));
   if (h.avx512()) {
     h.vscalefps(dst, a, b);
     return;
@@ -138,14 +148,15 @@ void emit_swish(KernelEmitter& h, const Expression& e) {
   h.vmaxps(xc, xc, x);
   h.vmovups(xe, h.cst(h.avx512() ? 104.0f : 86.5f));
   h.vminps(xe, xe, xc);
-  h.vmulps(n, xe, h.cst(-1.44269504088896341f));
+  h.vmulps(n, xe, h.cst(-kLog2e));
   h.vround(n, n, 0);
   h.vmovaps(s, xe);
-  h.vfmadd231ps(s, n, h.cst(0.693359375f));
-  h.vfmadd231ps(s, n, h.cst(-2.12194440e-4f));
-  static const float coeffs[] = {0.041897930f, -0.16667636f, 0.49999150f, -0.99999971f, 1.0f};
-  h.vmovups(p, h.cst(-0.0082903147f));
-  for (float k : coeffs) h.vfmadd213ps(p, s, h.cst(k));
+  h.vfmadd231ps(s, n, h.cst(kLn2Hi));
+  h.vfmadd231ps(s, n, h.cst(kLn2Lo));
+  // kExpPoly at -s: the coefficients of odd degree negated
+  auto coefficient = [](int i) { return (kExpDegree - i) % 2 ? -kExpPoly[i] : kExpPoly[i]; };
+  h.vmovups(p, h.cst(coefficient(0)));
+  for (int i = 1; i <= kExpDegree; ++i) h.vfmadd213ps(p, s, h.cst(coefficient(i)));
   h.scale_pow2(n, p, n, t);  // e^-x
   h.vaddps(n, n, h.cst(1.0f));
   h.reciprocal(p, n, t);
