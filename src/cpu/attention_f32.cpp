@@ -11,6 +11,7 @@
 
 #include "cpu/gemm_f32.hpp"
 #include "cpu/isa.hpp"
+#include "cpu/simd_avx2.hpp"
 #include "cpu/simd_avx512.hpp"
 
 namespace kiln::cpu::attention_f32 {
@@ -72,19 +73,55 @@ KILN_AVX512 void transpose_avx512(const float* in, int64_t rows, int64_t cols, i
     }
 }
 
+// Rows [0, rows) x cols [0, cols) of `in`, transposed and scaled into `out`, 8 x 8 at a time
+// (the AVX2 form of transpose_avx512).
+KILN_AVX2 void transpose_avx2(const float* in, int64_t rows, int64_t cols, int64_t ld_in, float alpha, float* out,
+                              int64_t ld_out) {
+  const __m256 va = _mm256_set1_ps(alpha);
+  for (int64_t i0 = 0; i0 < rows; i0 += 8)
+    for (int64_t j0 = 0; j0 < cols; j0 += 8) {
+      const __m256i cm = tail_mask8(cols - j0);
+      const int64_t nr = std::min<int64_t>(8, rows - i0), nc = std::min<int64_t>(8, cols - j0);
+      __m256 r[8];
+      for (int i = 0; i < 8; ++i)
+        r[i] = i < nr ? _mm256_mul_ps(va, _mm256_maskload_ps(in + (i0 + i) * ld_in + j0, cm)) : _mm256_setzero_ps();
+      // pairs of rows interleaved, then groups of four (columns c and c + 4 in the two lanes),
+      // then the lanes of rows 0-3 and 4-7 joined
+      __m256 u[8];
+      for (int g = 0; g < 2; ++g) {
+        const __m256 t0 = _mm256_unpacklo_ps(r[4 * g], r[4 * g + 1]), t1 = _mm256_unpackhi_ps(r[4 * g], r[4 * g + 1]);
+        const __m256 t2 = _mm256_unpacklo_ps(r[4 * g + 2], r[4 * g + 3]),
+                     t3 = _mm256_unpackhi_ps(r[4 * g + 2], r[4 * g + 3]);
+        u[4 * g + 0] = _mm256_shuffle_ps(t0, t2, 0x44);
+        u[4 * g + 1] = _mm256_shuffle_ps(t0, t2, 0xEE);
+        u[4 * g + 2] = _mm256_shuffle_ps(t1, t3, 0x44);
+        u[4 * g + 3] = _mm256_shuffle_ps(t1, t3, 0xEE);
+      }
+      __m256 o[8];
+      for (int e = 0; e < 4; ++e) {
+        o[e] = _mm256_permute2f128_ps(u[e], u[4 + e], 0x20);
+        o[4 + e] = _mm256_permute2f128_ps(u[e], u[4 + e], 0x31);
+      }
+      const __m256i rm = tail_mask8(nr);
+      for (int j = 0; j < nc; ++j) _mm256_maskstore_ps(out + (j0 + j) * ld_out + i0, rm, o[j]);
+    }
+}
+
+using TransposeFn = void (*)(const float*, int64_t, int64_t, int64_t, float, float*, int64_t);
+
 // K^T of one kv head ([T, D] rows ld apart) as gemm_f32's packed B [D, T], times the scale.
-KILN_AVX512 void pack_kt(const float* k, int64_t T, int64_t D, int64_t ld, float scale, float* out) {
+void pack_kt(TransposeFn transpose, const float* k, int64_t T, int64_t D, int64_t ld, float scale, float* out) {
   for (int64_t p = 0; p * kPanel < T; ++p) {
     const int64_t rows = std::min(kPanel, T - p * kPanel);
     float* panel = out + p * D * kPanel;
     if (rows < kPanel) std::memset(panel, 0, static_cast<size_t>(D * kPanel) * sizeof(float));
-    transpose_avx512(k + p * kPanel * ld, rows, D, ld, scale, panel, kPanel);
+    transpose(k + p * kPanel * ld, rows, D, ld, scale, panel, kPanel);
   }
 }
 
 // One scores row: mask and causal limit applied, then softmax in place (all keys masked: zeros).
 // `mf` / `mb`: the mask row (float / bool), `mstep` 1 along T or 0 (one value for the row).
-KILN_AVX512 void softmax_row(float* x, int64_t T, const float* mf, const uint8_t* mb, int64_t mstep, int64_t causal_limit,
+KILN_AVX512 void softmax_row_avx512(float* x, int64_t T, const float* mf, const uint8_t* mb, int64_t mstep, int64_t causal_limit,
                              const ProbsQuant& pq) {
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -142,6 +179,89 @@ KILN_AVX512 void softmax_row(float* x, int64_t T, const float* mf, const uint8_t
   }
 }
 
+KILN_AVX2 inline float hmax8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+KILN_AVX2 inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+// softmax_row_avx512 on 8 lanes: lanes past T are -inf for the maximum and 0 for the sum.
+KILN_AVX2 void softmax_row_avx2(float* x, int64_t T, const float* mf, const uint8_t* mb, int64_t mstep,
+                                int64_t causal_limit, const ProbsQuant& pq) {
+  const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256 vmax = ninf;
+  for (int64_t j = 0; j < T; j += 8) {
+    const __m256i k = tail_mask8(T - j);
+    __m256 v = _mm256_maskload_ps(x + j, k);
+    if (mf) v = _mm256_add_ps(v, mstep ? _mm256_maskload_ps(mf + j, k) : _mm256_set1_ps(mf[0]));
+    if (mb) {
+      __m256 attend;  // all ones where the key is attended
+      if (mstep) {
+        alignas(16) uint8_t bytes[16] = {};
+        std::memcpy(bytes, mb + j, static_cast<size_t>(std::min<int64_t>(8, T - j)));
+        const __m256i w = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes)));
+        attend = _mm256_castsi256_ps(_mm256_cmpgt_epi32(w, _mm256_setzero_si256()));
+      } else {
+        attend = mb[0] ? _mm256_castsi256_ps(_mm256_set1_epi32(-1)) : _mm256_setzero_ps();
+      }
+      v = _mm256_blendv_ps(ninf, v, attend);
+    }
+    if (causal_limit >= 0) {  // keys past the query's position
+      const __m256i after = _mm256_cmpgt_epi32(_mm256_add_epi32(lane, _mm256_set1_epi32(static_cast<int>(j))),
+                                               _mm256_set1_epi32(static_cast<int>(causal_limit)));
+      v = _mm256_blendv_ps(v, ninf, _mm256_castsi256_ps(after));
+    }
+    _mm256_maskstore_ps(x + j, k, v);
+    vmax = _mm256_max_ps(vmax, _mm256_blendv_ps(ninf, v, _mm256_castsi256_ps(k)));
+  }
+  const float m = hmax8(vmax);
+  if (m == -std::numeric_limits<float>::infinity()) {
+    std::memset(x, 0, static_cast<size_t>(T) * sizeof(float));
+    return;
+  }
+  const __m256 vm = _mm256_set1_ps(m);
+  __m256 sum = _mm256_setzero_ps();
+  for (int64_t j = 0; j < T; j += 8) {
+    const __m256i k = tail_mask8(T - j);
+    const __m256 e = v_exp8(_mm256_sub_ps(_mm256_maskload_ps(x + j, k), vm));
+    _mm256_maskstore_ps(x + j, k, e);
+    sum = _mm256_add_ps(sum, _mm256_and_ps(e, _mm256_castsi256_ps(k)));
+  }
+  const __m256 inv = _mm256_set1_ps(1.0f / hsum8(sum));
+  const __m256 smallest = _mm256_set1_ps(std::numeric_limits<float>::min());
+  const __m256 qs = _mm256_set1_ps(pq.scale), qz = _mm256_set1_ps(pq.zero_point), qlo = _mm256_set1_ps(pq.qmin),
+               qhi = _mm256_set1_ps(pq.qmax);
+  for (int64_t j = 0; j < T; j += 8) {
+    const __m256i k = tail_mask8(T - j);
+    __m256 p = _mm256_mul_ps(_mm256_maskload_ps(x + j, k), inv);
+    if (pq.on) {  // as QuantizeLinear -> DequantizeLinear: p / scale rounded half to even
+      const __m256 q =
+          _mm256_add_ps(_mm256_round_ps(_mm256_div_ps(p, qs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), qz);
+      p = _mm256_mul_ps(_mm256_sub_ps(_mm256_min_ps(_mm256_max_ps(q, qlo), qhi), qz), qs);
+    }
+    // no denormal probabilities: the product with V would run on the slow path
+    _mm256_maskstore_ps(x + j, k, _mm256_and_ps(p, _mm256_cmp_ps(p, smallest, _CMP_GE_OQ)));
+  }
+}
+
+using SoftmaxRowFn = void (*)(float*, int64_t, const float*, const uint8_t*, int64_t, int64_t, const ProbsQuant&);
+
+// The vector code of one ISA; the GEMMs choose theirs (gemm_f32).
+struct Kernels {
+  TransposeFn transpose;
+  SoftmaxRowFn softmax_row;
+};
+const Kernels& kernels() {
+  static const Kernels avx512{transpose_avx512, softmax_row_avx512}, avx2{transpose_avx2, softmax_row_avx2};
+  return isa_at_least(Isa::avx512_core) ? avx512 : avx2;
+}
+
 // Element offsets of (b, head) and the row stride of a Q / K / V / Y tensor.
 struct Layout {
   int64_t heads, seq, size;
@@ -152,13 +272,13 @@ struct Layout {
   int64_t row() const { return packed ? heads * size : size; }
 };
 
-KILN_AVX512 void head(const Geometry& g, const float* q, const float* k, const float* v, const Mask& mask, float* y,
+void head(const Kernels& f, const Geometry& g, const float* q, const float* k, const float* v, const Mask& mask, float* y,
                       float* kt_pack, float* v_pack, float* scores, int64_t b, int64_t h, bool pack) {
   const Layout lq{g.Hq, g.S, g.D, g.packed}, lk{g.Hkv, g.T, g.D, g.packed}, lv{g.Hkv, g.T, g.Dv, g.packed},
       ly{g.Hq, g.S, g.Dv, g.packed};
   const int64_t hk = h / (g.Hq / g.Hkv);
   if (pack) {  // a new kv head (query heads of one group share it)
-    pack_kt(k + lk.base(b, hk), g.T, g.D, lk.row(), g.scale, kt_pack);
+    pack_kt(f.transpose, k + lk.base(b, hk), g.T, g.D, lk.row(), g.scale, kt_pack);
     gemm_f32::pack_b(v + lv.base(b, hk), g.T, g.Dv, lv.row(), 1, 1.0f, v_pack);
   }
   const gemm_f32::Epilogue none;
@@ -171,7 +291,7 @@ KILN_AVX512 void head(const Geometry& g, const float* q, const float* k, const f
     const int64_t off = mbase + (md[2] == 1 ? 0 : s) * md[3];
     const float* mf = mask.data && !mask.boolean ? static_cast<const float*>(mask.data) + off : nullptr;
     const uint8_t* mb = mask.data && mask.boolean ? static_cast<const uint8_t*>(mask.data) + off : nullptr;
-    softmax_row(scores + s * g.T, g.T, mf, mb, mstep, g.causal ? s : -1, g.probs);
+    f.softmax_row(scores + s * g.T, g.T, mf, mb, mstep, g.causal ? s : -1, g.probs);
   }
   gemm_f32::run_serial(scores, g.S, g.T, g.T, v_pack, g.Dv, y + ly.base(b, h), ly.row(), none);
 }
@@ -183,20 +303,24 @@ float ProbsQuant::apply(float p) const {
   return (std::min(std::max(q, qmin), qmax) - zero_point) * scale;
 }
 
-bool available() { return gemm_f32::available(); }
+// AVX2 or AVX-512: gemm_f32 runs on both, and the transposes and softmax have both forms
+bool available() { return isa_at_least(Isa::avx2); }
 
-const char* impl_name() { return "kiln_attention:avx512_core_f32"; }
+const char* impl_name() {
+  return isa_at_least(Isa::avx512_core) ? "kiln_attention:avx512_core_f32" : "kiln_attention:avx2_f32";
+}
 
 size_t scratch_bytes(const Geometry& g, int threads) { return parts(g).bytes() * static_cast<size_t>(std::max(1, threads)); }
 
 void transpose(const float* in, int64_t rows, int64_t cols, int64_t ld_in, float alpha, float* out, int64_t ld_out) {
-  KILN_CHECK(available(), "attention_f32::transpose: the ISA in use has no AVX-512");
-  transpose_avx512(in, rows, cols, ld_in, alpha, out, ld_out);
+  KILN_CHECK(available(), "attention_f32::transpose: the ISA in use has neither AVX-512 nor AVX2");
+  kernels().transpose(in, rows, cols, ld_in, alpha, out, ld_out);
 }
 
 void run(const Geometry& g, const float* q, const float* k, const float* v, const Mask& mask, float* y, void* scratch,
          int threads) {
-  KILN_CHECK(available(), "attention_f32::run: the ISA in use has no AVX-512");
+  KILN_CHECK(available(), "attention_f32::run: the ISA in use has neither AVX-512 nor AVX2");
+  const Kernels& f = kernels();
   KILN_CHECK(g.Hkv > 0 && g.Hq % g.Hkv == 0, "attention_f32::run: query heads not a multiple of kv heads");
   const int64_t items = g.B * g.Hq;
   if (items <= 0 || g.S <= 0) return;
@@ -209,7 +333,7 @@ void run(const Geometry& g, const float* q, const float* k, const float* v, cons
     for (int64_t w = items * ithr / nthr; w < items * (ithr + 1) / nthr; ++w) {
       const int64_t b = w / g.Hq, h = w % g.Hq, hk = h / (g.Hq / g.Hkv);
       const bool pack = b != packed_b || hk != packed_hk;
-      head(g, q, k, v, mask, y, kt, vp, sc, b, h, pack);
+      head(f, g, q, k, v, mask, y, kt, vp, sc, b, h, pack);
       packed_b = b;
       packed_hk = hk;
     }

@@ -11,7 +11,8 @@
 //   the probabilities quantized and dequantized when the model does (ProbsQuant)
 //   Y[S, Dv] = scores V                           (V packed the same way, gemm_f32::run_serial)
 // Q / K / V / Y packed [B, seq, heads * size] or [B, heads, seq, size]; query head h reads kv
-// head h / (Hq / Hkv). AVX-512 only for now (available()); no softcap.
+// head h / (Hq / Hkv). AVX-512, or AVX2 (8-lane transposes and softmax; gemm_f32 picks its own
+// kernel) where the CPU has no AVX-512 (available()); below AVX2 oneDNN runs the node. No softcap.
 #include <cstddef>
 #include <cstdint>
 

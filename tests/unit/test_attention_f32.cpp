@@ -91,7 +91,7 @@ void check(const Case& c, int threads) {
 }  // namespace
 
 TEST(AttentionF32, TransposesMatchTheirDefinition) {
-  if (!att::available()) GTEST_SKIP() << "no AVX-512: the kernel does not run (see HeadsMatch...)";
+  if (!att::available()) GTEST_SKIP() << "neither AVX-512 nor AVX2: the kernel does not run (see HeadsMatch...)";
   for (int64_t rows : {1, 5, 16, 17, 40})
     for (int64_t cols : {1, 15, 16, 33, 64}) {
       const int64_t ld_in = cols + 3, ld_out = rows + 5;
@@ -107,7 +107,7 @@ TEST(AttentionF32, TransposesMatchTheirDefinition) {
 }
 
 TEST(AttentionF32, HeadsMatchADoubleReference) {
-  if (!att::available()) {  // below AVX-512: an error, never an illegal instruction
+  if (!att::available()) {  // below AVX2: an error, never an illegal instruction
     att::Geometry g{1, 1, 1, 2, 2, 4, 4, true, 0.5f, false, {}};
     std::vector<float> x(8), y(8);
     std::vector<char> scratch(att::scratch_bytes(g, 1));
@@ -137,7 +137,7 @@ TEST(AttentionF32, NoDenormalProbabilities) {
   // would run on the CPU's slow path (a real BERT input took 7.9 ms instead of 3.5). One query,
   // 128 keys: 127 scores 0 and one at -87 (e^-87 / 127 is below the smallest normal float); V
   // is 0 but for that key, 1e30, so whatever weight it gets shows in Y.
-  if (!att::available()) GTEST_SKIP() << "no AVX-512: the kernel does not run (see HeadsMatch...)";
+  if (!att::available()) GTEST_SKIP() << "neither AVX-512 nor AVX2: the kernel does not run (see HeadsMatch...)";
   att::Geometry g{1, 1, 1, 1, 128, 1, 1, true, 1.0f, false, {}};
   std::vector<float> q = {1.0f}, k(128, 0.0f), v(128, 0.0f), mask(128, 0.0f), y(1, 5.0f);
   k[7] = -87.0f;
