@@ -80,11 +80,10 @@ KILN_AVX2 void transpose_avx2(const float* in, int64_t rows, int64_t cols, int64
   const __m256 va = _mm256_set1_ps(alpha);
   for (int64_t i0 = 0; i0 < rows; i0 += 8)
     for (int64_t j0 = 0; j0 < cols; j0 += 8) {
-      const __m256i cm = tail_mask8(cols - j0);
       const int64_t nr = std::min<int64_t>(8, rows - i0), nc = std::min<int64_t>(8, cols - j0);
       __m256 r[8];
       for (int i = 0; i < 8; ++i)
-        r[i] = i < nr ? _mm256_mul_ps(va, _mm256_maskload_ps(in + (i0 + i) * ld_in + j0, cm)) : _mm256_setzero_ps();
+        r[i] = i < nr ? _mm256_mul_ps(va, v_load8(in + (i0 + i) * ld_in + j0, nc)) : _mm256_setzero_ps();
       // pairs of rows interleaved, then groups of four (columns c and c + 4 in the two lanes),
       // then the lanes of rows 0-3 and 4-7 joined
       __m256 u[8];
@@ -102,8 +101,7 @@ KILN_AVX2 void transpose_avx2(const float* in, int64_t rows, int64_t cols, int64
         o[e] = _mm256_permute2f128_ps(u[e], u[4 + e], 0x20);
         o[4 + e] = _mm256_permute2f128_ps(u[e], u[4 + e], 0x31);
       }
-      const __m256i rm = tail_mask8(nr);
-      for (int j = 0; j < nc; ++j) _mm256_maskstore_ps(out + (j0 + j) * ld_out + i0, rm, o[j]);
+      for (int j = 0; j < nc; ++j) v_store8(out + (j0 + j) * ld_out + i0, nr, o[j]);
     }
 }
 
@@ -179,17 +177,6 @@ KILN_AVX512 void softmax_row_avx512(float* x, int64_t T, const float* mf, const 
   }
 }
 
-KILN_AVX2 inline float hmax8(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
-}
-KILN_AVX2 inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
-}
-
 // softmax_row_avx512 on 8 lanes: lanes past T are -inf for the maximum and 0 for the sum.
 KILN_AVX2 void softmax_row_avx2(float* x, int64_t T, const float* mf, const uint8_t* mb, int64_t mstep,
                                 int64_t causal_limit, const ProbsQuant& pq) {
@@ -197,9 +184,8 @@ KILN_AVX2 void softmax_row_avx2(float* x, int64_t T, const float* mf, const uint
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   __m256 vmax = ninf;
   for (int64_t j = 0; j < T; j += 8) {
-    const __m256i k = tail_mask8(T - j);
-    __m256 v = _mm256_maskload_ps(x + j, k);
-    if (mf) v = _mm256_add_ps(v, mstep ? _mm256_maskload_ps(mf + j, k) : _mm256_set1_ps(mf[0]));
+    __m256 v = v_load8(x + j, T - j);
+    if (mf) v = _mm256_add_ps(v, mstep ? v_load8(mf + j, T - j) : _mm256_set1_ps(mf[0]));
     if (mb) {
       __m256 attend;  // all ones where the key is attended
       if (mstep) {
@@ -217,10 +203,11 @@ KILN_AVX2 void softmax_row_avx2(float* x, int64_t T, const float* mf, const uint
                                                _mm256_set1_epi32(static_cast<int>(causal_limit)));
       v = _mm256_blendv_ps(v, ninf, _mm256_castsi256_ps(after));
     }
-    _mm256_maskstore_ps(x + j, k, v);
-    vmax = _mm256_max_ps(vmax, _mm256_blendv_ps(ninf, v, _mm256_castsi256_ps(k)));
+    v_store8(x + j, T - j, v);
+    if (T - j < 8) v = _mm256_blendv_ps(ninf, v, v_lanes8(T - j));
+    vmax = _mm256_max_ps(vmax, v);
   }
-  const float m = hmax8(vmax);
+  const float m = v_hmax8(vmax);
   if (m == -std::numeric_limits<float>::infinity()) {
     std::memset(x, 0, static_cast<size_t>(T) * sizeof(float));
     return;
@@ -228,25 +215,24 @@ KILN_AVX2 void softmax_row_avx2(float* x, int64_t T, const float* mf, const uint
   const __m256 vm = _mm256_set1_ps(m);
   __m256 sum = _mm256_setzero_ps();
   for (int64_t j = 0; j < T; j += 8) {
-    const __m256i k = tail_mask8(T - j);
-    const __m256 e = v_exp8(_mm256_sub_ps(_mm256_maskload_ps(x + j, k), vm));
-    _mm256_maskstore_ps(x + j, k, e);
-    sum = _mm256_add_ps(sum, _mm256_and_ps(e, _mm256_castsi256_ps(k)));
+    __m256 e = v_exp8(_mm256_sub_ps(v_load8(x + j, T - j), vm));
+    v_store8(x + j, T - j, e);
+    if (T - j < 8) e = _mm256_and_ps(e, v_lanes8(T - j));
+    sum = _mm256_add_ps(sum, e);
   }
-  const __m256 inv = _mm256_set1_ps(1.0f / hsum8(sum));
+  const __m256 inv = _mm256_set1_ps(1.0f / v_hsum8(sum));
   const __m256 smallest = _mm256_set1_ps(std::numeric_limits<float>::min());
   const __m256 qs = _mm256_set1_ps(pq.scale), qz = _mm256_set1_ps(pq.zero_point), qlo = _mm256_set1_ps(pq.qmin),
                qhi = _mm256_set1_ps(pq.qmax);
   for (int64_t j = 0; j < T; j += 8) {
-    const __m256i k = tail_mask8(T - j);
-    __m256 p = _mm256_mul_ps(_mm256_maskload_ps(x + j, k), inv);
+    __m256 p = _mm256_mul_ps(v_load8(x + j, T - j), inv);
     if (pq.on) {  // as QuantizeLinear -> DequantizeLinear: p / scale rounded half to even
       const __m256 q =
           _mm256_add_ps(_mm256_round_ps(_mm256_div_ps(p, qs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), qz);
       p = _mm256_mul_ps(_mm256_sub_ps(_mm256_min_ps(_mm256_max_ps(q, qlo), qhi), qz), qs);
     }
     // no denormal probabilities: the product with V would run on the slow path
-    _mm256_maskstore_ps(x + j, k, _mm256_and_ps(p, _mm256_cmp_ps(p, smallest, _CMP_GE_OQ)));
+    v_store8(x + j, T - j, _mm256_and_ps(p, _mm256_cmp_ps(p, smallest, _CMP_GE_OQ)));
   }
 }
 

@@ -5,8 +5,8 @@
 // binary one, for every row count: BERT-6 paid 0.39 ms per new sequence length for them), and
 // SkipLayerNorm is one pass where oneDNN runs two primitives (3x faster at BERT-6, L = 64).
 // One pass adds the skip and bias and sums, a second the squared deviations (two-pass variance,
-// as oneDNN), a third writes (x - mean) / sqrt(var + eps) * scale + shift. AVX-512 only for now
-// (available()).
+// as oneDNN), a third writes (x - mean) / sqrt(var + eps) * scale + shift. AVX-512, or AVX2 where
+// the CPU has no AVX-512 (available()); below AVX2 oneDNN's primitives run the node.
 #include <cstdint>
 
 namespace kiln::cpu::layer_norm_f32 {

@@ -8,8 +8,8 @@
 //   G[T*N, 4H] = X W^T + (Wb + Rb)                 (gemm_f32, W packed once per model)
 //   each step: G[t] += h R^T (gemm_f32::run_serial, R packed once; h from the step before)
 //              c = sigmoid(f) c + sigmoid(i) tanh(g); h = sigmoid(o) tanh(c)
-// With two directions and two threads or more, one thread runs each. AVX-512 only for now
-// (available()).
+// With two directions and two threads or more, one thread runs each. AVX-512, or AVX2 where the
+// CPU has no AVX-512 (available()); below AVX2 oneDNN's primitive runs the node.
 #include <cstddef>
 #include <cstdint>
 

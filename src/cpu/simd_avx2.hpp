@@ -17,6 +17,20 @@ KILN_AVX2 inline __m256i tail_mask8(int64_t left) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+// The first min(left, 8) floats at p, the other lanes 0; and the store of as many. Full vectors
+// take the plain load / store: AMD CPUs run vmaskmovps stores in microcode, tens of cycles each.
+KILN_AVX2 inline __m256 v_load8(const float* p, int64_t left) {
+  return left >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, tail_mask8(left));
+}
+KILN_AVX2 inline void v_store8(float* p, int64_t left, __m256 v) {
+  if (left >= 8)
+    _mm256_storeu_ps(p, v);
+  else
+    _mm256_maskstore_ps(p, tail_mask8(left), v);
+}
+// All ones in the first min(left, 8) lanes, as floats (to zero the others with _mm256_and_ps).
+KILN_AVX2 inline __m256 v_lanes8(int64_t left) { return _mm256_castsi256_ps(tail_mask8(left)); }
+
 // exp(x) as v_exp of simd_avx512.hpp: x = n ln2 + r, e^r by its Taylor polynomial to r^6,
 // times 2^n made from exponent bits in two factors (2^n alone is no normal float at n = 128
 // or -126); 0 below -87.3 (no denormals).
@@ -39,6 +53,18 @@ KILN_AVX2 inline __m256 v_exp8(__m256 x) {
   const __m256i e2 = _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, h), _mm256_set1_epi32(127)), 23);
   const __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e1)), _mm256_castsi256_ps(e2));
   return _mm256_and_ps(y, normal);
+}
+
+// The sum / maximum of the 8 lanes.
+KILN_AVX2 inline float v_hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+KILN_AVX2 inline float v_hmax8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
 }
 
 KILN_AVX2 inline __m256 v_abs8(__m256 x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }

@@ -1,7 +1,8 @@
 // kiln's LSTM kernel (cpu/lstm_f32.hpp) against a double reference of the ONNX definition
 // (gates i, o, f, c; default activations): forward, reverse and both directions, one row and
 // several, with and without initial states and biases, hidden sizes off the vector width, on
-// one thread and two. Below AVX-512 the kernel does not run: run() says so.
+// one thread and two, at the ISA in use (AVX-512 or AVX2). Below AVX2 the kernel does not run:
+// run() says so.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -87,7 +88,7 @@ void check(int64_t T, int64_t N, int64_t C, int64_t H, int64_t D, bool reverse, 
 }  // namespace
 
 TEST(LstmF32, StepsMatchADoubleReference) {
-  if (!lstm::available()) {  // below AVX-512: an error, never an illegal instruction
+  if (!lstm::available()) {  // below AVX2: an error, never an illegal instruction
     const lstm::Geometry g{2, 1, 3, 4, 1, false};
     std::vector<float> x(6), y(8);
     std::vector<char> scratch(lstm::scratch_bytes(g));
