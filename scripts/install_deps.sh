@@ -21,6 +21,7 @@ PKGS=(
   python3-build python3-setuptools python3-wheel python3-venv
   libonnx-testdata
   python3-yaml python3-numpy python3-onnx python3-torch python3-torchvision libopenblas0-openmp
+  qemu-user  # scripts/test_emulated_cpu.sh: kiln's kernels on emulated AVX2 and SSE4.2 CPUs
 )
 case "${1:-}" in
   --build-only) PKGS=("${BUILD_PKGS[@]}") ;;
