@@ -168,4 +168,19 @@ inline std::shared_ptr<ir::Graph> make_graph(int opset = 13) {
   return g;
 }
 
+// A bidirectional LSTM (hidden size 8, random weights) over x [T, n, 6] of the given dims, its
+// three outputs the graph's.
+inline std::shared_ptr<ir::Graph> bidirectional_lstm_graph(ir::PartialShape x_shape) {
+  auto g = make_graph(14);
+  auto* x = g->add_input("x", {DType::f32, std::move(x_shape)});
+  auto* n = g->add_node("LSTM", {x, g->add_constant("W", random_tensor({2, 32, 6}, 1, 0.5f)),
+                                 g->add_constant("R", random_tensor({2, 32, 8}, 2, 0.5f)),
+                                 g->add_constant("B", random_tensor({2, 64}, 3, 0.5f))},
+                        3, "lstm");
+  n->attrs["hidden_size"] = int64_t(8);
+  n->attrs["direction"] = std::string("bidirectional");
+  for (size_t i = 0; i < 3; ++i) g->add_output(n->output(i));
+  return g;
+}
+
 }  // namespace kiln::test

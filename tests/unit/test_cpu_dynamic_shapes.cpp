@@ -166,15 +166,7 @@ TEST(CpuDynamicShapes, SequencesThroughFullyConnectedSoftmaxLayerNormReduceAndVi
 }
 
 TEST(CpuDynamicShapes, LstmOverEveryLengthAndBatch) {
-  auto g = make_graph(14);
-  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("T"), Dim::sym("n"), 6})});
-  auto* n = g->add_node("LSTM", {x, g->add_constant("W", random_tensor({2, 32, 6}, 1, 0.5f)),
-                                 g->add_constant("R", random_tensor({2, 32, 8}, 2, 0.5f)),
-                                 g->add_constant("B", random_tensor({2, 64}, 3, 0.5f))},
-                        3, "lstm");
-  n->attrs["hidden_size"] = int64_t(8);
-  n->attrs["direction"] = std::string("bidirectional");
-  for (size_t i = 0; i < 3; ++i) g->add_output(n->output(i));
+  auto g = bidirectional_lstm_graph(dims({Dim::sym("T"), Dim::sym("n"), 6}));
   std::vector<std::vector<Shape>> stream = {{{3, 1, 6}}, {{20, 1, 6}}, {{5, 1, 6}}, {{20, 3, 6}}, {{1, 2, 6}}, {{9, 4, 6}}};
   run_stream(g, stream, {"LSTM"});
   expect_kiln_kernel(g, stream, cpu::NodeKind::LSTM, cpu::lstm_f32::available(), cpu::lstm_f32::impl_name());

@@ -79,19 +79,6 @@ std::shared_ptr<ir::Graph> varying_transformer() {
   return g;
 }
 
-std::shared_ptr<ir::Graph> varying_lstm() {
-  auto g = make_graph(14);
-  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("T"), Dim::sym("n"), 6})});
-  auto* n = g->add_node("LSTM", {x, g->add_constant("W", random_tensor({2, 32, 6}, 1, 0.5f)),
-                                 g->add_constant("R", random_tensor({2, 32, 8}, 2, 0.5f)),
-                                 g->add_constant("B", random_tensor({2, 64}, 3, 0.5f))},
-                        3, "lstm");
-  n->attrs["hidden_size"] = int64_t(8);
-  n->attrs["direction"] = std::string("bidirectional");
-  g->add_output(n->output(0));
-  return g;
-}
-
 }  // namespace
 
 TEST(CpuIsaImpls, NamesTheirInstructionSets) {
@@ -109,7 +96,7 @@ TEST(CpuIsaImpls, VaryingShapesRunKernelsOfTheIsaInUse) {
   for (const auto& [g, shapes] :
        std::vector<std::pair<std::shared_ptr<ir::Graph>, std::vector<std::vector<Shape>>>>{
            {varying_transformer(), {{{1, 7, 16}, {1, 1, 1, 7}}, {{2, 33, 16}, {2, 1, 1, 33}}}},
-           {varying_lstm(), {{{5, 1, 6}}, {{12, 3, 6}}}}}) {
+           {bidirectional_lstm_graph(dims({Dim::sym("T"), Dim::sym("n"), 6})), {{{5, 1, 6}}, {{12, 3, 6}}}}}) {
     ir::infer_shapes(*g);
     cpu::Executor ex(g);
     for (const auto& s : shapes) {
