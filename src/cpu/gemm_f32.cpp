@@ -140,9 +140,10 @@ KILN_AVX2 __m256 v_eltwise8(__m256 x, const EpilogueOp& op) {
   }
 }
 
-KILN_AVX2 __m256 v_binary8(__m256 x, const EpilogueOp& op, int64_t n0, __m256i m) {
+// `left`: the columns from n0 on (the lanes past them are not stored)
+KILN_AVX2 __m256 v_binary8(__m256 x, const EpilogueOp& op, int64_t n0, int64_t left) {
   using A = dnnl::algorithm;
-  const __m256 y = op.operand_count == 1 ? _mm256_set1_ps(op.operand[0]) : _mm256_maskload_ps(op.operand + n0, m);
+  const __m256 y = op.operand_count == 1 ? _mm256_set1_ps(op.operand[0]) : simd::v_load8(op.operand + n0, left);
   switch (op.alg) {
     case A::binary_add: return _mm256_add_ps(x, y);
     case A::binary_sub: return _mm256_sub_ps(x, y);
@@ -186,19 +187,19 @@ KILN_AVX2 void block_avx2(const float* a, int64_t lda, const float* b, int64_t k
     for (int j = 0; j < NV; ++j) {
       const int64_t col = sub + j * 8;
       if (col >= ncols) break;
-      const __m256i m = simd::tail_mask8(ncols - col);
-      const __m256 bias = last && ep.bias ? _mm256_maskload_ps(ep.bias + n0 + col, m) : _mm256_setzero_ps();
+      const int64_t left = ncols - col;  // masked moves only for a last partial vector (v_load8)
+      const __m256 bias = last && ep.bias ? simd::v_load8(ep.bias + n0 + col, left) : _mm256_setzero_ps();
 #pragma GCC unroll 8
       for (int r = 0; r < MR; ++r) {
         float* cr = c + r * ldc + col;
         __m256 v = acc[r][j];
-        if (!first || ep.accumulate) v = _mm256_add_ps(v, _mm256_maskload_ps(cr, m));
+        if (!first || ep.accumulate) v = _mm256_add_ps(v, simd::v_load8(cr, left));
         if (last) {
           v = _mm256_add_ps(v, bias);
           for (const EpilogueOp& op : ep.ops)
-            v = op.kind == EpilogueOp::Kind::eltwise ? v_eltwise8(v, op) : v_binary8(v, op, n0 + col, m);
+            v = op.kind == EpilogueOp::Kind::eltwise ? v_eltwise8(v, op) : v_binary8(v, op, n0 + col, left);
         }
-        _mm256_maskstore_ps(cr, m, v);
+        simd::v_store8(cr, left, v);
       }
     }
   }
