@@ -7,7 +7,8 @@
 # usage: scripts/test_emulated_cpu.sh [CPU_MODEL] [GTEST_FILTER]
 #   CPU_MODEL: a qemu-x86_64 -cpu model (default Haswell: AVX2 and FMA, no AVX-512; Nehalem:
 #              SSE4.2, no AVX)
-# Each test suite runs in its own emulated process (a crash ends only its suite), OMP_NUM_THREADS=2.
+# Each test suite runs in its own emulated process, OMP_NUM_THREADS=2; the tests of a suite that
+# crashes run one by one, so the report names each test that crashed and how.
 # Needs qemu-user (Debian: apt-get install qemu-user); without it, says so and exits 0.
 # Known emulator limit: QEMU 7.2 faults on some AVX2 gathers that real CPUs run (oneDNN's tanh and
 # GELU injectors), so a suite that crashes with SIGSEGV inside JIT code is reported apart from
@@ -31,18 +32,26 @@ failed=()
 LOG="$(mktemp)"
 trap 'rm -f "$LOG"' EXIT
 for s in $suites; do
-  "$QEMU" -cpu "$CPU" "$BIN" --gtest_filter="${s}*" --gtest_brief=1 > "$LOG" 2>&1
+  ("$QEMU" -cpu "$CPU" "$BIN" --gtest_filter="${s}*" --gtest_brief=1; exit $?) > "$LOG" 2>&1  # (the shell's crash message in the log too)
   rc=$?
   if [ $rc -eq 0 ]; then
     pass=$((pass + 1))
-  elif grep -q "signal 4 (Illegal instruction)" "$LOG"; then
-    ill=$((ill + 1)); failed+=("$s: ILLEGAL INSTRUCTION")
-  elif grep -q "signal 11 (Segmentation fault)" "$LOG"; then
-    segv=$((segv + 1)); failed+=("$s: SIGSEGV under the emulator (see the note above)")
+  elif grep -q "signal 4 (Illegal instruction)\|signal 11 (Segmentation fault)" "$LOG"; then
+    # a crash ends the suite's process: run its tests one by one to name the ones that crash
+    for t in $("$BIN" --gtest_list_tests --gtest_filter="${s}*" | awk '/^  / {print $1}'); do
+      ("$QEMU" -cpu "$CPU" "$BIN" --gtest_filter="${s}${t}" --gtest_brief=1; exit $?) > "$LOG" 2>&1 && continue
+      if grep -q "signal 4 (Illegal instruction)" "$LOG"; then
+        ill=$((ill + 1)); failed+=("$s$t: ILLEGAL INSTRUCTION")
+      elif grep -q "signal 11 (Segmentation fault)" "$LOG"; then
+        segv=$((segv + 1)); failed+=("$s$t: SIGSEGV under the emulator (see the note above)")
+      else
+        fail=$((fail + 1)); failed+=("$s$t: $(grep -m3 'FAILED' "$LOG" | tr '\n' ' ')")
+      fi
+    done
   else
     fail=$((fail + 1)); failed+=("$s: $(grep -m3 'FAILED' "$LOG" | tr '\n' ' ')")
   fi
 done
-echo "emulated $CPU: $pass suites passed, $fail failed, $ill illegal instruction, $segv emulator faults"
+echo "emulated $CPU: $pass suites passed whole; failed: $fail, illegal instruction: $ill, emulator faults: $segv"
 for f in "${failed[@]}"; do echo "  $f"; done
 [ $fail -eq 0 ] && [ $ill -eq 0 ]
