@@ -11,7 +11,7 @@
 # crashes run one by one, so the report names each test that crashed and how.
 # Needs qemu-user (Debian: apt-get install qemu-user); without it, says so and exits 0.
 # Known emulator limit: QEMU 7.2 faults on some AVX2 gathers that real CPUs run (oneDNN's tanh and
-# GELU injectors), so a suite that crashes with SIGSEGV inside JIT code is reported apart from
+# GELU injectors), so a test that crashes with SIGSEGV inside JIT code is reported apart from
 # an illegal instruction (SIGILL), which is always kiln's fault.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
