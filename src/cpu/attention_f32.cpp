@@ -20,7 +20,7 @@ namespace {
 
 using namespace simd;
 
-constexpr int64_t kPanel = 64;  // gemm_f32's panel width
+using gemm_f32::kPanel;
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
@@ -107,13 +107,15 @@ KILN_AVX2 void transpose_avx2(const float* in, int64_t rows, int64_t cols, int64
 
 using TransposeFn = void (*)(const float*, int64_t, int64_t, int64_t, float, float*, int64_t);
 
-// K^T of one kv head ([T, D] rows ld apart) as gemm_f32's packed B [D, T], times the scale.
+// K^T of one kv head ([T, D] rows ld apart) as gemm_f32's packed B [D, T], times the scale:
+// each group of a panel ([D][width], gemm_f32.hpp) the transpose of `width` rows of K.
 void pack_kt(TransposeFn transpose, const float* k, int64_t T, int64_t D, int64_t ld, float scale, float* out) {
-  for (int64_t p = 0; p * kPanel < T; ++p) {
-    const int64_t rows = std::min(kPanel, T - p * kPanel);
-    float* panel = out + p * D * kPanel;
-    if (rows < kPanel) std::memset(panel, 0, static_cast<size_t>(D * kPanel) * sizeof(float));
-    transpose(k + p * kPanel * ld, rows, D, ld, scale, panel, kPanel);
+  const int64_t width = gemm_f32::group_width();
+  for (int64_t t0 = 0; t0 < round_up(T, kPanel); t0 += width) {
+    const int64_t rows = std::clamp<int64_t>(T - t0, 0, width);
+    float* group = out + gemm_f32::packed_offset(D, 0, t0, width);
+    if (rows < width) std::memset(group, 0, static_cast<size_t>(D * width) * sizeof(float));
+    if (rows > 0) transpose(k + t0 * ld, rows, D, ld, scale, group, width);
   }
 }
 

@@ -16,7 +16,7 @@ namespace {
 
 using namespace simd;
 
-constexpr int64_t kPanel = 64;   // columns per packed panel: 4 vectors
+constexpr int64_t kGroupAvx2 = 16;  // columns per group of a panel on AVX2 (gemm_f32.hpp)
 constexpr int kRows = 6;         // rows per block: 6 x 4 accumulators
 constexpr int64_t kSlice = 512;  // K per pass over C
 constexpr int kPrefetch = 8;     // packed rows of B ahead
@@ -71,9 +71,10 @@ KILN_AVX512 __m512 v_binary(__m512 x, const EpilogueOp& op, int64_t n0, __mmask1
 
 // One block: rows [0, MR) of a (lda apart) times a panel slice of kc packed rows, into C.
 // `first`: C is written, else added to; `last`: the epilogue runs (bias before the ops).
+// (`gstride`, the floats between groups of a panel, is the AVX2 block's: here a panel is one group)
 template <int MR>
-KILN_AVX512 void block(const float* a, int64_t lda, const float* b, int64_t kc, float* c, int64_t ldc, int64_t ncols,
-                       int64_t n0, bool first, bool last, const Epilogue& ep) {
+KILN_AVX512 void block(const float* a, int64_t lda, const float* b, int64_t /*gstride*/, int64_t kc, float* c, int64_t ldc,
+                       int64_t ncols, int64_t n0, bool first, bool last, const Epilogue& ep) {
   __m512 acc[MR][4];
   for (int r = 0; r < MR; ++r)
     for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
@@ -158,22 +159,27 @@ KILN_AVX2 __m256 v_binary8(__m256 x, const EpilogueOp& op, int64_t n0, int64_t l
 // The AVX2 block: as block<MR> (rows [0, MR) of a times a 64-column panel slice), the panel
 // taken NV vectors of 8 columns at a time: MR x NV accumulators, at most 12 of the 16
 // registers, and at least 8 independent chains where the rows are few (an FMA's latency
-// covers 8 in flight).
+// covers 8 in flight). The panel's groups of 16 columns are `gstride` floats apart, each
+// [kc][16] from `b` on: a pass reads NV / 2 sequential streams.
 template <int MR, int NV = (MR >= 4 ? 2 : MR >= 2 ? 4 : 8)>
-KILN_AVX2 void block_avx2(const float* a, int64_t lda, const float* b, int64_t kc, float* c, int64_t ldc, int64_t ncols,
-                          int64_t n0, bool first, bool last, const Epilogue& ep) {
+KILN_AVX2 void block_avx2(const float* a, int64_t lda, const float* b, int64_t gstride, int64_t kc, float* c,
+                          int64_t ldc, int64_t ncols, int64_t n0, bool first, bool last, const Epilogue& ep) {
+  static_assert(NV % 2 == 0, "a pass covers whole groups of 16 columns");
   for (int64_t sub = 0; sub < kPanel && sub < ncols; sub += NV * 8) {
+    const float* bg = b + sub / kGroupAvx2 * gstride;  // the pass's first group
     __m256 acc[MR][NV];
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
       for (int j = 0; j < NV; ++j) acc[r][j] = _mm256_setzero_ps();
     for (int64_t k = 0; k < kc; ++k) {
-      const float* bk = b + k * kPanel + sub;
-      _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetch * kPanel), _MM_HINT_T0);
+      const float* bk = bg + k * kGroupAvx2;
+#pragma GCC unroll 4
+      for (int g = 0; g < NV / 2; ++g)
+        _mm_prefetch(reinterpret_cast<const char*>(bk + g * gstride + kPrefetch * kGroupAvx2), _MM_HINT_T0);
       __m256 bv[NV];
 #pragma GCC unroll 8
-      for (int j = 0; j < NV; ++j) bv[j] = _mm256_loadu_ps(bk + j * 8);
+      for (int j = 0; j < NV; ++j) bv[j] = _mm256_loadu_ps(bk + j / 2 * gstride + j % 2 * 8);
 #pragma GCC unroll 8
       for (int r = 0; r < MR; ++r) {
         const __m256 av = _mm256_broadcast_ss(a + r * lda + k);
@@ -206,26 +212,35 @@ KILN_AVX2 void block_avx2(const float* a, int64_t lda, const float* b, int64_t k
 }
 
 // One block of `rows` (1..kRows) rows: block<rows> (AVX-512) or block_avx2<rows>.
-using BlockFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t, int64_t, bool, bool,
-                         const Epilogue&);
+using BlockFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, int64_t, int64_t, bool,
+                         bool, const Epilogue&);
 constexpr BlockFn kAvx512Blocks[kRows] = {block<1>, block<2>, block<3>, block<4>, block<5>, block<6>};
 constexpr BlockFn kAvx2Blocks[kRows] = {block_avx2<1>, block_avx2<2>, block_avx2<3>,
                                         block_avx2<4>, block_avx2<5>, block_avx2<6>};
 
-void run_blocks(const BlockFn* blocks, const float* a, int64_t M, int64_t K, int64_t lda, const float* packed, int64_t N,
-                float* c, int64_t ldc, const Epilogue& ep, bool parallel) {
+void run_blocks(const BlockFn* blocks, int64_t width, const float* a, int64_t M, int64_t K, int64_t lda,
+                const float* packed, int64_t N, float* c, int64_t ldc, const Epilogue& ep, bool parallel) {
   const int64_t panels = (N + kPanel - 1) / kPanel;
   const int64_t row_blocks = (M + kRows - 1) / kRows;
   const int64_t items = panels * row_blocks;
+  // Lines of a panel (64-byte cache lines) to prefetch into L2 per block: each block of a panel
+  // brings in its share of the thread's next panel, so the panel's first block does not wait
+  // for memory (weights are read from DRAM once per inference when a model's exceed the cache)
+  const int64_t panel_lines = std::max<int64_t>(K, 1) * kPanel / 16;
+  const int64_t share = (panel_lines + row_blocks - 1) / row_blocks;
   auto work = [&](int64_t begin, int64_t end) {
     for (int64_t w = begin; w < end; ++w) {  // panel-major: a thread's blocks share their panel
-      const int64_t p = w / row_blocks, m0 = (w % row_blocks) * kRows;
+      const int64_t p = w / row_blocks, rb = w % row_blocks, m0 = rb * kRows;
       const int rows = static_cast<int>(std::min<int64_t>(kRows, M - m0));
+      if (p + 1 < panels && (p + 1) * row_blocks < end) {
+        const char* next = reinterpret_cast<const char*>(packed + (p + 1) * K * kPanel);
+        for (int64_t l = rb * share, e = std::min(panel_lines, l + share); l < e; ++l) _mm_prefetch(next + l * 64, _MM_HINT_T1);
+      }
       const int64_t n0 = p * kPanel, ncols = std::min(kPanel, N - n0);
       for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kSlice) {
         const int64_t kc = std::min(kSlice, K - k0);
-        blocks[rows - 1](a + m0 * lda + k0, lda, packed + (p * K + k0) * kPanel, kc, c + m0 * ldc + n0, ldc, ncols, n0,
-                         k0 == 0, k0 + kSlice >= K, ep);
+        blocks[rows - 1](a + m0 * lda + k0, lda, packed + p * K * kPanel + k0 * width, K * width, kc, c + m0 * ldc + n0,
+                         ldc, ncols, n0, k0 == 0, k0 + kSlice >= K, ep);
       }
     }
   };
@@ -244,37 +259,34 @@ void run_blocks(const BlockFn* blocks, const float* a, int64_t M, int64_t K, int
 
 void run_any(const float* a, int64_t M, int64_t K, int64_t lda, const float* packed, int64_t N, float* c, int64_t ldc,
              const Epilogue& ep, bool parallel) {
-  run_blocks(isa_at_least(Isa::avx512_core) ? kAvx512Blocks : kAvx2Blocks, a, M, K, lda, packed, N, c, ldc, ep, parallel);
+  const bool avx512 = isa_at_least(Isa::avx512_core);
+  run_blocks(avx512 ? kAvx512Blocks : kAvx2Blocks, group_width(), a, M, K, lda, packed, N, c, ldc, ep, parallel);
 }
 
 }  // namespace
 
 bool available() { return isa_at_least(Isa::avx2); }
 
+int64_t group_width() { return isa_at_least(Isa::avx512_core) ? kPanel : kGroupAvx2; }
+
 const char* impl_name() { return isa_at_least(Isa::avx512_core) ? "kiln_gemm:avx512_core_f32" : "kiln_gemm:avx2_f32"; }
 
 int64_t packed_size(int64_t K, int64_t N) { return (N + kPanel - 1) / kPanel * std::max<int64_t>(K, 1) * kPanel; }
 
 void pack_b(const float* b, int64_t K, int64_t N, int64_t stride_k, int64_t stride_n, float alpha, float* out) {
-  const int64_t panels = (N + kPanel - 1) / kPanel;
-  if (stride_n == 1) {  // rows of B contiguous: runs of a row per panel
-    for (int64_t p = 0; p < panels; ++p) {
-      const int64_t n0 = p * kPanel, width = std::min(kPanel, N - n0);
-      for (int64_t k = 0; k < K; ++k) {
-        float* dst = out + (p * K + k) * kPanel;
-        const float* src = b + k * stride_k + n0;
-        for (int64_t j = 0; j < width; ++j) dst[j] = alpha * src[j];
-        for (int64_t j = width; j < kPanel; ++j) dst[j] = 0.0f;
-      }
-    }
-    return;
-  }
+  const int64_t panels = (N + kPanel - 1) / kPanel, width = group_width();
   for (int64_t p = 0; p < panels; ++p)
-    for (int64_t k = 0; k < K; ++k) {
-      float* dst = out + (p * K + k) * kPanel;
-      for (int64_t j = 0; j < kPanel; ++j) {
-        const int64_t n = p * kPanel + j;
-        dst[j] = n < N ? alpha * b[k * stride_k + n * stride_n] : 0.0f;
+    for (int64_t g = 0; g < kPanel / width; ++g) {
+      const int64_t n0 = p * kPanel + g * width, cols = std::clamp<int64_t>(N - n0, 0, width);
+      float* group = out + packed_offset(K, 0, n0, width);
+      for (int64_t k = 0; k < K; ++k) {
+        float* dst = group + k * width;
+        const float* src = b + k * stride_k + n0 * stride_n;
+        if (stride_n == 1)  // rows of B contiguous
+          for (int64_t j = 0; j < cols; ++j) dst[j] = alpha * src[j];
+        else
+          for (int64_t j = 0; j < cols; ++j) dst[j] = alpha * src[j * stride_n];
+        for (int64_t j = cols; j < width; ++j) dst[j] = 0.0f;
       }
     }
 }

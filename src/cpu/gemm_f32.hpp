@@ -7,11 +7,16 @@
 // Measured against that primitive on [8..256, 384..3072] x [384..3072, 384..3072], 2 threads:
 // equal within about 5%.
 //
-// The kernel: B in panels of 64 columns ([panel][K][64], zero-padded), C in blocks of 6 rows x
-// 64 columns (24 accumulators), K in slices of 512 (the A rows and the panel slice stay in
-// L1 / L2). Work items (panel, 6-row block) are split evenly over the OpenMP team.
+// The kernel: B in panels of 64 columns (zero-padded), C in blocks of 6 rows x 64 columns (24
+// accumulators), K in slices of 512 (the A rows and the panel slice stay in L1 / L2). Work
+// items (panel, 6-row block) are split evenly over the OpenMP team.
 // AVX-512, or AVX2 (the panel 16 columns at a time: 6 x 2 accumulators) where the CPU has no
 // AVX-512 (available()); below AVX2 oneDNN's primitive runs instead.
+// A panel is stored as groups of group_width() columns, each group [K][width] contiguous, so
+// that a block's pass over K reads B as one sequential stream per group: [panel][K][64] for
+// AVX-512, [panel][4][K][16] for AVX2. (With AVX2 reading 16 of each 64-column row, the
+// hardware prefetcher did not follow: BERT's FullyConnected nodes, weights from memory, ran
+// at half the FMA peak.)
 #include <kiln/tensor.hpp>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -26,10 +31,20 @@ bool available();
 // The implementation name profiles show.
 const char* impl_name();
 
+// Columns per packed panel, and per group of a panel (64 or 16: the ISA in use).
+constexpr int64_t kPanel = 64;
+int64_t group_width();
+
 // Floats of the packed B for [K, N].
 int64_t packed_size(int64_t K, int64_t N);
-// Packs alpha * B, where B(k, n) = b[k * stride_k + n * stride_n], into `out` (packed_size floats).
+// Packs alpha * B, where B(k, n) = b[k * stride_k + n * stride_n], into `out` (packed_size floats),
+// in the layout of the ISA in use: element (k, n) at packed_offset(K, k, n, group_width()).
 void pack_b(const float* b, int64_t K, int64_t N, int64_t stride_k, int64_t stride_n, float alpha, float* out);
+
+inline int64_t packed_offset(int64_t K, int64_t k, int64_t n, int64_t width) {
+  const int64_t p = n / kPanel, g = n % kPanel / width;
+  return p * K * kPanel + g * K * width + k * width + n % width;
+}
 
 // One step of the epilogue, applied after the bias in order.
 struct EpilogueOp {

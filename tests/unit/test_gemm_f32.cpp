@@ -1,5 +1,5 @@
 // kiln's f32 GEMM (cpu/gemm_f32.hpp): blocks and tails against a double reference, the packing
-// of transposed and scaled weights, every epilogue op against its definition, and the same
+// of transposed and scaled weights (and where packed_offset says each element went), every epilogue op against its definition, and the same
 // bits on one thread and on two. Below AVX2 the kernel does not run: run() says so.
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -81,6 +81,35 @@ TEST(GemmF32, BlocksAndTailsMatchADoubleReference) {
             for (int64_t j = N; j < p.ldc; ++j) ASSERT_EQ(c[i * p.ldc + j], 1234.5f) << "wrote past N at " << i;
           }
         }
+}
+
+// The packed layout is the ISA's (64-column groups on AVX-512, 16 on AVX2), and packed_offset,
+// which the attention kernel writes K^T by, names where pack_b put each element; the padding
+// of the last panel is zeros.
+TEST(GemmF32, PackedOffsetNamesWherePackBPutsEachElement) {
+  if (!gemm::available()) GTEST_SKIP() << "no AVX2: the kernel does not run (see BlocksAndTails...)";
+  const int64_t width = gemm::group_width();
+  EXPECT_TRUE(width == 16 || width == gemm::kPanel) << width;
+  for (int64_t N : {5, 16, 64, 70, 130}) {
+    const int64_t K = 11;
+    std::vector<float> b(static_cast<size_t>(K * N));
+    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i + 1);
+    std::vector<float> packed(static_cast<size_t>(gemm::packed_size(K, N)), -1.0f);
+    gemm::pack_b(b.data(), K, N, N, 1, 1.0f, packed.data());
+    std::vector<bool> seen(packed.size(), false);
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n) {
+        const auto at = static_cast<size_t>(gemm::packed_offset(K, k, n, width));
+        ASSERT_LT(at, packed.size());
+        EXPECT_EQ(packed[at], b[static_cast<size_t>(k * N + n)]) << "k " << k << " n " << n << " N " << N;
+        seen[at] = true;
+      }
+    for (size_t i = 0; i < packed.size(); ++i) {
+      if (!seen[i]) {
+        ASSERT_EQ(packed[i], 0.0f) << "padding at " << i << ", N " << N;
+      }
+    }
+  }
 }
 
 TEST(GemmF32, TransposedAndScaledWeightsArePackedAsTheirProduct) {
