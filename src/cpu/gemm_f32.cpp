@@ -19,7 +19,7 @@ using namespace simd;
 constexpr int64_t kGroupAvx2 = 16;  // columns per group of a panel on AVX2 (gemm_f32.hpp)
 constexpr int kRows = 6;         // rows per block: 6 x 4 accumulators
 constexpr int64_t kSlice = 512;  // K per pass over C
-constexpr int kPrefetch = 8;     // packed rows of B ahead
+constexpr int kPrefetch = 8;     // packed rows of B ahead (AVX-512 block)
 
 KILN_AVX512 __m512 v_eltwise(__m512 x, const EpilogueOp& op) {
   using A = dnnl::algorithm;
@@ -160,7 +160,8 @@ KILN_AVX2 __m256 v_binary8(__m256 x, const EpilogueOp& op, int64_t n0, int64_t l
 // taken NV vectors of 8 columns at a time: MR x NV accumulators, at most 12 of the 16
 // registers, and at least 8 independent chains where the rows are few (an FMA's latency
 // covers 8 in flight). The panel's groups of 16 columns are `gstride` floats apart, each
-// [kc][16] from `b` on: a pass reads NV / 2 sequential streams.
+// [kc][16] from `b` on: a pass reads NV / 2 sequential streams, which the hardware prefetcher
+// follows (a software prefetch per row measured no faster on Zen 3).
 template <int MR, int NV = (MR >= 4 ? 2 : MR >= 2 ? 4 : 8)>
 KILN_AVX2 void block_avx2(const float* a, int64_t lda, const float* b, int64_t gstride, int64_t kc, float* c,
                           int64_t ldc, int64_t ncols, int64_t n0, bool first, bool last, const Epilogue& ep) {
@@ -174,9 +175,6 @@ KILN_AVX2 void block_avx2(const float* a, int64_t lda, const float* b, int64_t g
       for (int j = 0; j < NV; ++j) acc[r][j] = _mm256_setzero_ps();
     for (int64_t k = 0; k < kc; ++k) {
       const float* bk = bg + k * kGroupAvx2;
-#pragma GCC unroll 4
-      for (int g = 0; g < NV / 2; ++g)
-        _mm_prefetch(reinterpret_cast<const char*>(bk + g * gstride + kPrefetch * kGroupAvx2), _MM_HINT_T0);
       __m256 bv[NV];
 #pragma GCC unroll 8
       for (int j = 0; j < NV; ++j) bv[j] = _mm256_loadu_ps(bk + j / 2 * gstride + j % 2 * 8);
