@@ -18,6 +18,7 @@
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/gemm_f32.hpp"
+#include "cpu/isa.hpp"
 #include "cpu/nodes/node_factory.hpp"
 #include "cpu/weights_cache.hpp"
 
@@ -185,7 +186,12 @@ class FullyConnectedNode : public Node {
     runtime_m_ = shapes_vary && in_dt_ == f32 && !ta && !bias_post_op_ && post_ops_.empty();
     // Better still, kiln's GEMM: nothing made per M, post-ops in its epilogue (gemm_f32.hpp);
     // prepare() falls back to oneDNN when the epilogue cannot take the fused post-ops.
-    kiln_gemm_ = shape_agnostic && in_dt_ == f32 && !ta && !bias_post_op_ && gemm_f32::available();
+    // For static shapes too where the CPU has no AVX-512: there oneDNN 2.6 runs its older gemm
+    // kernel (gemm:jit), and on an AVX2 Zen 3 kiln's ran BERT-base 16% faster (median of 5
+    // interleaved runs, 180 against 215 ms) and BERT-small's FFN nodes in 0.88 ms against 1.32.
+    // With AVX-512, oneDNN's brgemm kernels keep static shapes.
+    const bool kiln_gemm_static = !isa_at_least(Isa::avx512_core);
+    kiln_gemm_ = (shape_agnostic || kiln_gemm_static) && in_dt_ == f32 && !ta && !bias_post_op_ && gemm_f32::available();
     M_ = M;
   }
 
