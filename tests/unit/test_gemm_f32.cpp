@@ -1,6 +1,7 @@
 // kiln's f32 GEMM (cpu/gemm_f32.hpp): blocks and tails against a double reference, the packing
-// of transposed and scaled weights (and where packed_offset says each element went), every epilogue op against its definition, and the same
-// bits on one thread and on two. Below AVX2 the kernel does not run: run() says so.
+// of transposed and scaled weights (and where packed_offset says each element went), every
+// epilogue op against its definition, and the same bits on one thread and on two. Below AVX2 the
+// kernel does not run: run() says so.
 #include <gtest/gtest.h>
 #include <omp.h>
 
