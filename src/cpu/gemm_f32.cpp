@@ -277,6 +277,10 @@ void pack_b(const float* b, int64_t K, int64_t N, int64_t stride_k, int64_t stri
     for (int64_t g = 0; g < kPanel / width; ++g) {
       const int64_t n0 = p * kPanel + g * width, cols = std::clamp<int64_t>(N - n0, 0, width);
       float* group = out + packed_offset(K, 0, n0, width);
+      if (cols == 0) {  // a group past N: padding only (no pointer into b past its end)
+        std::fill(group, group + K * width, 0.0f);
+        continue;
+      }
       for (int64_t k = 0; k < K; ++k) {
         float* dst = group + k * width;
         const float* src = b + k * stride_k + n0 * stride_n;

@@ -41,6 +41,7 @@ int64_t packed_size(int64_t K, int64_t N);
 // in the layout of the ISA in use: element (k, n) at packed_offset(K, k, n, group_width()).
 void pack_b(const float* b, int64_t K, int64_t N, int64_t stride_k, int64_t stride_n, float alpha, float* out);
 
+// Where the packed B of [K, N] in groups `width` columns wide holds element (k, n).
 inline int64_t packed_offset(int64_t K, int64_t k, int64_t n, int64_t width) {
   const int64_t p = n / kPanel, g = n % kPanel / width;
   return p * K * kPanel + g * K * width + k * width + n % width;
