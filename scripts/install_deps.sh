@@ -22,6 +22,7 @@ PKGS=(
   libonnx-testdata
   python3-yaml python3-numpy python3-onnx python3-torch python3-torchvision libopenblas0-openmp
   qemu-user  # scripts/test_emulated_cpu.sh: kiln's kernels on emulated AVX2 and SSE4.2 CPUs
+  clang-14 libclang-rt-14-dev libomp-14-dev  # scripts/test.sh's sanitizer builds
 )
 case "${1:-}" in
   --build-only) PKGS=("${BUILD_PKGS[@]}") ;;

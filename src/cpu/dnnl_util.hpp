@@ -99,8 +99,8 @@ std::optional<MemoPrimitive<PD, Prim>> memo_primitive(const Desc& d, const dnnl:
                                                       const char* variant,
                                                       const std::function<std::optional<MemoPrimitive<PD, Prim>>()>& make) {
   struct Memo {
-    using Entry = std::optional<MemoPrimitive<PD, Prim>>;  // nullopt: `make` declined, remembered too
-    std::list<std::pair<std::string, Entry>> lru;          // most recent first
+    // an entry's nullopt: `make` declined, remembered too
+    std::list<std::pair<std::string, std::optional<MemoPrimitive<PD, Prim>>>> lru;  // most recent first
     std::unordered_map<std::string, typename decltype(lru)::iterator> index;
   };
   static thread_local Memo memo;

@@ -184,8 +184,11 @@ void Graph::plan_in_place() {
 }
 
 void Graph::bind_views() {
-  for (auto& e : edges_)
-    if (e->alias_of) e->data = static_cast<char*>(root_of(e.get())->data) + offset_in_root(e.get());
+  for (auto& e : edges_) {
+    if (!e->alias_of) continue;
+    char* root = static_cast<char*>(root_of(e.get())->data);  // null before an arena is bound
+    e->data = root ? root + offset_in_root(e.get()) : nullptr;
+  }
   for (auto& e : edges_) e->rebind_data();
 }
 

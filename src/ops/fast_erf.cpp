@@ -8,10 +8,11 @@ namespace kiln::ops {
 
 namespace {
 
-// e^z for z in [-87, 0] (clamped below): z = k ln2 + r with |r| <= ln2/2, e^r by its
+// e^z for z in [-87, 0] (clamped below; a NaN, whose result the caller discards, too, so that
+// no NaN reaches the float -> int conversion): z = k ln2 + r with |r| <= ln2/2, e^r by its
 // degree-6 Taylor polynomial, 2^k built in the exponent bits.
 inline float exp_nonpositive(float z) {
-  z = z < -87.0f ? -87.0f : z;
+  z = z >= -87.0f ? z : -87.0f;
   const float k = std::nearbyint(z * 1.44269504088896341f);
   float r = z - k * 0.693145751953125f;  // ln2 split in a part exact in float ...
   r -= k * 1.428606765330187e-06f;       // ... and the rest
@@ -55,7 +56,12 @@ inline float erf_one(float x) {
 
 // One clone per ISA, chosen when the program loads (an ifunc). Not under ThreadSanitizer: its
 // instrumented resolver would run before the sanitizer's runtime is up.
-#if defined(__SANITIZE_THREAD__)
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)  // clang's spelling
+#define KILN_TSAN_BUILD 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) || defined(KILN_TSAN_BUILD)
 #define KILN_ERF_CLONES
 #else
 #define KILN_ERF_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))

@@ -45,15 +45,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kDefaultIterations = 20;
 
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-std::string fmt_ms(double ms) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f ms", ms);
-  return buf;
-}
+using tools::fmt_ms;
+using tools::ms_since;
 
 double round3(double v) { return std::round(v * 1000.0) / 1000.0; }
 

@@ -20,15 +20,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-std::string fmt_ms(double ms) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f ms", ms);
-  return buf;
-}
+using tools::fmt_ms;
+using tools::ms_since;
 
 // --compare-precision: the same inputs again with inference_precision=f32; per floating
 // output the largest and mean absolute difference, against the largest f32 magnitude.

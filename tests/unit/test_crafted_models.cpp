@@ -397,7 +397,8 @@ TEST(CraftedModels, ExternalDataOffsetsAndLengthsAreChecked) {
   // negative or malformed numbers name the key
   for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
            {"length", "-5"}, {"offset", "-1"}, {"offset", "12abc"}, {"length", ""}, {"offset", "99999999999999999999"}}) {
-    const std::string msg = error_of([&] { frontend::load_onnx_file(model_with({{"location", "w.bin"}, {k, v}})); });
+    const std::pair<std::string, std::string> kv{k, v};  // clang 14 cannot capture a structured binding
+    const std::string msg = error_of([&] { frontend::load_onnx_file(model_with({{"location", "w.bin"}, kv})); });
     EXPECT_TRUE(has(msg, "'" + k + "'") && has(msg, "non-negative integer")) << k << "=" << v << ": " << msg;
   }
   fs::remove_all(d);

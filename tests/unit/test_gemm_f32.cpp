@@ -190,8 +190,9 @@ TEST(GemmF32, EveryEpilogueOpMatchesItsDefinition) {
       {A::binary_mul, [](double x, double y) { return x * y; }}, {A::binary_div, [](double x, double y) { return x / y; }},
       {A::binary_max, [](double x, double y) { return std::max(x, y); }},
       {A::binary_min, [](double x, double y) { return std::min(x, y); }}};
-  for (const auto& [alg, f] : binary)
+  for (const auto& [alg, fn] : binary)
     for (bool scalar : {false, true}) {
+      const auto f = fn;  // clang 14 cannot capture a structured binding
       SCOPED_TRACE(testing::Message() << "binary alg " << static_cast<int>(alg) << (scalar ? " scalar" : " per column"));
       ASSERT_TRUE(gemm::supports_binary(alg));
       gemm::Epilogue ep;

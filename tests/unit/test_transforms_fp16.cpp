@@ -155,7 +155,7 @@ TEST(TransformsFp16, ExecutorRunsTheConvertedModelOnTheFastPath) {
   const auto got = ex.run({x});
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[1].dtype(), DType::f16);
-  for (size_t i = 0; i < 2; ++i) expect_close(want[i], got[i], 4e-3, 4e-3);
+  for (size_t i = 0; i < 2; ++i) expect_close_same_dtype(want[i], got[i], 4e-3, 4e-3);
 
   cpu::GraphOptions off;
   off.disabled_passes.insert(kComputeFp16InF32);

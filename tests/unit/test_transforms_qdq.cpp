@@ -296,6 +296,6 @@ TEST(TransformsHoistQdq, PairsMoveAboveReshapeAndDuplicatesGo) {
         EXPECT_EQ(n->input(0)->producer()->op_type(), "DequantizeLinear") << "the pairs come before the Reshape";
       }
     const Tensor xv = rand_f32({2, 12}, 5, -3.0f, 3.0f);
-    expect_close(runtime::ReferenceExecutor(original).run({xv})[0], runtime::ReferenceExecutor(g).run({xv})[0], 0, 0);
+    expect_close_same_dtype(runtime::ReferenceExecutor(original).run({xv})[0], runtime::ReferenceExecutor(g).run({xv})[0], 0, 0);
   }
 }

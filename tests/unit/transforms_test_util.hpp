@@ -59,8 +59,9 @@ inline std::vector<transforms::PassLog::Entry> entries(const transforms::PassLog
   return out;
 }
 
-// Element-wise |want - got| <= atol + rtol * |want| (NaN must meet NaN).
-inline void expect_close(const Tensor& want, const Tensor& got, double rtol, double atol) {
+// Equal dtypes and shapes, element-wise |want - got| <= atol + rtol * |want| (NaN must meet
+// NaN). cpu_test_util.hpp's expect_close checks no dtype and takes non-finite values optionally.
+inline void expect_close_same_dtype(const Tensor& want, const Tensor& got, double rtol, double atol) {
   ASSERT_EQ(want.shape(), got.shape());
   ASSERT_EQ(want.dtype(), got.dtype());
   auto a = want.to_f64(), b = got.to_f64();
@@ -82,7 +83,7 @@ inline void expect_same_outputs(const std::shared_ptr<ir::Graph>& before, const 
   auto want = ref.run(feeds);
   auto got = opt.run(feeds);
   ASSERT_EQ(want.size(), got.size());
-  for (size_t i = 0; i < want.size(); ++i) expect_close(want[i], got[i], rtol, atol);
+  for (size_t i = 0; i < want.size(); ++i) expect_close_same_dtype(want[i], got[i], rtol, atol);
 }
 
 }  // namespace kiln::test

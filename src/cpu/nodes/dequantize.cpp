@@ -13,14 +13,14 @@ namespace kiln::cpu {
 
 namespace {
 
-constexpr int64_t kChunk = 1 << 15;  // elements per OpenMP task
+constexpr int64_t kDequantizeChunk = 1 << 15;  // elements per OpenMP task
 
 template <typename Q>
 void dequantize(const Q* x, float* y, int64_t count, float scale, int32_t zp) {
-  const int64_t chunks = (count + kChunk - 1) / kChunk;
+  const int64_t chunks = (count + kDequantizeChunk - 1) / kDequantizeChunk;
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t b = c * kChunk, e = std::min(count, b + kChunk);
+    const int64_t b = c * kDequantizeChunk, e = std::min(count, b + kDequantizeChunk);
 #pragma omp simd
     for (int64_t i = b; i < e; ++i) y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - zp) * scale;
   }

@@ -16,7 +16,9 @@
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps(), which -Wmaybe-uninitialized
 // reports as uninitialised when they are inlined into a target("avx512f") function.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
@@ -124,7 +126,7 @@ __attribute__((target("avx2"))) void quantize_avx2(const float* x, int64_t n, fl
 }
 
 // Chunks of this many elements per OpenMP task (whole cache lines, enough work per thread).
-constexpr int64_t kChunk = 1 << 16;
+constexpr int64_t kQuantizeChunk = 1 << 16;
 
 enum class Kernels { avx512, avx2, plain };
 
@@ -135,10 +137,10 @@ const char* kernels_name(Kernels k) { return k == Kernels::avx512 ? "avx512" : k
 
 // y = saturate(round_half_even(x / scale) + zp) over `count` elements, on the stream's threads.
 void quantize_all(Kernels k, const float* x, int64_t count, float scale, float zp, Bounds bounds, uint8_t* y) {
-  const int64_t chunks = (count + kChunk - 1) / kChunk;
+  const int64_t chunks = (count + kQuantizeChunk - 1) / kQuantizeChunk;
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t b = c * kChunk, n = std::min(kChunk, count - b);
+    const int64_t b = c * kQuantizeChunk, n = std::min(kQuantizeChunk, count - b);
     if (k == Kernels::avx512) quantize_avx512(x + b, n, scale, zp, bounds, y + b);
     else if (k == Kernels::avx2) quantize_avx2(x + b, n, scale, zp, bounds, y + b);
     else quantize_plain(x + b, n, scale, zp, bounds, y + b);
@@ -167,12 +169,12 @@ class DynamicQuantizeNode : public Node {
     const auto* x = static_cast<const float*>(inputs[0]->data);
     auto* y = static_cast<uint8_t*>(outputs[0]->data);
     const int64_t count = static_cast<int64_t>(inputs[0]->bytes() / sizeof(float));
-    const int64_t chunks = (count + kChunk - 1) / kChunk;
+    const int64_t chunks = (count + kQuantizeChunk - 1) / kQuantizeChunk;
     const bool avx512 = kernels_ == Kernels::avx512, avx2 = kernels_ == Kernels::avx2;
     float lo = 0.0f, hi = 0.0f;  // the range includes 0
 #pragma omp parallel for reduction(min : lo) reduction(max : hi) schedule(static)
     for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t b = c * kChunk, n = std::min(kChunk, count - b);
+      const int64_t b = c * kQuantizeChunk, n = std::min(kQuantizeChunk, count - b);
       float l = 0.0f, h = 0.0f;
       if (avx512) range_avx512(x + b, n, l, h);
       else if (avx2) range_avx2(x + b, n, l, h);

@@ -26,7 +26,6 @@ namespace {
 using dnnl::memory;
 
 // f32 row-major (the shapes here are non-empty, rank <= DNNL_MAX_NDIMS: see supports())
-memory::desc dense_desc(const Shape& s) { return *plain_desc(s, DType::f32); }
 
 struct ReduceAlg {
   dnnl::algorithm alg;
@@ -166,8 +165,8 @@ class ReduceNode : public Node {
       return req;
     }
     middle_.reset();
-    src_md_ = dense_desc(s);
-    dst_md_ = dense_desc(*out);
+    src_md_ = *plain_desc(s, DType::f32);
+    dst_md_ = *plain_desc(*out, DType::f32);
     pd_ = dnnl::reduction::primitive_desc(dnnl::reduction::desc(alg->alg, src_md_, dst_md_, alg->p, 0.0f),
                                           cpu_engine());
     prim_ = dnnl::reduction(pd_);

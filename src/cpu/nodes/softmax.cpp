@@ -13,7 +13,6 @@ namespace {
 using dnnl::memory;
 
 // f32 row-major (the shapes here are non-empty, rank <= DNNL_MAX_NDIMS: see supports())
-memory::desc dense_desc(const Shape& s) { return *plain_desc(s, DType::f32); }
 
 // The single axis the op runs along, or -1 when it is not a single-axis softmax.
 int softmax_axis(const ir::Node& n, const Shape& s) {
@@ -39,7 +38,7 @@ class SoftmaxNode : public Node {
 
   std::vector<InputLayout> prepare() override {
     const Shape& s = inputs[0]->shape;
-    md_ = dense_desc(s);
+    md_ = *plain_desc(s, DType::f32);
     const int axis = softmax_axis(*source, s);
     KILN_CHECK(axis >= 0, cat(source->describe(), ": not a single-axis softmax"));
     auto alg = source->op_type() == "LogSoftmax" ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate;

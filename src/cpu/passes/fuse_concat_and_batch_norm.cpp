@@ -14,7 +14,7 @@
 namespace kiln::cpu {
 
 namespace {
-constexpr const char* kPass = "FuseConcatAndBatchNorm";
+constexpr const char* kFuseConcatAndBatchNorm = "FuseConcatAndBatchNorm";
 }  // namespace
 
 size_t fuse_concat_and_batch_norm(Graph& g, transforms::PassLog* log) {
@@ -28,7 +28,7 @@ size_t fuse_concat_and_batch_norm(Graph& g, transforms::PassLog* log) {
     Node* bn = *bn_at;
     const std::string where = passes::arrow(*concat, *bn);
     auto skip = [&](const std::string& why) {
-      if (log) log->skipped(kPass, where, cat("BatchNormalization not fused: ", why));
+      if (log) log->skipped(kFuseConcatAndBatchNorm, where, cat("BatchNormalization not fused: ", why));
     };
     std::string why;
     if (!concat_takes_batch_norm(*concat->source, *bn->source, &why)) {  // cpu/fusion_rules.hpp
@@ -49,7 +49,7 @@ size_t fuse_concat_and_batch_norm(Graph& g, transforms::PassLog* log) {
       continue;
     }
     g.absorb(concat, bn);
-    if (log) log->applied(kPass, where, relu ? "BatchNormalization + ReLU computed while concatenating"
+    if (log) log->applied(kFuseConcatAndBatchNorm, where, relu ? "BatchNormalization + ReLU computed while concatenating"
                                              : "BatchNormalization computed while concatenating");
     ++fused;
   }

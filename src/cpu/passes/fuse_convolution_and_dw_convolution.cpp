@@ -15,7 +15,7 @@ namespace kiln::cpu {
 
 namespace {
 
-constexpr const char* kPass = "FuseConvolutionAndDWConvolution";
+constexpr const char* kFuseConvolutionAndDwConvolution = "FuseConvolutionAndDWConvolution";
 
 bool all_equal(const std::vector<int64_t>& v, int64_t x) {
   for (int64_t e : v)
@@ -69,7 +69,7 @@ size_t fuse_convolution_and_dw_convolution(Graph& g, transforms::PassLog* log) {
     Node* c2 = readers[0];
     const std::string where = passes::arrow(*c1, *c2);
     auto skip = [&](const std::string& why) {
-      if (log) log->skipped(kPass, where, cat("depthwise convolution not fused: ", why));
+      if (log) log->skipped(kFuseConvolutionAndDwConvolution, where, cat("depthwise convolution not fused: ", why));
     };
     if (c2->inputs[0] != mid) continue;
     const int64_t channels = mid->shape[1];
@@ -99,7 +99,7 @@ size_t fuse_convolution_and_dw_convolution(Graph& g, transforms::PassLog* log) {
     PostOpList* list = c1->post_ops();
     list->ops.insert(list->ops.end(), extra.begin(), extra.end());
     g.absorb(c1, c2);
-    if (log) log->applied(kPass, where, "depthwise convolution as a post-op");
+    if (log) log->applied(kFuseConvolutionAndDwConvolution, where, "depthwise convolution as a post-op");
     ++fused;
   }
   return fused;

@@ -13,7 +13,7 @@ namespace kiln::cpu {
 
 namespace {
 
-constexpr const char* kPass = "FuseConvolutionAndSum";
+constexpr const char* kFuseConvolutionAndSum = "FuseConvolutionAndSum";
 
 bool is_add(const Node& n) {
   return n.source && n.source->op_type() == "Add" && n.source->is_onnx_domain() &&
@@ -35,7 +35,7 @@ size_t fuse_convolution_and_sum(Graph& g, transforms::PassLog* log) {
     Node* add = readers[0];
     const std::string where = passes::arrow(*conv, *add);
     auto skip = [&](const std::string& why) {
-      if (log) log->skipped(kPass, where, cat("Sum not fused: ", why));
+      if (log) log->skipped(kFuseConvolutionAndSum, where, cat("Sum not fused: ", why));
     };
     if (g.is_graph_output(out)) {
       skip(cat(conv->name, "'s output is a graph output"));
@@ -66,9 +66,9 @@ size_t fuse_convolution_and_sum(Graph& g, transforms::PassLog* log) {
     conv->post_ops()->ops.push_back(sum);
     g.add_input(conv, other);
     g.absorb(conv, add);
-    if (log) log->applied(kPass, where, cat("accumulates into '", other->name, "'"));
+    if (log) log->applied(kFuseConvolutionAndSum, where, cat("accumulates into '", other->name, "'"));
     ++fused;
-    fused += passes::fuse_simple_chain(g, conv, kPass, 1, log);
+    fused += passes::fuse_simple_chain(g, conv, kFuseConvolutionAndSum, 1, log);
   }
   return fused;
 }

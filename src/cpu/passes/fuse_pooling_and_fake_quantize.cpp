@@ -11,7 +11,7 @@
 namespace kiln::cpu {
 
 namespace {
-constexpr const char* kPass = "FusePoolingAndFakeQuantize";
+constexpr const char* kFusePoolingAndFakeQuantize = "FusePoolingAndFakeQuantize";
 }  // namespace
 
 size_t fuse_pooling_and_fake_quantize(Graph& g, transforms::PassLog* log) {
@@ -36,7 +36,7 @@ size_t fuse_pooling_and_fake_quantize(Graph& g, transforms::PassLog* log) {
     if (!fq) continue;  // no FakeQuantize after this pooling
     const std::string where = passes::arrow(*pool, *fq);
     auto skip = [&](const std::string& reason) {
-      if (log) log->skipped(kPass, where, cat(fq->name, " not fused: ", reason));
+      if (log) log->skipped(kFusePoolingAndFakeQuantize, where, cat(fq->name, " not fused: ", reason));
     };
     if (readers.size() != 1) {
       std::vector<std::string> names;
@@ -60,7 +60,7 @@ size_t fuse_pooling_and_fake_quantize(Graph& g, transforms::PassLog* log) {
     PostOpList* list = pool->post_ops();
     list->ops.insert(list->ops.end(), ops->begin(), ops->end());
     g.absorb(pool, fq);
-    if (log) log->applied(kPass, where, cat("FakeQuantize as ", ops->size(), " post-ops"));
+    if (log) log->applied(kFusePoolingAndFakeQuantize, where, cat("FakeQuantize as ", ops->size(), " post-ops"));
     ++fused;
   }
   return fused;

@@ -14,7 +14,7 @@ namespace kiln::cpu {
 
 namespace {
 
-constexpr const char* kPass = "FuseQLinearConvAndAdd";
+constexpr const char* kFuseQlinearConvAndAdd = "FuseQLinearConvAndAdd";
 
 bool is_qlinear_add(const Node& n) {
   return n.source && n.source->op_type() == "QLinearAdd" && n.source->domain() == "com.microsoft" &&
@@ -33,7 +33,7 @@ size_t fuse_qlinear_conv_and_add(Graph& g, transforms::PassLog* log) {
     Edge* out = conv->outputs.at(0);
     const std::string where = passes::arrow(*conv, *add);
     auto skip = [&](const std::string& why) {
-      if (log) log->skipped(kPass, where, cat("Sum not fused: ", why));
+      if (log) log->skipped(kFuseQlinearConvAndAdd, where, cat("Sum not fused: ", why));
     };
     if (g.is_graph_output(out)) {
       skip(cat(conv->name, "'s output is a graph output"));
@@ -79,7 +79,7 @@ size_t fuse_qlinear_conv_and_add(Graph& g, transforms::PassLog* log) {
     }
     g.add_input(conv, other);
     g.absorb(conv, add);
-    if (log) log->applied(kPass, where, cat("accumulates into '", other->name, "'"));
+    if (log) log->applied(kFuseQlinearConvAndAdd, where, cat("accumulates into '", other->name, "'"));
     ++fused;
   }
   return fused;

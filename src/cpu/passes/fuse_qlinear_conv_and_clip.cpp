@@ -13,7 +13,7 @@ namespace kiln::cpu {
 
 namespace {
 
-constexpr const char* kPass = "FuseQLinearConvAndClip";
+constexpr const char* kFuseQlinearConvAndClip = "FuseQLinearConvAndClip";
 
 // A bound input of the Clip: a constant scalar of the data's type, or absent (the type's end).
 std::optional<int32_t> bound(const Node& clip, size_t i, DType t, int32_t absent) {
@@ -38,7 +38,7 @@ size_t fuse_qlinear_conv_and_clip(Graph& g, transforms::PassLog* log) {
     Edge* out = conv->outputs.at(0);
     const std::string where = passes::arrow(*conv, *clip);
     auto skip = [&](const std::string& why) {
-      if (log) log->skipped(kPass, where, cat("Clip not fused: ", why));
+      if (log) log->skipped(kFuseQlinearConvAndClip, where, cat("Clip not fused: ", why));
     };
     if (g.is_graph_output(out)) {
       skip(cat(conv->name, "'s output is a graph output"));
@@ -58,7 +58,7 @@ size_t fuse_qlinear_conv_and_clip(Graph& g, transforms::PassLog* log) {
       continue;
     }
     g.absorb(conv, clip);
-    if (log) log->applied(kPass, where, cat("clamps to [", *lo, ", ", *hi, "] in the primitive"));
+    if (log) log->applied(kFuseQlinearConvAndClip, where, cat("clamps to [", *lo, ", ", *hi, "] in the primitive"));
     ++fused;
   }
   return fused;

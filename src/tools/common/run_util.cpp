@@ -387,4 +387,14 @@ double status_mib(const char* key) {  // a "Key:  N kB" line of /proc/self/statu
 double peak_rss_mib() { return status_mib("VmHWM:"); }
 double rss_mib() { return status_mib("VmRSS:"); }
 
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string fmt_ms(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f ms", ms);
+  return buf;
+}
+
 }  // namespace kiln::tools

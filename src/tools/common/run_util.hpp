@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <random>
+#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
@@ -80,5 +81,10 @@ LatencyStats latency_stats(std::vector<double> ms);
 double peak_rss_mib();
 // Resident set size now, in MiB (VmRSS); -1 if unknown.
 double rss_mib();
+
+// Milliseconds from t0 to now (steady clock).
+double ms_since(std::chrono::steady_clock::time_point t0);
+// "12.345 ms"
+std::string fmt_ms(double ms);
 
 }  // namespace kiln::tools

@@ -6,7 +6,7 @@ namespace kiln::snippets::lowered::pass {
 
 namespace {
 
-size_t inner_loop(const Expression& e) { return e.loop_ids.size() >= 2 ? e.loop_ids[1] : 0; }
+size_t inner_loop_or_zero(const Expression& e) { return e.loop_ids.size() >= 2 ? e.loop_ids[1] : 0; }
 
 }  // namespace
 
@@ -26,9 +26,9 @@ size_t allocate_buffers(LinearIR& lir, bool optimized) {
   const int64_t row = buffers.empty() ? 0 : (lir.master_shape().at(1) + 15) / 16 * 16;
   std::vector<size_t> region_free_from;  // per region: the last inner loop reading it
   for (Expression* b : buffers) {
-    const size_t written = inner_loop(*b->input_expr(0));
+    const size_t written = inner_loop_or_zero(*b->input_expr(0));
     size_t last_read = written;
-    for (const auto& c : b->get_output_port_connector(0)->get_consumers()) last_read = std::max(last_read, inner_loop(*c.get_expr()));
+    for (const auto& c : b->get_output_port_connector(0)->get_consumers()) last_read = std::max(last_read, inner_loop_or_zero(*c.get_expr()));
     size_t region = region_free_from.size();
     if (optimized)
       for (size_t r = 0; r < region_free_from.size() && region == region_free_from.size(); ++r)

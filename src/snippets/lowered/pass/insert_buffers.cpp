@@ -7,7 +7,7 @@ namespace kiln::snippets::lowered::pass {
 
 namespace {
 
-size_t inner_loop(const Expression& e) { return e.loop_ids.size() >= 2 ? e.loop_ids[1] : SIZE_MAX; }
+size_t inner_loop_or_none(const Expression& e) { return e.loop_ids.size() >= 2 ? e.loop_ids[1] : SIZE_MAX; }
 
 }  // namespace
 
@@ -21,20 +21,20 @@ size_t insert_buffers(LinearIR& lir) {
   KILN_CHECK(master.size() == 2, "InsertBuffers: the master shape must be 2-D [rows, inner]");
   std::vector<ExpressionPtr> producers;
   for (auto& e : lir.expressions())
-    if (inner_loop(*e) != SIZE_MAX && e->num_outputs() == 1) producers.push_back(e);
+    if (inner_loop_or_none(*e) != SIZE_MAX && e->num_outputs() == 1) producers.push_back(e);
   size_t made = 0;
   for (const ExpressionPtr& p : producers) {
-    const size_t loop = inner_loop(*p);
+    const size_t loop = inner_loop_or_none(*p);
     std::vector<ExpressionPort> later;
     for (const auto& c : p->get_output_port_connector(0)->get_consumers()) {
-      const size_t cl = inner_loop(*c.get_expr());
+      const size_t cl = inner_loop_or_none(*c.get_expr());
       if (cl != SIZE_MAX && cl != loop) later.push_back(c);
     }
     if (later.empty()) continue;
     // after the producer's inner loop: past the last expression of that loop
     auto pos = lir.find(p.get());
     for (auto it = pos; it != lir.end(); ++it)
-      if (inner_loop(**it) == loop) pos = it;
+      if (inner_loop_or_none(**it) == loop) pos = it;
     Op op{"Buffer", {{"buffer", static_cast<double>(made)}}};
     auto buf = lir.insert_node(std::next(pos), op, {p->get_output_port(0)}, 1, {p->loop_ids.at(0)});
     buf->get_output_port_descriptor(0).shape = {1, master[1]};
