@@ -19,7 +19,8 @@ JOBS="${KILN_JOBS:-2}"
 
 scripts/install_deps.sh
 scripts/build.sh
-(cd build && ctest --output-on-failure "${ctest_args[@]}")
+# tests that must run alone say so (RUN_SERIAL); the rest share the cores
+(cd build && ctest --output-on-failure -j"$JOBS" "${ctest_args[@]}")
 
 if [ "$sanitize" = 1 ]; then
   # The sanitizer builds: clang 14 (at -O0 with the sanitizers it compiles kiln in about half
@@ -36,8 +37,26 @@ if [ "$sanitize" = 1 ]; then
   # oneDNN and libgomp keep per-thread caches alive at exit: leaks are not checked
   export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:allocator_may_return_null=1
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-  # the real-architecture models the release run's test_models fixture made
-  KILN_TEST_MODELS="$PWD/build/tests/test_models" build-sanitize/tests/kiln_unit_tests --gtest_brief=1
+  # the real-architecture models the release run's test_models fixture made; the unit tests in
+  # $JOBS shards at once (gtest sharding): under the sanitizers most of their time is
+  # instrumented code on one thread, and their temporary files are per process (temp_dir.hpp)
+  pids=()
+  for ((i = 0; i < JOBS; ++i)); do
+    GTEST_TOTAL_SHARDS="$JOBS" GTEST_SHARD_INDEX="$i" KILN_TEST_MODELS="$PWD/build/tests/test_models" \
+      build-sanitize/tests/kiln_unit_tests --gtest_brief=1 > "build-sanitize/unit_shard_$i.log" 2>&1 &
+    pids+=($!)
+  done
+  failed=0
+  for ((i = 0; i < JOBS; ++i)); do
+    if wait "${pids[$i]}"; then
+      echo "[kiln] sanitized unit tests, shard $((i + 1)) of $JOBS: $(grep -E '^\[  PASSED  \]' "build-sanitize/unit_shard_$i.log")"
+    else
+      failed=1
+      echo "[kiln] sanitized unit tests, shard $((i + 1)) of $JOBS FAILED (build-sanitize/unit_shard_$i.log):"
+      tail -n 200 "build-sanitize/unit_shard_$i.log"
+    fi
+  done
+  [ "$failed" = 0 ] || exit 1
   build-sanitize/tests/kiln_conformance --root tests/data/onnx_new --expected tests/onnx_new/expected_pass.txt
   # the fuzz corpora and the reproducers of bugs the fuzzers found (fuzz/, docs/security.md)
   for t in $fuzz_targets; do
