@@ -3,6 +3,7 @@
 #include "ir/op_registry.hpp"
 #include "transforms/fold_batch_norm.hpp"
 #include "transforms/fold_pad.hpp"
+#include "transforms/fuse_matmul_integer_to_float.hpp"
 #include "transforms/merge_group_convolution.hpp"
 #include "transforms/qdq_to_fake_quantize.hpp"
 #include "transforms/reduce_to_global_pooling.hpp"
@@ -22,6 +23,7 @@ const std::vector<Pass>& passes() {
   static const std::vector<Pass> all = {
       {kQdqToFakeQuantize, fuse_qdq_to_fake_quantize},
       {kRemoveIdentityOps, remove_identity_ops},
+      {kFuseMatMulIntegerToFloat, fuse_matmul_integer_to_float},
       {kFoldPadIntoConvolution, fold_pad},
       {kMergeGroupConvolution, merge_group_convolution},
       {kFoldBatchNormalization, fold_batch_norm},

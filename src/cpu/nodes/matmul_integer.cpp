@@ -10,6 +10,9 @@
 // com.microsoft MatMulIntegerToFloat (a static QDQ model's projections) takes the same path with
 // a float result: float(Y) * (a_scale * b_scale[n]) + bias[n], done by the primitive (output
 // scales and a binary-add post-op) when B needs no correction and no split, else by the node.
+// Where oneDNN's int8 kernels are not exact (no VNNI) and the CPU has AVX2, kiln's 16-bit GEMM
+// (gemm_s16.hpp) computes the product instead, both zero points subtracted before it
+// multiplies: one pass, no correction, about twice the split pair's speed.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -18,6 +21,8 @@
 #include "core/strings.hpp"
 #include "cpu/arena.hpp"
 #include "cpu/dnnl_util.hpp"
+#include "cpu/gemm_s16.hpp"
+#include "cpu/weights_cache.hpp"
 #include "cpu/nodes/int8_util.hpp"
 #include "cpu/nodes/node_factory.hpp"
 
@@ -59,13 +64,16 @@ class MatMulIntegerNode : public Node {
     R_ = shape_size(a) / std::max<int64_t>(K_, 1);
     signed_a_ = inputs[0]->dtype == DType::i8;
     has_za_ = inputs.size() > op_.za && inputs[op_.za];
+    s16_ = !exact_int8_kernels() && gemm_s16::available();
+    if (s16_) return prepare_s16();
     split_ = !exact_int8_kernels();
 
     c_ = weight_offsets(b, inputs.size() > op_.zb && inputs[op_.zb] ? &inputs[op_.zb]->constant : nullptr, N_);
     correct_ = std::any_of(c_.begin(), c_.end(), [](int32_t c) { return c != 0; });
     if (op_.to_float) prepare_to_float();
-    // the primitive scales to float itself when the int32 product is the whole result
-    direct_float_ = op_.to_float && !split_ && !correct_;
+    // the primitive scales to float itself when the int32 product is the whole result (and the
+    // scale is known now)
+    direct_float_ = op_.to_float && !split_ && !correct_ && !runtime_a_scale_;
     src_md_ = memory::desc({R_, K_}, memory::data_type::u8, tag::ab);
     dst_md_ = memory::desc({R_, N_}, memory::data_type::s32, tag::ab);
     const memory::desc out_md({R_, N_}, direct_float_ ? memory::data_type::f32 : memory::data_type::s32, tag::ab);
@@ -105,12 +113,28 @@ class MatMulIntegerNode : public Node {
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
     req[0] = InputLayout::plain();
     if (has_za_) req[op_.za] = InputLayout::plain();
+    if (runtime_a_scale_) req[2] = InputLayout::plain();
     return req;  // the output stays plain
   }
 
   void execute(dnnl::stream& stream) override {
     const int32_t za = has_za_ ? zero_point_value(inputs[op_.za]->dtype, inputs[op_.za]->data) : 0;
     auto* base = static_cast<char*>(scratch);
+    if (op_.to_float && runtime_a_scale_) {  // a DynamicQuantizeLinear's scale: a_scale * b_scale[n] now
+      stream.wait();
+      const float sa = *static_cast<const float*>(inputs[2]->data);
+      for (size_t n = 0; n < scale_.size(); ++n) scale_[n] = sa * b_scale_[n];
+    }
+    if (s16_) {
+      stream.wait();  // A may come from a oneDNN primitive
+      void* y = acc_bytes_ ? base + a_bytes_ : outputs[0]->data;
+      gemm_s16::Output out;
+      if (op_.to_float) out = {scale_.data(), static_cast<int64_t>(scale_.size()), bias_.empty() ? nullptr : bias_.data()};
+      gemm_s16::run(inputs[0]->data, signed_a_, za, R_, K_, K_, static_cast<const int16_t*>(weights_.get_data_handle()),
+                    N_, y, N_, base, out);
+      if (op_.qlinear) finish(static_cast<const uint8_t*>(inputs[0]->data), za, static_cast<int32_t*>(y), nullptr);
+      return;
+    }
     const auto* a = static_cast<const uint8_t*>(inputs[0]->data);
     memory src(src_md_, cpu_engine(), const_cast<uint8_t*>(a));
     za_ = za;
@@ -137,6 +161,14 @@ class MatMulIntegerNode : public Node {
     stream.wait();
     if (!split_ && !correct_ && !op_.qlinear && !op_.to_float) return;
     if (direct_float_) return;
+    finish(a, za, y, hi);
+  }
+
+ private:
+  // The int32 product `y` completed in place (the second product `hi` of split weights, B's
+  // correction) and turned into the output: int32, requantized (QLinearMatMul) or float
+  // (MatMulIntegerToFloat).
+  void finish(const uint8_t* a, int32_t za, int32_t* y, const int32_t* hi) {
     void* out = outputs[0]->data;
     const int64_t K = K_, N = N_;
     const bool sgn = signed_a_;
@@ -174,19 +206,58 @@ class MatMulIntegerNode : public Node {
     }
   }
 
- private:
-  // MatMulIntegerToFloat: a_scale * b_scale[n] (as the reference computes it) and the bias
+  // kiln's 16-bit GEMM (no VNNI): B - zb packed once per model, the product in one pass into
+  // the output (int32) or the scratch (then finish()).
+  std::vector<InputLayout> prepare_s16() {
+    const Tensor& b = inputs[op_.b]->constant;
+    const Tensor* zb = inputs.size() > op_.zb && inputs[op_.zb] ? &inputs[op_.zb]->constant : nullptr;
+    std::vector<int32_t> zbv(static_cast<size_t>(N_), 0);
+    uint64_t hash = 1469598103934665603ull;  // FNV-1a of the zero points: the packed values depend on them
+    for (int64_t n = 0; zb && n < N_; ++n) {
+      zbv[static_cast<size_t>(n)] = zero_point_value(zb->dtype(), static_cast<const char*>(zb->raw()) +
+                                                                       (zb->size() == 1 ? 0 : n));
+      hash = (hash ^ static_cast<uint32_t>(zbv[static_cast<size_t>(n)])) * 1099511628211ull;
+    }
+    split_ = correct_ = direct_float_ = false;
+    if (op_.to_float) prepare_to_float();
+    impl = gemm_s16::impl_name();
+    const memory::desc packed({gemm_s16::packed_size(K_, N_) * 2}, memory::data_type::u8, tag::a);
+    weights_ = pack_weights(b, cat("matmulinteger/s16/zb", hash), packed, [&](memory& dst) {
+      gemm_s16::pack_b(b.raw(), b.dtype() == DType::i8, K_, N_, zbv.data(),
+                       static_cast<int16_t*>(dst.get_data_handle()));
+    });
+    if (op_.qlinear)
+      requant_ = requantization(inputs[1]->constant, inputs[4]->constant, inputs[6]->constant, inputs[7]->constant, N_);
+    // working memory: A widened to 16 bits, then the int32 product unless the output holds it
+    // (MatMulInteger's int32, MatMulIntegerToFloat's float: scaled as it is stored)
+    a_bytes_ = Arena::aligned(gemm_s16::scratch_bytes(R_, K_));
+    acc_bytes_ = op_.qlinear ? Arena::aligned(static_cast<size_t>(R_ * N_) * 4) : 0;
+    hi_bytes_ = 0;
+    scratch_bytes_ = a_bytes_ + acc_bytes_;
+    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
+    req[0] = InputLayout::plain();
+    if (has_za_) req[op_.za] = InputLayout::plain();
+    if (runtime_a_scale_) req[2] = InputLayout::plain();
+    return req;
+  }
+
+  // MatMulIntegerToFloat: a_scale * b_scale[n] (as the reference computes it; per run when
+  // a_scale is computed at run time) and the bias
   void prepare_to_float() {
-    const float sa = inputs[2]->constant.data<float>()[0];
     const Tensor& sb = inputs[3]->constant;
-    scale_.resize(static_cast<size_t>(sb.size()));
-    for (int64_t i = 0; i < sb.size(); ++i) scale_[static_cast<size_t>(i)] = sa * sb.data<float>()[i];
+    b_scale_.assign(sb.data<float>(), sb.data<float>() + sb.size());
+    runtime_a_scale_ = inputs[2]->kind != Edge::Kind::constant;
+    const float sa = runtime_a_scale_ ? 1.0f : inputs[2]->constant.data<float>()[0];
+    scale_.resize(b_scale_.size());
+    for (size_t i = 0; i < b_scale_.size(); ++i) scale_[i] = sa * b_scale_[i];
     bias_.clear();
     if (inputs.size() > 6 && inputs[6]) bias_.assign(inputs[6]->constant.data<float>(), inputs[6]->constant.data<float>() + N_);
   }
 
   Operands op_;
   std::vector<float> scale_, bias_;  // MatMulIntegerToFloat
+  std::vector<float> b_scale_;       // ... its b_scale
+  bool runtime_a_scale_ = false;     // ... a_scale an input computed at run time
   bool direct_float_ = false;        // ... scaled by the primitive
   memory bias_mem_;                   // ... over bias_, the primitive's post-op operand
   memory::desc out_md_;              // what the primitive writes
@@ -199,6 +270,7 @@ class MatMulIntegerNode : public Node {
   memory weights_, weights_hi_;
   std::vector<int32_t> c_;
   bool has_za_ = false, signed_a_ = false, split_ = false, correct_ = false;
+  bool s16_ = false;  // kiln's 16-bit GEMM instead of oneDNN's (no VNNI)
   int32_t za_ = 0;  // the run's zero point of A, for the primitive
   size_t a_bytes_ = 0, hi_bytes_ = 0, scratch_bytes_ = 0;
 };
@@ -238,7 +310,12 @@ bool matmul_integer_to_float_supports(const ir::Node& n) {
   const ir::Value *b = n.input(1), *bias = n.input(6);
   if (!matmul_operands_ok(n.input(0), b, n.input(4), n.input(5))) return false;
   const int64_t N = b->constant().shape()[1];
-  if (!constant_scale(n.input(2)) || !constant_scale(n.input(3), N)) return false;
+  // a_scale one float, a constant or computed at run time (FuseMatMulIntegerToFloat: a
+  // DynamicQuantizeLinear's); b_scale constant
+  const ir::Value* sa = n.input(2);
+  const bool sa_ok = constant_scale(sa) || (sa && sa->type.dtype == DType::f32 && sa->type.shape.is_static() &&
+                                            shape_size(sa->type.shape.to_shape()) == 1);
+  if (!sa_ok || !constant_scale(n.input(3), N)) return false;
   return !bias || (bias->is_constant() && bias->constant().dtype() == DType::f32 && bias->constant().size() == N);
 }
 

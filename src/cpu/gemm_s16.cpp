@@ -1,0 +1,137 @@
+#include "cpu/gemm_s16.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+
+#include <kiln/error.hpp>
+#include "cpu/isa.hpp"
+#include "cpu/simd_avx2.hpp"
+
+namespace kiln::cpu::gemm_s16 {
+
+namespace {
+
+constexpr int64_t kCols = 16;  // columns per packed panel: two vectors of 8 int32 sums
+constexpr int kRows = 6;       // rows per block: 6 x 2 accumulators, 12 of the 16 registers
+
+int64_t pairs(int64_t K) { return (K + 1) / 2; }
+
+// One block: rows [0, MR) of the widened A (`lda` words apart) times one panel of `k2` pairs,
+// stored to the first `ncols` columns of C (`out` from column n0 on). The sums depend only on
+// vpaddd (one cycle), so even one row keeps the multiplier busy.
+template <int MR>
+KILN_AVX2 void block(const int32_t* a, int64_t lda, const int16_t* b, int64_t k2, void* c, int64_t ldc, int64_t ncols,
+                     int64_t n0, const Output& out) {
+  __m256i acc[MR][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+  for (int64_t k = 0; k < k2; ++k) {
+    const auto* bk = reinterpret_cast<const __m256i*>(b + k * 2 * kCols);
+    const __m256i b0 = _mm256_loadu_si256(bk), b1 = _mm256_loadu_si256(bk + 1);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const __m256i av = _mm256_set1_epi32(a[r * lda + k]);  // (A[r][2k], A[r][2k + 1])
+      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(av, b0));
+      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(av, b1));
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < 2; ++j) {
+    const int64_t left = ncols - j * 8, col = n0 + j * 8;
+    if (left <= 0) break;
+    if (out.scale) {  // float(acc) * scale [+ bias]: three roundings, as the unfused ops
+      const __m256 scale = out.scale_count == 1 ? _mm256_set1_ps(out.scale[0]) : simd::v_load8(out.scale + col, left);
+      const __m256 bias = out.bias ? simd::v_load8(out.bias + col, left) : _mm256_setzero_ps();
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(acc[r][j]), scale);
+        if (out.bias) v = _mm256_add_ps(v, bias);
+        simd::v_store8(static_cast<float*>(c) + r * ldc + j * 8, left, v);
+      }
+      continue;
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      auto* cr = reinterpret_cast<__m256i*>(static_cast<int32_t*>(c) + r * ldc + j * 8);
+      if (left >= 8)
+        _mm256_storeu_si256(cr, acc[r][j]);
+      else  // a masked store only for a last partial vector (microcode on AMD CPUs)
+        _mm256_maskstore_epi32(reinterpret_cast<int*>(cr), simd::tail_mask8(left), acc[r][j]);
+    }
+  }
+}
+
+using BlockFn = void (*)(const int32_t*, int64_t, const int16_t*, int64_t, void*, int64_t, int64_t, int64_t,
+                         const Output&);
+constexpr BlockFn kBlocks[kRows] = {block<1>, block<2>, block<3>, block<4>, block<5>, block<6>};
+
+// Row m of A - za as pairs of 16-bit values, the odd K's last pair padded with 0.
+template <typename T>
+void widen_row(const T* a, int64_t K, int32_t za, int16_t* out) {
+  for (int64_t k = 0; k < K; ++k) out[k] = static_cast<int16_t>(static_cast<int32_t>(a[k]) - za);
+  if (K % 2) out[K] = 0;
+}
+
+}  // namespace
+
+bool available() { return isa_at_least(Isa::avx2); }
+
+const char* impl_name() { return "kiln_gemm:avx2_s16"; }
+
+int64_t packed_size(int64_t K, int64_t N) { return (N + kCols - 1) / kCols * pairs(K) * 2 * kCols; }
+
+void pack_b(const void* b, bool b_signed, int64_t K, int64_t N, const int32_t* zb, int16_t* out) {
+  const int64_t k2 = pairs(K);
+  std::fill(out, out + packed_size(K, N), int16_t{0});
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) {
+      const int32_t v = b_signed ? static_cast<const int8_t*>(b)[k * N + n] : static_cast<const uint8_t*>(b)[k * N + n];
+      // panel n / 16, pair k / 2: per column (B[2i][n], B[2i + 1][n]) next to each other
+      out[n / kCols * k2 * 2 * kCols + k / 2 * 2 * kCols + n % kCols * 2 + k % 2] =
+          static_cast<int16_t>(v - (zb ? zb[n] : 0));
+    }
+}
+
+size_t scratch_bytes(int64_t M, int64_t K) { return static_cast<size_t>(std::max<int64_t>(M, 0) * pairs(K) * 4); }
+
+void run(const void* a, bool a_signed, int32_t za, int64_t M, int64_t K, int64_t lda, const int16_t* packed_b,
+         int64_t N, void* c, int64_t ldc, void* scratch, const Output& out) {
+  KILN_CHECK(available(), "gemm_s16::run: the ISA in use has no AVX2");
+  if (M <= 0 || N <= 0) return;
+  const int64_t k2 = pairs(K), panels = (N + kCols - 1) / kCols, row_blocks = (M + kRows - 1) / kRows;
+  const int64_t items = panels * row_blocks;
+  auto* wide = static_cast<int16_t*>(scratch);
+  auto widen = [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m) {
+      if (a_signed)
+        widen_row(static_cast<const int8_t*>(a) + m * lda, K, za, wide + m * k2 * 2);
+      else
+        widen_row(static_cast<const uint8_t*>(a) + m * lda, K, za, wide + m * k2 * 2);
+    }
+  };
+  auto work = [&](int64_t begin, int64_t end) {
+    for (int64_t w = begin; w < end; ++w) {  // panel-major: a thread's blocks share their panel
+      const int64_t p = w / row_blocks, m0 = w % row_blocks * kRows;
+      const int rows = static_cast<int>(std::min<int64_t>(kRows, M - m0));
+      const int64_t offset = (m0 * ldc + p * kCols) * 4;  // bytes: int32 and float alike
+      kBlocks[rows - 1](reinterpret_cast<const int32_t*>(wide) + m0 * k2, k2, packed_b + p * k2 * 2 * kCols, k2,
+                        static_cast<char*>(c) + offset, ldc, std::min(kCols, N - p * kCols), p * kCols, out);
+    }
+  };
+  // below about a microsecond of work, starting the team costs more than it saves
+  if (2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) < 4e5 || items < 2) {
+    widen(0, M);
+    work(0, items);
+    return;
+  }
+#pragma omp parallel
+  {
+    const int64_t nthr = omp_get_num_threads(), ithr = omp_get_thread_num();
+    widen(M * ithr / nthr, M * (ithr + 1) / nthr);
+#pragma omp barrier
+    work(items * ithr / nthr, items * (ithr + 1) / nthr);
+  }
+}
+
+}  // namespace kiln::cpu::gemm_s16
