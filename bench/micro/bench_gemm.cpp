@@ -13,6 +13,7 @@
 
 #include "cpu/dnnl_util.hpp"
 #include "cpu/gemm_f32.hpp"
+#include "cpu/gemm_s16.hpp"
 
 using namespace kiln;
 
@@ -92,6 +93,33 @@ void BM_GemmOneDnn(benchmark::State& s) {
   Args({64, 384, 1536})->Args({64, 1536, 384})->Args({64, 384, 384})->Args({256, 768, 3072})->Args(        \
       {256, 3072, 768})->Args({128, 768, 768})->Args({3136, 96, 384})->Args({3136, 384, 96})->Args({196, 384, 1536}) \
       ->Args({196, 1536, 384})->Unit(benchmark::kMicrosecond)
+// kiln's exact 8-bit GEMM for CPUs without VNNI (cpu/gemm_s16.hpp): u8 A with a zero point,
+// s8 B, int32 out; items_per_second counts 2 M N K operations. With the ResNet-50 shapes of
+// its int8 convolutions as im2col GEMMs ([OH * OW, KH * KW * C] x [., M]).
+void BM_GemmS16(benchmark::State& s) {
+  const int64_t M = s.range(0), K = s.range(1), N = s.range(2);
+  if (!cpu::gemm_s16::available()) {
+    s.SkipWithError("no AVX2: kiln's 16-bit GEMM does not run here");
+    return;
+  }
+  std::vector<uint8_t> a(static_cast<size_t>(M * K)), b(static_cast<size_t>(K * N));
+  std::mt19937 rng(3);
+  for (auto& v : a) v = static_cast<uint8_t>(rng());
+  for (auto& v : b) v = static_cast<uint8_t>(rng());
+  std::vector<int16_t> packed(static_cast<size_t>(cpu::gemm_s16::packed_size(K, N)));
+  cpu::gemm_s16::pack_b(b.data(), true, K, N, nullptr, packed.data());
+  std::vector<int32_t> c(static_cast<size_t>(M * N)), scratch(cpu::gemm_s16::scratch_bytes(M, K) / 4 + 1);
+  for (auto _ : s) {
+    cpu::gemm_s16::run(a.data(), false, 128, M, K, K, packed.data(), N, c.data(), N, scratch.data());
+    benchmark::DoNotOptimize(c.data());
+  }
+  s.SetItemsProcessed(s.iterations() * 2 * M * N * K);
+}
+BENCHMARK(BM_GemmS16)
+    ->Args({128, 768, 768})->Args({128, 768, 3072})->Args({128, 3072, 768})->Args({12544, 147, 64})
+    ->Args({3136, 576, 64})->Args({3136, 64, 256})->Args({3136, 256, 64})->Args({784, 1152, 128})
+    ->Args({196, 2304, 256})->Args({49, 4608, 512})->Args({49, 512, 2048})->Unit(benchmark::kMicrosecond);
+
 BENCHMARK(BM_GemmKiln)->GEMM_SHAPES;
 BENCHMARK(BM_GemmKilnCold)->GEMM_SHAPES;
 BENCHMARK(BM_GemmOneDnn)->GEMM_SHAPES;

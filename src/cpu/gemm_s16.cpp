@@ -17,6 +17,44 @@ constexpr int kRows = 6;       // rows per block: 6 x 2 accumulators, 12 of the 
 
 int64_t pairs(int64_t K) { return (K + 1) / 2; }
 
+// 8 sums of columns [col, col + left) requantized (Requant) into 8-bit C at `c`.
+KILN_AVX2 inline void store_requant(__m256i acc, const Requant& q, int64_t col, int64_t left, uint8_t* c) {
+  if (q.bias) acc = _mm256_add_epi32(acc, left >= 8 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.bias + col))
+                                                    : _mm256_maskload_epi32(q.bias + col, simd::tail_mask8(left)));
+  const __m256 mult = q.mult_count == 1 ? _mm256_set1_ps(q.mult[0]) : simd::v_load8(q.mult + col, left);
+  __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(acc), mult);
+  constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  if (q.sum) {  // the convolution's own 8-bit value less its zero point, then the Add's arithmetic
+    v = _mm256_min_ps(_mm256_max_ps(_mm256_round_ps(v, kNearest), _mm256_set1_ps(q.own_lo)), _mm256_set1_ps(q.own_hi));
+    v = _mm256_mul_ps(v, _mm256_set1_ps(q.own_mult));
+    __m128i bytes;
+    if (left >= 8) {
+      bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(c));
+    } else {
+      alignas(16) uint8_t part[16] = {};
+      for (int i = 0; i < left; ++i) part[i] = c[i];
+      bytes = _mm_load_si128(reinterpret_cast<const __m128i*>(part));
+    }
+    const __m256i wide = q.s8 ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
+    const __m256 other = _mm256_sub_ps(_mm256_cvtepi32_ps(wide), _mm256_set1_ps(q.other_zp));
+    v = _mm256_add_ps(v, _mm256_mul_ps(other, _mm256_set1_ps(q.other_mult)));
+  }
+  v = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(q.lo)), _mm256_set1_ps(q.hi));
+  // rounded (half to even) before the zero point is added, then saturated to 8 bits
+  const __m256 r = _mm256_add_ps(_mm256_round_ps(v, kNearest), _mm256_set1_ps(q.zp));
+  const __m256 qmin = _mm256_set1_ps(q.s8 ? -128.0f : 0.0f), qmax = _mm256_set1_ps(q.s8 ? 127.0f : 255.0f);
+  const __m256i i32 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, qmin), qmax));  // in range: packs exact
+  const __m128i i16 = _mm_packs_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
+  const __m128i i8 = q.s8 ? _mm_packs_epi16(i16, i16) : _mm_packus_epi16(i16, i16);
+  if (left >= 8) {
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(c), i8);
+  } else {
+    alignas(16) uint8_t part[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(part), i8);
+    for (int i = 0; i < left; ++i) c[i] = part[i];
+  }
+}
+
 // One block: rows [0, MR) of the widened A (`lda` words apart) times one panel of `k2` pairs,
 // stored to the first `ncols` columns of C (`out` from column n0 on). The sums depend only on
 // vpaddd (one cycle), so even one row keeps the multiplier busy.
@@ -40,6 +78,11 @@ KILN_AVX2 void block(const int32_t* a, int64_t lda, const int16_t* b, int64_t k2
   for (int j = 0; j < 2; ++j) {
     const int64_t left = ncols - j * 8, col = n0 + j * 8;
     if (left <= 0) break;
+    if (out.requant) {
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) store_requant(acc[r][j], *out.requant, col, left, static_cast<uint8_t*>(c) + r * ldc + j * 8);
+      continue;
+    }
     if (out.scale) {  // float(acc) * scale [+ bias]: three roundings, as the unfused ops
       const __m256 scale = out.scale_count == 1 ? _mm256_set1_ps(out.scale[0]) : simd::v_load8(out.scale + col, left);
       const __m256 bias = out.bias ? simd::v_load8(out.bias + col, left) : _mm256_setzero_ps();
@@ -73,6 +116,32 @@ void widen_row(const T* a, int64_t K, int32_t za, int16_t* out) {
   if (K % 2) out[K] = 0;
 }
 
+// below about a microsecond of work, starting the team costs more than it saves
+bool parallel_worth(int64_t M, int64_t K, int64_t N) {
+  return 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) >= 4e5 &&
+         (M > kRows || N > kCols);
+}
+
+// Thread `ithr` of `nthr`: its share of the blocks (6 rows x one panel). The operand read
+// again for every block of the other is the smaller one: panel-major (a panel of B stays in
+// L1 / L2 while the rows pass) when B is the larger, as in a transformer's projections;
+// row-major (a block's rows stay in L1 while B, in L2, passes) when A is, as in a convolution's
+// many output positions x few channels.
+void run_team(const int16_t* wide, int64_t M, int64_t K, const int16_t* packed_b, int64_t N, void* c, int64_t ldc,
+              const Output& out, int64_t ithr, int64_t nthr) {
+  const int64_t k2 = pairs(K), panels = (N + kCols - 1) / kCols, row_blocks = (M + kRows - 1) / kRows;
+  const int64_t items = panels * row_blocks;
+  const bool panel_major = panels * kCols >= M;  // B's columns against A's rows (both x K)
+  for (int64_t w = items * ithr / nthr, end = items * (ithr + 1) / nthr; w < end; ++w) {
+    const int64_t p = panel_major ? w / row_blocks : w % panels;
+    const int64_t m0 = (panel_major ? w % row_blocks : w / panels) * kRows;
+    const int rows = static_cast<int>(std::min<int64_t>(kRows, M - m0));
+    const int64_t offset = (m0 * ldc + p * kCols) * (out.requant ? 1 : 4);  // bytes
+    kBlocks[rows - 1](reinterpret_cast<const int32_t*>(wide) + m0 * k2, k2, packed_b + p * k2 * 2 * kCols, k2,
+                      static_cast<char*>(c) + offset, ldc, std::min(kCols, N - p * kCols), p * kCols, out);
+  }
+}
+
 }  // namespace
 
 bool available() { return isa_at_least(Isa::avx2); }
@@ -93,15 +162,23 @@ void pack_b(const void* b, bool b_signed, int64_t K, int64_t N, const int32_t* z
     }
 }
 
+KILN_AVX2 void requantize(const int32_t* acc, int64_t count, const Requant& q, uint8_t* c) {
+  for (int64_t n = 0; n < count; n += 8) {
+    const int64_t left = count - n;
+    const __m256i v = left >= 8 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + n))
+                                : _mm256_maskload_epi32(acc + n, simd::tail_mask8(left));
+    store_requant(v, q, n, left, c + n);
+  }
+}
+
 size_t scratch_bytes(int64_t M, int64_t K) { return static_cast<size_t>(std::max<int64_t>(M, 0) * pairs(K) * 4); }
 
 void run(const void* a, bool a_signed, int32_t za, int64_t M, int64_t K, int64_t lda, const int16_t* packed_b,
          int64_t N, void* c, int64_t ldc, void* scratch, const Output& out) {
   KILN_CHECK(available(), "gemm_s16::run: the ISA in use has no AVX2");
   if (M <= 0 || N <= 0) return;
-  const int64_t k2 = pairs(K), panels = (N + kCols - 1) / kCols, row_blocks = (M + kRows - 1) / kRows;
-  const int64_t items = panels * row_blocks;
   auto* wide = static_cast<int16_t*>(scratch);
+  const int64_t k2 = pairs(K);
   auto widen = [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m) {
       if (a_signed)
@@ -110,19 +187,9 @@ void run(const void* a, bool a_signed, int32_t za, int64_t M, int64_t K, int64_t
         widen_row(static_cast<const uint8_t*>(a) + m * lda, K, za, wide + m * k2 * 2);
     }
   };
-  auto work = [&](int64_t begin, int64_t end) {
-    for (int64_t w = begin; w < end; ++w) {  // panel-major: a thread's blocks share their panel
-      const int64_t p = w / row_blocks, m0 = w % row_blocks * kRows;
-      const int rows = static_cast<int>(std::min<int64_t>(kRows, M - m0));
-      const int64_t offset = (m0 * ldc + p * kCols) * 4;  // bytes: int32 and float alike
-      kBlocks[rows - 1](reinterpret_cast<const int32_t*>(wide) + m0 * k2, k2, packed_b + p * k2 * 2 * kCols, k2,
-                        static_cast<char*>(c) + offset, ldc, std::min(kCols, N - p * kCols), p * kCols, out);
-    }
-  };
-  // below about a microsecond of work, starting the team costs more than it saves
-  if (2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) < 4e5 || items < 2) {
+  if (!parallel_worth(M, K, N)) {
     widen(0, M);
-    work(0, items);
+    run_widened(wide, M, K, packed_b, N, c, ldc, out);
     return;
   }
 #pragma omp parallel
@@ -130,8 +197,20 @@ void run(const void* a, bool a_signed, int32_t za, int64_t M, int64_t K, int64_t
     const int64_t nthr = omp_get_num_threads(), ithr = omp_get_thread_num();
     widen(M * ithr / nthr, M * (ithr + 1) / nthr);
 #pragma omp barrier
-    work(items * ithr / nthr, items * (ithr + 1) / nthr);
+    run_team(wide, M, K, packed_b, N, c, ldc, out, ithr, nthr);
   }
+}
+
+void run_widened(const int16_t* wide, int64_t M, int64_t K, const int16_t* packed_b, int64_t N, void* c, int64_t ldc,
+                 const Output& out) {
+  KILN_CHECK(available(), "gemm_s16::run_widened: the ISA in use has no AVX2");
+  if (M <= 0 || N <= 0) return;
+  if (!parallel_worth(M, K, N)) {
+    run_team(wide, M, K, packed_b, N, c, ldc, out, 0, 1);
+    return;
+  }
+#pragma omp parallel
+  run_team(wide, M, K, packed_b, N, c, ldc, out, omp_get_thread_num(), omp_get_num_threads());
 }
 
 }  // namespace kiln::cpu::gemm_s16

@@ -4,6 +4,7 @@
 #include "cpu/isa.hpp"
 #include "cpu/mark_skipped.hpp"
 #include "cpu/nodes/int8_util.hpp"
+#include "cpu/nodes/quantized_convolution.hpp"
 #include "ir/op_registry.hpp"
 #include "pattern/pattern_library.hpp"
 #include "pattern/pattern_mapping.hpp"
@@ -54,7 +55,8 @@ constexpr const char* kUserPatterns = "UserPatterns";
 }  // namespace
 
 bool qdq_to_qlinear_runs(const std::set<std::string>& disabled) {
-  return !disabled.count("all-fusions") && !disabled.count(transforms::kQdqToQLinear) && exact_int8_kernels();
+  return !disabled.count("all-fusions") && !disabled.count(transforms::kQdqToQLinear) &&
+         int8_network_kernels();
 }
 
 void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log,
@@ -68,12 +70,20 @@ void run_ir_fusions(ir::Graph& g, const std::set<std::string>& disabled, transfo
                     const std::vector<pattern::PatternConfig>* user_patterns) {
   if (disabled.count("all-fusions")) return;
   if (qdq_to_qlinear_runs(disabled)) {  // first: the weights' DequantizeLinear are still nodes
-    if (transforms::fuse_qdq_to_qlinear(g, log)) ir::infer_shapes(g);
+    transforms::QdqToQLinearOptions qo;
+    if (!exact_int8_kernels())  // kiln's kernels (quantized_convolution.hpp)
+      qo.conv_kept = [](const ir::Node& conv) -> std::string {
+        const ir::Value* w = conv.input(1);
+        if (!w || !w->type.shape.is_static()) return "its weights' shape is not known";
+        const std::string why = s16_convolution_unsupported(conv.attr_i("group", 1), w->type.shape.to_shape());
+        return why.empty() ? why : cat(why, ", for which ", isa_description(), " has no exact int8 kernel (no VNNI)");
+      };
+    if (transforms::fuse_qdq_to_qlinear(g, log, qo)) ir::infer_shapes(g);
     transforms::fold_weight_dequantize(g);  // the rest compute in float
   } else if (log && !disabled.count(transforms::kQdqToQLinear) && has_quantize_linear(g)) {
     log->skipped(transforms::kQdqToQLinear, g.name.empty() ? "graph" : g.name,
                  cat("QDQ operators compute in f32 (FakeQuantize): oneDNN's int8 kernels on ", isa_description(),
-                     " saturate without VNNI"));
+                     " saturate without VNNI, and kiln's exact ones need AVX2"));
   }
   // QDQ pairs on the MatMul inputs of attention (after the head-split Transposes) move up to
   // the projections, so the attention pattern sees its Reshape / Transpose / MatMul chain

@@ -410,7 +410,7 @@ bool try_move(GraphEditor& ed, ir::Node* n, Why& why) {
 
 }  // namespace
 
-size_t fuse_qdq_to_qlinear(ir::Graph& g, PassLog* log) {
+size_t fuse_qdq_to_qlinear(ir::Graph& g, PassLog* log, const QdqToQLinearOptions& options) {
   GraphEditor ed(g);
   size_t count = 0;
   for (ir::Node* n : g.topo_order()) {
@@ -431,6 +431,12 @@ size_t fuse_qdq_to_qlinear(ir::Graph& g, PassLog* log) {
     if (!x || !x->producer() || x->producer()->op_type() != "DequantizeLinear") continue;
     Why why;
     const std::string name = n->name(), op_type = op;  // a rule may erase n (a projection replaced by its new node)
+    if (op == "Conv" && options.conv_kept) {
+      if (std::string kept = options.conv_kept(*n); !kept.empty()) {
+        if (log) log->skipped(kQdqToQLinear, name, cat("Conv stays float (its QDQ pairs become FakeQuantize): ", kept));
+        continue;
+      }
+    }
     if (rule(ed, n, why)) {
       ++count;
       if (log) log->applied(kQdqToQLinear, name, cat("became ", made));

@@ -25,8 +25,12 @@
 // compute exactly in int32 and round once, so the two may differ by one quantization step where
 // the float result lies within float rounding of a rounding tie.
 //
-// The CPU plugin runs this pass (graph_optimizer.cpp) only where oneDNN's int8 kernels are
-// exact and fast (VNNI, AMX); elsewhere QDQ pairs become FakeQuantize and compute in f32.
+// The CPU plugin runs this pass (graph_optimizer.cpp) where its int8 kernels are exact and fast:
+// oneDNN's with VNNI or AMX, kiln's 16-bit GEMM with AVX2 (there grouped convolutions stay
+// float: `conv_kept`); elsewhere QDQ pairs become FakeQuantize and compute in f32.
+#include <functional>
+#include <string>
+
 #include "ir/graph.hpp"
 #include "transforms/pass_log.hpp"
 
@@ -34,7 +38,13 @@ namespace kiln::transforms {
 
 inline constexpr const char* kQdqToQLinear = "QdqToQLinear";
 
+struct QdqToQLinearOptions {
+  // Why a Conv stays float although its pattern matches (the target has no int8 kernel for
+  // it), or "" to take it; null: every Conv is taken.
+  std::function<std::string(const ir::Node& conv)> conv_kept;
+};
+
 // Returns the number of operators replaced; `log` may be null.
-size_t fuse_qdq_to_qlinear(ir::Graph& g, PassLog* log);
+size_t fuse_qdq_to_qlinear(ir::Graph& g, PassLog* log, const QdqToQLinearOptions& options = {});
 
 }  // namespace kiln::transforms

@@ -108,7 +108,7 @@ TEST(CpuInt8Static, QdqBlockRunsAsIntegerNodesWhereTheKernelsAreExact) {
   ASSERT_TRUE(plan.cpu) << plan.fallback_reason;
   std::map<std::string, size_t> types;
   for (const auto& n : plan.cpu->nodes()) types[n->type()]++;
-  if (cpu::exact_int8_kernels()) {
+  if (cpu::int8_network_kernels()) {
     EXPECT_EQ(plan.log.count_applied(transforms::kQdqToQLinear), 5u) << explain(plan.log);  // 3 Conv, Add, MaxPool
     EXPECT_EQ(plan.log.count_applied("FuseQLinearConvAndAdd"), 1u) << explain(plan.log);
     EXPECT_EQ(types["QLinearConv"], 3u);
@@ -154,7 +154,7 @@ TEST(CpuInt8Static, ActivationThatChangesValuesBecomesAClampOfTheIntegerResult) 
   g->add_output(qdq(*g, g->add_node("Relu", {c}, 1, "relu")->output(0), 3.0f / 255.0f, 102, "y"));
   cpu::Executor ex(g);
   const auto& plan = ex.plan_for({Shape{1, 4, 6, 6}});
-  if (cpu::exact_int8_kernels()) {  // the convolution is int8, its Relu a clamp of the integer result
+  if (cpu::int8_network_kernels()) {  // the convolution is int8, its Relu a clamp of the integer result
     EXPECT_EQ(plan.log.count_applied(transforms::kQdqToQLinear), 1u) << explain(plan.log);
     EXPECT_EQ(plan.log.count_applied("FuseQLinearConvAndClip"), 1u) << explain(plan.log);
   }
@@ -188,7 +188,7 @@ TEST(CpuInt8Static, ActivationUnderASymmetricRangeClampsTheIntegerResult) {
     cpu::Executor ex(g);
     const auto& plan = ex.plan_for({Shape{1, 8, 7, 7}});
     ASSERT_TRUE(plan.cpu);
-    if (cpu::exact_int8_kernels()) {
+    if (cpu::int8_network_kernels()) {
       EXPECT_EQ(plan.log.count_applied(transforms::kQdqToQLinear), 3u) << explain(plan.log);  // 2 Conv, Add
       EXPECT_EQ(plan.log.count_applied("FuseQLinearConvAndAdd"), 1u) << explain(plan.log);
       EXPECT_EQ(plan.log.count_applied("FuseQLinearConvAndClip"), 2u) << explain(plan.log);
@@ -240,7 +240,7 @@ void check_conv_add(bool conv_first) {
   cpu::Executor ex(g);
   const auto& plan = ex.plan_for({Shape{1, 16, 7, 7}, Shape{1, 24, 7, 7}});
   ASSERT_TRUE(plan.cpu);
-  if (cpu::exact_int8_kernels()) {
+  if (cpu::int8_network_kernels()) {
     EXPECT_EQ(plan.log.count_applied("FuseQLinearConvAndAdd"), 1u) << explain(plan.log);
     EXPECT_EQ(count_type(*plan.cpu, "QLinearConv"), 1u) << plan.cpu->describe();
     EXPECT_EQ(count_type(*plan.cpu, "Reference"), 0u) << plan.cpu->describe();
@@ -302,7 +302,7 @@ TEST(CpuInt8Static, ProjectionWithAFloatResultRunsAsMatMulIntegerToFloat) {
   cpu::Executor ex(g);
   const auto& plan = ex.plan_for({Shape{2, 5, 32}});
   ASSERT_TRUE(plan.cpu);
-  if (cpu::exact_int8_kernels()) {
+  if (cpu::int8_network_kernels()) {
     EXPECT_EQ(plan.log.count_applied(transforms::kQdqToQLinear), 1u) << explain(plan.log);
     EXPECT_EQ(count_type(*plan.cpu, "MatMulIntegerToFloat"), 1u) << plan.cpu->describe();
     EXPECT_EQ(plan.cpu->nodes().size(), 2u) << "x quantized, the projection with its bias: " << plan.cpu->describe();
@@ -349,12 +349,12 @@ TEST(CpuInt8Static, GemmWithAFloatResultRunsAsMatMulIntegerToFloat) {
     const Shape xs = trans_a ? Shape{K, 3} : Shape{3, K};
     const auto& plan = ex.plan_for({xs});
     ASSERT_TRUE(plan.cpu);
-    if (cpu::exact_int8_kernels() && !trans_a) {
+    if (cpu::int8_network_kernels() && !trans_a) {
       EXPECT_EQ(plan.log.count_applied(transforms::kQdqToQLinear), 1u) << explain(plan.log);
       EXPECT_EQ(count_type(*plan.cpu, "MatMulIntegerToFloat"), 1u) << plan.cpu->describe();
       EXPECT_EQ(count_type(*plan.cpu, "FullyConnected"), 0u) << plan.cpu->describe();
       EXPECT_EQ(count_type(*plan.cpu, "Reference"), 0u) << plan.cpu->describe();
-    } else if (cpu::exact_int8_kernels()) {
+    } else if (cpu::int8_network_kernels()) {
       EXPECT_EQ(plan.log.count_applied(transforms::kQdqToQLinear), 0u) << explain(plan.log);
       EXPECT_TRUE(log_has(plan.log, false, "A is transposed")) << explain(plan.log);
       EXPECT_EQ(count_type(*plan.cpu, "MatMulIntegerToFloat"), 0u) << plan.cpu->describe();
@@ -377,7 +377,7 @@ TEST(CpuInt8Static, ConcatOfEqualParametersCopiesEightBitData) {
     cpu::Executor ex(g);
     const auto& plan = ex.plan_for({Shape{1, 3, 4, 5}, Shape{1, 5, 4, 5}});
     ASSERT_TRUE(plan.cpu);
-    if (cpu::exact_int8_kernels()) {
+    if (cpu::int8_network_kernels()) {
       EXPECT_EQ(plan.log.count_applied(transforms::kQdqToQLinear), equal ? 1u : 0u) << explain(plan.log);
       if (!equal) {
         EXPECT_TRUE(log_has(plan.log, false, "differ in scale")) << explain(plan.log);
@@ -386,7 +386,7 @@ TEST(CpuInt8Static, ConcatOfEqualParametersCopiesEightBitData) {
     size_t u8_concats = 0;
     for (const auto& n : plan.cpu->nodes())
       if (n->type() == std::string("Concat") && n->outputs[0]->dtype == DType::u8) ++u8_concats;
-    EXPECT_EQ(u8_concats, cpu::exact_int8_kernels() && equal ? 1u : 0u) << plan.cpu->describe();
+    EXPECT_EQ(u8_concats, cpu::int8_network_kernels() && equal ? 1u : 0u) << plan.cpu->describe();
     runtime::ReferenceExecutor ref(g);
     const std::vector<Tensor> in = {random_tensor({1, 3, 4, 5}, 61, 2.0f), random_tensor({1, 5, 4, 5}, 62, 2.0f)};
     // the copy is exact (DQ rounds in float); b requantized from 0.03 to 0.02 steps meets ties,

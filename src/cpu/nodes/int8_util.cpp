@@ -2,12 +2,15 @@
 
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
+#include "cpu/gemm_s16.hpp"
 #include "cpu/isa.hpp"
 #include "cpu/weights_cache.hpp"
 
 namespace kiln::cpu {
 
 bool exact_int8_kernels() { return isa_at_least(Isa::avx512_core_vnni) || isa_info().effective == Isa::avx2_vnni; }
+
+bool int8_network_kernels() { return exact_int8_kernels() || gemm_s16::available(); }
 
 Int8Weights s8_weights(const Tensor& w, bool split) {
   const bool u8 = w.dtype() == DType::u8;

@@ -32,6 +32,9 @@ namespace kiln::cpu {
 
 // oneDNN's int8 kernels on the ISA in use multiply without saturating (VNNI or AMX).
 bool exact_int8_kernels();
+// The ISA in use runs QDQ models as integer networks (QdqToQLinear): oneDNN's exact kernels, or
+// kiln's 16-bit GEMM (gemm_s16.hpp: AVX2).
+bool int8_network_kernels();
 
 struct Int8Weights {
   std::vector<int8_t> main;  // w', or lo when split

@@ -3,13 +3,22 @@
 // zero point 0 (what quantizers write: symmetric, per tensor or per channel), u8 / s8 output:
 //   y = saturate(round_half_even(x_scale w_scale[m] / y_scale (acc + B[m])) + y_zp)
 // with acc = sum (x - x_zp) w in int32: oneDNN's output scales, source and destination zero
-// points. Only where its int8 kernels are exact (VNNI / AMX: exact_int8_kernels()).
+// points. Where oneDNN's int8 kernels are exact (VNNI / AMX: exact_int8_kernels()); elsewhere,
+// with AVX2, a 2-D convolution without groups runs on kiln's exact 16-bit GEMM (gemm_s16.hpp):
+// 1x1 stride-1 convolutions straight on the channels-last rows, the others through an 8-bit
+// im2col (padding holds x_zp, so x - x_zp is 0 there), the requantization, a fused sum and
+// clamp as the GEMM stores each block (gemm_s16::Requant: oneDNN's post-op arithmetic); a
+// depthwise one (MobileNet's) on depthwise_s8 with the same requantization.
 #include <algorithm>
 #include <cstring>
 #include <optional>
 
 #include "core/strings.hpp"
+#include "cpu/arena.hpp"
 #include "cpu/dnnl_util.hpp"
+#include "cpu/depthwise_s8.hpp"
+#include "cpu/gemm_s16.hpp"
+#include "cpu/weights_cache.hpp"
 #include "cpu/nodes/conv_geometry.hpp"
 #include "cpu/nodes/int8_util.hpp"
 #include "cpu/nodes/node_factory.hpp"
@@ -32,7 +41,9 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
   explicit QuantizedConvolutionNode(const ir::Node& n) {
     source = &n;
     name = n.name();
+    s16_ = !exact_int8_kernels();  // quantized_convolution_supports: then gemm_s16 runs it
   }
+  size_t scratch_bytes() const override { return scratch_bytes_; }
   const char* type() const override { return "QLinearConv"; }
   NodeKind kind() const override { return NodeKind::QuantizedConvolution; }
   int inplace_input() const override { return sum_input_; }
@@ -42,7 +53,7 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
       if (why) *why = "it already accumulates into a sum";
       return false;
     }
-    if (!keeps_int8_jit(&sum, "a sum", why)) return false;
+    if (!s16_ && !keeps_int8_jit(&sum, "a sum", why)) return false;
     sum_ = sum;
     sum_input_ = static_cast<int>(inputs.size());
     return true;
@@ -54,12 +65,13 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
       return false;
     }
     clamp_ = std::make_pair(lo, hi);
-    if (keeps_int8_jit(sum_input_ >= 0 ? &sum_ : nullptr, "the clamp", why)) return true;
+    if (s16_ || keeps_int8_jit(sum_input_ >= 0 ? &sum_ : nullptr, "the clamp", why)) return true;
     clamp_.reset();
     return false;
   }
 
   std::vector<InputLayout> prepare() override {
+    if (s16_) return prepare_s16();
     pd_ = make_pd(sum_input_ >= 0 ? &sum_ : nullptr);
     prim_ = dnnl::convolution_forward(pd_);
     impl = pd_.impl_info_str();
@@ -87,6 +99,7 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
   }
 
   void execute(dnnl::stream& stream) override {
+    if (s16_) return execute_s16(stream);
     std::unordered_map<int, memory> args = fixed_args_;
     args[DNNL_ARG_SRC] = inputs[0]->memory();
     args[DNNL_ARG_DST] = outputs[0]->memory();
@@ -95,6 +108,138 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
   }
 
  private:
+  // kiln's 16-bit GEMM (no VNNI): weights as B [(kh, kw, c), m], packed once per model; the
+  // requantization and fused steps as the GEMM's 8-bit output.
+  std::vector<InputLayout> prepare_s16() {
+    const Shape& x = inputs[0]->shape;
+    const Shape& w = inputs[3]->shape;
+    const Shape& y = outputs[0]->shape;
+    geo_ = conv_geometry(*source, x, w, y);
+    C_ = x[1], H_ = x[2], W_ = x[3], M_ = w[0], KH_ = w[2], KW_ = w[3], OH_ = y[2], OW_ = y[3];
+    K_ = KH_ * KW_ * C_;
+    depthwise_ = source->attr_i("group", 1) > 1;  // s16_convolution_unsupported: one channel per group
+    pointwise_ = !depthwise_ && KH_ == 1 && KW_ == 1 && geo_.strides[0] == 1 && geo_.strides[1] == 1 && geo_.pad_l[0] == 0 &&
+                 geo_.pad_l[1] == 0 && OH_ == H_ && OW_ == W_;
+    impl = depthwise_ ? "kiln_depthwise:avx2_s8" : cat(gemm_s16::impl_name(), pointwise_ ? " (1x1)" : " (im2col)");
+    const Tensor& wt = inputs[3]->constant;
+    const int64_t K = K_, M = M_, C = C_, KH = KH_, KW = KW_;
+    if (depthwise_) {  // w [C, 1, KH, KW] as floats [KH][KW][C]
+      weights_ = pack_weights(wt, "qlinearconv/dw_f32", memory::desc({KH * KW * C}, memory::data_type::f32, tag::a),
+                              [&](memory& dst) {
+                                auto* out = static_cast<float*>(dst.get_data_handle());
+                                for (int64_t c = 0; c < C; ++c)
+                                  for (int64_t k = 0; k < KH * KW; ++k)
+                                    out[k * C + c] = static_cast<float>(wt.data<int8_t>()[c * KH * KW + k]);
+                              });
+    } else {
+    const memory::desc packed({gemm_s16::packed_size(K, M) * 2}, memory::data_type::u8, tag::a);
+    weights_ = pack_weights(wt, "qlinearconv/s16", packed, [&](memory& dst) {
+      std::vector<int8_t> b(static_cast<size_t>(K * M));  // B[(kh * KW + kw) * C + c][m] = w[m][c][kh][kw]
+      const auto* src = wt.data<int8_t>();
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t k = 0; k < KH * KW; ++k) b[static_cast<size_t>((k * C + c) * M + m)] = src[(m * C + c) * KH * KW + k];
+      gemm_s16::pack_b(b.data(), true, K, M, nullptr, static_cast<int16_t*>(dst.get_data_handle()));
+    });
+    }
+    const float xs = scalar_f32(inputs[1]), ys = scalar_f32(inputs[6]);
+    const float* ws = static_cast<const float*>(inputs[4]->constant.raw());
+    mult_.resize(static_cast<size_t>(inputs[4]->constant.size()));
+    for (size_t m = 0; m < mult_.size(); ++m) mult_[m] = xs * ws[m] / ys;  // as make_pd
+    const QuantizedSum* sum = sum_input_ >= 0 ? &sum_ : nullptr;
+    rq_ = {};
+    rq_.bias = has_bias() ? inputs[8]->constant.data<int32_t>() : nullptr;
+    rq_.mult = mult_.data();
+    rq_.mult_count = static_cast<int64_t>(mult_.size());
+    rq_.s8 = outputs[0]->dtype == DType::i8;
+    rq_.zp = static_cast<float>(output_zero_point(sum));
+    const float qmin = rq_.s8 ? -128.0f : 0.0f, qmax = rq_.s8 ? 127.0f : 255.0f;
+    if (sum) {
+      const auto za = static_cast<float>(sum->own_zero_point);
+      rq_.sum = true;
+      rq_.own_lo = qmin - za, rq_.own_hi = qmax - za;
+      rq_.own_mult = sum->own_scale / sum->out_scale;
+      rq_.other_mult = sum->other_scale / sum->out_scale;
+      rq_.other_zp = static_cast<float>(sum->other_zero_point);
+    }
+    if (clamp_) rq_.lo = static_cast<float>(clamp_->first) - rq_.zp, rq_.hi = static_cast<float>(clamp_->second) - rq_.zp;
+    zx_ = input_zero_point();
+    // A widened to 16 bits: the channels-last rows (1x1), or im2col's rows
+    scratch_bytes_ = depthwise_ ? 0 : Arena::aligned(gemm_s16::scratch_bytes(OH_ * OW_, K_));
+    const memory::desc src(to_dims(x), dt_of(inputs[0]->dtype), tag::nhwc), dst(to_dims(y), dt_of(outputs[0]->dtype), tag::nhwc);
+    outputs[0]->set_layout(dst);
+    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
+    req[0] = InputLayout::exact(src);
+    if (sum_input_ >= 0) req[static_cast<size_t>(sum_input_)] = InputLayout::exact(dst);
+    return req;
+  }
+
+  void execute_s16(dnnl::stream& stream) {
+    if (sum_input_ >= 0) start_from_summand(stream, *inputs[static_cast<size_t>(sum_input_)], *outputs[0]);
+    stream.wait();  // the input may come from a oneDNN primitive
+    const auto* x = static_cast<const uint8_t*>(inputs[0]->data);
+    auto* y = static_cast<uint8_t*>(outputs[0]->data);
+    auto* wide = static_cast<int16_t*>(scratch);
+    const bool x_signed = inputs[0]->dtype == DType::i8;
+    const int64_t rows = OH_ * OW_, images = inputs[0]->shape[0];
+    const auto* packed = static_cast<const int16_t*>(weights_.get_data_handle());
+    gemm_s16::Output out;
+    out.requant = &rq_;
+    for (int64_t n = 0; n < images; ++n) {
+      const uint8_t* xn = x + n * H_ * W_ * C_;
+      uint8_t* yn = y + n * rows * M_;
+      if (depthwise_) {
+        depthwise_s8::Geometry dg;
+        dg.H = H_, dg.W = W_, dg.C = C_, dg.KH = KH_, dg.KW = KW_, dg.OH = OH_, dg.OW = OW_;
+        dg.stride_h = geo_.strides[0], dg.stride_w = geo_.strides[1], dg.pad_t = geo_.pad_l[0], dg.pad_l = geo_.pad_l[1];
+        dg.dilation_h = geo_.dilations[0] + 1, dg.dilation_w = geo_.dilations[1] + 1;
+        depthwise_s8::run(xn, x_signed, zx_, static_cast<const float*>(weights_.get_data_handle()), dg, yn, rq_);
+      } else if (pointwise_) {
+        gemm_s16::run(xn, x_signed, zx_, rows, K_, C_, packed, M_, yn, M_, wide, out);
+      } else if (x_signed) {
+        im2col(reinterpret_cast<const int8_t*>(xn), wide);
+        gemm_s16::run_widened(wide, rows, K_, packed, M_, yn, M_, out);
+      } else {
+        im2col(xn, wide);
+        gemm_s16::run_widened(wide, rows, K_, packed, M_, yn, M_, out);
+      }
+    }
+  }
+
+  // The GEMM's A: under each output position of the channels-last image `x`, the window's
+  // values less x_zp as 16-bit ([OH * OW, (kh, kw, c)], 0 in the padding), on the team.
+  template <typename T>
+  void im2col(const T* x, int16_t* wide) const {
+    const int64_t C = C_, row_len = gemm_s16::widened_row(K_);
+    const int32_t zx = zx_;
+#pragma omp parallel for schedule(static)
+    for (int64_t oh = 0; oh < OH_; ++oh)
+      for (int64_t ow = 0; ow < OW_; ++ow) {
+        int16_t* row = wide + (oh * OW_ + ow) * row_len;
+        for (int64_t kh = 0; kh < KH_; ++kh) {
+          const int64_t ih = oh * geo_.strides[0] - geo_.pad_l[0] + kh * (geo_.dilations[0] + 1);
+          const int64_t iw0 = ow * geo_.strides[1] - geo_.pad_l[1];
+          int16_t* dst = row + kh * KW_ * C;
+          if (ih >= 0 && ih < H_ && geo_.dilations[1] == 0 && iw0 >= 0 && iw0 + KW_ <= W_) {
+            // the window's row inside the image: KW * C consecutive values (the stem's 7 x 3)
+            const T* src = x + (ih * W_ + iw0) * C;
+            for (int64_t i = 0; i < KW_ * C; ++i) dst[i] = static_cast<int16_t>(static_cast<int32_t>(src[i]) - zx);
+            continue;
+          }
+          for (int64_t kw = 0; kw < KW_; ++kw, dst += C) {
+            const int64_t iw = iw0 + kw * (geo_.dilations[1] + 1);
+            if (ih < 0 || ih >= H_ || iw < 0 || iw >= W_) {
+              std::fill(dst, dst + C, int16_t{0});
+            } else {
+              const T* src = x + (ih * W_ + iw) * C;
+              for (int64_t c = 0; c < C; ++c) dst[c] = static_cast<int16_t>(static_cast<int32_t>(src[c]) - zx);
+            }
+          }
+        }
+        if (K_ % 2) row[K_] = 0;
+      }
+  }
+
   // Whether oneDNN keeps an int8 JIT kernel for the convolution with `sum` and the node's other
   // fused steps (`what`: the one being added, for `why`).
   bool keeps_int8_jit(const QuantizedSum* sum, const char* what, std::string* why) {
@@ -188,17 +333,36 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
   int sum_input_ = -1;
   QuantizedSum sum_;
   std::optional<std::pair<int32_t, int32_t>> clamp_;  // a fused Clip's bounds, in the output's type
+  // kiln's 16-bit GEMM (no VNNI)
+  bool s16_ = false, pointwise_ = false, depthwise_ = false;
+  ConvGeometry geo_;
+  int64_t C_ = 0, H_ = 0, W_ = 0, M_ = 0, KH_ = 0, KW_ = 0, OH_ = 0, OW_ = 0, K_ = 0;
+  std::vector<float> mult_;
+  gemm_s16::Requant rq_;
+  size_t scratch_bytes_ = 0;
 };
 
 }  // namespace
 
 bool quantized_convolution_supports(const ir::Node& n) {
-  if (!qlinear_conv_supports(n) || !exact_int8_kernels()) return false;
+  if (!qlinear_conv_supports(n)) return false;
+  // without VNNI: kiln's kernels
+  if (!exact_int8_kernels() &&
+      (!gemm_s16::available() || !s16_convolution_unsupported(n.attr_i("group", 1), n.input(3)->constant().shape()).empty()))
+    return false;
   if (!n.input(2)->is_constant()) return false;  // the activation zero point is fixed in the primitive
   if (n.input(3)->constant().dtype() != DType::i8) return false;  // u8 weights: ConvInteger's node
   for (double v : n.input(5)->constant().to_f64())
     if (v != 0) return false;  // weight offsets: ConvInteger's node adds their correction
   return true;
+}
+
+std::string s16_convolution_unsupported(int64_t group, const Shape& w) {
+  if (w.size() != 4) return cat("a ", w.size() < 2 ? 0 : w.size() - 2, "-D convolution (kiln's are 2-D)");
+  if (group == 1) return "";
+  if (w[1] != 1 || w[0] != group) return cat("a grouped convolution of ", w[1], " channels per group (kiln's take 1: depthwise)");
+  if (!depthwise_s8::exact_taps(w[2] * w[3])) return cat("a depthwise window of ", w[2] * w[3], " taps (at most 514)");
+  return "";
 }
 
 std::unique_ptr<Node> make_quantized_convolution_node(const ir::Node& n) {

@@ -17,6 +17,11 @@
 
 namespace kiln::cpu {
 
+// Without VNNI (kiln's kernels: gemm_s16, depthwise_s8), why a convolution of `group` groups
+// and weights `w` [M, C / group, kernel...] has no exact int8 kernel, or "" when it has one:
+// 2-D, and no groups or one channel per group (depthwise, a window of at most 514 taps).
+std::string s16_convolution_unsupported(int64_t group, const Shape& w);
+
 // The QLinearAdd a QuantizedConvolution absorbs: the scale and zero point of the convolution's
 // own output as the Add reads it, the other operand's, the sum's (its new output's).
 struct QuantizedSum {

@@ -1,0 +1,30 @@
+#pragma once
+// kiln's exact 8-bit depthwise convolution for CPUs without VNNI (AVX2): one 2-D window per
+// channel over channels-last u8 / s8 data, requantized to 8 bits as gemm_s16's Requant says
+// (a QLinearConv with group = channels, MobileNet's 3x3 layers).
+//   y[oh][ow][c] = requant(sum over the window (x[ih][iw][c] - x_zp) * w[kh][kw][c] + bias[c])
+// The products and their sums are integers below 2^24 (exact_taps), so f32 FMAs compute them
+// exactly, 8 channels at a time; padding contributes nothing (x - x_zp = 0 there).
+#include <cstdint>
+
+#include "cpu/gemm_s16.hpp"
+
+namespace kiln::cpu::depthwise_s8 {
+
+// Whether the ISA in use (cpu/isa.hpp, with its cap) runs the kernel: AVX2.
+bool available();
+// Whether a window of `taps` values keeps every sum exact in f32: taps * 255 * 128 < 2^24.
+inline bool exact_taps(int64_t taps) { return taps > 0 && taps * 255 * 128 < (int64_t{1} << 24); }
+
+struct Geometry {
+  int64_t H = 0, W = 0, C = 0, KH = 0, KW = 0, OH = 0, OW = 0;
+  int64_t stride_h = 1, stride_w = 1, pad_t = 0, pad_l = 0, dilation_h = 1, dilation_w = 1;  // ONNX's dilations
+};
+
+// One image: x [H, W, C] (s8 when `x_signed`, else u8) with zero point zx, w [KH][KW][C] as
+// floats, y [OH, OW, C] requantized by `q` (q.sum: y holds the other operand before). Runs on
+// the calling thread's OpenMP team. available() and exact_taps(KH * KW) must hold.
+void run(const uint8_t* x, bool x_signed, int32_t zx, const float* w, const Geometry& g, uint8_t* y,
+         const gemm_s16::Requant& q);
+
+}  // namespace kiln::cpu::depthwise_s8
