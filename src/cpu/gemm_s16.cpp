@@ -17,16 +17,36 @@ constexpr int kRows = 6;       // rows per block: 6 x 2 accumulators, 12 of the 
 
 int64_t pairs(int64_t K) { return (K + 1) / 2; }
 
-// 8 sums of columns [col, col + left) requantized (Requant) into 8-bit C at `c`.
-KILN_AVX2 inline void store_requant(__m256i acc, const Requant& q, int64_t col, int64_t left, uint8_t* c) {
-  if (q.bias) acc = _mm256_add_epi32(acc, left >= 8 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.bias + col))
-                                                    : _mm256_maskload_epi32(q.bias + col, simd::tail_mask8(left)));
-  const __m256 mult = q.mult_count == 1 ? _mm256_set1_ps(q.mult[0]) : simd::v_load8(q.mult + col, left);
-  __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(acc), mult);
+// A Requant for the 8 columns from `col`, in registers: loaded once per block column, applied
+// to each row (the 8-bit stores could alias Requant's fields, so the compiler would reload them).
+struct RequantV {
+  __m256i bias;
+  __m256 mult, own_lo, own_hi, own_mult, other_mult, other_zp, lo, hi, zp, qmin, qmax;
+  bool has_bias, sum, s8, clamp;
+};
+
+KILN_AVX2 inline RequantV requant_v(const Requant& q, int64_t col, int64_t left) {
+  RequantV v;
+  v.has_bias = q.bias != nullptr, v.sum = q.sum, v.s8 = q.s8;
+  v.bias = !q.bias ? _mm256_setzero_si256()
+           : left >= 8 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.bias + col))
+                       : _mm256_maskload_epi32(q.bias + col, simd::tail_mask8(left));
+  v.mult = q.mult_count == 1 ? _mm256_set1_ps(q.mult[0]) : simd::v_load8(q.mult + col, left);
+  v.own_lo = _mm256_set1_ps(q.own_lo), v.own_hi = _mm256_set1_ps(q.own_hi), v.own_mult = _mm256_set1_ps(q.own_mult);
+  v.other_mult = _mm256_set1_ps(q.other_mult), v.other_zp = _mm256_set1_ps(q.other_zp);
+  v.clamp = q.lo > -1e29f || q.hi < 1e29f;
+  v.lo = _mm256_set1_ps(q.lo), v.hi = _mm256_set1_ps(q.hi), v.zp = _mm256_set1_ps(q.zp);
+  v.qmin = _mm256_set1_ps(q.s8 ? -128.0f : 0.0f), v.qmax = _mm256_set1_ps(q.s8 ? 127.0f : 255.0f);
+  return v;
+}
+
+// 8 sums of columns [col, col + left) requantized (Requant, as requant_v) into 8-bit C at `c`.
+KILN_AVX2 inline void store_requant(__m256i acc, const RequantV& q, int64_t left, uint8_t* c) {
+  if (q.has_bias) acc = _mm256_add_epi32(acc, q.bias);
+  __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(acc), q.mult);
   constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   if (q.sum) {  // the convolution's own 8-bit value less its zero point, then the Add's arithmetic
-    v = _mm256_min_ps(_mm256_max_ps(_mm256_round_ps(v, kNearest), _mm256_set1_ps(q.own_lo)), _mm256_set1_ps(q.own_hi));
-    v = _mm256_mul_ps(v, _mm256_set1_ps(q.own_mult));
+    v = _mm256_mul_ps(_mm256_min_ps(_mm256_max_ps(_mm256_round_ps(v, kNearest), q.own_lo), q.own_hi), q.own_mult);
     __m128i bytes;
     if (left >= 8) {
       bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(c));
@@ -36,14 +56,12 @@ KILN_AVX2 inline void store_requant(__m256i acc, const Requant& q, int64_t col, 
       bytes = _mm_load_si128(reinterpret_cast<const __m128i*>(part));
     }
     const __m256i wide = q.s8 ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
-    const __m256 other = _mm256_sub_ps(_mm256_cvtepi32_ps(wide), _mm256_set1_ps(q.other_zp));
-    v = _mm256_add_ps(v, _mm256_mul_ps(other, _mm256_set1_ps(q.other_mult)));
+    v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(wide), q.other_zp), q.other_mult));
   }
-  v = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(q.lo)), _mm256_set1_ps(q.hi));
+  if (q.clamp) v = _mm256_min_ps(_mm256_max_ps(v, q.lo), q.hi);
   // rounded (half to even) before the zero point is added, then saturated to 8 bits
-  const __m256 r = _mm256_add_ps(_mm256_round_ps(v, kNearest), _mm256_set1_ps(q.zp));
-  const __m256 qmin = _mm256_set1_ps(q.s8 ? -128.0f : 0.0f), qmax = _mm256_set1_ps(q.s8 ? 127.0f : 255.0f);
-  const __m256i i32 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, qmin), qmax));  // in range: packs exact
+  const __m256 r = _mm256_add_ps(_mm256_round_ps(v, kNearest), q.zp);
+  const __m256i i32 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, q.qmin), q.qmax));  // in range: packs exact
   const __m128i i16 = _mm_packs_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
   const __m128i i8 = q.s8 ? _mm_packs_epi16(i16, i16) : _mm_packus_epi16(i16, i16);
   if (left >= 8) {
@@ -79,8 +97,9 @@ KILN_AVX2 void block(const int32_t* a, int64_t lda, const int16_t* b, int64_t k2
     const int64_t left = ncols - j * 8, col = n0 + j * 8;
     if (left <= 0) break;
     if (out.requant) {
+      const RequantV q = requant_v(*out.requant, col, left);
 #pragma GCC unroll 8
-      for (int r = 0; r < MR; ++r) store_requant(acc[r][j], *out.requant, col, left, static_cast<uint8_t*>(c) + r * ldc + j * 8);
+      for (int r = 0; r < MR; ++r) store_requant(acc[r][j], q, left, static_cast<uint8_t*>(c) + r * ldc + j * 8);
       continue;
     }
     if (out.scale) {  // float(acc) * scale [+ bias]: three roundings, as the unfused ops
@@ -167,7 +186,7 @@ KILN_AVX2 void requantize(const int32_t* acc, int64_t count, const Requant& q, u
     const int64_t left = count - n;
     const __m256i v = left >= 8 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + n))
                                 : _mm256_maskload_epi32(acc + n, simd::tail_mask8(left));
-    store_requant(v, q, n, left, c + n);
+    store_requant(v, requant_v(q, n, left), left, c + n);
   }
 }
 
