@@ -1,6 +1,9 @@
 #include "cpu/depthwise_s8.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
+#include <climits>
 #include <vector>
 
 #include <kiln/error.hpp>
@@ -11,91 +14,123 @@ namespace kiln::cpu::depthwise_s8 {
 
 namespace {
 
-// Input rows oh * stride - pad + kh * dilation (kh < KH) of x less zx as floats into
-// rows [KH][W][C]; rows outside the image are zeros (x - x_zp is 0 in the padding).
-KILN_AVX2 void convert_rows(const uint8_t* x, bool x_signed, int32_t zx, const Geometry& g, int64_t oh, float* rows) {
-  const int64_t WC = g.W * g.C;
-  for (int64_t kh = 0; kh < g.KH; ++kh) {
-    const int64_t ih = oh * g.stride_h - g.pad_t + kh * g.dilation_h;
-    float* dst = rows + kh * WC;
-    if (ih < 0 || ih >= g.H) {
-      std::fill(dst, dst + WC, 0.0f);
-      continue;
-    }
-    const uint8_t* src = x + ih * WC;
-    const __m256 zxv = _mm256_set1_ps(static_cast<float>(zx));
-    int64_t i = 0;
-    for (; i + 8 <= WC; i += 8) {
-      const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i));
-      const __m256i wide = x_signed ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
-      _mm256_storeu_ps(dst + i, _mm256_sub_ps(_mm256_cvtepi32_ps(wide), zxv));
-    }
-    for (; i < WC; ++i)
-      dst[i] = static_cast<float>((x_signed ? static_cast<int32_t>(static_cast<int8_t>(src[i])) : src[i]) - zx);
-  }
+// The padded width: every window inside it.
+int64_t padded_width(const Geometry& g) {
+  return std::max(g.W + g.pad_l, (g.OW - 1) * g.stride_w + (g.KW - 1) * g.dilation_w + 1);
 }
 
-// Sums of output pixels [ow, ow + NP) for the 8 channels from c (all of them in range), from
-// the converted rows, into acc [OW][C]: NP independent FMA chains sharing each weight load.
+// Input row ih less zx as floats into `dst` [PW][C], the row at column pad_l, zeros around it
+// (all zeros outside the image).
+KILN_AVX2 void convert_row(const uint8_t* x, bool x_signed, int32_t zx, const Geometry& g, int64_t PW, int64_t ih,
+                           float* dst) {
+  const int64_t C = g.C, row = PW * C;
+  if (ih < 0 || ih >= g.H) {
+    std::fill(dst, dst + row, 0.0f);
+    return;
+  }
+  const int64_t n = g.W * C;
+  std::fill(dst, dst + g.pad_l * C, 0.0f);
+  std::fill(dst + g.pad_l * C + n, dst + row, 0.0f);
+  dst += g.pad_l * C;
+  const uint8_t* src = x + ih * n;
+  const __m256 zxv = _mm256_set1_ps(static_cast<float>(zx));
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i));
+    const __m256i wide = x_signed ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
+    _mm256_storeu_ps(dst + i, _mm256_sub_ps(_mm256_cvtepi32_ps(wide), zxv));
+  }
+  for (; i < n; ++i)
+    dst[i] = static_cast<float>((x_signed ? static_cast<int32_t>(static_cast<int8_t>(src[i])) : src[i]) - zx);
+}
+
+// Output pixels [ow, ow + NP) of one row for the 8 channels from c, from the window's rows
+// `rows[kh]` (padded), requantized into y (the row's start): NP independent FMA chains sharing
+// each weight load.
 template <int NP>
-KILN_AVX2 inline void pixels8(const float* rows, const float* w, const Geometry& g, int64_t ow, int64_t c, int32_t* acc) {
+KILN_AVX2 inline void pixels8(const float* const* rows, const float* w, const Geometry& g, int64_t ow, int64_t c,
+                              const gemm_s16::RequantV& q, uint8_t* y) {
   __m256 s[NP];
 #pragma GCC unroll 4
   for (int j = 0; j < NP; ++j) s[j] = _mm256_setzero_ps();
+  const int64_t C = g.C;
   for (int64_t kh = 0; kh < g.KH; ++kh) {
-    const float* row = rows + kh * g.W * g.C;
+    const float* row = rows[kh] + ow * g.stride_w * C + c;
+    const float* wk = w + kh * g.KW * C + c;
     for (int64_t kw = 0; kw < g.KW; ++kw) {
-      const __m256 wv = _mm256_loadu_ps(w + (kh * g.KW + kw) * g.C + c);
+      const __m256 wv = _mm256_loadu_ps(wk + kw * C);
+      const float* xk = row + kw * g.dilation_w * C;
 #pragma GCC unroll 4
-      for (int j = 0; j < NP; ++j) {
-        const int64_t iw = (ow + j) * g.stride_w - g.pad_l + kw * g.dilation_w;
-        if (iw < 0 || iw >= g.W) continue;  // padding: nothing
-        // exact: integer products and sums below 2^24 (exact_taps)
-        s[j] = _mm256_fmadd_ps(_mm256_loadu_ps(row + iw * g.C + c), wv, s[j]);
-      }
+      for (int j = 0; j < NP; ++j)  // exact: integer products and sums below 2^24 (exact_taps)
+        s[j] = _mm256_fmadd_ps(_mm256_loadu_ps(xk + j * g.stride_w * C), wv, s[j]);
     }
   }
 #pragma GCC unroll 4
-  for (int j = 0; j < NP; ++j) _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + (ow + j) * g.C + c), _mm256_cvtps_epi32(s[j]));
+  for (int j = 0; j < NP; ++j) gemm_s16::store_requant(_mm256_cvtps_epi32(s[j]), q, 8, y + (ow + j) * C + c);
 }
 
-// The window sums of output row oh into acc [OW][C] (int32), from its converted input rows.
-KILN_AVX2 void row_sums(const float* rows, const float* w, const Geometry& g, int32_t* acc) {
+// Output row oh from the window's rows, requantized into y [OW][C].
+KILN_AVX2 void output_row(const float* const* rows, const float* w, const Geometry& g, const gemm_s16::Requant& rq,
+                          uint8_t* y) {
   const int64_t C = g.C, full = C / 8 * 8;
   for (int64_t c = 0; c < full; c += 8) {
+    const gemm_s16::RequantV q = gemm_s16::requant_v(rq, c, 8);
     int64_t ow = 0;
-    for (; ow + 4 <= g.OW; ow += 4) pixels8<4>(rows, w, g, ow, c, acc);
-    for (; ow < g.OW; ++ow) pixels8<1>(rows, w, g, ow, c, acc);
+    for (; ow + 4 <= g.OW; ow += 4) pixels8<4>(rows, w, g, ow, c, q, y);
+    for (; ow < g.OW; ++ow) pixels8<1>(rows, w, g, ow, c, q, y);
   }
-  for (int64_t c = full; c < C; ++c)  // the last channels one at a time
-    for (int64_t ow = 0; ow < g.OW; ++ow) {
+  if (full == C) return;
+  std::vector<int32_t> acc(static_cast<size_t>(C - full));
+  for (int64_t ow = 0; ow < g.OW; ++ow) {  // the last channels one at a time
+    for (int64_t c = full; c < C; ++c) {
       float s = 0.0f;
       for (int64_t kh = 0; kh < g.KH; ++kh)
-        for (int64_t kw = 0; kw < g.KW; ++kw) {
-          const int64_t iw = ow * g.stride_w - g.pad_l + kw * g.dilation_w;
-          if (iw >= 0 && iw < g.W) s += rows[(kh * g.W + iw) * C + c] * w[(kh * g.KW + kw) * C + c];
-        }
-      acc[ow * C + c] = static_cast<int32_t>(s);
+        for (int64_t kw = 0; kw < g.KW; ++kw)
+          s += rows[kh][(ow * g.stride_w + kw * g.dilation_w) * C + c] * w[(kh * g.KW + kw) * C + c];
+      acc[static_cast<size_t>(c - full)] = static_cast<int32_t>(s);
     }
+    // columns full.. of the Requant: shift its per-channel operands by `full`
+    gemm_s16::Requant tail = rq;
+    if (tail.bias) tail.bias += full;
+    if (tail.mult_count > 1) tail.mult += full;
+    gemm_s16::requantize(acc.data(), C - full, tail, y + ow * C + full);
+  }
 }
 
 }  // namespace
 
 bool available() { return isa_at_least(Isa::avx2); }
 
+size_t scratch_bytes(const Geometry& g, int threads) {
+  const size_t ring = static_cast<size_t>(g.KH * g.dilation_h * padded_width(g) * g.C) * sizeof(float);
+  return static_cast<size_t>(std::max(threads, 1)) * ((ring + 63) / 64 * 64);
+}
+
 void run(const uint8_t* x, bool x_signed, int32_t zx, const float* w, const Geometry& g, uint8_t* y,
-         const gemm_s16::Requant& q) {
+         const gemm_s16::Requant& q, void* scratch, int threads) {
   KILN_CHECK(available() && exact_taps(g.KH * g.KW), "depthwise_s8::run: needs AVX2 and a window of at most 514 taps");
-#pragma omp parallel
+  const int64_t PW = padded_width(g), slots = g.KH * g.dilation_h, row = PW * g.C;
+  const size_t ring_bytes = scratch_bytes(g, 1);
+#pragma omp parallel num_threads(std::max(threads, 1))
   {
-    std::vector<int32_t> acc(static_cast<size_t>(g.OW * g.C));
-    std::vector<float> rows(static_cast<size_t>(g.KH * g.W * g.C));
+    // a ring of converted input rows: row ih in slot ih mod (KH * dilation), which a window's
+    // rows (KH of them, dilation apart) never share
+    float* ring = reinterpret_cast<float*>(static_cast<char*>(scratch) + ring_bytes * static_cast<size_t>(omp_get_thread_num()));
+    std::vector<int64_t> held(static_cast<size_t>(slots), INT64_MIN);
+    std::vector<const float*> rows(static_cast<size_t>(g.KH));
 #pragma omp for schedule(static)
     for (int64_t oh = 0; oh < g.OH; ++oh) {
-      convert_rows(x, x_signed, zx, g, oh, rows.data());
-      row_sums(rows.data(), w, g, acc.data());
-      for (int64_t ow = 0; ow < g.OW; ++ow)
-        gemm_s16::requantize(acc.data() + ow * g.C, g.C, q, y + (oh * g.OW + ow) * g.C);
+      for (int64_t kh = 0; kh < g.KH; ++kh) {
+        const int64_t ih = oh * g.stride_h - g.pad_t + kh * g.dilation_h;
+        const int64_t slot = ((ih % slots) + slots) % slots;
+        float* dst = ring + slot * row;
+        if (held[static_cast<size_t>(slot)] != ih) {
+          convert_row(x, x_signed, zx, g, PW, ih, dst);
+          held[static_cast<size_t>(slot)] = ih;
+        }
+        rows[static_cast<size_t>(kh)] = dst;
+      }
+      output_row(rows.data(), w, g, q, y + oh * g.OW * g.C);
     }
   }
 }

@@ -3,8 +3,11 @@
 // channel over channels-last u8 / s8 data, requantized to 8 bits as gemm_s16's Requant says
 // (a QLinearConv with group = channels, MobileNet's 3x3 layers).
 //   y[oh][ow][c] = requant(sum over the window (x[ih][iw][c] - x_zp) * w[kh][kw][c] + bias[c])
-// The products and their sums are integers below 2^24 (exact_taps), so f32 FMAs compute them
-// exactly, 8 channels at a time; padding contributes nothing (x - x_zp = 0 there).
+// Each thread converts the input rows its output rows need once, to floats less x_zp inside a
+// border of zeros (the padding, where x - x_zp is 0), into a ring of rows that stays in L2, so
+// the window loop has no bounds; the products and their sums are integers below 2^24
+// (exact_taps), so f32 FMAs compute them exactly, 4 pixels x 8 channels at a time, requantized
+// from the registers.
 #include <cstdint>
 
 #include "cpu/gemm_s16.hpp"
@@ -21,10 +24,14 @@ struct Geometry {
   int64_t stride_h = 1, stride_w = 1, pad_t = 0, pad_l = 0, dilation_h = 1, dilation_w = 1;  // ONNX's dilations
 };
 
+// Bytes of working memory run() needs on a team of `threads`: a ring of rows per thread.
+size_t scratch_bytes(const Geometry& g, int threads);
+
 // One image: x [H, W, C] (s8 when `x_signed`, else u8) with zero point zx, w [KH][KW][C] as
 // floats, y [OH, OW, C] requantized by `q` (q.sum: y holds the other operand before). Runs on
-// the calling thread's OpenMP team. available() and exact_taps(KH * KW) must hold.
+// the calling thread's OpenMP team, of at most `threads` (scratch_bytes). available() and
+// exact_taps(KH * KW) must hold.
 void run(const uint8_t* x, bool x_signed, int32_t zx, const float* w, const Geometry& g, uint8_t* y,
-         const gemm_s16::Requant& q);
+         const gemm_s16::Requant& q, void* scratch, int threads);
 
 }  // namespace kiln::cpu::depthwise_s8

@@ -17,62 +17,6 @@ constexpr int kRows = 6;       // rows per block: 6 x 2 accumulators, 12 of the 
 
 int64_t pairs(int64_t K) { return (K + 1) / 2; }
 
-// A Requant for the 8 columns from `col`, in registers: loaded once per block column, applied
-// to each row (the 8-bit stores could alias Requant's fields, so the compiler would reload them).
-struct RequantV {
-  __m256i bias;
-  __m256 mult, own_lo, own_hi, own_mult, other_mult, other_zp, lo, hi, zp, qmin, qmax;
-  bool has_bias, sum, s8, clamp;
-};
-
-KILN_AVX2 inline RequantV requant_v(const Requant& q, int64_t col, int64_t left) {
-  RequantV v;
-  v.has_bias = q.bias != nullptr, v.sum = q.sum, v.s8 = q.s8;
-  v.bias = !q.bias ? _mm256_setzero_si256()
-           : left >= 8 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.bias + col))
-                       : _mm256_maskload_epi32(q.bias + col, simd::tail_mask8(left));
-  v.mult = q.mult_count == 1 ? _mm256_set1_ps(q.mult[0]) : simd::v_load8(q.mult + col, left);
-  v.own_lo = _mm256_set1_ps(q.own_lo), v.own_hi = _mm256_set1_ps(q.own_hi), v.own_mult = _mm256_set1_ps(q.own_mult);
-  v.other_mult = _mm256_set1_ps(q.other_mult), v.other_zp = _mm256_set1_ps(q.other_zp);
-  v.clamp = q.lo > -1e29f || q.hi < 1e29f;
-  v.lo = _mm256_set1_ps(q.lo), v.hi = _mm256_set1_ps(q.hi), v.zp = _mm256_set1_ps(q.zp);
-  v.qmin = _mm256_set1_ps(q.s8 ? -128.0f : 0.0f), v.qmax = _mm256_set1_ps(q.s8 ? 127.0f : 255.0f);
-  return v;
-}
-
-// 8 sums of columns [col, col + left) requantized (Requant, as requant_v) into 8-bit C at `c`.
-KILN_AVX2 inline void store_requant(__m256i acc, const RequantV& q, int64_t left, uint8_t* c) {
-  if (q.has_bias) acc = _mm256_add_epi32(acc, q.bias);
-  __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(acc), q.mult);
-  constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-  if (q.sum) {  // the convolution's own 8-bit value less its zero point, then the Add's arithmetic
-    v = _mm256_mul_ps(_mm256_min_ps(_mm256_max_ps(_mm256_round_ps(v, kNearest), q.own_lo), q.own_hi), q.own_mult);
-    __m128i bytes;
-    if (left >= 8) {
-      bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(c));
-    } else {
-      alignas(16) uint8_t part[16] = {};
-      for (int i = 0; i < left; ++i) part[i] = c[i];
-      bytes = _mm_load_si128(reinterpret_cast<const __m128i*>(part));
-    }
-    const __m256i wide = q.s8 ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
-    v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(wide), q.other_zp), q.other_mult));
-  }
-  if (q.clamp) v = _mm256_min_ps(_mm256_max_ps(v, q.lo), q.hi);
-  // rounded (half to even) before the zero point is added, then saturated to 8 bits
-  const __m256 r = _mm256_add_ps(_mm256_round_ps(v, kNearest), q.zp);
-  const __m256i i32 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, q.qmin), q.qmax));  // in range: packs exact
-  const __m128i i16 = _mm_packs_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
-  const __m128i i8 = q.s8 ? _mm_packs_epi16(i16, i16) : _mm_packus_epi16(i16, i16);
-  if (left >= 8) {
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(c), i8);
-  } else {
-    alignas(16) uint8_t part[16];
-    _mm_store_si128(reinterpret_cast<__m128i*>(part), i8);
-    for (int i = 0; i < left; ++i) c[i] = part[i];
-  }
-}
-
 // One block: rows [0, MR) of the widened A (`lda` words apart) times one panel of `k2` pairs,
 // stored to the first `ncols` columns of C (`out` from column n0 on). The sums depend only on
 // vpaddd (one cycle), so even one row keeps the multiplier busy.

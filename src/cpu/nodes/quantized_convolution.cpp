@@ -9,6 +9,8 @@
 // im2col (padding holds x_zp, so x - x_zp is 0 there), the requantization, a fused sum and
 // clamp as the GEMM stores each block (gemm_s16::Requant: oneDNN's post-op arithmetic); a
 // depthwise one (MobileNet's) on depthwise_s8 with the same requantization.
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -165,7 +167,9 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
     if (clamp_) rq_.lo = static_cast<float>(clamp_->first) - rq_.zp, rq_.hi = static_cast<float>(clamp_->second) - rq_.zp;
     zx_ = input_zero_point();
     // A widened to 16 bits: the channels-last rows (1x1), or im2col's rows
-    scratch_bytes_ = depthwise_ ? 0 : Arena::aligned(gemm_s16::scratch_bytes(OH_ * OW_, K_));
+    threads_ = omp_get_max_threads();
+    scratch_bytes_ = depthwise_ ? Arena::aligned(depthwise_s8::scratch_bytes(dw_geometry(), threads_))
+                                : Arena::aligned(gemm_s16::scratch_bytes(OH_ * OW_, K_));
     const memory::desc src(to_dims(x), dt_of(inputs[0]->dtype), tag::nhwc), dst(to_dims(y), dt_of(outputs[0]->dtype), tag::nhwc);
     outputs[0]->set_layout(dst);
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
@@ -189,11 +193,8 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
       const uint8_t* xn = x + n * H_ * W_ * C_;
       uint8_t* yn = y + n * rows * M_;
       if (depthwise_) {
-        depthwise_s8::Geometry dg;
-        dg.H = H_, dg.W = W_, dg.C = C_, dg.KH = KH_, dg.KW = KW_, dg.OH = OH_, dg.OW = OW_;
-        dg.stride_h = geo_.strides[0], dg.stride_w = geo_.strides[1], dg.pad_t = geo_.pad_l[0], dg.pad_l = geo_.pad_l[1];
-        dg.dilation_h = geo_.dilations[0] + 1, dg.dilation_w = geo_.dilations[1] + 1;
-        depthwise_s8::run(xn, x_signed, zx_, static_cast<const float*>(weights_.get_data_handle()), dg, yn, rq_);
+        depthwise_s8::run(xn, x_signed, zx_, static_cast<const float*>(weights_.get_data_handle()), dw_geometry(), yn,
+                          rq_, scratch, threads_);
       } else if (pointwise_) {
         gemm_s16::run(xn, x_signed, zx_, rows, K_, C_, packed, M_, yn, M_, wide, out);
       } else if (x_signed) {
@@ -204,6 +205,14 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
         gemm_s16::run_widened(wide, rows, K_, packed, M_, yn, M_, out);
       }
     }
+  }
+
+  depthwise_s8::Geometry dw_geometry() const {
+    depthwise_s8::Geometry dg;
+    dg.H = H_, dg.W = W_, dg.C = C_, dg.KH = KH_, dg.KW = KW_, dg.OH = OH_, dg.OW = OW_;
+    dg.stride_h = geo_.strides[0], dg.stride_w = geo_.strides[1], dg.pad_t = geo_.pad_l[0], dg.pad_l = geo_.pad_l[1];
+    dg.dilation_h = geo_.dilations[0] + 1, dg.dilation_w = geo_.dilations[1] + 1;
+    return dg;
   }
 
   // The GEMM's A: under each output position of the channels-last image `x`, the window's
@@ -340,6 +349,7 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
   std::vector<float> mult_;
   gemm_s16::Requant rq_;
   size_t scratch_bytes_ = 0;
+  int threads_ = 1;  // the team depthwise_s8's scratch is planned for
 };
 
 }  // namespace
