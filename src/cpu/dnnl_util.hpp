@@ -47,6 +47,9 @@ bool has_padding(const dnnl::memory::desc& d);
 // when post-ops are all they set. "" when a post-op kind is not known here (do not cache).
 std::string post_ops_key(const dnnl::primitive_attr& attr);
 
+// Whether a oneDNN implementation name is one of its reference kernels ("ref:any", ...).
+inline bool is_ref_impl(const std::string& impl) { return impl.rfind("ref", 0) == 0; }
+
 // The process's memo of implementation names (bounded: emptied when it holds too many).
 std::optional<std::string> find_impl_name(const std::string& key);
 void remember_impl_name(const std::string& key, const std::string& impl);

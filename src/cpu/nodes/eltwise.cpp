@@ -128,7 +128,6 @@ std::optional<EltwiseSpec> eltwise_spec(const ir::Node& n) {
 
 namespace {
 
-bool is_ref_impl(const std::string& impl) { return impl.rfind("ref", 0) == 0; }
 
 class EltwiseNode : public SrcDstPrimitiveNode {
  public:
