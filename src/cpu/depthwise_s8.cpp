@@ -111,7 +111,7 @@ void run(const uint8_t* x, bool x_signed, int32_t zx, const float* w, const Geom
   KILN_CHECK(available() && exact_taps(g.KH * g.KW), "depthwise_s8::run: needs AVX2 and a window of at most 514 taps");
   const int64_t PW = padded_width(g), slots = g.KH * g.dilation_h, row = PW * g.C;
   const size_t ring_bytes = scratch_bytes(g, 1);
-#pragma omp parallel num_threads(std::max(threads, 1))
+#pragma omp parallel num_threads(std::clamp(omp_get_max_threads(), 1, std::max(threads, 1)))
   {
     // a ring of converted input rows: row ih in slot ih mod (KH * dilation), which a window's
     // rows (KH of them, dilation apart) never share

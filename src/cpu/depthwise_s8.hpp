@@ -29,7 +29,7 @@ size_t scratch_bytes(const Geometry& g, int threads);
 
 // One image: x [H, W, C] (s8 when `x_signed`, else u8) with zero point zx, w [KH][KW][C] as
 // floats, y [OH, OW, C] requantized by `q` (q.sum: y holds the other operand before). Runs on
-// the calling thread's OpenMP team, of at most `threads` (scratch_bytes). available() and
+// the calling thread's OpenMP team, at most `threads` of it (scratch_bytes). available() and
 // exact_taps(KH * KW) must hold.
 void run(const uint8_t* x, bool x_signed, int32_t zx, const float* w, const Geometry& g, uint8_t* y,
          const gemm_s16::Requant& q, void* scratch, int threads);
