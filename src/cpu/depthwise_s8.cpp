@@ -80,20 +80,20 @@ KILN_AVX2 void output_row(const float* const* rows, const float* w, const Geomet
     for (; ow < g.OW; ++ow) pixels8<1>(rows, w, g, ow, c, q, y);
   }
   if (full == C) return;
-  std::vector<int32_t> acc(static_cast<size_t>(C - full));
-  for (int64_t ow = 0; ow < g.OW; ++ow) {  // the last channels one at a time
+  // the last channels (fewer than 8) one at a time; the Requant's per-channel operands from `full`
+  gemm_s16::Requant tail = rq;
+  if (tail.bias) tail.bias += full;
+  if (tail.mult_count > 1) tail.mult += full;
+  int32_t acc[8];
+  for (int64_t ow = 0; ow < g.OW; ++ow) {
     for (int64_t c = full; c < C; ++c) {
       float s = 0.0f;
       for (int64_t kh = 0; kh < g.KH; ++kh)
         for (int64_t kw = 0; kw < g.KW; ++kw)
           s += rows[kh][(ow * g.stride_w + kw * g.dilation_w) * C + c] * w[(kh * g.KW + kw) * C + c];
-      acc[static_cast<size_t>(c - full)] = static_cast<int32_t>(s);
+      acc[c - full] = static_cast<int32_t>(s);
     }
-    // columns full.. of the Requant: shift its per-channel operands by `full`
-    gemm_s16::Requant tail = rq;
-    if (tail.bias) tail.bias += full;
-    if (tail.mult_count > 1) tail.mult += full;
-    gemm_s16::requantize(acc.data(), C - full, tail, y + ow * C + full);
+    gemm_s16::requantize(acc, C - full, tail, y + ow * C + full);
   }
 }
 

@@ -15,7 +15,7 @@ namespace {
 constexpr int64_t kCols = 16;  // columns per packed panel: two vectors of 8 int32 sums
 constexpr int kRows = 6;       // rows per block: 6 x 2 accumulators, 12 of the 16 registers
 
-int64_t pairs(int64_t K) { return (K + 1) / 2; }
+int64_t pairs(int64_t K) { return widened_row(K) / 2; }
 
 // One block: rows [0, MR) of the widened A (`lda` words apart) times one panel of `k2` pairs,
 // stored to the first `ncols` columns of C (`out` from column n0 on). The sums depend only on
@@ -75,7 +75,7 @@ constexpr BlockFn kBlocks[kRows] = {block<1>, block<2>, block<3>, block<4>, bloc
 // Row m of A - za as pairs of 16-bit values, the odd K's last pair padded with 0.
 template <typename T>
 void widen_row(const T* a, int64_t K, int32_t za, int16_t* out) {
-  for (int64_t k = 0; k < K; ++k) out[k] = static_cast<int16_t>(static_cast<int32_t>(a[k]) - za);
+  widen(a, K, za, out);
   if (K % 2) out[K] = 0;
 }
 

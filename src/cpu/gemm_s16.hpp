@@ -61,9 +61,10 @@ struct Output {
 
 // The store of a Requant in AVX2 registers, for kiln's int8 kernels (gemm_s16, depthwise_s8):
 // callers are KILN_AVX2 code that available() let through.
+//
 // A Requant for the 8 columns from `col`, in registers: loaded once per block column, applied
 // to each row (the 8-bit stores could alias Requant's fields, so the compiler would reload them).
-struct RequantV {  // a Requant for 8 columns
+struct RequantV {
   __m256i bias;
   __m256 mult, own_lo, own_hi, own_mult, other_mult, other_zp, lo, hi, zp, qmin, qmax;
   bool has_bias, sum, s8, clamp;
@@ -130,6 +131,12 @@ void run(const void* a, bool a_signed, int32_t za, int64_t M, int64_t K, int64_t
 // Values per widened row of A: K rounded up to even (pairs of 16-bit values, the odd K's last
 // one 0).
 inline int64_t widened_row(int64_t K) { return (K + 1) / 2 * 2; }
+// n values a[i] - za (u8 or s8 a) as 16-bit: what run() widens A into, for callers that widen
+// their own (a convolution's im2col).
+template <typename T>
+inline void widen(const T* a, int64_t n, int32_t za, int16_t* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int16_t>(static_cast<int32_t>(a[i]) - za);
+}
 // The same from A already widened by the caller (a convolution's im2col): rows of
 // widened_row(K) 16-bit values A - za, 4-byte aligned.
 void run_widened(const int16_t* wide, int64_t M, int64_t K, const int16_t* packed_b, int64_t N, void* c, int64_t ldc,

@@ -94,7 +94,6 @@ std::optional<BinarySpec> binary_spec(const ir::Node& n) {
   return std::nullopt;
 }
 
-
 // The format tag of d if it is one of the activation layouts producers make (channel
 // blocked by 16/8/4, channels-last), so that a broadcast operand can be given the same.
 std::optional<memory::format_tag> activation_tag(const memory::desc& d) {

@@ -128,7 +128,6 @@ std::optional<EltwiseSpec> eltwise_spec(const ir::Node& n) {
 
 namespace {
 
-
 class EltwiseNode : public SrcDstPrimitiveNode {
  public:
   EltwiseNode(const ir::Node& n, EltwiseSpec spec) : spec_(spec) {
@@ -161,7 +160,6 @@ class EltwiseNode : public SrcDstPrimitiveNode {
     else outputs[0]->set_layout(pd_.dst_desc());
     return req;
   }
-
 
  private:
   EltwiseSpec spec_;

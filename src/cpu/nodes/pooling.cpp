@@ -130,7 +130,6 @@ dnnl::pooling_v2_forward::primitive_desc make_pool_pd(const PoolGeometry& g, con
   return dnnl::pooling_v2_forward::primitive_desc(d, attr, cpu_engine());
 }
 
-
 class PoolingNode : public SrcDstPrimitiveNode {
  public:
   explicit PoolingNode(const ir::Node& n) {

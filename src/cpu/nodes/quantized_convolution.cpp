@@ -134,20 +134,17 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
                                     out[k * C + c] = static_cast<float>(wt.data<int8_t>()[c * KH * KW + k]);
                               });
     } else {
-    const memory::desc packed({gemm_s16::packed_size(K, M) * 2}, memory::data_type::u8, tag::a);
-    weights_ = pack_weights(wt, "qlinearconv/s16", packed, [&](memory& dst) {
-      std::vector<int8_t> b(static_cast<size_t>(K * M));  // B[(kh * KW + kw) * C + c][m] = w[m][c][kh][kw]
-      const auto* src = wt.data<int8_t>();
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t c = 0; c < C; ++c)
-          for (int64_t k = 0; k < KH * KW; ++k) b[static_cast<size_t>((k * C + c) * M + m)] = src[(m * C + c) * KH * KW + k];
-      gemm_s16::pack_b(b.data(), true, K, M, nullptr, static_cast<int16_t*>(dst.get_data_handle()));
-    });
+      const memory::desc packed({gemm_s16::packed_size(K, M) * 2}, memory::data_type::u8, tag::a);
+      weights_ = pack_weights(wt, "qlinearconv/s16", packed, [&](memory& dst) {
+        std::vector<int8_t> b(static_cast<size_t>(K * M));  // B[(kh * KW + kw) * C + c][m] = w[m][c][kh][kw]
+        const auto* src = wt.data<int8_t>();
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t k = 0; k < KH * KW; ++k) b[static_cast<size_t>((k * C + c) * M + m)] = src[(m * C + c) * KH * KW + k];
+        gemm_s16::pack_b(b.data(), true, K, M, nullptr, static_cast<int16_t*>(dst.get_data_handle()));
+      });
     }
-    const float xs = scalar_f32(inputs[1]), ys = scalar_f32(inputs[6]);
-    const float* ws = static_cast<const float*>(inputs[4]->constant.raw());
-    mult_.resize(static_cast<size_t>(inputs[4]->constant.size()));
-    for (size_t m = 0; m < mult_.size(); ++m) mult_[m] = xs * ws[m] / ys;  // as make_pd
+    mult_ = output_multipliers();
     const QuantizedSum* sum = sum_input_ >= 0 ? &sum_ : nullptr;
     rq_ = {};
     rq_.bias = has_bias() ? inputs[8]->constant.data<int32_t>() : nullptr;
@@ -231,8 +228,7 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
           int16_t* dst = row + kh * KW_ * C;
           if (ih >= 0 && ih < H_ && geo_.dilations[1] == 0 && iw0 >= 0 && iw0 + KW_ <= W_) {
             // the window's row inside the image: KW * C consecutive values (the stem's 7 x 3)
-            const T* src = x + (ih * W_ + iw0) * C;
-            for (int64_t i = 0; i < KW_ * C; ++i) dst[i] = static_cast<int16_t>(static_cast<int32_t>(src[i]) - zx);
+            gemm_s16::widen(x + (ih * W_ + iw0) * C, KW_ * C, zx, dst);
             continue;
           }
           for (int64_t kw = 0; kw < KW_; ++kw, dst += C) {
@@ -240,8 +236,7 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
             if (ih < 0 || ih >= H_ || iw < 0 || iw >= W_) {
               std::fill(dst, dst + C, int16_t{0});
             } else {
-              const T* src = x + (ih * W_ + iw) * C;
-              for (int64_t c = 0; c < C; ++c) dst[c] = static_cast<int16_t>(static_cast<int32_t>(src[c]) - zx);
+              gemm_s16::widen(x + (ih * W_ + iw) * C, C, zx, dst);
             }
           }
         }
@@ -271,6 +266,16 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
   int32_t input_zero_point() const { return scalar_zp(inputs[2]); }
   int32_t output_zero_point(const QuantizedSum* sum) const { return sum ? sum->out_zero_point : scalar_zp(inputs[7]); }
 
+  // x_scale * w_scale[m] / y_scale, one per channel or one (per-tensor weights), as
+  // requantization() computes it.
+  std::vector<float> output_multipliers() const {
+    const float xs = scalar_f32(inputs[1]), ys = scalar_f32(inputs[6]);
+    const float* ws = static_cast<const float*>(inputs[4]->constant.raw());
+    std::vector<float> mult(static_cast<size_t>(inputs[4]->constant.size()));
+    for (size_t m = 0; m < mult.size(); ++m) mult[m] = xs * ws[m] / ys;
+    return mult;
+  }
+
   // The primitive descriptor, with `sum` fused (or none). The output's scale and zero point
   // are the sum's when there is one, else y_scale / y_zero_point.
   dnnl::convolution_forward::primitive_desc make_pd(const QuantizedSum* sum) {
@@ -282,11 +287,8 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
     const ConvGeometry geo = conv_geometry(*source, x, w, y);
     // the convolution's requantization to its own output (y_scale, y_zero_point); with a sum,
     // the post-ops take it on to the sum's scale and zero point
-    const float xs = scalar_f32(inputs[1]), ys = scalar_f32(inputs[6]);
-    const float* ws = static_cast<const float*>(inputs[4]->constant.raw());
-    const bool per_channel = inputs[4]->constant.size() > 1;
-    std::vector<float> mult(per_channel ? static_cast<size_t>(M) : 1);
-    for (size_t m = 0; m < mult.size(); ++m) mult[m] = xs * ws[m] / ys;  // as requantization() computes it
+    const std::vector<float> mult = output_multipliers();
+    const bool per_channel = mult.size() > 1;
 
     memory::desc src(to_dims(x), dt_of(inputs[0]->dtype), channels_last_tag(sp));
     memory::desc dst(to_dims(y), dt_of(outputs[0]->dtype), channels_last_tag(sp));
