@@ -4,12 +4,14 @@
 // stay on Reference because oneDNN would compute something else.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <iostream>
 #include <random>
 
 #include "cpu/graph.hpp"
+#include "cpu/pool_f32.hpp"
 #include "ir/op_registry.hpp"
 #include "runtime/reference_executor.hpp"
 #include "transforms/specialize_shapes.hpp"
@@ -143,12 +145,118 @@ TEST(CpuPooling, MatchesReferenceOverOddShapesAndBlockedInputs) {
       if (c.expect_onednn && blocked) {
         // the pool consumed the convolution's layout: no reorder in between
         const cpu::Node* p = pool_find(*cg, "Pooling");
+        // a 2-D pool on channel blocks runs kiln's kernel where the ISA has AVX2
+        if (c.x.size() == 4 && !p->inputs[0]->is_plain()) {
+          EXPECT_EQ(p->impl == cpu::pool_f32::impl_name(), cpu::pool_f32::available()) << p->impl;
+        }
         EXPECT_EQ(p->inputs[0]->name, cg->nodes()[0]->type() == std::string("Reorder") ? cg->nodes()[1]->outputs[0]->name
                                                                                          : cg->nodes()[0]->outputs[0]->name)
             << cg->describe();
       }
     }
   }
+}
+
+namespace {
+
+// ONNX pooling of one channel of a [H, W] image, straight from the definition: the taps inside
+// the input, the average over them (or over kh * kw with include).
+float pool_expected(const std::vector<float>& img, int64_t H, int64_t W, const cpu::pool_f32::Geometry& g, int64_t y,
+                    int64_t x) {
+  float acc = g.alg == cpu::pool_f32::Alg::max ? -INFINITY : 0.0f;
+  int64_t taps = 0;
+  for (int64_t i = 0; i < g.kh; ++i)
+    for (int64_t j = 0; j < g.kw; ++j) {
+      const int64_t h = y * g.sh - g.ph + i * g.dh, w = x * g.sw - g.pw + j * g.dw;
+      if (h < 0 || h >= H || w < 0 || w >= W) continue;
+      const float v = img[static_cast<size_t>(h * W + w)];
+      acc = g.alg == cpu::pool_f32::Alg::max ? std::max(acc, v) : acc + v;
+      ++taps;
+    }
+  if (g.alg == cpu::pool_f32::Alg::avg_include_padding) return acc / static_cast<float>(g.kh * g.kw);
+  if (g.alg == cpu::pool_f32::Alg::avg_exclude_padding) return acc / static_cast<float>(taps);
+  return acc;
+}
+
+}  // namespace
+
+// kiln's kernel alone, on the layouts it takes: channel blocks of 8 and 16 (C not a multiple:
+// padded lanes) and channels-last with a partial last vector, across windows cut by the edges,
+// strides, dilation and the four-column path's boundaries (widths 1..13).
+TEST(CpuPooling, KilnKernelMatchesTheDefinitionOnBlockedAndChannelsLastLayouts) {
+  using cpu::pool_f32::Alg;
+  if (!cpu::pool_f32::available()) GTEST_SKIP() << "kiln's pooling kernel needs AVX2";
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+  int checked = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    const int layout = trial % 3;  // 0: nChw8c, 1: nChw16c, 2: nhwc
+    const int64_t N = 1 + trial % 2, C = 1 + static_cast<int64_t>(rng() % 37), H = 1 + static_cast<int64_t>(rng() % 9),
+                  W = 1 + static_cast<int64_t>(rng() % 13);
+    cpu::pool_f32::Geometry g;
+    g.alg = static_cast<Alg>(trial % 3 == 0 ? 0 : rng() % 3);
+    g.kh = 1 + static_cast<int64_t>(rng() % 3), g.kw = 1 + static_cast<int64_t>(rng() % 3);
+    g.sh = 1 + static_cast<int64_t>(rng() % 2), g.sw = 1 + static_cast<int64_t>(rng() % 3);
+    g.dh = rng() % 4 == 0 ? 2 : 1, g.dw = rng() % 4 == 0 ? 2 : 1;
+    const int64_t ekh = (g.kh - 1) * g.dh + 1, ekw = (g.kw - 1) * g.dw + 1;
+    g.ph = static_cast<int64_t>(rng() % static_cast<unsigned>(ekh)), g.pw = static_cast<int64_t>(rng() % static_cast<unsigned>(ekw));
+    if (H + 2 * g.ph < ekh || W + 2 * g.pw < ekw) continue;
+    g.batch = N, g.ih = H, g.iw = W;
+    g.oh = (H + 2 * g.ph - ekh) / g.sh + 1, g.ow = (W + 2 * g.pw - ekw) / g.sw + 1;
+    // every window must hold an input element (the node's precondition)
+    bool empty = false;
+    for (int64_t y = 0; y < g.oh; ++y)
+      for (int64_t x = 0; x < g.ow; ++x) {
+        bool any = false;
+        for (int64_t i = 0; i < g.kh; ++i)
+          for (int64_t j = 0; j < g.kw; ++j) {
+            const int64_t h = y * g.sh - g.ph + i * g.dh, w = x * g.sw - g.pw + j * g.dw;
+            any = any || (h >= 0 && h < H && w >= 0 && w < W);
+          }
+        empty = empty || !any;
+      }
+    if (empty) continue;
+    const int64_t B = layout == 0 ? 8 : layout == 1 ? 16 : C;
+    g.lanes = B;
+    g.runs = layout == 2 ? 1 : (C + B - 1) / B;
+    const int64_t Cp = g.runs * B;
+    auto strides = [&](int64_t h, int64_t w) {
+      return layout == 2 ? cpu::pool_f32::Layout{h * w * C, 0, w * C, C}
+                         : cpu::pool_f32::Layout{Cp * h * w, B * h * w, B * w, B};
+    };
+    g.src = strides(H, W);
+    g.dst = strides(g.oh, g.ow);
+    // images per (n, c), and the layout's bytes (padded lanes zero)
+    std::vector<std::vector<float>> img(static_cast<size_t>(N * C), std::vector<float>(static_cast<size_t>(H * W)));
+    std::vector<float> src(static_cast<size_t>(N * Cp * H * W), 0.0f), dst(static_cast<size_t>(N * Cp * g.oh * g.ow), 7.0f);
+    auto at = [&](const cpu::pool_f32::Layout& l, int64_t n, int64_t c, int64_t h, int64_t w) {
+      return static_cast<size_t>(n * l.n_stride + c / B * l.run_stride + h * l.h_stride + w * l.w_stride + c % B);
+    };
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t w = 0; w < W; ++w) src[at(g.src, n, c, h, w)] = img[static_cast<size_t>(n * C + c)][static_cast<size_t>(h * W + w)] = u(rng);
+    cpu::pool_f32::run(g, src.data(), dst.data());
+    SCOPED_TRACE("trial " + std::to_string(trial) + " layout " + std::to_string(layout) + " N" + std::to_string(N) + " C" +
+                 std::to_string(C) + " " + std::to_string(H) + "x" + std::to_string(W) + " k" + std::to_string(g.kh) + "x" +
+                 std::to_string(g.kw) + " s" + std::to_string(g.sh) + "x" + std::to_string(g.sw) + " d" +
+                 std::to_string(g.dh) + "x" + std::to_string(g.dw) + " p" + std::to_string(g.ph) + "x" +
+                 std::to_string(g.pw) + " alg " + std::to_string(static_cast<int>(g.alg)));
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < Cp; ++c)
+        for (int64_t y = 0; y < g.oh; ++y)
+          for (int64_t x = 0; x < g.ow; ++x) {
+            const float got = dst[at(g.dst, n, c, y, x)];
+            if (c >= C) {  // padded lanes stay zero
+              ASSERT_EQ(got, 0.0f) << "padded lane " << c;
+              continue;
+            }
+            const float want = pool_expected(img[static_cast<size_t>(n * C + c)], H, W, g, y, x);
+            ASSERT_NEAR(got, want, 1e-5f * (1.0f + std::fabs(want))) << "n " << n << " c " << c << " y " << y << " x " << x;
+          }
+    ++checked;
+  }
+  EXPECT_GT(checked, 60);
 }
 
 TEST(CpuPooling, MaxPoolWithIndicesStaysOnReference) {

@@ -14,12 +14,17 @@
 //    input; oneDNN's include_padding divides by the full kernel. They agree unless a
 //    window reaches past the explicit end padding (ceil_mode), which stays on Reference.
 //    Without explicit pads include == exclude, so exclude_padding is used.
+// Without post-ops, a 2-D f32 pooling whose input comes in channel blocks or channels-last runs
+// kiln's kernel (pool_f32.hpp) where the CPU has AVX2: the same geometry, nothing made per shape.
 #include <algorithm>
+#include <optional>
+#include <utility>
 #include <unordered_map>
 
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/nodes/node_factory.hpp"
+#include "cpu/pool_f32.hpp"
 
 namespace kiln::cpu {
 
@@ -130,6 +135,38 @@ dnnl::pooling_v2_forward::primitive_desc make_pool_pd(const PoolGeometry& g, con
   return dnnl::pooling_v2_forward::primitive_desc(d, attr, cpu_engine());
 }
 
+// kiln's kernel for `g` on the input layout `src`, 2-D f32 in channel blocks (nChw8c, nChw16c) or
+// channels-last: the kernel's geometry and the output's layout (the input's), or nothing.
+std::optional<std::pair<pool_f32::Geometry, memory::desc>> kiln_pooling(const PoolGeometry& g, const memory::desc& src,
+                                                                        const Shape& x, const Shape& y) {
+  using tag = memory::format_tag;
+  if (!pool_f32::available() || x.size() != 4 || src.data_type() != memory::data_type::f32) return std::nullopt;
+  for (const tag t : {tag::nChw8c, tag::nChw16c, tag::nhwc}) {
+    if (src != memory::desc(to_dims(x), memory::data_type::f32, t)) continue;
+    const memory::desc dst(to_dims(y), memory::data_type::f32, t);
+    const bool blocked = t != tag::nhwc;
+    const int64_t lanes = t == tag::nChw8c ? 8 : t == tag::nChw16c ? 16 : x[1];
+    auto layout = [](const memory::desc& d) {
+      const auto& s = d.data.format_desc.blocking.strides;
+      return pool_f32::Layout{s[0], s[1], s[2], s[3]};
+    };
+    pool_f32::Geometry k;
+    k.alg = g.alg == dnnl::algorithm::pooling_max                   ? pool_f32::Alg::max
+            : g.alg == dnnl::algorithm::pooling_avg_include_padding ? pool_f32::Alg::avg_include_padding
+                                                                    : pool_f32::Alg::avg_exclude_padding;
+    k.batch = x[0];
+    k.runs = blocked ? (x[1] + lanes - 1) / lanes : 1;  // padded lanes are zero in and out
+    k.lanes = lanes;
+    k.ih = x[2], k.iw = x[3], k.oh = y[2], k.ow = y[3];
+    k.kh = g.kernel[0], k.kw = g.kernel[1], k.sh = g.strides[0], k.sw = g.strides[1];
+    k.dh = g.dilation[0] + 1, k.dw = g.dilation[1] + 1, k.ph = g.pad_l[0], k.pw = g.pad_l[1];
+    k.src = layout(src);
+    k.dst = layout(dst);
+    return std::make_pair(k, dst);
+  }
+  return std::nullopt;
+}
+
 class PoolingNode : public SrcDstPrimitiveNode {
  public:
   explicit PoolingNode(const ir::Node& n) {
@@ -180,6 +217,15 @@ class PoolingNode : public SrcDstPrimitiveNode {
     PoolGeometry g;
     KILN_CHECK(pool_geometry(*source, inputs[0]->shape, outputs[0]->shape, g),
                cat(source->describe(), ": pooling geometry not supported by oneDNN"));
+    kiln_.reset();
+    if (post_ops_.empty()) {
+      if (auto k = kiln_pooling(g, inputs[0]->desc(), inputs[0]->shape, outputs[0]->shape)) {
+        kiln_ = k->first;
+        impl = pool_f32::impl_name();
+        outputs[0]->set_layout(k->second);
+        return {InputLayout::any()};
+      }
+    }
     pd_ = make_pool_pd(g, inputs[0]->desc(), outputs[0]->shape, &post_ops_);
     prim_ = dnnl::pooling_v2_forward(pd_);
     impl = pd_.impl_info_str();
@@ -188,6 +234,7 @@ class PoolingNode : public SrcDstPrimitiveNode {
   }
 
   void execute(dnnl::stream& stream) override {
+    if (kiln_) return pool_f32::run(*kiln_, static_cast<const float*>(inputs[0]->data), static_cast<float*>(outputs[0]->data));
     if (post_ops_.empty()) return SrcDstPrimitiveNode::execute(stream);
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, inputs[0]->memory()}, {DNNL_ARG_DST, outputs[0]->memory()}};
     post_ops_.add_args(args);
@@ -196,6 +243,7 @@ class PoolingNode : public SrcDstPrimitiveNode {
 
  private:
   PostOpList post_ops_;
+  std::optional<pool_f32::Geometry> kiln_;  // kiln's kernel runs the node
   dnnl::pooling_v2_forward::primitive_desc pd_;
 };
 

@@ -1,0 +1,131 @@
+#include "cpu/pool_f32.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "cpu/isa.hpp"
+#include "cpu/simd_avx2.hpp"
+
+namespace kiln::cpu::pool_f32 {
+
+namespace {
+
+using namespace simd;
+
+// The taps t in [0, k) whose input index o * s - p + t * d lies in [0, in): [*t0, *t1).
+void tap_range(int64_t o, int64_t s, int64_t p, int64_t d, int64_t k, int64_t in, int64_t* t0, int64_t* t1) {
+  const int64_t start = o * s - p;
+  *t0 = start >= 0 ? 0 : (-start + d - 1) / d;
+  const int64_t past = in - start;  // taps with start + t * d < in: t < past / d rounded up
+  *t1 = past <= 0 ? 0 : std::min(k, (past + d - 1) / d);
+}
+
+template <bool Max>
+KILN_AVX2 inline __m256 combine(__m256 acc, __m256 v) {
+  return Max ? _mm256_max_ps(acc, v) : _mm256_add_ps(acc, v);
+}
+
+// Output column at offset `o` whose window starts at input offset `win`: taps [h0, h1) x [w0, w1),
+// lanes from `l` on, 8 at a time.
+template <bool Max>
+KILN_AVX2 void one_column(const Geometry& g, const float* src, int64_t win, int64_t h0, int64_t h1, int64_t w0,
+                          int64_t w1, float* o, int64_t l) {
+  const __m256 init = Max ? _mm256_set1_ps(-std::numeric_limits<float>::infinity()) : _mm256_setzero_ps();
+  const float div = static_cast<float>(g.alg == Alg::avg_include_padding ? g.kh * g.kw : (h1 - h0) * (w1 - w0));
+  for (; l < g.lanes; l += 8) {
+    const int64_t left = g.lanes - l;
+    __m256 acc = init;
+    for (int64_t i = h0; i < h1; ++i) {
+      const int64_t row = win + i * g.dh * g.src.h_stride + l;
+      for (int64_t j = w0; j < w1; ++j) acc = combine<Max>(acc, v_load8(src + row + j * g.dw * g.src.w_stride, left));
+    }
+    v_store8(o + l, left, Max ? acc : _mm256_mul_ps(acc, _mm256_set1_ps(1.0f / div)));
+  }
+}
+
+// Four neighbouring output columns whose windows are whole along the width (taps [0, kw)), the
+// full vectors of their lanes: four accumulators, so that the columns' max / add chains overlap
+// (one column at a time waits on each chain: 2x slower). Returns the first lane it left.
+template <bool Max>
+KILN_AVX2 int64_t four_columns(const Geometry& g, const float* src, int64_t win, int64_t h0, int64_t h1, float* o) {
+  const __m256 init = Max ? _mm256_set1_ps(-std::numeric_limits<float>::infinity()) : _mm256_setzero_ps();
+  const __m256 scale = _mm256_set1_ps(1.0f / static_cast<float>(g.alg == Alg::avg_include_padding ? g.kh * g.kw : (h1 - h0) * g.kw));
+  const int64_t step = g.sw * g.src.w_stride, ostep = g.dst.w_stride;
+  int64_t l = 0;
+  for (; l + 8 <= g.lanes; l += 8) {
+    __m256 a0 = init, a1 = init, a2 = init, a3 = init;
+    for (int64_t i = h0; i < h1; ++i) {
+      const float* row = src + win + i * g.dh * g.src.h_stride + l;
+      for (int64_t j = 0; j < g.kw; ++j) {
+        const float* p = row + j * g.dw * g.src.w_stride;
+        a0 = combine<Max>(a0, _mm256_loadu_ps(p));
+        a1 = combine<Max>(a1, _mm256_loadu_ps(p + step));
+        a2 = combine<Max>(a2, _mm256_loadu_ps(p + 2 * step));
+        a3 = combine<Max>(a3, _mm256_loadu_ps(p + 3 * step));
+      }
+    }
+    if (!Max) {
+      a0 = _mm256_mul_ps(a0, scale), a1 = _mm256_mul_ps(a1, scale);
+      a2 = _mm256_mul_ps(a2, scale), a3 = _mm256_mul_ps(a3, scale);
+    }
+    _mm256_storeu_ps(o + l, a0);
+    _mm256_storeu_ps(o + ostep + l, a1);
+    _mm256_storeu_ps(o + 2 * ostep + l, a2);
+    _mm256_storeu_ps(o + 3 * ostep + l, a3);
+  }
+  return l;
+}
+
+// One output row (image n, run r, output row y). `cols` holds every output column's tap range
+// [w0, w1), computed once per call (two divisions per column would cost more than its loads).
+template <bool Max>
+KILN_AVX2 void pool_row(const Geometry& g, const int64_t* cols, const float* src, float* dst, int64_t n, int64_t r,
+                        int64_t y) {
+  int64_t h0, h1;
+  tap_range(y, g.sh, g.ph, g.dh, g.kh, g.ih, &h0, &h1);
+  // offsets, not pointers, until a tap is known to be inside the input
+  const int64_t in = n * g.src.n_stride + r * g.src.run_stride + (y * g.sh - g.ph) * g.src.h_stride;
+  float* out = dst + n * g.dst.n_stride + r * g.dst.run_stride + y * g.dst.h_stride;
+  for (int64_t x = 0; x < g.ow;) {
+    const int64_t win = in + (x * g.sw - g.pw) * g.src.w_stride;
+    float* o = out + x * g.dst.w_stride;
+    // windows whole along the width form one run of columns: its first and fourth say
+    if (x + 4 <= g.ow && cols[2 * x] == 0 && cols[2 * (x + 3) + 1] == g.kw) {
+      const int64_t l = four_columns<Max>(g, src, win, h0, h1, o);
+      if (l < g.lanes)
+        for (int64_t c = 0; c < 4; ++c)
+          one_column<Max>(g, src, win + c * g.sw * g.src.w_stride, h0, h1, 0, g.kw, o + c * g.dst.w_stride, l);
+      x += 4;
+    } else {
+      one_column<Max>(g, src, win, h0, h1, cols[2 * x], cols[2 * x + 1], o, 0);
+      x += 1;
+    }
+  }
+}
+
+}  // namespace
+
+bool available() { return isa_at_least(Isa::avx2); }
+
+const char* impl_name() { return "kiln_pool:avx2_f32"; }
+
+void run(const Geometry& g, const float* src, float* dst) {
+  std::vector<int64_t> cols(static_cast<size_t>(2 * g.ow));
+  for (int64_t x = 0; x < g.ow; ++x) tap_range(x, g.sw, g.pw, g.dw, g.kw, g.iw, &cols[2 * x], &cols[2 * x + 1]);
+  const int64_t rows = g.batch * g.runs * g.oh;
+  // below about 16 K loads starting the team costs more than it saves
+  const bool parallel = rows > 1 && rows * g.ow * g.lanes * g.kh * g.kw >= 16384;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t t = 0; t < rows; ++t) {
+    const int64_t y = t % g.oh, r = t / g.oh % g.runs, n = t / g.oh / g.runs;
+    if (g.alg == Alg::max)
+      pool_row<true>(g, cols.data(), src, dst, n, r, y);
+    else
+      pool_row<false>(g, cols.data(), src, dst, n, r, y);
+  }
+}
+
+}  // namespace kiln::cpu::pool_f32
