@@ -29,20 +29,43 @@ KILN_AVX2 inline __m256 combine(__m256 acc, __m256 v) {
 }
 
 // Output column at offset `o` whose window starts at input offset `win`: taps [h0, h1) x [w0, w1),
-// lanes from `l` on, 8 at a time.
+// lanes [l, le): four vectors at a time while whole (independent chains, for channels-last rows
+// of many lanes), then one at a time, the last one partial.
 template <bool Max>
 KILN_AVX2 void one_column(const Geometry& g, const float* src, int64_t win, int64_t h0, int64_t h1, int64_t w0,
-                          int64_t w1, float* o, int64_t l) {
+                          int64_t w1, float* o, int64_t l, int64_t le) {
   const __m256 init = Max ? _mm256_set1_ps(-std::numeric_limits<float>::infinity()) : _mm256_setzero_ps();
-  const float div = static_cast<float>(g.alg == Alg::avg_include_padding ? g.kh * g.kw : (h1 - h0) * (w1 - w0));
-  for (; l < g.lanes; l += 8) {
-    const int64_t left = g.lanes - l;
+  const __m256 scale = _mm256_set1_ps(
+      1.0f / static_cast<float>(g.alg == Alg::avg_include_padding ? g.kh * g.kw : (h1 - h0) * (w1 - w0)));
+  for (; l + 32 <= le; l += 32) {
+    __m256 a0 = init, a1 = init, a2 = init, a3 = init;
+    for (int64_t i = h0; i < h1; ++i) {
+      const float* row = src + win + i * g.dh * g.src.h_stride + l;
+      for (int64_t j = w0; j < w1; ++j) {
+        const float* p = row + j * g.dw * g.src.w_stride;
+        a0 = combine<Max>(a0, _mm256_loadu_ps(p));
+        a1 = combine<Max>(a1, _mm256_loadu_ps(p + 8));
+        a2 = combine<Max>(a2, _mm256_loadu_ps(p + 16));
+        a3 = combine<Max>(a3, _mm256_loadu_ps(p + 24));
+      }
+    }
+    if (!Max) {
+      a0 = _mm256_mul_ps(a0, scale), a1 = _mm256_mul_ps(a1, scale);
+      a2 = _mm256_mul_ps(a2, scale), a3 = _mm256_mul_ps(a3, scale);
+    }
+    _mm256_storeu_ps(o + l, a0);
+    _mm256_storeu_ps(o + l + 8, a1);
+    _mm256_storeu_ps(o + l + 16, a2);
+    _mm256_storeu_ps(o + l + 24, a3);
+  }
+  for (; l < le; l += 8) {
+    const int64_t left = le - l;
     __m256 acc = init;
     for (int64_t i = h0; i < h1; ++i) {
       const int64_t row = win + i * g.dh * g.src.h_stride + l;
       for (int64_t j = w0; j < w1; ++j) acc = combine<Max>(acc, v_load8(src + row + j * g.dw * g.src.w_stride, left));
     }
-    v_store8(o + l, left, Max ? acc : _mm256_mul_ps(acc, _mm256_set1_ps(1.0f / div)));
+    v_store8(o + l, left, Max ? acc : _mm256_mul_ps(acc, scale));
   }
 }
 
@@ -50,12 +73,12 @@ KILN_AVX2 void one_column(const Geometry& g, const float* src, int64_t win, int6
 // full vectors of their lanes: four accumulators, so that the columns' max / add chains overlap
 // (one column at a time waits on each chain: 2x slower). Returns the first lane it left.
 template <bool Max>
-KILN_AVX2 int64_t four_columns(const Geometry& g, const float* src, int64_t win, int64_t h0, int64_t h1, float* o) {
+KILN_AVX2 int64_t four_columns(const Geometry& g, const float* src, int64_t win, int64_t h0, int64_t h1, float* o,
+                               int64_t l, int64_t le) {
   const __m256 init = Max ? _mm256_set1_ps(-std::numeric_limits<float>::infinity()) : _mm256_setzero_ps();
   const __m256 scale = _mm256_set1_ps(1.0f / static_cast<float>(g.alg == Alg::avg_include_padding ? g.kh * g.kw : (h1 - h0) * g.kw));
   const int64_t step = g.sw * g.src.w_stride, ostep = g.dst.w_stride;
-  int64_t l = 0;
-  for (; l + 8 <= g.lanes; l += 8) {
+  for (; l + 8 <= le; l += 8) {
     __m256 a0 = init, a1 = init, a2 = init, a3 = init;
     for (int64_t i = h0; i < h1; ++i) {
       const float* row = src + win + i * g.dh * g.src.h_stride + l;
@@ -79,11 +102,11 @@ KILN_AVX2 int64_t four_columns(const Geometry& g, const float* src, int64_t win,
   return l;
 }
 
-// One output row (image n, run r, output row y). `cols` holds every output column's tap range
+// One output row (image n, run r, output row y), lanes [lb, le). `cols` holds every output column's tap range
 // [w0, w1), computed once per call (two divisions per column would cost more than its loads).
 template <bool Max>
 KILN_AVX2 void pool_row(const Geometry& g, const int64_t* cols, const float* src, float* dst, int64_t n, int64_t r,
-                        int64_t y) {
+                        int64_t y, int64_t lb, int64_t le) {
   int64_t h0, h1;
   tap_range(y, g.sh, g.ph, g.dh, g.kh, g.ih, &h0, &h1);
   // offsets, not pointers, until a tap is known to be inside the input
@@ -94,13 +117,13 @@ KILN_AVX2 void pool_row(const Geometry& g, const int64_t* cols, const float* src
     float* o = out + x * g.dst.w_stride;
     // windows whole along the width form one run of columns: its first and fourth say
     if (x + 4 <= g.ow && cols[2 * x] == 0 && cols[2 * (x + 3) + 1] == g.kw) {
-      const int64_t l = four_columns<Max>(g, src, win, h0, h1, o);
-      if (l < g.lanes)
+      const int64_t l = four_columns<Max>(g, src, win, h0, h1, o, lb, le);
+      if (l < le)
         for (int64_t c = 0; c < 4; ++c)
-          one_column<Max>(g, src, win + c * g.sw * g.src.w_stride, h0, h1, 0, g.kw, o + c * g.dst.w_stride, l);
+          one_column<Max>(g, src, win + c * g.sw * g.src.w_stride, h0, h1, 0, g.kw, o + c * g.dst.w_stride, l, le);
       x += 4;
     } else {
-      one_column<Max>(g, src, win, h0, h1, cols[2 * x], cols[2 * x + 1], o, 0);
+      one_column<Max>(g, src, win, h0, h1, cols[2 * x], cols[2 * x + 1], o, lb, le);
       x += 1;
     }
   }
@@ -116,15 +139,19 @@ void run(const Geometry& g, const float* src, float* dst) {
   std::vector<int64_t> cols(static_cast<size_t>(2 * g.ow));
   for (int64_t x = 0; x < g.ow; ++x) tap_range(x, g.sw, g.pw, g.dw, g.kw, g.iw, &cols[2 * x], &cols[2 * x + 1]);
   const int64_t rows = g.batch * g.runs * g.oh;
+  // few rows of many lanes (a global pool over channels-last): the lanes in pieces of 64 as well
+  const int64_t piece = rows < 2 * omp_get_max_threads() && g.lanes >= 128 ? 64 : g.lanes;
+  const int64_t pieces = (g.lanes + piece - 1) / piece, items = rows * pieces;
   // below about 16 K loads starting the team costs more than it saves
-  const bool parallel = rows > 1 && rows * g.ow * g.lanes * g.kh * g.kw >= 16384;
+  const bool parallel = items > 1 && rows * g.ow * g.lanes * g.kh * g.kw >= 16384;
 #pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t t = 0; t < rows; ++t) {
-    const int64_t y = t % g.oh, r = t / g.oh % g.runs, n = t / g.oh / g.runs;
+  for (int64_t t = 0; t < items; ++t) {
+    const int64_t row = t / pieces, lb = t % pieces * piece, le = std::min(g.lanes, lb + piece);
+    const int64_t y = row % g.oh, r = row / g.oh % g.runs, n = row / g.oh / g.runs;
     if (g.alg == Alg::max)
-      pool_row<true>(g, cols.data(), src, dst, n, r, y);
+      pool_row<true>(g, cols.data(), src, dst, n, r, y, lb, le);
     else
-      pool_row<false>(g, cols.data(), src, dst, n, r, y);
+      pool_row<false>(g, cols.data(), src, dst, n, r, y, lb, le);
   }
 }
 

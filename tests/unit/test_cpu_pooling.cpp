@@ -182,24 +182,27 @@ float pool_expected(const std::vector<float>& img, int64_t H, int64_t W, const c
 
 // kiln's kernel alone, on the layouts it takes: channel blocks of 8 and 16 (C not a multiple:
 // padded lanes) and channels-last with a partial last vector, across windows cut by the edges,
-// strides, dilation and the four-column path's boundaries (widths 1..13).
+// strides, dilation and the four-column path's boundaries (widths 1..13); and global pools over
+// channels-last rows of 128..207 lanes, which the kernel also splits along the lanes.
 TEST(CpuPooling, KilnKernelMatchesTheDefinitionOnBlockedAndChannelsLastLayouts) {
   using cpu::pool_f32::Alg;
   if (!cpu::pool_f32::available()) GTEST_SKIP() << "kiln's pooling kernel needs AVX2";
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(-4.0f, 4.0f);
   int checked = 0;
-  for (int trial = 0; trial < 120; ++trial) {
-    const int layout = trial % 3;  // 0: nChw8c, 1: nChw16c, 2: nhwc
-    const int64_t N = 1 + trial % 2, C = 1 + static_cast<int64_t>(rng() % 37), H = 1 + static_cast<int64_t>(rng() % 9),
-                  W = 1 + static_cast<int64_t>(rng() % 13);
+  for (int trial = 0; trial < 132; ++trial) {
+    const bool global = trial >= 120;
+    const int layout = global ? 2 : trial % 3;  // 0: nChw8c, 1: nChw16c, 2: nhwc
+    const int64_t N = 1 + trial % 2, C = global ? 128 + static_cast<int64_t>(rng() % 80) : 1 + static_cast<int64_t>(rng() % 37),
+                  H = 1 + static_cast<int64_t>(rng() % 9), W = 1 + static_cast<int64_t>(rng() % 13);
     cpu::pool_f32::Geometry g;
     g.alg = static_cast<Alg>(trial % 3 == 0 ? 0 : rng() % 3);
     g.kh = 1 + static_cast<int64_t>(rng() % 3), g.kw = 1 + static_cast<int64_t>(rng() % 3);
     g.sh = 1 + static_cast<int64_t>(rng() % 2), g.sw = 1 + static_cast<int64_t>(rng() % 3);
     g.dh = rng() % 4 == 0 ? 2 : 1, g.dw = rng() % 4 == 0 ? 2 : 1;
-    const int64_t ekh = (g.kh - 1) * g.dh + 1, ekw = (g.kw - 1) * g.dw + 1;
+    int64_t ekh = (g.kh - 1) * g.dh + 1, ekw = (g.kw - 1) * g.dw + 1;
     g.ph = static_cast<int64_t>(rng() % static_cast<unsigned>(ekh)), g.pw = static_cast<int64_t>(rng() % static_cast<unsigned>(ekw));
+    if (global) g.kh = ekh = H, g.kw = ekw = W, g.sh = g.sw = g.dh = g.dw = 1, g.ph = g.pw = 0;
     if (H + 2 * g.ph < ekh || W + 2 * g.pw < ekw) continue;
     g.batch = N, g.ih = H, g.iw = W;
     g.oh = (H + 2 * g.ph - ekh) / g.sh + 1, g.ow = (W + 2 * g.pw - ekw) / g.sw + 1;
@@ -256,7 +259,7 @@ TEST(CpuPooling, KilnKernelMatchesTheDefinitionOnBlockedAndChannelsLastLayouts) 
           }
     ++checked;
   }
-  EXPECT_GT(checked, 60);
+  EXPECT_GT(checked, 70);
 }
 
 TEST(CpuPooling, MaxPoolWithIndicesStaysOnReference) {
