@@ -1,12 +1,17 @@
 // Convolutions on oneDNN's Winograd kernel: which ones take it (winograd_pays and the
 // candidate rule in src/cpu/nodes/convolution.cpp), that they compute the convolution, and
 // that a convolution's scratchpad is the node's working memory in the arena. Expectations
-// come from what oneDNN offers at the ISA in use: oneDNN 2.6 has Winograd for AVX-512 only,
-// so under AVX2 or SSE4.1 every convolution here must take the direct kernel.
+// come from what oneDNN offers at the ISA in use: oneDNN 2.6 has Winograd for AVX-512 only;
+// with AVX2 and no AVX-512 kiln's own F(4x4, 3x3) (winograd_f32) takes the dense stride-1 3x3
+// layers where winograd_f32::pays, and under SSE4.1 every convolution here takes the direct kernel.
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "cpu/dnnl_util.hpp"
 #include "cpu/executor.hpp"
+#include "cpu/isa.hpp"
+#include "cpu/winograd_f32.hpp"
 #include "cpu/nodes/node_factory.hpp"
 
 #include "cpu_test_util.hpp"
@@ -47,6 +52,19 @@ std::shared_ptr<ir::Graph> conv_relu(int64_t ci, int64_t co, int64_t stride = 1,
   return g;
 }
 
+// Whether kiln's own Winograd may run at this ISA at all.
+bool kiln_winograd_here() { return cpu::winograd_f32::available() && !cpu::isa_at_least(cpu::Isa::avx512_core); }
+
+// Whether kiln's own Winograd takes a dense stride-1 3x3 convolution of x (NCHW) to co channels with
+// pads {top, left, bottom, right} at this ISA.
+bool kiln_winograd_expected(const Shape& x, int64_t co, std::vector<int64_t> pads = {1, 1, 1, 1}) {
+  cpu::winograd_f32::Geometry g;
+  g.batch = x[0], g.ic = x[1], g.oc = co, g.ih = x[2], g.iw = x[3];
+  g.oh = x[2] + pads[0] + pads[2] - 2, g.ow = x[3] + pads[1] + pads[3] - 2;
+  g.pad_t = pads[0], g.pad_l = pads[1];
+  return kiln_winograd_here() && cpu::winograd_f32::pays(g);
+}
+
 const cpu::Node& the_conv(const cpu::Graph& g) {
   for (const auto& n : g.nodes())
     if (n->kind() == cpu::NodeKind::Convolution) return *n;
@@ -77,12 +95,13 @@ TEST(CpuWinograd, A3x3ConvolutionTakesItWhereOneDnnHasItAndMatchesTheReference) 
   for (const Case& c : cases) {
     SCOPED_TRACE(shape_to_string(c.x));
     const std::string offered = onednn_winograd(c.x, c.co, 1);
-    const bool expected = cpu::winograd_pays(offered, c.x[2] * c.x[3], std::min(c.x[1], c.co), false);
+    const bool kiln = kiln_winograd_expected(c.x, c.co);
+    const bool expected = kiln || cpu::winograd_pays(offered, c.x[2] * c.x[3], std::min(c.x[1], c.co), false);
     auto cg = compare_with_reference(conv_relu(c.x[1], c.co), {random_tensor(c.x, 7)}, 1e-4, 1e-4);
     const cpu::Node& conv = the_conv(*cg);
     EXPECT_EQ(conv.impl.find("wino") != std::string::npos, expected) << conv.impl << " (oneDNN offers '" << offered << "')";
     if (expected) {
-      EXPECT_EQ(conv.impl, offered);
+      EXPECT_EQ(conv.impl, kiln ? std::string(cpu::winograd_f32::impl_name()) : offered);
     }
   }
 }
@@ -104,6 +123,10 @@ TEST(CpuWinograd, AMinorPartOfAConcatTakesOnlyTheLargerSaving) {
     const bool minor = 2 * 32 < 32 + other;
     auto cg = compare_with_reference(g, {random_tensor(x, 12)}, 1e-4, 1e-4);
     const std::string impl = find(*cg, "conv")->impl;
+    if (kiln_winograd_expected(x, 32)) {  // writes the direct kernel's layout: no Concat to spare
+      EXPECT_EQ(impl, cpu::winograd_f32::impl_name());
+      continue;
+    }
     EXPECT_EQ(impl.find("wino") != std::string::npos, cpu::winograd_pays(offered, 30 * 30, 32, minor)) << impl;
     if (offered.rfind("jit_fp32_wino_2x3", 0) == 0) {
       EXPECT_EQ(impl.find("wino") == std::string::npos, minor) << impl;
@@ -139,5 +162,92 @@ TEST(CpuWinograd, ItsScratchpadIsTheNodesWorkingMemoryAcrossGrowingAndShrinkingW
     if (conv.impl.find("wino") != std::string::npos) {
       EXPECT_GT(conv.scratch_bytes(), 0u) << conv.impl;
     }
+  }
+}
+
+TEST(CpuWinograd, KilnsFourByThreeMatchesTheReferenceOnPartialTilesPaddingsAndOddChannels) {
+  if (!kiln_winograd_here()) GTEST_SKIP() << "kiln's Winograd runs on AVX2 CPUs without AVX-512";
+  // outputs not a multiple of the 4x4 tile, paddings 0..2 (asymmetric), channel counts that are
+  // not a multiple of the 8-lane block (padded lanes), batch 2, with and without bias and ReLU;
+  // each a convolution winograd_f32::pays for. Weights at He initialisation's scale (uniform, variance
+  // 2 / (9 ci)), so that outputs are of order 1, as a network's are: F(4x4, 3x3) in f32 is off by
+  // about 2e-5 of the outputs' scale (points up to 2, 8 in the output transform), not of each value.
+  struct Case {
+    Shape x;
+    int64_t co;
+    std::vector<int64_t> pads;
+    bool bias, relu;
+  } cases[] = {
+      {{1, 32, 37, 41}, 32, {1, 1, 1, 1}, true, true},     {{2, 72, 21, 19}, 36, {1, 1, 1, 1}, true, true},
+      {{1, 33, 42, 42}, 35, {0, 0, 0, 0}, false, false},   {{1, 64, 30, 23}, 40, {2, 0, 1, 2}, true, false},
+      {{1, 128, 12, 60}, 256, {1, 1, 1, 1}, true, true},   {{1, 256, 14, 14}, 256, {1, 1, 1, 1}, true, true},
+      {{2, 64, 20, 20}, 64, {2, 2, 2, 2}, false, true},
+  };
+  uint32_t seed = 60;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(shape_to_string(c.x) + " -> " + std::to_string(c.co));
+    ASSERT_TRUE(kiln_winograd_expected(c.x, c.co, c.pads));
+    auto g = make_graph();
+    auto* x = g->add_input("x", {DType::f32, ir::PartialShape(c.x)});
+    const float he = std::sqrt(6.0f / static_cast<float>(9 * c.x[1]));
+    std::vector<ir::Value*> ins = {x, g->add_constant("w", random_tensor({c.co, c.x[1], 3, 3}, seed++, he))};
+    if (c.bias) ins.push_back(g->add_constant("b", random_tensor({c.co}, seed++)));
+    auto* conv = g->add_node("Conv", ins, 1, "conv");
+    conv->attrs["pads"] = c.pads;
+    ir::Value* y = conv->output(0);
+    if (c.relu) y = g->add_node("Relu", {y}, 1, "relu")->output(0);
+    g->add_output(y);
+    transforms::PassLog log;
+    CompareOptions opt = fusing(&log);
+    opt.atol = 1e-4;
+    auto cg = compare_with_reference(g, {random_tensor(c.x, seed++)}, opt);
+    EXPECT_EQ(the_conv(*cg).impl, cpu::winograd_f32::impl_name()) << cg->describe();
+    EXPECT_EQ(count_type(*cg, "Eltwise"), 0u) << "the ReLU is the convolution's:\n" << cg->describe();
+  }
+}
+
+TEST(CpuWinograd, KilnsFourByThreeLeavesWhatItDoesNotCompute) {
+  if (!kiln_winograd_here()) GTEST_SKIP() << "kiln's Winograd runs on AVX2 CPUs without AVX-512";
+  // too few channels in or out, too few tiles (7x7), a dilated window, and a post-op other than
+  // ReLU (a Clip, which the fusion passes give the convolution)
+  auto check = [](const std::shared_ptr<ir::Graph>& g, const Shape& x) {
+    transforms::PassLog log;
+    CompareOptions opt = fusing(&log);
+    opt.atol = 1e-4;
+    auto cg = compare_with_reference(g, {random_tensor(x, 5)}, opt);
+    EXPECT_NE(the_conv(*cg).impl, cpu::winograd_f32::impl_name()) << cg->describe();
+  };
+  EXPECT_TRUE(kiln_winograd_expected({1, 64, 40, 40}, 64));  // what the cases below change
+  EXPECT_FALSE(kiln_winograd_expected({1, 16, 40, 40}, 64));
+  EXPECT_FALSE(kiln_winograd_expected({1, 64, 40, 40}, 16));
+  EXPECT_FALSE(kiln_winograd_expected({1, 512, 7, 7}, 512));
+  check(conv_relu(16, 64), {1, 16, 40, 40});
+  check(conv_relu(64, 16), {1, 64, 40, 40});
+  check(conv_relu(512, 512), {1, 512, 7, 7});
+  {
+    auto g = make_graph();
+    auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 64, 40, 40})});
+    auto* c = g->add_node("Conv", {x, g->add_constant("w", random_tensor({64, 64, 3, 3}, 3, 0.3f))}, 1, "conv");
+    c->attrs["dilations"] = std::vector<int64_t>{2, 2};
+    c->attrs["pads"] = std::vector<int64_t>{2, 2, 2, 2};
+    g->add_output(c->output(0));
+    check(g, {1, 64, 40, 40});
+  }
+  {
+    auto g = make_graph();
+    auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 64, 40, 40})});
+    auto* c = g->add_node("Conv", {x, g->add_constant("w", random_tensor({64, 64, 3, 3}, 3, 0.3f))}, 1, "conv");
+    c->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+    auto* lo = g->add_constant("lo", Tensor::from_vector<float>({0.0f}, {}));
+    auto* hi = g->add_constant("hi", Tensor::from_vector<float>({6.0f}, {}));
+    auto* clip = g->add_node("Clip", {c->output(0), lo, hi}, 1, "clip");
+    auto* pw = g->add_node("Conv", {clip->output(0), g->add_constant("pw", random_tensor({8, 64, 1, 1}, 4, 0.3f))}, 1, "pw");
+    g->add_output(pw->output(0));
+    transforms::PassLog log;
+    CompareOptions opt = fusing(&log);
+    opt.atol = 1e-4;
+    auto cg = compare_with_reference(g, {random_tensor({1, 64, 40, 40}, 5)}, opt);
+    EXPECT_EQ(count_type(*cg, "Eltwise"), 0u) << "the Clip was not fused:\n" << cg->describe();
+    EXPECT_NE(find(*cg, "conv")->impl, cpu::winograd_f32::impl_name()) << cg->describe();
   }
 }

@@ -14,12 +14,17 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <optional>
+
+#include <omp.h>
 
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
+#include "cpu/isa.hpp"
 #include "cpu/nodes/conv_geometry.hpp"
 #include "cpu/nodes/node_factory.hpp"
 #include "cpu/weights_cache.hpp"
+#include "cpu/winograd_f32.hpp"
 
 namespace kiln::cpu {
 
@@ -47,6 +52,8 @@ class ConvolutionNode : public Node {
   }
 
   std::vector<InputLayout> prepare() override {
+    if (auto g = kiln_winograd()) return prepare_kiln_winograd(*g);
+    wino_.reset();
     const ir::Node& n = *source;
     const bool quick = shapes_vary && quick_to_create_is_safe();
     auto made = make_primitive(post_ops_, quick);
@@ -91,9 +98,17 @@ class ConvolutionNode : public Node {
     return req;
   }
 
-  size_t scratch_bytes() const override { return pd_.scratchpad_desc().get_size(); }
+  size_t scratch_bytes() const override {
+    return wino_ ? winograd_f32::scratch_bytes(*wino_, wino_threads_) : pd_.scratchpad_desc().get_size();
+  }
 
   void execute(dnnl::stream& stream) override {
+    if (wino_) {
+      winograd_f32::run(*wino_, static_cast<const float*>(inputs[0]->data), static_cast<const float*>(weights_.get_data_handle()),
+                        has_bias() ? static_cast<const float*>(inputs[2]->data) : nullptr, static_cast<float*>(outputs[0]->data),
+                        scratch, wino_threads_);
+      return;
+    }
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, inputs[0]->memory()},
                                             {DNNL_ARG_WEIGHTS, weights_},
                                             {DNNL_ARG_DST, outputs[0]->memory()}};
@@ -117,6 +132,48 @@ class ConvolutionNode : public Node {
     const Shape& w = inputs[1]->shape;
     const bool wide = std::any_of(w.begin() + 2, w.end(), [](int64_t k) { return k > 1; });
     return !bf16 && source->attr_i("group", 1) == 1 && wide && !post_ops_.dw();
+  }
+
+  // kiln's Winograd F(4x4, 3x3) (winograd_f32.hpp) where oneDNN has none: a CPU with AVX2 and no
+  // AVX-512, a convolution oneDNN's Winograd would take (winograd_candidate), 4-D, padding under
+  // the window, no post-op but one ReLU (a sum or another op keeps oneDNN's direct kernel), and
+  // channels and tiles enough that it pays (winograd_f32::pays).
+  std::optional<winograd_f32::Geometry> kiln_winograd() const {
+    if (!winograd_f32::available() || isa_at_least(Isa::avx512_core) || !winograd_candidate(post_ops_)) return std::nullopt;
+    const Shape &x = inputs[0]->shape, &w = inputs[1]->shape, &y = outputs[0]->shape;
+    if (x.size() != 4 || post_ops_.ops.size() > 1) return std::nullopt;
+    if (!post_ops_.empty()) {
+      const PostOp& op = post_ops_.ops[0];
+      if (op.kind != PostOp::Kind::eltwise || op.alg != dnnl::algorithm::eltwise_relu) return std::nullopt;
+    }
+    const ConvGeometry geo = conv_geometry(*source, x, w, y);
+    if (geo.pad_l[0] > 2 || geo.pad_l[1] > 2) return std::nullopt;
+    winograd_f32::Geometry g;
+    g.batch = x[0], g.ic = w[1], g.oc = w[0];
+    g.ih = x[2], g.iw = x[3], g.oh = y[2], g.ow = y[3];
+    g.pad_t = geo.pad_l[0], g.pad_l = geo.pad_l[1];
+    if (!post_ops_.empty()) g.relu = true, g.relu_alpha = post_ops_.ops[0].alpha;
+    if (!winograd_f32::pays(g)) return std::nullopt;
+    return g;
+  }
+
+  std::vector<InputLayout> prepare_kiln_winograd(const winograd_f32::Geometry& g) {
+    const Shape &x = inputs[0]->shape, &y = outputs[0]->shape;
+    wino_ = g;
+    wino_threads_ = omp_get_max_threads();
+    quick_impl = false;
+    impl = winograd_f32::impl_name();
+    // transformed once per compiled model, through the weights cache
+    const memory::desc packed({static_cast<int64_t>(winograd_f32::weights_floats(g.ic, g.oc))}, memory::data_type::f32, tag::a);
+    weights_ = pack_weights(inputs[1]->constant, cat("conv/kiln_wino_4x3/", g.ic, "x", g.oc), packed, [&](memory& dst) {
+      winograd_f32::transform_weights(static_cast<const float*>(inputs[1]->data), g.ic, g.oc,
+                                      static_cast<float*>(dst.get_data_handle()));
+    });
+    const memory::desc blocked8(to_dims(x), memory::data_type::f32, tag::nChw8c);
+    outputs[0]->set_layout(memory::desc(to_dims(y), memory::data_type::f32, tag::nChw8c));
+    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
+    req[0] = InputLayout::exact(blocked8);
+    return req;
   }
 
   bool has_bias() const { return inputs.size() > 2 && inputs[2] && inputs[2]->kind == Edge::Kind::constant; }
@@ -216,6 +273,8 @@ class ConvolutionNode : public Node {
   memory dw_weights_, dw_bias_;  // of a depthwise post-op
   memory scratchpad_;             // over `scratch`, made again when the memory plan moves it
   void* scratch_at_ = nullptr;
+  std::optional<winograd_f32::Geometry> wino_;  // kiln's Winograd runs the node
+  int wino_threads_ = 1;
 };
 
 }  // namespace

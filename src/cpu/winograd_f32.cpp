@@ -1,0 +1,217 @@
+#include "cpu/winograd_f32.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "cpu/gemm_f32.hpp"
+#include "cpu/isa.hpp"
+#include "cpu/simd_avx2.hpp"
+
+namespace kiln::cpu::winograd_f32 {
+
+namespace {
+
+constexpr int64_t kLanes = 8;  // channels per block (nChw8c)
+constexpr int kTile = 6;       // input tile; output tile 4
+
+int64_t round8(int64_t c) { return (c + kLanes - 1) / kLanes * kLanes; }
+
+int64_t tile_count(const Geometry& g) { return g.batch * ((g.oh + 3) / 4) * ((g.ow + 3) / 4); }
+
+// Tiles per block of work. Each block reads all 36 transformed weight matrices: where they fit
+// in the L2 cache, blocks whose transformed inputs and products (36 x tiles x channels each) stay
+// within about 768 KiB (6 to 48 tiles, whole 6-row GEMM blocks); where they do not (more than
+// 1 MiB: 128 -> 256 channels are 4.7 MiB), one block per thread, up to 240 tiles, so that the
+// weights are read once per thread instead of once per small block (the recogniser's last layer,
+// [1, 128, 6, 200] -> 256 channels: 4.7 -> 3.4 ms).
+int64_t tiles_per_block(const Geometry& g, int threads) {
+  const int64_t icp = round8(g.ic), ocp = round8(g.oc);
+  int64_t t = std::clamp<int64_t>((192 * 1024) / (36 * (icp + ocp)) / 6 * 6, 6, 48);
+  if (36 * icp * ocp * static_cast<int64_t>(sizeof(float)) > (1 << 20)) {
+    const int64_t per_thread = (tile_count(g) + threads - 1) / std::max(threads, 1);
+    t = std::max(t, std::min<int64_t>((per_thread + 5) / 6 * 6, 240));
+  }
+  return t;
+}
+
+size_t slice_floats(const Geometry& g, int threads) {
+  const int64_t icp = round8(g.ic), ocp = round8(g.oc), tb = tiles_per_block(g, threads);
+  return static_cast<size_t>((36 * tb * (icp + ocp) + 15) / 16 * 16);  // 64-byte multiples
+}
+
+// B^T x over six vectors (the input transform along one axis), F(4x4, 3x3)'s points 0, +-1, +-2.
+KILN_AVX2 inline void bt6(const __m256 x[6], __m256 r[6]) {
+  const __m256 two = _mm256_set1_ps(2.0f), four = _mm256_set1_ps(4.0f), five = _mm256_set1_ps(5.0f);
+  r[0] = _mm256_add_ps(_mm256_fnmadd_ps(five, x[2], _mm256_mul_ps(four, x[0])), x[4]);
+  r[1] = _mm256_fnmadd_ps(four, _mm256_add_ps(x[1], x[2]), _mm256_add_ps(x[3], x[4]));
+  r[2] = _mm256_fmadd_ps(four, _mm256_sub_ps(x[1], x[2]), _mm256_sub_ps(x[4], x[3]));
+  r[3] = _mm256_fmadd_ps(two, _mm256_sub_ps(x[3], x[1]), _mm256_sub_ps(x[4], x[2]));
+  r[4] = _mm256_fnmadd_ps(two, _mm256_sub_ps(x[3], x[1]), _mm256_sub_ps(x[4], x[2]));
+  r[5] = _mm256_add_ps(_mm256_fnmadd_ps(five, x[3], _mm256_mul_ps(four, x[1])), x[5]);
+}
+
+// A^T m over six vectors (the output transform along one axis): four results.
+KILN_AVX2 inline void at6(const __m256 m[6], __m256 r[4]) {
+  const __m256 d12 = _mm256_sub_ps(m[1], m[2]), s12 = _mm256_add_ps(m[1], m[2]);
+  const __m256 d34 = _mm256_sub_ps(m[3], m[4]), s34 = _mm256_add_ps(m[3], m[4]);
+  r[0] = _mm256_add_ps(_mm256_add_ps(m[0], s12), s34);
+  r[1] = _mm256_fmadd_ps(_mm256_set1_ps(2.0f), d34, d12);
+  r[2] = _mm256_fmadd_ps(_mm256_set1_ps(4.0f), s34, s12);
+  r[3] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8.0f), d34, d12), m[5]);
+}
+
+struct TileAt {
+  int64_t n, y0, x0;  // image, first output row and column
+};
+
+TileAt tile_at(const Geometry& g, int64_t t) {
+  const int64_t th = (g.oh + 3) / 4, tw = (g.ow + 3) / 4;
+  const int64_t n = t / (th * tw), r = t % (th * tw);
+  return {n, r / tw * 4, r % tw * 4};
+}
+
+// Tiles [t0, t0 + count) of the input, transformed: v[k][tile][icp] for the 36 positions k.
+KILN_AVX2 void transform_inputs(const Geometry& g, const float* src, int64_t t0, int64_t count, int64_t tb, float* v) {
+  const int64_t icp = round8(g.ic), blocks = icp / kLanes;
+  const __m256 zero = _mm256_setzero_ps();
+  for (int64_t l = 0; l < count; ++l) {
+    const TileAt at = tile_at(g, t0 + l);
+    const int64_t h0 = at.y0 - g.pad_t, w0 = at.x0 - g.pad_l;
+    const bool inside = h0 >= 0 && w0 >= 0 && h0 + kTile <= g.ih && w0 + kTile <= g.iw;
+    for (int64_t cb = 0; cb < blocks; ++cb) {
+      const float* plane = src + ((at.n * blocks + cb) * g.ih) * g.iw * kLanes;
+      __m256 d[kTile][kTile], t[kTile][kTile];
+      for (int i = 0; i < kTile; ++i)
+        for (int j = 0; j < kTile; ++j) {
+          const int64_t h = h0 + i, w = w0 + j;
+          d[i][j] = inside || (h >= 0 && h < g.ih && w >= 0 && w < g.iw)
+                        ? _mm256_loadu_ps(plane + (h * g.iw + w) * kLanes)
+                        : zero;
+        }
+      for (int j = 0; j < kTile; ++j) {  // along the rows: t[.][j] = B^T d[.][j]
+        __m256 col[kTile], r[kTile];
+        for (int i = 0; i < kTile; ++i) col[i] = d[i][j];
+        bt6(col, r);
+        for (int i = 0; i < kTile; ++i) t[i][j] = r[i];
+      }
+      for (int i = 0; i < kTile; ++i) {  // along the columns: v = t B
+        __m256 r[kTile];
+        bt6(t[i], r);
+        for (int j = 0; j < kTile; ++j) _mm256_storeu_ps(v + ((i * kTile + j) * tb + l) * icp + cb * kLanes, r[j]);
+      }
+    }
+  }
+}
+
+// The products m[k][tile][ocp] of tiles [t0, t0 + count) back to 4x4 outputs, with the bias and
+// the ReLU, into dst (rows and columns past the output cut).
+KILN_AVX2 void transform_outputs(const Geometry& g, const float* m, const float* bias, int64_t t0, int64_t count,
+                                 int64_t tb, float* dst) {
+  const int64_t ocp = round8(g.oc), blocks = ocp / kLanes;
+  const __m256 alpha = _mm256_set1_ps(g.relu_alpha), zero = _mm256_setzero_ps();
+  for (int64_t l = 0; l < count; ++l) {
+    const TileAt at = tile_at(g, t0 + l);
+    const int64_t rows = std::min<int64_t>(4, g.oh - at.y0), cols = std::min<int64_t>(4, g.ow - at.x0);
+    for (int64_t ob = 0; ob < blocks; ++ob) {
+      __m256 s[4][kTile];
+      for (int j = 0; j < kTile; ++j) {  // along the rows
+        __m256 col[kTile], r[4];
+        for (int i = 0; i < kTile; ++i) col[i] = _mm256_loadu_ps(m + ((i * kTile + j) * tb + l) * ocp + ob * kLanes);
+        at6(col, r);
+        for (int a = 0; a < 4; ++a) s[a][j] = r[a];
+      }
+      __m256 b = zero;
+      if (bias) b = simd::v_load8(bias + ob * kLanes, g.oc - ob * kLanes);  // padded lanes: 0
+      float* plane = dst + ((at.n * blocks + ob) * g.oh) * g.ow * kLanes;
+      for (int64_t a = 0; a < rows; ++a) {
+        __m256 r[4];
+        at6(s[a], r);
+        for (int64_t c = 0; c < cols; ++c) {
+          __m256 y = _mm256_add_ps(r[c], b);
+          if (g.relu) y = _mm256_fmadd_ps(alpha, _mm256_min_ps(y, zero), _mm256_max_ps(y, zero));
+          _mm256_storeu_ps(plane + ((at.y0 + a) * g.ow + at.x0 + c) * kLanes, y);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool available() { return isa_at_least(Isa::avx2) && gemm_f32::available(); }
+
+const char* impl_name() { return "kiln_wino_4x3:avx2_f32"; }
+
+bool pays(const Geometry& g) {
+  // Per layer against oneDNN's jit:avx2 direct kernel (AMD Zen 3, 2 threads, `-pc`, median of 2):
+  // ResNet-50 56x56 and 28x28 layers 0.42-0.49 of its time, 14x14 with 256 channels 0.68-0.71,
+  // 7x7 with 512 1.69; GoogLeNet 56x56 and 28x28 with 64-128 channels in 0.54-0.58, 28x28 with
+  // 16 or 32 in 1.09-1.66, 14x14 0.94-0.99 (96-208 in) and 1.45-1.57 (16-32 in), 7x7 1.8-2.1;
+  // DenseNet-121 (128 -> 32) 56x56 0.63, 28x28 0.93-0.99, 14x14 and 7x7 1.7-2.4; the recogniser
+  // ([1, 32..128, 24..6, W]) 0.6-0.9. Few tiles make small GEMMs that read all 36 transformed
+  // weight matrices for little work; few input channels leave the transforms' cost unpaid.
+  const int64_t tiles = tile_count(g), fewer = std::min(g.ic, g.oc);
+  if (g.ic < 32 || g.oc < 32) return false;
+  return tiles >= 100 || (tiles >= 40 && g.ic >= 64) || (tiles >= 16 && fewer >= 256);
+}
+
+size_t weights_floats(int64_t ic, int64_t oc) {
+  return 36 * static_cast<size_t>(gemm_f32::packed_size(round8(ic), round8(oc)));
+}
+
+void transform_weights(const float* w, int64_t ic, int64_t oc, float* out) {
+  const int64_t icp = round8(ic), ocp = round8(oc);
+  // U = G g G^T per (oc, ic), into [36][icp][ocp] (padded channels 0), then each of the 36 packed
+  static const double G[6][3] = {{1.0 / 4, 0, 0},
+                                 {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                 {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                 {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                 {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                 {0, 0, 1}};
+  std::vector<float> u(static_cast<size_t>(36 * icp * ocp), 0.0f);
+  for (int64_t o = 0; o < oc; ++o)
+    for (int64_t i = 0; i < ic; ++i) {
+      const float* k = w + (o * ic + i) * 9;
+      double gk[6][3];  // G g
+      for (int r = 0; r < 6; ++r)
+        for (int c = 0; c < 3; ++c) gk[r][c] = G[r][0] * k[c] + G[r][1] * k[3 + c] + G[r][2] * k[6 + c];
+      for (int r = 0; r < 6; ++r)
+        for (int c = 0; c < 6; ++c)
+          u[static_cast<size_t>(((r * 6 + c) * icp + i) * ocp + o)] =
+              static_cast<float>(gk[r][0] * G[c][0] + gk[r][1] * G[c][1] + gk[r][2] * G[c][2]);
+    }
+  const int64_t packed = gemm_f32::packed_size(icp, ocp);
+  for (int64_t k = 0; k < 36; ++k) gemm_f32::pack_b(u.data() + k * icp * ocp, icp, ocp, ocp, 1, 1.0f, out + k * packed);
+}
+
+size_t scratch_bytes(const Geometry& g, int threads) {
+  return static_cast<size_t>(std::max(threads, 1)) * slice_floats(g, std::max(threads, 1)) * sizeof(float);
+}
+
+void run(const Geometry& g, const float* src, const float* weights, const float* bias, float* dst, void* scratch,
+         int threads) {
+  threads = std::max(threads, 1);  // as scratch_bytes sized the slices
+  const int64_t icp = round8(g.ic), ocp = round8(g.oc), tb = tiles_per_block(g, threads);
+  const int64_t tiles = tile_count(g), blocks = (tiles + tb - 1) / tb;
+  const int64_t packed = gemm_f32::packed_size(icp, ocp);
+  const size_t slice = slice_floats(g, threads);
+  const int team = static_cast<int>(std::clamp<int64_t>(std::min<int64_t>(threads, omp_get_max_threads()), 1, blocks));
+  const gemm_f32::Epilogue plain;
+#pragma omp parallel num_threads(team)
+  {
+    const int64_t me = omp_get_thread_num(), nthr = omp_get_num_threads();
+    float* v = static_cast<float*>(scratch) + static_cast<size_t>(me) * slice;
+    float* m = v + 36 * tb * icp;
+    for (int64_t b = blocks * me / nthr, end = blocks * (me + 1) / nthr; b < end; ++b) {
+      const int64_t t0 = b * tb, count = std::min(tb, tiles - t0);
+      transform_inputs(g, src, t0, count, tb, v);
+      for (int64_t k = 0; k < 36; ++k)
+        gemm_f32::run_serial(v + k * tb * icp, count, icp, icp, weights + k * packed, ocp, m + k * tb * ocp, ocp, plain);
+      transform_outputs(g, m, bias, t0, count, tb, dst);
+    }
+  }
+}
+
+}  // namespace kiln::cpu::winograd_f32
