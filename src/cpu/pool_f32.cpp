@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include <kiln/error.hpp>
 #include "cpu/isa.hpp"
 #include "cpu/simd_avx2.hpp"
 
@@ -28,82 +29,74 @@ KILN_AVX2 inline __m256 combine(__m256 acc, __m256 v) {
   return Max ? _mm256_max_ps(acc, v) : _mm256_add_ps(acc, v);
 }
 
+template <bool Max>
+KILN_AVX2 inline __m256 start_value() {
+  return Max ? _mm256_set1_ps(-std::numeric_limits<float>::infinity()) : _mm256_setzero_ps();
+}
+
+// 1 / the divisor of an average over `taps` taps inside the input.
+inline float inverse_divisor(const Geometry& g, int64_t taps) {
+  return 1.0f / static_cast<float>(g.alg == Alg::avg_include_padding ? g.kh * g.kw : taps);
+}
+
+// Four windows at once, the i-th `i * step` floats past the one at offset `win` (the next lanes
+// of a column, or the next columns): taps [h0, h1) x [w0, w1) of 8 whole lanes each, in four
+// accumulators, so that their max / add chains overlap (one window at a time waits on each
+// chain: 2x slower). Averages are scaled by `scale`.
+template <bool Max>
+KILN_AVX2 void four_windows(const Geometry& g, const float* src, int64_t win, int64_t step, int64_t h0, int64_t h1,
+                            int64_t w0, int64_t w1, float scale, __m256 a[4]) {
+  a[0] = a[1] = a[2] = a[3] = start_value<Max>();
+  for (int64_t i = h0; i < h1; ++i) {
+    const float* row = src + win + i * g.dh * g.src.h_stride;
+    for (int64_t j = w0; j < w1; ++j) {
+      const float* p = row + j * g.dw * g.src.w_stride;
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) a[k] = combine<Max>(a[k], _mm256_loadu_ps(p + k * step));
+    }
+  }
+  if (!Max)
+    for (int k = 0; k < 4; ++k) a[k] = _mm256_mul_ps(a[k], _mm256_set1_ps(scale));
+}
+
 // Output column at offset `o` whose window starts at input offset `win`: taps [h0, h1) x [w0, w1),
-// lanes [l, le): four vectors at a time while whole (independent chains, for channels-last rows
-// of many lanes), then one at a time, the last one partial.
+// lanes [l, le): four vectors at a time while whole (channels-last rows of many lanes), then one
+// at a time, the last one partial.
 template <bool Max>
 KILN_AVX2 void one_column(const Geometry& g, const float* src, int64_t win, int64_t h0, int64_t h1, int64_t w0,
                           int64_t w1, float* o, int64_t l, int64_t le) {
-  const __m256 init = Max ? _mm256_set1_ps(-std::numeric_limits<float>::infinity()) : _mm256_setzero_ps();
-  const __m256 scale = _mm256_set1_ps(
-      1.0f / static_cast<float>(g.alg == Alg::avg_include_padding ? g.kh * g.kw : (h1 - h0) * (w1 - w0)));
+  const float scale = inverse_divisor(g, (h1 - h0) * (w1 - w0));
   for (; l + 32 <= le; l += 32) {
-    __m256 a0 = init, a1 = init, a2 = init, a3 = init;
-    for (int64_t i = h0; i < h1; ++i) {
-      const float* row = src + win + i * g.dh * g.src.h_stride + l;
-      for (int64_t j = w0; j < w1; ++j) {
-        const float* p = row + j * g.dw * g.src.w_stride;
-        a0 = combine<Max>(a0, _mm256_loadu_ps(p));
-        a1 = combine<Max>(a1, _mm256_loadu_ps(p + 8));
-        a2 = combine<Max>(a2, _mm256_loadu_ps(p + 16));
-        a3 = combine<Max>(a3, _mm256_loadu_ps(p + 24));
-      }
-    }
-    if (!Max) {
-      a0 = _mm256_mul_ps(a0, scale), a1 = _mm256_mul_ps(a1, scale);
-      a2 = _mm256_mul_ps(a2, scale), a3 = _mm256_mul_ps(a3, scale);
-    }
-    _mm256_storeu_ps(o + l, a0);
-    _mm256_storeu_ps(o + l + 8, a1);
-    _mm256_storeu_ps(o + l + 16, a2);
-    _mm256_storeu_ps(o + l + 24, a3);
+    __m256 a[4];
+    four_windows<Max>(g, src, win + l, 8, h0, h1, w0, w1, scale, a);
+    for (int k = 0; k < 4; ++k) _mm256_storeu_ps(o + l + 8 * k, a[k]);
   }
   for (; l < le; l += 8) {
     const int64_t left = le - l;
-    __m256 acc = init;
+    __m256 acc = start_value<Max>();
     for (int64_t i = h0; i < h1; ++i) {
       const int64_t row = win + i * g.dh * g.src.h_stride + l;
       for (int64_t j = w0; j < w1; ++j) acc = combine<Max>(acc, v_load8(src + row + j * g.dw * g.src.w_stride, left));
     }
-    v_store8(o + l, left, Max ? acc : _mm256_mul_ps(acc, scale));
+    v_store8(o + l, left, Max ? acc : _mm256_mul_ps(acc, _mm256_set1_ps(scale)));
   }
 }
 
 // Four neighbouring output columns whose windows are whole along the width (taps [0, kw)), the
-// full vectors of their lanes: four accumulators, so that the columns' max / add chains overlap
-// (one column at a time waits on each chain: 2x slower). Returns the first lane it left.
+// whole vectors of their lanes [l, le). Returns the first lane it left.
 template <bool Max>
 KILN_AVX2 int64_t four_columns(const Geometry& g, const float* src, int64_t win, int64_t h0, int64_t h1, float* o,
                                int64_t l, int64_t le) {
-  const __m256 init = Max ? _mm256_set1_ps(-std::numeric_limits<float>::infinity()) : _mm256_setzero_ps();
-  const __m256 scale = _mm256_set1_ps(1.0f / static_cast<float>(g.alg == Alg::avg_include_padding ? g.kh * g.kw : (h1 - h0) * g.kw));
-  const int64_t step = g.sw * g.src.w_stride, ostep = g.dst.w_stride;
+  const float scale = inverse_divisor(g, (h1 - h0) * g.kw);
   for (; l + 8 <= le; l += 8) {
-    __m256 a0 = init, a1 = init, a2 = init, a3 = init;
-    for (int64_t i = h0; i < h1; ++i) {
-      const float* row = src + win + i * g.dh * g.src.h_stride + l;
-      for (int64_t j = 0; j < g.kw; ++j) {
-        const float* p = row + j * g.dw * g.src.w_stride;
-        a0 = combine<Max>(a0, _mm256_loadu_ps(p));
-        a1 = combine<Max>(a1, _mm256_loadu_ps(p + step));
-        a2 = combine<Max>(a2, _mm256_loadu_ps(p + 2 * step));
-        a3 = combine<Max>(a3, _mm256_loadu_ps(p + 3 * step));
-      }
-    }
-    if (!Max) {
-      a0 = _mm256_mul_ps(a0, scale), a1 = _mm256_mul_ps(a1, scale);
-      a2 = _mm256_mul_ps(a2, scale), a3 = _mm256_mul_ps(a3, scale);
-    }
-    _mm256_storeu_ps(o + l, a0);
-    _mm256_storeu_ps(o + ostep + l, a1);
-    _mm256_storeu_ps(o + 2 * ostep + l, a2);
-    _mm256_storeu_ps(o + 3 * ostep + l, a3);
+    __m256 a[4];
+    four_windows<Max>(g, src, win + l, g.sw * g.src.w_stride, h0, h1, 0, g.kw, scale, a);
+    for (int k = 0; k < 4; ++k) _mm256_storeu_ps(o + k * g.dst.w_stride + l, a[k]);
   }
   return l;
 }
 
-// One output row (image n, run r, output row y), lanes [lb, le). `cols` holds every output column's tap range
-// [w0, w1), computed once per call (two divisions per column would cost more than its loads).
+// One output row (image n, run r, output row y), lanes [lb, le); `cols` from column_taps.
 template <bool Max>
 KILN_AVX2 void pool_row(const Geometry& g, const int64_t* cols, const float* src, float* dst, int64_t n, int64_t r,
                         int64_t y, int64_t lb, int64_t le) {
@@ -135,9 +128,14 @@ bool available() { return isa_at_least(Isa::avx2); }
 
 const char* impl_name() { return "kiln_pool:avx2_f32"; }
 
-void run(const Geometry& g, const float* src, float* dst) {
+std::vector<int64_t> column_taps(const Geometry& g) {
   std::vector<int64_t> cols(static_cast<size_t>(2 * g.ow));
   for (int64_t x = 0; x < g.ow; ++x) tap_range(x, g.sw, g.pw, g.dw, g.kw, g.iw, &cols[2 * x], &cols[2 * x + 1]);
+  return cols;
+}
+
+void run(const Geometry& g, const std::vector<int64_t>& cols, const float* src, float* dst) {
+  KILN_CHECK(static_cast<int64_t>(cols.size()) == 2 * g.ow, "pool_f32::run: column taps of another geometry");
   const int64_t rows = g.batch * g.runs * g.oh;
   // few rows of many lanes (a global pool over channels-last): the lanes in pieces of 64 as well
   const int64_t piece = rows < 2 * omp_get_max_threads() && g.lanes >= 128 ? 64 : g.lanes;

@@ -6,6 +6,7 @@
 // and makes a primitive for every input shape; this kernel takes the sizes as arguments. AVX2
 // (available()); below it oneDNN's primitive runs the node.
 #include <cstdint>
+#include <vector>
 
 namespace kiln::cpu::pool_f32 {
 
@@ -33,9 +34,14 @@ bool available();
 // The implementation name profiles show.
 const char* impl_name();
 
+// Every output column's taps inside the input along the width, [w0, w1) at [2 x], [2 x + 1]: shape
+// work, made once with the geometry (two divisions a column cost more than the column's loads).
+std::vector<int64_t> column_taps(const Geometry& g);
+
 // Every window must hold at least one input element (pooling_supports checks it). The average
 // with padding divides by kh * kw (oneDNN's include_padding), without by the taps inside the
-// input. Runs on the calling thread's OpenMP team. available() must hold.
-void run(const Geometry& g, const float* src, float* dst);
+// input. `columns` from column_taps(g). Runs on the calling thread's OpenMP team. available()
+// must hold.
+void run(const Geometry& g, const std::vector<int64_t>& columns, const float* src, float* dst);
 
 }  // namespace kiln::cpu::pool_f32

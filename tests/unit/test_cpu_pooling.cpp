@@ -239,7 +239,7 @@ TEST(CpuPooling, KilnKernelMatchesTheDefinitionOnBlockedAndChannelsLastLayouts) 
       for (int64_t c = 0; c < C; ++c)
         for (int64_t h = 0; h < H; ++h)
           for (int64_t w = 0; w < W; ++w) src[at(g.src, n, c, h, w)] = img[static_cast<size_t>(n * C + c)][static_cast<size_t>(h * W + w)] = u(rng);
-    cpu::pool_f32::run(g, src.data(), dst.data());
+    cpu::pool_f32::run(g, cpu::pool_f32::column_taps(g), src.data(), dst.data());
     SCOPED_TRACE("trial " + std::to_string(trial) + " layout " + std::to_string(layout) + " N" + std::to_string(N) + " C" +
                  std::to_string(C) + " " + std::to_string(H) + "x" + std::to_string(W) + " k" + std::to_string(g.kh) + "x" +
                  std::to_string(g.kw) + " s" + std::to_string(g.sh) + "x" + std::to_string(g.sw) + " d" +

@@ -221,6 +221,7 @@ class PoolingNode : public SrcDstPrimitiveNode {
     if (post_ops_.empty()) {
       if (auto k = kiln_pooling(g, inputs[0]->desc(), inputs[0]->shape, outputs[0]->shape)) {
         kiln_ = k->first;
+        kiln_columns_ = pool_f32::column_taps(*kiln_);
         impl = pool_f32::impl_name();
         outputs[0]->set_layout(k->second);
         return {InputLayout::any()};
@@ -234,7 +235,9 @@ class PoolingNode : public SrcDstPrimitiveNode {
   }
 
   void execute(dnnl::stream& stream) override {
-    if (kiln_) return pool_f32::run(*kiln_, static_cast<const float*>(inputs[0]->data), static_cast<float*>(outputs[0]->data));
+    if (kiln_)
+      return pool_f32::run(*kiln_, kiln_columns_, static_cast<const float*>(inputs[0]->data),
+                           static_cast<float*>(outputs[0]->data));
     if (post_ops_.empty()) return SrcDstPrimitiveNode::execute(stream);
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, inputs[0]->memory()}, {DNNL_ARG_DST, outputs[0]->memory()}};
     post_ops_.add_args(args);
@@ -244,6 +247,7 @@ class PoolingNode : public SrcDstPrimitiveNode {
  private:
   PostOpList post_ops_;
   std::optional<pool_f32::Geometry> kiln_;  // kiln's kernel runs the node
+  std::vector<int64_t> kiln_columns_;        // its column_taps
   dnnl::pooling_v2_forward::primitive_desc pd_;
 };
 
