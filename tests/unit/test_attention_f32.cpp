@@ -15,6 +15,8 @@
 
 #include "tensor_test_util.hpp"
 
+namespace test_attention_f32 {
+
 using namespace kiln;
 using kiln::test::random_floats;
 namespace att = kiln::cpu::attention_f32;
@@ -154,3 +156,5 @@ TEST(AttentionF32, NoDenormalProbabilities) {
   att::run(g, q.data(), k.data(), v.data(), m, y.data(), scratch.data(), 1);
   EXPECT_EQ(y[0], 0.0f);
 }
+
+}  // namespace test_attention_f32

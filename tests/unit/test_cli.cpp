@@ -8,6 +8,8 @@
 
 #include "tools/common/run_util.hpp"
 
+namespace test_cli {
+
 using namespace kiln;
 using namespace kiln::tools;
 
@@ -144,3 +146,5 @@ TEST(CliUtil, SummaryAndNames) {
   EXPECT_EQ(sanitize_file_name(".."), "_..");
   EXPECT_EQ(sanitize_file_name(""), "_");
 }
+
+}  // namespace test_cli

@@ -16,6 +16,8 @@
 
 #include "cpu_test_util.hpp"
 
+namespace test_cpu_dynamic_shapes {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -418,3 +420,5 @@ TEST(CpuDynamicShapes, AnElementwiseChainCompilesItsKernelsOnceForEveryLength) {
   run_stream(g, later, {});
   EXPECT_EQ(snippets::kernel_cache_stats().misses, misses) << "a new length compiled a kernel";
 }
+
+}  // namespace test_cpu_dynamic_shapes

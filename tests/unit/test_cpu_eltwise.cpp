@@ -24,6 +24,8 @@
 
 #include "cpu_test_util.hpp"
 
+namespace test_cpu_eltwise {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -664,3 +666,5 @@ TEST(CpuBinary, CommonBroadcastFormsGetJitKernels) {
     expect_jit(*cg, "Binary");
   }
 }
+
+}  // namespace test_cpu_eltwise

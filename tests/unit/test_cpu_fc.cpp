@@ -16,6 +16,8 @@
 
 #include "cpu_test_util.hpp"
 
+namespace test_cpu_fc {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -336,3 +338,5 @@ TEST(CpuReduce, MatchesReference) {
   EXPECT_EQ(count_type(*cg, "Reduce"), 1u) << cg->describe();
   fc_expect_reordered_from_conv(*cg, "Reduce");
 }
+
+}  // namespace test_cpu_fc

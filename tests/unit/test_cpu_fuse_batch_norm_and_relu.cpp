@@ -6,6 +6,8 @@
 #include "cpu/graph_optimizer.hpp"
 #include "cpu_test_util.hpp"
 
+namespace test_cpu_fuse_batch_norm_and_relu {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -62,3 +64,5 @@ TEST(CpuFuseBatchNormAndRelu, OnlyTheReluAndOnlyOnce) {
   EXPECT_NE(find(*cg, "mul"), nullptr);
   EXPECT_TRUE(log_has(log, false, "mul not fused: it has fused its ReLU already")) << explain(log);
 }
+
+}  // namespace test_cpu_fuse_batch_norm_and_relu

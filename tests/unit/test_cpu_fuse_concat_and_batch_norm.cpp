@@ -11,6 +11,8 @@
 
 #include "cpu_test_util.hpp"
 
+namespace test_cpu_fuse_concat_and_batch_norm {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -169,3 +171,5 @@ TEST(CpuFuseConcatAndBatchNorm, AppliedInPlaceWhereTheRowsAreNotCopied) {
     EXPECT_EQ(find(*cg, "bn"), nullptr);
   }
 }
+
+}  // namespace test_cpu_fuse_concat_and_batch_norm

@@ -15,6 +15,8 @@
 #include "cpu/executor.hpp"
 #include "test_models_util.hpp"
 
+namespace test_cpu_fusion_models {
+
 using namespace kiln;
 
 namespace {
@@ -77,3 +79,5 @@ TEST(CpuFusionModels, MobileNetV2EveryActivationAndBatchNormFused) {
   ASSERT_NE(c.plan->cpu, nullptr) << c.plan->fallback_reason;
   EXPECT_EQ(unfused(*c.plan->cpu), std::vector<std::string>{}) << skipped_entries(c.plan->log);
 }
+
+}  // namespace test_cpu_fusion_models

@@ -18,6 +18,8 @@
 #include "cpu_test_util.hpp"
 #include "runtime/reference_executor.hpp"
 
+namespace test_cpu_fusion_rules {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -207,3 +209,5 @@ TEST(CpuFusionRules, SwishAfterAConvolutionIsAPostOpUnlessF32WithSnippetsAndLarg
     EXPECT_EQ(subgraph_took_it, leaves) << plan.cpu->describe();
   }
 }
+
+}  // namespace test_cpu_fusion_rules

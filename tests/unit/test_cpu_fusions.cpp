@@ -8,6 +8,8 @@
 #include "cpu/graph_optimizer.hpp"
 #include "cpu_test_util.hpp"
 
+namespace test_cpu_fusions {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -298,3 +300,5 @@ TEST(CpuFusionDwConv, NotForOtherSecondConvolutions) {
   EXPECT_EQ(count_type(*cg, "Convolution"), 2u);
   EXPECT_TRUE(log_has(log, false, "padding is not 1 on every side")) << explain(log);
 }
+
+}  // namespace test_cpu_fusions

@@ -29,6 +29,8 @@
 #include "cpu_test_util.hpp"
 #include "transforms/merge_group_convolution.hpp"
 
+namespace test_cpu_fusions_extra {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -625,3 +627,5 @@ TEST(CpuFusionDw, OneDnnDepthwisePostOpExperiment) {
     expect_close(tw, tg, 1e-4, 1e-5);
   }
 }
+
+}  // namespace test_cpu_fusions_extra

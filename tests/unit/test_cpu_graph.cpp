@@ -19,6 +19,8 @@
 
 #include "cpu_test_util.hpp"
 
+namespace test_cpu_graph {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -662,3 +664,5 @@ TEST(CpuGraphOutputs, WrittenIntoTheReturnedTensorsEveryLayoutOfThePlan) {
   expect_close(before, held, 0, 0);
   expect_close(ref.run(in)[0], got[0], 1e-5, 1e-6);
 }
+
+}  // namespace test_cpu_graph

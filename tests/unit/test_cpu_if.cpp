@@ -12,6 +12,8 @@
 #include "cpu_test_util.hpp"
 #include "error_util.hpp"
 
+namespace test_cpu_if {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -189,3 +191,5 @@ TEST(CpuIf, BranchReadsOuterWeightsAndIsProfiledUnderTheIf) {
     EXPECT_GT(nested_sum, 0.0);
   }
 }
+
+}  // namespace test_cpu_if

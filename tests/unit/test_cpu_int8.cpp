@@ -12,6 +12,8 @@
 #include "cpu/isa.hpp"
 #include "cpu_test_util.hpp"
 
+namespace test_cpu_int8 {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -290,3 +292,5 @@ TEST(CpuInt8, QLinearMatMulRequantizesLikeTheReference) {
     EXPECT_EQ(count_type(*cg, "Reference"), 0u);
   }
 }
+
+}  // namespace test_cpu_int8

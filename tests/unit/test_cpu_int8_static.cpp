@@ -15,6 +15,8 @@
 #include "cpu_test_util.hpp"
 #include "transforms/qdq_to_qlinear.hpp"
 
+namespace test_cpu_int8_static {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -466,3 +468,5 @@ TEST(CpuInt8Static, UnfusedFakeQuantizeRunsOnItsOwnNode) {
     EXPECT_EQ(count_type(*cg, "Reference"), 0u) << cg->describe();
   }
 }
+
+}  // namespace test_cpu_int8_static

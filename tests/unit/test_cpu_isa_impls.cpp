@@ -23,6 +23,8 @@
 #include "ir/op_registry.hpp"
 #include "test_models_util.hpp"
 
+namespace test_cpu_isa_impls {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -126,3 +128,5 @@ TEST(CpuIsaImpls, TestModelsRunKernelsOfTheIsaInUse) {
     EXPECT_EQ(above_isa(*plan.cpu), std::vector<std::string>{}) << "ISA in use " << cpu::isa_description();
   }
 }
+
+}  // namespace test_cpu_isa_impls

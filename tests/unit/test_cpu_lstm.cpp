@@ -9,6 +9,8 @@
 
 #include "cpu_test_util.hpp"
 
+namespace test_cpu_lstm {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -98,3 +100,5 @@ TEST(CpuLstm, FormsOneDnnDoesNotComputeStayOnTheReferenceKernel) {
   auto [g, feeds] = lstm_graph(c, 3, {{"activations", ir::Attribute(std::vector<std::string>{"sigmoid", "tanh", "tanh"})}});
   EXPECT_EQ(count_type(*compare_with_reference(g, feeds, 1e-4, 1e-5), "LSTM"), 1u);
 }
+
+}  // namespace test_cpu_lstm

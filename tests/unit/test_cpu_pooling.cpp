@@ -18,6 +18,8 @@
 
 #include "cpu_test_util.hpp"
 
+namespace test_cpu_pooling {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -757,3 +759,5 @@ TEST(CpuResize, RandomConfigurationsMatchReference) {
   }
   EXPECT_GT(taken, 30);
 }
+
+}  // namespace test_cpu_pooling

@@ -13,6 +13,8 @@
 #include "cpu/nodes/int8_util.hpp"
 #include "cpu_test_util.hpp"
 
+namespace test_cpu_quantized_convolution_s16 {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -119,3 +121,5 @@ TEST(CpuQuantizedConvolutionS16, DepthwiseEqualsTheReference) {
   c.M = 16, c.group = 16, c.k = 5, c.strides = {1, 1}, c.pads = {2, 4, 2, 4}, c.dilations = {1, 2}, c.x_signed = true;
   check(c, 12);
 }
+
+}  // namespace test_cpu_quantized_convolution_s16

@@ -6,6 +6,8 @@
 #include "cpu/graph.hpp"
 #include "cpu_test_util.hpp"
 
+namespace test_cpu_slice_view {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -137,3 +139,5 @@ TEST(CpuSliceView, InPlaceConsumerWritesOverTheSlicesBytes) {
   // written in place over exactly the slice's bytes
   EXPECT_EQ(find(*cg, "exp")->outputs[0]->data, find(*cg, "slice")->outputs[0]->data);
 }
+
+}  // namespace test_cpu_slice_view

@@ -13,6 +13,8 @@
 #include "snippets/subgraph_op.hpp"
 #include "cpu/emitters/x64/target_machine.hpp"
 
+namespace test_cpu_subgraph {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -308,3 +310,5 @@ TEST(CpuSubgraph, ATransposeKeepingTheLastDimIsReadByTheKernel) {
     EXPECT_EQ(subgraphs, subgraphs_here(1));
   }
 }
+
+}  // namespace test_cpu_subgraph

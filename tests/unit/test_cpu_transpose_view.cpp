@@ -9,6 +9,8 @@
 #include "cpu/graph.hpp"
 #include "cpu_test_util.hpp"
 
+namespace test_cpu_transpose_view {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -137,3 +139,5 @@ TEST(CpuTransposeView, EightBitTensorsAreViewedAlike) {
   EXPECT_EQ(find(*cg, "cl")->impl, "view");
   EXPECT_NE(find(*cg, "copied")->impl, "view");
 }
+
+}  // namespace test_cpu_transpose_view

@@ -16,6 +16,8 @@
 
 #include "cpu_test_util.hpp"
 
+namespace test_cpu_winograd {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -251,3 +253,5 @@ TEST(CpuWinograd, KilnsFourByThreeLeavesWhatItDoesNotCompute) {
     EXPECT_NE(find(*cg, "conv")->impl, cpu::winograd_f32::impl_name()) << cg->describe();
   }
 }
+
+}  // namespace test_cpu_winograd

@@ -18,6 +18,8 @@
 #include "precision_util.hpp"
 #include "temp_dir.hpp"
 
+namespace test_crafted_models {
+
 namespace fs = std::filesystem;
 using kiln::test::error_of;
 using kiln::test::OnnxBuilder;
@@ -417,3 +419,5 @@ TEST(CraftedModels, OpsetVersionsAreCheckedBeforeNarrowing) {
   msg = error_of([&] { Core().read_model_from_memory(b.bytes()); });
   EXPECT_TRUE(has(msg, "-3")) << msg;
 }
+
+}  // namespace test_crafted_models

@@ -14,6 +14,8 @@
 #include "precision_util.hpp"
 #include "temp_dir.hpp"
 
+namespace test_frontend {
+
 namespace fs = std::filesystem;
 using kiln::test::error_of;
 using kiln::test::OnnxBuilder;
@@ -445,3 +447,5 @@ TEST(ControlFlow, BodyReadingAnUndefinedNameIsAnError) {
   std::string msg = error_of([&] { frontend::load_onnx_bytes(b.bytes(), "."); });
   EXPECT_NE(msg.find("'ghost'"), std::string::npos) << msg;
 }
+
+}  // namespace test_frontend

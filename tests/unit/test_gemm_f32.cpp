@@ -14,6 +14,8 @@
 
 #include "tensor_test_util.hpp"
 
+namespace test_gemm_f32 {
+
 using namespace kiln;
 using kiln::test::random_floats;
 namespace gemm = kiln::cpu::gemm_f32;
@@ -244,3 +246,5 @@ TEST(GemmF32, ExpBelowTheNormalRangeIsZero) {
   EXPECT_NEAR(c[1], std::exp(-87.0), 1e-6 * std::exp(-87.0));  // still normal: kept
   EXPECT_EQ(c[2], 0.0f);
 }
+
+}  // namespace test_gemm_f32

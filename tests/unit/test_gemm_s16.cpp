@@ -10,6 +10,8 @@
 
 #include "cpu/gemm_s16.hpp"
 
+namespace test_gemm_s16 {
+
 using namespace kiln::cpu;
 
 namespace {
@@ -93,3 +95,5 @@ TEST(GemmS16, ProductsAtTheEndsOfTheRangesAreExact) {
   check({7, 513, 33, 513, false, false, 0, std::vector<int32_t>(33, 0)}, true, 91);
   check({6, 64, 16, 64, true, true, 127, std::vector<int32_t>(16, -128)}, true, 92);
 }
+
+}  // namespace test_gemm_s16

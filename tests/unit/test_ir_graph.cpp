@@ -9,6 +9,8 @@
 #include "ir/printer.hpp"
 #include "runtime/reference_executor.hpp"
 
+namespace test_ir_graph {
+
 using namespace kiln;
 
 namespace {
@@ -203,3 +205,5 @@ TEST(DType, HalfAndBfloatRoundTrip) {
   EXPECT_EQ(dtype_from_name("f16"), DType::f16);
   EXPECT_THROW(dtype_from_name("complex64"), Error);
 }
+
+}  // namespace test_ir_graph

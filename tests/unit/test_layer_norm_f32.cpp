@@ -12,6 +12,8 @@
 
 #include "tensor_test_util.hpp"
 
+namespace test_layer_norm_f32 {
+
 using namespace kiln;
 using kiln::test::random_floats;
 namespace ln = kiln::cpu::layer_norm_f32;
@@ -56,3 +58,5 @@ TEST(LayerNormF32, RowsMatchADoubleReference) {
         }
       }
 }
+
+}  // namespace test_layer_norm_f32

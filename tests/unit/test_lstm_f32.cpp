@@ -16,6 +16,8 @@
 
 #include "tensor_test_util.hpp"
 
+namespace test_lstm_f32 {
+
 using namespace kiln;
 using kiln::test::random_floats;
 namespace lstm = kiln::cpu::lstm_f32;
@@ -105,3 +107,5 @@ TEST(LstmF32, StepsMatchADoubleReference) {
   }
   omp_set_num_threads(before);
 }
+
+}  // namespace test_lstm_f32

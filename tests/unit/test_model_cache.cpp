@@ -14,6 +14,8 @@
 #include "temp_dir.hpp"
 #include "tools/common/zoo.hpp"
 
+namespace test_model_cache {
+
 using namespace kiln;
 namespace fs = std::filesystem;
 
@@ -374,3 +376,5 @@ TEST(ModelCache, FileDigestIsTheContentHash) {
   EXPECT_EQ(cache.file_digest(f.string()), cpu::hash_file(f.string()));
   EXPECT_THROW(cache.file_digest((dir / "missing").string()), Error);
 }
+
+}  // namespace test_model_cache

@@ -18,7 +18,7 @@
 #include "onnx_builder.hpp"
 #include "precision_util.hpp"
 
-namespace kiln::test {
+namespace kiln::test::test_narrow_types {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -205,4 +205,4 @@ TEST(NarrowTypes, Int4WeightOnlyMatMulRunsOnTheFastPath) {
 }
 
 }  // namespace
-}  // namespace kiln::test
+}  // namespace kiln::test::test_narrow_types

@@ -16,6 +16,8 @@
 #include "tools/common/tensor_file.hpp"
 #include "temp_dir.hpp"
 
+namespace test_npy {
+
 using namespace kiln;
 using namespace kiln::tools;
 
@@ -236,3 +238,5 @@ TEST(Npy, TensorProtoFiles) {
   }
   EXPECT_THROW(load_tensor_file((dir / "junk.pb").string()), Error);
 }
+
+}  // namespace test_npy

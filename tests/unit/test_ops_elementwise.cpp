@@ -11,6 +11,8 @@
 #include "ops/fast_erf.hpp"
 #include "runtime/reference_executor.hpp"
 
+namespace test_ops_elementwise {
+
 using namespace kiln;
 
 namespace {
@@ -364,3 +366,5 @@ TEST(FastErf, ErfOpUsesItForF32AndStdErfForF64) {
     EXPECT_DOUBLE_EQ(y64.data<double>()[i], std::erf(x64.data<double>()[i]));
   }
 }
+
+}  // namespace test_ops_elementwise

@@ -6,6 +6,8 @@
 
 #include "op_test_util.hpp"
 
+namespace test_ops_linalg {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -227,3 +229,5 @@ TEST(OpsLinalg, MatMulIntegerBatchedPerRowZeroPoint) {
   EXPECT_EQ(y[0].shape(), (Shape{2, 2, 2}));
   EXPECT_EQ(vals<int32_t>(y[0]), (std::vector<int32_t>{4, 4, 5, 5, 6, 6, -2, -2}));
 }
+
+}  // namespace test_ops_linalg

@@ -7,6 +7,8 @@
 
 #include "op_test_util.hpp"
 
+namespace test_ops_misc {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -331,3 +333,5 @@ TEST(OpsMisc, GruDoubleBidirectionalMatchesPerDirection) {
   EXPECT_DOUBLE_EQ(bh[0], f[4]);
   EXPECT_DOUBLE_EQ(bh[2], r[0]);
 }
+
+}  // namespace test_ops_misc

@@ -9,6 +9,8 @@
 
 #include "op_test_util.hpp"
 
+namespace test_ops_nn {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -565,3 +567,5 @@ TEST(OpsNn, DropoutAndIdentity) {
     EXPECT_EQ(out[0].to_i64(), (std::vector<int64_t>{4, 5}));
   }
 }
+
+}  // namespace test_ops_nn

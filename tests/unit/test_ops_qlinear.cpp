@@ -15,6 +15,8 @@
 
 #include "op_test_util.hpp"
 
+namespace test_ops_qlinear {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -262,3 +264,5 @@ TEST(OpsQLinear, ParametersAreChecked) {
   const Tensor y = MsNode().in(x).c(s1(0.05f)).none().c(s1(0.05f)).run("QLinearLeakyRelu", {{"alpha", 0.5f}});
   EXPECT_EQ(vals<uint8_t>(y), vals<uint8_t>(x));
 }
+
+}  // namespace test_ops_qlinear

@@ -6,6 +6,8 @@
 
 #include "op_test_util.hpp"
 
+namespace test_ops_quant {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -50,3 +52,5 @@ TEST(OpsQuant, DynamicQuantizeLinear) {
   EXPECT_EQ(vals<uint8_t>(z[0]), (std::vector<uint8_t>{0, 0}));
   EXPECT_THROW(run_op("DynamicQuantizeLinear", {Tensor::from_vector<double>({1.0}, {1})}, {}, 3), Error);
 }
+
+}  // namespace test_ops_quant

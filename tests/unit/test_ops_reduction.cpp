@@ -7,6 +7,8 @@
 
 #include "op_test_util.hpp"
 
+namespace test_ops_reduction {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -298,3 +300,5 @@ TEST(OpsReduction, DtypeAndShapeErrors) {
   n.make("NegativeLogLikelihoodLoss");
   EXPECT_THROW(n.run(), Error);  // target shape mismatch
 }
+
+}  // namespace test_ops_reduction

@@ -5,6 +5,8 @@
 
 #include "op_test_util.hpp"
 
+namespace test_ops_shape {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -372,3 +374,5 @@ TEST(ShapeOps, SliceAndFlattenInferenceKeepSymbols) {
   EXPECT_EQ(f->output(0)->type.shape.to_string(), "[N,24]");
   EXPECT_EQ(fl->output(0)->type.shape.dims[1], ir::Dim(4));
 }
+
+}  // namespace test_ops_shape

@@ -12,7 +12,7 @@
 #include "frontend/onnx/tensor_proto.hpp"
 #include "precision_util.hpp"
 
-namespace kiln::test {
+namespace kiln::test::test_opset23_models {
 namespace {
 
 const std::string kCases = std::string(KILN_SOURCE_DIR) + "/tests/data/onnx_new/node/";
@@ -69,4 +69,4 @@ TEST(Opset23Models, AttentionFormsRunAsOneNode) {
 }
 
 }  // namespace
-}  // namespace kiln::test
+}  // namespace kiln::test::test_opset23_models

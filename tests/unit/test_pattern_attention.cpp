@@ -12,6 +12,8 @@
 #include "transforms/hoist_qdq.hpp"
 #include "test_pattern_util.hpp"
 
+namespace test_pattern_attention {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -362,3 +364,5 @@ TEST(CpuSkipLayerNorm, MatchesTheReferenceKernelWithAndWithoutBias) {
     expect_jit(*cg, "SkipLayerNorm");
   }
 }
+
+}  // namespace test_pattern_attention

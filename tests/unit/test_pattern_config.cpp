@@ -12,6 +12,8 @@
 #include "pattern/pattern_config.hpp"
 #include "temp_dir.hpp"
 
+namespace test_pattern_config {
+
 using namespace kiln;
 using namespace kiln::pattern;
 using json = nlohmann::json;
@@ -475,3 +477,5 @@ TEST(PatternConfig, ErrorLabelNotAString) {
   j["labels"] = json::parse(R"({"4": 4})");
   expect_config_error(j, {"pattern 'ln'", "labels.4", "expected a label (string)"});
 }
+
+}  // namespace test_pattern_config

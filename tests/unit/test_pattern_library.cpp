@@ -20,6 +20,8 @@
 #include "test_models_util.hpp"
 #include "test_pattern_util.hpp"
 
+namespace test_pattern_library {
+
 using namespace kiln;
 using namespace kiln::pattern;
 using kiln::test::count_ops;
@@ -374,3 +376,5 @@ TEST(PatternLibrary, BertSmallFusionCounts) {
   EXPECT_EQ(stats.gelu, 4u);
   EXPECT_EQ(count_ops(*g, "ReduceMean") + count_ops(*g, "Erf"), 0u);
 }
+
+}  // namespace test_pattern_library

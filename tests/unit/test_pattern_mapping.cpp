@@ -12,6 +12,8 @@
 #include "pattern/pattern_mapping.hpp"
 #include "test_pattern_util.hpp"
 
+namespace test_pattern_mapping {
+
 using namespace kiln;
 using namespace kiln::pattern;
 using kiln::test::count_ops;
@@ -444,3 +446,5 @@ TEST(PatternMapping, DocWalkthroughLeakyRelu) {
   ir::infer_shapes(*b.g);
   expect_close(before, b.run());
 }
+
+}  // namespace test_pattern_mapping

@@ -26,6 +26,8 @@
 #include "tools/common/zoo.hpp"
 #include "temp_dir.hpp"
 
+namespace test_profiling {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -415,3 +417,5 @@ TEST(Profiling, NodeTimesAddUpToTheWallTime) {
     EXPECT_GE(best, 0.5);
   }
 }
+
+}  // namespace test_profiling

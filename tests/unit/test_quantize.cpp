@@ -17,6 +17,8 @@
 #include "tools/common/quantize_static.hpp"
 #include "tools/common/zoo.hpp"
 
+namespace test_quantize {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -316,3 +318,5 @@ TEST(QuantizeStatic, ConcatInputsTakeTheOutputsParameters) {
   EXPECT_EQ(u8_concats, cpu::int8_network_kernels() ? 1u : 0u);
   EXPECT_GT(cosine_on_random(f, m, {1, 8, 12, 12}, 9), 0.99);
 }
+
+}  // namespace test_quantize

@@ -7,7 +7,7 @@
 #include "ir/op_registry.hpp"
 #include "precision_util.hpp"
 
-namespace kiln::test {
+namespace kiln::test::test_request_outputs {
 namespace {
 
 std::shared_ptr<Model> neg_model() {
@@ -45,4 +45,4 @@ TEST(RequestOutputs, HeldOutputsKeepTheirValuesOthersAreReused) {
 }
 
 }  // namespace
-}  // namespace kiln::test
+}  // namespace kiln::test::test_request_outputs

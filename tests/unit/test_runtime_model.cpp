@@ -11,6 +11,8 @@
 #include "ir/op_registry.hpp"
 #include "precision_util.hpp"
 
+namespace test_runtime_model {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -107,3 +109,5 @@ TEST(RuntimeModel, TheOptimizersDecisionsComeWithIt) {
                           [](const FusionDecision& d) { return d.applied && d.pass == "FuseConvolutionAndSimpleOperation"; }),
             0);
 }
+
+}  // namespace test_runtime_model

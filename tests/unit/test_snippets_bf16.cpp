@@ -17,7 +17,7 @@
 #include "tensor_test_util.hpp"
 #include "test_snippets_util.hpp"
 
-namespace kiln::test {
+namespace kiln::test::test_snippets_bf16 {
 namespace {
 
 // f32 -> bf16 bits, round to nearest even (NaN kept a NaN).
@@ -125,4 +125,4 @@ TEST(SnippetsBf16, ASubgraphBetweenBf16ConvolutionsWritesBf16) {
 }
 
 }  // namespace
-}  // namespace kiln::test
+}  // namespace kiln::test::test_snippets_bf16

@@ -17,7 +17,7 @@
 #include "test_snippets_util.hpp"
 #include "temp_dir.hpp"
 
-namespace kiln::test {
+namespace kiln::test::test_snippets_generator {
 namespace {
 
 Tensor random_tensor(const Shape& s, std::mt19937& rng, float lo, float hi) {
@@ -451,9 +451,9 @@ KILN_SNIPPETS_BOTH_ISAS(SnippetsEmitters);
 KILN_SNIPPETS_BOTH_ISAS(SnippetsEndToEnd);
 
 }  // namespace
-}  // namespace kiln::test
+}  // namespace kiln::test::test_snippets_generator
 
-namespace kiln::test {
+namespace kiln::test::test_snippets_generator {
 namespace {
 
 std::shared_ptr<ir::Graph> relu_mul_body(float k) {
@@ -568,9 +568,9 @@ TEST(SnippetsDebug, LinearIrDumpAfterEveryPass) {
 }
 
 }  // namespace
-}  // namespace kiln::test
+}  // namespace kiln::test::test_snippets_generator
 
-namespace kiln::test {
+namespace kiln::test::test_snippets_generator {
 namespace {
 
 // A kernel given a bad data pointer: the detector names the emitter and the loop iteration.
@@ -595,4 +595,4 @@ TEST(SnippetsDebug, SegfaultDetectorReportsTheEmitter) {
 }
 
 }  // namespace
-}  // namespace kiln::test
+}  // namespace kiln::test::test_snippets_generator

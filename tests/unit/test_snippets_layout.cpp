@@ -12,7 +12,7 @@
 #include "tensor_test_util.hpp"
 #include "test_snippets_util.hpp"
 
-namespace kiln::test {
+namespace kiln::test::test_snippets_layout {
 namespace {
 
 using namespace snippets::lowered;
@@ -140,4 +140,4 @@ TEST_P(SnippetsTransposed, SoftmaxOfATransposedInput) {
 KILN_SNIPPETS_BOTH_ISAS(SnippetsTransposed);
 
 }  // namespace
-}  // namespace kiln::test
+}  // namespace kiln::test::test_snippets_layout

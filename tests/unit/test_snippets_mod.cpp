@@ -22,7 +22,7 @@
 #include "snippets/tokenizer.hpp"
 #include "test_snippets_util.hpp"
 
-namespace kiln::test {
+namespace kiln::test::test_snippets_mod {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -320,4 +320,4 @@ TEST(SnippetsModSupport, TokenizedChainCompiles) {
 }
 
 }  // namespace
-}  // namespace kiln::test
+}  // namespace kiln::test::test_snippets_mod

@@ -10,7 +10,7 @@
 #include "snippets/pass/data_flow_passes.hpp"
 #include "test_snippets_util.hpp"
 
-namespace kiln::test {
+namespace kiln::test::test_snippets_passes {
 namespace {
 
 using namespace snippets::lowered;
@@ -419,4 +419,4 @@ TEST(SnippetsRegisters, ScalarsStayLiveAcrossTheLoopAndTooFewRegistersThrow) {
 }
 
 }  // namespace
-}  // namespace kiln::test
+}  // namespace kiln::test::test_snippets_passes

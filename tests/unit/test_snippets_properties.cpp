@@ -13,7 +13,7 @@
 #include "tensor_test_util.hpp"
 #include "cpu/emitters/x64/target_machine.hpp"
 
-namespace kiln::test {
+namespace kiln::test::test_snippets_properties {
 namespace {
 
 // x -> Conv -> Relu -> Sigmoid -> Mul(., x') -> Tanh: Relu is a conv post-op unless
@@ -132,4 +132,4 @@ TEST(SnippetsProperties, BadValuesNameTheKey) {
 }
 
 }  // namespace
-}  // namespace kiln::test
+}  // namespace kiln::test::test_snippets_properties

@@ -20,7 +20,7 @@
 #include "tensor_test_util.hpp"
 #include "test_snippets_util.hpp"
 
-namespace kiln::test {
+namespace kiln::test::test_snippets_reduction {
 namespace {
 
 using namespace snippets::lowered;
@@ -344,4 +344,4 @@ TEST_P(SnippetsSoftmax, RowRangesFromTwoThreadsUseTheirOwnScratch) {
 KILN_SNIPPETS_BOTH_ISAS(SnippetsSoftmax);
 
 }  // namespace
-}  // namespace kiln::test
+}  // namespace kiln::test::test_snippets_reduction

@@ -11,6 +11,8 @@
 #include "snippets/tokenizer.hpp"
 #include "transforms_test_util.hpp"
 
+namespace test_snippets_tokenizer {
+
 using namespace kiln;
 using namespace kiln::test;
 using snippets::kTokenizationPass;
@@ -558,3 +560,5 @@ TEST(SnippetsTokenizer, ATransposeJoinsOnlyAsTheWayAnInputIsRead) {
     logged |= en.where == "transpose" && en.message.find("computed inside the subgraph") != std::string::npos;
   EXPECT_TRUE(logged);
 }
+
+}  // namespace test_snippets_tokenizer

@@ -9,6 +9,8 @@
 
 #include "cpu_test_util.hpp"
 
+namespace test_specialize_symbolic {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -268,3 +270,5 @@ TEST(SpecializeSymbolic, SliceSqueezeAndCastOfShapesAreFollowed) {
   const Tensor in = random_tensor({3, 5, 8}, 4);
   expect_close(runtime::ReferenceExecutor(g).run({in})[0], runtime::ReferenceExecutor(s).run({in})[0], 0, 0);
 }
+
+}  // namespace test_specialize_symbolic

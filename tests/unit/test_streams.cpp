@@ -25,6 +25,8 @@
 #include "ir/graph.hpp"
 #include "ir/op_registry.hpp"
 
+namespace test_streams {
+
 using namespace kiln;
 using namespace kiln::test;
 using namespace std::chrono_literals;
@@ -687,3 +689,5 @@ TEST(StreamsStress, FourRequestsTwoStreamsTwoModelsBitIdentical) {
   EXPECT_EQ(errors.load(), 0);
   for (auto& c : callbacks) EXPECT_EQ(c->load(), kRuns);
 }
+
+}  // namespace test_streams

@@ -7,6 +7,8 @@
 #include "transforms/fold_batch_norm.hpp"
 #include "transforms_test_util.hpp"
 
+namespace test_transforms_fold_batch_norm {
+
 using namespace kiln;
 using namespace kiln::test;
 using transforms::fold_batch_norm;
@@ -252,3 +254,5 @@ TEST(TransformsFoldBatchNorm, OtherSkipReasons) {
       << why["mm -> bn_mm3"];
   EXPECT_EQ(why["conv_dynw -> bn_dynw"], "BatchNormalization not folded: the Conv weight 'w' is not a constant");
 }
+
+}  // namespace test_transforms_fold_batch_norm

@@ -8,6 +8,8 @@
 #include "transforms/fold_pad.hpp"
 #include "transforms_test_util.hpp"
 
+namespace test_transforms_fold_pad {
+
 using namespace kiln;
 using namespace kiln::test;
 using transforms::fold_pad;
@@ -202,3 +204,5 @@ TEST(TransformsFoldPad, PadWithAxesInput) {
   EXPECT_EQ(c->attr_ints("pads"), (std::vector<int64_t>{1, 0, 0, 2}));
   expect_same_outputs(before, g, {rand_f32({1, 2, 4, 5}, 5)});
 }
+
+}  // namespace test_transforms_fold_pad

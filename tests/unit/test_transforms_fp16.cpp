@@ -8,6 +8,8 @@
 #include "transforms/remove_identity_ops.hpp"
 #include "transforms_test_util.hpp"
 
+namespace test_transforms_fp16 {
+
 using namespace kiln;
 using namespace kiln::test;
 using transforms::compute_fp16_in_f32;
@@ -162,3 +164,5 @@ TEST(TransformsFp16, ExecutorRunsTheConvertedModelOnTheFastPath) {
   cpu::Executor literal(g, off);
   EXPECT_EQ(literal.plan_for({Shape{1, 3, 8, 8}}).log.count_applied(kComputeFp16InF32), 0u);
 }
+
+}  // namespace test_transforms_fp16

@@ -4,6 +4,8 @@
 #include "transforms/ir_fusion_passes.hpp"
 #include "transforms_test_util.hpp"
 
+namespace test_transforms_ir_fusion_passes {
+
 using namespace kiln;
 using namespace kiln::test;
 using transforms::PassLog;
@@ -74,3 +76,5 @@ TEST(TransformsIrFusionPasses, DisabledPassesAreSkipped) {
   EXPECT_EQ(h->num_nodes(), 7u);
   EXPECT_TRUE(none.entries.empty());
 }
+
+}  // namespace test_transforms_ir_fusion_passes

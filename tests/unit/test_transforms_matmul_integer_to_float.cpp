@@ -12,6 +12,8 @@
 #include "transforms/fuse_matmul_integer_to_float.hpp"
 #include "transforms_test_util.hpp"
 
+namespace test_transforms_matmul_integer_to_float {
+
 using namespace kiln;
 using namespace kiln::test;
 using transforms::fuse_matmul_integer_to_float;
@@ -124,3 +126,5 @@ TEST(TransformsMatMulIntegerToFloat, FusedOnTheCpuEqualsTheReference) {
     expect_close_same_dtype(ref.run({in})[0], ex.run({in})[0], 0.0, 0.0);
   }
 }
+
+}  // namespace test_transforms_matmul_integer_to_float

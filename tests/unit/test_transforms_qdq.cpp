@@ -10,6 +10,8 @@
 #include "transforms/qdq_to_fake_quantize.hpp"
 #include "transforms_test_util.hpp"
 
+namespace test_transforms_qdq {
+
 using namespace kiln;
 using namespace kiln::test;
 using transforms::fuse_qdq_to_fake_quantize;
@@ -299,3 +301,5 @@ TEST(TransformsHoistQdq, PairsMoveAboveReshapeAndDuplicatesGo) {
     expect_close_same_dtype(runtime::ReferenceExecutor(original).run({xv})[0], runtime::ReferenceExecutor(g).run({xv})[0], 0, 0);
   }
 }
+
+}  // namespace test_transforms_qdq

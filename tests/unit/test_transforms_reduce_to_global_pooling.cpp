@@ -5,6 +5,8 @@
 #include "transforms/reduce_to_global_pooling.hpp"
 #include "transforms_test_util.hpp"
 
+namespace test_transforms_reduce_to_global_pooling {
+
 using namespace kiln;
 using namespace kiln::test;
 using transforms::kReduceToGlobalPooling;
@@ -70,3 +72,5 @@ TEST(TransformsReduceToGlobalPooling, SequencesAndOpset18AxesInput) {
   EXPECT_TRUE(log_has_skip(log, "ln", "not an image"));
   expect_same_outputs(before, g, {rand_f32({2, 6, 16}, 4, -1, 1), rand_f32({1, 4, 3, 3, 2}, 5, -1, 1)});
 }
+
+}  // namespace test_transforms_reduce_to_global_pooling

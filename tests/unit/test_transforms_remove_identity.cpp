@@ -6,6 +6,8 @@
 #include "transforms/remove_identity_ops.hpp"
 #include "transforms_test_util.hpp"
 
+namespace test_transforms_remove_identity {
+
 using namespace kiln;
 using namespace kiln::test;
 using transforms::kRemoveIdentityOps;
@@ -257,3 +259,5 @@ TEST(TransformsRemoveIdentity, PadOfZerosAndIdentityTransposeGo) {
   EXPECT_EQ(pad2->input(0), x);
   expect_same_outputs(before, g, {rand_f32({1, 4, 6, 6}, 2, -2, 2)});
 }
+
+}  // namespace test_transforms_remove_identity

@@ -11,7 +11,7 @@
 #include "precision_util.hpp"
 #include "tools/common/npy.hpp"
 
-namespace kiln::test {
+namespace kiln::test::test_values {
 namespace {
 
 TEST(Values, StringTensorsOwnTheirStrings) {
@@ -113,4 +113,4 @@ TEST(Values, RegexFullMatchIsLinearAndRefusesBadPatterns) {
 }
 
 }  // namespace
-}  // namespace kiln::test
+}  // namespace kiln::test::test_values

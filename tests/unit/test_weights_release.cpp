@@ -18,6 +18,8 @@
 #include "ir/graph.hpp"
 #include "ir/op_registry.hpp"
 
+namespace test_weights_release {
+
 using namespace kiln;
 using namespace kiln::test;
 
@@ -204,3 +206,5 @@ TEST(WeightsRelease, TheCompiledModelReportsItsMemory) {
   EXPECT_EQ(r.get_property("kiln_weights_bytes"), "0");
   EXPECT_EQ(r.get_property("kiln_released_weights_bytes"), "0");
 }
+
+}  // namespace test_weights_release

@@ -11,6 +11,8 @@
 #include "precision_util.hpp"
 #include "tools/common/zoo.hpp"
 
+namespace test_zoo {
+
 using namespace kiln;
 using namespace kiln::tools;
 
@@ -162,3 +164,5 @@ TEST(Zoo, BertTinyRunsAndMaskingWorks) {
   EXPECT_EQ(two[0].shape(), (Shape{2, 3, 64}));
   EXPECT_EQ(two[1].shape(), (Shape{2, 64}));
 }
+
+}  // namespace test_zoo
