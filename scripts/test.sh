@@ -16,9 +16,14 @@ for a in "$@"; do
   if [ "$a" = "--no-sanitize" ]; then sanitize=0; else ctest_args+=("$a"); fi
 done
 JOBS="${KILN_JOBS:-2}"
+# each step says when it starts, in seconds since this script did (CI's budget is 30 minutes)
+step() { echo "[kiln] +${SECONDS}s: $*"; }
 
+step "dependencies"
 scripts/install_deps.sh
+step "release build (build/)"
 scripts/build.sh
+step "ctest"
 # tests that must run alone say so (RUN_SERIAL); the rest share the cores
 (cd build && ctest --output-on-failure -j"$JOBS" "${ctest_args[@]}")
 
@@ -29,7 +34,7 @@ if [ "$sanitize" = 1 ]; then
   sanitizer_build=(-G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++-14
                    -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g1" -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=12
                    -DKILN_BUILD_BENCHMARKS=OFF)
-  echo "[kiln] AddressSanitizer + UndefinedBehaviorSanitizer build (build-sanitize/)"
+  step "AddressSanitizer + UndefinedBehaviorSanitizer build (build-sanitize/)"
   cmake -S . -B build-sanitize "${sanitizer_build[@]}" -DKILN_SANITIZE=ON >/dev/null
   fuzz_targets="model tensor_proto npy pattern_json kserve_request"
   cmake --build build-sanitize -j"$JOBS" --target kiln_unit_tests kiln_conformance \
@@ -40,6 +45,7 @@ if [ "$sanitize" = 1 ]; then
   # the real-architecture models the release run's test_models fixture made; the unit tests in
   # $JOBS shards at once (gtest sharding): under the sanitizers most of their time is
   # instrumented code on one thread, and their temporary files are per process (temp_dir.hpp)
+  step "sanitized unit tests"
   pids=()
   for ((i = 0; i < JOBS; ++i)); do
     GTEST_TOTAL_SHARDS="$JOBS" GTEST_SHARD_INDEX="$i" KILN_TEST_MODELS="$PWD/build/tests/test_models" \
@@ -57,6 +63,7 @@ if [ "$sanitize" = 1 ]; then
     fi
   done
   [ "$failed" = 0 ] || exit 1
+  step "sanitized conformance (opset 18-23) and fuzz corpora"
   build-sanitize/tests/kiln_conformance --root tests/data/onnx_new --expected tests/onnx_new/expected_pass.txt
   # the fuzz corpora and the reproducers of bugs the fuzzers found (fuzz/, docs/security.md)
   for t in $fuzz_targets; do
@@ -65,11 +72,11 @@ if [ "$sanitize" = 1 ]; then
     # shellcheck disable=SC2086
     build-sanitize/fuzz/fuzz_${t}_replay $dirs
   done
-  echo "[kiln] ThreadSanitizer build (build-tsan/): the streams and async tests"
+  step "ThreadSanitizer build (build-tsan/): the streams and async tests"
   cmake -S . -B build-tsan "${sanitizer_build[@]}" -DKILN_TSAN=ON >/dev/null
   cmake --build build-tsan -j"$JOBS" --target kiln_streams_tests
   # tests/tsan.supp: only what libgomp and oneDNN (not built with TSan) synchronise inside
   TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" \
     build-tsan/tests/kiln_streams_tests --gtest_brief=1 --gtest_filter='Streams*'
-  echo "[kiln] sanitizer runs clean"
+  step "sanitizer runs clean"
 fi
