@@ -105,8 +105,8 @@ KILN_AVX2 void transform_inputs(const Geometry& g, const float* src, int64_t t0,
   }
 }
 
-// The products m[k][tile][ocp] of tiles [t0, t0 + count) back to 4x4 outputs, with the bias and
-// the ReLU, into dst (rows and columns past the output cut).
+// The products m[k][tile][ocp] of tiles [t0, t0 + count) back to 4x4 outputs, with the bias, the
+// sum (dst's value added) and the ReLU, into dst (rows and columns past the output cut).
 KILN_AVX2 void transform_outputs(const Geometry& g, const float* m, const float* bias, int64_t t0, int64_t count,
                                  int64_t tb, float* dst) {
   const int64_t ocp = round8(g.oc), blocks = ocp / kLanes;
@@ -129,9 +129,11 @@ KILN_AVX2 void transform_outputs(const Geometry& g, const float* m, const float*
         __m256 r[4];
         at6(s[a], r);
         for (int64_t c = 0; c < cols; ++c) {
+          float* out = plane + ((at.y0 + a) * g.ow + at.x0 + c) * kLanes;
           __m256 y = _mm256_add_ps(r[c], b);
+          if (g.sum) y = _mm256_add_ps(y, _mm256_loadu_ps(out));  // padded lanes: 0 + 0
           if (g.relu) y = _mm256_fmadd_ps(alpha, _mm256_min_ps(y, zero), _mm256_max_ps(y, zero));
-          _mm256_storeu_ps(plane + ((at.y0 + a) * g.ow + at.x0 + c) * kLanes, y);
+          _mm256_storeu_ps(out, y);
         }
       }
     }

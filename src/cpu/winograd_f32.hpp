@@ -4,7 +4,8 @@
 // 75% of the FMA peak, ONNX Runtime's MLAS 90%). A dense 3x3 stride-1 convolution computed on
 // 6x6 input tiles: each tile transformed (B^T d B), 36 GEMMs over the channels on kiln's GEMM
 // (gemm_f32) against the transformed weights (G g G^T, packed once per model), each 6x6 product
-// transformed back (A^T m A) into a 4x4 output tile with the bias and a ReLU. A quarter of the
+// transformed back (A^T m A) into a 4x4 output tile with the bias, a residual sum (what dst holds
+// on entry: a ResNet block's shortcut) and a ReLU. A quarter of the
 // direct kernel's multiplies. Activations in channel blocks of 8 (nChw8c, what AVX2
 // convolutions write), padded lanes zero. The sizes are call arguments: nothing is made per shape.
 #include <cstddef>
@@ -21,7 +22,8 @@ struct Geometry {
   int64_t batch = 1, ic = 1, oc = 1;  // channels (the layout pads them to 8)
   int64_t ih = 1, iw = 1, oh = 1, ow = 1;
   int64_t pad_t = 0, pad_l = 0;  // output (y, x) reads input rows y - pad_t .. y - pad_t + 2
-  bool relu = false;             // max(x, 0) + alpha min(x, 0) after the bias
+  bool sum = false;              // + dst as it is on entry, after the bias
+  bool relu = false;             // max(x, 0) + alpha min(x, 0) after the bias and the sum
   float relu_alpha = 0.0f;
 };
 
@@ -37,7 +39,7 @@ void transform_weights(const float* w, int64_t ic, int64_t oc, float* out);
 // Bytes of working memory run() needs for `threads` threads.
 size_t scratch_bytes(const Geometry& g, int threads);
 
-// dst = relu(conv(src, w) + bias); src / dst in nChw8c, bias [oc] or null, `weights` from
+// dst = relu(conv(src, w) + bias [+ dst]); src / dst in nChw8c (distinct buffers), bias [oc] or null, `weights` from
 // transform_weights, `scratch` scratch_bytes(g, threads) bytes (64-byte aligned). Runs on at most
 // `threads` threads of the calling thread's OpenMP team. available() must hold.
 void run(const Geometry& g, const float* src, const float* weights, const float* bias, float* dst, void* scratch,

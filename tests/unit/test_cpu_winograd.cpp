@@ -208,6 +208,49 @@ TEST(CpuWinograd, KilnsFourByThreeMatchesTheReferenceOnPartialTilesPaddingsAndOd
   }
 }
 
+TEST(CpuWinograd, KilnsFourByThreeAddsAResidualBeforeTheRelu) {
+  if (!kiln_winograd_here()) GTEST_SKIP() << "kiln's Winograd runs on AVX2 CPUs without AVX-512";
+  // A ResNet basic block: b = 1x1 projection of the input, then relu(conv(relu(conv_a(b))) + b).
+  // The sum is fused into `conv` (b is read by conv_a too, so not into the projection), with
+  // and without the last ReLU, odd channels (padded lanes of the summand stay 0), partial tiles,
+  // batch 2. `conv` takes ci channels to co; the block's width is co.
+  struct Case {
+    int64_t n, ci, co, h, w;
+    bool relu;
+  } cases[] = {{1, 64, 64, 30, 30, true}, {2, 64, 36, 21, 19, true}, {1, 128, 128, 28, 28, false}, {1, 256, 256, 14, 14, true}};
+  uint32_t seed = 90;
+  for (const Case& c : cases) {
+    const Shape x_shape{c.n, 8, c.h, c.w}, conv_in{c.n, c.ci, c.h, c.w};
+    SCOPED_TRACE(shape_to_string(conv_in) + " -> " + std::to_string(c.co) + (c.relu ? " + relu" : ""));
+    ASSERT_TRUE(kiln_winograd_expected(conv_in, c.co));
+    auto g = make_graph();
+    auto* x = g->add_input("x", {DType::f32, ir::PartialShape(x_shape)});
+    auto conv3x3 = [&](ir::Value* in, int64_t ci, int64_t co, const std::string& name) {
+      const float he = std::sqrt(6.0f / static_cast<float>(9 * ci));
+      auto* n = g->add_node("Conv", {in, g->add_constant(name + "_w", random_tensor({co, ci, 3, 3}, seed++, he)),
+                                     g->add_constant(name + "_b", random_tensor({co}, seed++))},
+                            1, name);
+      n->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+      return n->output(0);
+    };
+    ir::Value* b = g->add_node("Conv", {x, g->add_constant("pw_w", random_tensor({c.co, 8, 1, 1}, seed++, 0.3f))}, 1, "pw")->output(0);
+    ir::Value* t = g->add_node("Relu", {conv3x3(b, c.co, c.ci, "conv_a")}, 1, "relu_a")->output(0);
+    ir::Value* y = g->add_node("Add", {conv3x3(t, c.ci, c.co, "conv"), b}, 1, "add")->output(0);
+    if (c.relu) y = g->add_node("Relu", {y}, 1, "relu")->output(0);
+    g->add_output(y);
+    transforms::PassLog log;
+    CompareOptions opt = fusing(&log);
+    opt.atol = 1e-4;
+    auto cg = compare_with_reference(g, {random_tensor(x_shape, seed++)}, opt);
+    const cpu::Node* n = find(*cg, "conv");
+    ASSERT_NE(n, nullptr) << cg->describe();
+    EXPECT_EQ(n->impl, cpu::winograd_f32::impl_name()) << cg->describe();
+    EXPECT_NE(std::find(n->fused.begin(), n->fused.end(), "add"), n->fused.end()) << "the sum is conv's:\n"
+                                                                                    << cg->describe();
+    EXPECT_EQ(count_type(*cg, "Eltwise"), 0u) << cg->describe();
+  }
+}
+
 TEST(CpuWinograd, KilnsFourByThreeLeavesWhatItDoesNotCompute) {
   if (!kiln_winograd_here()) GTEST_SKIP() << "kiln's Winograd runs on AVX2 CPUs without AVX-512";
   // too few channels in or out, too few tiles (7x7), a dilated window, and a post-op other than

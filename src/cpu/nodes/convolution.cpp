@@ -104,6 +104,7 @@ class ConvolutionNode : public Node {
 
   void execute(dnnl::stream& stream) override {
     if (wino_) {
+      if (int k = post_ops_.sum_input(); k >= 0) start_from_summand(stream, *inputs[static_cast<size_t>(k)], *outputs[0]);
       winograd_f32::run(*wino_, static_cast<const float*>(inputs[0]->data), static_cast<const float*>(weights_.get_data_handle()),
                         has_bias() ? static_cast<const float*>(inputs[2]->data) : nullptr, static_cast<float*>(outputs[0]->data),
                         scratch, wino_threads_);
@@ -136,25 +137,31 @@ class ConvolutionNode : public Node {
 
   // kiln's Winograd F(4x4, 3x3) (winograd_f32.hpp) where oneDNN has none: a CPU with AVX2 and no
   // AVX-512, a convolution oneDNN's Winograd would take (winograd_candidate), 4-D, padding under
-  // the window, no post-op but one ReLU (a sum or another op keeps oneDNN's direct kernel), and
-  // channels and tiles enough that it pays (winograd_f32::pays).
+  // the window, post-ops it computes (kiln_winograd_post_ops), and channels and tiles enough
+  // that it pays (winograd_f32::pays).
   std::optional<winograd_f32::Geometry> kiln_winograd() const {
     if (!winograd_f32::available() || isa_at_least(Isa::avx512_core) || !winograd_candidate(post_ops_)) return std::nullopt;
     const Shape &x = inputs[0]->shape, &w = inputs[1]->shape, &y = outputs[0]->shape;
-    if (x.size() != 4 || post_ops_.ops.size() > 1) return std::nullopt;
-    if (!post_ops_.empty()) {
-      const PostOp& op = post_ops_.ops[0];
-      if (op.kind != PostOp::Kind::eltwise || op.alg != dnnl::algorithm::eltwise_relu) return std::nullopt;
-    }
+    if (x.size() != 4) return std::nullopt;
     const ConvGeometry geo = conv_geometry(*source, x, w, y);
     if (geo.pad_l[0] > 2 || geo.pad_l[1] > 2) return std::nullopt;
     winograd_f32::Geometry g;
     g.batch = x[0], g.ic = w[1], g.oc = w[0];
     g.ih = x[2], g.iw = x[3], g.oh = y[2], g.ow = y[3];
     g.pad_t = geo.pad_l[0], g.pad_l = geo.pad_l[1];
-    if (!post_ops_.empty()) g.relu = true, g.relu_alpha = post_ops_.ops[0].alpha;
-    if (!winograd_f32::pays(g)) return std::nullopt;
+    if (!kiln_winograd_post_ops(g) || !winograd_f32::pays(g)) return std::nullopt;
     return g;
+  }
+
+  // The post-ops kiln's Winograd computes, into `g`: none, a ReLU (leaky or not), a sum (the
+  // residual of a ResNet block), or a sum then a ReLU. Anything else keeps oneDNN's direct kernel.
+  bool kiln_winograd_post_ops(winograd_f32::Geometry& g) const {
+    size_t i = 0;
+    const std::vector<PostOp>& ops = post_ops_.ops;
+    if (i < ops.size() && ops[i].kind == PostOp::Kind::sum) g.sum = true, ++i;
+    if (i < ops.size() && ops[i].kind == PostOp::Kind::eltwise && ops[i].alg == dnnl::algorithm::eltwise_relu)
+      g.relu = true, g.relu_alpha = ops[i].alpha, ++i;
+    return i == ops.size();
   }
 
   std::vector<InputLayout> prepare_kiln_winograd(const winograd_f32::Geometry& g) {
@@ -170,9 +177,12 @@ class ConvolutionNode : public Node {
                                       static_cast<float*>(dst.get_data_handle()));
     });
     const memory::desc blocked8(to_dims(x), memory::data_type::f32, tag::nChw8c);
-    outputs[0]->set_layout(memory::desc(to_dims(y), memory::data_type::f32, tag::nChw8c));
+    const memory::desc out8(to_dims(y), memory::data_type::f32, tag::nChw8c);
+    outputs[0]->set_layout(out8);
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
     req[0] = InputLayout::exact(blocked8);
+    // the summand in the output's layout: the output is planned into its buffer (inplace_input)
+    if (int k = post_ops_.sum_input(); k >= 0) req[static_cast<size_t>(k)] = InputLayout::exact(out8);
     return req;
   }
 
