@@ -44,6 +44,29 @@ void BM_GemmKiln(benchmark::State& s) {
   s.SetItemsProcessed(s.iterations() * 2 * M * N * K);
 }
 
+// The same with a bias and GELU (erf) epilogue, as a transformer's or ConvNeXt's MLP up-projection:
+// with K as small as ConvNeXt's 96, the epilogue's cost is of the order of the products'.
+void BM_GemmKilnGelu(benchmark::State& s) {
+  const int64_t M = s.range(0), K = s.range(1), N = s.range(2);
+  if (!cpu::gemm_f32::available()) {
+    s.SkipWithError("no AVX2: kiln's GEMM does not run here");
+    return;
+  }
+  const auto a = uniform(M * K, 1), b = uniform(K * N, 2), bias = uniform(N, 3);
+  std::vector<float> packed(static_cast<size_t>(cpu::gemm_f32::packed_size(K, N))), c(static_cast<size_t>(M * N));
+  cpu::gemm_f32::pack_b(b.data(), K, N, N, 1, 1.0f, packed.data());
+  cpu::gemm_f32::Epilogue ep;
+  ep.bias = bias.data();
+  cpu::gemm_f32::EpilogueOp gelu;
+  gelu.alg = dnnl::algorithm::eltwise_gelu_erf;
+  ep.ops.push_back(gelu);
+  for (auto _ : s) {
+    cpu::gemm_f32::run(a.data(), M, K, K, packed.data(), N, c.data(), N, ep);
+    benchmark::DoNotOptimize(c.data());
+  }
+  s.SetItemsProcessed(s.iterations() * 2 * M * N * K);
+}
+
 // The same with the weights cold, as in a model: a rotation of B matrices (64 MiB in all, more
 // than the last-level cache) so that each call reads its B from memory.
 void BM_GemmKilnCold(benchmark::State& s) {
@@ -122,6 +145,8 @@ BENCHMARK(BM_GemmS16)
 
 BENCHMARK(BM_GemmKiln)->GEMM_SHAPES;
 BENCHMARK(BM_GemmKilnCold)->GEMM_SHAPES;
+BENCHMARK(BM_GemmKilnGelu)->Args({3136, 96, 384})->Args({784, 192, 768})->Args({196, 384, 1536})->Args({64, 384, 1536})
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_GemmOneDnn)->GEMM_SHAPES;
 
 }  // namespace

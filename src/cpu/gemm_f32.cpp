@@ -113,32 +113,43 @@ KILN_AVX512 void block(const float* a, int64_t lda, const float* b, int64_t /*gs
   }
 }
 
-KILN_AVX2 __m256 v_eltwise8(__m256 x, const EpilogueOp& op) {
+// `op` on v[0, n): the algorithm chosen once, then a loop over independent vectors whose
+// long chains (GELU: a division and an exponential) overlap in the core. One vector at a time
+// through a call per vector, the accumulators spilled around each, GELU after a K = 96 product
+// cost about as much as the product (BM_GemmKilnGelu).
+KILN_AVX2 void eltwise8_n(__m256* v, int n, const EpilogueOp& op) {
   using A = dnnl::algorithm;
   const __m256 alpha = _mm256_set1_ps(op.alpha), beta = _mm256_set1_ps(op.beta);
   const __m256 zero = _mm256_setzero_ps(), half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+#define KILN_EACH(expr)             \
+  for (int i = 0; i < n; ++i) {     \
+    const __m256 x = v[i];          \
+    v[i] = (expr);                  \
+  }                                 \
+  return
   switch (op.alg) {
-    case A::eltwise_relu: return _mm256_blendv_ps(x, _mm256_mul_ps(x, alpha), _mm256_cmp_ps(x, zero, _CMP_LT_OQ));
-    case A::eltwise_linear: return _mm256_fmadd_ps(x, alpha, beta);
+    case A::eltwise_relu: KILN_EACH(_mm256_blendv_ps(x, _mm256_mul_ps(x, alpha), _mm256_cmp_ps(x, zero, _CMP_LT_OQ)));
+    case A::eltwise_linear: KILN_EACH(_mm256_fmadd_ps(x, alpha, beta));
     case A::eltwise_clip:
-    case A::eltwise_clip_v2: return _mm256_min_ps(_mm256_max_ps(x, alpha), beta);
+    case A::eltwise_clip_v2: KILN_EACH(_mm256_min_ps(_mm256_max_ps(x, alpha), beta));
     case A::eltwise_gelu_erf:
-      return _mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(one, v_erf8(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678f)))));
-    case A::eltwise_gelu_tanh: {
-      const __m256 inner = _mm256_mul_ps(_mm256_set1_ps(0.79788456f),
-                                         _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), x), _mm256_mul_ps(x, x), x));
-      return _mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(one, v_tanh8(inner)));
-    }
-    case A::eltwise_logistic: return v_logistic8(x);
-    case A::eltwise_tanh: return v_tanh8(x);
-    case A::eltwise_swish: return _mm256_mul_ps(x, v_logistic8(_mm256_mul_ps(alpha, x)));
-    case A::eltwise_abs: return v_abs8(x);
-    case A::eltwise_square: return _mm256_mul_ps(x, x);
-    case A::eltwise_exp: return v_exp8(x);
+      KILN_EACH(_mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(one, v_erf8(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678f))))));
+    case A::eltwise_gelu_tanh:
+      KILN_EACH(_mm256_mul_ps(_mm256_mul_ps(half, x),
+                              _mm256_add_ps(one, v_tanh8(_mm256_mul_ps(_mm256_set1_ps(0.79788456f),
+                                                                      _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), x),
+                                                                                      _mm256_mul_ps(x, x), x))))));
+    case A::eltwise_logistic: KILN_EACH(v_logistic8(x));
+    case A::eltwise_tanh: KILN_EACH(v_tanh8(x));
+    case A::eltwise_swish: KILN_EACH(_mm256_mul_ps(x, v_logistic8(_mm256_mul_ps(alpha, x))));
+    case A::eltwise_abs: KILN_EACH(v_abs8(x));
+    case A::eltwise_square: KILN_EACH(_mm256_mul_ps(x, x));
+    case A::eltwise_exp: KILN_EACH(v_exp8(x));
     case A::eltwise_elu:
-      return _mm256_blendv_ps(x, _mm256_mul_ps(alpha, _mm256_sub_ps(v_exp8(x), one)), _mm256_cmp_ps(x, zero, _CMP_LE_OQ));
-    default: return x;  // not reached: supports_eltwise() filtered the list
+      KILN_EACH(_mm256_blendv_ps(x, _mm256_mul_ps(alpha, _mm256_sub_ps(v_exp8(x), one)), _mm256_cmp_ps(x, zero, _CMP_LE_OQ)));
+    default: return;  // not reached: supports_eltwise() filtered the list
   }
+#undef KILN_EACH
 }
 
 // `left`: the columns from n0 on (the lanes past them are not stored)
@@ -187,24 +198,41 @@ KILN_AVX2 void block_avx2(const float* a, int64_t lda, const float* b, int64_t g
     }
     // unrolled, so that every accumulator index is a constant: GCC otherwise keeps acc in
     // memory and stores all of them on every step of the k loop (1.6x slower)
+    // the block's values (C added, the bias) in `out`, then the ops over all of them at once
+    __m256 out[MR][NV];
+    const int nv = static_cast<int>(std::min<int64_t>(NV, (ncols - sub + 7) / 8));  // vectors with columns
 #pragma GCC unroll 8
     for (int j = 0; j < NV; ++j) {
       const int64_t col = sub + j * 8;
-      if (col >= ncols) break;
+      if (j >= nv) break;
       const int64_t left = ncols - col;  // masked moves only for a last partial vector (v_load8)
       const __m256 bias = last && ep.bias ? simd::v_load8(ep.bias + n0 + col, left) : _mm256_setzero_ps();
 #pragma GCC unroll 8
       for (int r = 0; r < MR; ++r) {
-        float* cr = c + r * ldc + col;
         __m256 v = acc[r][j];
-        if (!first || ep.accumulate) v = _mm256_add_ps(v, simd::v_load8(cr, left));
-        if (last) {
-          v = _mm256_add_ps(v, bias);
-          for (const EpilogueOp& op : ep.ops)
-            v = op.kind == EpilogueOp::Kind::eltwise ? v_eltwise8(v, op) : v_binary8(v, op, n0 + col, left);
-        }
-        simd::v_store8(cr, left, v);
+        if (!first || ep.accumulate) v = _mm256_add_ps(v, simd::v_load8(c + r * ldc + col, left));
+        out[r][j] = last ? _mm256_add_ps(v, bias) : v;
       }
+    }
+    if (last)
+      for (const EpilogueOp& op : ep.ops) {
+        if (op.kind == EpilogueOp::Kind::eltwise) {
+          if (nv == NV) {
+            eltwise8_n(&out[0][0], MR * NV, op);
+          } else {
+            for (int r = 0; r < MR; ++r) eltwise8_n(out[r], nv, op);
+          }
+          continue;
+        }
+        for (int j = 0; j < nv; ++j)
+          for (int r = 0; r < MR; ++r) out[r][j] = v_binary8(out[r][j], op, n0 + sub + j * 8, ncols - sub - j * 8);
+      }
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) {
+      if (j >= nv) break;
+      const int64_t col = sub + j * 8;
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) simd::v_store8(c + r * ldc + col, ncols - col, out[r][j]);
     }
   }
 }
