@@ -196,15 +196,15 @@ KILN_AVX2 void block_avx2(const float* a, int64_t lda, const float* b, int64_t g
         for (int j = 0; j < NV; ++j) acc[r][j] = _mm256_fmadd_ps(av, bv[j], acc[r][j]);
       }
     }
-    // unrolled, so that every accumulator index is a constant: GCC otherwise keeps acc in
-    // memory and stores all of them on every step of the k loop (1.6x slower)
     // the block's values (C added, the bias) in `out`, then the ops over all of them at once
     __m256 out[MR][NV];
     const int nv = static_cast<int>(std::min<int64_t>(NV, (ncols - sub + 7) / 8));  // vectors with columns
+    // unrolled, so that every accumulator index is a constant: GCC otherwise keeps acc in
+    // memory and stores all of them on every step of the k loop (1.6x slower)
 #pragma GCC unroll 8
     for (int j = 0; j < NV; ++j) {
-      const int64_t col = sub + j * 8;
       if (j >= nv) break;
+      const int64_t col = sub + j * 8;
       const int64_t left = ncols - col;  // masked moves only for a last partial vector (v_load8)
       const __m256 bias = last && ep.bias ? simd::v_load8(ep.bias + n0 + col, left) : _mm256_setzero_ps();
 #pragma GCC unroll 8

@@ -103,8 +103,9 @@ class ConvolutionNode : public Node {
   }
 
   void execute(dnnl::stream& stream) override {
+    // a sum post-op adds to what the output holds: the summand, unless planned into its buffer
+    if (int k = post_ops_.sum_input(); k >= 0) start_from_summand(stream, *inputs[static_cast<size_t>(k)], *outputs[0]);
     if (wino_) {
-      if (int k = post_ops_.sum_input(); k >= 0) start_from_summand(stream, *inputs[static_cast<size_t>(k)], *outputs[0]);
       winograd_f32::run(*wino_, static_cast<const float*>(inputs[0]->data), static_cast<const float*>(weights_.get_data_handle()),
                         has_bias() ? static_cast<const float*>(inputs[2]->data) : nullptr, static_cast<float*>(outputs[0]->data),
                         scratch, wino_threads_);
@@ -118,7 +119,6 @@ class ConvolutionNode : public Node {
       if (scratch != scratch_at_) scratchpad_ = memory(pd_.scratchpad_desc(), cpu_engine(), scratch_at_ = scratch);
       args[DNNL_ARG_SCRATCHPAD] = scratchpad_;
     }
-    if (int k = post_ops_.sum_input(); k >= 0) start_from_summand(stream, *inputs[static_cast<size_t>(k)], *outputs[0]);
     post_ops_.add_args(args);
     if (dw_weights_) args[DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS] = dw_weights_;
     if (dw_bias_) args[DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS] = dw_bias_;
