@@ -9,7 +9,9 @@
 #include <cmath>
 #include <limits>
 
+#include "cpu/gemm_s16.hpp"
 #include "cpu/isa.hpp"
+#include "cpu/nodes/int8_util.hpp"
 #include "cpu_test_util.hpp"
 
 namespace test_cpu_int8 {
@@ -48,8 +50,9 @@ struct ConvCase {
 };
 
 // x (graph input) [, x_zp] -> ConvInteger -> y (i32), on the reference and a cpu::Graph.
-// `jit`: oneDNN has an optimised kernel for the case on the ISA in use.
-void check_conv_integer(const ConvCase& c, const Tensor& x, uint8_t zx_runtime = 0, bool jit = true) {
+// `jit`: oneDNN has an optimised kernel for the case on the ISA in use. Returns the node's
+// implementation.
+std::string check_conv_integer(const ConvCase& c, const Tensor& x, uint8_t zx_runtime = 0, bool jit = true) {
   auto g = make_graph(13);
   ir::Value* xv = g->add_input("x", {c.x_signed ? DType::i8 : DType::u8, ir::PartialShape(c.x)});
   std::vector<ir::Value*> in = {xv, g->add_constant("w", c.w)};
@@ -72,6 +75,9 @@ void check_conv_integer(const ConvCase& c, const Tensor& x, uint8_t zx_runtime =
   EXPECT_EQ(count_type(*cg, "ConvInteger"), 1u);
   EXPECT_EQ(count_type(*cg, "Reference"), 0u);
   if (jit) expect_jit(*cg, "ConvInteger");
+  for (const auto& n : cg->nodes())
+    if (n->type() == std::string("ConvInteger")) return n->impl;
+  return "";
 }
 
 std::map<std::string, ir::Attribute> window(std::vector<int64_t> pads, std::vector<int64_t> strides = {},
@@ -91,6 +97,34 @@ TEST(CpuInt8, ConvIntegerU8WeightsScalarZeroPointRunTimeActivationZeroPoint) {
   c.attrs = window({1, 1, 1, 1});
   check_conv_integer(c, random_int<uint8_t>(c.x, 2, 0, 255), 127);
   check_conv_integer(c, random_int<uint8_t>(c.x, 3, 0, 255), 0);
+}
+
+// Without VNNI (AVX2), a 2-D ConvInteger without groups runs on kiln's exact 16-bit GEMM: the
+// weights less their zero points packed, x less its run-time zero point widened (a 1x1
+// stride-1 window straight from the rows, the others through im2col), every case exact.
+TEST(CpuInt8, ConvIntegerWithoutVnniRunsOnTheSixteenBitGemm) {
+  const bool s16 = !cpu::exact_int8_kernels() && cpu::gemm_s16::available();
+  auto expect_impl = [&](const std::string& impl, const char* how) {
+    if (s16) EXPECT_EQ(impl, cat("kiln_gemm:avx2_s16 (", how, ")"));
+    else EXPECT_EQ(impl.rfind("kiln_gemm", 0), std::string::npos) << impl;  // oneDNN's convolution
+  };
+  Tensor zw(DType::i8, Shape{19});  // per channel, both signs; 19 columns: a partial panel
+  for (int i = 0; i < 19; ++i) zw.data<int8_t>()[i] = static_cast<int8_t>(i * 13 - 120);
+  // s8 x s8, padded, strided, dilated, two images, run-time zero point
+  ConvCase a{{2, 5, 11, 9}, random_int<int8_t>({19, 5, 3, 3}, 20, -128, 127), zw, /*x_signed=*/true};
+  a.attrs = window({1, 2, 0, 1}, {2, 1}, {1, 2});
+  expect_impl(check_conv_integer(a, random_int<int8_t>(a.x, 21, -128, 127), static_cast<uint8_t>(-100)), "im2col");
+  // u8 x u8 at the extremes (255 - 0) x (255 - 0) in every product, an odd K (3 x 1 x 1 channels)
+  ConvCase b{{1, 3, 6, 7}, filled<uint8_t>({4, 3, 1, 1}, 255), filled<uint8_t>({}, 0)};
+  b.attrs = window({0, 0, 0, 0});
+  expect_impl(check_conv_integer(b, filled<uint8_t>(b.x, 255), 0), "1x1");
+  // u8 x s8 1x1, scalar weight zero point, constant activation zero point
+  ConvCase c{{1, 16, 5, 5}, random_int<int8_t>({24, 16, 1, 1}, 22, -128, 127), filled<int8_t>({}, -5), false, 77};
+  c.attrs = window({0, 0, 0, 0});
+  expect_impl(check_conv_integer(c, random_int<uint8_t>(c.x, 23, 0, 255)), "1x1");
+  // a 1x1 window with a stride is not the rows themselves
+  c.attrs = window({0, 0, 0, 0}, {2, 2});
+  expect_impl(check_conv_integer(c, random_int<uint8_t>(c.x, 24, 0, 255)), "im2col");
 }
 
 TEST(CpuInt8, ConvIntegerGroupedStridedDilatedS8PerChannelZeroPoints) {

@@ -8,8 +8,12 @@
 // oneDNN computes the first term (s8 activations moved to u8 by + 128, their zero point with
 // them; the activation zero point is a run-time value: DynamicQuantizeLinear makes a new one
 // every inference), this node the window sums and the sum, in int32 (wrapping as the
-// reference's int64 sum cast to int32 does), writing the plain output. Without VNNI the
-// weights are split in two (int8_util.hpp) and the convolution runs twice.
+// reference's int64 sum cast to int32 does), writing the plain output. Without VNNI a 2-D
+// convolution without groups runs on kiln's exact 16-bit GEMM instead (gemm_s16.hpp): the
+// weights less their zero points packed once, the activations less theirs widened per run
+// (im2col_s16.hpp, or the channels-last rows themselves for a 1x1 stride-1 window), so the
+// GEMM's int32 sums are the result and no correction is needed; the others split the weights
+// in two (int8_util.hpp) and run oneDNN's convolution twice.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -19,7 +23,10 @@
 #include "core/strings.hpp"
 #include "cpu/arena.hpp"
 #include "cpu/dnnl_util.hpp"
+#include "cpu/gemm_s16.hpp"
+#include "cpu/weights_cache.hpp"
 #include "cpu/nodes/conv_geometry.hpp"
+#include "cpu/nodes/im2col_s16.hpp"
 #include "cpu/nodes/int8_util.hpp"
 #include "cpu/nodes/node_factory.hpp"
 
@@ -64,12 +71,16 @@ class ConvIntegerNode : public Node {
     x_md_ = memory::desc(to_dims(x), signed_x_ ? memory::data_type::s8 : memory::data_type::u8, channels_last_tag(sp_));
     src_md_ = memory::desc(to_dims(x), memory::data_type::u8, channels_last_tag(sp_));
     acc_md_ = memory::desc(to_dims(y), memory::data_type::s32, channels_last_tag(sp_));
+    has_zx_ = inputs.size() > op_.zx && inputs[op_.zx];
+    out_positions_ = 1;
+    for (size_t i = 2; i < y.size(); ++i) out_positions_ *= y[i];
+    s16_ = !exact_int8_kernels() && gemm_s16::available() && sp_ == 2 && group_ == 1;
+    if (s16_) return prepare_s16();
     const memory::dims wdims = conv_weight_dims(w, group_);
     memory::desc wei_any(wdims, memory::data_type::s8, tag::any);
     dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                       src_md_, wei_any, acc_md_, geo.strides, geo.dilations, geo.pad_l, geo.pad_r);
     dnnl::primitive_attr attr;
-    has_zx_ = inputs.size() > op_.zx && inputs[op_.zx];
     if (has_zx_ || signed_x_) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
     pd_ = dnnl::convolution_forward::primitive_desc(d, attr, cpu_engine());
     prim_ = dnnl::convolution_forward(pd_);
@@ -89,8 +100,6 @@ class ConvIntegerNode : public Node {
     // working memory: the primitive's output(s), and the window sums
     in_positions_ = 1;
     for (size_t i = 2; i < x.size(); ++i) in_positions_ *= x[i];
-    out_positions_ = 1;
-    for (size_t i = 2; i < y.size(); ++i) out_positions_ *= y[i];
     const size_t acc_bytes = Arena::aligned(acc_md_.get_size());
     const int64_t n = x[0];
     hi_offset_ = acc_bytes;
@@ -108,6 +117,7 @@ class ConvIntegerNode : public Node {
   }
 
   void execute(dnnl::stream& stream) override {
+    if (s16_) return execute_s16(stream);
     const int32_t zx = has_zx_ ? zero_point_value(inputs[op_.zx]->dtype, inputs[op_.zx]->data) : 0;
     auto* base = static_cast<char*>(scratch);
     memory src = inputs[0]->memory();
@@ -139,6 +149,74 @@ class ConvIntegerNode : public Node {
   }
 
  private:
+  // kiln's 16-bit GEMM (no VNNI): B [(kh, kw, c), m] = w - w_zp, packed once per model; the
+  // window's x - x_zp as A; C, channels-last int32 sums, in the working memory, then written
+  // plain (and requantized, for a QLinearConv) by write_output.
+  std::vector<InputLayout> prepare_s16() {
+    const Shape& x = inputs[0]->shape;
+    const Shape& w = inputs[op_.w]->shape;
+    const Shape& y = outputs[0]->shape;
+    shape_ = {x[2], x[3], x[1], w[2], w[3], y[2], y[3]};
+    K_ = shape_.KH * shape_.KW * shape_.C;
+    pointwise_ = shape_.KH == 1 && shape_.KW == 1 && geo_.strides[0] == 1 && geo_.strides[1] == 1 &&
+                 geo_.pad_l[0] == 0 && geo_.pad_l[1] == 0 && shape_.OH == shape_.H && shape_.OW == shape_.W;
+    impl = cat(gemm_s16::impl_name(), pointwise_ ? " (1x1)" : " (im2col)");
+    // the columns' zero points: w_zp per channel, one for all, or none
+    const Tensor* zw = inputs.size() > op_.zw && inputs[op_.zw] ? &inputs[op_.zw]->constant : nullptr;
+    std::vector<int32_t> zb(static_cast<size_t>(M_), 0);
+    for (int64_t m = 0; zw && m < M_; ++m)
+      zb[static_cast<size_t>(m)] =
+          zero_point_value(zw->dtype(), static_cast<const uint8_t*>(zw->raw()) + (zw->size() == 1 ? 0 : m));
+    std::string key = "convinteger/s16/zw";
+    for (int32_t z : zb) key += cat(",", z);  // the packed values depend on them
+    const Tensor& wt = inputs[op_.w]->constant;
+    const bool w_signed = wt.dtype() == DType::i8;
+    const int64_t K = K_, M = M_, C = shape_.C, taps = shape_.KH * shape_.KW;
+    const memory::desc packed({gemm_s16::packed_size(K, M) * 2}, memory::data_type::u8, tag::a);
+    weights_ = pack_weights(wt, key, packed, [&](memory& dst) {
+      std::vector<uint8_t> b(static_cast<size_t>(K * M));  // B[(kh * KW + kw) * C + c][m] = w[m][c][kh][kw]
+      const auto* src = static_cast<const uint8_t*>(wt.raw());
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t k = 0; k < taps; ++k) b[static_cast<size_t>((k * C + c) * M + m)] = src[(m * C + c) * taps + k];
+      gemm_s16::pack_b(b.data(), w_signed, K, M, zb.data(), static_cast<int16_t*>(dst.get_data_handle()));
+    });
+    if (op_.qlinear) prepare_requantization();
+    c_.assign(static_cast<size_t>(M_), 0);
+    correct_ = false;
+    acc_bytes_ = Arena::aligned(acc_md_.get_size());
+    scratch_bytes_ = acc_bytes_ + Arena::aligned(gemm_s16::scratch_bytes(shape_.OH * shape_.OW, K_));
+    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
+    req[0] = InputLayout::exact(x_md_);
+    if (has_zx_) req[op_.zx] = InputLayout::plain();
+    return req;  // output 0 stays plain
+  }
+
+  void execute_s16(dnnl::stream& stream) {
+    stream.wait();  // x may come from a oneDNN primitive
+    const int32_t zx = has_zx_ ? zero_point_value(inputs[op_.zx]->dtype, inputs[op_.zx]->data) : 0;
+    auto* acc = static_cast<int32_t*>(scratch);
+    auto* wide = reinterpret_cast<int16_t*>(static_cast<char*>(scratch) + acc_bytes_);
+    const auto* x = static_cast<const uint8_t*>(inputs[0]->data);
+    const auto* packed = static_cast<const int16_t*>(weights_.get_data_handle());
+    const int64_t rows = shape_.OH * shape_.OW, images = inputs[0]->shape[0];
+    for (int64_t n = 0; n < images; ++n) {
+      const uint8_t* xn = x + n * shape_.H * shape_.W * shape_.C;
+      int32_t* cn = acc + n * rows * M_;
+      if (pointwise_) {
+        gemm_s16::run(xn, signed_x_, zx, rows, K_, shape_.C, packed, M_, cn, M_, wide);
+        continue;
+      }
+      if (signed_x_) {
+        im2col_s16(reinterpret_cast<const int8_t*>(xn), shape_, geo_, zx, wide);
+      } else {
+        im2col_s16(xn, shape_, geo_, zx, wide);
+      }
+      gemm_s16::run_widened(wide, rows, K_, packed, M_, cn, M_);
+    }
+    write_output(acc, nullptr, nullptr);
+  }
+
   // QLinearConv: y = saturate(round_half_even(float(acc + B) * mult[m]) + y_zp), as the
   // reference kernel computes it.
   void prepare_requantization() {
@@ -256,6 +334,11 @@ class ConvIntegerNode : public Node {
   memory weights_, weights_hi_;
   std::vector<int32_t> c_;
   bool has_zx_ = false, signed_x_ = false, split_ = false, correct_ = false;
+  // kiln's 16-bit GEMM (no VNNI)
+  bool s16_ = false, pointwise_ = false;
+  Im2colShape shape_;
+  int64_t K_ = 0;
+  size_t acc_bytes_ = 0;
   int32_t zx_ = 0;  // the run's activation zero point, for the primitive
   size_t hi_offset_ = 0, sums_offset_ = 0, window_offset_ = 0, x_offset_ = 0, scratch_bytes_ = 0;
 };

@@ -22,6 +22,7 @@
 #include "cpu/gemm_s16.hpp"
 #include "cpu/weights_cache.hpp"
 #include "cpu/nodes/conv_geometry.hpp"
+#include "cpu/nodes/im2col_s16.hpp"
 #include "cpu/nodes/int8_util.hpp"
 #include "cpu/nodes/node_factory.hpp"
 #include "cpu/nodes/quantized_convolution.hpp"
@@ -195,14 +196,16 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
       } else if (pointwise_) {
         gemm_s16::run(xn, x_signed, zx_, rows, K_, C_, packed, M_, yn, M_, wide, out);
       } else if (x_signed) {
-        im2col(reinterpret_cast<const int8_t*>(xn), wide);
+        im2col_s16(reinterpret_cast<const int8_t*>(xn), im2col_shape(), geo_, zx_, wide);
         gemm_s16::run_widened(wide, rows, K_, packed, M_, yn, M_, out);
       } else {
-        im2col(xn, wide);
+        im2col_s16(xn, im2col_shape(), geo_, zx_, wide);
         gemm_s16::run_widened(wide, rows, K_, packed, M_, yn, M_, out);
       }
     }
   }
+
+  Im2colShape im2col_shape() const { return {H_, W_, C_, KH_, KW_, OH_, OW_}; }
 
   depthwise_s8::Geometry dw_geometry() const {
     depthwise_s8::Geometry dg;
@@ -210,38 +213,6 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
     dg.stride_h = geo_.strides[0], dg.stride_w = geo_.strides[1], dg.pad_t = geo_.pad_l[0], dg.pad_l = geo_.pad_l[1];
     dg.dilation_h = geo_.dilations[0] + 1, dg.dilation_w = geo_.dilations[1] + 1;
     return dg;
-  }
-
-  // The GEMM's A: under each output position of the channels-last image `x`, the window's
-  // values less x_zp as 16-bit ([OH * OW, (kh, kw, c)], 0 in the padding), on the team.
-  template <typename T>
-  void im2col(const T* x, int16_t* wide) const {
-    const int64_t C = C_, row_len = gemm_s16::widened_row(K_);
-    const int32_t zx = zx_;
-#pragma omp parallel for schedule(static)
-    for (int64_t oh = 0; oh < OH_; ++oh)
-      for (int64_t ow = 0; ow < OW_; ++ow) {
-        int16_t* row = wide + (oh * OW_ + ow) * row_len;
-        for (int64_t kh = 0; kh < KH_; ++kh) {
-          const int64_t ih = oh * geo_.strides[0] - geo_.pad_l[0] + kh * (geo_.dilations[0] + 1);
-          const int64_t iw0 = ow * geo_.strides[1] - geo_.pad_l[1];
-          int16_t* dst = row + kh * KW_ * C;
-          if (ih >= 0 && ih < H_ && geo_.dilations[1] == 0 && iw0 >= 0 && iw0 + KW_ <= W_) {
-            // the window's row inside the image: KW * C consecutive values (the stem's 7 x 3)
-            gemm_s16::widen(x + (ih * W_ + iw0) * C, KW_ * C, zx, dst);
-            continue;
-          }
-          for (int64_t kw = 0; kw < KW_; ++kw, dst += C) {
-            const int64_t iw = iw0 + kw * (geo_.dilations[1] + 1);
-            if (ih < 0 || ih >= H_ || iw < 0 || iw >= W_) {
-              std::fill(dst, dst + C, int16_t{0});
-            } else {
-              gemm_s16::widen(x + (ih * W_ + iw) * C, C, zx, dst);
-            }
-          }
-        }
-        if (K_ % 2) row[K_] = 0;
-      }
   }
 
   // Whether oneDNN keeps an int8 JIT kernel for the convolution with `sum` and the node's other

@@ -1,0 +1,52 @@
+#pragma once
+// The 16-bit im2col of kiln's exact int8 convolutions without VNNI (gemm_s16.hpp): QLinearConv
+// (quantized_convolution.cpp) and ConvInteger (conv_integer.cpp) multiply its rows by their
+// packed weights.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "cpu/gemm_s16.hpp"
+#include "cpu/nodes/conv_geometry.hpp"
+
+namespace kiln::cpu {
+
+// A 2-D window over one channels-last image [H, W, C] (u8 or s8) giving [OH, OW] positions.
+struct Im2colShape {
+  int64_t H = 0, W = 0, C = 0, KH = 0, KW = 0, OH = 0, OW = 0;
+};
+
+// The GEMM's A: under each output position, the window's values less `zx` as 16-bit, rows of
+// gemm_s16::widened_row(KH * KW * C) values ordered (kh, kw, c), 0 in the padding (the operators
+// pad x with its zero point, so x - zx is 0 there). On the calling thread's OpenMP team.
+template <typename T>
+void im2col_s16(const T* x, const Im2colShape& s, const ConvGeometry& geo, int32_t zx, int16_t* wide) {
+  const int64_t C = s.C, K = s.KH * s.KW * C, row_len = gemm_s16::widened_row(K);
+#pragma omp parallel for schedule(static)
+  for (int64_t oh = 0; oh < s.OH; ++oh)
+    for (int64_t ow = 0; ow < s.OW; ++ow) {
+      int16_t* row = wide + (oh * s.OW + ow) * row_len;
+      for (int64_t kh = 0; kh < s.KH; ++kh) {
+        const int64_t ih = oh * geo.strides[0] - geo.pad_l[0] + kh * (geo.dilations[0] + 1);
+        const int64_t iw0 = ow * geo.strides[1] - geo.pad_l[1];
+        int16_t* dst = row + kh * s.KW * C;
+        if (ih >= 0 && ih < s.H && geo.dilations[1] == 0 && iw0 >= 0 && iw0 + s.KW <= s.W) {
+          // the window's row inside the image: KW * C consecutive values (the stem's 7 x 3)
+          gemm_s16::widen(x + (ih * s.W + iw0) * C, s.KW * C, zx, dst);
+          continue;
+        }
+        for (int64_t kw = 0; kw < s.KW; ++kw, dst += C) {
+          const int64_t iw = iw0 + kw * (geo.dilations[1] + 1);
+          if (ih < 0 || ih >= s.H || iw < 0 || iw >= s.W) {
+            std::fill(dst, dst + C, int16_t{0});
+          } else {
+            gemm_s16::widen(x + (ih * s.W + iw) * C, C, zx, dst);
+          }
+        }
+      }
+      if (K % 2) row[K] = 0;
+    }
+}
+
+}  // namespace kiln::cpu
