@@ -549,6 +549,19 @@ std::vector<int64_t> centered(const RunContext& ctx, const Tensor& t, const char
   return v;
 }
 
+// ConvInteger's int32 result of x, w and their zero points (inputs zx, zw, each optional), in
+// `cs`'s output shape: the int64 sums cast to int32, as the reference defines it.
+std::vector<int32_t> conv_integer_sums(const RunContext& ctx, size_t zx, size_t zw, ConvSetup& cs) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  cs = conv_setup(ctx, x.shape(), w.shape());
+  std::vector<int64_t> xv = centered(ctx, x, "X", ctx.has_input(zx) ? &ctx.input(zx) : nullptr, 0);
+  std::vector<int64_t> wv = centered(ctx, w, "W", ctx.has_input(zw) ? &ctx.input(zw) : nullptr, cs.M);
+  std::vector<int64_t> acc(static_cast<size_t>(shape_size(cs.out_shape)));
+  if (!acc.empty()) conv_forward<int64_t>(xv.data(), wv.data(), nullptr, acc.data(), cs.N, cs.C, cs.M, cs.group, cs.g);
+  return std::vector<int32_t>(acc.begin(), acc.end());
+}
+
 void register_conv_integer(ir::OpRegistry& r) {
   ir::OpSchema s;
   s.name = "ConvInteger";
@@ -559,17 +572,55 @@ void register_conv_integer(ir::OpRegistry& r) {
   s.validate = validate_window_attrs;
   s.infer = [](ir::InferContext& ctx) { conv_infer_shape(ctx, DType::i32, 0, 1); };
   s.run = [](ir::RunContext& ctx) {
-    const Tensor& x = ctx.input(0);
-    const Tensor& w = ctx.input(1);
-    ConvSetup cs = conv_setup(ctx, x.shape(), w.shape());
-    std::vector<int64_t> xv = centered(ctx, x, "X", ctx.has_input(2) ? &ctx.input(2) : nullptr, 0);
-    std::vector<int64_t> wv = centered(ctx, w, "W", ctx.has_input(3) ? &ctx.input(3) : nullptr, cs.M);
-    std::vector<int64_t> acc(static_cast<size_t>(shape_size(cs.out_shape)));
+    ConvSetup cs;
+    const std::vector<int32_t> acc = conv_integer_sums(ctx, 2, 3, cs);
     Tensor& y = ctx.allocate_output(0, DType::i32, cs.out_shape);
-    if (acc.empty()) return;
-    conv_forward<int64_t>(xv.data(), wv.data(), nullptr, acc.data(), cs.N, cs.C, cs.M, cs.group, cs.g);
-    int32_t* py = y.data<int32_t>();
-    for (size_t i = 0; i < acc.size(); ++i) py[i] = static_cast<int32_t>(acc[i]);
+    std::copy(acc.begin(), acc.end(), y.data<int32_t>());
+  };
+  r.add(std::move(s));
+}
+
+// ConvIntegerToFloat (domain "kiln"; FuseConvIntegerToFloat makes it of a dynamically quantized
+// convolution): (x, w, x_scale, w_scale, x_zero_point?, w_zero_point?, bias?) ->
+//   y[n, m, ...] = float(ConvInteger(x, w, x_zp, w_zp)[n, m, ...]) * (x_scale * w_scale[m]) + bias[m]
+// each step rounded to f32 as the Cast, the two Muls and the Add it replaces round; x_scale one
+// value, w_scale one or one per output channel, bias one per output channel.
+void register_conv_integer_to_float(ir::OpRegistry& r) {
+  ir::OpSchema s;
+  s.domain = "kiln";
+  s.name = "ConvIntegerToFloat";
+  s.since_version = 1;
+  s.min_inputs = 4;
+  s.max_inputs = 7;
+  s.attrs = kConvAttrs;
+  s.validate = validate_window_attrs;
+  s.infer = [](ir::InferContext& ctx) { conv_infer_shape(ctx, DType::f32, 0, 1); };
+  s.run = [](ir::RunContext& ctx) {
+    ConvSetup cs;
+    const std::vector<int32_t> acc = conv_integer_sums(ctx, 4, 5, cs);
+    auto floats = [&](size_t i, const char* what, bool per_channel) {
+      const Tensor& t = ctx.input(i);
+      KILN_CHECK(t.dtype() == DType::f32, ctx.error(what, " must be float32, got ", dtype_name(t.dtype())));
+      const bool ok = t.size() == 1 || (per_channel && t.size() == cs.M);
+      KILN_CHECK(ok, ctx.error(what, " must hold one value", per_channel ? cat(" or ", cs.M) : "", ", got shape ",
+                               shape_to_string(t.shape())));
+      return to_f32(t);
+    };
+    const std::vector<float> xs = floats(2, "x_scale", false), ws = floats(3, "w_scale", true);
+    std::vector<float> bias;
+    if (ctx.has_input(6)) {
+      bias = floats(6, "bias", true);
+      KILN_CHECK(static_cast<int64_t>(bias.size()) == cs.M, ctx.error("bias must hold ", cs.M, " values, got ", bias.size()));
+    }
+    Tensor& y = ctx.allocate_output(0, DType::f32, cs.out_shape);
+    float* py = y.data<float>();
+    const int64_t per = cs.N * cs.M > 0 ? static_cast<int64_t>(acc.size()) / (cs.N * cs.M) : 1;  // positions per channel
+    for (size_t i = 0; i < acc.size(); ++i) {
+      const auto m = static_cast<size_t>(static_cast<int64_t>(i) / per % cs.M);
+      const float scale = xs[0] * ws[ws.size() == 1 ? 0 : m];
+      const float v = static_cast<float>(acc[i]) * scale;
+      py[i] = bias.empty() ? v : v + bias[m];
+    }
   };
   r.add(std::move(s));
 }
@@ -652,6 +703,7 @@ void register_conv_ops(ir::OpRegistry& r) {
   register_conv(r);
   register_conv_transpose(r);
   register_conv_integer(r);
+  register_conv_integer_to_float(r);
   register_qlinear_conv(r);
 }
 

@@ -24,6 +24,7 @@ const std::vector<Pass>& passes() {
       {kQdqToFakeQuantize, fuse_qdq_to_fake_quantize},
       {kRemoveIdentityOps, remove_identity_ops},
       {kFuseMatMulIntegerToFloat, fuse_matmul_integer_to_float},
+      {kFuseConvIntegerToFloat, fuse_conv_integer_to_float},
       {kFoldPadIntoConvolution, fold_pad},
       {kMergeGroupConvolution, merge_group_convolution},
       {kFoldBatchNormalization, fold_batch_norm},

@@ -42,6 +42,8 @@ using tag = memory::format_tag;
 struct Operands {
   size_t w = 1, zx = 2, zw = 3;
   bool qlinear = false;  // QLinearConv: + scales, y_zp, bias; the output requantized
+  // kiln ConvIntegerToFloat (x, w, x_scale, w_scale, x_zp, w_zp, bias): the output scaled to float
+  bool to_float = false;
 };
 
 class ConvIntegerNode : public Node {
@@ -50,8 +52,11 @@ class ConvIntegerNode : public Node {
     source = &n;
     name = n.name();
     if (n.op_type() == "QLinearConv") op_ = {3, 2, 5, true};
+    if (n.op_type() == "ConvIntegerToFloat") op_ = {1, 4, 5, false, true};
   }
-  const char* type() const override { return op_.qlinear ? "QLinearConv" : "ConvInteger"; }
+  const char* type() const override {
+    return op_.qlinear ? "QLinearConv" : op_.to_float ? "ConvIntegerToFloat" : "ConvInteger";
+  }
   NodeKind kind() const override { return NodeKind::ConvInteger; }
   size_t scratch_bytes() const override { return scratch_bytes_; }
 
@@ -95,6 +100,7 @@ class ConvIntegerNode : public Node {
     weights_hi_ = packed.hi;
     c_ = weight_offsets(wt, inputs.size() > op_.zw && inputs[op_.zw] ? &inputs[op_.zw]->constant : nullptr, M_);
     if (op_.qlinear) prepare_requantization();
+    if (op_.to_float) prepare_scaling();
     correct_ = std::any_of(c_.begin(), c_.end(), [](int32_t c) { return c != 0; });
 
     // working memory: the primitive's output(s), and the window sums
@@ -113,10 +119,12 @@ class ConvIntegerNode : public Node {
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
     req[0] = InputLayout::exact(x_md_);
     if (has_zx_) req[op_.zx] = InputLayout::plain();
+    if (op_.to_float) req[2] = InputLayout::plain();  // x_scale, read at run time
     return req;  // output 0 stays plain
   }
 
   void execute(dnnl::stream& stream) override {
+    if (op_.to_float) scale_for_run();
     if (s16_) return execute_s16(stream);
     const int32_t zx = has_zx_ ? zero_point_value(inputs[op_.zx]->dtype, inputs[op_.zx]->data) : 0;
     auto* base = static_cast<char*>(scratch);
@@ -182,6 +190,7 @@ class ConvIntegerNode : public Node {
       gemm_s16::pack_b(b.data(), w_signed, K, M, zb.data(), static_cast<int16_t*>(dst.get_data_handle()));
     });
     if (op_.qlinear) prepare_requantization();
+    if (op_.to_float) prepare_scaling();
     c_.assign(static_cast<size_t>(M_), 0);
     correct_ = false;
     acc_bytes_ = Arena::aligned(acc_md_.get_size());
@@ -189,6 +198,7 @@ class ConvIntegerNode : public Node {
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
     req[0] = InputLayout::exact(x_md_);
     if (has_zx_) req[op_.zx] = InputLayout::plain();
+    if (op_.to_float) req[2] = InputLayout::plain();  // x_scale, read at run time
     return req;  // output 0 stays plain
   }
 
@@ -215,6 +225,25 @@ class ConvIntegerNode : public Node {
       gemm_s16::run_widened(wide, rows, K_, packed, M_, cn, M_);
     }
     write_output(acc, nullptr, nullptr);
+  }
+
+  // ConvIntegerToFloat: w_scale per channel and the bias, as constants; x_scale at run time.
+  void prepare_scaling() {
+    const std::vector<float> ws = to_floats(inputs[3]->constant);
+    w_scale_.assign(static_cast<size_t>(M_), 0.0f);
+    for (int64_t m = 0; m < M_; ++m) w_scale_[static_cast<size_t>(m)] = ws[ws.size() == 1 ? 0 : static_cast<size_t>(m)];
+    bias_f_.clear();
+    if (inputs.size() > 6 && inputs[6]) bias_f_ = to_floats(inputs[6]->constant);
+    scale_.assign(static_cast<size_t>(M_), 0.0f);
+  }
+  static std::vector<float> to_floats(const Tensor& t) {
+    const auto* p = static_cast<const float*>(t.raw());
+    return std::vector<float>(p, p + t.size());
+  }
+  // x_scale * w_scale[m], rounded once as the Mul of the two scales computes it
+  void scale_for_run() {
+    const float xs = *static_cast<const float*>(inputs[2]->data);
+    for (size_t m = 0; m < scale_.size(); ++m) scale_[m] = xs * w_scale_[m];
   }
 
   // QLinearConv: y = saturate(round_half_even(float(acc + B) * mult[m]) + y_zp), as the
@@ -289,6 +318,7 @@ class ConvIntegerNode : public Node {
   // wrapping 32-bit arithmetic (QLinearConv: + B[m], then requantized). Blocks of positions keep
   // the channels-last reads in cache.
   void write_output(const int32_t* acc, const int32_t* acc_hi, const int32_t* s) const {
+    if (op_.to_float) return write_output_as(static_cast<float*>(outputs[0]->data), acc, acc_hi, s);
     if (!op_.qlinear) return write_output_as(static_cast<int32_t*>(outputs[0]->data), acc, acc_hi, s);
     if (requant_.signed_out) return write_output_as(static_cast<int8_t*>(outputs[0]->data), acc, acc_hi, s);
     write_output_as(static_cast<uint8_t*>(outputs[0]->data), acc, acc_hi, s);
@@ -313,6 +343,10 @@ class ConvIntegerNode : public Node {
           if (correct_) v += c * static_cast<uint32_t>(s[(n * P + p) * G + g]);
           if constexpr (std::is_same_v<Y, int32_t>) {
             out[p] = static_cast<int32_t>(v);
+          } else if constexpr (std::is_same_v<Y, float>) {
+            // the Cast, the scale Mul and the bias Add, each rounded to f32 (no contraction)
+            const float scaled = static_cast<float>(static_cast<int32_t>(v)) * scale_[static_cast<size_t>(m)];
+            out[p] = bias_f_.empty() ? scaled : scaled + bias_f_[static_cast<size_t>(m)];
           } else {
             out[p] = requantize_conv<Y>(static_cast<int32_t>(v + static_cast<uint32_t>(bias_[static_cast<size_t>(m)])),
                                         requant_.mult[static_cast<size_t>(m)], requant_.zp);
@@ -325,6 +359,7 @@ class ConvIntegerNode : public Node {
   Operands op_;
   Requantization requant_;      // QLinearConv
   std::vector<int32_t> bias_;   // QLinearConv: B
+  std::vector<float> w_scale_, bias_f_, scale_;  // ConvIntegerToFloat: per channel; scale_ this run's
   size_t sp_ = 0;
   int64_t group_ = 1, M_ = 0, in_positions_ = 1, out_positions_ = 1;
   ConvGeometry geo_;
@@ -360,9 +395,24 @@ bool conv_operands_ok(const ir::Node& n, const ir::Value* x, const ir::Value* w,
   return activation_zero_point_ok(zx, x->type.dtype) && weight_zero_point_ok(zw, w->constant().dtype(), M);
 }
 
+// kiln ConvIntegerToFloat (x, w, x_scale, w_scale, x_zp?, w_zp?, bias?): ConvInteger's operands,
+// x_scale one f32 value (DynamicQuantizeLinear's, read at run time, or a constant), w_scale a
+// constant f32 of one value or one per output channel, the bias a constant f32 per channel.
+bool conv_integer_to_float_supports(const ir::Node& n) {
+  if (n.num_inputs() < 4 || !conv_operands_ok(n, n.input(0), n.input(1), n.input(4), n.input(5))) return false;
+  const int64_t M = n.input(1)->constant().shape()[0];
+  const ir::Value *xs = n.input(2), *ws = n.input(3), *b = n.input(6);
+  if (!xs || xs->type.dtype != DType::f32 || !xs->type.shape.is_static() || shape_size(xs->type.shape.to_shape()) != 1)
+    return false;
+  if (!ws || !ws->is_constant() || ws->constant().dtype() != DType::f32) return false;
+  if (ws->constant().size() != 1 && ws->constant().size() != M) return false;
+  return !b || (b->is_constant() && b->constant().dtype() == DType::f32 && b->constant().size() == M);
+}
+
 }  // namespace
 
 bool conv_integer_supports(const ir::Node& n) {
+  if (n.op_type() == "ConvIntegerToFloat" && n.domain() == "kiln") return conv_integer_to_float_supports(n);
   if (n.op_type() != "ConvInteger" || !n.is_onnx_domain() || n.num_inputs() < 2) return false;
   return conv_operands_ok(n, n.input(0), n.input(1), n.input(2), n.input(3));
 }
