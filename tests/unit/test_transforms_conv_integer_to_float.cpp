@@ -8,6 +8,7 @@
 #include <random>
 
 #include "cpu/executor.hpp"
+#include "cpu/dnnl_util.hpp"
 #include "cpu/gemm_s16.hpp"
 #include "cpu/nodes/int8_util.hpp"
 #include "cpu_test_util.hpp"
@@ -117,22 +118,30 @@ TEST(TransformsConvIntegerToFloat, FormsItDoesNotTakeStay) {
 TEST(TransformsConvIntegerToFloat, FusedOnTheCpuEqualsTheReference) {
   auto g = make_graph(13);
   ir::Value* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{2, 6, 11, 10})});
-  g->add_output(dynamic_conv(g, x, 6, 19, {19, 1, 1}, true, false, "p", 41).y);
+  // two in a chain (the second reads the first's channels-last output through a Relu and its own
+  // DynamicQuantizeLinear), and one beside them
+  ir::Value* p = dynamic_conv(g, x, 6, 19, {19, 1, 1}, true, false, "p", 41).y;
+  ir::Value* relu = g->add_node("Relu", {p}, {"p_relu"}, "p_relu_node")->output(0);
+  g->add_output(dynamic_conv(g, relu, 19, 8, {8, 1, 1}, true, false, "r", 61).y);
   g->add_output(dynamic_conv(g, x, 6, 5, {}, true, true, "q", 51).y);
   ir::infer_shapes(*g);
   cpu::GraphOptions options;  // f32
   cpu::Executor ex(g, options);
   const auto& plan = ex.plan_for({Shape{2, 6, 11, 10}});
   ASSERT_TRUE(plan.cpu) << plan.fallback_reason;
-  EXPECT_EQ(plan.log.count_applied(kFuseConvIntegerToFloat), 2u);
+  EXPECT_EQ(plan.log.count_applied(kFuseConvIntegerToFloat), 3u);
   std::map<std::string, size_t> types;
   for (const auto& n : plan.cpu->nodes()) {
     types[n->type()]++;
     if (n->type() == std::string("ConvIntegerToFloat") && !cpu::exact_int8_kernels() && cpu::gemm_s16::available()) {
       EXPECT_EQ(n->impl, "kiln_gemm:avx2_s16 (im2col)");
+      // scaled as the GEMM stores its rows: channels-last, which its readers take as it is
+      const cpu::Edge& y = *n->outputs[0];
+      const dnnl::memory::desc nhwc(cpu::to_dims(y.shape), dnnl::memory::data_type::f32, dnnl::memory::format_tag::nhwc);
+      EXPECT_TRUE(y.desc() == nhwc) << n->name << ": " << y.layout_name();
     }
   }
-  EXPECT_EQ(types["ConvIntegerToFloat"], 2u);
+  EXPECT_EQ(types["ConvIntegerToFloat"], 3u);
   EXPECT_EQ(types["Cast"], 0u);
   EXPECT_EQ(types["Reference"], 0u);
   runtime::ReferenceExecutor ref(g);

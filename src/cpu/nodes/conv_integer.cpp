@@ -193,13 +193,18 @@ class ConvIntegerNode : public Node {
     if (op_.to_float) prepare_scaling();
     c_.assign(static_cast<size_t>(M_), 0);
     correct_ = false;
-    acc_bytes_ = Arena::aligned(acc_md_.get_size());
+    // ConvIntegerToFloat: the GEMM scales its sums to float as it stores them, channels-last
+    // straight into the output (the next DynamicQuantizeLinear and ConvInteger keep that
+    // layout: no transposition here, no Reorder before the next convolution); else int32 sums
+    // in the working memory, written plain by write_output
+    acc_bytes_ = op_.to_float ? 0 : Arena::aligned(acc_md_.get_size());
+    if (op_.to_float) outputs[0]->set_layout(memory::desc(to_dims(y), memory::data_type::f32, tag::nhwc));
     scratch_bytes_ = acc_bytes_ + Arena::aligned(gemm_s16::scratch_bytes(shape_.OH * shape_.OW, K_));
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
     req[0] = InputLayout::exact(x_md_);
     if (has_zx_) req[op_.zx] = InputLayout::plain();
     if (op_.to_float) req[2] = InputLayout::plain();  // x_scale, read at run time
-    return req;  // output 0 stays plain
+    return req;
   }
 
   void execute_s16(dnnl::stream& stream) {
@@ -210,11 +215,18 @@ class ConvIntegerNode : public Node {
     const auto* x = static_cast<const uint8_t*>(inputs[0]->data);
     const auto* packed = static_cast<const int16_t*>(weights_.get_data_handle());
     const int64_t rows = shape_.OH * shape_.OW, images = inputs[0]->shape[0];
+    gemm_s16::Output out;  // int32 sums, or (ConvIntegerToFloat) sum * scale[m] + bias[m]
+    if (op_.to_float) {
+      out.scale = scale_.data();
+      out.scale_count = M_;
+      out.bias = bias_f_.empty() ? nullptr : bias_f_.data();
+    }
     for (int64_t n = 0; n < images; ++n) {
       const uint8_t* xn = x + n * shape_.H * shape_.W * shape_.C;
-      int32_t* cn = acc + n * rows * M_;
+      void* cn = op_.to_float ? static_cast<void*>(static_cast<float*>(outputs[0]->data) + n * rows * M_)
+                              : static_cast<void*>(acc + n * rows * M_);
       if (pointwise_) {
-        gemm_s16::run(xn, signed_x_, zx, rows, K_, shape_.C, packed, M_, cn, M_, wide);
+        gemm_s16::run(xn, signed_x_, zx, rows, K_, shape_.C, packed, M_, cn, M_, wide, out);
         continue;
       }
       if (signed_x_) {
@@ -222,9 +234,9 @@ class ConvIntegerNode : public Node {
       } else {
         im2col_s16(xn, shape_, geo_, zx, wide);
       }
-      gemm_s16::run_widened(wide, rows, K_, packed, M_, cn, M_);
+      gemm_s16::run_widened(wide, rows, K_, packed, M_, cn, M_, out);
     }
-    write_output(acc, nullptr, nullptr);
+    if (!op_.to_float) write_output(acc, nullptr, nullptr);
   }
 
   // ConvIntegerToFloat: w_scale per channel and the bias, as constants; x_scale at run time.
