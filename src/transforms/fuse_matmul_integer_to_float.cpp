@@ -58,27 +58,6 @@ bool per_column_scale(const ir::Value* v, int64_t N) {
   return v->constant().size() == 1 || v->constant().size() == N;
 }
 
-std::string match_scaling(const ir::Graph& g, const ir::Node& n, const Channels& ch, ProjectionMatch& m);
-
-// Empty when the MatMulInteger `n` and the nodes after it match, filling `m`; else why not.
-std::string match_projection(const ir::Graph& g, const ir::Node& n, ProjectionMatch& m) {
-  const ir::Value* b = n.input(1);
-  if (!b || !b->is_constant() || b->constant().rank() != 2) return "B is not a constant 2-D tensor";
-  const DType bt = b->constant().dtype();
-  if (bt != DType::u8 && bt != DType::i8) return cat("B is ", dtype_name(bt), ", not 8-bit");
-  const int64_t N = b->constant().shape()[1];
-  return match_scaling(g, n, Channels{N, false}, m);
-}
-
-// Empty when the ConvInteger `n` and the nodes after it match, filling `m`; else why not.
-std::string match_convolution(const ir::Graph& g, const ir::Node& n, ProjectionMatch& m) {
-  const ir::Value* w = n.input(1);
-  if (!w || !w->is_constant() || w->constant().rank() < 3) return "the weights are not a constant";
-  const DType wt = w->constant().dtype();
-  if (wt != DType::u8 && wt != DType::i8) return cat("the weights are ", dtype_name(wt), ", not 8-bit");
-  return match_scaling(g, n, Channels{w->constant().shape()[0], true}, m);
-}
-
 // The Cast, the scale Mul and the bias Add after the integer node `n`, its per-channel operands
 // as `ch` says.
 std::string match_scaling(const ir::Graph& g, const ir::Node& n, const Channels& ch, ProjectionMatch& m) {
@@ -108,6 +87,25 @@ std::string match_scaling(const ir::Graph& g, const ir::Node& n, const Channels&
       m.add = add, m.bias = c;
   }
   return "";
+}
+
+// Empty when the MatMulInteger `n` and the nodes after it match, filling `m`; else why not.
+std::string match_projection(const ir::Graph& g, const ir::Node& n, ProjectionMatch& m) {
+  const ir::Value* b = n.input(1);
+  if (!b || !b->is_constant() || b->constant().rank() != 2) return "B is not a constant 2-D tensor";
+  const DType bt = b->constant().dtype();
+  if (bt != DType::u8 && bt != DType::i8) return cat("B is ", dtype_name(bt), ", not 8-bit");
+  const int64_t N = b->constant().shape()[1];
+  return match_scaling(g, n, Channels{N, false}, m);
+}
+
+// Empty when the ConvInteger `n` and the nodes after it match, filling `m`; else why not.
+std::string match_convolution(const ir::Graph& g, const ir::Node& n, ProjectionMatch& m) {
+  const ir::Value* w = n.input(1);
+  if (!w || !w->is_constant() || w->constant().rank() < 3) return "the weights are not a constant";
+  const DType wt = w->constant().dtype();
+  if (wt != DType::u8 && wt != DType::i8) return cat("the weights are ", dtype_name(wt), ", not 8-bit");
+  return match_scaling(g, n, Channels{w->constant().shape()[0], true}, m);
 }
 
 // Both passes: MatMulInteger -> MatMulIntegerToFloat, or (`conv`) ConvInteger -> ConvIntegerToFloat.

@@ -116,11 +116,7 @@ class ConvIntegerNode : public Node {
     x_offset_ = window_offset_ + s_bytes;
     scratch_bytes_ = x_offset_ + (signed_x_ ? Arena::aligned(x_md_.get_size()) : 0);
 
-    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
-    req[0] = InputLayout::exact(x_md_);
-    if (has_zx_) req[op_.zx] = InputLayout::plain();
-    if (op_.to_float) req[2] = InputLayout::plain();  // x_scale, read at run time
-    return req;  // output 0 stays plain
+    return input_layouts();  // output 0 stays plain
   }
 
   void execute(dnnl::stream& stream) override {
@@ -178,16 +174,10 @@ class ConvIntegerNode : public Node {
     std::string key = "convinteger/s16/zw";
     for (int32_t z : zb) key += cat(",", z);  // the packed values depend on them
     const Tensor& wt = inputs[op_.w]->constant;
-    const bool w_signed = wt.dtype() == DType::i8;
-    const int64_t K = K_, M = M_, C = shape_.C, taps = shape_.KH * shape_.KW;
-    const memory::desc packed({gemm_s16::packed_size(K, M) * 2}, memory::data_type::u8, tag::a);
+    const memory::desc packed({gemm_s16::packed_size(K_, M_) * 2}, memory::data_type::u8, tag::a);
     weights_ = pack_weights(wt, key, packed, [&](memory& dst) {
-      std::vector<uint8_t> b(static_cast<size_t>(K * M));  // B[(kh * KW + kw) * C + c][m] = w[m][c][kh][kw]
-      const auto* src = static_cast<const uint8_t*>(wt.raw());
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t c = 0; c < C; ++c)
-          for (int64_t k = 0; k < taps; ++k) b[static_cast<size_t>((k * C + c) * M + m)] = src[(m * C + c) * taps + k];
-      gemm_s16::pack_b(b.data(), w_signed, K, M, zb.data(), static_cast<int16_t*>(dst.get_data_handle()));
+      const std::vector<uint8_t> b = im2col_weights(wt.raw(), M_, shape_.C, shape_.KH, shape_.KW);
+      gemm_s16::pack_b(b.data(), wt.dtype() == DType::i8, K_, M_, zb.data(), static_cast<int16_t*>(dst.get_data_handle()));
     });
     if (op_.qlinear) prepare_requantization();
     if (op_.to_float) prepare_scaling();
@@ -200,10 +190,15 @@ class ConvIntegerNode : public Node {
     acc_bytes_ = op_.to_float ? 0 : Arena::aligned(acc_md_.get_size());
     if (op_.to_float) outputs[0]->set_layout(memory::desc(to_dims(y), memory::data_type::f32, tag::nhwc));
     scratch_bytes_ = acc_bytes_ + Arena::aligned(gemm_s16::scratch_bytes(shape_.OH * shape_.OW, K_));
+    return input_layouts();
+  }
+
+  // Both paths: x channels-last in its own type; the zero point and x_scale, read at run time, plain.
+  std::vector<InputLayout> input_layouts() const {
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
     req[0] = InputLayout::exact(x_md_);
     if (has_zx_) req[op_.zx] = InputLayout::plain();
-    if (op_.to_float) req[2] = InputLayout::plain();  // x_scale, read at run time
+    if (op_.to_float) req[2] = InputLayout::plain();
     return req;
   }
 
@@ -241,16 +236,15 @@ class ConvIntegerNode : public Node {
 
   // ConvIntegerToFloat: w_scale per channel and the bias, as constants; x_scale at run time.
   void prepare_scaling() {
-    const std::vector<float> ws = to_floats(inputs[3]->constant);
+    const Tensor& ws = inputs[3]->constant;
     w_scale_.assign(static_cast<size_t>(M_), 0.0f);
-    for (int64_t m = 0; m < M_; ++m) w_scale_[static_cast<size_t>(m)] = ws[ws.size() == 1 ? 0 : static_cast<size_t>(m)];
+    for (int64_t m = 0; m < M_; ++m) w_scale_[static_cast<size_t>(m)] = ws.data<float>()[ws.size() == 1 ? 0 : m];
     bias_f_.clear();
-    if (inputs.size() > 6 && inputs[6]) bias_f_ = to_floats(inputs[6]->constant);
+    if (inputs.size() > 6 && inputs[6]) {
+      const Tensor& b = inputs[6]->constant;
+      bias_f_.assign(b.data<float>(), b.data<float>() + b.size());
+    }
     scale_.assign(static_cast<size_t>(M_), 0.0f);
-  }
-  static std::vector<float> to_floats(const Tensor& t) {
-    const auto* p = static_cast<const float*>(t.raw());
-    return std::vector<float>(p, p + t.size());
   }
   // x_scale * w_scale[m], rounded once as the Mul of the two scales computes it
   void scale_for_run() {

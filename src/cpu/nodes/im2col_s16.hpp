@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "cpu/gemm_s16.hpp"
 #include "cpu/nodes/conv_geometry.hpp"
@@ -47,6 +48,18 @@ void im2col_s16(const T* x, const Im2colShape& s, const ConvGeometry& geo, int32
       }
       if (K % 2) row[K] = 0;
     }
+}
+
+// The weights w [M, C, KH, KW] (8-bit, `w` raw bytes) as the GEMM's B [K, M] in the rows'
+// order: B[(kh * KW + kw) * C + c][m] = w[m][c][kh][kw], for gemm_s16::pack_b.
+inline std::vector<uint8_t> im2col_weights(const void* w, int64_t M, int64_t C, int64_t KH, int64_t KW) {
+  const auto* src = static_cast<const uint8_t*>(w);
+  const int64_t taps = KH * KW;
+  std::vector<uint8_t> b(static_cast<size_t>(taps * C * M));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t k = 0; k < taps; ++k) b[static_cast<size_t>((k * C + c) * M + m)] = src[(m * C + c) * taps + k];
+  return b;
 }
 
 }  // namespace kiln::cpu

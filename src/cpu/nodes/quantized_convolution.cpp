@@ -137,11 +137,7 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
     } else {
       const memory::desc packed({gemm_s16::packed_size(K, M) * 2}, memory::data_type::u8, tag::a);
       weights_ = pack_weights(wt, "qlinearconv/s16", packed, [&](memory& dst) {
-        std::vector<int8_t> b(static_cast<size_t>(K * M));  // B[(kh * KW + kw) * C + c][m] = w[m][c][kh][kw]
-        const auto* src = wt.data<int8_t>();
-        for (int64_t m = 0; m < M; ++m)
-          for (int64_t c = 0; c < C; ++c)
-            for (int64_t k = 0; k < KH * KW; ++k) b[static_cast<size_t>((k * C + c) * M + m)] = src[(m * C + c) * KH * KW + k];
+        const std::vector<uint8_t> b = im2col_weights(wt.raw(), M, C, KH, KW);
         gemm_s16::pack_b(b.data(), true, K, M, nullptr, static_cast<int16_t*>(dst.get_data_handle()));
       });
     }
