@@ -11,6 +11,7 @@
 
 #include "cpu/gemm_f32.hpp"
 #include "cpu/isa.hpp"
+#include "cpu/work_share.hpp"
 #include "cpu/simd_avx2.hpp"
 #include "cpu/simd_avx512.hpp"
 
@@ -314,24 +315,25 @@ void run(const Geometry& g, const float* q, const float* k, const float* v, cons
   if (items <= 0 || g.S <= 0) return;
   const Parts p = parts(g);
   const int team = std::max(1, std::min<int>(threads, static_cast<int>(std::min<int64_t>(items, omp_get_max_threads()))));
-  auto work = [&](int ithr, int nthr) {
+  WorkShare heads(items, team);  // each thread its heads, then the others' last ones
+  auto work = [&](int ithr) {
     float* base = reinterpret_cast<float*>(static_cast<char*>(scratch) + p.bytes() * static_cast<size_t>(ithr));
     float *kt = base, *vp = base + p.kt, *sc = vp + p.v;
     int64_t packed_b = -1, packed_hk = -1;
-    for (int64_t w = items * ithr / nthr; w < items * (ithr + 1) / nthr; ++w) {
+    heads.run(ithr, [&](int64_t w) {
       const int64_t b = w / g.Hq, h = w % g.Hq, hk = h / (g.Hq / g.Hkv);
       const bool pack = b != packed_b || hk != packed_hk;
       head(f, g, q, k, v, mask, y, kt, vp, sc, b, h, pack);
       packed_b = b;
       packed_hk = hk;
-    }
+    });
   };
   if (team == 1) {
-    work(0, 1);
+    work(0);
     return;
   }
 #pragma omp parallel num_threads(team)
-  work(omp_get_thread_num(), omp_get_num_threads());
+  work(omp_get_thread_num());
 }
 
 }  // namespace kiln::cpu::attention_f32

@@ -8,6 +8,7 @@
 
 #include <kiln/error.hpp>
 #include "cpu/isa.hpp"
+#include "cpu/work_share.hpp"
 #include "cpu/simd_avx2.hpp"
 
 namespace kiln::cpu::depthwise_s8 {
@@ -111,15 +112,16 @@ void run(const uint8_t* x, bool x_signed, int32_t zx, const float* w, const Geom
   KILN_CHECK(available() && exact_taps(g.KH * g.KW), "depthwise_s8::run: needs AVX2 and a window of at most 514 taps");
   const int64_t PW = padded_width(g), slots = g.KH * g.dilation_h, row = PW * g.C;
   const size_t ring_bytes = scratch_bytes(g, 1);
-#pragma omp parallel num_threads(std::clamp(omp_get_max_threads(), 1, std::max(threads, 1)))
+  const int team = std::clamp(omp_get_max_threads(), 1, std::max(threads, 1));
+  WorkShare out_rows(g.OH, team);  // each thread its rows in order, then the others' last ones
+#pragma omp parallel num_threads(team)
   {
     // a ring of converted input rows: row ih in slot ih mod (KH * dilation), which a window's
     // rows (KH of them, dilation apart) never share
     float* ring = reinterpret_cast<float*>(static_cast<char*>(scratch) + ring_bytes * static_cast<size_t>(omp_get_thread_num()));
     std::vector<int64_t> held(static_cast<size_t>(slots), INT64_MIN);
     std::vector<const float*> rows(static_cast<size_t>(g.KH));
-#pragma omp for schedule(static)
-    for (int64_t oh = 0; oh < g.OH; ++oh) {
+    out_rows.run(omp_get_thread_num(), [&](int64_t oh) {
       for (int64_t kh = 0; kh < g.KH; ++kh) {
         const int64_t ih = oh * g.stride_h - g.pad_t + kh * g.dilation_h;
         const int64_t slot = ((ih % slots) + slots) % slots;
@@ -131,7 +133,7 @@ void run(const uint8_t* x, bool x_signed, int32_t zx, const float* w, const Geom
         rows[static_cast<size_t>(kh)] = dst;
       }
       output_row(rows.data(), w, g, q, y + oh * g.OW * g.C);
-    }
+    });
   }
 }
 

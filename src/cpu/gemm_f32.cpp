@@ -9,6 +9,7 @@
 #include "cpu/isa.hpp"
 #include "cpu/simd_avx2.hpp"
 #include "cpu/simd_avx512.hpp"
+#include "cpu/work_share.hpp"
 
 namespace kiln::cpu::gemm_f32 {
 
@@ -254,32 +255,35 @@ void run_blocks(const BlockFn* blocks, int64_t width, const float* a, int64_t M,
   // for memory (weights are read from DRAM once per inference when a model's exceed the cache)
   const int64_t panel_lines = std::max<int64_t>(K, 1) * kPanel / 16;
   const int64_t share = (panel_lines + row_blocks - 1) / row_blocks;
-  auto work = [&](int64_t begin, int64_t end) {
-    for (int64_t w = begin; w < end; ++w) {  // panel-major: a thread's blocks share their panel
-      const int64_t p = w / row_blocks, rb = w % row_blocks, m0 = rb * kRows;
-      const int rows = static_cast<int>(std::min<int64_t>(kRows, M - m0));
-      if (p + 1 < panels && (p + 1) * row_blocks < end) {
-        const char* next = reinterpret_cast<const char*>(packed + (p + 1) * K * kPanel);
-        for (int64_t l = rb * share, e = std::min(panel_lines, l + share); l < e; ++l) _mm_prefetch(next + l * 64, _MM_HINT_T1);
-      }
-      const int64_t n0 = p * kPanel, ncols = std::min(kPanel, N - n0);
-      for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kSlice) {
-        const int64_t kc = std::min(kSlice, K - k0);
-        blocks[rows - 1](a + m0 * lda + k0, lda, packed + p * K * kPanel + k0 * width, K * width, kc, c + m0 * ldc + n0,
-                         ldc, ncols, n0, k0 == 0, k0 + kSlice >= K, ep);
-      }
+  // item w: rows [6 rb, 6 rb + 6) of panel p, panel-major (a thread's blocks share their panel);
+  // `share_end`: the end of the thread's own share, whose next panel it prefetches
+  auto block = [&](int64_t w, int64_t share_end) {
+    const int64_t p = w / row_blocks, rb = w % row_blocks, m0 = rb * kRows;
+    const int rows = static_cast<int>(std::min<int64_t>(kRows, M - m0));
+    if (p + 1 < panels && (p + 1) * row_blocks < share_end) {
+      const char* next = reinterpret_cast<const char*>(packed + (p + 1) * K * kPanel);
+      for (int64_t l = rb * share, e = std::min(panel_lines, l + share); l < e; ++l) _mm_prefetch(next + l * 64, _MM_HINT_T1);
+    }
+    const int64_t n0 = p * kPanel, ncols = std::min(kPanel, N - n0);
+    for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kSlice) {
+      const int64_t kc = std::min(kSlice, K - k0);
+      blocks[rows - 1](a + m0 * lda + k0, lda, packed + p * K * kPanel + k0 * width, K * width, kc, c + m0 * ldc + n0,
+                       ldc, ncols, n0, k0 == 0, k0 + kSlice >= K, ep);
     }
   };
   // below about a microsecond of work, starting the team costs more than it saves
   const bool one_thread = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) < 2e5;
   if (!parallel || one_thread || items < 2) {
-    work(0, items);
+    for (int64_t w = 0; w < items; ++w) block(w, items);
     return;
   }
-#pragma omp parallel
+  const int nthr = omp_get_max_threads();
+  WorkShare shared(items, nthr);  // each thread its share, then the others' leftovers
+#pragma omp parallel num_threads(nthr)
   {
-    const int64_t nthr = omp_get_num_threads(), ithr = omp_get_thread_num();
-    work(items * ithr / nthr, items * (ithr + 1) / nthr);
+    const int ithr = omp_get_thread_num();
+    const int64_t share_end = items * (ithr + 1) / nthr;
+    shared.run(ithr, [&](int64_t w) { block(w, share_end); });
   }
 }
 

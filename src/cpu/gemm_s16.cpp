@@ -7,6 +7,7 @@
 #include <kiln/error.hpp>
 #include "cpu/isa.hpp"
 #include "cpu/simd_avx2.hpp"
+#include "cpu/work_share.hpp"
 
 namespace kiln::cpu::gemm_s16 {
 
@@ -85,25 +86,23 @@ bool parallel_worth(int64_t M, int64_t K, int64_t N) {
          (M > kRows || N > kCols);
 }
 
-// Thread `ithr` of `nthr`: its share of the blocks (6 rows x one panel). The operand read
-// again for every block of the other is the smaller one: panel-major (a panel of B stays in
-// L1 / L2 while the rows pass) when B is the larger, as in a transformer's projections;
-// row-major (a block's rows stay in L1 while B, in L2, passes) when A is, as in a convolution's
-// many output positions x few channels.
-void run_team(const int16_t* wide, int64_t M, int64_t K, const int16_t* packed_b, int64_t N, void* c, int64_t ldc,
-              const Output& out, int64_t ithr, int64_t nthr) {
+// Block `w` of the blocks (6 rows x one panel) of C. The operand read again for every block of
+// the other is the smaller one: panel-major (a panel of B stays in L1 / L2 while the rows pass)
+// when B is the larger, as in a transformer's projections; row-major (a block's rows stay in L1
+// while B, in L2, passes) when A is, as in a convolution's many output positions x few channels.
+void run_block(const int16_t* wide, int64_t M, int64_t K, const int16_t* packed_b, int64_t N, void* c, int64_t ldc,
+               const Output& out, int64_t w) {
   const int64_t k2 = pairs(K), panels = (N + kCols - 1) / kCols, row_blocks = (M + kRows - 1) / kRows;
-  const int64_t items = panels * row_blocks;
   const bool panel_major = panels * kCols >= M;  // B's columns against A's rows (both x K)
-  for (int64_t w = items * ithr / nthr, end = items * (ithr + 1) / nthr; w < end; ++w) {
-    const int64_t p = panel_major ? w / row_blocks : w % panels;
-    const int64_t m0 = (panel_major ? w % row_blocks : w / panels) * kRows;
-    const int rows = static_cast<int>(std::min<int64_t>(kRows, M - m0));
-    const int64_t offset = (m0 * ldc + p * kCols) * (out.requant ? 1 : 4);  // bytes
-    kBlocks[rows - 1](reinterpret_cast<const int32_t*>(wide) + m0 * k2, k2, packed_b + p * k2 * 2 * kCols, k2,
-                      static_cast<char*>(c) + offset, ldc, std::min(kCols, N - p * kCols), p * kCols, out);
-  }
+  const int64_t p = panel_major ? w / row_blocks : w % panels;
+  const int64_t m0 = (panel_major ? w % row_blocks : w / panels) * kRows;
+  const int rows = static_cast<int>(std::min<int64_t>(kRows, M - m0));
+  const int64_t offset = (m0 * ldc + p * kCols) * (out.requant ? 1 : 4);  // bytes
+  kBlocks[rows - 1](reinterpret_cast<const int32_t*>(wide) + m0 * k2, k2, packed_b + p * k2 * 2 * kCols, k2,
+                    static_cast<char*>(c) + offset, ldc, std::min(kCols, N - p * kCols), p * kCols, out);
 }
+
+int64_t block_count(int64_t M, int64_t N) { return (N + kCols - 1) / kCols * ((M + kRows - 1) / kRows); }
 
 }  // namespace
 
@@ -155,12 +154,14 @@ void run(const void* a, bool a_signed, int32_t za, int64_t M, int64_t K, int64_t
     run_widened(wide, M, K, packed_b, N, c, ldc, out);
     return;
   }
-#pragma omp parallel
+  const int nthr = omp_get_max_threads();
+  WorkShare blocks(block_count(M, N), nthr);  // each thread its share, then the others' leftovers
+#pragma omp parallel num_threads(nthr)
   {
-    const int64_t nthr = omp_get_num_threads(), ithr = omp_get_thread_num();
-    widen(M * ithr / nthr, M * (ithr + 1) / nthr);
+    const int64_t team = omp_get_num_threads(), ithr = omp_get_thread_num();
+    widen(M * ithr / team, M * (ithr + 1) / team);
 #pragma omp barrier
-    run_team(wide, M, K, packed_b, N, c, ldc, out, ithr, nthr);
+    blocks.run(static_cast<int>(ithr), [&](int64_t w) { run_block(wide, M, K, packed_b, N, c, ldc, out, w); });
   }
 }
 
@@ -169,11 +170,13 @@ void run_widened(const int16_t* wide, int64_t M, int64_t K, const int16_t* packe
   KILN_CHECK(available(), "gemm_s16::run_widened: the ISA in use has no AVX2");
   if (M <= 0 || N <= 0) return;
   if (!parallel_worth(M, K, N)) {
-    run_team(wide, M, K, packed_b, N, c, ldc, out, 0, 1);
+    for (int64_t w = 0, n = block_count(M, N); w < n; ++w) run_block(wide, M, K, packed_b, N, c, ldc, out, w);
     return;
   }
-#pragma omp parallel
-  run_team(wide, M, K, packed_b, N, c, ldc, out, omp_get_thread_num(), omp_get_num_threads());
+  const int nthr = omp_get_max_threads();
+  WorkShare blocks(block_count(M, N), nthr);
+#pragma omp parallel num_threads(nthr)
+  blocks.run(omp_get_thread_num(), [&](int64_t w) { run_block(wide, M, K, packed_b, N, c, ldc, out, w); });
 }
 
 }  // namespace kiln::cpu::gemm_s16
