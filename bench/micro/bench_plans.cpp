@@ -96,9 +96,40 @@ void BM_PlanCrnnWidths(benchmark::State& state) {
   plan_new_shapes(state, "crnn_dyn", [](int i) { return std::vector<Shape>{{1, 3, 48, 96 + 24 * int64_t(i)}}; });
 }
 
+// The compiles alone (Executor::prepare of 63 new shapes after one inference), for a profiler:
+//   valgrind --tool=callgrind --toggle-collect='kiln::cpu::Executor::prepare*'
+//            build/bench/kiln_micro_bench --benchmark_filter=PlanBertCompileOnly
+void BM_PlanBertCompileOnly(benchmark::State& state) {
+  const std::string path = bench_model("bert6_dyn");
+  if (path.empty()) {
+    state.SkipWithError("no bert6_dyn in the bench cache (bench/make_dynamic_models.py)");
+    return;
+  }
+  std::shared_ptr<ir::Graph> g = frontend::load_onnx_file(path);
+  ir::infer_shapes(*g);
+  double compile_ms = 0;
+  for (auto _ : state) {
+    cpu::Executor ex(g);
+    std::vector<Tensor> in;
+    for (int k = 0; k < 2; ++k) {
+      Tensor t(g->inputs()[static_cast<size_t>(k)]->type.dtype, Shape{1, 8});
+      std::memset(t.raw(), 0, t.byte_size());
+      in.push_back(std::move(t));
+    }
+    ex.run(in);  // packs the weights
+    const auto t = std::chrono::steady_clock::now();
+    for (int i = 1; i < 64; ++i) ex.prepare({{1, 8 + 2 * i}, {1, 8 + 2 * i}});
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+    state.SetIterationTime(ms / 1000);
+    compile_ms += ms / 63;
+  }
+  state.counters["compile_ms"] = benchmark::Counter(compile_ms, benchmark::Counter::kAvgIterations);
+}
+
 }  // namespace
 
 // One iteration: oneDNN's primitive cache and kiln's kernel caches are the process's, so a second
 // iteration would find the first one's primitives made (repeat by running the binary again).
 BENCHMARK(BM_PlanBertLengths)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_PlanCrnnWidths)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_PlanBertCompileOnly)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);

@@ -45,12 +45,51 @@ KILN_AVX2 void convert_row(const uint8_t* x, bool x_signed, int32_t zx, const Ge
     dst[i] = static_cast<float>((x_signed ? static_cast<int32_t>(static_cast<int8_t>(src[i])) : src[i]) - zx);
 }
 
+// What the kernel stores: gemm_s16::Output's three kinds.
+enum class Store { requant, scaled, int32 };
+
+// The store's per-channel operands for the 8 channels from c, in registers.
+struct StoreV {
+  gemm_s16::RequantV q;  // Store::requant
+  __m256 scale, bias;    // Store::scaled
+  bool has_bias = false;
+};
+
+template <Store S>
+KILN_AVX2 inline StoreV store_v(const gemm_s16::Output& out, int64_t c) {
+  StoreV v;
+  if constexpr (S == Store::requant) v.q = gemm_s16::requant_v(*out.requant, c, 8);
+  if constexpr (S == Store::scaled) {
+    v.scale = out.scale_count == 1 ? _mm256_set1_ps(out.scale[0]) : _mm256_loadu_ps(out.scale + c);
+    v.has_bias = out.bias != nullptr;
+    v.bias = v.has_bias ? _mm256_loadu_ps(out.bias + c) : _mm256_setzero_ps();
+  }
+  return v;
+}
+
+// 8 channels' sums (exact integers in f32) stored at element `at` of y.
+template <Store S>
+KILN_AVX2 inline void store8(__m256 sum, const StoreV& v, void* y, int64_t at) {
+  if constexpr (S == Store::requant) {
+    gemm_s16::store_requant(_mm256_cvtps_epi32(sum), v.q, 8, static_cast<uint8_t*>(y) + at);
+  } else if constexpr (S == Store::scaled) {
+    // the Cast (exact: the sum is an integer below 2^24), the scale Mul and the bias Add, each
+    // rounded to f32: the empty asm keeps the compiler from contracting the two into an FMA
+    __m256 r = _mm256_mul_ps(sum, v.scale);
+    asm("" : "+x"(r));
+    if (v.has_bias) r = _mm256_add_ps(r, v.bias);
+    _mm256_storeu_ps(static_cast<float*>(y) + at, r);
+  } else {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(static_cast<int32_t*>(y) + at), _mm256_cvtps_epi32(sum));
+  }
+}
+
 // Output pixels [ow, ow + NP) of one row for the 8 channels from c, from the window's rows
-// `rows[kh]` (padded), requantized into y (the row's start): NP independent FMA chains sharing
-// each weight load.
-template <int NP>
+// `rows[kh]` (padded), stored into y (the row's start): NP independent FMA chains sharing each
+// weight load.
+template <int NP, Store S>
 KILN_AVX2 inline void pixels8(const float* const* rows, const float* w, const Geometry& g, int64_t ow, int64_t c,
-                              const gemm_s16::RequantV& q, uint8_t* y) {
+                              const StoreV& v, void* y) {
   __m256 s[NP];
 #pragma GCC unroll 4
   for (int j = 0; j < NP; ++j) s[j] = _mm256_setzero_ps();
@@ -67,35 +106,54 @@ KILN_AVX2 inline void pixels8(const float* const* rows, const float* w, const Ge
     }
   }
 #pragma GCC unroll 4
-  for (int j = 0; j < NP; ++j) gemm_s16::store_requant(_mm256_cvtps_epi32(s[j]), q, 8, y + (ow + j) * C + c);
+  for (int j = 0; j < NP; ++j) store8<S>(s[j], v, y, (ow + j) * C + c);
 }
 
-// Output row oh from the window's rows, requantized into y [OW][C].
-KILN_AVX2 void output_row(const float* const* rows, const float* w, const Geometry& g, const gemm_s16::Requant& rq,
-                          uint8_t* y) {
+// The last channels (fewer than 8) of output pixel ow, one at a time.
+template <Store S>
+void tail_pixel(const float* const* rows, const float* w, const Geometry& g, const gemm_s16::Output& out, int64_t ow,
+                int64_t full, void* y) {
+  const int64_t C = g.C;
+  int32_t acc[8];
+  for (int64_t c = full; c < C; ++c) {
+    float s = 0.0f;
+    for (int64_t kh = 0; kh < g.KH; ++kh)
+      for (int64_t kw = 0; kw < g.KW; ++kw)
+        s += rows[kh][(ow * g.stride_w + kw * g.dilation_w) * C + c] * w[(kh * g.KW + kw) * C + c];
+    acc[c - full] = static_cast<int32_t>(s);
+  }
+  if constexpr (S == Store::requant) {
+    // the Requant's per-channel operands from `full`
+    gemm_s16::Requant tail = *out.requant;
+    if (tail.bias) tail.bias += full;
+    if (tail.mult_count > 1) tail.mult += full;
+    gemm_s16::requantize(acc, C - full, tail, static_cast<uint8_t*>(y) + ow * C + full);
+  } else {
+    for (int64_t c = full; c < C; ++c) {
+      const int32_t a = acc[c - full];
+      if constexpr (S == Store::scaled) {
+        volatile float scaled = static_cast<float>(a) * out.scale[out.scale_count == 1 ? 0 : c];  // rounded, as store8
+        static_cast<float*>(y)[ow * C + c] = out.bias ? scaled + out.bias[c] : scaled;
+      } else {
+        static_cast<int32_t*>(y)[ow * C + c] = a;
+      }
+    }
+  }
+}
+
+// Output row oh from the window's rows, stored into y [OW][C].
+template <Store S>
+KILN_AVX2 void output_row(const float* const* rows, const float* w, const Geometry& g, const gemm_s16::Output& out,
+                          void* y) {
   const int64_t C = g.C, full = C / 8 * 8;
   for (int64_t c = 0; c < full; c += 8) {
-    const gemm_s16::RequantV q = gemm_s16::requant_v(rq, c, 8);
+    const StoreV v = store_v<S>(out, c);
     int64_t ow = 0;
-    for (; ow + 4 <= g.OW; ow += 4) pixels8<4>(rows, w, g, ow, c, q, y);
-    for (; ow < g.OW; ++ow) pixels8<1>(rows, w, g, ow, c, q, y);
+    for (; ow + 4 <= g.OW; ow += 4) pixels8<4, S>(rows, w, g, ow, c, v, y);
+    for (; ow < g.OW; ++ow) pixels8<1, S>(rows, w, g, ow, c, v, y);
   }
   if (full == C) return;
-  // the last channels (fewer than 8) one at a time; the Requant's per-channel operands from `full`
-  gemm_s16::Requant tail = rq;
-  if (tail.bias) tail.bias += full;
-  if (tail.mult_count > 1) tail.mult += full;
-  int32_t acc[8];
-  for (int64_t ow = 0; ow < g.OW; ++ow) {
-    for (int64_t c = full; c < C; ++c) {
-      float s = 0.0f;
-      for (int64_t kh = 0; kh < g.KH; ++kh)
-        for (int64_t kw = 0; kw < g.KW; ++kw)
-          s += rows[kh][(ow * g.stride_w + kw * g.dilation_w) * C + c] * w[(kh * g.KW + kw) * C + c];
-      acc[c - full] = static_cast<int32_t>(s);
-    }
-    gemm_s16::requantize(acc, C - full, tail, y + ow * C + full);
-  }
+  for (int64_t ow = 0; ow < g.OW; ++ow) tail_pixel<S>(rows, w, g, out, ow, full, y);
 }
 
 }  // namespace
@@ -107,9 +165,11 @@ size_t scratch_bytes(const Geometry& g, int threads) {
   return static_cast<size_t>(std::max(threads, 1)) * ((ring + 63) / 64 * 64);
 }
 
-void run(const uint8_t* x, bool x_signed, int32_t zx, const float* w, const Geometry& g, uint8_t* y,
-         const gemm_s16::Requant& q, void* scratch, int threads) {
-  KILN_CHECK(available() && exact_taps(g.KH * g.KW), "depthwise_s8::run: needs AVX2 and a window of at most 514 taps");
+void run(const uint8_t* x, bool x_signed, int32_t zx, const float* w, const Geometry& g, void* y,
+         const gemm_s16::Output& out, void* scratch, int threads) {
+  KILN_CHECK(available() && exact_taps(g.KH * g.KW, 0), "depthwise_s8::run: needs AVX2 and a window of at most 65793 taps");
+  const Store kind = out.requant ? Store::requant : out.scale ? Store::scaled : Store::int32;
+  const size_t elem = kind == Store::requant ? 1 : 4;  // bytes of y per value
   const int64_t PW = padded_width(g), slots = g.KH * g.dilation_h, row = PW * g.C;
   const size_t ring_bytes = scratch_bytes(g, 1);
   const int team = std::clamp(omp_get_max_threads(), 1, std::max(threads, 1));
@@ -132,7 +192,14 @@ void run(const uint8_t* x, bool x_signed, int32_t zx, const float* w, const Geom
         }
         rows[static_cast<size_t>(kh)] = dst;
       }
-      output_row(rows.data(), w, g, q, y + oh * g.OW * g.C);
+      void* yr = static_cast<char*>(y) + static_cast<size_t>(oh * g.OW * g.C) * elem;
+      if (kind == Store::requant) {
+        output_row<Store::requant>(rows.data(), w, g, out, yr);
+      } else if (kind == Store::scaled) {
+        output_row<Store::scaled>(rows.data(), w, g, out, yr);
+      } else {
+        output_row<Store::int32>(rows.data(), w, g, out, yr);
+      }
     });
   }
 }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include "cpu/depthwise_s8.hpp"
 #include "cpu/gemm_s16.hpp"
 #include "cpu/isa.hpp"
 #include "cpu/nodes/int8_util.hpp"
@@ -125,6 +126,32 @@ TEST(CpuInt8, ConvIntegerWithoutVnniRunsOnTheSixteenBitGemm) {
   // a 1x1 window with a stride is not the rows themselves
   c.attrs = window({0, 0, 0, 0}, {2, 2});
   expect_impl(check_conv_integer(c, random_int<uint8_t>(c.x, 24, 0, 255)), "im2col");
+}
+
+// Without VNNI (AVX2), a 2-D depthwise ConvInteger (one channel per group) runs on kiln's exact
+// depthwise kernel: the weights less their zero points as floats, x less its run-time zero point
+// converted per row; sums below 2^24 stay exact in f32. Every case exact against the reference.
+TEST(CpuInt8, ConvIntegerDepthwiseWithoutVnniRunsOnKilnsDepthwiseKernel) {
+  const bool kiln_dw = !cpu::exact_int8_kernels() && cpu::depthwise_s8::available();
+  auto expect_impl = [&](const std::string& impl) {
+    if (kiln_dw) EXPECT_EQ(impl, "kiln_depthwise:avx2_s8");
+    else EXPECT_NE(impl, "kiln_depthwise:avx2_s8");
+  };
+  // u8 x u8, per-channel weight zero points, 19 channels (two blocks of 8 and a tail of 3),
+  // padded, strided, dilated, two images, run-time activation zero point
+  Tensor zw(DType::u8, Shape{19});
+  for (int i = 0; i < 19; ++i) zw.data<uint8_t>()[i] = static_cast<uint8_t>(i * 13);
+  ConvCase a{{2, 19, 12, 11}, random_int<uint8_t>({19, 1, 3, 3}, 30, 0, 255), zw};
+  a.attrs = window({1, 2, 0, 1}, {2, 1}, {1, 2}, 19);
+  expect_impl(check_conv_integer(a, random_int<uint8_t>(a.x, 31, 0, 255), 200));
+  // s8 x s8 5x5 at the extremes: (-128 - 127) x (-128 - 127) in every product
+  ConvCase b{{1, 16, 9, 9}, filled<int8_t>({16, 1, 5, 5}, -128), filled<int8_t>({}, 127), /*x_signed=*/true};
+  b.attrs = window({2, 2, 2, 2}, {}, {}, 16);
+  expect_impl(check_conv_integer(b, filled<int8_t>(b.x, -128), 127));
+  // u8 x s8 without zero points, 8 channels, a 1-pixel-wide output row (one pixel at a time)
+  ConvCase c{{1, 8, 5, 3}, random_int<int8_t>({8, 1, 3, 3}, 32, -128, 127), Tensor(), false, ConvCase::kNone};
+  c.attrs = window({1, 0, 1, 0}, {1, 2}, {}, 8);
+  expect_impl(check_conv_integer(c, random_int<uint8_t>(c.x, 33, 0, 255)));
 }
 
 TEST(CpuInt8, ConvIntegerGroupedStridedDilatedS8PerChannelZeroPoints) {

@@ -38,14 +38,14 @@ struct DynamicConv {
   ir::Value* y = nullptr;  // the float result (after the bias Add when there is one)
 };
 
-// DynamicQuantizeLinear(x) -> ConvInteger(xq, w [M, C, 3, 3], x_zp[, w_zp]) (pads 1, strides 2)
-// -> Cast -> Mul(_, x_scale * w_scale) [-> Add(bias)]. `w_scale_shape`: {} one value, else its
-// shape (e.g. [M, 1, 1]); u8 weights with a zero point when `u8_weights`.
+// DynamicQuantizeLinear(x) -> ConvInteger(xq, w [M, C / group, 3, 3], x_zp[, w_zp]) (pads 1,
+// strides 2) -> Cast -> Mul(_, x_scale * w_scale) [-> Add(bias)]. `w_scale_shape`: {} one value,
+// else its shape (e.g. [M, 1, 1]); u8 weights with a zero point when `u8_weights`.
 DynamicConv dynamic_conv(const std::shared_ptr<ir::Graph>& g, ir::Value* x, int64_t C, int64_t M, Shape w_scale_shape,
-                         bool bias, bool u8_weights, const std::string& p, uint32_t seed) {
+                         bool bias, bool u8_weights, const std::string& p, uint32_t seed, int64_t group = 1) {
   ir::Node* dq = g->add_node("DynamicQuantizeLinear", {x}, {p + "_xq", p + "_xs", p + "_xzp"}, p + "_dq");
   std::vector<ir::Value*> in = {dq->output(0),
-                                g->add_constant(p + "_w", random_bytes(u8_weights ? DType::u8 : DType::i8, {M, C, 3, 3}, seed)),
+                                g->add_constant(p + "_w", random_bytes(u8_weights ? DType::u8 : DType::i8, {M, C / group, 3, 3}, seed)),
                                 dq->output(2)};
   if (u8_weights) {
     Tensor zw(DType::u8, Shape{});
@@ -56,6 +56,7 @@ DynamicConv dynamic_conv(const std::shared_ptr<ir::Graph>& g, ir::Value* x, int6
   r.conv = g->add_node("ConvInteger", in, {p + "_acc"}, p + "_conv");
   r.conv->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
   r.conv->attrs["strides"] = std::vector<int64_t>{2, 2};
+  if (group > 1) r.conv->attrs["group"] = group;
   ir::Node* cast = g->add_node("Cast", {r.conv->output(0)}, {p + "_accf"}, p + "_cast");
   cast->attrs["to"] = int64_t(1);
   ir::Value* ws = g->add_constant(p + "_ws", w_scale_shape.empty() ? Tensor::scalar<float>(0.0037f)
@@ -119,29 +120,32 @@ TEST(TransformsConvIntegerToFloat, FusedOnTheCpuEqualsTheReference) {
   auto g = make_graph(13);
   ir::Value* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{2, 6, 11, 10})});
   // two in a chain (the second reads the first's channels-last output through a Relu and its own
-  // DynamicQuantizeLinear), and one beside them
+  // DynamicQuantizeLinear), one beside them, and a depthwise one (u8 weights with a zero point,
+  // 19 channels: two blocks of 8 and a tail of 3) after the first
   ir::Value* p = dynamic_conv(g, x, 6, 19, {19, 1, 1}, true, false, "p", 41).y;
   ir::Value* relu = g->add_node("Relu", {p}, {"p_relu"}, "p_relu_node")->output(0);
   g->add_output(dynamic_conv(g, relu, 19, 8, {8, 1, 1}, true, false, "r", 61).y);
   g->add_output(dynamic_conv(g, x, 6, 5, {}, true, true, "q", 51).y);
+  g->add_output(dynamic_conv(g, relu, 19, 19, {19, 1, 1}, true, true, "d", 71, /*group=*/19).y);
   ir::infer_shapes(*g);
   cpu::GraphOptions options;  // f32
   cpu::Executor ex(g, options);
   const auto& plan = ex.plan_for({Shape{2, 6, 11, 10}});
   ASSERT_TRUE(plan.cpu) << plan.fallback_reason;
-  EXPECT_EQ(plan.log.count_applied(kFuseConvIntegerToFloat), 3u);
+  EXPECT_EQ(plan.log.count_applied(kFuseConvIntegerToFloat), 4u);
   std::map<std::string, size_t> types;
   for (const auto& n : plan.cpu->nodes()) {
     types[n->type()]++;
     if (n->type() == std::string("ConvIntegerToFloat") && !cpu::exact_int8_kernels() && cpu::gemm_s16::available()) {
-      EXPECT_EQ(n->impl, "kiln_gemm:avx2_s16 (im2col)");
+      const bool depthwise = n->name.rfind("d_conv", 0) == 0;
+      EXPECT_EQ(n->impl, depthwise ? "kiln_depthwise:avx2_s8" : "kiln_gemm:avx2_s16 (im2col)") << n->name;
       // scaled as the GEMM stores its rows: channels-last, which its readers take as it is
       const cpu::Edge& y = *n->outputs[0];
       const dnnl::memory::desc nhwc(cpu::to_dims(y.shape), dnnl::memory::data_type::f32, dnnl::memory::format_tag::nhwc);
       EXPECT_TRUE(y.desc() == nhwc) << n->name << ": " << y.layout_name();
     }
   }
-  EXPECT_EQ(types["ConvIntegerToFloat"], 3u);
+  EXPECT_EQ(types["ConvIntegerToFloat"], 4u);
   EXPECT_EQ(types["Cast"], 0u);
   EXPECT_EQ(types["Reference"], 0u);
   runtime::ReferenceExecutor ref(g);

@@ -12,8 +12,12 @@
 // convolution without groups runs on kiln's exact 16-bit GEMM instead (gemm_s16.hpp): the
 // weights less their zero points packed once, the activations less theirs widened per run
 // (im2col_s16.hpp, or the channels-last rows themselves for a 1x1 stride-1 window), so the
-// GEMM's int32 sums are the result and no correction is needed; the others split the weights
-// in two (int8_util.hpp) and run oneDNN's convolution twice.
+// GEMM's int32 sums are the result and no correction is needed; a 2-D depthwise one (one
+// channel per group) runs on kiln's exact depthwise kernel (depthwise_s8.hpp), its weights less
+// their zero points as floats; the others split the weights in two (int8_util.hpp) and run
+// oneDNN's convolution twice.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -22,6 +26,7 @@
 
 #include "core/strings.hpp"
 #include "cpu/arena.hpp"
+#include "cpu/depthwise_s8.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/gemm_s16.hpp"
 #include "cpu/weights_cache.hpp"
@@ -81,6 +86,9 @@ class ConvIntegerNode : public Node {
     for (size_t i = 2; i < y.size(); ++i) out_positions_ *= y[i];
     s16_ = !exact_int8_kernels() && gemm_s16::available() && sp_ == 2 && group_ == 1;
     if (s16_) return prepare_s16();
+    dw_ = !exact_int8_kernels() && depthwise_s8::available() && sp_ == 2 && group_ > 1 && group_ == x[1] &&
+          M_ == group_ && depthwise_s8::exact_taps(w[2] * w[3], max_abs_weight());
+    if (dw_) return prepare_dw();
     const memory::dims wdims = conv_weight_dims(w, group_);
     memory::desc wei_any(wdims, memory::data_type::s8, tag::any);
     dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
@@ -122,6 +130,7 @@ class ConvIntegerNode : public Node {
   void execute(dnnl::stream& stream) override {
     if (op_.to_float) scale_for_run();
     if (s16_) return execute_s16(stream);
+    if (dw_) return execute_dw(stream);
     const int32_t zx = has_zx_ ? zero_point_value(inputs[op_.zx]->dtype, inputs[op_.zx]->data) : 0;
     auto* base = static_cast<char*>(scratch);
     memory src = inputs[0]->memory();
@@ -165,12 +174,7 @@ class ConvIntegerNode : public Node {
     pointwise_ = shape_.KH == 1 && shape_.KW == 1 && geo_.strides[0] == 1 && geo_.strides[1] == 1 &&
                  geo_.pad_l[0] == 0 && geo_.pad_l[1] == 0 && shape_.OH == shape_.H && shape_.OW == shape_.W;
     impl = cat(gemm_s16::impl_name(), pointwise_ ? " (1x1)" : " (im2col)");
-    // the columns' zero points: w_zp per channel, one for all, or none
-    const Tensor* zw = inputs.size() > op_.zw && inputs[op_.zw] ? &inputs[op_.zw]->constant : nullptr;
-    std::vector<int32_t> zb(static_cast<size_t>(M_), 0);
-    for (int64_t m = 0; zw && m < M_; ++m)
-      zb[static_cast<size_t>(m)] =
-          zero_point_value(zw->dtype(), static_cast<const uint8_t*>(zw->raw()) + (zw->size() == 1 ? 0 : m));
+    const std::vector<int32_t> zb = weight_zero_points();  // the columns' zero points
     std::string key = "convinteger/s16/zw";
     for (int32_t z : zb) key += cat(",", z);  // the packed values depend on them
     const Tensor& wt = inputs[op_.w]->constant;
@@ -230,6 +234,93 @@ class ConvIntegerNode : public Node {
         im2col_s16(xn, shape_, geo_, zx, wide);
       }
       gemm_s16::run_widened(wide, rows, K_, packed, M_, cn, M_, out);
+    }
+    if (!op_.to_float) write_output(acc, nullptr, nullptr);
+  }
+
+  // The output channels' weight zero points: w_zp per channel, one for all, or none (0).
+  std::vector<int32_t> weight_zero_points() const {
+    const Tensor* zw = inputs.size() > op_.zw && inputs[op_.zw] ? &inputs[op_.zw]->constant : nullptr;
+    std::vector<int32_t> zb(static_cast<size_t>(M_), 0);
+    for (int64_t m = 0; zw && m < M_; ++m)
+      zb[static_cast<size_t>(m)] =
+          zero_point_value(zw->dtype(), static_cast<const uint8_t*>(zw->raw()) + (zw->size() == 1 ? 0 : m));
+    return zb;
+  }
+  int32_t weight_value(const Tensor& wt, int64_t i) const {
+    return wt.dtype() == DType::i8 ? wt.data<int8_t>()[i] : static_cast<int32_t>(wt.data<uint8_t>()[i]);
+  }
+  // max |w - w_zp| over the weights: what keeps the depthwise kernel's f32 sums exact
+  int64_t max_abs_weight() const {
+    const Tensor& wt = inputs[op_.w]->constant;
+    const std::vector<int32_t> zb = weight_zero_points();
+    const int64_t per = wt.size() / std::max<int64_t>(M_, 1);
+    int64_t most = 0;
+    for (int64_t i = 0; i < wt.size(); ++i)
+      most = std::max<int64_t>(most, std::abs(weight_value(wt, i) - zb[static_cast<size_t>(i / per)]));
+    return most;
+  }
+
+  // kiln's depthwise kernel (no VNNI): w [C, 1, KH, KW] less w_zp as floats [KH][KW][C], once
+  // per model; x less the run's x_zp converted per row inside the kernel. ConvIntegerToFloat
+  // scales its sums as it stores them, channels-last into the output (as the 16-bit GEMM's);
+  // ConvInteger and QLinearConv store int32 sums in the working memory, written plain by
+  // write_output.
+  std::vector<InputLayout> prepare_dw() {
+    const Shape& x = inputs[0]->shape;
+    const Shape& w = inputs[op_.w]->shape;
+    const Shape& y = outputs[0]->shape;
+    shape_ = {x[2], x[3], x[1], w[2], w[3], y[2], y[3]};
+    impl = "kiln_depthwise:avx2_s8";
+    const std::vector<int32_t> zb = weight_zero_points();
+    std::string key = "convinteger/dw_f32/zw";
+    for (int32_t z : zb) key += cat(",", z);  // the packed values depend on them
+    const Tensor& wt = inputs[op_.w]->constant;
+    const int64_t C = shape_.C, taps = shape_.KH * shape_.KW;
+    weights_ = pack_weights(wt, key, memory::desc({taps * C}, memory::data_type::f32, tag::a), [&](memory& dst) {
+      auto* out = static_cast<float*>(dst.get_data_handle());
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t k = 0; k < taps; ++k)
+          out[k * C + c] = static_cast<float>(weight_value(wt, c * taps + k) - zb[static_cast<size_t>(c)]);
+    });
+    if (op_.qlinear) prepare_requantization();
+    if (op_.to_float) prepare_scaling();
+    c_.assign(static_cast<size_t>(M_), 0);
+    correct_ = false;
+    acc_bytes_ = op_.to_float ? 0 : Arena::aligned(acc_md_.get_size());
+    if (op_.to_float) outputs[0]->set_layout(memory::desc(to_dims(y), memory::data_type::f32, tag::nhwc));
+    threads_ = omp_get_max_threads();
+    scratch_bytes_ = acc_bytes_ + Arena::aligned(depthwise_s8::scratch_bytes(dw_geometry(), threads_));
+    return input_layouts();
+  }
+
+  depthwise_s8::Geometry dw_geometry() const {
+    depthwise_s8::Geometry g;
+    g.H = shape_.H, g.W = shape_.W, g.C = shape_.C, g.KH = shape_.KH, g.KW = shape_.KW, g.OH = shape_.OH, g.OW = shape_.OW;
+    g.stride_h = geo_.strides[0], g.stride_w = geo_.strides[1], g.pad_t = geo_.pad_l[0], g.pad_l = geo_.pad_l[1];
+    g.dilation_h = geo_.dilations[0] + 1, g.dilation_w = geo_.dilations[1] + 1;
+    return g;
+  }
+
+  void execute_dw(dnnl::stream& stream) {
+    stream.wait();  // x may come from a oneDNN primitive
+    const int32_t zx = has_zx_ ? zero_point_value(inputs[op_.zx]->dtype, inputs[op_.zx]->data) : 0;
+    auto* acc = static_cast<int32_t*>(scratch);
+    void* ring = static_cast<char*>(scratch) + acc_bytes_;
+    const auto* x = static_cast<const uint8_t*>(inputs[0]->data);
+    const auto* w = static_cast<const float*>(weights_.get_data_handle());
+    const depthwise_s8::Geometry g = dw_geometry();
+    const int64_t rows = g.OH * g.OW, images = inputs[0]->shape[0];
+    gemm_s16::Output out;  // int32 sums, or (ConvIntegerToFloat) sum * scale[m] + bias[m]
+    if (op_.to_float) {
+      out.scale = scale_.data();
+      out.scale_count = M_;
+      out.bias = bias_f_.empty() ? nullptr : bias_f_.data();
+    }
+    for (int64_t n = 0; n < images; ++n) {
+      void* yn = op_.to_float ? static_cast<void*>(static_cast<float*>(outputs[0]->data) + n * rows * M_)
+                              : static_cast<void*>(acc + n * rows * M_);
+      depthwise_s8::run(x + n * g.H * g.W * g.C, signed_x_, zx, w, g, yn, out, ring, threads_);
     }
     if (!op_.to_float) write_output(acc, nullptr, nullptr);
   }
@@ -375,8 +466,9 @@ class ConvIntegerNode : public Node {
   memory weights_, weights_hi_;
   std::vector<int32_t> c_;
   bool has_zx_ = false, signed_x_ = false, split_ = false, correct_ = false;
-  // kiln's 16-bit GEMM (no VNNI)
-  bool s16_ = false, pointwise_ = false;
+  // kiln's 16-bit GEMM or depthwise kernel (no VNNI)
+  bool s16_ = false, pointwise_ = false, dw_ = false;
+  int threads_ = 1;  // the team the depthwise kernel's working memory is planned for
   Im2colShape shape_;
   int64_t K_ = 0;
   size_t acc_bytes_ = 0;

@@ -188,7 +188,7 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
       uint8_t* yn = y + n * rows * M_;
       if (depthwise_) {
         depthwise_s8::run(xn, x_signed, zx_, static_cast<const float*>(weights_.get_data_handle()), dw_geometry(), yn,
-                          rq_, scratch, threads_);
+                          out, scratch, threads_);
       } else if (pointwise_) {
         gemm_s16::run(xn, x_signed, zx_, rows, K_, C_, packed, M_, yn, M_, wide, out);
       } else if (x_signed) {
