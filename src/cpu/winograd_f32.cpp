@@ -7,6 +7,7 @@
 
 #include "cpu/gemm_f32.hpp"
 #include "cpu/isa.hpp"
+#include "cpu/work_share.hpp"
 #include "cpu/simd_avx2.hpp"
 
 namespace kiln::cpu::winograd_f32 {
@@ -201,18 +202,19 @@ void run(const Geometry& g, const float* src, const float* weights, const float*
   const size_t slice = slice_floats(g, threads);
   const int team = static_cast<int>(std::clamp<int64_t>(std::min<int64_t>(threads, omp_get_max_threads()), 1, blocks));
   const gemm_f32::Epilogue plain;
+  WorkShare shared(blocks, team);  // each thread its blocks of tiles, then the others' last ones
 #pragma omp parallel num_threads(team)
   {
-    const int64_t me = omp_get_thread_num(), nthr = omp_get_num_threads();
+    const int me = omp_get_thread_num();
     float* v = static_cast<float*>(scratch) + static_cast<size_t>(me) * slice;
     float* m = v + 36 * tb * icp;
-    for (int64_t b = blocks * me / nthr, end = blocks * (me + 1) / nthr; b < end; ++b) {
+    shared.run(me, [&](int64_t b) {
       const int64_t t0 = b * tb, count = std::min(tb, tiles - t0);
       transform_inputs(g, src, t0, count, tb, v);
       for (int64_t k = 0; k < 36; ++k)
         gemm_f32::run_serial(v + k * tb * icp, count, icp, icp, weights + k * packed, ocp, m + k * tb * ocp, ocp, plain);
       transform_outputs(g, m, bias, t0, count, tb, dst);
-    }
+    });
   }
 }
 
