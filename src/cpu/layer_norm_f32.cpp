@@ -7,6 +7,7 @@
 #include <kiln/error.hpp>
 
 #include "cpu/isa.hpp"
+#include "cpu/work_share.hpp"
 #include "cpu/simd_avx2.hpp"
 #include "cpu/simd_avx512.hpp"
 
@@ -101,8 +102,8 @@ void run(const float* src, const float* skip, const float* bias, const float* sc
   if (rows <= 0 || m <= 0) return;
   const RowFn row = isa_at_least(Isa::avx512_core) ? row_avx512 : row_avx2;
   // below a few microseconds of work, not worth starting the team
-#pragma omp parallel for schedule(static) if (rows * m >= 16384)
-  for (int64_t r = 0; r < rows; ++r) row(src + r * m, skip ? skip + r * m : nullptr, bias, scale, shift, m, eps, dst + r * m);
+  auto one = [&](int64_t r) { row(src + r * m, skip ? skip + r * m : nullptr, bias, scale, shift, m, eps, dst + r * m); };
+  parallel_share(rows, one, rows * m >= 16384);
 }
 
 }  // namespace kiln::cpu::layer_norm_f32

@@ -8,6 +8,7 @@
 
 #include <kiln/error.hpp>
 #include "cpu/isa.hpp"
+#include "cpu/work_share.hpp"
 #include "cpu/simd_avx2.hpp"
 
 namespace kiln::cpu::pool_f32 {
@@ -142,15 +143,15 @@ void run(const Geometry& g, const std::vector<int64_t>& cols, const float* src, 
   const int64_t pieces = (g.lanes + piece - 1) / piece, items = rows * pieces;
   // below about 16 K loads starting the team costs more than it saves
   const bool parallel = items > 1 && rows * g.ow * g.lanes * g.kh * g.kw >= 16384;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t t = 0; t < items; ++t) {
+  auto item = [&](int64_t t) {
     const int64_t row = t / pieces, lb = t % pieces * piece, le = std::min(g.lanes, lb + piece);
     const int64_t y = row % g.oh, r = row / g.oh % g.runs, n = row / g.oh / g.runs;
     if (g.alg == Alg::max)
       pool_row<true>(g, cols.data(), src, dst, n, r, y, lb, le);
     else
       pool_row<false>(g, cols.data(), src, dst, n, r, y, lb, le);
-  }
+  };
+  parallel_share(items, item, parallel);
 }
 
 }  // namespace kiln::cpu::pool_f32

@@ -12,6 +12,8 @@
 //   WorkShare share(items, omp_get_max_threads());
 //   #pragma omp parallel
 //   share.run(omp_get_thread_num(), [&](int64_t item) { ... });
+#include <omp.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -79,5 +81,20 @@ class WorkShare {
   int threads_;
   std::unique_ptr<Share[]> shares_;
 };
+
+// f(item) for items [0, n) on the calling thread's OpenMP team through a WorkShare (the
+// `#pragma omp parallel for schedule(static)` of a loop whose items are independent), or on the
+// calling thread alone when `parallel` is false.
+template <typename F>
+void parallel_share(int64_t n, F&& f, bool parallel = true) {
+  const int nthr = omp_get_max_threads();
+  if (!parallel || n < 2 || nthr < 2) {
+    for (int64_t i = 0; i < n; ++i) f(i);
+    return;
+  }
+  WorkShare share(n, nthr);
+#pragma omp parallel num_threads(nthr)
+  share.run(omp_get_thread_num(), f);
+}
 
 }  // namespace kiln::cpu

@@ -77,4 +77,21 @@ TEST(CpuWorkShare, ASmallerTeamStillRunsEveryItem) {
   for (int i = 0; i < 40; ++i) EXPECT_GE(owner[static_cast<size_t>(i)], 0) << "item " << i;
 }
 
+TEST(CpuWorkShare, ParallelShareRunsEveryItemOnceOnTheTeamOrInOrderAlone) {
+  std::vector<std::atomic<int>> runs(1000);
+  for (auto& r : runs) r.store(0);
+  kiln::cpu::parallel_share(1000, [&](int64_t i) { runs[static_cast<size_t>(i)].fetch_add(1); });
+  for (size_t i = 0; i < runs.size(); ++i) EXPECT_EQ(runs[i].load(), 1) << "item " << i;
+  std::vector<int64_t> order;
+  const std::thread::id me = std::this_thread::get_id();
+  kiln::cpu::parallel_share(
+      5,
+      [&](int64_t i) {
+        EXPECT_EQ(std::this_thread::get_id(), me);
+        order.push_back(i);
+      },
+      /*parallel=*/false);
+  EXPECT_EQ(order, (std::vector<int64_t>{0, 1, 2, 3, 4}));
+}
+
 }  // namespace test_cpu_work_share
