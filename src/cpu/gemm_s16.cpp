@@ -3,6 +3,8 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include <kiln/error.hpp>
 #include "cpu/isa.hpp"
@@ -18,25 +20,10 @@ constexpr int kRows = 6;       // rows per block: 6 x 2 accumulators, 12 of the 
 
 int64_t pairs(int64_t K) { return widened_row(K) / 2; }
 
-// One block: rows [0, MR) of the widened A (`lda` words apart) times one panel of `k2` pairs,
-// stored to the first `ncols` columns of C (`out` from column n0 on). The sums depend only on
-// vpaddd (one cycle), so even one row keeps the multiplier busy.
+// Stores a block's sums: rows [0, MR) x the first `ncols` columns of C (`out` from column n0 on).
 template <int MR>
-KILN_AVX2 void block(const int32_t* a, int64_t lda, const int16_t* b, int64_t k2, void* c, int64_t ldc, int64_t ncols,
-                     int64_t n0, const Output& out) {
-  __m256i acc[MR][2];
-#pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
-  for (int64_t k = 0; k < k2; ++k) {
-    const auto* bk = reinterpret_cast<const __m256i*>(b + k * 2 * kCols);
-    const __m256i b0 = _mm256_loadu_si256(bk), b1 = _mm256_loadu_si256(bk + 1);
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r) {
-      const __m256i av = _mm256_set1_epi32(a[r * lda + k]);  // (A[r][2k], A[r][2k + 1])
-      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(av, b0));
-      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(av, b1));
-    }
-  }
+KILN_AVX2 inline void store_block(__m256i (&acc)[MR][2], void* c, int64_t ldc, int64_t ncols, int64_t n0,
+                                  const Output& out) {
 #pragma GCC unroll 8
   for (int j = 0; j < 2; ++j) {
     const int64_t left = ncols - j * 8, col = n0 + j * 8;
@@ -69,9 +56,61 @@ KILN_AVX2 void block(const int32_t* a, int64_t lda, const int16_t* b, int64_t k2
   }
 }
 
+// One block: rows [0, MR) of the widened A (`lda` words apart) times one panel of `k2` pairs,
+// stored to the first `ncols` columns of C (`out` from column n0 on). The sums depend only on
+// vpaddd (one cycle), so even one row keeps the multiplier busy.
+template <int MR>
+KILN_AVX2 void block(const int32_t* a, int64_t lda, const int16_t* b, int64_t k2, void* c, int64_t ldc, int64_t ncols,
+                     int64_t n0, const Output& out) {
+  __m256i acc[MR][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+  for (int64_t k = 0; k < k2; ++k) {
+    const auto* bk = reinterpret_cast<const __m256i*>(b + k * 2 * kCols);
+    const __m256i b0 = _mm256_loadu_si256(bk), b1 = _mm256_loadu_si256(bk + 1);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const __m256i av = _mm256_set1_epi32(a[r * lda + k]);  // (A[r][2k], A[r][2k + 1])
+      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(av, b0));
+      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(av, b1));
+    }
+  }
+  store_block<MR>(acc, c, ldc, ncols, n0, out);
+}
+
+// The u8 x s8 block: rows [0, MR) of A (u8, `lda` bytes apart) times one panel of `k4` quads
+// (pack_b_u8s8). vpmaddubsw sums each pair of u8 x s8 products into 16 bits (exact: pair_safe
+// B), vpmaddwd by ones each two pairs into int32: 32 products per two instructions, against
+// vpmaddwd's 16 for the 16-bit operands.
+template <int MR>
+KILN_AVX2 void block_u8s8(const uint8_t* a, int64_t lda, const int8_t* b, int64_t k4, void* c, int64_t ldc,
+                          int64_t ncols, int64_t n0, const Output& out) {
+  __m256i acc[MR][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t k = 0; k < k4; ++k) {
+    const auto* bk = reinterpret_cast<const __m256i*>(b + k * 4 * kCols);
+    const __m256i b0 = _mm256_loadu_si256(bk), b1 = _mm256_loadu_si256(bk + 1);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      int32_t quad;  // (A[r][4k] .. A[r][4k + 3])
+      std::memcpy(&quad, a + r * lda + k * 4, 4);
+      const __m256i av = _mm256_set1_epi32(quad);
+      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(av, b0), ones));
+      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(av, b1), ones));
+    }
+  }
+  store_block<MR>(acc, c, ldc, ncols, n0, out);
+}
+
 using BlockFn = void (*)(const int32_t*, int64_t, const int16_t*, int64_t, void*, int64_t, int64_t, int64_t,
                          const Output&);
 constexpr BlockFn kBlocks[kRows] = {block<1>, block<2>, block<3>, block<4>, block<5>, block<6>};
+using BlockU8S8Fn = void (*)(const uint8_t*, int64_t, const int8_t*, int64_t, void*, int64_t, int64_t, int64_t,
+                             const Output&);
+constexpr BlockU8S8Fn kBlocksU8S8[kRows] = {block_u8s8<1>, block_u8s8<2>, block_u8s8<3>,
+                                            block_u8s8<4>, block_u8s8<5>, block_u8s8<6>};
 
 // Row m of A - za as pairs of 16-bit values, the odd K's last pair padded with 0.
 template <typename T>
@@ -103,6 +142,19 @@ void run_block(const int16_t* wide, int64_t M, int64_t K, const int16_t* packed_
 }
 
 int64_t block_count(int64_t M, int64_t N) { return (N + kCols - 1) / kCols * ((M + kRows - 1) / kRows); }
+
+// run_block's u8 x s8 twin: A u8 rows `lda` bytes apart, B from pack_b_u8s8.
+void run_block_u8s8(const uint8_t* a, int64_t lda, int64_t M, int64_t K, const int8_t* packed_b, int64_t N, void* c,
+                    int64_t ldc, const Output& out, int64_t w) {
+  const int64_t k4 = quad_row(K) / 4, panels = (N + kCols - 1) / kCols, row_blocks = (M + kRows - 1) / kRows;
+  const bool panel_major = panels * kCols >= M;
+  const int64_t p = panel_major ? w / row_blocks : w % panels;
+  const int64_t m0 = (panel_major ? w % row_blocks : w / panels) * kRows;
+  const int rows = static_cast<int>(std::min<int64_t>(kRows, M - m0));
+  const int64_t offset = (m0 * ldc + p * kCols) * (out.requant ? 1 : 4);  // bytes
+  kBlocksU8S8[rows - 1](a + m0 * lda, lda, packed_b + p * k4 * 4 * kCols, k4, static_cast<char*>(c) + offset, ldc,
+                        std::min(kCols, N - p * kCols), p * kCols, out);
+}
 
 }  // namespace
 
@@ -177,6 +229,43 @@ void run_widened(const int16_t* wide, int64_t M, int64_t K, const int16_t* packe
   WorkShare blocks(block_count(M, N), nthr);
 #pragma omp parallel num_threads(nthr)
   blocks.run(omp_get_thread_num(), [&](int64_t w) { run_block(wide, M, K, packed_b, N, c, ldc, out, w); });
+}
+
+const char* impl_name_u8s8() { return "kiln_gemm:avx2_u8s8"; }
+
+bool pair_safe(const int8_t* b, int64_t K, int64_t N) {
+  for (int64_t k = 0; k < K; k += 2)
+    for (int64_t n = 0; n < N; ++n) {
+      const int32_t w0 = b[k * N + n], w1 = k + 1 < K ? b[(k + 1) * N + n] : 0;
+      // 255 * (|w0| + |w1|) for two weights of one sign; one of each sign stays within
+      // 255 * 128 = 32640 either way
+      if (w0 * w1 > 0 && std::abs(w0) + std::abs(w1) > 128) return false;
+    }
+  return true;
+}
+
+int64_t packed_size_u8s8(int64_t K, int64_t N) { return (N + kCols - 1) / kCols * quad_row(K) * kCols; }
+
+void pack_b_u8s8(const int8_t* b, int64_t K, int64_t N, int8_t* out, int32_t* column_sums) {
+  const int64_t k4 = quad_row(K) / 4;
+  std::fill(out, out + packed_size_u8s8(K, N), int8_t{0});
+  if (column_sums) std::fill(column_sums, column_sums + N, 0);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) {
+      // panel n / 16, quad k / 4: per column B[4i .. 4i + 3][n] next to each other
+      out[n / kCols * k4 * 4 * kCols + k / 4 * 4 * kCols + n % kCols * 4 + k % 4] = b[k * N + n];
+      if (column_sums) column_sums[n] += b[k * N + n];
+    }
+}
+
+void run_u8s8(const uint8_t* a, int64_t M, int64_t K, int64_t lda, const int8_t* packed_b, int64_t N, void* c,
+              int64_t ldc, const Output& out) {
+  KILN_CHECK(available(), "gemm_s16::run_u8s8: the ISA in use has no AVX2");
+  KILN_CHECK(lda >= quad_row(K), "gemm_s16::run_u8s8: rows of A shorter than K rounded up to 4");
+  if (M <= 0 || N <= 0) return;
+  const int64_t blocks = block_count(M, N);
+  auto one = [&](int64_t w) { run_block_u8s8(a, lda, M, K, packed_b, N, c, ldc, out, w); };
+  parallel_share(blocks, one, parallel_worth(M, K, N));
 }
 
 }  // namespace kiln::cpu::gemm_s16

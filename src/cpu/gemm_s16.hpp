@@ -128,6 +128,29 @@ void requantize(const int32_t* acc, int64_t count, const Requant& q, uint8_t* c)
 void run(const void* a, bool a_signed, int32_t za, int64_t M, int64_t K, int64_t lda, const int16_t* packed_b,
          int64_t N, void* c, int64_t ldc, void* scratch, const Output& out = {});
 
+// The u8 x s8 variant, for B whose products with u8 values never overflow vpmaddubsw's 16-bit
+// pair sums (pair_safe: e.g. 7-bit weights, |w| <= 64, as `kiln quantize --reduce-range` and
+// ONNX Runtime's reduce_range write them): A's u8 values as they are (a zero point za is the
+// caller's: sum (a - za) b = sum a b - za * column_sums), B packed in quads of K
+// ([K / 4][16][4] bytes per panel of 16 columns). Twice the products per instruction of the
+// 16-bit operands, half their bytes; the same Output.
+const char* impl_name_u8s8();
+// Whether no pair of B(2i, n), B(2i + 1, n) of one sign sums to more than 128 in magnitude:
+// then 255 * |B(2i, n)| + 255 * |B(2i + 1, n)| <= 32640 fits vpmaddubsw's signed 16 bits, and
+// run_u8s8 is exact. B row-major [K, N] s8.
+bool pair_safe(const int8_t* b, int64_t K, int64_t N);
+// K rounded up to a multiple of 4: the bytes run_u8s8 reads per row of A.
+inline int64_t quad_row(int64_t K) { return (K + 3) / 4 * 4; }
+// Bytes of the packed B for [K, N].
+int64_t packed_size_u8s8(int64_t K, int64_t N);
+// Packs B [K, N] (s8, b[k * N + n]) into `out` (packed_size_u8s8 bytes); `column_sums` (N values
+// or null): sum over k of B(k, n).
+void pack_b_u8s8(const int8_t* b, int64_t K, int64_t N, int8_t* out, int32_t* column_sums);
+// C = A x packed B: A u8 row-major [M, K] with lda >= quad_row(K) bytes (the values past K in
+// each row are read and multiplied by B's zero padding), C as run()'s. pair_safe(B) must hold.
+void run_u8s8(const uint8_t* a, int64_t M, int64_t K, int64_t lda, const int8_t* packed_b, int64_t N, void* c,
+              int64_t ldc, const Output& out = {});
+
 // Values per widened row of A: K rounded up to even (pairs of 16-bit values, the odd K's last
 // one 0).
 inline int64_t widened_row(int64_t K) { return (K + 1) / 2 * 2; }

@@ -160,12 +160,14 @@ int cmd_quantize(const QuantizeCmdOptions& o) {
   if (o.dynamic) {
     tools::QuantizeOptions q;
     q.per_channel = o.per_channel;
+    q.reduce_range = o.reduce_range;
     q.exclude.insert(o.exclude.begin(), o.exclude.end());
     if (!o.op_types.empty()) q.op_types = std::set<std::string>(o.op_types.begin(), o.op_types.end());
     report = tools::quantize_dynamic(model, base_dir, q);
   } else {
     tools::StaticQuantizeOptions q;
     q.per_channel = o.per_channel;
+    q.reduce_range = o.reduce_range;
     KILN_CHECK(o.activation_type == "uint8" || o.activation_type == "int8",
                cat("--activation-type: '", o.activation_type, "' is not uint8 or int8"));
     q.signed_activations = o.activation_type == "int8";
@@ -189,7 +191,7 @@ int cmd_quantize(const QuantizeCmdOptions& o) {
   std::map<std::string, int> by_op;
   for (const auto& s : report.quantized) by_op[s.substr(s.rfind('(') + 1, s.size() - s.rfind('(') - 2)]++;
   std::cout << "quantized " << report.quantized.size() << " nodes (" << (o.dynamic ? "dynamic" : "static QDQ")
-            << ", int8 weights " << (o.per_channel ? "per channel" : "per tensor") << ", "
+            << ", " << (o.reduce_range ? "7-bit" : "int8") << " weights " << (o.per_channel ? "per channel" : "per tensor") << ", "
             << (o.dynamic ? "uint8" : o.activation_type) << (o.symmetric_activations && !o.dynamic ? " symmetric" : "")
             << " activations):";
   for (const auto& [op, n] : by_op) std::cout << " " << op << " x" << n;

@@ -113,6 +113,7 @@ struct QuantizeCmdOptions {
   std::string method = "minmax";      // --method minmax|percentile|entropy (static)
   double percentile = 99.999;         // --percentile (method percentile)
   bool per_channel = false;           // --per-channel
+  bool reduce_range = false;          // --reduce-range: 7-bit weights ([-64, 64])
   std::string activation_type = "uint8";  // --activation-type uint8|int8 (static)
   bool symmetric_activations = false;     // --symmetric-activations (static: zero point 0 / 128)
   std::vector<std::string> exclude;   // --exclude NODE...

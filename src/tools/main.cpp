@@ -216,6 +216,9 @@ int main(int argc, char** argv) {
                         "Static calibration: minmax (default), percentile, entropy (KL divergence, as TensorRT)");
   quant_cmd->add_option("--percentile", quant.percentile, "Share of magnitudes the percentile method keeps (default 99.999)");
   quant_cmd->add_flag("--per-channel", quant.per_channel, "One weight scale per output channel / column");
+  quant_cmd->add_flag("--reduce-range", quant.reduce_range,
+                      "7-bit weights ([-64, 64], as ONNX Runtime's reduce_range): on CPUs without VNNI (AVX2) "
+                      "kiln's int8 convolutions then multiply u8 x s8 on vpmaddubsw, exactly");
   quant_cmd->add_option("--activation-type", quant.activation_type,
                         "Static: the activations' 8-bit type, uint8 (default) or int8");
   quant_cmd->add_flag("--symmetric-activations", quant.symmetric_activations,

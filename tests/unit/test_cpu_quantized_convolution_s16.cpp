@@ -25,6 +25,8 @@ struct QConv {
   int64_t M = 8, k = 3, group = 1;
   std::vector<int64_t> strides{1, 1}, pads{0, 0, 0, 0}, dilations{1, 1};
   bool x_signed = false, y_signed = false;
+  int w_lo = -128, w_hi = 127;  // the weights' range; within [-64, 64] no pair overflows vpmaddubsw
+  const Tensor* x_value = nullptr;  // else random
 };
 
 Tensor random_bytes(DType t, Shape s, uint32_t seed, int lo, int hi) {
@@ -55,7 +57,7 @@ void check(const QConv& c, uint32_t seed) {
       "QLinearConv",
       {x, g->add_constant("x_scale", Tensor::scalar<float>(0.04f)),
        g->add_constant("x_zp", zero_point(c.x_signed, c.x_signed ? -5 : 131)),
-       g->add_constant("w", random_bytes(DType::i8, {c.M, C / c.group, c.k, c.k}, seed, -128, 127)),
+       g->add_constant("w", random_bytes(DType::i8, {c.M, C / c.group, c.k, c.k}, seed, c.w_lo, c.w_hi)),
        g->add_constant("w_scale", ws), g->add_constant("w_zp", zero_point(true, 0)),
        g->add_constant("y_scale", Tensor::scalar<float>(0.05f)),
        g->add_constant("y_zp", zero_point(c.y_signed, c.y_signed ? 3 : 120)), g->add_constant("B", b)},
@@ -66,7 +68,7 @@ void check(const QConv& c, uint32_t seed) {
   q->attrs["dilations"] = c.dilations;
   q->attrs["group"] = c.group;
   g->add_output(q->output(0));
-  const Tensor xv = random_bytes(c.x_signed ? DType::i8 : DType::u8, c.x, seed + 1, 0, 255);
+  const Tensor xv = c.x_value ? *c.x_value : random_bytes(c.x_signed ? DType::i8 : DType::u8, c.x, seed + 1, 0, 255);
   CompareOptions opt;
   opt.rtol = 0.0;
   opt.atol = 1.0;  // a tie may round the other way: one step
@@ -76,7 +78,10 @@ void check(const QConv& c, uint32_t seed) {
   for (const auto& n : cg->nodes()) {
     if (n->type() != std::string("QLinearConv")) continue;
     if (!cpu::exact_int8_kernels() && cpu::gemm_s16::available()) {
-      const std::string want = c.group > 1 ? "kiln_depthwise:avx2_s8" : "kiln_gemm:avx2_s16";
+      const bool seven_bit = c.w_lo >= -64 && c.w_hi <= 64;  // u8 x s8 on vpmaddubsw (pair_safe)
+      const std::string want = c.group > 1                 ? "kiln_depthwise:avx2_s8"
+                               : seven_bit && !c.x_signed ? "kiln_gemm:avx2_u8s8"
+                                                          : "kiln_gemm:avx2_s16";
       EXPECT_EQ(n->impl.rfind(want, 0), 0u) << n->impl;
     }
   }
@@ -110,6 +115,39 @@ TEST(CpuQuantizedConvolutionS16, GemmGeometriesEqualTheReference) {
   c.x = {1, 6, 11, 9};
   c.M = 17, c.dilations = {2, 2}, c.pads = {0, 1, 2, 0};
   check(c, 5);
+}
+
+// Weights within [-64, 64] (kiln quantize --reduce-range, ORT's reduce_range) times u8
+// activations: the u8 x s8 GEMM on vpmaddubsw, whose pair sums cannot overflow 16 bits then;
+// the activation zero point comes off through the weights' column sums (im2col pads with it).
+TEST(CpuQuantizedConvolutionS16, SevenBitWeightsRunTheU8S8GemmAndEqualTheReference) {
+  QConv c;
+  c.x = {2, 8, 9, 7};  // 3x3, padding 1 (x_zp in the padding), a partial panel, batch 2
+  c.M = 20, c.pads = {1, 1, 1, 1}, c.w_lo = -64, c.w_hi = 64;
+  check(c, 21);
+  c = {};  // 1x1 stride 1 on the channels-last rows: 32 channels, whole quads
+  c.x = {1, 32, 6, 5};
+  c.M = 24, c.k = 1, c.w_lo = -64, c.w_hi = 64, c.y_signed = true;
+  check(c, 22);
+  c = {};  // 1x1 over 33 channels: im2col's rows, padded to 36
+  c.x = {1, 33, 5, 6};
+  c.M = 16, c.k = 1, c.w_lo = -64, c.w_hi = 64;
+  check(c, 23);
+  c = {};  // the stem's form: 7x7 stride 2 over 3 channels (K = 147 -> 148)
+  c.x = {1, 3, 23, 21};
+  c.M = 16, c.k = 7, c.strides = {2, 2}, c.pads = {3, 3, 3, 3}, c.w_lo = -64, c.w_hi = 64;
+  check(c, 24);
+  c = {};  // every pair at the bound: 255 x 64 + 255 x 64 = 32640 in each 16-bit sum
+  c.x = {1, 8, 6, 6};
+  c.M = 8, c.pads = {1, 1, 1, 1}, c.w_lo = 64, c.w_hi = 64;
+  Tensor all_255(DType::u8, c.x);
+  for (int64_t i = 0; i < all_255.size(); ++i) all_255.data<uint8_t>()[i] = 255;
+  c.x_value = &all_255;
+  check(c, 25);
+  c = {};  // s8 activations: the 16-bit GEMM
+  c.x = {1, 8, 7, 7};
+  c.M = 8, c.pads = {1, 1, 1, 1}, c.w_lo = -64, c.w_hi = 64, c.x_signed = true;
+  check(c, 26);
 }
 
 TEST(CpuQuantizedConvolutionS16, DepthwiseEqualsTheReference) {

@@ -156,6 +156,25 @@ onnx::ModelProto quantize_static_zoo(const std::string& name, const Shape& input
 
 }  // namespace
 
+// --reduce-range: 7-bit weights, [-64, 64] per channel, the scale max|w| / 64 (no two of one sign
+// overflow vpmaddubsw's 16-bit pair sums with u8 activations: 255 x 128 < 2^15)
+TEST(QuantizeStatic, ReduceRangeWritesSevenBitWeights) {
+  Tensor w(DType::f32, Shape{2, 3});
+  const float v[] = {0.5f, -1.0f, 0.25f, 3.0f, -1.5f, 0.0f};
+  for (int i = 0; i < 6; ++i) w.data<float>()[i] = v[i];
+  for (bool reduce : {false, true}) {
+    const auto [q, scale] = tools::quantize_weight_symmetric(w, 0, /*per_channel=*/true, reduce);
+    const float qmax = reduce ? 64.0f : 127.0f;
+    ASSERT_EQ(scale.size(), 2u);
+    EXPECT_FLOAT_EQ(scale[0], 1.0f / qmax);
+    EXPECT_FLOAT_EQ(scale[1], 3.0f / qmax);
+    EXPECT_EQ(q.data<int8_t>()[1], -static_cast<int>(qmax));  // each channel's largest at the bound
+    EXPECT_EQ(q.data<int8_t>()[3], static_cast<int>(qmax));
+    EXPECT_EQ(q.data<int8_t>()[4], static_cast<int>(std::nearbyint(-1.5f / scale[1])));
+    for (int i = 0; i < 6; ++i) EXPECT_LE(std::abs(q.data<int8_t>()[i]), static_cast<int>(qmax));
+  }
+}
+
 TEST(QuantizeStatic, ResNetBecomesQdqWithFoldedBatchNormsAndStaysClose) {
   const onnx::ModelProto f = tools::zoo_model("resnet18");
   tools::QuantizeReport r;

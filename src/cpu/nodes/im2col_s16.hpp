@@ -1,7 +1,7 @@
 #pragma once
-// The 16-bit im2col of kiln's exact int8 convolutions without VNNI (gemm_s16.hpp): QLinearConv
+// The im2col of kiln's exact int8 convolutions without VNNI (gemm_s16.hpp): QLinearConv
 // (quantized_convolution.cpp) and ConvInteger (conv_integer.cpp) multiply its rows by their
-// packed weights.
+// packed weights, 16-bit (run_widened) or u8 (run_u8s8).
 #include <omp.h>
 
 #include <algorithm>
@@ -47,6 +47,37 @@ void im2col_s16(const T* x, const Im2colShape& s, const ConvGeometry& geo, int32
         }
       }
       if (K % 2) row[K] = 0;
+    }
+}
+
+// The u8 im2col of gemm_s16::run_u8s8: under each output position the window's u8 values as
+// they are, rows of gemm_s16::quad_row(KH * KW * C) bytes ordered (kh, kw, c), `zx` in the
+// padding (the operators pad x with its zero point: the caller subtracts zx times the weights'
+// column sums from every sum), 0 past K. On the calling thread's OpenMP team.
+inline void im2col_u8(const uint8_t* x, const Im2colShape& s, const ConvGeometry& geo, uint8_t zx, uint8_t* rows) {
+  const int64_t C = s.C, K = s.KH * s.KW * C, row_len = gemm_s16::quad_row(K);
+#pragma omp parallel for schedule(static)
+  for (int64_t oh = 0; oh < s.OH; ++oh)
+    for (int64_t ow = 0; ow < s.OW; ++ow) {
+      uint8_t* row = rows + (oh * s.OW + ow) * row_len;
+      for (int64_t kh = 0; kh < s.KH; ++kh) {
+        const int64_t ih = oh * geo.strides[0] - geo.pad_l[0] + kh * (geo.dilations[0] + 1);
+        const int64_t iw0 = ow * geo.strides[1] - geo.pad_l[1];
+        uint8_t* dst = row + kh * s.KW * C;
+        if (ih >= 0 && ih < s.H && geo.dilations[1] == 0 && iw0 >= 0 && iw0 + s.KW <= s.W) {
+          std::copy_n(x + (ih * s.W + iw0) * C, s.KW * C, dst);  // the window's row inside the image
+          continue;
+        }
+        for (int64_t kw = 0; kw < s.KW; ++kw, dst += C) {
+          const int64_t iw = iw0 + kw * (geo.dilations[1] + 1);
+          if (ih < 0 || ih >= s.H || iw < 0 || iw >= s.W) {
+            for (int64_t i = 0; i < C; ++i) dst[i] = zx;
+          } else {
+            std::copy_n(x + (ih * s.W + iw) * C, C, dst);
+          }
+        }
+      }
+      for (int64_t i = K; i < row_len; ++i) row[i] = 0;  // at most 3
     }
 }
 

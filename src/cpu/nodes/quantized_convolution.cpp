@@ -135,11 +135,28 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
                                     out[k * C + c] = static_cast<float>(wt.data<int8_t>()[c * KH * KW + k]);
                               });
     } else {
-      const memory::desc packed({gemm_s16::packed_size(K, M) * 2}, memory::data_type::u8, tag::a);
-      weights_ = pack_weights(wt, "qlinearconv/s16", packed, [&](memory& dst) {
-        const std::vector<uint8_t> b = im2col_weights(wt.raw(), M, C, KH, KW);
-        gemm_s16::pack_b(b.data(), true, K, M, nullptr, static_cast<int16_t*>(dst.get_data_handle()));
-      });
+      const std::vector<uint8_t> b = im2col_weights(wt.raw(), M, C, KH, KW);
+      const auto* bs8 = reinterpret_cast<const int8_t*>(b.data());
+      // u8 x s8 on vpmaddubsw where no pair of weights can overflow its 16-bit sums (7-bit
+      // weights: quantize --reduce-range); else both operands as 16-bit values
+      u8s8_ = inputs[0]->dtype == DType::u8 && gemm_s16::pair_safe(bs8, K, M);
+      if (u8s8_) {
+        // the packed B, then the column sums (zx times them comes off every sum: the bias)
+        const int64_t bytes = gemm_s16::packed_size_u8s8(K, M);
+        const memory::desc packed({bytes + M * 4}, memory::data_type::u8, tag::a);
+        weights_ = pack_weights(wt, "qlinearconv/u8s8", packed, [&](memory& dst) {
+          auto* out = static_cast<int8_t*>(dst.get_data_handle());
+          gemm_s16::pack_b_u8s8(bs8, K, M, out, reinterpret_cast<int32_t*>(out + bytes));
+        });
+        column_sums_ = reinterpret_cast<const int32_t*>(static_cast<const int8_t*>(weights_.get_data_handle()) + bytes);
+        pointwise_ = pointwise_ && gemm_s16::quad_row(K) == K;  // rows read whole quads
+        impl = cat(gemm_s16::impl_name_u8s8(), pointwise_ ? " (1x1)" : " (im2col)");
+      } else {
+        const memory::desc packed({gemm_s16::packed_size(K, M) * 2}, memory::data_type::u8, tag::a);
+        weights_ = pack_weights(wt, "qlinearconv/s16", packed, [&](memory& dst) {
+          gemm_s16::pack_b(bs8, true, K, M, nullptr, static_cast<int16_t*>(dst.get_data_handle()));
+        });
+      }
     }
     mult_ = output_multipliers();
     const QuantizedSum* sum = sum_input_ >= 0 ? &sum_ : nullptr;
@@ -160,9 +177,19 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
     }
     if (clamp_) rq_.lo = static_cast<float>(clamp_->first) - rq_.zp, rq_.hi = static_cast<float>(clamp_->second) - rq_.zp;
     zx_ = input_zero_point();
-    // A widened to 16 bits: the channels-last rows (1x1), or im2col's rows
+    if (u8s8_) {  // bias - zx * column sums, in wrapping int32 as the sums
+      u8s8_bias_.assign(static_cast<size_t>(M_), 0);
+      for (int64_t m = 0; m < M_; ++m)
+        u8s8_bias_[static_cast<size_t>(m)] = static_cast<int32_t>(
+            static_cast<uint32_t>(rq_.bias ? rq_.bias[m] : 0) -
+            static_cast<uint32_t>(zx_) * static_cast<uint32_t>(column_sums_[m]));
+      rq_.bias = u8s8_bias_.data();
+    }
+    // A widened to 16 bits (the channels-last rows (1x1), or im2col's rows), im2col's u8 rows, or
+    // the depthwise kernel's rings
     threads_ = omp_get_max_threads();
     scratch_bytes_ = depthwise_ ? Arena::aligned(depthwise_s8::scratch_bytes(dw_geometry(), threads_))
+                     : u8s8_    ? (pointwise_ ? 0 : Arena::aligned(static_cast<size_t>(OH_ * OW_ * gemm_s16::quad_row(K_))))
                                 : Arena::aligned(gemm_s16::scratch_bytes(OH_ * OW_, K_));
     const memory::desc src(to_dims(x), dt_of(inputs[0]->dtype), tag::nhwc), dst(to_dims(y), dt_of(outputs[0]->dtype), tag::nhwc);
     outputs[0]->set_layout(dst);
@@ -189,6 +216,15 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
       if (depthwise_) {
         depthwise_s8::run(xn, x_signed, zx_, static_cast<const float*>(weights_.get_data_handle()), dw_geometry(), yn,
                           out, scratch, threads_);
+      } else if (u8s8_) {
+        const auto* b = static_cast<const int8_t*>(weights_.get_data_handle());
+        if (pointwise_) {
+          gemm_s16::run_u8s8(xn, rows, K_, C_, b, M_, yn, M_, out);
+        } else {
+          auto* a = static_cast<uint8_t*>(scratch);
+          im2col_u8(xn, im2col_shape(), geo_, static_cast<uint8_t>(zx_), a);
+          gemm_s16::run_u8s8(a, rows, K_, gemm_s16::quad_row(K_), b, M_, yn, M_, out);
+        }
       } else if (pointwise_) {
         gemm_s16::run(xn, x_signed, zx_, rows, K_, C_, packed, M_, yn, M_, wide, out);
       } else if (x_signed) {
@@ -311,8 +347,10 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
   int sum_input_ = -1;
   QuantizedSum sum_;
   std::optional<std::pair<int32_t, int32_t>> clamp_;  // a fused Clip's bounds, in the output's type
-  // kiln's 16-bit GEMM (no VNNI)
-  bool s16_ = false, pointwise_ = false, depthwise_ = false;
+  // kiln's 16-bit GEMM (no VNNI); its u8 x s8 variant for pair-safe weights
+  bool s16_ = false, pointwise_ = false, depthwise_ = false, u8s8_ = false;
+  const int32_t* column_sums_ = nullptr;  // u8s8: in the packed weights' memory
+  std::vector<int32_t> u8s8_bias_;        // u8s8: bias - zx * column sums
   ConvGeometry geo_;
   int64_t C_ = 0, H_ = 0, W_ = 0, M_ = 0, KH_ = 0, KW_ = 0, OH_ = 0, OW_ = 0, K_ = 0;
   std::vector<float> mult_;

@@ -71,7 +71,7 @@ class Rewriter {
  private:
   std::string fresh(const std::string& base) { return names_.fresh(base); }
   std::pair<Tensor, std::vector<float>> quantize_weight(const Tensor& w, size_t axis) {
-    return quantize_weight_symmetric(w, axis, o_.per_channel);
+    return quantize_weight_symmetric(w, axis, o_.per_channel, o_.reduce_range);
   }
 
   onnx::NodeProto& add(std::vector<onnx::NodeProto>& out, const std::string& op, const std::vector<std::string>& in,
@@ -185,7 +185,9 @@ class Rewriter {
 
 }  // namespace
 
-std::pair<Tensor, std::vector<float>> quantize_weight_symmetric(const Tensor& w, size_t axis, bool per_channel) {
+std::pair<Tensor, std::vector<float>> quantize_weight_symmetric(const Tensor& w, size_t axis, bool per_channel,
+                                                                bool reduce_range) {
+  const float qmax = reduce_range ? 64.0f : 127.0f;
   const Shape& s = w.shape();
   int64_t inner = 1;
   for (size_t i = axis + 1; i < s.size(); ++i) inner *= s[i];
@@ -195,11 +197,11 @@ std::pair<Tensor, std::vector<float>> quantize_weight_symmetric(const Tensor& w,
   auto channel = [&](int64_t i) { return static_cast<size_t>(per_channel ? (i / inner) % s[axis] : 0); };
   for (int64_t i = 0; i < w.size(); ++i) absmax[channel(i)] = std::max(absmax[channel(i)], std::fabs(p[i]));
   std::vector<float> scale(absmax.size());
-  for (size_t c = 0; c < scale.size(); ++c) scale[c] = absmax[c] > 0.0f ? absmax[c] / 127.0f : 1.0f;
+  for (size_t c = 0; c < scale.size(); ++c) scale[c] = absmax[c] > 0.0f ? absmax[c] / qmax : 1.0f;
   Tensor q(DType::i8, s);
   for (int64_t i = 0; i < w.size(); ++i) {
     const float v = std::nearbyint(p[i] / scale[channel(i)]);
-    q.data<int8_t>()[i] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
+    q.data<int8_t>()[i] = static_cast<int8_t>(std::clamp(v, -qmax, qmax));
   }
   return {q, scale};
 }

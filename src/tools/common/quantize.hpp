@@ -31,6 +31,7 @@ namespace kiln::tools {
 
 struct QuantizeOptions {
   bool per_channel = false;
+  bool reduce_range = false;  // 7-bit weights: [-64, 64]
   std::set<std::string> exclude;                        // node names left in float
   std::set<std::string> op_types = {"MatMul", "Conv"};  // the op types to quantize
 };
@@ -42,9 +43,12 @@ struct QuantizeReport {
 
 // Shared by the dynamic and static quantizers (quantize_static.hpp):
 
-// Symmetric int8 weights: q = round(w / scale) in [-127, 127], scale = max|w| / 127 over the
-// whole tensor or, with per_channel, per index along `axis` (1 where a channel is all zero).
-std::pair<Tensor, std::vector<float>> quantize_weight_symmetric(const Tensor& w, size_t axis, bool per_channel);
+// Symmetric int8 weights: q = round(w / scale) in [-qmax, qmax], scale = max|w| / qmax over the
+// whole tensor or, with per_channel, per index along `axis` (1 where a channel is all zero);
+// qmax 127, or 64 for 7-bit weights (reduce_range: no two of one sign overflow the 16-bit pair
+// sums of vpmaddubsw with u8 activations, 255 x 128 < 2^15).
+std::pair<Tensor, std::vector<float>> quantize_weight_symmetric(const Tensor& w, size_t axis, bool per_channel,
+                                                                bool reduce_range = false);
 
 // Unused names in a graph: fresh("x") is "x", then "x_1", ...
 class GraphNames {

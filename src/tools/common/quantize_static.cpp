@@ -491,7 +491,7 @@ QuantizeReport quantize_static(onnx::ModelProto& model, const std::string& base_
   // `axis`, behind its DQ: the DQ's output and the scales
   auto weight_dq = [&](const std::string& name, int64_t axis, std::vector<onnx::NodeProto>& out) {
     const Tensor w = frontend::tensor_from_proto(*analysis.initializer(name), base_dir);
-    auto [wq, ws] = quantize_weight_symmetric(w, static_cast<size_t>(axis), options.per_channel);
+    auto [wq, ws] = quantize_weight_symmetric(w, static_cast<size_t>(axis), options.per_channel, options.reduce_range);
     const Tensor zero = Tensor::from_vector<int8_t>(std::vector<int8_t>(ws.size(), 0),
                                                     ws.size() == 1 ? Shape{} : Shape{int64_t(ws.size())});
     return std::make_pair(dq_const(name, wq, ws, zero, axis, out), ws);

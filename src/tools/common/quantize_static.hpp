@@ -44,6 +44,7 @@ namespace kiln::tools {
 
 struct StaticQuantizeOptions {
   bool per_channel = false;
+  bool reduce_range = false;           // 7-bit weights: [-64, 64]
   bool signed_activations = false;     // int8 activations (else uint8)
   bool symmetric_activations = false;  // ranges symmetric about 0: zero point 0 (int8) / 128 (uint8)
   std::set<std::string> exclude;                                   // node names left in float
