@@ -28,6 +28,13 @@ KILN_AVX2 inline void store_block(__m256i (&acc)[MR][2], void* c, int64_t ldc, i
   for (int j = 0; j < 2; ++j) {
     const int64_t left = ncols - j * 8, col = n0 + j * 8;
     if (left <= 0) break;
+    if (out.column_sums) {  // sum (a - za) b = sum a b - za * sum b
+      const __m256i sums = left >= 8 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(out.column_sums + col))
+                                     : _mm256_maskload_epi32(out.column_sums + col, simd::tail_mask8(left));
+      const __m256i off = _mm256_mullo_epi32(sums, _mm256_set1_epi32(out.za));
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) acc[r][j] = _mm256_sub_epi32(acc[r][j], off);
+    }
     if (out.requant) {
       const RequantV q = requant_v(*out.requant, col, left);
 #pragma GCC unroll 8

@@ -57,6 +57,10 @@ struct Output {
   int64_t scale_count = 0;
   const float* bias = nullptr;  // N values or null
   const Requant* requant = nullptr;
+  // run_u8s8 with A's zero point za: za * column_sums[n] comes off every sum first (wrapping,
+  // as the sums); null: none
+  const int32_t* column_sums = nullptr;
+  int32_t za = 0;
 };
 
 // The store of a Requant in AVX2 registers, for kiln's int8 kernels (gemm_s16, depthwise_s8):

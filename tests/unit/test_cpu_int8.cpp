@@ -241,8 +241,9 @@ TEST(CpuInt8, DynamicQuantizeThenConvIntegerChain) {
 namespace {
 
 // A [rows..., K] (graph input) [, a_zp] x constant B [K, N] [, b_zp] -> MatMulInteger -> i32.
-void check_matmul_integer(const Shape& a_shape, bool a_signed, int za, const Tensor& b, const Tensor& zb,
-                          const Tensor& a) {
+// Returns the node's implementation.
+std::string check_matmul_integer(const Shape& a_shape, bool a_signed, int za, const Tensor& b, const Tensor& zb,
+                                 const Tensor& a) {
   auto g = make_graph(13);
   ir::Value* av = g->add_input("a", {a_signed ? DType::i8 : DType::u8, ir::PartialShape(a_shape)});
   std::vector<ir::Value*> in = {av, g->add_constant("b", b)};
@@ -263,6 +264,9 @@ void check_matmul_integer(const Shape& a_shape, bool a_signed, int za, const Ten
   auto cg = compare_with_reference(g, feeds, 0.0, 0.0);
   EXPECT_EQ(count_type(*cg, "MatMulInteger"), 1u);
   EXPECT_EQ(count_type(*cg, "Reference"), 0u);
+  for (const auto& n : cg->nodes())
+    if (n->type() == std::string("MatMulInteger")) return n->impl;
+  return "";
 }
 
 }  // namespace
@@ -279,6 +283,46 @@ TEST(CpuInt8, MatMulIntegerU8AndS8WithEveryZeroPointForm) {
   // no zero points at all; u8 B (its offset of 128 still applies)
   check_matmul_integer({4, 8}, false, ConvCase::kNone, random_int<uint8_t>({8, 6}, 45, 0, 255), Tensor(),
                        random_int<uint8_t>({4, 8}, 46, 0, 255));
+}
+
+// Weights whose values less their zero points lie within [-64, 64] (quantize --reduce-range)
+// times u8 activations: without VNNI the u8 x s8 GEMM on vpmaddubsw (no pair of products can
+// overflow its 16-bit sums), the run-time activation zero point off through the column sums.
+// Exact, as the 16-bit GEMM the other cases take.
+TEST(CpuInt8, SevenBitWeightsRunTheU8S8GemmExactly) {
+  const bool kiln_gemm = !cpu::exact_int8_kernels() && cpu::gemm_s16::available();
+  auto expect_impl = [&](const std::string& impl, const std::string& want) {
+    if (kiln_gemm) {
+      EXPECT_EQ(impl.rfind(want, 0), 0u) << impl;
+    }
+  };
+  // MatMulInteger: u8 B in [100, 228] less per-column zero points 164 +- 0: [-64, 64]
+  Tensor zb(DType::u8, Shape{19});
+  for (int i = 0; i < 19; ++i) zb.data<uint8_t>()[i] = 164;
+  expect_impl(check_matmul_integer({2, 5, 36}, false, ConvCase::kRunTime, random_int<uint8_t>({36, 19}, 51, 100, 228),
+                                   zb, random_int<uint8_t>({2, 5, 36}, 52, 0, 255)),
+              "kiln_gemm:avx2_u8s8");
+  // s8 B at the bound (64 everywhere) times 255: every 16-bit pair sum 32640
+  expect_impl(check_matmul_integer({3, 64}, false, 0, filled<int8_t>({64, 8}, 64), Tensor(), filled<uint8_t>({3, 64}, 255)),
+              "kiln_gemm:avx2_u8s8");
+  // one pair past it (64 + 65): the 16-bit GEMM
+  Tensor b = filled<int8_t>({64, 8}, 64);
+  b.data<int8_t>()[8 * 8 + 3] = 65;  // row 8 (a pair with row 9), column 3
+  expect_impl(check_matmul_integer({3, 64}, false, 0, b, Tensor(), filled<uint8_t>({3, 64}, 255)), "kiln_gemm:avx2_s16");
+  // K not a multiple of 4: A's rows are read in quads, so the 16-bit GEMM
+  expect_impl(check_matmul_integer({3, 30}, false, 7, random_int<int8_t>({30, 8}, 53, -64, 64), Tensor(),
+                                   random_int<uint8_t>({3, 30}, 54, 0, 255)),
+              "kiln_gemm:avx2_s16");
+  // ConvInteger: u8 weights less per-channel zero points within [-64, 64], a run-time x_zp in
+  // im2col's padding; a 1x1 over 16 channels on the rows themselves
+  Tensor zw(DType::u8, Shape{12});
+  for (int i = 0; i < 12; ++i) zw.data<uint8_t>()[i] = static_cast<uint8_t>(70 + i);
+  ConvCase c{{2, 6, 9, 8}, random_int<uint8_t>({12, 6, 3, 3}, 55, 81, 134), zw};
+  c.attrs = window({1, 1, 1, 1}, {2, 1});
+  expect_impl(check_conv_integer(c, random_int<uint8_t>(c.x, 56, 0, 255), 200), "kiln_gemm:avx2_u8s8 (im2col)");
+  ConvCase p{{1, 16, 5, 6}, random_int<int8_t>({8, 16, 1, 1}, 57, -64, 64), Tensor(), false, 9};
+  p.attrs = window({0, 0, 0, 0});
+  expect_impl(check_conv_integer(p, random_int<uint8_t>(p.x, 58, 0, 255)), "kiln_gemm:avx2_u8s8 (1x1)");
 }
 
 TEST(CpuInt8, MatMulIntegerExtremeProductsAreExactOnEveryIsa) {

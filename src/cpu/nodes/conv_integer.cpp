@@ -178,11 +178,29 @@ class ConvIntegerNode : public Node {
     std::string key = "convinteger/s16/zw";
     for (int32_t z : zb) key += cat(",", z);  // the packed values depend on them
     const Tensor& wt = inputs[op_.w]->constant;
-    const memory::desc packed({gemm_s16::packed_size(K_, M_) * 2}, memory::data_type::u8, tag::a);
-    weights_ = pack_weights(wt, key, packed, [&](memory& dst) {
-      const std::vector<uint8_t> b = im2col_weights(wt.raw(), M_, shape_.C, shape_.KH, shape_.KW);
-      gemm_s16::pack_b(b.data(), wt.dtype() == DType::i8, K_, M_, zb.data(), static_cast<int16_t*>(dst.get_data_handle()));
-    });
+    const std::vector<uint8_t> b = im2col_weights(wt.raw(), M_, shape_.C, shape_.KH, shape_.KW);
+    // u8 x times w - w_zp that no pair can overflow (7-bit weights): u8 x s8 on vpmaddubsw, x as
+    // it is (im2col pads with x_zp), x_zp * the column sums off as each sum is stored
+    Tensor bt(wt.dtype(), Shape{K_, M_});
+    std::copy(b.begin(), b.end(), static_cast<uint8_t*>(bt.raw()));
+    std::vector<int8_t> d;
+    u8s8_ = !signed_x_ && s8_weights_less_zero_points(bt, zb, &d) && gemm_s16::pair_safe(d.data(), K_, M_);
+    if (u8s8_) {
+      pointwise_ = pointwise_ && gemm_s16::quad_row(K_) == K_;  // rows read whole quads
+      impl = cat(gemm_s16::impl_name_u8s8(), pointwise_ ? " (1x1)" : " (im2col)");
+      const int64_t bytes = gemm_s16::packed_size_u8s8(K_, M_);
+      const memory::desc packed({bytes + M_ * 4}, memory::data_type::u8, tag::a);
+      weights_ = pack_weights(wt, "convinteger/u8s8/" + key, packed, [&](memory& dst) {
+        auto* out = static_cast<int8_t*>(dst.get_data_handle());
+        gemm_s16::pack_b_u8s8(d.data(), K_, M_, out, reinterpret_cast<int32_t*>(out + bytes));
+      });
+      column_sums_ = reinterpret_cast<const int32_t*>(static_cast<const int8_t*>(weights_.get_data_handle()) + bytes);
+    } else {
+      const memory::desc packed({gemm_s16::packed_size(K_, M_) * 2}, memory::data_type::u8, tag::a);
+      weights_ = pack_weights(wt, key, packed, [&](memory& dst) {
+        gemm_s16::pack_b(b.data(), wt.dtype() == DType::i8, K_, M_, zb.data(), static_cast<int16_t*>(dst.get_data_handle()));
+      });
+    }
     if (op_.qlinear) prepare_requantization();
     if (op_.to_float) prepare_scaling();
     c_.assign(static_cast<size_t>(M_), 0);
@@ -193,7 +211,10 @@ class ConvIntegerNode : public Node {
     // in the working memory, written plain by write_output
     acc_bytes_ = op_.to_float ? 0 : Arena::aligned(acc_md_.get_size());
     if (op_.to_float) outputs[0]->set_layout(memory::desc(to_dims(y), memory::data_type::f32, tag::nhwc));
-    scratch_bytes_ = acc_bytes_ + Arena::aligned(gemm_s16::scratch_bytes(shape_.OH * shape_.OW, K_));
+    const int64_t rows = shape_.OH * shape_.OW;
+    scratch_bytes_ = acc_bytes_ + (!u8s8_    ? Arena::aligned(gemm_s16::scratch_bytes(rows, K_))
+                                   : pointwise_ ? 0
+                                                : Arena::aligned(static_cast<size_t>(rows * gemm_s16::quad_row(K_))));
     return input_layouts();
   }
 
@@ -220,10 +241,25 @@ class ConvIntegerNode : public Node {
       out.scale_count = M_;
       out.bias = bias_f_.empty() ? nullptr : bias_f_.data();
     }
+    if (u8s8_) {
+      out.column_sums = column_sums_;
+      out.za = zx;
+    }
     for (int64_t n = 0; n < images; ++n) {
       const uint8_t* xn = x + n * shape_.H * shape_.W * shape_.C;
       void* cn = op_.to_float ? static_cast<void*>(static_cast<float*>(outputs[0]->data) + n * rows * M_)
                               : static_cast<void*>(acc + n * rows * M_);
+      if (u8s8_) {
+        const auto* b = static_cast<const int8_t*>(weights_.get_data_handle());
+        if (pointwise_) {
+          gemm_s16::run_u8s8(xn, rows, K_, shape_.C, b, M_, cn, M_, out);
+        } else {
+          auto* a = reinterpret_cast<uint8_t*>(wide);
+          im2col_u8(xn, shape_, geo_, static_cast<uint8_t>(zx), a);
+          gemm_s16::run_u8s8(a, rows, K_, gemm_s16::quad_row(K_), b, M_, cn, M_, out);
+        }
+        continue;
+      }
       if (pointwise_) {
         gemm_s16::run(xn, signed_x_, zx, rows, K_, shape_.C, packed, M_, cn, M_, wide, out);
         continue;
@@ -467,7 +503,8 @@ class ConvIntegerNode : public Node {
   std::vector<int32_t> c_;
   bool has_zx_ = false, signed_x_ = false, split_ = false, correct_ = false;
   // kiln's 16-bit GEMM or depthwise kernel (no VNNI)
-  bool s16_ = false, pointwise_ = false, dw_ = false;
+  bool s16_ = false, pointwise_ = false, dw_ = false, u8s8_ = false;
+  const int32_t* column_sums_ = nullptr;  // u8s8: in the packed weights' memory
   int threads_ = 1;  // the team the depthwise kernel's working memory is planned for
   Im2colShape shape_;
   int64_t K_ = 0;

@@ -31,6 +31,20 @@ Int8Weights s8_weights(const Tensor& w, bool split) {
   return out;
 }
 
+bool s8_weights_less_zero_points(const Tensor& b, const std::vector<int32_t>& zb, std::vector<int8_t>* out) {
+  const int64_t N = static_cast<int64_t>(zb.size());
+  if (N == 0 || b.size() % N != 0) return false;
+  out->resize(static_cast<size_t>(b.size()));
+  const bool s8 = b.dtype() == DType::i8;
+  for (int64_t i = 0; i < b.size(); ++i) {
+    const int32_t v = (s8 ? static_cast<int32_t>(b.data<int8_t>()[i]) : static_cast<int32_t>(b.data<uint8_t>()[i])) -
+                      zb[static_cast<size_t>(i % N)];
+    if (v < -128 || v > 127) return false;
+    (*out)[static_cast<size_t>(i)] = static_cast<int8_t>(v);
+  }
+  return true;
+}
+
 std::vector<int32_t> weight_offsets(const Tensor& w, const Tensor* zw, int64_t channels) {
   const bool u8 = w.dtype() == DType::u8;
   std::vector<int32_t> c(static_cast<size_t>(channels), u8 ? 128 : 0);

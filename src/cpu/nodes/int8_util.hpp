@@ -48,6 +48,10 @@ Int8Weights s8_weights(const Tensor& w, bool split);
 // c for `channels` output channels; `zw` (may be null: 0) holds 1 or `channels` values.
 std::vector<int32_t> weight_offsets(const Tensor& w, const Tensor* zw, int64_t channels);
 
+// B - zb of a GEMM's B [K, N] (`b` u8 or s8, row-major; zb[n] per column) as s8 in `out`, when
+// every value fits s8 (what gemm_s16::pair_safe and pack_b_u8s8 take); false otherwise.
+bool s8_weights_less_zero_points(const Tensor& b, const std::vector<int32_t>& zb, std::vector<int8_t>* out);
+
 // w' (and, split, hi) packed into the primitive's layout `target` from the plain s8 layout
 // `plain` of `w`, once per compiled model through the weights cache (`variant` names the use,
 // e.g. "convinteger/g2"): the conversion runs only when the cache has no copy yet.

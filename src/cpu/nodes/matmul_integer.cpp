@@ -130,8 +130,15 @@ class MatMulIntegerNode : public Node {
       void* y = acc_bytes_ ? base + a_bytes_ : outputs[0]->data;
       gemm_s16::Output out;
       if (op_.to_float) out = {scale_.data(), static_cast<int64_t>(scale_.size()), bias_.empty() ? nullptr : bias_.data()};
-      gemm_s16::run(inputs[0]->data, signed_a_, za, R_, K_, K_, static_cast<const int16_t*>(weights_.get_data_handle()),
-                    N_, y, N_, base, out);
+      if (u8s8_) {
+        out.column_sums = column_sums_;
+        out.za = za;
+        gemm_s16::run_u8s8(static_cast<const uint8_t*>(inputs[0]->data), R_, K_, K_,
+                           static_cast<const int8_t*>(weights_.get_data_handle()), N_, y, N_, out);
+      } else {
+        gemm_s16::run(inputs[0]->data, signed_a_, za, R_, K_, K_, static_cast<const int16_t*>(weights_.get_data_handle()),
+                      N_, y, N_, base, out);
+      }
       if (op_.qlinear) finish(static_cast<const uint8_t*>(inputs[0]->data), za, static_cast<int32_t*>(y), nullptr);
       return;
     }
@@ -220,17 +227,32 @@ class MatMulIntegerNode : public Node {
     }
     split_ = correct_ = direct_float_ = false;
     if (op_.to_float) prepare_to_float();
-    impl = gemm_s16::impl_name();
-    const memory::desc packed({gemm_s16::packed_size(K_, N_) * 2}, memory::data_type::u8, tag::a);
-    weights_ = pack_weights(b, cat("matmulinteger/s16/zb", hash), packed, [&](memory& dst) {
-      gemm_s16::pack_b(b.raw(), b.dtype() == DType::i8, K_, N_, zbv.data(),
-                       static_cast<int16_t*>(dst.get_data_handle()));
-    });
+    // u8 A times B - zb that no pair can overflow (7-bit weights): u8 x s8 on vpmaddubsw, A as
+    // it is, za * the column sums off as each sum is stored; else both as 16-bit values
+    std::vector<int8_t> d;
+    u8s8_ = !signed_a_ && K_ % 4 == 0 && s8_weights_less_zero_points(b, zbv, &d) && gemm_s16::pair_safe(d.data(), K_, N_);
+    if (u8s8_) {
+      impl = gemm_s16::impl_name_u8s8();
+      const int64_t bytes = gemm_s16::packed_size_u8s8(K_, N_);
+      const memory::desc packed({bytes + N_ * 4}, memory::data_type::u8, tag::a);
+      weights_ = pack_weights(b, cat("matmulinteger/u8s8/zb", hash), packed, [&](memory& dst) {
+        auto* out = static_cast<int8_t*>(dst.get_data_handle());
+        gemm_s16::pack_b_u8s8(d.data(), K_, N_, out, reinterpret_cast<int32_t*>(out + bytes));
+      });
+      column_sums_ = reinterpret_cast<const int32_t*>(static_cast<const int8_t*>(weights_.get_data_handle()) + bytes);
+    } else {
+      impl = gemm_s16::impl_name();
+      const memory::desc packed({gemm_s16::packed_size(K_, N_) * 2}, memory::data_type::u8, tag::a);
+      weights_ = pack_weights(b, cat("matmulinteger/s16/zb", hash), packed, [&](memory& dst) {
+        gemm_s16::pack_b(b.raw(), b.dtype() == DType::i8, K_, N_, zbv.data(),
+                         static_cast<int16_t*>(dst.get_data_handle()));
+      });
+    }
     if (op_.qlinear)
       requant_ = requantization(inputs[1]->constant, inputs[4]->constant, inputs[6]->constant, inputs[7]->constant, N_);
     // working memory: A widened to 16 bits, then the int32 product unless the output holds it
     // (MatMulInteger's int32, MatMulIntegerToFloat's float: scaled as it is stored)
-    a_bytes_ = Arena::aligned(gemm_s16::scratch_bytes(R_, K_));
+    a_bytes_ = u8s8_ ? 0 : Arena::aligned(gemm_s16::scratch_bytes(R_, K_));
     acc_bytes_ = op_.qlinear ? Arena::aligned(static_cast<size_t>(R_ * N_) * 4) : 0;
     hi_bytes_ = 0;
     scratch_bytes_ = a_bytes_ + acc_bytes_;
@@ -271,6 +293,8 @@ class MatMulIntegerNode : public Node {
   std::vector<int32_t> c_;
   bool has_za_ = false, signed_a_ = false, split_ = false, correct_ = false;
   bool s16_ = false;  // kiln's 16-bit GEMM instead of oneDNN's (no VNNI)
+  bool u8s8_ = false;  // its u8 x s8 variant (pair-safe weights)
+  const int32_t* column_sums_ = nullptr;  // u8s8: in the packed weights' memory
   int32_t za_ = 0;  // the run's zero point of A, for the primitive
   size_t a_bytes_ = 0, hi_bytes_ = 0, scratch_bytes_ = 0;
 };
