@@ -188,34 +188,47 @@ class ConvIntegerNode : public Node {
     if (u8s8_) {
       pointwise_ = pointwise_ && gemm_s16::quad_row(K_) == K_;  // rows read whole quads
       impl = cat(gemm_s16::impl_name_u8s8(), pointwise_ ? " (1x1)" : " (im2col)");
-      const int64_t bytes = gemm_s16::packed_size_u8s8(K_, M_);
-      const memory::desc packed({bytes + M_ * 4}, memory::data_type::u8, tag::a);
-      weights_ = pack_weights(wt, "convinteger/u8s8/" + key, packed, [&](memory& dst) {
-        auto* out = static_cast<int8_t*>(dst.get_data_handle());
-        gemm_s16::pack_b_u8s8(d.data(), K_, M_, out, reinterpret_cast<int32_t*>(out + bytes));
-      });
-      column_sums_ = reinterpret_cast<const int32_t*>(static_cast<const int8_t*>(weights_.get_data_handle()) + bytes);
+      const PackedU8S8 packed = pack_u8s8_weights(wt, "convinteger/u8s8/" + key, d, K_, M_);
+      weights_ = packed.packed;
+      column_sums_ = packed.column_sums;
     } else {
       const memory::desc packed({gemm_s16::packed_size(K_, M_) * 2}, memory::data_type::u8, tag::a);
       weights_ = pack_weights(wt, key, packed, [&](memory& dst) {
         gemm_s16::pack_b(b.data(), wt.dtype() == DType::i8, K_, M_, zb.data(), static_cast<int16_t*>(dst.get_data_handle()));
       });
     }
-    if (op_.qlinear) prepare_requantization();
-    if (op_.to_float) prepare_scaling();
-    c_.assign(static_cast<size_t>(M_), 0);
-    correct_ = false;
-    // ConvIntegerToFloat: the GEMM scales its sums to float as it stores them, channels-last
-    // straight into the output (the next DynamicQuantizeLinear and ConvInteger keep that
-    // layout: no transposition here, no Reorder before the next convolution); else int32 sums
-    // in the working memory, written plain by write_output
-    acc_bytes_ = op_.to_float ? 0 : Arena::aligned(acc_md_.get_size());
-    if (op_.to_float) outputs[0]->set_layout(memory::desc(to_dims(y), memory::data_type::f32, tag::nhwc));
+    prepare_kiln_output();
     const int64_t rows = shape_.OH * shape_.OW;
     scratch_bytes_ = acc_bytes_ + (!u8s8_    ? Arena::aligned(gemm_s16::scratch_bytes(rows, K_))
                                    : pointwise_ ? 0
                                                 : Arena::aligned(static_cast<size_t>(rows * gemm_s16::quad_row(K_))));
     return input_layouts();
+  }
+
+  // The output of kiln's kernels (16-bit / u8 x s8 GEMM, depthwise): sums with no correction.
+  // ConvIntegerToFloat's are scaled to float as they are stored, channels-last straight into the
+  // output (the next DynamicQuantizeLinear and ConvInteger keep that layout: no transposition
+  // here, no Reorder before the next convolution); else int32 sums in the working memory
+  // (acc_bytes_), written plain (and requantized, for a QLinearConv) by write_output.
+  void prepare_kiln_output() {
+    if (op_.qlinear) prepare_requantization();
+    if (op_.to_float) prepare_scaling();
+    c_.assign(static_cast<size_t>(M_), 0);
+    correct_ = false;
+    acc_bytes_ = op_.to_float ? 0 : Arena::aligned(acc_md_.get_size());
+    if (op_.to_float)
+      outputs[0]->set_layout(memory::desc(to_dims(outputs[0]->shape), memory::data_type::f32, tag::nhwc));
+  }
+
+  // What kiln's kernels store: int32 sums, or (ConvIntegerToFloat) sum * scale[m] + bias[m].
+  gemm_s16::Output kiln_output() const {
+    gemm_s16::Output out;
+    if (op_.to_float) {
+      out.scale = scale_.data();
+      out.scale_count = M_;
+      out.bias = bias_f_.empty() ? nullptr : bias_f_.data();
+    }
+    return out;
   }
 
   // Both paths: x channels-last in its own type; the zero point and x_scale, read at run time, plain.
@@ -235,12 +248,7 @@ class ConvIntegerNode : public Node {
     const auto* x = static_cast<const uint8_t*>(inputs[0]->data);
     const auto* packed = static_cast<const int16_t*>(weights_.get_data_handle());
     const int64_t rows = shape_.OH * shape_.OW, images = inputs[0]->shape[0];
-    gemm_s16::Output out;  // int32 sums, or (ConvIntegerToFloat) sum * scale[m] + bias[m]
-    if (op_.to_float) {
-      out.scale = scale_.data();
-      out.scale_count = M_;
-      out.bias = bias_f_.empty() ? nullptr : bias_f_.data();
-    }
+    gemm_s16::Output out = kiln_output();
     if (u8s8_) {
       out.column_sums = column_sums_;
       out.za = zx;
@@ -319,12 +327,7 @@ class ConvIntegerNode : public Node {
         for (int64_t k = 0; k < taps; ++k)
           out[k * C + c] = static_cast<float>(weight_value(wt, c * taps + k) - zb[static_cast<size_t>(c)]);
     });
-    if (op_.qlinear) prepare_requantization();
-    if (op_.to_float) prepare_scaling();
-    c_.assign(static_cast<size_t>(M_), 0);
-    correct_ = false;
-    acc_bytes_ = op_.to_float ? 0 : Arena::aligned(acc_md_.get_size());
-    if (op_.to_float) outputs[0]->set_layout(memory::desc(to_dims(y), memory::data_type::f32, tag::nhwc));
+    prepare_kiln_output();
     threads_ = omp_get_max_threads();
     scratch_bytes_ = acc_bytes_ + Arena::aligned(depthwise_s8::scratch_bytes(dw_geometry(), threads_));
     return input_layouts();
@@ -347,12 +350,7 @@ class ConvIntegerNode : public Node {
     const auto* w = static_cast<const float*>(weights_.get_data_handle());
     const depthwise_s8::Geometry g = dw_geometry();
     const int64_t rows = g.OH * g.OW, images = inputs[0]->shape[0];
-    gemm_s16::Output out;  // int32 sums, or (ConvIntegerToFloat) sum * scale[m] + bias[m]
-    if (op_.to_float) {
-      out.scale = scale_.data();
-      out.scale_count = M_;
-      out.bias = bias_f_.empty() ? nullptr : bias_f_.data();
-    }
+    gemm_s16::Output out = kiln_output();
     for (int64_t n = 0; n < images; ++n) {
       void* yn = op_.to_float ? static_cast<void*>(static_cast<float*>(outputs[0]->data) + n * rows * M_)
                               : static_cast<void*>(acc + n * rows * M_);

@@ -31,6 +31,19 @@ Int8Weights s8_weights(const Tensor& w, bool split) {
   return out;
 }
 
+PackedU8S8 pack_u8s8_weights(const Tensor& source, const std::string& variant, const std::vector<int8_t>& b, int64_t K,
+                             int64_t N) {
+  const int64_t bytes = gemm_s16::packed_size_u8s8(K, N);
+  const dnnl::memory::desc desc({bytes + N * 4}, dnnl::memory::data_type::u8, dnnl::memory::format_tag::a);
+  PackedU8S8 r;
+  r.packed = pack_weights(source, variant, desc, [&](dnnl::memory& dst) {
+    auto* out = static_cast<int8_t*>(dst.get_data_handle());
+    gemm_s16::pack_b_u8s8(b.data(), K, N, out, reinterpret_cast<int32_t*>(out + bytes));
+  });
+  r.column_sums = reinterpret_cast<const int32_t*>(static_cast<const int8_t*>(r.packed.get_data_handle()) + bytes);
+  return r;
+}
+
 bool s8_weights_less_zero_points(const Tensor& b, const std::vector<int32_t>& zb, std::vector<int8_t>* out) {
   const int64_t N = static_cast<int64_t>(zb.size());
   if (N == 0 || b.size() % N != 0) return false;

@@ -48,6 +48,16 @@ Int8Weights s8_weights(const Tensor& w, bool split);
 // c for `channels` output channels; `zw` (may be null: 0) holds 1 or `channels` values.
 std::vector<int32_t> weight_offsets(const Tensor& w, const Tensor* zw, int64_t channels);
 
+// B [K, N] (s8, pair-safe) packed for gemm_s16::run_u8s8 once per compiled model through the
+// weights cache (`source` the model's weights, `variant` the use and what the values depend
+// on), with its column sums after the packed bytes (what the activation zero point multiplies).
+struct PackedU8S8 {
+  dnnl::memory packed;
+  const int32_t* column_sums = nullptr;  // N values, in `packed`'s memory
+};
+PackedU8S8 pack_u8s8_weights(const Tensor& source, const std::string& variant, const std::vector<int8_t>& b, int64_t K,
+                             int64_t N);
+
 // B - zb of a GEMM's B [K, N] (`b` u8 or s8, row-major; zb[n] per column) as s8 in `out`, when
 // every value fits s8 (what gemm_s16::pair_safe and pack_b_u8s8 take); false otherwise.
 bool s8_weights_less_zero_points(const Tensor& b, const std::vector<int32_t>& zb, std::vector<int8_t>* out);

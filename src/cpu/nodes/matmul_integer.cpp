@@ -233,13 +233,9 @@ class MatMulIntegerNode : public Node {
     u8s8_ = !signed_a_ && K_ % 4 == 0 && s8_weights_less_zero_points(b, zbv, &d) && gemm_s16::pair_safe(d.data(), K_, N_);
     if (u8s8_) {
       impl = gemm_s16::impl_name_u8s8();
-      const int64_t bytes = gemm_s16::packed_size_u8s8(K_, N_);
-      const memory::desc packed({bytes + N_ * 4}, memory::data_type::u8, tag::a);
-      weights_ = pack_weights(b, cat("matmulinteger/u8s8/zb", hash), packed, [&](memory& dst) {
-        auto* out = static_cast<int8_t*>(dst.get_data_handle());
-        gemm_s16::pack_b_u8s8(d.data(), K_, N_, out, reinterpret_cast<int32_t*>(out + bytes));
-      });
-      column_sums_ = reinterpret_cast<const int32_t*>(static_cast<const int8_t*>(weights_.get_data_handle()) + bytes);
+      const PackedU8S8 packed = pack_u8s8_weights(b, cat("matmulinteger/u8s8/zb", hash), d, K_, N_);
+      weights_ = packed.packed;
+      column_sums_ = packed.column_sums;
     } else {
       impl = gemm_s16::impl_name();
       const memory::desc packed({gemm_s16::packed_size(K_, N_) * 2}, memory::data_type::u8, tag::a);

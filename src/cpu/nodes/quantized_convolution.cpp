@@ -141,14 +141,11 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
       // weights: quantize --reduce-range); else both operands as 16-bit values
       u8s8_ = inputs[0]->dtype == DType::u8 && gemm_s16::pair_safe(bs8, K, M);
       if (u8s8_) {
-        // the packed B, then the column sums (zx times them comes off every sum: the bias)
-        const int64_t bytes = gemm_s16::packed_size_u8s8(K, M);
-        const memory::desc packed({bytes + M * 4}, memory::data_type::u8, tag::a);
-        weights_ = pack_weights(wt, "qlinearconv/u8s8", packed, [&](memory& dst) {
-          auto* out = static_cast<int8_t*>(dst.get_data_handle());
-          gemm_s16::pack_b_u8s8(bs8, K, M, out, reinterpret_cast<int32_t*>(out + bytes));
-        });
-        column_sums_ = reinterpret_cast<const int32_t*>(static_cast<const int8_t*>(weights_.get_data_handle()) + bytes);
+        // the column sums: zx times them comes off every sum (through the bias)
+        const PackedU8S8 packed =
+            pack_u8s8_weights(wt, "qlinearconv/u8s8", std::vector<int8_t>(bs8, bs8 + K * M), K, M);
+        weights_ = packed.packed;
+        column_sums_ = packed.column_sums;
         pointwise_ = pointwise_ && gemm_s16::quad_row(K) == K;  // rows read whole quads
         impl = cat(gemm_s16::impl_name_u8s8(), pointwise_ ? " (1x1)" : " (im2col)");
       } else {
