@@ -13,6 +13,7 @@
 #include "cpu/gemm_s16.hpp"
 #include "cpu/isa.hpp"
 #include "cpu/nodes/int8_util.hpp"
+#include "cpu/weights_cache.hpp"
 #include "cpu_test_util.hpp"
 
 namespace test_cpu_int8 {
@@ -323,6 +324,30 @@ TEST(CpuInt8, SevenBitWeightsRunTheU8S8GemmExactly) {
   ConvCase p{{1, 16, 5, 6}, random_int<int8_t>({8, 16, 1, 1}, 57, -64, 64), Tensor(), false, 9};
   p.attrs = window({0, 0, 0, 0});
   expect_impl(check_conv_integer(p, random_int<uint8_t>(p.x, 58, 0, 255)), "kiln_gemm:avx2_u8s8 (1x1)");
+}
+
+// The u8 x s8 packing and its pair-safety verdict live in the weights cache: a model's later
+// plans (other input shapes) ask again and neither derive the weights' values nor check them.
+TEST(CpuInt8, U8S8VerdictAndPackingAreDerivedOncePerWeights) {
+  cpu::WeightsCache cache;
+  cpu::WeightsCache::Scope scope(&cache);
+  const Tensor safe = filled<int8_t>({8, 16}, 64), unsafe = filled<int8_t>({8, 16}, 65);
+  for (const Tensor* w : {&safe, &unsafe}) {
+    int derived = 0;
+    auto values = [&](std::vector<int8_t>* b) {
+      ++derived;
+      b->assign(static_cast<const int8_t*>(w->raw()), static_cast<const int8_t*>(w->raw()) + w->size());
+      return true;
+    };
+    for (int plan = 0; plan < 3; ++plan) {
+      const cpu::PackedU8S8 p = cpu::pack_u8s8_if_safe(*w, "test/u8s8", 8, 16, values);
+      EXPECT_EQ(static_cast<bool>(p.packed), w == &safe);
+      if (p.packed) {
+        EXPECT_EQ(p.column_sums[3], 8 * 64);
+      }
+    }
+    EXPECT_EQ(derived, 1) << (w == &safe ? "pair-safe" : "past the bound");
+  }
 }
 
 TEST(CpuInt8, MatMulIntegerExtremeProductsAreExactOnEveryIsa) {

@@ -178,23 +178,25 @@ class ConvIntegerNode : public Node {
     std::string key = "convinteger/s16/zw";
     for (int32_t z : zb) key += cat(",", z);  // the packed values depend on them
     const Tensor& wt = inputs[op_.w]->constant;
-    const std::vector<uint8_t> b = im2col_weights(wt.raw(), M_, shape_.C, shape_.KH, shape_.KW);
+    const bool w_signed = wt.dtype() == DType::i8;
+    auto gemm_weights = [&] { return im2col_weights(wt.raw(), M_, shape_.C, shape_.KH, shape_.KW); };
     // u8 x times w - w_zp that no pair can overflow (7-bit weights): u8 x s8 on vpmaddubsw, x as
     // it is (im2col pads with x_zp), x_zp * the column sums off as each sum is stored
-    Tensor bt(wt.dtype(), Shape{K_, M_});
-    std::copy(b.begin(), b.end(), static_cast<uint8_t*>(bt.raw()));
-    std::vector<int8_t> d;
-    u8s8_ = !signed_x_ && s8_weights_less_zero_points(bt, zb, &d) && gemm_s16::pair_safe(d.data(), K_, M_);
+    PackedU8S8 u8s8;
+    if (!signed_x_)
+      u8s8 = pack_u8s8_if_safe(wt, "convinteger/u8s8/" + key, K_, M_, [&](std::vector<int8_t>* d) {
+        return s8_weights_less_zero_points(gemm_weights().data(), w_signed, K_, zb, d);
+      });
+    u8s8_ = static_cast<bool>(u8s8.packed);
     if (u8s8_) {
       pointwise_ = pointwise_ && gemm_s16::quad_row(K_) == K_;  // rows read whole quads
       impl = cat(gemm_s16::impl_name_u8s8(), pointwise_ ? " (1x1)" : " (im2col)");
-      const PackedU8S8 packed = pack_u8s8_weights(wt, "convinteger/u8s8/" + key, d, K_, M_);
-      weights_ = packed.packed;
-      column_sums_ = packed.column_sums;
+      weights_ = u8s8.packed;
+      column_sums_ = u8s8.column_sums;
     } else {
       const memory::desc packed({gemm_s16::packed_size(K_, M_) * 2}, memory::data_type::u8, tag::a);
       weights_ = pack_weights(wt, key, packed, [&](memory& dst) {
-        gemm_s16::pack_b(b.data(), wt.dtype() == DType::i8, K_, M_, zb.data(), static_cast<int16_t*>(dst.get_data_handle()));
+        gemm_s16::pack_b(gemm_weights().data(), w_signed, K_, M_, zb.data(), static_cast<int16_t*>(dst.get_data_handle()));
       });
     }
     prepare_kiln_output();

@@ -31,12 +31,24 @@ Int8Weights s8_weights(const Tensor& w, bool split) {
   return out;
 }
 
-PackedU8S8 pack_u8s8_weights(const Tensor& source, const std::string& variant, const std::vector<int8_t>& b, int64_t K,
-                             int64_t N) {
+PackedU8S8 pack_u8s8_if_safe(const Tensor& source, const std::string& variant, int64_t K, int64_t N,
+                             const std::function<bool(std::vector<int8_t>*)>& values) {
+  std::vector<int8_t> b;  // derived at most once here, and only when the cache has neither entry
+  int derived = -1;       // -1: not yet; else whether the values fit s8 and are pair-safe
+  auto safe = [&] {
+    if (derived < 0) derived = values(&b) && gemm_s16::pair_safe(b.data(), K, N);
+    return derived == 1;
+  };
+  const dnnl::memory::desc one({1}, dnnl::memory::data_type::u8, dnnl::memory::format_tag::a);
+  const dnnl::memory verdict = pack_weights(source, variant + "/pair_safe", one, [&](dnnl::memory& dst) {
+    *static_cast<uint8_t*>(dst.get_data_handle()) = safe() ? 1 : 0;
+  });
+  PackedU8S8 r;
+  if (*static_cast<const uint8_t*>(verdict.get_data_handle()) == 0) return r;
   const int64_t bytes = gemm_s16::packed_size_u8s8(K, N);
   const dnnl::memory::desc desc({bytes + N * 4}, dnnl::memory::data_type::u8, dnnl::memory::format_tag::a);
-  PackedU8S8 r;
   r.packed = pack_weights(source, variant, desc, [&](dnnl::memory& dst) {
+    KILN_CHECK(safe(), "pack_u8s8_if_safe: the weights cache says '" + variant + "' is pair-safe, its values are not");
     auto* out = static_cast<int8_t*>(dst.get_data_handle());
     gemm_s16::pack_b_u8s8(b.data(), K, N, out, reinterpret_cast<int32_t*>(out + bytes));
   });
@@ -44,13 +56,13 @@ PackedU8S8 pack_u8s8_weights(const Tensor& source, const std::string& variant, c
   return r;
 }
 
-bool s8_weights_less_zero_points(const Tensor& b, const std::vector<int32_t>& zb, std::vector<int8_t>* out) {
-  const int64_t N = static_cast<int64_t>(zb.size());
-  if (N == 0 || b.size() % N != 0) return false;
-  out->resize(static_cast<size_t>(b.size()));
-  const bool s8 = b.dtype() == DType::i8;
-  for (int64_t i = 0; i < b.size(); ++i) {
-    const int32_t v = (s8 ? static_cast<int32_t>(b.data<int8_t>()[i]) : static_cast<int32_t>(b.data<uint8_t>()[i])) -
+bool s8_weights_less_zero_points(const void* b, bool b_signed, int64_t K, const std::vector<int32_t>& zb,
+                                 std::vector<int8_t>* out) {
+  const int64_t N = static_cast<int64_t>(zb.size()), count = K * N;
+  out->resize(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    const int32_t v = (b_signed ? static_cast<int32_t>(static_cast<const int8_t*>(b)[i])
+                                : static_cast<int32_t>(static_cast<const uint8_t*>(b)[i])) -
                       zb[static_cast<size_t>(i % N)];
     if (v < -128 || v > 127) return false;
     (*out)[static_cast<size_t>(i)] = static_cast<int8_t>(v);

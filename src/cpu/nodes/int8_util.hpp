@@ -22,6 +22,7 @@
 #include <limits>
 
 #include <cstdint>
+#include <functional>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <vector>
@@ -48,19 +49,23 @@ Int8Weights s8_weights(const Tensor& w, bool split);
 // c for `channels` output channels; `zw` (may be null: 0) holds 1 or `channels` values.
 std::vector<int32_t> weight_offsets(const Tensor& w, const Tensor* zw, int64_t channels);
 
-// B [K, N] (s8, pair-safe) packed for gemm_s16::run_u8s8 once per compiled model through the
-// weights cache (`source` the model's weights, `variant` the use and what the values depend
-// on), with its column sums after the packed bytes (what the activation zero point multiplies).
+// B [K, N] packed for gemm_s16::run_u8s8, with its column sums after the packed bytes (what the
+// activation zero point multiplies), when its values (`values(out)`: the weights less their zero
+// points in the GEMM's order; false when one does not fit s8) are gemm_s16::pair_safe; `packed`
+// empty when they are not. The verdict and the packed bytes are kept in the weights cache under
+// `variant` (the use and what the values depend on), so the model's other plans (its other
+// input shapes) neither derive the values nor check them again.
 struct PackedU8S8 {
-  dnnl::memory packed;
+  dnnl::memory packed;                   // empty: the 16-bit GEMM
   const int32_t* column_sums = nullptr;  // N values, in `packed`'s memory
 };
-PackedU8S8 pack_u8s8_weights(const Tensor& source, const std::string& variant, const std::vector<int8_t>& b, int64_t K,
-                             int64_t N);
+PackedU8S8 pack_u8s8_if_safe(const Tensor& source, const std::string& variant, int64_t K, int64_t N,
+                             const std::function<bool(std::vector<int8_t>*)>& values);
 
-// B - zb of a GEMM's B [K, N] (`b` u8 or s8, row-major; zb[n] per column) as s8 in `out`, when
-// every value fits s8 (what gemm_s16::pair_safe and pack_b_u8s8 take); false otherwise.
-bool s8_weights_less_zero_points(const Tensor& b, const std::vector<int32_t>& zb, std::vector<int8_t>* out);
+// B - zb of a GEMM's B [K, N] (`b` row-major, s8 when `b_signed`, else u8; zb[n] per column) as
+// s8 in `out`, when every value fits s8; false otherwise.
+bool s8_weights_less_zero_points(const void* b, bool b_signed, int64_t K, const std::vector<int32_t>& zb,
+                                 std::vector<int8_t>* out);
 
 // w' (and, split, hi) packed into the primitive's layout `target` from the plain s8 layout
 // `plain` of `w`, once per compiled model through the weights cache (`variant` names the use,

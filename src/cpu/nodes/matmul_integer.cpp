@@ -229,13 +229,16 @@ class MatMulIntegerNode : public Node {
     if (op_.to_float) prepare_to_float();
     // u8 A times B - zb that no pair can overflow (7-bit weights): u8 x s8 on vpmaddubsw, A as
     // it is, za * the column sums off as each sum is stored; else both as 16-bit values
-    std::vector<int8_t> d;
-    u8s8_ = !signed_a_ && K_ % 4 == 0 && s8_weights_less_zero_points(b, zbv, &d) && gemm_s16::pair_safe(d.data(), K_, N_);
+    PackedU8S8 u8s8;
+    if (!signed_a_ && K_ % 4 == 0)
+      u8s8 = pack_u8s8_if_safe(b, cat("matmulinteger/u8s8/zb", hash), K_, N_, [&](std::vector<int8_t>* d) {
+        return s8_weights_less_zero_points(b.raw(), b.dtype() == DType::i8, K_, zbv, d);
+      });
+    u8s8_ = static_cast<bool>(u8s8.packed);
     if (u8s8_) {
       impl = gemm_s16::impl_name_u8s8();
-      const PackedU8S8 packed = pack_u8s8_weights(b, cat("matmulinteger/u8s8/zb", hash), d, K_, N_);
-      weights_ = packed.packed;
-      column_sums_ = packed.column_sums;
+      weights_ = u8s8.packed;
+      column_sums_ = u8s8.column_sums;
     } else {
       impl = gemm_s16::impl_name();
       const memory::desc packed({gemm_s16::packed_size(K_, N_) * 2}, memory::data_type::u8, tag::a);

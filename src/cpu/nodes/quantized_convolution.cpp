@@ -135,23 +135,27 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
                                     out[k * C + c] = static_cast<float>(wt.data<int8_t>()[c * KH * KW + k]);
                               });
     } else {
-      const std::vector<uint8_t> b = im2col_weights(wt.raw(), M, C, KH, KW);
-      const auto* bs8 = reinterpret_cast<const int8_t*>(b.data());
       // u8 x s8 on vpmaddubsw where no pair of weights can overflow its 16-bit sums (7-bit
-      // weights: quantize --reduce-range); else both operands as 16-bit values
-      u8s8_ = inputs[0]->dtype == DType::u8 && gemm_s16::pair_safe(bs8, K, M);
+      // weights: quantize --reduce-range), zx times the column sums off every sum (through the
+      // bias); else both operands as 16-bit values
+      PackedU8S8 u8s8;
+      if (inputs[0]->dtype == DType::u8)
+        u8s8 = pack_u8s8_if_safe(wt, "qlinearconv/u8s8", K, M, [&](std::vector<int8_t>* b) {
+          const std::vector<uint8_t> bytes = im2col_weights(wt.raw(), M, C, KH, KW);  // s8 weights, zero point 0
+          b->assign(bytes.begin(), bytes.end());
+          return true;
+        });
+      u8s8_ = static_cast<bool>(u8s8.packed);
       if (u8s8_) {
-        // the column sums: zx times them comes off every sum (through the bias)
-        const PackedU8S8 packed =
-            pack_u8s8_weights(wt, "qlinearconv/u8s8", std::vector<int8_t>(bs8, bs8 + K * M), K, M);
-        weights_ = packed.packed;
-        column_sums_ = packed.column_sums;
+        weights_ = u8s8.packed;
+        column_sums_ = u8s8.column_sums;
         pointwise_ = pointwise_ && gemm_s16::quad_row(K) == K;  // rows read whole quads
         impl = cat(gemm_s16::impl_name_u8s8(), pointwise_ ? " (1x1)" : " (im2col)");
       } else {
         const memory::desc packed({gemm_s16::packed_size(K, M) * 2}, memory::data_type::u8, tag::a);
         weights_ = pack_weights(wt, "qlinearconv/s16", packed, [&](memory& dst) {
-          gemm_s16::pack_b(bs8, true, K, M, nullptr, static_cast<int16_t*>(dst.get_data_handle()));
+          const std::vector<uint8_t> b = im2col_weights(wt.raw(), M, C, KH, KW);
+          gemm_s16::pack_b(b.data(), true, K, M, nullptr, static_cast<int16_t*>(dst.get_data_handle()));
         });
       }
     }
