@@ -132,35 +132,47 @@ bool parallel_worth(int64_t M, int64_t K, int64_t N) {
          (M > kRows || N > kCols);
 }
 
-// Block `w` of the blocks (6 rows x one panel) of C. The operand read again for every block of
-// the other is the smaller one: panel-major (a panel of B stays in L1 / L2 while the rows pass)
-// when B is the larger, as in a transformer's projections; row-major (a block's rows stay in L1
-// while B, in L2, passes) when A is, as in a convolution's many output positions x few channels.
+// Where block `w` of C's blocks (6 rows x one panel) lies. The operand read again for every
+// block of the other is the smaller one: panel-major (a panel of B stays in L1 / L2 while the
+// rows pass) when B is the larger, as in a transformer's projections; row-major (a block's rows
+// stay in L1 while B, in L2, passes) when A is, as in a convolution's many output positions x
+// few channels.
+struct BlockAt {
+  int64_t panel = 0, m0 = 0;  // its panel of B, its first row
+  int rows = 0;               // 1..kRows
+  int64_t ncols = 0;          // the panel's columns inside N
+  int64_t c_offset = 0;       // bytes into C
+};
+BlockAt block_at(int64_t M, int64_t N, int64_t ldc, const Output& out, int64_t w) {
+  const int64_t panels = (N + kCols - 1) / kCols, row_blocks = (M + kRows - 1) / kRows;
+  const bool panel_major = panels * kCols >= M;  // B's columns against A's rows (both x K)
+  BlockAt at;
+  at.panel = panel_major ? w / row_blocks : w % panels;
+  at.m0 = (panel_major ? w % row_blocks : w / panels) * kRows;
+  at.rows = static_cast<int>(std::min<int64_t>(kRows, M - at.m0));
+  at.ncols = std::min(kCols, N - at.panel * kCols);
+  at.c_offset = (at.m0 * ldc + at.panel * kCols) * (out.requant ? 1 : 4);
+  return at;
+}
+
+// Block `w` of the widened A times the packed B (pack_b).
 void run_block(const int16_t* wide, int64_t M, int64_t K, const int16_t* packed_b, int64_t N, void* c, int64_t ldc,
                const Output& out, int64_t w) {
-  const int64_t k2 = pairs(K), panels = (N + kCols - 1) / kCols, row_blocks = (M + kRows - 1) / kRows;
-  const bool panel_major = panels * kCols >= M;  // B's columns against A's rows (both x K)
-  const int64_t p = panel_major ? w / row_blocks : w % panels;
-  const int64_t m0 = (panel_major ? w % row_blocks : w / panels) * kRows;
-  const int rows = static_cast<int>(std::min<int64_t>(kRows, M - m0));
-  const int64_t offset = (m0 * ldc + p * kCols) * (out.requant ? 1 : 4);  // bytes
-  kBlocks[rows - 1](reinterpret_cast<const int32_t*>(wide) + m0 * k2, k2, packed_b + p * k2 * 2 * kCols, k2,
-                    static_cast<char*>(c) + offset, ldc, std::min(kCols, N - p * kCols), p * kCols, out);
+  const int64_t k2 = pairs(K);
+  const BlockAt at = block_at(M, N, ldc, out, w);
+  kBlocks[at.rows - 1](reinterpret_cast<const int32_t*>(wide) + at.m0 * k2, k2, packed_b + at.panel * k2 * 2 * kCols, k2,
+                       static_cast<char*>(c) + at.c_offset, ldc, at.ncols, at.panel * kCols, out);
 }
 
 int64_t block_count(int64_t M, int64_t N) { return (N + kCols - 1) / kCols * ((M + kRows - 1) / kRows); }
 
-// run_block's u8 x s8 twin: A u8 rows `lda` bytes apart, B from pack_b_u8s8.
+// Block `w` of A (u8 rows `lda` bytes apart) times B from pack_b_u8s8.
 void run_block_u8s8(const uint8_t* a, int64_t lda, int64_t M, int64_t K, const int8_t* packed_b, int64_t N, void* c,
                     int64_t ldc, const Output& out, int64_t w) {
-  const int64_t k4 = quad_row(K) / 4, panels = (N + kCols - 1) / kCols, row_blocks = (M + kRows - 1) / kRows;
-  const bool panel_major = panels * kCols >= M;
-  const int64_t p = panel_major ? w / row_blocks : w % panels;
-  const int64_t m0 = (panel_major ? w % row_blocks : w / panels) * kRows;
-  const int rows = static_cast<int>(std::min<int64_t>(kRows, M - m0));
-  const int64_t offset = (m0 * ldc + p * kCols) * (out.requant ? 1 : 4);  // bytes
-  kBlocksU8S8[rows - 1](a + m0 * lda, lda, packed_b + p * k4 * 4 * kCols, k4, static_cast<char*>(c) + offset, ldc,
-                        std::min(kCols, N - p * kCols), p * kCols, out);
+  const int64_t k4 = quad_row(K) / 4;
+  const BlockAt at = block_at(M, N, ldc, out, w);
+  kBlocksU8S8[at.rows - 1](a + at.m0 * lda, lda, packed_b + at.panel * k4 * 4 * kCols, k4,
+                           static_cast<char*>(c) + at.c_offset, ldc, at.ncols, at.panel * kCols, out);
 }
 
 }  // namespace
