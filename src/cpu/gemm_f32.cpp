@@ -168,6 +168,78 @@ KILN_AVX2 __m256 v_binary8(__m256 x, const EpilogueOp& op, int64_t n0, int64_t l
   }
 }
 
+// One step of K for the AVX2 block: a row of the pass's NV vectors of B (`bk`, groups `gstride`
+// floats apart) times the element of A at `ak` in each of the MR rows (lda apart), into the
+// MR x NV accumulators.
+template <int MR, int NV>
+KILN_AVX2 inline __attribute__((always_inline)) void fma_step(const float* ak, int64_t lda, const float* bk,
+                                                               int64_t gstride, __m256 (&acc)[MR][NV]) {
+  __m256 bv[NV];
+#pragma GCC unroll 8
+  for (int j = 0; j < NV; ++j) bv[j] = _mm256_loadu_ps(bk + j / 2 * gstride + j % 2 * 8);
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+    const __m256 av = _mm256_broadcast_ss(ak + r * lda);
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) acc[r][j] = _mm256_fmadd_ps(av, bv[j], acc[r][j]);
+  }
+}
+
+// The full AVX2 block's loop over K, 4 steps per iteration, `steps4` iterations: rows [0, 6)
+// of A (lda floats apart, from `a`) times a group's 16 columns ([k][16] from `b`). Written out
+// because GCC, given the unrolled loop in C++, hoists the loads of B ahead, runs out of the
+// 16 registers and spills accumulators, or recomputes the rows' addresses at every step.
+// Rows 0-2 are addressed from `a`, rows 3-5 from a + 3 lda, both with lda in bytes as index.
+KILN_AVX2 inline void k4_6x16(const float* a, int64_t lda, const float* b, int64_t steps4, __m256 (&acc)[6][2]) {
+  const float* a3 = a + 3 * lda;
+  const int64_t ldb = lda * static_cast<int64_t>(sizeof(float));
+  // accumulators in ymm0-11 (acc[r][j] in ymm(2r + j)), B in ymm12-13, A broadcast in ymm14-15
+#define KILN_STEP(OA, OB)                            \
+  "vmovups " #OB "(%[b]), %%ymm12\n\t"               \
+  "vmovups " #OB "+32(%[b]), %%ymm13\n\t"            \
+  "vbroadcastss " #OA "(%[a]), %%ymm14\n\t"          \
+  "vbroadcastss " #OA "(%[a],%[l],1), %%ymm15\n\t"   \
+  "vfmadd231ps %%ymm12, %%ymm14, %%ymm0\n\t"         \
+  "vfmadd231ps %%ymm13, %%ymm14, %%ymm1\n\t"         \
+  "vbroadcastss " #OA "(%[a],%[l],2), %%ymm14\n\t"   \
+  "vfmadd231ps %%ymm12, %%ymm15, %%ymm2\n\t"         \
+  "vfmadd231ps %%ymm13, %%ymm15, %%ymm3\n\t"         \
+  "vbroadcastss " #OA "(%[a3]), %%ymm15\n\t"         \
+  "vfmadd231ps %%ymm12, %%ymm14, %%ymm4\n\t"         \
+  "vfmadd231ps %%ymm13, %%ymm14, %%ymm5\n\t"         \
+  "vbroadcastss " #OA "(%[a3],%[l],1), %%ymm14\n\t"  \
+  "vfmadd231ps %%ymm12, %%ymm15, %%ymm6\n\t"         \
+  "vfmadd231ps %%ymm13, %%ymm15, %%ymm7\n\t"         \
+  "vbroadcastss " #OA "(%[a3],%[l],2), %%ymm15\n\t"  \
+  "vfmadd231ps %%ymm12, %%ymm14, %%ymm8\n\t"         \
+  "vfmadd231ps %%ymm13, %%ymm14, %%ymm9\n\t"         \
+  "vfmadd231ps %%ymm12, %%ymm15, %%ymm10\n\t"        \
+  "vfmadd231ps %%ymm13, %%ymm15, %%ymm11\n\t"
+#define KILN_ACC(OP, R0, R1, R2, R3, R4, R5, R6, R7, R8, R9, R10, R11)                                       \
+  OP " " R0 "\n\t" OP " " R1 "\n\t" OP " " R2 "\n\t" OP " " R3 "\n\t" OP " " R4 "\n\t" OP " " R5 "\n\t" OP " " R6 \
+     "\n\t" OP " " R7 "\n\t" OP " " R8 "\n\t" OP " " R9 "\n\t" OP " " R10 "\n\t" OP " " R11 "\n\t"
+  asm volatile(
+      KILN_ACC("vmovups", "0(%[c]), %%ymm0", "32(%[c]), %%ymm1", "64(%[c]), %%ymm2", "96(%[c]), %%ymm3",
+               "128(%[c]), %%ymm4", "160(%[c]), %%ymm5", "192(%[c]), %%ymm6", "224(%[c]), %%ymm7",
+               "256(%[c]), %%ymm8", "288(%[c]), %%ymm9", "320(%[c]), %%ymm10", "352(%[c]), %%ymm11")
+      "1:\n\t"
+      KILN_STEP(0, 0) KILN_STEP(4, 64) KILN_STEP(8, 128) KILN_STEP(12, 192)
+      "add $16, %[a]\n\t"
+      "add $16, %[a3]\n\t"
+      "add $256, %[b]\n\t"
+      "dec %[n]\n\t"
+      "jnz 1b\n\t"
+      KILN_ACC("vmovups", "%%ymm0, 0(%[c])", "%%ymm1, 32(%[c])", "%%ymm2, 64(%[c])", "%%ymm3, 96(%[c])",
+               "%%ymm4, 128(%[c])", "%%ymm5, 160(%[c])", "%%ymm6, 192(%[c])", "%%ymm7, 224(%[c])",
+               "%%ymm8, 256(%[c])", "%%ymm9, 288(%[c])", "%%ymm10, 320(%[c])", "%%ymm11, 352(%[c])")
+      : [a] "+r"(a), [a3] "+r"(a3), [b] "+r"(b), [n] "+r"(steps4)
+      : [l] "r"(ldb), [c] "r"(&acc[0][0])
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
+        "xmm13", "xmm14", "xmm15", "cc", "memory");
+#undef KILN_ACC
+#undef KILN_STEP
+}
+
 // The AVX2 block: as block<MR> (rows [0, MR) of a times a 64-column panel slice), the panel
 // taken NV vectors of 8 columns at a time: MR x NV accumulators, at most 12 of the 16
 // registers, and at least 8 independent chains where the rows are few (an FMA's latency
@@ -185,18 +257,12 @@ KILN_AVX2 void block_avx2(const float* a, int64_t lda, const float* b, int64_t g
     for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
       for (int j = 0; j < NV; ++j) acc[r][j] = _mm256_setzero_ps();
-    for (int64_t k = 0; k < kc; ++k) {
-      const float* bk = bg + k * kGroupAvx2;
-      __m256 bv[NV];
-#pragma GCC unroll 8
-      for (int j = 0; j < NV; ++j) bv[j] = _mm256_loadu_ps(bk + j / 2 * gstride + j % 2 * 8);
-#pragma GCC unroll 8
-      for (int r = 0; r < MR; ++r) {
-        const __m256 av = _mm256_broadcast_ss(a + r * lda + k);
-#pragma GCC unroll 8
-        for (int j = 0; j < NV; ++j) acc[r][j] = _mm256_fmadd_ps(av, bv[j], acc[r][j]);
-      }
+    int64_t k = 0;
+    if constexpr (MR == 6 && NV == 2) {  // the full block: most of the work
+      k = kc / 4 * 4;
+      if (k > 0) k4_6x16(a, lda, bg, k / 4, acc);
     }
+    for (; k < kc; ++k) fma_step<MR, NV>(a + k, lda, bg + k * kGroupAvx2, gstride, acc);
     // the block's values (C added, the bias) in `out`, then the ops over all of them at once
     __m256 out[MR][NV];
     const int nv = static_cast<int>(std::min<int64_t>(NV, (ncols - sub + 7) / 8));  // vectors with columns
