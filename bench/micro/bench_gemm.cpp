@@ -115,7 +115,7 @@ void BM_GemmOneDnn(benchmark::State& s) {
 #define GEMM_SHAPES                                                                                        \
   Args({64, 384, 1536})->Args({64, 1536, 384})->Args({64, 384, 384})->Args({256, 768, 3072})->Args(        \
       {256, 3072, 768})->Args({128, 768, 768})->Args({3136, 96, 384})->Args({3136, 384, 96})->Args({196, 384, 1536}) \
-      ->Args({196, 1536, 384})->Unit(benchmark::kMicrosecond)
+      ->Args({196, 1536, 384})->Args({1024, 384, 1536})->Args({1024, 1536, 384})->Unit(benchmark::kMicrosecond)
 // kiln's exact 8-bit GEMM for CPUs without VNNI (cpu/gemm_s16.hpp): u8 A with a zero point,
 // s8 B, int32 out; items_per_second counts 2 M N K operations. With the ResNet-50 shapes of
 // its int8 convolutions as im2col GEMMs ([OH * OW, KH * KW * C] x [., M]).
