@@ -145,6 +145,9 @@ BENCHMARK(BM_GemmS16)
 
 BENCHMARK(BM_GemmKiln)->GEMM_SHAPES;
 BENCHMARK(BM_GemmKilnCold)->GEMM_SHAPES;
+// a short sentence of the BERT stream: the weights streamed from memory for few rows
+BENCHMARK(BM_GemmKilnCold)->Args({8, 384, 1536})->Args({24, 384, 1536})->Args({24, 1536, 384})->Args({24, 384, 384})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_GemmKiln)->Args({8, 384, 1536})->Args({24, 384, 1536})->Args({24, 1536, 384})->Args({24, 384, 384})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_GemmKilnGelu)->Args({3136, 96, 384})->Args({784, 192, 768})->Args({196, 384, 1536})->Args({64, 384, 1536})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_GemmOneDnn)->GEMM_SHAPES;
