@@ -70,12 +70,22 @@ KILN_AVX512 __m512 v_binary(__m512 x, const EpilogueOp& op, int64_t n0, __mmask1
   }
 }
 
+// Lines of the thread's next panel a block brings into L2 while it runs (run_blocks).
+struct Prefetch {
+  const char* p = nullptr;
+  int64_t lines = 0;
+  void burst() const {
+    for (int64_t l = 0; l < lines; ++l) _mm_prefetch(p + l * 64, _MM_HINT_T1);
+  }
+};
+
 // One block: rows [0, MR) of a (lda apart) times a panel slice of kc packed rows, into C.
 // `first`: C is written, else added to; `last`: the epilogue runs (bias before the ops).
 // (`gstride`, the floats between groups of a panel, is the AVX2 block's: here a panel is one group)
 template <int MR>
 KILN_AVX512 void block(const float* a, int64_t lda, const float* b, int64_t /*gstride*/, int64_t kc, float* c, int64_t ldc,
-                       int64_t ncols, int64_t n0, bool first, bool last, const Epilogue& ep) {
+                       int64_t ncols, int64_t n0, bool first, bool last, const Epilogue& ep, Prefetch next) {
+  next.burst();
   __m512 acc[MR][4];
   for (int r = 0; r < MR; ++r)
     for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
@@ -190,7 +200,8 @@ KILN_AVX2 inline __attribute__((always_inline)) void fma_step(const float* ak, i
 // because GCC, given the unrolled loop in C++, hoists the loads of B ahead, runs out of the
 // 16 registers and spills accumulators, or recomputes the rows' addresses at every step.
 // Rows 0-2 are addressed from `a`, rows 3-5 from a + 3 lda, both with lda in bytes as index.
-KILN_AVX2 inline void k4_6x16(const float* a, int64_t lda, const float* b, int64_t steps4, __m256 (&acc)[6][2]) {
+KILN_AVX2 inline void k4_6x16(const float* a, int64_t lda, const float* b, int64_t steps4, __m256 (&acc)[6][2],
+                              const char* pf) {
   const float* a3 = a + 3 * lda;
   const int64_t ldb = lda * static_cast<int64_t>(sizeof(float));
   // accumulators in ymm0-11 (acc[r][j] in ymm(2r + j)), B in ymm12-13, A broadcast in ymm14-15
@@ -223,7 +234,9 @@ KILN_AVX2 inline void k4_6x16(const float* a, int64_t lda, const float* b, int64
                "128(%[c]), %%ymm4", "160(%[c]), %%ymm5", "192(%[c]), %%ymm6", "224(%[c]), %%ymm7",
                "256(%[c]), %%ymm8", "288(%[c]), %%ymm9", "320(%[c]), %%ymm10", "352(%[c]), %%ymm11")
       "1:\n\t"
-      KILN_STEP(0, 0) KILN_STEP(4, 64) KILN_STEP(8, 128) KILN_STEP(12, 192)
+      KILN_STEP(0, 0) KILN_STEP(4, 64) "prefetcht1 (%[pf])\n\t" KILN_STEP(8, 128) KILN_STEP(12, 192)
+      "prefetcht1 64(%[pf])\n\t"
+      "add $128, %[pf]\n\t"
       "add $16, %[a]\n\t"
       "add $16, %[a3]\n\t"
       "add $256, %[b]\n\t"
@@ -232,7 +245,7 @@ KILN_AVX2 inline void k4_6x16(const float* a, int64_t lda, const float* b, int64
       KILN_ACC("vmovups", "%%ymm0, 0(%[c])", "%%ymm1, 32(%[c])", "%%ymm2, 64(%[c])", "%%ymm3, 96(%[c])",
                "%%ymm4, 128(%[c])", "%%ymm5, 160(%[c])", "%%ymm6, 192(%[c])", "%%ymm7, 224(%[c])",
                "%%ymm8, 256(%[c])", "%%ymm9, 288(%[c])", "%%ymm10, 320(%[c])", "%%ymm11, 352(%[c])")
-      : [a] "+r"(a), [a3] "+r"(a3), [b] "+r"(b), [n] "+r"(steps4)
+      : [a] "+r"(a), [a3] "+r"(a3), [b] "+r"(b), [n] "+r"(steps4), [pf] "+r"(pf)
       : [l] "r"(ldb), [c] "r"(&acc[0][0])
       : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
         "xmm13", "xmm14", "xmm15", "cc", "memory");
@@ -248,8 +261,15 @@ KILN_AVX2 inline void k4_6x16(const float* a, int64_t lda, const float* b, int64
 // follows (a software prefetch per row measured no faster on Zen 3).
 template <int MR, int NV = (MR >= 4 ? 2 : MR >= 2 ? 4 : 8)>
 KILN_AVX2 void block_avx2(const float* a, int64_t lda, const float* b, int64_t gstride, int64_t kc, float* c,
-                          int64_t ldc, int64_t ncols, int64_t n0, bool first, bool last, const Epilogue& ep) {
+                          int64_t ldc, int64_t ncols, int64_t n0, bool first, bool last, const Epilogue& ep,
+                          Prefetch next) {
   static_assert(NV % 2 == 0, "a pass covers whole groups of 16 columns");
+  constexpr bool kFull = MR == 6 && NV == 2;  // the written-out loop, which prefetches as it goes
+  const int64_t passes = (std::min(kPanel, ncols) + NV * 8 - 1) / (NV * 8);
+  // the full block spreads `next` over its passes' loops (2 lines per 4 steps of K, so that
+  // the misses overlap the products), the rest of it at once; other blocks all at once
+  const int64_t spread = kFull ? std::min(next.lines, passes * (kc / 4) * 2) : 0;
+  Prefetch{next.p + spread * 64, next.lines - spread}.burst();
   for (int64_t sub = 0; sub < kPanel && sub < ncols; sub += NV * 8) {
     const float* bg = b + sub / kGroupAvx2 * gstride;  // the pass's first group
     __m256 acc[MR][NV];
@@ -258,9 +278,12 @@ KILN_AVX2 void block_avx2(const float* a, int64_t lda, const float* b, int64_t g
 #pragma GCC unroll 8
       for (int j = 0; j < NV; ++j) acc[r][j] = _mm256_setzero_ps();
     int64_t k = 0;
-    if constexpr (MR == 6 && NV == 2) {  // the full block: most of the work
+    if constexpr (kFull) {  // most of the work
       k = kc / 4 * 4;
-      if (k > 0) k4_6x16(a, lda, bg, k / 4, acc);
+      // this pass's lines of `next`, else B's own (in cache: a prefetch that costs nothing)
+      const int64_t pass = sub / (NV * 8), mine = pass * (k / 4) * 2;
+      const char* pf = mine < spread ? next.p + mine * 64 : reinterpret_cast<const char*>(bg);
+      if (k > 0) k4_6x16(a, lda, bg, k / 4, acc, pf);
     }
     for (; k < kc; ++k) fma_step<MR, NV>(a + k, lda, bg + k * kGroupAvx2, gstride, acc);
     // the block's values (C added, the bias) in `out`, then the ops over all of them at once
@@ -306,7 +329,7 @@ KILN_AVX2 void block_avx2(const float* a, int64_t lda, const float* b, int64_t g
 
 // One block of `rows` (1..kRows) rows: block<rows> (AVX-512) or block_avx2<rows>.
 using BlockFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, int64_t, int64_t, bool,
-                         bool, const Epilogue&);
+                         bool, const Epilogue&, Prefetch);
 constexpr BlockFn kAvx512Blocks[kRows] = {block<1>, block<2>, block<3>, block<4>, block<5>, block<6>};
 constexpr BlockFn kAvx2Blocks[kRows] = {block_avx2<1>, block_avx2<2>, block_avx2<3>,
                                         block_avx2<4>, block_avx2<5>, block_avx2<6>};
@@ -326,15 +349,17 @@ void run_blocks(const BlockFn* blocks, int64_t width, const float* a, int64_t M,
   auto block = [&](int64_t w, int64_t share_end) {
     const int64_t p = w / row_blocks, rb = w % row_blocks, m0 = rb * kRows;
     const int rows = static_cast<int>(std::min<int64_t>(kRows, M - m0));
+    Prefetch next;
     if (p + 1 < panels && (p + 1) * row_blocks < share_end) {
-      const char* next = reinterpret_cast<const char*>(packed + (p + 1) * K * kPanel);
-      for (int64_t l = rb * share, e = std::min(panel_lines, l + share); l < e; ++l) _mm_prefetch(next + l * 64, _MM_HINT_T1);
+      const int64_t l = std::min(panel_lines, rb * share);
+      next.p = reinterpret_cast<const char*>(packed + (p + 1) * K * kPanel) + l * 64;
+      next.lines = std::min(panel_lines, l + share) - l;
     }
     const int64_t n0 = p * kPanel, ncols = std::min(kPanel, N - n0);
     for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kSlice) {
       const int64_t kc = std::min(kSlice, K - k0);
       blocks[rows - 1](a + m0 * lda + k0, lda, packed + p * K * kPanel + k0 * width, K * width, kc, c + m0 * ldc + n0,
-                       ldc, ncols, n0, k0 == 0, k0 + kSlice >= K, ep);
+                       ldc, ncols, n0, k0 == 0, k0 + kSlice >= K, ep, k0 == 0 ? next : Prefetch{});
     }
   };
   // below about a microsecond of work, starting the team costs more than it saves
