@@ -169,8 +169,11 @@ void Executor::share_folded_constants(ir::Graph& g) {
       // the model's own constants are shared by every plan already; wrapped memory is not ours
       if (t.byte_size() < kMinBytes || t.use_count() == 0 || model_constants_.count(t.raw())) continue;
       if (!seen.insert(v).second) continue;
-      const std::string_view bytes(static_cast<const char*>(t.raw()), t.byte_size());
-      const size_t h = std::hash<std::string_view>()(bytes);
+      // keyed by type and shape, compared byte for byte only with those alike: a folded
+      // constant whose shape varies with the input (a position table sliced to the length)
+      // is never read twice
+      size_t h = std::hash<int>()(static_cast<int>(t.dtype()));
+      for (int64_t d : t.shape()) h = h * 1000003u ^ std::hash<int64_t>()(d);
       bool shared = false;
       for (auto [it, end] = constant_pool_.equal_range(h); it != end && !shared; ++it) {
         const Tensor& p = it->second;

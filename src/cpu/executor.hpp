@@ -153,7 +153,7 @@ class Executor {
   std::atomic<uint64_t> evictions_{0};                  // threads rescan their graphs when it moves
   std::vector<std::shared_ptr<Plan>> inspected_;        // plans plan_for() returned (kept alive)
   std::vector<std::weak_ptr<Arena>> arenas_;            // every thread's arena for this executor
-  // Folded constants of the plans, by a hash of their bytes; an entry only the pool holds
+  // Folded constants of the plans, by a hash of their type and shape; an entry only the pool holds
   // (its plans and packed weights are gone) is dropped when the next plan is made.
   std::unordered_multimap<size_t, Tensor> constant_pool_;
   std::unordered_set<const void*> model_constants_;     // the storage of graph_'s own constants

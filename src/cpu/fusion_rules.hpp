@@ -7,6 +7,7 @@
 // structure (who else reads a value, in which order) stays with each caller.
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cpu/node.hpp"
@@ -18,7 +19,7 @@ namespace kiln::cpu {
 
 // What a rule reads of one tensor.
 struct TensorFacts {
-  std::string name;
+  std::string_view name;  // the value's or edge's, which outlive the facts
   DType dtype = DType::undefined;
   std::optional<Shape> shape;        // static shape, when known
   const Tensor* constant = nullptr;  // its value, when it is a constant of the model

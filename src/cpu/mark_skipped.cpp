@@ -85,7 +85,7 @@ snippets::SkippedNodes mark_skipped(const ir::Graph& g, transforms::PassLog* log
       if (g.is_output(cur)) break;
       if (const ir::Node* mul = swish_mul(g, cur); mul && !skipped.count(mul)) {
         const ir::Node* sig = mul->input(0) == cur ? mul->input(1)->producer() : mul->input(0)->producer();
-        const int64_t elements = cur->type.shape.is_static() ? shape_size(cur->type.shape.to_shape()) : -1;
+        const int64_t elements = cur->type.shape.is_static() ? cur->type.shape.elements() : -1;
         if (h->convolution && swish_leaves_convolution(target, elements)) {
           if (log)
             log->skipped(kMarkSkippedPass, cat(prev->name(), " -> ", mul->name()),

@@ -26,6 +26,14 @@ Shape PartialShape::to_shape() const {
   return s;
 }
 
+int64_t PartialShape::elements() const {
+  KILN_CHECK(is_static(), cat("shape ", to_string(), " is not static"));
+  int64_t n = 1;
+  for (const Dim& d : dims)
+    if (d.value < 0 || __builtin_mul_overflow(n, d.value, &n) || n > kMaxElements) return shape_size(to_shape());
+  return n;
+}
+
 std::string PartialShape::to_string() const {
   if (!rank_known) return "[...]";
   std::string s = "[";

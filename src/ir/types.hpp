@@ -46,6 +46,7 @@ struct PartialShape {
   size_t rank() const { return dims.size(); }
   bool is_static() const;
   Shape to_shape() const;  // throws if not static
+  int64_t elements() const;  // shape_size(to_shape()) without building the Shape
   bool operator==(const PartialShape& o) const { return rank_known == o.rank_known && dims == o.dims; }
   std::string to_string() const;  // "[1,3,batch,?]" or "[...]"
 };

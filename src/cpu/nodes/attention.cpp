@@ -35,7 +35,7 @@ using tag = memory::format_tag;
 bool static_f32(const ir::Value* v, size_t min_rank, size_t max_rank) {
   if (!v || v->type.dtype != DType::f32 || !v->type.shape.is_static()) return false;
   const size_t r = v->type.shape.rank();
-  return r >= min_rank && r <= max_rank && shape_size(v->type.shape.to_shape()) > 0;
+  return r >= min_rank && r <= max_rank && v->type.shape.elements() > 0;
 }
 
 bool is_mha(const ir::Node& n) { return n.domain() == "kiln" && n.op_type() == "MultiHeadAttention"; }

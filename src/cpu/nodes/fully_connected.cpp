@@ -30,7 +30,7 @@ using dnnl::memory;
 using tag = memory::format_tag;
 
 bool static_f32(const ir::Value* v) {
-  return v && v->type.dtype == DType::f32 && v->type.shape.is_static() && shape_size(v->type.shape.to_shape()) > 0;
+  return v && v->type.dtype == DType::f32 && v->type.shape.is_static() && v->type.shape.elements() > 0;
 }
 
 
@@ -277,7 +277,7 @@ class FullyConnectedNode : public Node {
 }  // namespace
 
 bool fully_connected_supports(const ir::Node& n) {
-  if (!n.is_onnx_domain() || n.num_inputs() < 2) return false;
+  if (!n.is_onnx_domain() || n.num_inputs() < 2 || (n.op_type() != "MatMul" && n.op_type() != "Gemm")) return false;
   const ir::Value *a = n.input(0), *b = n.input(1);
   if (!static_f32(a) || !static_f32(b) || !b->is_constant() || a->is_constant()) return false;
   if (b->constant().dtype() != DType::f32 || b->constant().rank() != 2) return false;

@@ -93,7 +93,7 @@ bool matmul_supports(const ir::Node& n) {
   const ir::Value *a = n.input(0), *b = n.input(1);
   for (const ir::Value* v : {a, b})
     if (!v || v->type.dtype != DType::f32 || !v->type.shape.is_static() ||
-        shape_size(v->type.shape.to_shape()) == 0)
+        v->type.shape.elements() == 0)
       return false;
   auto d = matmul_dims(a->type.shape.to_shape(), b->type.shape.to_shape());
   return d && d->dst.size() <= DNNL_MAX_NDIMS;

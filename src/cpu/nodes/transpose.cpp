@@ -96,7 +96,7 @@ bool transpose_supports(const ir::Node& n) {
   const ir::Value* x = n.input(0);
   if (!dnnl_type(x->type.dtype) || !x->type.shape.is_static()) return false;
   size_t r = x->type.shape.rank();
-  if (r < 1 || r > 6 || shape_size(x->type.shape.to_shape()) == 0) return false;
+  if (r < 1 || r > 6 || x->type.shape.elements() == 0) return false;
   auto perm = n.attr_ints("perm", {});
   if (!perm.empty()) {
     if (perm.size() != r) return false;

@@ -42,7 +42,7 @@ bool view_supports(const ir::Node& n) {
   }
   const ir::Value *in = n.input(0), *out = n.output(0);
   return in->type.dtype == out->type.dtype && in->type.shape.is_static() && out->type.shape.is_static() &&
-         shape_size(in->type.shape.to_shape()) == shape_size(out->type.shape.to_shape());
+         in->type.shape.elements() == out->type.shape.elements();
 }
 
 std::unique_ptr<Node> make_view_node(const ir::Node& n) { return std::make_unique<ViewNode>(n); }
