@@ -11,7 +11,10 @@
 // accumulators), K in slices of 512 (the A rows and the panel slice stay in L1 / L2). Work
 // items (panel, 6-row block) are split evenly over the OpenMP team.
 // AVX-512, or AVX2 (the panel 16 columns at a time: 6 x 2 accumulators) where the CPU has no
-// AVX-512 (available()); below AVX2 oneDNN's primitive runs instead.
+// AVX-512 (available()); below AVX2 oneDNN's primitive runs instead. The AVX2 6-row block's loop
+// over K is written out in assembly (k4_6x16: GCC spilled or re-addressed otherwise) and
+// carries the block's share of prefetches of the thread's next panel, two lines per four steps,
+// so that the weights' misses overlap the products instead of stalling a burst before them.
 // A panel is stored as groups of group_width() columns, each group [K][width] contiguous, so
 // that a block's pass over K reads B as one sequential stream per group: [panel][K][64] for
 // AVX-512, [panel][4][K][16] for AVX2. (With AVX2 reading 16 of each 64-column row, the
