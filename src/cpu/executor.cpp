@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <string_view>
 #include <unordered_map>
 
 #include "core/strings.hpp"

@@ -28,10 +28,17 @@ Shape PartialShape::to_shape() const {
 
 int64_t PartialShape::elements() const {
   KILN_CHECK(is_static(), cat("shape ", to_string(), " is not static"));
+  // as shape_size: the non-zero dims' product is checked even when a dim is zero
   int64_t n = 1;
-  for (const Dim& d : dims)
-    if (d.value < 0 || __builtin_mul_overflow(n, d.value, &n) || n > kMaxElements) return shape_size(to_shape());
-  return n;
+  bool zero = false;
+  for (const Dim& d : dims) {
+    if (d.value == 0) {
+      zero = true;
+      continue;
+    }
+    if (__builtin_mul_overflow(n, d.value, &n) || n > kMaxElements) return shape_size(to_shape());  // its error
+  }
+  return zero ? 0 : n;
 }
 
 std::string PartialShape::to_string() const {

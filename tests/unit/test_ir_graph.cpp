@@ -206,4 +206,21 @@ TEST(DType, HalfAndBfloatRoundTrip) {
   EXPECT_THROW(dtype_from_name("complex64"), Error);
 }
 
+// PartialShape::elements() is shape_size(to_shape()) without the Shape: the same count, the same
+// error past 2^58 elements (a zero dim does not hide the others' overflow), and a throw when
+// the shape is not static.
+TEST(PartialShape, ElementsCountsAsShapeSize) {
+  const int64_t big = int64_t(1) << 40;
+  for (const Shape& s : std::vector<Shape>{{}, {7}, {2, 3, 4}, {0}, {3, 0, 5}, {1, big}}) {
+    SCOPED_TRACE(shape_to_string(s));
+    EXPECT_EQ(ir::PartialShape(s).elements(), shape_size(s));
+  }
+  for (const Shape& s : std::vector<Shape>{{big, big}, {0, big, big}, {big, big, 0}}) {
+    SCOPED_TRACE(shape_to_string(s));
+    EXPECT_THROW(shape_size(s), Error);
+    EXPECT_THROW(ir::PartialShape(s).elements(), Error);
+  }
+  EXPECT_THROW(ir::PartialShape({ir::Dim(2), ir::Dim::sym("n")}).elements(), Error);
+}
+
 }  // namespace test_ir_graph

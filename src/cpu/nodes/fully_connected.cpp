@@ -287,7 +287,7 @@ bool fully_connected_supports(const ir::Node& n) {
   if (n.op_type() == "MatMul") {
     return n.num_inputs() == 2 && !as.empty() && as.back() == bs[0];
   }
-  if (n.op_type() != "Gemm" || n.num_inputs() > 3 || as.size() != 2) return false;
+  if (n.num_inputs() > 3 || as.size() != 2) return false;  // Gemm
   const bool ta = n.attr_i("transA", 0) != 0, tb = n.attr_i("transB", 0) != 0;
   const int64_t M = ta ? as[1] : as[0], K = ta ? as[0] : as[1];
   const int64_t Kb = tb ? bs[1] : bs[0], N = tb ? bs[0] : bs[1];
