@@ -115,6 +115,30 @@ TEST(GemmF32, PackedOffsetNamesWherePackBPutsEachElement) {
   }
 }
 
+// Rows of B further apart than N (attention packs V from [T, heads * Dv] by its head's columns)
+// and an alpha: every whole group of contiguous columns (the AVX2 path copies them by vectors)
+// and a partial one hold alpha * B, the padding zeros.
+TEST(GemmF32, PackBScalesRowsReadWithARowStride) {
+  if (!gemm::available()) GTEST_SKIP() << "no AVX2: the kernel does not run (see BlocksAndTails...)";
+  const int64_t width = gemm::group_width(), K = 13, N = 40, stride_k = 57;
+  std::vector<float> b(static_cast<size_t>(K * stride_k));
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 97) - 48.0f;
+  std::vector<float> packed(static_cast<size_t>(gemm::packed_size(K, N)), -1.0f);
+  gemm::pack_b(b.data() + 3, K, N, stride_k, 1, -0.25f, packed.data());
+  std::vector<bool> seen(packed.size(), false);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) {
+      const auto at = static_cast<size_t>(gemm::packed_offset(K, k, n, width));
+      ASSERT_EQ(packed[at], -0.25f * b[static_cast<size_t>(3 + k * stride_k + n)]) << "k " << k << " n " << n;
+      seen[at] = true;
+    }
+  for (size_t i = 0; i < packed.size(); ++i) {
+    if (!seen[i]) {
+      ASSERT_EQ(packed[i], 0.0f) << "padding at " << i;
+    }
+  }
+}
+
 TEST(GemmF32, TransposedAndScaledWeightsArePackedAsTheirProduct) {
   if (!gemm::available()) GTEST_SKIP() << "no AVX2: the kernel does not run (see BlocksAndTails...)";
   const int64_t M = 9, K = 37, N = 70;
