@@ -27,14 +27,15 @@ int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 // Per thread: K^T and V packed for the GEMM, and one head's scores.
 struct Parts {
-  size_t kt = 0, v = 0, scores = 0;  // floats
-  size_t bytes() const { return (round_up(static_cast<int64_t>(kt + v + scores), 16)) * sizeof(float); }
+  size_t kt = 0, v = 0, scores = 0, factors = 0;  // floats
+  size_t bytes() const { return (round_up(static_cast<int64_t>(kt + v + scores + factors), 16)) * sizeof(float); }
 };
 Parts parts(const Geometry& g) {
   Parts p;
   p.kt = static_cast<size_t>(gemm_f32::packed_size(g.D, g.T));
   p.v = static_cast<size_t>(gemm_f32::packed_size(g.T, g.Dv));
   p.scores = static_cast<size_t>(g.S * g.T);
+  p.factors = static_cast<size_t>(g.S);  // each output row's 1 / sum (softmax_row's result)
   return p;
 }
 
@@ -122,8 +123,8 @@ void pack_kt(TransposeFn transpose, const float* k, int64_t T, int64_t D, int64_
 
 // One scores row: mask and causal limit applied, then softmax in place (all keys masked: zeros).
 // `mf` / `mb`: the mask row (float / bool), `mstep` 1 along T or 0 (one value for the row).
-KILN_AVX512 void softmax_row_avx512(float* x, int64_t T, const float* mf, const uint8_t* mb, int64_t mstep, int64_t causal_limit,
-                             const ProbsQuant& pq) {
+KILN_AVX512 float softmax_row_avx512(float* x, int64_t T, const float* mf, const uint8_t* mb, int64_t mstep,
+                                     int64_t causal_limit, const ProbsQuant& pq) {
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   __m512 vmax = ninf;
@@ -154,7 +155,7 @@ KILN_AVX512 void softmax_row_avx512(float* x, int64_t T, const float* mf, const 
   const float m = _mm512_reduce_max_ps(vmax);
   if (m == -std::numeric_limits<float>::infinity()) {
     std::memset(x, 0, static_cast<size_t>(T) * sizeof(float));
-    return;
+    return 1.0f;
   }
   const __m512 vm = _mm512_set1_ps(m);
   __m512 sum = _mm512_setzero_ps();
@@ -178,11 +179,15 @@ KILN_AVX512 void softmax_row_avx512(float* x, int64_t T, const float* mf, const 
     // no denormal probabilities: the product with V would run on the slow path
     _mm512_mask_storeu_ps(x + j, k, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(p, smallest, _CMP_GE_OQ), p));
   }
+  return 1.0f;
 }
 
-// softmax_row_avx512 on 8 lanes: lanes past T are -inf for the maximum and 0 for the sum.
-KILN_AVX2 void softmax_row_avx2(float* x, int64_t T, const float* mf, const uint8_t* mb, int64_t mstep,
-                                int64_t causal_limit, const ProbsQuant& pq) {
+// softmax_row_avx512 on 8 lanes: lanes past T are -inf for the maximum and 0 for the sum. Unless
+// the probabilities are quantized, the row is left as e^(x - max) and 1 / sum returned: the
+// caller scales the output row (Dv values) instead of this pass scaling T of them (a third of
+// the softmax's passes; BERT's softmax was 28% of its attention at 134 keys).
+KILN_AVX2 float softmax_row_avx2(float* x, int64_t T, const float* mf, const uint8_t* mb, int64_t mstep,
+                                 int64_t causal_limit, const ProbsQuant& pq) {
   const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   __m256 vmax = ninf;
@@ -213,18 +218,23 @@ KILN_AVX2 void softmax_row_avx2(float* x, int64_t T, const float* mf, const uint
   const float m = v_hmax8(vmax);
   if (m == -std::numeric_limits<float>::infinity()) {
     std::memset(x, 0, static_cast<size_t>(T) * sizeof(float));
-    return;
+    return 1.0f;
   }
   const __m256 vm = _mm256_set1_ps(m);
+  const __m256 smallest = _mm256_set1_ps(std::numeric_limits<float>::min());
   __m256 sum = _mm256_setzero_ps();
   for (int64_t j = 0; j < T; j += 8) {
     __m256 e = v_exp8(_mm256_sub_ps(v_load8(x + j, T - j), vm));
+    // no denormals (e^x rounds to one just below the smallest normal at the cutoff): the product
+    // with V would run on the slow path
+    e = _mm256_and_ps(e, _mm256_cmp_ps(e, smallest, _CMP_GE_OQ));
     v_store8(x + j, T - j, e);
     if (T - j < 8) e = _mm256_and_ps(e, v_lanes8(T - j));
     sum = _mm256_add_ps(sum, e);
   }
-  const __m256 inv = _mm256_set1_ps(1.0f / v_hsum8(sum));
-  const __m256 smallest = _mm256_set1_ps(std::numeric_limits<float>::min());
+  const float inv_sum = 1.0f / v_hsum8(sum);  // the maximum's own term is 1: sum >= 1
+  if (!pq.on) return inv_sum;
+  const __m256 inv = _mm256_set1_ps(inv_sum);
   const __m256 qs = _mm256_set1_ps(pq.scale), qz = _mm256_set1_ps(pq.zero_point), qlo = _mm256_set1_ps(pq.qmin),
                qhi = _mm256_set1_ps(pq.qmax);
   for (int64_t j = 0; j < T; j += 8) {
@@ -237,9 +247,11 @@ KILN_AVX2 void softmax_row_avx2(float* x, int64_t T, const float* mf, const uint
     // no denormal probabilities: the product with V would run on the slow path
     v_store8(x + j, T - j, _mm256_and_ps(p, _mm256_cmp_ps(p, smallest, _CMP_GE_OQ)));
   }
+  return 1.0f;
 }
 
-using SoftmaxRowFn = void (*)(float*, int64_t, const float*, const uint8_t*, int64_t, int64_t, const ProbsQuant&);
+// Returns the factor of the row's output (1 when the row is left normalized).
+using SoftmaxRowFn = float (*)(float*, int64_t, const float*, const uint8_t*, int64_t, int64_t, const ProbsQuant&);
 
 // The vector code of one ISA; the GEMMs choose theirs (gemm_f32).
 struct Kernels {
@@ -262,7 +274,7 @@ struct Layout {
 };
 
 void head(const Kernels& f, const Geometry& g, const float* q, const float* k, const float* v, const Mask& mask, float* y,
-                      float* kt_pack, float* v_pack, float* scores, int64_t b, int64_t h, bool pack) {
+          float* kt_pack, float* v_pack, float* scores, float* factors, int64_t b, int64_t h, bool pack) {
   const Layout lq{g.Hq, g.S, g.D, g.packed}, lk{g.Hkv, g.T, g.D, g.packed}, lv{g.Hkv, g.T, g.Dv, g.packed},
       ly{g.Hq, g.S, g.Dv, g.packed};
   const int64_t hk = h / (g.Hq / g.Hkv);
@@ -276,13 +288,21 @@ void head(const Kernels& f, const Geometry& g, const float* q, const float* k, c
   const int64_t* md = mask.dims;
   const int64_t mstep = md[3] == 1 ? 0 : 1;
   const int64_t mbase = (md[0] == 1 ? 0 : b) * md[1] * md[2] * md[3] + (md[1] == 1 ? 0 : h) * md[2] * md[3];
+  bool scaled = false;  // a row left unnormalized: its output row is scaled after the product
   for (int64_t s = 0; s < g.S; ++s) {
     const int64_t off = mbase + (md[2] == 1 ? 0 : s) * md[3];
     const float* mf = mask.data && !mask.boolean ? static_cast<const float*>(mask.data) + off : nullptr;
     const uint8_t* mb = mask.data && mask.boolean ? static_cast<const uint8_t*>(mask.data) + off : nullptr;
-    f.softmax_row(scores + s * g.T, g.T, mf, mb, mstep, g.causal ? s : -1, g.probs);
+    factors[s] = f.softmax_row(scores + s * g.T, g.T, mf, mb, mstep, g.causal ? s : -1, g.probs);
+    scaled |= factors[s] != 1.0f;
   }
-  gemm_f32::run_serial(scores, g.S, g.T, g.T, v_pack, g.Dv, y + ly.base(b, h), ly.row(), none);
+  float* yh = y + ly.base(b, h);
+  gemm_f32::run_serial(scores, g.S, g.T, g.T, v_pack, g.Dv, yh, ly.row(), none);
+  if (scaled)
+    for (int64_t s = 0; s < g.S; ++s) {
+      float* row = yh + s * ly.row();
+      for (int64_t d = 0; d < g.Dv; ++d) row[d] *= factors[s];
+    }
 }
 
 }  // namespace
@@ -318,12 +338,12 @@ void run(const Geometry& g, const float* q, const float* k, const float* v, cons
   WorkShare heads(items, team);  // each thread its heads, then the others' last ones
   auto work = [&](int ithr) {
     float* base = reinterpret_cast<float*>(static_cast<char*>(scratch) + p.bytes() * static_cast<size_t>(ithr));
-    float *kt = base, *vp = base + p.kt, *sc = vp + p.v;
+    float *kt = base, *vp = base + p.kt, *sc = vp + p.v, *fac = sc + p.scores;
     int64_t packed_b = -1, packed_hk = -1;
     heads.run(ithr, [&](int64_t w) {
       const int64_t b = w / g.Hq, h = w % g.Hq, hk = h / (g.Hq / g.Hkv);
       const bool pack = b != packed_b || hk != packed_hk;
-      head(f, g, q, k, v, mask, y, kt, vp, sc, b, h, pack);
+      head(f, g, q, k, v, mask, y, kt, vp, sc, fac, b, h, pack);
       packed_b = b;
       packed_hk = hk;
     });

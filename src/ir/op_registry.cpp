@@ -128,8 +128,8 @@ void OpRegistry::add(OpSchema schema) {
 }
 
 const OpSchema* OpRegistry::find(const std::string& domain, const std::string& name) const {
-  std::string d = domain == "ai.onnx" ? "" : domain;
-  auto it = ops_.find({d, name});
+  const std::string_view d = domain == "ai.onnx" ? std::string_view() : std::string_view(domain);
+  auto it = ops_.find(std::pair<std::string_view, std::string_view>(d, name));
   return it == ops_.end() ? nullptr : &it->second;
 }
 
@@ -157,6 +157,24 @@ std::vector<int> implemented_versions(const OpSchema& s) {
   return out;
 }
 
+namespace {
+
+// implemented_versions(s).back(), or 0 when it is empty, without building the list (asked for
+// every node validated)
+int newest_implemented(const OpSchema& s) {
+  if (!s.domain.empty()) return 0;
+  const auto& table = onnx_op_versions();
+  auto it = table.find(s.name);
+  if (it == table.end()) return 0;
+  const int newest = s.max_version != 0 ? s.max_version : std::max(17, s.since_version);
+  int found = 0;
+  for (int v : it->second)
+    if (v <= newest) found = std::max(found, v);
+  return found;
+}
+
+}  // namespace
+
 const OpSchema& validate_node(const Node& node) {
   const OpSchema* s = OpRegistry::instance().find(node.domain(), node.op_type());
   if (!s) {
@@ -169,11 +187,11 @@ const OpSchema& validate_node(const Node& node) {
                     ", the model imports opset ", node.opset()));
   if (s->domain.empty() && node.opset() != 0) {
     const int asked = onnx_op_version(node.op_type(), node.opset());
-    const std::vector<int> have = implemented_versions(*s);
-    if (asked != 0 && !have.empty() && asked > have.back())
+    const int have = newest_implemented(*s);
+    if (asked != 0 && have != 0 && asked > have)
       throw Error(cat(node.describe(), ": version ", asked, " of ", node.op_type(), " (the model imports opset ",
                       node.opset(), ") is not implemented; kiln implements ", node.op_type(), " versions ",
-                      join(have, ", ")));
+                      join(implemented_versions(*s), ", ")));
   }
   size_t nin = node.num_inputs();
   KILN_CHECK(nin >= s->min_inputs && nin <= s->max_inputs,
