@@ -124,6 +124,10 @@ TEST(AttentionF32, HeadsMatchADoubleReference) {
       {{2, 3, 1, 20, 20, 17, 33, true, 0.2f, true, {}}, 0},   // multi-query, causal, odd sizes
       {{2, 2, 2, 6, 6, 8, 8, false, 0.3f, false, {}}, 3},     // bool mask with a row of no keys
       {{1, 2, 2, 130, 130, 64, 64, true, 0.125f, false, {}}, 1},  // rows past a panel of keys
+      // few heads: their query rows split into items (run() gives each thread 8 or more), with
+      // masks that differ per query row and a causal limit, which each item offsets by its rows
+      {{1, 1, 1, 64, 40, 16, 16, true, 0.3f, false, {}}, 2},
+      {{1, 2, 1, 50, 50, 8, 8, false, 0.3f, true, {}}, 3},
   };
   for (size_t i = 0; i < cases.size(); ++i)
     for (int threads : {1, 2}) {
