@@ -3,13 +3,15 @@
 // lengths are call arguments, so nothing is made per shape (oneDNN 2.6 makes two matmul
 // primitives and a softmax for every new length: BERT-6 paid 0.87 ms per new length), and it
 // runs about twice as fast as those three primitives (BERT-6, L = 64).
-// Per (batch, query head), on one thread of the team:
+// Per (batch, query head, run of query rows), on one thread of the team (a head's rows split
+// into runs where the heads are too few for the team to share evenly):
 //   K^T of its kv head packed in the GEMM's panels, times the scale (16x16 transposes)
-//   scores[S, T] = Q K^T                          (gemm_f32::run_serial)
+//   scores[rows, T] = Q K^T                       (gemm_f32::run_serial)
 //   scores += mask (float, or bool: false -> -inf), causal keys -> -inf
 //   softmax over T in place; a row with every key masked becomes zeros (as ONNX wants);
-//   the probabilities quantized and dequantized when the model does (ProbsQuant)
-//   Y[S, Dv] = scores V                           (V packed the same way, gemm_f32::run_serial)
+//   the probabilities quantized and dequantized when the model does (ProbsQuant); on AVX2
+//   without that, the rows stay e^(x - max) and Y's rows are scaled by 1 / sum instead
+//   Y[rows, Dv] = scores V                        (V packed the same way, gemm_f32::run_serial)
 // Q / K / V / Y packed [B, seq, heads * size] or [B, heads, seq, size]; query head h reads kv
 // head h / (Hq / Hkv). AVX-512, or AVX2 (8-lane transposes and softmax; gemm_f32 picks its own
 // kernel) where the CPU has no AVX-512 (available()); below AVX2 oneDNN runs the node. No softcap.

@@ -32,7 +32,7 @@ void check_tensor_bytes(const ir::Graph& g, uint64_t limit) {
     for (const ir::Value* o : n->outputs()) {
       if (!o || !o->type.shape.is_static() || o->type.dtype == DType::undefined) continue;
       long double bytes = static_cast<long double>(dtype_size(o->type.dtype));
-      for (int64_t d : o->type.shape.to_shape()) bytes *= static_cast<long double>(d);
+      for (const ir::Dim& d : o->type.shape.dims) bytes *= static_cast<long double>(d.value);  // static
       if (bytes > static_cast<long double>(limit))
         throw Error(cat(n->describe(), ": its output '", o->name(), "' ", shape_to_string(o->type.shape.to_shape()), " ",
                         dtype_name(o->type.dtype), " would take ", gib(bytes),

@@ -215,6 +215,16 @@ std::optional<std::vector<PostOp>> fake_quantize_post_ops(const ir::Node& n, con
   return ops;
 }
 
+bool simple_post_op_kind(const ir::Node& n) {
+  // simple_post_ops' op tests below, in its order
+  if (n.op_type() == "FakeQuantize" && n.domain() == "kiln") return true;
+  if (eltwise_spec(n)) return true;
+  if (!n.is_onnx_domain()) return false;
+  const std::string& op = n.op_type();
+  return op == "HardSigmoid" || op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Max" ||
+         op == "Min" || op == "PRelu";
+}
+
 std::optional<std::vector<PostOp>> simple_post_ops(const ir::Node& n, const std::vector<const TensorFacts*>& inputs,
                                                    const TensorFacts& out, size_t from, int channel_axis,
                                                    std::string* why) {

@@ -76,6 +76,10 @@ std::optional<PostOpHost> post_op_host(const ir::Node& n);
 std::optional<std::vector<PostOp>> simple_post_ops(const ir::Node& n, const std::vector<const TensorFacts*>& inputs,
                                                    const TensorFacts& out, size_t from, int channel_axis,
                                                    std::string* why);
+// Whether `n` is of an op simple_post_ops can take at all (by op only; false means it returns
+// nullopt with an empty `why` whatever the tensors). Asked first, so that the callers build
+// no TensorFacts for the other nodes (every reader of every host, for every new input shape).
+bool simple_post_op_kind(const ir::Node& n);
 
 // The post-ops computing kiln FakeQuantize `n` (X = input 0 = the host's output, f32) whose four
 // ranges are constants holding one value or one per channel, input_low < input_high everywhere.

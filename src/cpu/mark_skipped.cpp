@@ -12,6 +12,7 @@ namespace {
 
 // simple_post_ops of cpu/fusion_rules.hpp on ir node `r` reading `from`.
 bool simple_layer(const ir::Node& r, const ir::Value* from, const PostOpHost& h) {
+  if (!simple_post_op_kind(r)) return false;
   size_t k = r.num_inputs();
   std::vector<TensorFacts> facts(r.num_inputs());
   std::vector<const TensorFacts*> inputs(r.num_inputs(), nullptr);

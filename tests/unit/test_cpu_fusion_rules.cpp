@@ -211,3 +211,58 @@ TEST(CpuFusionRules, SwishAfterAConvolutionIsAPostOpUnlessF32WithSnippetsAndLarg
 }
 
 }  // namespace test_cpu_fusion_rules
+
+namespace test_cpu_fusion_rules {
+
+// simple_post_op_kind, which the callers ask before building any TensorFacts, must not refuse an
+// op simple_post_ops would take or explain: over a set of ops, each given facts a simple layer
+// would have (f32, the host's shape, a per-channel constant as the other input), an op it
+// refuses gets nullopt and no reason from simple_post_ops, and the ones it takes include every
+// op simple_post_ops fuses.
+TEST(CpuFusionRules, SimplePostOpKindRefusesOnlyOpsTheRuleRefusesSilently) {
+  const Shape shape{1, 8, 6, 6};
+  cpu::TensorFacts x;
+  x.dtype = DType::f32;
+  x.shape = shape;
+  cpu::TensorFacts c;
+  c.dtype = DType::f32;
+  c.shape = Shape{1, 8, 1, 1};
+  const Tensor cst = Tensor::from_vector<float>(std::vector<float>(8, 0.5f), {1, 8, 1, 1});
+  c.constant = &cst;
+  struct Op {
+    const char* type;
+    const char* domain;
+    int inputs;
+    bool fused;  // simple_post_ops gives post-ops for it here
+  };
+  const std::vector<Op> ops = {{"Relu", "", 1, true},        {"Sigmoid", "", 1, true},     {"Add", "", 2, true},
+                               {"Mul", "", 2, true},         {"Sub", "", 2, true},         {"Div", "", 2, true},
+                               {"Max", "", 2, true},         {"PRelu", "", 2, true},       {"HardSigmoid", "", 1, true},
+                               {"Gelu", "com.microsoft", 1, true}, {"Softmax", "", 1, false}, {"Transpose", "", 1, false},
+                               {"Reshape", "", 2, false},    {"MatMul", "", 2, false},     {"Conv", "", 2, false},
+                               {"Concat", "", 2, false},     {"Pow", "", 2, false},        {"Where", "", 3, false}};
+  for (const Op& o : ops) {
+    SCOPED_TRACE(o.type);
+    ir::Graph g;
+    g.opset_imports[""] = 13;
+    g.opset_imports["com.microsoft"] = 1;
+    std::vector<ir::Value*> in;
+    for (int i = 0; i < o.inputs; ++i) in.push_back(g.add_input(cat("in", i), {DType::f32, ir::PartialShape(shape)}));
+    ir::Node* n = g.add_node(o.type, in, 1, "n", o.domain);
+    n->output(0)->type = {DType::f32, ir::PartialShape(shape)};
+    std::vector<const cpu::TensorFacts*> facts(static_cast<size_t>(o.inputs), &c);
+    facts[0] = &x;
+    std::string why;
+    const auto post_ops = cpu::simple_post_ops(*n, facts, x, 0, 1, &why);
+    EXPECT_EQ(post_ops.has_value(), o.fused);
+    if (!cpu::simple_post_op_kind(*n)) {
+      EXPECT_FALSE(post_ops.has_value());
+      EXPECT_TRUE(why.empty()) << why;
+    }
+    if (o.fused) {
+      EXPECT_TRUE(cpu::simple_post_op_kind(*n));
+    }
+  }
+}
+
+}  // namespace test_cpu_fusion_rules

@@ -46,14 +46,22 @@ struct BinarySpec {
   bool is_sub = false;
 };
 
-std::optional<Shape> static_f32_shape(const ir::Value* v) {
-  if (!v) return std::nullopt;
+// v's dims padded with leading 1s to rank `r` into `out` (r <= 6), if v is an f32 tensor of
+// static shape and rank <= r. No allocation: binary_spec runs for every Add / Mul / ... of every
+// new input shape, in the lowering and in the fusion rules.
+bool static_f32_dims(const ir::Value* v, size_t r, int64_t (&out)[6]) {
+  if (!v) return false;
   if (v->is_constant()) {
-    if (v->constant().dtype() != DType::f32) return std::nullopt;
-    return v->constant().shape();
+    if (v->constant().dtype() != DType::f32) return false;
+    const Shape& s = v->constant().shape();
+    if (s.size() > r) return false;
+    for (size_t i = 0; i < r; ++i) out[i] = i < r - s.size() ? 1 : s[i - (r - s.size())];
+    return true;
   }
-  if (v->type.dtype != DType::f32 || !v->type.shape.rank_known || !v->type.shape.is_static()) return std::nullopt;
-  return v->type.shape.to_shape();
+  const ir::PartialShape& s = v->type.shape;
+  if (v->type.dtype != DType::f32 || !s.rank_known || !s.is_static() || s.rank() > r) return false;
+  for (size_t i = 0; i < r; ++i) out[i] = i < r - s.rank() ? 1 : s.dims[i - (r - s.rank())].value;
+  return true;
 }
 
 // s with leading 1s up to rank r.
@@ -76,19 +84,21 @@ std::optional<BinarySpec> binary_spec(const ir::Node& n) {
   else if (op == "Div") alg = algorithm::binary_div, commutative = false;
   else return std::nullopt;
   if (n.num_inputs() != 2 || n.num_outputs() != 1 || !n.has_input(0) || !n.has_input(1)) return std::nullopt;
-  auto a = static_f32_shape(n.input(0)), b = static_f32_shape(n.input(1));
   const ir::Value* y = n.output(0);
-  if (!a || !b || y->type.dtype != DType::f32 || !y->type.shape.rank_known || !y->type.shape.is_static())
+  const ir::PartialShape& yp = y->type.shape;
+  if (y->type.dtype != DType::f32 || !yp.rank_known || !yp.is_static() || yp.rank() == 0 || yp.rank() > 6)
     return std::nullopt;
-  Shape ys = y->type.shape.to_shape();
-  if (ys.empty() || ys.size() > 6 || shape_size(ys) == 0 || a->size() > ys.size() || b->size() > ys.size())
-    return std::nullopt;
-  Shape pa = pad_rank(*a, ys.size()), pb = pad_rank(*b, ys.size());
-  for (size_t i = 0; i < ys.size(); ++i)
+  const size_t r = yp.rank();
+  int64_t ys[6], pa[6], pb[6];
+  for (size_t i = 0; i < r; ++i) ys[i] = yp.dims[i].value;
+  if (!static_f32_dims(n.input(0), r, pa) || !static_f32_dims(n.input(1), r, pb)) return std::nullopt;
+  if (std::any_of(ys, ys + r, [](int64_t d) { return d == 0; })) return std::nullopt;  // no elements
+  for (size_t i = 0; i < r; ++i)
     if ((pa[i] != ys[i] && pa[i] != 1) || (pb[i] != ys[i] && pb[i] != 1)) return std::nullopt;
+  const bool a_full = std::equal(pa, pa + r, ys), b_full = std::equal(pb, pb + r, ys);
   const bool sub = op == "Sub";
-  if (pa == ys) return BinarySpec{alg, false, false, commutative, sub};
-  if (pb != ys) return std::nullopt;  // both broadcast ([N,1] + [1,M]): not one oneDNN binary
+  if (a_full) return BinarySpec{alg, false, false, commutative, sub};
+  if (!b_full) return std::nullopt;  // both broadcast ([N,1] + [1,M]): not one oneDNN binary
   if (commutative) return BinarySpec{alg, true, false, true, false};
   if (sub) return BinarySpec{alg, true, true, false, true};
   return std::nullopt;

@@ -170,6 +170,7 @@ class EltwiseNode : public SrcDstPrimitiveNode {
 
 bool eltwise_supports(const ir::Node& n) {
   if (n.num_inputs() < 1 || !n.has_input(0) || n.num_outputs() != 1) return false;
+  if (!eltwise_spec(n)) return false;  // most nodes asked are other ops: no shape looked at
   const ir::Value* x = n.input(0);
   const ir::Value* y = n.output(0);
   if (!is_f32_tensor(x) || y->type.dtype != DType::f32) return false;
@@ -180,7 +181,7 @@ bool eltwise_supports(const ir::Node& n) {
   if (!ys.rank_known || ys.rank() != xs.size()) return false;
   for (size_t i = 0; i < xs.size(); ++i)
     if (ys.dims[i].value != xs[i]) return false;
-  return eltwise_spec(n).has_value();
+  return true;
 }
 
 std::unique_ptr<Node> make_eltwise_node(const ir::Node& n) {

@@ -38,6 +38,10 @@ std::optional<std::vector<PostOp>> fake_quantize_post_ops(const Node& c, const E
 
 std::optional<std::vector<PostOp>> simple_post_ops(const Node& c, const Edge* from, int channel_axis,
                                                    std::string* why) {
+  if (c.source && !simple_post_op_kind(*c.source)) {  // no facts built for the other ops
+    why->clear();
+    return std::nullopt;
+  }
   return on_node(c, from, why, [&](const ir::Node& n, const auto& inputs, const TensorFacts& out, size_t k) {
     return cpu::simple_post_ops(n, inputs, out, k, channel_axis, why);
   });
