@@ -182,26 +182,6 @@ KILN_AVX512 float softmax_row_avx512(float* x, int64_t T, const float* mf, const
   return 1.0f;
 }
 
-// e^x for x <= 0 (a score less the row's maximum), 0 below -87 where e^x would come near the
-// denormals: v_exp8's algorithm (x = n ln2 + r, e^r to r^6) with 2^n one normal factor, as
-// n >= -126 here, and no clamp above. About a fifth fewer instructions than v_exp8.
-KILN_AVX2 inline __m256 exp_nonpositive8(__m256 x) {
-  const __m256 keep = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.0f / 720);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);  // e^-87 = 1.6e-38: normal
-}
-
 // softmax_row_avx512 on 8 lanes: lanes past T are -inf for the maximum and 0 for the sum. Unless
 // the probabilities are quantized, the row is left as e^(x - max) and 1 / sum returned: the
 // caller scales the output row (Dv values) instead of this pass scaling T of them (a third of
@@ -244,9 +224,9 @@ KILN_AVX2 float softmax_row_avx2(float* x, int64_t T, const float* mf, const uin
   const __m256 smallest = _mm256_set1_ps(std::numeric_limits<float>::min());
   __m256 sum = _mm256_setzero_ps();
   for (int64_t j = 0; j < T; j += 8) {
-    // no denormals (exp_nonpositive8 is 0 or at least e^-87): the product with V would run on
+    // no denormals (v_exp_nonpositive8 is 0 or at least e^-87): the product with V would run on
     // the slow path
-    __m256 e = exp_nonpositive8(_mm256_sub_ps(v_load8(x + j, T - j), vm));
+    __m256 e = v_exp_nonpositive8(_mm256_sub_ps(v_load8(x + j, T - j), vm));
     v_store8(x + j, T - j, e);
     if (T - j < 8) e = _mm256_and_ps(e, v_lanes8(T - j));
     sum = _mm256_add_ps(sum, e);
