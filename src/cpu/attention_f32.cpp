@@ -336,14 +336,15 @@ void run(const Geometry& g, const float* q, const float* k, const float* v, cons
   const int64_t heads_total = g.B * g.Hq;
   if (heads_total <= 0 || g.S <= 0) return;
   const Parts p = parts(g);
-  const int team =
-      std::max(1, std::min<int>(threads, static_cast<int>(std::min<int64_t>(heads_total * g.S, omp_get_max_threads()))));
+  const int threads_in_use = std::max(1, std::min(threads, omp_get_max_threads()));
   // Items of query rows of one head: at least 8 per thread where the heads are fewer (BERT at
   // batch 1: 12 heads on 2 threads ran 1.5x faster than on 1, a head being 1/6 of a thread's
   // work), each of 16 rows or more. A thread keeps the kv head it packed for its next item of
   // the same head; an item another thread takes packs it again.
-  const int64_t chunks = std::clamp<int64_t>((8 * team + heads_total - 1) / heads_total, 1, std::max<int64_t>(1, g.S / 16));
+  const int64_t chunks =
+      std::clamp<int64_t>((8 * threads_in_use + heads_total - 1) / heads_total, 1, std::max<int64_t>(1, g.S / 16));
   const int64_t items = heads_total * chunks;
+  const int team = static_cast<int>(std::min<int64_t>(threads_in_use, items));  // no thread without an item
   WorkShare heads(items, team);  // each thread its items, then the others' last ones
   auto work = [&](int ithr) {
     float* base = reinterpret_cast<float*>(static_cast<char*>(scratch) + p.bytes() * static_cast<size_t>(ithr));
