@@ -144,36 +144,38 @@ std::vector<const OpSchema*> OpRegistry::all() const {
   return out;
 }
 
-std::vector<int> implemented_versions(const OpSchema& s) {
-  std::vector<int> out;
-  if (!s.domain.empty()) return out;
+namespace {
+
+// The ONNX revisions of a default-domain schema's op (null for other domains or an op ONNX does
+// not list), and the newest of them kiln implements.
+const std::vector<int>* onnx_revisions(const OpSchema& s) {
+  if (!s.domain.empty()) return nullptr;
   const auto& table = onnx_op_versions();
   auto it = table.find(s.name);
-  if (it == table.end()) return out;
-  // unset: the revisions up to opset 17, or the first one of an operator added later
-  const int newest = s.max_version != 0 ? s.max_version : std::max(17, s.since_version);
-  for (int v : it->second)
-    if (v <= newest) out.push_back(v);
-  return out;
+  return it == table.end() ? nullptr : &it->second;
 }
-
-namespace {
+// unset max_version: the revisions up to opset 17, or the first one of an operator added later
+int version_cap(const OpSchema& s) { return s.max_version != 0 ? s.max_version : std::max(17, s.since_version); }
 
 // implemented_versions(s).back(), or 0 when it is empty, without building the list (asked for
 // every node validated)
 int newest_implemented(const OpSchema& s) {
-  if (!s.domain.empty()) return 0;
-  const auto& table = onnx_op_versions();
-  auto it = table.find(s.name);
-  if (it == table.end()) return 0;
-  const int newest = s.max_version != 0 ? s.max_version : std::max(17, s.since_version);
   int found = 0;
-  for (int v : it->second)
-    if (v <= newest) found = std::max(found, v);
+  if (const std::vector<int>* revs = onnx_revisions(s))
+    for (int v : *revs)
+      if (v <= version_cap(s)) found = std::max(found, v);
   return found;
 }
 
 }  // namespace
+
+std::vector<int> implemented_versions(const OpSchema& s) {
+  std::vector<int> out;
+  if (const std::vector<int>* revs = onnx_revisions(s))
+    for (int v : *revs)
+      if (v <= version_cap(s)) out.push_back(v);
+  return out;
+}
 
 const OpSchema& validate_node(const Node& node) {
   const OpSchema* s = OpRegistry::instance().find(node.domain(), node.op_type());
