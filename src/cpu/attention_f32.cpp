@@ -123,6 +123,9 @@ void pack_kt(TransposeFn transpose, const float* k, int64_t T, int64_t D, int64_
 
 // One scores row: mask and causal limit applied, then softmax in place (all keys masked: zeros).
 // `mf` / `mb`: the mask row (float / bool), `mstep` 1 along T or 0 (one value for the row).
+// Unless the probabilities are quantized, the row is left as e^(x - max) and 1 / sum returned:
+// the caller scales the output row (Dv values) instead of this pass scaling T of them (a third
+// of the softmax's passes; BERT's softmax was 28% of its attention at 134 keys).
 KILN_AVX512 float softmax_row_avx512(float* x, int64_t T, const float* mf, const uint8_t* mb, int64_t mstep,
                                      int64_t causal_limit, const ProbsQuant& pq) {
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
@@ -160,32 +163,32 @@ KILN_AVX512 float softmax_row_avx512(float* x, int64_t T, const float* mf, const
   const __m512 vm = _mm512_set1_ps(m);
   __m512 sum = _mm512_setzero_ps();
   for (int64_t j = 0; j < T; j += 16) {
+    // no denormals (v_exp_nonpositive is 0 or at least e^-87): the product with V would run on
+    // the slow path
     const __mmask16 k = tail_mask(T - j);
-    const __m512 e = v_exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), vm));
+    const __m512 e = v_exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), vm));
     _mm512_mask_storeu_ps(x + j, k, e);
     sum = _mm512_mask_add_ps(sum, k, sum, e);
   }
-  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+  const float inv_sum = 1.0f / _mm512_reduce_add_ps(sum);  // the maximum's own term is 1: sum >= 1
+  if (!pq.on) return inv_sum;
+  const __m512 inv = _mm512_set1_ps(inv_sum);
   const __m512 smallest = _mm512_set1_ps(std::numeric_limits<float>::min());
   const __m512 qs = _mm512_set1_ps(pq.scale), qz = _mm512_set1_ps(pq.zero_point), qlo = _mm512_set1_ps(pq.qmin),
                qhi = _mm512_set1_ps(pq.qmax);
   for (int64_t j = 0; j < T; j += 16) {
     const __mmask16 k = tail_mask(T - j);
-    __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + j), inv);
-    if (pq.on) {  // as QuantizeLinear -> DequantizeLinear: p / scale rounded half to even
-      const __m512 q = _mm512_add_ps(_mm512_roundscale_ps(_mm512_div_ps(p, qs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), qz);
-      p = _mm512_mul_ps(_mm512_sub_ps(_mm512_min_ps(_mm512_max_ps(q, qlo), qhi), qz), qs);
-    }
+    const __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + j), inv);
+    // as QuantizeLinear -> DequantizeLinear: p / scale rounded half to even
+    const __m512 q = _mm512_add_ps(_mm512_roundscale_ps(_mm512_div_ps(p, qs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), qz);
+    const __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_min_ps(_mm512_max_ps(q, qlo), qhi), qz), qs);
     // no denormal probabilities: the product with V would run on the slow path
-    _mm512_mask_storeu_ps(x + j, k, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(p, smallest, _CMP_GE_OQ), p));
+    _mm512_mask_storeu_ps(x + j, k, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(d, smallest, _CMP_GE_OQ), d));
   }
   return 1.0f;
 }
 
-// softmax_row_avx512 on 8 lanes: lanes past T are -inf for the maximum and 0 for the sum. Unless
-// the probabilities are quantized, the row is left as e^(x - max) and 1 / sum returned: the
-// caller scales the output row (Dv values) instead of this pass scaling T of them (a third of
-// the softmax's passes; BERT's softmax was 28% of its attention at 134 keys).
+// softmax_row_avx512 on 8 lanes: lanes past T are -inf for the maximum and 0 for the sum.
 KILN_AVX2 float softmax_row_avx2(float* x, int64_t T, const float* mf, const uint8_t* mb, int64_t mstep,
                                  int64_t causal_limit, const ProbsQuant& pq) {
   const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());

@@ -1,11 +1,12 @@
 #pragma once
 // AVX2 helpers for kiln's own kernels where the CPU has no AVX-512 (gemm_f32's AVX2 kernel):
-// the vector math of simd_avx512.hpp on 8 lanes, same algorithms and accuracy (erf aside: see
-// v_erf8). These files are built for the baseline ISA: every function that uses AVX2
+// the vector math of simd_avx512.hpp on 8 lanes, same algorithms and accuracy. These files are built for the baseline ISA: every function that uses AVX2
 // intrinsics carries KILN_AVX2, and only a kernel's available() lets a caller reach one.
 #include <immintrin.h>
 
 #include <cstdint>
+
+#include "cpu/erf_rational.hpp"
 
 #define KILN_AVX2 __attribute__((target("avx2,fma")))
 
@@ -90,27 +91,24 @@ KILN_AVX2 inline __m256 v_copysign8(__m256 mag, __m256 sign) {
   return _mm256_or_ps(v_abs8(mag), _mm256_and_ps(sign, _mm256_set1_ps(-0.0f)));
 }
 
-// erf(x) = x P(x^2) / Q(x^2), P and Q of degree 5 fitted (Loeb's iteration, on Chebyshev
-// nodes of [0, 3.95]) for this kernel; x clamped to +-3.95, past which erf is 1 in float
-// (1 - 2e-8). Absolute and relative error at most 3.5e-7 in float over the whole line, and
-// about half the cost of Abramowitz and Stegun 7.1.26 with its exponential, which simd_avx512.hpp
-// keeps (GELU's erf after the GEMM: BERT's FFN up-projection). Odd, so exact in sign and
+// erf(x) = x P(x^2) / Q(x^2) (erf_rational.hpp): at most 3.5e-7 absolute and relative error in
+// float over the whole line, about half the cost of Abramowitz and Stegun 7.1.26 with its
+// exponential (GELU's erf after the GEMM: BERT's FFN up-projection). Odd, so exact in sign and
 // relative error near 0; NaN in, NaN out.
 KILN_AVX2 inline __m256 v_erf8(__m256 x) {
-  x = _mm256_max_ps(_mm256_set1_ps(-3.95f), _mm256_min_ps(_mm256_set1_ps(3.95f), x));  // NaN passes
+  x = _mm256_max_ps(_mm256_set1_ps(-kErfClamp), _mm256_min_ps(_mm256_set1_ps(kErfClamp), x));  // NaN passes
   const __m256 u = _mm256_mul_ps(x, x);
-  // P and Q by Horner's rule, interleaved
-  __m256 p = _mm256_set1_ps(2.024596327e-06f), q = _mm256_set1_ps(3.78786793e-05f);
-  p = _mm256_fmadd_ps(p, u, _mm256_set1_ps(2.858082439e-04f));
-  q = _mm256_fmadd_ps(q, u, _mm256_set1_ps(1.179507091e-03f));
-  p = _mm256_fmadd_ps(p, u, _mm256_set1_ps(3.840963586e-03f));
-  q = _mm256_fmadd_ps(q, u, _mm256_set1_ps(1.51185594e-02f));
-  p = _mm256_fmadd_ps(p, u, _mm256_set1_ps(5.297292449e-02f));
-  q = _mm256_fmadd_ps(q, u, _mm256_set1_ps(1.148581847e-01f));
-  p = _mm256_fmadd_ps(p, u, _mm256_set1_ps(1.922641251e-01f));
-  q = _mm256_fmadd_ps(q, u, _mm256_set1_ps(5.037217758e-01f));
-  p = _mm256_fmadd_ps(p, u, _mm256_set1_ps(1.128379079f));
-  q = _mm256_fmadd_ps(q, u, _mm256_set1_ps(1.0f));
+  __m256 p = _mm256_set1_ps(kErfP[0]), q = _mm256_set1_ps(kErfQ[0]);
+  p = _mm256_fmadd_ps(p, u, _mm256_set1_ps(kErfP[1]));
+  q = _mm256_fmadd_ps(q, u, _mm256_set1_ps(kErfQ[1]));
+  p = _mm256_fmadd_ps(p, u, _mm256_set1_ps(kErfP[2]));
+  q = _mm256_fmadd_ps(q, u, _mm256_set1_ps(kErfQ[2]));
+  p = _mm256_fmadd_ps(p, u, _mm256_set1_ps(kErfP[3]));
+  q = _mm256_fmadd_ps(q, u, _mm256_set1_ps(kErfQ[3]));
+  p = _mm256_fmadd_ps(p, u, _mm256_set1_ps(kErfP[4]));
+  q = _mm256_fmadd_ps(q, u, _mm256_set1_ps(kErfQ[4]));
+  p = _mm256_fmadd_ps(p, u, _mm256_set1_ps(kErfP[5]));
+  q = _mm256_fmadd_ps(q, u, _mm256_set1_ps(kErfQ[5]));
   return _mm256_div_ps(_mm256_mul_ps(x, p), q);  // Q >= 1
 }
 

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "cpu/erf_rational.hpp"
+
 #define KILN_AVX512 __attribute__((target("avx512f,avx512dq,fma")))
 #if defined(__GNUC__) && !defined(__clang__)
 // GCC 12 takes the intrinsics' deliberately undefined pass-through operands (scalef,
@@ -23,23 +25,38 @@ KILN_AVX512 inline __mmask16 tail_mask(int64_t left) {
 
 // Vector math, absolute error about 1e-7 where the result is about 1.
 
-// exp(x): x = n ln2 + r, |r| <= ln2 / 2, e^r by its Taylor polynomial to r^6, times 2^n
-// Below -87.3 the result is 0, not a denormal: a kernel that goes on computing with denormals
-// (a softmax's masked keys times V) runs many times slower on x86.
-KILN_AVX512 inline __m512 v_exp(__m512 x) {
-  const __mmask16 normal = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654f), _CMP_GE_OQ);
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.33654f)), _mm512_set1_ps(88.72283f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+// e^x = 2^n e^r for x = n ln2 + r: n (rounded x / ln2) in *n, e^r (|r| <= ln2 / 2) by its Taylor
+// polynomial to r^6 returned. The part v_exp and v_exp_nonpositive share.
+KILN_AVX512 inline __m512 exp_reduced(__m512 x, __m512* n) {
+  *n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(*n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(*n, _mm512_set1_ps(-2.12194440e-4f), r);
   __m512 p = _mm512_set1_ps(1.0f / 720);
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+}
+
+// exp(x): e^r times 2^n (scalef). Below -87.3 the result is 0, not a denormal: a kernel that goes
+// on computing with denormals (a softmax's masked keys times V) runs many times slower on x86.
+KILN_AVX512 inline __m512 v_exp(__m512 x) {
+  const __mmask16 normal = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654f), _CMP_GE_OQ);
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.33654f)), _mm512_set1_ps(88.72283f));
+  __m512 n;
+  const __m512 p = exp_reduced(x, &n);
   return _mm512_maskz_mov_ps(normal, _mm512_scalef_ps(p, n));
+}
+
+// e^x for x <= 0 (a softmax's score less its row's maximum), 0 below -87 where e^x would come
+// near the denormals; no clamp above. Never a denormal (e^-87 = 1.6e-38).
+KILN_AVX512 inline __m512 v_exp_nonpositive(__m512 x) {
+  const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
+  __m512 n;
+  const __m512 p = exp_reduced(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), &n);
+  return _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(p, n));
 }
 
 KILN_AVX512 inline __m512 v_abs(__m512 x) { return _mm512_andnot_ps(_mm512_set1_ps(-0.0f), x); }
@@ -47,18 +64,23 @@ KILN_AVX512 inline __m512 v_copysign(__m512 mag, __m512 sign) {
   return _mm512_or_ps(v_abs(mag), _mm512_and_ps(sign, _mm512_set1_ps(-0.0f)));
 }
 
-// erf(x), Abramowitz and Stegun 7.1.26 (|error| <= 1.5e-7)
+// erf(x) = x P(x^2) / Q(x^2) (erf_rational.hpp): at most 3.5e-7 absolute and relative error in
+// float over the whole line; odd, NaN in, NaN out.
 KILN_AVX512 inline __m512 v_erf(__m512 x) {
-  const __m512 ax = v_abs(x);
-  const __m512 t = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(ax, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.0f)));
-  __m512 p = _mm512_set1_ps(1.061405429f);
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
-  p = _mm512_mul_ps(p, t);
-  const __m512 e = v_exp(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(ax, ax)));
-  return v_copysign(_mm512_fnmadd_ps(p, e, _mm512_set1_ps(1.0f)), x);
+  x = _mm512_max_ps(_mm512_set1_ps(-kErfClamp), _mm512_min_ps(_mm512_set1_ps(kErfClamp), x));  // NaN passes
+  const __m512 u = _mm512_mul_ps(x, x);
+  __m512 p = _mm512_set1_ps(kErfP[0]), q = _mm512_set1_ps(kErfQ[0]);
+  p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(kErfP[1]));
+  q = _mm512_fmadd_ps(q, u, _mm512_set1_ps(kErfQ[1]));
+  p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(kErfP[2]));
+  q = _mm512_fmadd_ps(q, u, _mm512_set1_ps(kErfQ[2]));
+  p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(kErfP[3]));
+  q = _mm512_fmadd_ps(q, u, _mm512_set1_ps(kErfQ[3]));
+  p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(kErfP[4]));
+  q = _mm512_fmadd_ps(q, u, _mm512_set1_ps(kErfQ[4]));
+  p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(kErfP[5]));
+  q = _mm512_fmadd_ps(q, u, _mm512_set1_ps(kErfQ[5]));
+  return _mm512_div_ps(_mm512_mul_ps(x, p), q);  // Q >= 1
 }
 
 // tanh(x): 1 - 2 / (e^2|x| + 1) with the sign of x; a short series below |x| = 1/16, where
