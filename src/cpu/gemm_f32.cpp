@@ -79,32 +79,49 @@ struct Prefetch {
   }
 };
 
+// One step of K for the AVX-512 block: row k of the packed panel (`b`, 64 floats a row) times
+// the element of A at column k in each of the MR rows (lda apart), into the MR x 4 accumulators;
+// B's row kPrefetch ahead brought into L1.
+template <int MR>
+KILN_AVX512 inline __attribute__((always_inline)) void step512(const float* a, int64_t lda, const float* b, int64_t k,
+                                                               __m512 (&acc)[MR][4]) {
+  const float* bk = b + k * kPanel;
+  _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetch * kPanel), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetch * kPanel + 16), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetch * kPanel + 32), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetch * kPanel + 48), _MM_HINT_T0);
+  const __m512 b0 = _mm512_loadu_ps(bk), b1 = _mm512_loadu_ps(bk + 16), b2 = _mm512_loadu_ps(bk + 32),
+               b3 = _mm512_loadu_ps(bk + 48);
+  for (int r = 0; r < MR; ++r) {
+    const __m512 av = _mm512_set1_ps(a[r * lda + k]);
+    acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
+    acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+    acc[r][2] = _mm512_fmadd_ps(av, b2, acc[r][2]);
+    acc[r][3] = _mm512_fmadd_ps(av, b3, acc[r][3]);
+  }
+}
+
 // One block: rows [0, MR) of a (lda apart) times a panel slice of kc packed rows, into C.
 // `first`: C is written, else added to; `last`: the epilogue runs (bias before the ops).
 // (`gstride`, the floats between groups of a panel, is the AVX2 block's: here a panel is one group)
 template <int MR>
 KILN_AVX512 void block(const float* a, int64_t lda, const float* b, int64_t /*gstride*/, int64_t kc, float* c, int64_t ldc,
                        int64_t ncols, int64_t n0, bool first, bool last, const Epilogue& ep, Prefetch next) {
-  next.burst();
+  // the full block spreads `next` over its loop (a line per 2 steps of K, so that the misses
+  // overlap the products instead of filling the miss buffers ahead of them), the rest of it
+  // at once; blocks of fewer rows all at once
+  const int64_t spread = MR == kRows ? std::min(next.lines, kc / 2) : 0;
+  Prefetch{next.p + spread * 64, next.lines - spread}.burst();
   __m512 acc[MR][4];
   for (int r = 0; r < MR; ++r)
     for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < kc; ++k) {
-    const float* bk = b + k * kPanel;
-    _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetch * kPanel), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetch * kPanel + 16), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetch * kPanel + 32), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetch * kPanel + 48), _MM_HINT_T0);
-    const __m512 b0 = _mm512_loadu_ps(bk), b1 = _mm512_loadu_ps(bk + 16), b2 = _mm512_loadu_ps(bk + 32),
-                 b3 = _mm512_loadu_ps(bk + 48);
-    for (int r = 0; r < MR; ++r) {
-      const __m512 av = _mm512_set1_ps(a[r * lda + k]);
-      acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
-      acc[r][2] = _mm512_fmadd_ps(av, b2, acc[r][2]);
-      acc[r][3] = _mm512_fmadd_ps(av, b3, acc[r][3]);
-    }
+  int64_t k = 0;
+  for (int64_t line = 0; line < spread; ++line, k += 2) {
+    _mm_prefetch(next.p + line * 64, _MM_HINT_T1);
+    step512(a, lda, b, k, acc);
+    step512(a, lda, b, k + 1, acc);
   }
+  for (; k < kc; ++k) step512(a, lda, b, k, acc);
   for (int j = 0; j < 4; ++j) {
     const int64_t col = j * 16;
     if (col >= ncols) break;
