@@ -337,6 +337,18 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
       while (amx_jit(pd.impl_info_str()))
         if (!pd.next_impl()) return first;
     }
+    // Without AMX, oneDNN 2.6 lists its VNNI brgemm kernels before its direct ones. For 1x1
+    // stride 1 its direct jit_int8_1x1 measured as fast or faster on every such layer of
+    // ResNet-50 and MobileNet-v2 (AMD Zen 4, 2 threads, best of 7 x 50 runs, kiln's post-ops):
+    // 1.01-1.13x (64 -> 256 at 56x56 with the requantizing sum 189 -> 180 us, 16 -> 96 at
+    // 112x112 142 -> 125 us); ResNet-50's 1x1 layers in the model 0.97x of their time. Its 3x3
+    // layers ran 1.00-1.02x alone but 1.03x slower in the model on the direct kernel: they
+    // keep brgemm.
+    if (pointwise && std::string(pd.impl_info_str()).rfind("brgconv", 0) == 0) {
+      const dnnl::convolution_forward::primitive_desc brgemm = pd;
+      while (std::string(pd.impl_info_str()).rfind("jit_int8_1x1", 0) != 0)
+        if (!pd.next_impl()) return brgemm;
+    }
     return pd;
   }
 
