@@ -63,21 +63,32 @@ void RunContext::check_bytes(long double bytes, const std::string& what) const {
                 limit, " (the machine's memory unless set)");
 }
 
-Tensor& RunContext::allocate_output(size_t i, DType dtype, Shape shape) {
-  if (i >= outputs_.size()) throw error("kernel wrote output ", i, " but the node has ", outputs_.size());
+namespace {
+// allocate_output's work; `zeroed` false leaves the bytes as they are.
+Tensor& place_output(RunContext& ctx, std::vector<Tensor>& outputs, size_t i, DType dtype, Shape shape, bool zeroed) {
+  if (i >= outputs.size()) throw ctx.error("kernel wrote output ", i, " but the node has ", outputs.size());
   if (t_tensor_limit && dtype != DType::string) {
     long double bytes = static_cast<long double>(dtype_size(dtype));
     for (int64_t d : shape) bytes *= static_cast<long double>(d);
-    check_bytes(bytes, cat("output ", i, " ", shape_to_string(shape), " ", dtype_name(dtype)));
+    ctx.check_bytes(bytes, cat("output ", i, " ", shape_to_string(shape), " ", dtype_name(dtype)));
   }
-  Tensor& out = outputs_[i];
+  Tensor& out = outputs[i];
   if (out.defined() && out.is_tensor() && dtype != DType::string && out.dtype() == dtype && out.shape() == shape) {
     // A destination the caller placed (e.g. an arena buffer): zeroed like a new tensor.
-    if (out.byte_size()) std::memset(out.raw(), 0, out.byte_size());
+    if (zeroed && out.byte_size()) std::memset(out.raw(), 0, out.byte_size());
     return out;
   }
-  out = Tensor(dtype, std::move(shape));
+  out = zeroed ? Tensor(dtype, std::move(shape)) : Tensor::uninitialized(dtype, std::move(shape));
   return out;
+}
+}  // namespace
+
+Tensor& RunContext::allocate_output(size_t i, DType dtype, Shape shape) {
+  return place_output(*this, outputs_, i, dtype, std::move(shape), true);
+}
+
+Tensor& RunContext::allocate_output_unzeroed(size_t i, DType dtype, Shape shape) {
+  return place_output(*this, outputs_, i, dtype, std::move(shape), false);
 }
 
 void RunContext::set_output(size_t i, Tensor t) {

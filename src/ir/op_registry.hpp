@@ -78,6 +78,9 @@ class RunContext {
   // When the caller pre-placed output i (outputs[i] defined, same dtype and shape), that
   // tensor is zeroed and returned: kernels then write straight into the caller's memory.
   Tensor& allocate_output(size_t i, DType dtype, Shape shape);
+  // The same without zeroing, for kernels that write every element of the output (Gather):
+  // the bytes are whatever the memory held (string tensors: empty strings).
+  Tensor& allocate_output_unzeroed(size_t i, DType dtype, Shape shape);
   // Sets output i to an existing tensor (may alias an input, e.g. Reshape / Identity).
   void set_output(size_t i, Tensor t);
   // Throws kiln::Error naming the node when a tensor of `bytes` (`what`, e.g. "output 0

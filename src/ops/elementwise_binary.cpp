@@ -394,6 +394,7 @@ void register_compare_logic(ir::OpRegistry& r) {
                       });
     }, "Where");
   };
+  strings_as_indices(s, {1, 2});
   r.add(std::move(s));
 }
 

@@ -1,5 +1,8 @@
 #include "ops/kernel_util.hpp"
 
+#include <algorithm>
+#include <string>
+
 namespace kiln::ops {
 
 std::vector<int64_t> strides_of(const Shape& s) {
@@ -54,6 +57,57 @@ DType dtype_attr(const ir::Node& n, const char* attr) {
 
 DType dtype_attr(const ir::Node& n, const char* attr, DType absent) {
   return n.has_attr(attr) ? dtype_attr(n, attr) : absent;
+}
+
+}  // namespace kiln::ops
+
+namespace kiln::ops {
+
+void strings_as_indices(ir::OpSchema& s, std::vector<size_t> data_inputs) {
+  auto kernel = s.run;
+  s.run = [kernel, data_inputs = std::move(data_inputs)](RunContext& ctx) {
+    auto is_data = [&](size_t i) {
+      return (data_inputs.size() == 1 && data_inputs[0] == kAllInputs) ||
+             std::find(data_inputs.begin(), data_inputs.end(), i) != data_inputs.end();
+    };
+    bool strings = false;
+    for (size_t i = 0; i < ctx.num_inputs(); ++i)
+      strings |= is_data(i) && ctx.has_input(i) && ctx.value(i).is_tensor() && ctx.value(i).dtype() == DType::string;
+    if (!strings) return kernel(ctx);
+    if (ctx.node().attr_s("reduction", "none") != "none") throw ctx.error("a reduction of string tensors");
+    // index 0 is no string: a value the kernel makes itself (a Pad's default 0) reads as ""
+    std::vector<const std::string*> table{nullptr};
+    std::vector<Tensor> indices(ctx.num_inputs());
+    std::vector<const Tensor*> inputs(ctx.num_inputs(), nullptr);
+    for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+      if (!ctx.has_input(i)) continue;
+      const Tensor& x = ctx.value(i);
+      inputs[i] = &x;
+      if (!is_data(i) || !x.is_tensor() || x.dtype() != DType::string) continue;
+      indices[i] = Tensor(DType::i64, x.shape());
+      int64_t* p = indices[i].data<int64_t>();
+      const std::string* v = x.data<std::string>();
+      for (int64_t k = 0; k < x.size(); ++k) {
+        p[k] = static_cast<int64_t>(table.size());
+        table.push_back(v + k);
+      }
+      inputs[i] = &indices[i];
+    }
+    std::vector<Tensor> outputs(ctx.num_outputs());
+    ir::RunContext inner(ctx.node(), std::move(inputs), outputs);
+    kernel(inner);
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      const Tensor& idx = outputs[o];
+      if (!idx.defined() || !idx.is_tensor() || idx.dtype() != DType::i64)
+        throw ctx.error("output ", o, " of a string move is not indices");
+      Tensor& y = ctx.allocate_output(o, DType::string, idx.shape());
+      const int64_t* p = idx.data<int64_t>();
+      std::string* dst = y.data<std::string>();
+      for (int64_t k = 0; k < idx.size(); ++k) {
+        dst[k] = p[k] > 0 && p[k] < static_cast<int64_t>(table.size()) ? *table[static_cast<size_t>(p[k])] : std::string();
+      }
+    }
+  };
 }
 
 }  // namespace kiln::ops

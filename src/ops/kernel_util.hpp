@@ -67,3 +67,15 @@ DType dtype_attr(const ir::Node& n, const char* attr);
 DType dtype_attr(const ir::Node& n, const char* attr, DType absent);
 
 }  // namespace kiln::ops
+
+namespace kiln::ops {
+
+// Makes a data-movement op (Concat, Slice, Gather, ...) move string tensors as objects: its
+// kernel copies bytes, which for std::string would leave two tensors owning one buffer. When
+// an input in `data_inputs` (every input with kAllInputs) is a string tensor, each such input
+// is replaced by int64 indices into one table of their strings, the kernel moves the indices,
+// and each output is made strings again from the table. Other element types run as before.
+inline constexpr size_t kAllInputs = static_cast<size_t>(-1);
+void strings_as_indices(ir::OpSchema& s, std::vector<size_t> data_inputs);
+
+}  // namespace kiln::ops

@@ -60,11 +60,12 @@ void add_gather(ir::OpRegistry& r) {
     const int64_t dim = xs[axis];
     auto idx = ind.to_i64();
     for (auto& v : idx) v = wrap_index(ctx, v, dim, "Gather");
-    Tensor& y = ctx.allocate_output(0, x.dtype(), os);
+    // every element is written below: no zeroing first (the per-shape compile folds BERT's
+    // position-embedding Gather for each new length)
+    Tensor& y = ctx.allocate_output_unzeroed(0, x.dtype(), os);
     const int64_t outer = prod(xs, 0, axis), inner = prod(xs, axis + 1, xs.size());
-    const size_t es = dtype_size(x.dtype());
-    const size_t chunk = static_cast<size_t>(inner) * es;
     const int64_t n = static_cast<int64_t>(idx.size());
+    const size_t chunk = static_cast<size_t>(inner) * dtype_size(x.dtype());
     auto* src = static_cast<const unsigned char*>(x.raw());
     auto* dst = static_cast<unsigned char*>(y.raw());
     if (chunk == 0) return;
@@ -73,6 +74,7 @@ void add_gather(ir::OpRegistry& r) {
         std::memcpy(dst + static_cast<size_t>(o * n + j) * chunk,
                     src + static_cast<size_t>(o * dim + idx[static_cast<size_t>(j)]) * chunk, chunk);
   };
+  strings_as_indices(s, {0});
   r.add(std::move(s));
 }
 
@@ -129,6 +131,7 @@ void add_gather_elements(ir::OpRegistry& r) {
       for (size_t i = 0; i < offs.size(); ++i) dst[i] = src[offs[i]];
     });
   };
+  strings_as_indices(s, {0});
   r.add(std::move(s));
 }
 
@@ -219,6 +222,7 @@ void add_gather_nd(ir::OpRegistry& r) {
     if (chunk == 0) return;
     for (size_t t = 0; t < offs.size(); ++t) std::memcpy(dst + t * chunk, src + static_cast<size_t>(offs[t]) * es, chunk);
   };
+  strings_as_indices(s, {0});
   r.add(std::move(s));
 }
 
@@ -301,6 +305,7 @@ void add_scatter_elements(ir::OpRegistry& r, const char* name, int since) {
     if (x.byte_size()) std::memcpy(y.raw(), x.raw(), x.byte_size());
     scatter_apply(ctx, y, upd, offs, 1, parse_reduction(ctx.node()));
   };
+  strings_as_indices(s, {0, 2});
   r.add(std::move(s));
 }
 
@@ -330,6 +335,7 @@ void add_scatter_nd(ir::OpRegistry& r) {
     if (x.byte_size()) std::memcpy(y.raw(), x.raw(), x.byte_size());
     scatter_apply(ctx, y, upd, offs, p.inner, parse_reduction(ctx.node()));
   };
+  strings_as_indices(s, {0, 2});
   r.add(std::move(s));
 }
 
@@ -459,6 +465,7 @@ void add_compress(ir::OpRegistry& r) {
         std::memcpy(dst + static_cast<size_t>(o * nk + j) * chunk,
                     src + static_cast<size_t>(o * dim + keep[static_cast<size_t>(j)]) * chunk, chunk);
   };
+  strings_as_indices(s, {0});
   r.add(std::move(s));
 }
 
@@ -545,6 +552,7 @@ void add_reverse_sequence(ir::OpRegistry& r) {
       for (int64_t t = 0; t < l; ++t) std::memcpy(dst + off(b, t), src + off(b, l - 1 - t), chunk);
     }
   };
+  strings_as_indices(s, {0});
   r.add(std::move(s));
 }
 

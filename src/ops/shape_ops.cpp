@@ -329,6 +329,7 @@ void add_transpose(ir::OpRegistry& r) {
     Tensor& y = ctx.allocate_output(0, x.dtype(), os);
     transpose_into(x, x.shape(), perm, y);
   };
+  strings_as_indices(s, {0});
   r.add(std::move(s));
 }
 
@@ -545,6 +546,7 @@ void add_concat(ir::OpRegistry& r) {
       col += row;
     }
   };
+  strings_as_indices(s, {kAllInputs});
   r.add(std::move(s));
 }
 
@@ -652,6 +654,7 @@ void add_split(ir::OpRegistry& r) {
       col += row;
     }
   };
+  strings_as_indices(s, {0});
   r.add(std::move(s));
 }
 
@@ -794,6 +797,7 @@ void add_slice(ir::OpRegistry& r) {
     Tensor& y = ctx.allocate_output(0, x.dtype(), os);
     strided_copy(x, base, ost, y);
   };
+  strings_as_indices(s, {0});
   r.add(std::move(s));
 }
 
@@ -925,6 +929,7 @@ void add_expand(ir::OpRegistry& r) {
     Tensor& y = ctx.allocate_output(0, x.dtype(), os);
     strided_copy(x, 0, broadcast_strides(x.shape(), os), y);
   };
+  strings_as_indices(s, {0});
   r.add(std::move(s));
 }
 
@@ -1001,6 +1006,7 @@ void add_tile(ir::OpRegistry& r) {
       }
     });
   };
+  strings_as_indices(s, {0});
   r.add(std::move(s));
 }
 

@@ -188,6 +188,7 @@ void add_pad(ir::OpRegistry& r) {
       }
     }, "Pad");
   };
+  strings_as_indices(s, {0, 2});
   r.add(std::move(s));
 }
 

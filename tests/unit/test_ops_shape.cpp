@@ -1,6 +1,7 @@
 // Unit tests of the shape / data-movement family (src/ops/shape_*.cpp).
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 
 #include "op_test_util.hpp"
@@ -163,6 +164,90 @@ TEST(ShapeOps, GatherNegativeIndexAndRange) {
   OneOp bad;
   bad.node("Gather", {bad.in(iota_f32({3, 2})), bad.in(i64({3}, {1}))});
   EXPECT_THROW(bad.run(), Error);
+}
+
+// The data-movement ops on strings copy the string objects, never their bytes: a byte copy
+// made two tensors own one heap buffer (strings past the small-string size), freed twice. Each
+// op runs on a string tensor whose element i reads "... #i" and on floats i, whose output says
+// where each string must have gone.
+TEST(ShapeOps, DataMovementCopiesStringsAsObjects) {
+  struct Case {
+    std::string op;
+    std::function<std::vector<ir::Value*>(OneOp&, ir::Value*)> extra;  // the inputs after x
+    std::function<void(ir::Node*)> attrs;
+  };
+  const Shape xs{3, 2};
+  const std::vector<Case> cases = {
+      {"Gather", [](OneOp& t, ir::Value* x) { return std::vector<ir::Value*>{x, t.c(i64({2, 0, 2}, {3}))}; },
+       [](ir::Node* n) { n->attrs["axis"] = 0; }},
+      {"Transpose", [](OneOp&, ir::Value* x) { return std::vector<ir::Value*>{x}; },
+       [](ir::Node* n) { n->attrs["perm"] = std::vector<int64_t>{1, 0}; }},
+      {"Concat", [](OneOp&, ir::Value* x) { return std::vector<ir::Value*>{x, x}; },
+       [](ir::Node* n) { n->attrs["axis"] = 1; }},
+      {"Slice", [](OneOp& t, ir::Value* x) { return std::vector<ir::Value*>{x, t.c(i64v({1})), t.c(i64v({3})), t.c(i64v({0}))}; },
+       [](ir::Node*) {}},
+      {"Tile", [](OneOp& t, ir::Value* x) { return std::vector<ir::Value*>{x, t.c(i64v({2, 2}))}; }, [](ir::Node*) {}},
+      {"Expand", [](OneOp& t, ir::Value* x) { return std::vector<ir::Value*>{x, t.c(i64v({2, 3, 2}))}; },
+       [](ir::Node*) {}},
+      {"Split", [](OneOp& t, ir::Value* x) { return std::vector<ir::Value*>{x, t.c(i64v({1, 2}))}; },
+       [](ir::Node*) {}},
+      {"GatherElements", [](OneOp& t, ir::Value* x) { return std::vector<ir::Value*>{x, t.c(i64({1, 0, 0, 1}, {2, 2}))}; },
+       [](ir::Node* n) { n->attrs["axis"] = 1; }},
+      {"GatherND", [](OneOp& t, ir::Value* x) { return std::vector<ir::Value*>{x, t.c(i64({2, 0}, {2, 1}))}; },
+       [](ir::Node*) {}},
+  };
+  const std::string prefix = "a string longer than the inline buffer #";
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.op);
+    Tensor strings(DType::string, xs);
+    for (int i = 0; i < 6; ++i) strings.data<std::string>()[i] = prefix + std::to_string(i);
+    OneOp ts, tf;
+    const size_t outs = c.op == "Split" ? 2 : 1;
+    c.attrs(ts.node(c.op, c.extra(ts, ts.in(strings)), outs));
+    c.attrs(tf.node(c.op, c.extra(tf, tf.in(iota_f32(xs))), outs));
+    std::vector<Tensor> ys;
+    try {
+      ys = ts.run();
+    } catch (const Error& e) {
+      ADD_FAILURE() << c.op << ": " << e.what();
+      continue;
+    }
+    const auto yf = tf.run();
+    for (int i = 0; i < 6; ++i) strings.data<std::string>()[i] = "changed";  // the outputs hold their own copies
+    ASSERT_EQ(ys.size(), outs);
+    for (size_t o = 0; o < outs; ++o) {
+      ASSERT_EQ(ys[o].dtype(), DType::string);
+      ASSERT_EQ(ys[o].shape(), yf[o].shape());
+      const std::vector<float> where = vals(yf[o]);
+      for (size_t i = 0; i < where.size(); ++i)
+        ASSERT_EQ(ys[o].data<std::string>()[i], prefix + std::to_string(static_cast<int>(where[i]))) << o << " " << i;
+    }
+  }
+}
+
+// Where picks string objects from both branches; Pad without a constant pads strings with "".
+TEST(ShapeOps, WhereAndPadOnStrings) {
+  Tensor a(DType::string, {3}), b(DType::string, {3}), cond(DType::boolean, {3});
+  for (int i = 0; i < 3; ++i) {
+    a.data<std::string>()[i] = "first branch, a string past the inline buffer " + std::to_string(i);
+    b.data<std::string>()[i] = "second branch, a string past the inline buffer " + std::to_string(i);
+    cond.data<bool>()[i] = i != 1;
+  }
+  OneOp w;
+  w.node("Where", {w.in(cond), w.in(a), w.in(b)});
+  auto y = w.run();
+  ASSERT_EQ(y[0].dtype(), DType::string);
+  EXPECT_EQ(y[0].data<std::string>()[0], a.data<std::string>()[0]);
+  EXPECT_EQ(y[0].data<std::string>()[1], b.data<std::string>()[1]);
+  EXPECT_EQ(y[0].data<std::string>()[2], a.data<std::string>()[2]);
+
+  OneOp p;
+  p.node("Pad", {p.in(a), p.c(i64v({1, 1}))});
+  auto z = p.run();
+  ASSERT_EQ(z[0].shape(), (Shape{5}));
+  EXPECT_EQ(z[0].data<std::string>()[0], "");
+  EXPECT_EQ(z[0].data<std::string>()[1], a.data<std::string>()[0]);
+  EXPECT_EQ(z[0].data<std::string>()[4], "");
 }
 
 TEST(ShapeOps, GatherElementsAndNd) {
