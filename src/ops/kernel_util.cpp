@@ -83,7 +83,11 @@ void strings_as_indices(ir::OpSchema& s, std::vector<size_t> data_inputs) {
       if (!ctx.has_input(i)) continue;
       const Tensor& x = ctx.value(i);
       inputs[i] = &x;
-      if (!is_data(i) || !x.is_tensor() || x.dtype() != DType::string) continue;
+      if (!is_data(i)) continue;
+      // the data inputs move together: a number among strings would read as an index
+      if (!x.is_tensor() || x.dtype() != DType::string)
+        throw ctx.error("input ", i, " is ", x.is_tensor() ? dtype_name(x.dtype()) : std::string("not a tensor"),
+                        " where the other data inputs are strings");
       indices[i] = Tensor(DType::i64, x.shape());
       int64_t* p = indices[i].data<int64_t>();
       const std::string* v = x.data<std::string>();

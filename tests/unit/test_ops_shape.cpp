@@ -241,6 +241,10 @@ TEST(ShapeOps, WhereAndPadOnStrings) {
   EXPECT_EQ(y[0].data<std::string>()[1], b.data<std::string>()[1]);
   EXPECT_EQ(y[0].data<std::string>()[2], a.data<std::string>()[2]);
 
+  OneOp mixed;  // a number among strings is refused, not read as an index
+  mixed.node("Concat", {mixed.in(a), mixed.in(i64v({0, 1, 2}))})->attrs["axis"] = 0;
+  EXPECT_THROW(mixed.run(), Error);
+
   OneOp p;
   p.node("Pad", {p.in(a), p.c(i64v({1, 1}))});
   auto z = p.run();
