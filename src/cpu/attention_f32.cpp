@@ -224,7 +224,6 @@ KILN_AVX2 float softmax_row_avx2(float* x, int64_t T, const float* mf, const uin
     return 1.0f;
   }
   const __m256 vm = _mm256_set1_ps(m);
-  const __m256 smallest = _mm256_set1_ps(std::numeric_limits<float>::min());
   __m256 sum = _mm256_setzero_ps();
   for (int64_t j = 0; j < T; j += 8) {
     // no denormals (v_exp_nonpositive8 is 0 or at least e^-87): the product with V would run on
@@ -237,17 +236,17 @@ KILN_AVX2 float softmax_row_avx2(float* x, int64_t T, const float* mf, const uin
   const float inv_sum = 1.0f / v_hsum8(sum);  // the maximum's own term is 1: sum >= 1
   if (!pq.on) return inv_sum;
   const __m256 inv = _mm256_set1_ps(inv_sum);
+  const __m256 smallest = _mm256_set1_ps(std::numeric_limits<float>::min());
   const __m256 qs = _mm256_set1_ps(pq.scale), qz = _mm256_set1_ps(pq.zero_point), qlo = _mm256_set1_ps(pq.qmin),
                qhi = _mm256_set1_ps(pq.qmax);
   for (int64_t j = 0; j < T; j += 8) {
-    __m256 p = _mm256_mul_ps(v_load8(x + j, T - j), inv);
-    if (pq.on) {  // as QuantizeLinear -> DequantizeLinear: p / scale rounded half to even
-      const __m256 q =
-          _mm256_add_ps(_mm256_round_ps(_mm256_div_ps(p, qs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), qz);
-      p = _mm256_mul_ps(_mm256_sub_ps(_mm256_min_ps(_mm256_max_ps(q, qlo), qhi), qz), qs);
-    }
+    const __m256 p = _mm256_mul_ps(v_load8(x + j, T - j), inv);
+    // as QuantizeLinear -> DequantizeLinear: p / scale rounded half to even
+    const __m256 q =
+        _mm256_add_ps(_mm256_round_ps(_mm256_div_ps(p, qs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), qz);
+    const __m256 d = _mm256_mul_ps(_mm256_sub_ps(_mm256_min_ps(_mm256_max_ps(q, qlo), qhi), qz), qs);
     // no denormal probabilities: the product with V would run on the slow path
-    v_store8(x + j, T - j, _mm256_and_ps(p, _mm256_cmp_ps(p, smallest, _CMP_GE_OQ)));
+    v_store8(x + j, T - j, _mm256_and_ps(d, _mm256_cmp_ps(d, smallest, _CMP_GE_OQ)));
   }
   return 1.0f;
 }

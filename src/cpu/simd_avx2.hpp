@@ -1,7 +1,8 @@
 #pragma once
 // AVX2 helpers for kiln's own kernels where the CPU has no AVX-512 (gemm_f32's AVX2 kernel):
-// the vector math of simd_avx512.hpp on 8 lanes, same algorithms and accuracy. These files are built for the baseline ISA: every function that uses AVX2
-// intrinsics carries KILN_AVX2, and only a kernel's available() lets a caller reach one.
+// the vector math of simd_avx512.hpp on 8 lanes, same algorithms and accuracy. These files are
+// built for the baseline ISA: every function that uses AVX2 intrinsics carries KILN_AVX2, and
+// only a kernel's available() lets a caller reach one.
 #include <immintrin.h>
 
 #include <cstdint>
