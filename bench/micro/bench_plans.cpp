@@ -4,7 +4,8 @@
 // models come from the bench cache (bench/make_dynamic_models.py; KILN_BENCH_CACHE, default
 // ~/.cache/kiln-bench): a benchmark whose model is absent is skipped. Counters, means over the
 // shapes: ms_per_shape (compile and first inference less the second), compile_ms (of which
-// compiling), run_ms (the second inference).
+// compiling), run_ms (the second inference), heap_kib (the heap each new shape's plan keeps:
+// the compile faults its pages in, about 1 us a KiB on this project's VM).
 // Run: OMP_NUM_THREADS=2 build/bench/kiln_micro_bench --benchmark_filter=PlanBert (one benchmark per
 // process: the second would find primitives the first made)
 #include <benchmark/benchmark.h>
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <malloc.h>
 
 #include "cpu/executor.hpp"
 #include "frontend/onnx/onnx_frontend.hpp"
@@ -53,7 +55,7 @@ void plan_new_shapes(benchmark::State& state, const std::string& model,
   };
   using clock = std::chrono::steady_clock;
   auto ms_since = [](clock::time_point t) { return std::chrono::duration<double, std::milli>(clock::now() - t).count(); };
-  double new_total = 0, compile_total = 0, run_total = 0;  // ms, over the iterations
+  double new_total = 0, compile_total = 0, run_total = 0, heap_total = 0;  // ms, over the iterations
   for (auto _ : state) {
     cpu::Executor ex(g);  // f32
     ex.run(inputs_of(shapes(0)));  // packs the weights
@@ -62,6 +64,7 @@ void plan_new_shapes(benchmark::State& state, const std::string& model,
       return;
     }
     double compile = 0, first = 0, again = 0;
+    const size_t heap_before = mallinfo2().uordblks;
     for (int i = 1; i < kShapes; ++i) {
       const std::vector<Tensor> in = inputs_of(shapes(i));
       auto t = clock::now();
@@ -74,6 +77,7 @@ void plan_new_shapes(benchmark::State& state, const std::string& model,
       ex.run(in);
       again += ms_since(t);
     }
+    heap_total += double(mallinfo2().uordblks - heap_before) / (kShapes - 1) / 1024;
     state.SetIterationTime((compile + first - again) / 1000);
     new_total += (compile + first - again) / (kShapes - 1);
     compile_total += compile / (kShapes - 1);
@@ -82,6 +86,7 @@ void plan_new_shapes(benchmark::State& state, const std::string& model,
   state.counters["ms_per_shape"] = benchmark::Counter(new_total, benchmark::Counter::kAvgIterations);
   state.counters["compile_ms"] = benchmark::Counter(compile_total, benchmark::Counter::kAvgIterations);
   state.counters["run_ms"] = benchmark::Counter(run_total, benchmark::Counter::kAvgIterations);
+  state.counters["heap_kib"] = benchmark::Counter(heap_total, benchmark::Counter::kAvgIterations);
 }
 
 // BERT, 6 layers, hidden 384: input_ids and attention_mask [1, L], L = 10, 12, ..., 134

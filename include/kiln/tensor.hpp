@@ -83,6 +83,9 @@ class Tensor {
   Tensor clone() const;
   // Same data, another shape with the same element count (no copy).
   Tensor reshaped(Shape shape) const;
+  // Elements [first, first + shape_size(shape)) as a tensor of `shape`, sharing this tensor's
+  // storage (no copy): consecutive rows of a table, say.
+  Tensor subrange(int64_t first, Shape shape) const;
   // Values as int64 / double whatever the dtype (for shape inputs, attributes, printing).
   std::vector<int64_t> to_i64() const;
   std::vector<double> to_f64() const;

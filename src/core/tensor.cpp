@@ -137,6 +137,16 @@ Tensor Tensor::reshaped(Shape shape) const {
   return t;
 }
 
+Tensor Tensor::subrange(int64_t first, Shape shape) const {
+  const int64_t n = shape_size(shape);
+  KILN_CHECK(kind_ == ValueKind::tensor && first >= 0 && n >= 0 && first <= size() - n,
+             cat("Tensor::subrange: elements [", first, ", ", first + n, ") of a tensor of ", size()));
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  t.data_ = static_cast<char*>(data_) + static_cast<size_t>(first) * dtype_size(dtype_);
+  return t;
+}
+
 void Tensor::check_type(DType want) const {
   KILN_CHECK(kind_ == ValueKind::tensor, cat("Tensor: a ", kind_ == ValueKind::sequence ? "sequence" : "optional",
                                              " value has no elements of its own (see items())"));

@@ -6,6 +6,7 @@
 
 #include "core/strings.hpp"
 #include "ir/op_registry.hpp"
+#include "transforms/fold_as_view.hpp"
 
 namespace kiln::transforms {
 
@@ -156,8 +157,12 @@ bool fold_node(ir::Graph& g, ir::Node* n, const ir::OpSchema& s) {
     }
   }
   std::vector<Tensor> outs(n->num_outputs());
-  ir::RunContext ctx(*n, ins, outs);
-  s.run(ctx);
+  if (std::optional<Tensor> view = fold_as_view(*n, ins)) {
+    outs[0] = std::move(*view);
+  } else {
+    ir::RunContext ctx(*n, ins, outs);
+    s.run(ctx);
+  }
   int64_t total = 0;
   for (auto& t : outs) total += t.size();
   if (total > kMaxFoldElements) return false;
