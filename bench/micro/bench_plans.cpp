@@ -96,6 +96,13 @@ void BM_PlanBertLengths(benchmark::State& state) {
     return std::vector<Shape>{{1, l}, {1, l}};
   });
 }
+// The same BERT, [B, L]: B = 1, 2, 4, 8 in turn, L = 10, 12, ..., 134 (the bert-batch stream)
+void BM_PlanBertBatch(benchmark::State& state) {
+  plan_new_shapes(state, "bert6_dyn", [](int i) {
+    const int64_t b = int64_t{1} << (i % 4), l = 8 + 2 * i;
+    return std::vector<Shape>{{b, l}, {b, l}};
+  });
+}
 // CNN + BiLSTM text recogniser: x [1, 3, 48, W], W = 120, 144, ..., 1608
 void BM_PlanCrnnWidths(benchmark::State& state) {
   plan_new_shapes(state, "crnn_dyn", [](int i) { return std::vector<Shape>{{1, 3, 48, 96 + 24 * int64_t(i)}}; });
@@ -136,5 +143,6 @@ void BM_PlanBertCompileOnly(benchmark::State& state) {
 // One iteration: oneDNN's primitive cache and kiln's kernel caches are the process's, so a second
 // iteration would find the first one's primitives made (repeat by running the binary again).
 BENCHMARK(BM_PlanBertLengths)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_PlanBertBatch)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_PlanCrnnWidths)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_PlanBertCompileOnly)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
