@@ -167,6 +167,26 @@ TEST(CpuDynamicShapes, SequencesThroughFullyConnectedSoftmaxLayerNormReduceAndVi
   run_stream(g, stream, {"FullyConnected", "MatMul", "Softmax", "LayerNorm", "Reduce", "Transpose", "View"});
 }
 
+TEST(CpuDynamicShapes, PositionRowsFollowTheLength) {
+  // BERT's embeddings: word rows by token plus position rows 2..L+1 (a Range from the
+  // input's shape), normalised. Every new length folds the position Gather again, as a view of
+  // the table's rows (fold_as_view): each plan must read its own length's rows.
+  auto g = make_graph(17);
+  auto* ids = g->add_input("ids", {DType::i64, dims({Dim::sym("n"), Dim::sym("L")})});
+  auto* shape = g->add_node("Shape", {ids}, 1, "shape")->output(0);
+  auto* len = g->add_node("Gather", {shape, g->add_constant("one", Tensor::scalar<int64_t>(1))}, 1, "len")->output(0);
+  auto* two = g->add_constant("two", Tensor::scalar<int64_t>(2));  // positions 2..L+1: the rows past a prefix
+  auto* end = g->add_node("Add", {len, two}, 1, "end")->output(0);
+  auto* pos = g->add_node("Range", {two, end, g->add_constant("step", Tensor::scalar<int64_t>(1))}, 1, "range")->output(0);
+  auto* prow = g->add_node("Gather", {g->add_constant("pos_table", random_tensor({48, 16}, 1)), pos}, 1, "position");
+  auto* wrow = g->add_node("Gather", {g->add_constant("word_table", random_tensor({4, 16}, 2)), ids}, 1, "word");
+  auto* sum = g->add_node("Add", {wrow->output(0), prow->output(0)}, 1, "embed")->output(0);
+  auto* ln = g->add_node("LayerNormalization",
+                         {sum, g->add_constant("ls", random_tensor({16}, 3)), g->add_constant("lb", random_tensor({16}, 4))}, 1, "ln");
+  g->add_output(ln->output(0));
+  run_stream(g, {{{1, 5}}, {{1, 40}}, {{1, 7}}, {{1, 46}}, {{1, 1}}, {{3, 12}}, {{2, 33}}, {{1, 5}}}, {"LayerNorm"});
+}
+
 TEST(CpuDynamicShapes, LstmOverEveryLengthAndBatch) {
   auto g = bidirectional_lstm_graph(dims({Dim::sym("T"), Dim::sym("n"), 6}));
   std::vector<std::vector<Shape>> stream = {{{3, 1, 6}}, {{20, 1, 6}}, {{5, 1, 6}}, {{20, 3, 6}}, {{1, 2, 6}}, {{9, 4, 6}}};
