@@ -81,7 +81,7 @@ class FullyConnectedNode : public Node {
       }
     }
     if (!runtime_m_) {
-      auto made = cached_primitive<dnnl::matmul::primitive_desc, dnnl::matmul>(matmul_desc(src_md_, dst_md_),
+      auto made = cached_primitive<dnnl::matmul::primitive_desc, dnnl::matmul>(matmul_desc(src_md(), dst_md()),
                                                                                attr_for(post_ops_));
       pd_ = made.pd;
       prim_ = made.prim;
@@ -107,7 +107,7 @@ class FullyConnectedNode : public Node {
                               reorder_into(wsrc, dst);
                             });
     if (!bias_vals_.empty()) {
-      bias_ = memory(bias_md_, cpu_engine());
+      bias_ = memory(bias_md(), cpu_engine());
       std::memcpy(bias_.get_data_handle(), bias_vals_.data(), bias_vals_.size() * sizeof(float));
     }
     outputs[0]->blocked.reset();
@@ -125,8 +125,8 @@ class FullyConnectedNode : public Node {
                     epilogue_);
       return;
     }
-    memory src(src_md_, cpu_engine(), inputs[0]->data);
-    memory dst(dst_md_, cpu_engine(), outputs[0]->data);
+    memory src(src_md(), cpu_engine(), inputs[0]->data);
+    memory dst(dst_md(), cpu_engine(), outputs[0]->data);
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, dst}};
     if (bias_) {
       if (bias_post_op_) args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] = bias_;
@@ -158,8 +158,7 @@ class FullyConnectedNode : public Node {
     const auto f32 = memory::data_type::f32;
     // A: [M, K] row-major, or stored [K, M] when transposed
     in_dt_ = bf16 && !ta ? memory::data_type::bf16 : f32;  // bf16 activations and weights, f32 output
-    src_md_ = ta ? memory::desc({M, K_}, f32, memory::dims{1, M}) : memory::desc({M, K_}, in_dt_, tag::ab);
-    dst_md_ = memory::desc({M, N_}, f32, tag::ab);
+    ta_ = ta;
     // bias: beta * C, broadcast to [1, N] (matmul bias) or, when it varies along M,
     // expanded to [M, N] and added by a binary post-op
     bias_vals_.clear();
@@ -176,7 +175,6 @@ class FullyConnectedNode : public Node {
       bias_vals_.resize(static_cast<size_t>(rows * N_));
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < N_; ++j) bias_vals_[static_cast<size_t>(i * N_ + j)] = beta * pc[i * sm + j * sn];
-      bias_md_ = memory::desc({rows, N_}, f32, tag::ab);
     }
     // The model's shapes vary: rows as a runtime dim, so one primitive serves every M (oneDNN's
     // gemm kernel, generated once per process, as fast as the brgemm one it would make per M:
@@ -236,14 +234,14 @@ class FullyConnectedNode : public Node {
   // oneDNN's implementation of the primitive with these fused post-ops (after the bias
   // post-op, when there is one), for the fusion passes (remembered per process).
   std::string impl_for(const PostOpList& fused) {
-    return impl_name<dnnl::matmul::primitive_desc>(matmul_desc(src_md_, dst_md_), attr_for(fused));
+    return impl_name<dnnl::matmul::primitive_desc>(matmul_desc(src_md(), dst_md()), attr_for(fused));
   }
 
   // The bias post-op (when there is one), then `fused`; sets fused_2d_.
   dnnl::primitive_attr attr_for(const PostOpList& fused) {
     dnnl::primitive_attr attr;
     dnnl::post_ops po;
-    if (bias_post_op_) po.append_binary(dnnl::algorithm::binary_add, bias_md_);
+    if (bias_post_op_) po.append_binary(dnnl::algorithm::binary_add, bias_md());
     fused_2d_ = as_2d(fused);
     fused_2d_.append_to(po);
     if (po.len() > 0) attr.set_post_ops(po);
@@ -253,12 +251,22 @@ class FullyConnectedNode : public Node {
   dnnl::matmul::desc matmul_desc(const memory::desc& src, const memory::desc& dst) const {
     memory::desc wei_any({K_, N_}, in_dt_, tag::any);
     const bool bias_arg = !bias_vals_.empty() && !bias_post_op_;
-    return bias_arg ? dnnl::matmul::desc(src, wei_any, bias_md_, dst) : dnnl::matmul::desc(src, wei_any, dst);
+    return bias_arg ? dnnl::matmul::desc(src, wei_any, bias_md(), dst) : dnnl::matmul::desc(src, wei_any, dst);
   }
+
+  // A [M, K] row-major, or stored [K, M] when transposed; C [M, N]; the bias [1, N] or, added by
+  // a post-op, [M, N]. Made when oneDNN's path asks: a descriptor is some 700 bytes, which every
+  // node of every plan would keep (a new input shape of a BERT-6 makes 36 of these nodes).
+  memory::desc src_md() const {
+    const auto f32 = memory::data_type::f32;
+    return ta_ ? memory::desc({M_, K_}, f32, memory::dims{1, M_}) : memory::desc({M_, K_}, in_dt_, tag::ab);
+  }
+  memory::desc dst_md() const { return memory::desc({M_, N_}, memory::data_type::f32, tag::ab); }
+  memory::desc bias_md() const { return memory::desc({bias_post_op_ ? M_ : 1, N_}, memory::data_type::f32, tag::ab); }
 
   PostOpList post_ops_;
   PostOpList fused_2d_;  // post_ops_ with [1, N] operands, as the primitive was made
-  memory::desc src_md_, dst_md_, bias_md_;
+  bool ta_ = false;      // A stored transposed (Gemm transA)
   int64_t K_ = 0, N_ = 0;
   bool tb_ = false;
   float alpha_ = 1.0f;
