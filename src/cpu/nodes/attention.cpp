@@ -202,9 +202,9 @@ class AttentionNode : public Node {
       mask_repeat_ = mv[0] == 1 && B > 1 && shape_size(mv) > mv.back() ? B : 1;
       mv[0] *= mask_repeat_;
       bias_md_ = *plain_desc(mv, DType::f32);
-      if (mask_bool_ || mask_repeat_ > 1) bias_ = in_scratch(bias_md_);  // filled per run
+      if (mask_bool_ || mask_repeat_ > 1) bias_ = in_scratch(*bias_md_);  // filled per run
       mask_arg_ = arg++;
-      po.append_binary(dnnl::algorithm::binary_add, bias_md_);
+      po.append_binary(dnnl::algorithm::binary_add, *bias_md_);
     }
     if (g_.causal) {  // key j > query i disallowed (ONNX: j > i + past length; no past keys here)
       const Shape cs = merge ? Shape{B, 1, R, T} : Shape{B, 1, 1, S, T};  // per batch: see the mask
@@ -220,20 +220,20 @@ class AttentionNode : public Node {
     }
     attr.set_post_ops(po);
     // through the thread's memo: the layers of a model share them (cached_primitive)
-    auto qk = cached_primitive<dnnl::matmul::primitive_desc, dnnl::matmul>(dnnl::matmul::desc(q_md, kt_md, scores_md_), attr);
+    auto qk = cached_primitive<dnnl::matmul::primitive_desc, dnnl::matmul>(dnnl::matmul::desc(q_md, kt_md, *scores_md_), attr);
     qk_pd_ = qk.pd;
     qk_ = qk.prim;
     auto sm = cached_primitive<dnnl::softmax_forward::primitive_desc, dnnl::softmax_forward>(
-        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, scores_md_, scores_md_.data.ndims - 1),
+        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, *scores_md_, scores_md_->data.ndims - 1),
         dnnl::primitive_attr());
     softmax_pd_ = sm.pd;
     softmax_ = sm.prim;
-    auto pv = cached_primitive<dnnl::matmul::primitive_desc, dnnl::matmul>(dnnl::matmul::desc(scores_md_, v_md, y_md),
+    auto pv = cached_primitive<dnnl::matmul::primitive_desc, dnnl::matmul>(dnnl::matmul::desc(*scores_md_, v_md, y_md),
                                                                           dnnl::primitive_attr());
     pv_pd_ = pv.pd;
     pv_ = pv.prim;
     impl = cat(qk_pd_.impl_info_str(), "+", softmax_pd_.impl_info_str(), "+", pv_pd_.impl_info_str());
-    scores_ = in_scratch(scores_md_);
+    scores_ = in_scratch(*scores_md_);
     q_md_ = q_md;
     kt_md_ = kt_md;
     v_md_ = v_md;
@@ -275,13 +275,13 @@ class AttentionNode : public Node {
       k = k_exp_.get_data_handle();
       v = v_exp_.get_data_handle();
     }
-    std::unordered_map<int, memory> a1 = {{DNNL_ARG_SRC, memory(q_md_, e, inputs[0]->data)},
-                                          {DNNL_ARG_WEIGHTS, memory(kt_md_, e, k)},
+    std::unordered_map<int, memory> a1 = {{DNNL_ARG_SRC, memory(*q_md_, e, inputs[0]->data)},
+                                          {DNNL_ARG_WEIGHTS, memory(*kt_md_, e, k)},
                                           {DNNL_ARG_DST, scores_}};
     if (has_mask_) {
       if (bias_) {  // bool (true: attend, 0; false: -inf) and / or repeated per batch
         float* b = static_cast<float*>(bias_.get_data_handle());
-        const size_t n = mask_md_.get_size() / sizeof(float);
+        const size_t n = mask_md_->get_size() / sizeof(float);
         for (int64_t rep = 0; rep < mask_repeat_; ++rep, b += n) {
           if (mask_bool_) {
             const auto* m = static_cast<const uint8_t*>(inputs[3]->data);
@@ -292,7 +292,7 @@ class AttentionNode : public Node {
         }
       }
       a1[DNNL_ARG_ATTR_MULTIPLE_POST_OP(mask_arg_) | DNNL_ARG_SRC_1] =
-          bias_ ? bias_ : memory(mask_md_, e, inputs[3]->data);
+          bias_ ? bias_ : memory(*mask_md_, e, inputs[3]->data);
     }
     if (g_.causal) a1[DNNL_ARG_ATTR_MULTIPLE_POST_OP(causal_arg_) | DNNL_ARG_SRC_1] = causal_;
     qk_.execute(stream, a1);
@@ -314,8 +314,8 @@ class AttentionNode : public Node {
       for (int64_t i = 0; i < count; ++i) p[i] = g_.probs.apply(p[i]);
     }
     pv_.execute(stream, {{DNNL_ARG_SRC, scores_},
-                         {DNNL_ARG_WEIGHTS, memory(v_md_, e, v)},
-                         {DNNL_ARG_DST, memory(y_md_, e, outputs[0]->data)}});
+                         {DNNL_ARG_WEIGHTS, memory(*v_md_, e, v)},
+                         {DNNL_ARG_DST, memory(*y_md_, e, outputs[0]->data)}});
   }
 
  private:
@@ -324,7 +324,9 @@ class AttentionNode : public Node {
   attention_f32::Geometry kg_;
   attention_f32::Mask kmask_;
   int threads_ = 1;
-  memory::desc q_md_, kt_md_, v_md_, y_md_, scores_md_, mask_md_, bias_md_;
+  // oneDNN's path only: held by pointer (LayoutDesc), a descriptor being some 700 bytes that
+  // every Attention node of every plan would keep
+  LayoutDesc q_md_, kt_md_, v_md_, y_md_, scores_md_, mask_md_, bias_md_;
   int64_t mask_repeat_ = 1;
   bool expand_kv_ = false;
   memory k_exp_, v_exp_;

@@ -72,7 +72,6 @@ class LayerNormNode : public Node {
     const Shape norm(s.begin() + axis, s.end());
     const int64_t m = shape_size(norm), outer = shape_size(s) / m;
     const auto f32 = memory::data_type::f32;
-    md_ = memory::desc({outer, m}, f32, tag::ab);
     const float eps = source->attr_f("epsilon", skip_ ? 1e-12f : 1e-5f);
     auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
     eps_ = eps;
@@ -83,9 +82,10 @@ class LayerNormNode : public Node {
     // oneDNN runs two primitives for SkipLayerNorm (layer_norm_f32.hpp)
     kiln_kernel_ = !stats && layer_norm_f32::available();
     if (!kiln_kernel_) {
+      md_ = memory::desc({outer, m}, f32, tag::ab);
       auto prop = stats ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
       auto ln = cached_primitive<dnnl::layer_normalization_forward::primitive_desc, dnnl::layer_normalization_forward>(
-          dnnl::layer_normalization_forward::desc(prop, md_, eps, flags), dnnl::primitive_attr());
+          dnnl::layer_normalization_forward::desc(prop, *md_, eps, flags), dnnl::primitive_attr());
       pd_ = ln.pd;
       prim_ = ln.prim;
       impl = pd_.impl_info_str();
@@ -94,9 +94,9 @@ class LayerNormNode : public Node {
     }
     if (stats) {
       stat_md_ = memory::desc({outer}, f32, tag::a);
-      KILN_CHECK(pd_.mean_desc() == stat_md_ && pd_.variance_desc() == stat_md_,
+      KILN_CHECK(pd_.mean_desc() == *stat_md_ && pd_.variance_desc() == *stat_md_,
                  cat(source->describe(), ": unexpected statistics layout"));
-      if (outputs.size() < 3) var_scratch_ = memory(stat_md_, cpu_engine());
+      if (outputs.size() < 3) var_scratch_ = memory(*stat_md_, cpu_engine());
       for (size_t k = 1; k < outputs.size(); ++k) outputs[k]->blocked.reset();
     }
 
@@ -107,17 +107,17 @@ class LayerNormNode : public Node {
       // input + skip (+ bias) -> the output, where the normalisation then runs in place
       if (inputs.size() > 4 && inputs[4]) {
         bias_md_ = memory::desc({1, m}, f32, tag::ab);
-        bias_ = param_memory(inputs[4]->constant, norm, bias_md_, bias_vals_, "Bias");
+        bias_ = param_memory(inputs[4]->constant, norm, *bias_md_, bias_vals_, "Bias");
       }
       if (!kiln_kernel_) {  // (kiln's kernel adds them itself)
         dnnl::primitive_attr attr;
         if (bias_) {
           dnnl::post_ops po;
-          po.append_binary(dnnl::algorithm::binary_add, bias_md_);
+          po.append_binary(dnnl::algorithm::binary_add, *bias_md_);
           attr.set_post_ops(po);
         }
         auto add = cached_primitive<dnnl::binary::primitive_desc, dnnl::binary>(
-            dnnl::binary::desc(dnnl::algorithm::binary_add, md_, md_, md_), attr);
+            dnnl::binary::desc(dnnl::algorithm::binary_add, *md_, *md_, *md_), attr);
         add_pd_ = add.pd;
         add_ = add.prim;
         impl = cat(add_pd_.impl_info_str(), "+", impl);
@@ -146,11 +146,11 @@ class LayerNormNode : public Node {
                           static_cast<float*>(outputs[0]->data));
       return;
     }
-    memory src(md_, cpu_engine(), inputs[0]->data);
-    memory dst(md_, cpu_engine(), outputs[0]->data);
+    memory src(*md_, cpu_engine(), inputs[0]->data);
+    memory dst(*md_, cpu_engine(), outputs[0]->data);
     if (skip_) {
       std::unordered_map<int, memory> args = {
-          {DNNL_ARG_SRC_0, src}, {DNNL_ARG_SRC_1, memory(md_, cpu_engine(), inputs[1]->data)}, {DNNL_ARG_DST, dst}};
+          {DNNL_ARG_SRC_0, src}, {DNNL_ARG_SRC_1, memory(*md_, cpu_engine(), inputs[1]->data)}, {DNNL_ARG_DST, dst}};
       if (bias_) args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] = bias_;
       add_.execute(stream, args);
       src = dst;
@@ -160,8 +160,8 @@ class LayerNormNode : public Node {
                     {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCALE, scale_}, {DNNL_ARG_SHIFT, shift_}});
       return;
     }
-    memory mean(stat_md_, cpu_engine(), outputs[1]->data);
-    memory var = outputs.size() > 2 ? memory(stat_md_, cpu_engine(), outputs[2]->data) : var_scratch_;
+    memory mean(*stat_md_, cpu_engine(), outputs[1]->data);
+    memory var = outputs.size() > 2 ? memory(*stat_md_, cpu_engine(), outputs[2]->data) : var_scratch_;
     prim_.execute(stream, {{DNNL_ARG_SRC, src},
                            {DNNL_ARG_DST, dst},
                            {DNNL_ARG_SCALE, scale_},
@@ -171,7 +171,7 @@ class LayerNormNode : public Node {
     if (outputs.size() > 2) {
       stream.wait();
       float* p = static_cast<float*>(outputs[2]->data);
-      const int64_t n = stat_md_.dims()[0];
+      const int64_t n = stat_md_->dims()[0];
       for (int64_t i = 0; i < n; ++i) p[i] = 1.0f / std::sqrt(p[i] + eps_);
     }
   }
@@ -180,7 +180,9 @@ class LayerNormNode : public Node {
   bool skip_ = false;  // SkipLayerNormalization: binary add first
   bool kiln_kernel_ = false;  // layer_norm_f32 runs it, not oneDNN
   int64_t rows_ = 0, m_ = 0;
-  memory::desc md_, stat_md_, bias_md_;
+  // held by pointer (LayoutDesc): a descriptor is some 700 bytes, which every node of every plan
+  // would keep; md_ and stat_md_ only on oneDNN's path
+  LayoutDesc md_, stat_md_, bias_md_;
   dnnl::binary::primitive_desc add_pd_;
   dnnl::binary add_;
   memory bias_;
