@@ -373,6 +373,21 @@ TEST(CpuDynamicShapes, LayerNormsTakeTheirRowsAtRunTime) {
                      cpu::layer_norm_f32::impl_name());
 }
 
+TEST(CpuDynamicShapes, SkipLayerNormWithItsBiasAtEveryRowCount) {
+  // com.microsoft SkipLayerNormalization with gamma, beta and its own bias (input + skip + bias,
+  // normalised): the bias as kiln's kernel takes it, or as oneDNN's binary post-op below AVX2
+  auto g = make_graph(17);
+  g->opset_imports["com.microsoft"] = 1;
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), Dim::sym("L"), 24})});
+  auto* y = g->add_input("y", {DType::f32, dims({Dim::sym("n"), Dim::sym("L"), 24})});
+  auto* ln = g->add_node("SkipLayerNormalization",
+                         {x, y, g->add_constant("gamma", random_tensor({24}, 3)), g->add_constant("beta", random_tensor({24}, 4)),
+                          g->add_constant("bias", random_tensor({24}, 5))}, 1, "skip_ln", "com.microsoft");
+  ln->attrs["epsilon"] = 1e-5f;
+  g->add_output(ln->output(0));
+  run_stream(g, {{{1, 5, 24}, {1, 5, 24}}, {{2, 9, 24}, {2, 9, 24}}, {{1, 1, 24}, {1, 1, 24}}}, {"SkipLayerNorm"});
+}
+
 TEST(CpuDynamicShapes, AFullyConnectedTakesItsRowsAtRunTime) {
   // [n, L, 16] x [16, 24], one without a post-op and one with a fused Relu, over four shapes.
   // With AVX-512 or AVX2 kiln's GEMM runs both (nothing made per M; the Relu in its epilogue).

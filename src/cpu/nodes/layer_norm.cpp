@@ -100,18 +100,29 @@ class LayerNormNode : public Node {
       for (size_t k = 1; k < outputs.size(); ++k) outputs[k]->blocked.reset();
     }
 
-    memory::desc pmd({m}, f32, tag::a);
     const size_t scale_at = skip_ ? 2 : 1, shift_at = skip_ ? 3 : 2;
-    scale_ = param_memory(inputs[scale_at]->constant, norm, pmd, scale_vals_, "Scale");
-    if (skip_) {
-      // input + skip (+ bias) -> the output, where the normalisation then runs in place
-      if (inputs.size() > 4 && inputs[4]) {
+    scale_p_ = param(inputs[scale_at]->constant, norm, scale_vals_, "Scale");
+    if (inputs.size() > shift_at && inputs[shift_at]) {
+      shift_p_ = param(inputs[shift_at]->constant, norm, shift_vals_, "B");
+    } else {
+      shift_vals_.assign(static_cast<size_t>(m), 0.0f);
+      shift_p_ = shift_vals_.data();
+    }
+    // input + skip (+ bias) -> the output, where the normalisation then runs in place
+    bias_p_ = skip_ && inputs.size() > 4 && inputs[4] ? param(inputs[4]->constant, norm, bias_vals_, "Bias") : nullptr;
+    if (!kiln_kernel_) {  // oneDNN's primitives take the parameters as memory objects
+      const memory::desc pmd({m}, f32, tag::a);
+      scale_ = memory(pmd, cpu_engine(), const_cast<float*>(scale_p_));
+      shift_ = memory(pmd, cpu_engine(), const_cast<float*>(shift_p_));
+      if (bias_p_) {
         bias_md_ = memory::desc({1, m}, f32, tag::ab);
-        bias_ = param_memory(inputs[4]->constant, norm, *bias_md_, bias_vals_, "Bias");
+        bias_ = memory(*bias_md_, cpu_engine(), const_cast<float*>(bias_p_));
       }
+    }
+    if (skip_) {
       if (!kiln_kernel_) {  // (kiln's kernel adds them itself)
         dnnl::primitive_attr attr;
-        if (bias_) {
+        if (bias_p_) {
           dnnl::post_ops po;
           po.append_binary(dnnl::algorithm::binary_add, *bias_md_);
           attr.set_post_ops(po);
@@ -122,12 +133,6 @@ class LayerNormNode : public Node {
         add_ = add.prim;
         impl = cat(add_pd_.impl_info_str(), "+", impl);
       }
-    }
-    if (inputs.size() > shift_at && inputs[shift_at]) {
-      shift_ = param_memory(inputs[shift_at]->constant, norm, pmd, shift_vals_, "B");
-    } else {
-      shift_vals_.assign(static_cast<size_t>(m), 0.0f);
-      shift_ = memory(pmd, cpu_engine(), shift_vals_.data());
     }
     outputs[0]->blocked.reset();
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
@@ -140,9 +145,7 @@ class LayerNormNode : public Node {
     if (kiln_kernel_) {
       layer_norm_f32::run(static_cast<const float*>(inputs[0]->data),
                           skip_ ? static_cast<const float*>(inputs[1]->data) : nullptr,
-                          bias_ ? static_cast<const float*>(bias_.get_data_handle()) : nullptr,
-                          static_cast<const float*>(scale_.get_data_handle()),
-                          static_cast<const float*>(shift_.get_data_handle()), rows_, m_, eps_,
+                          bias_p_, scale_p_, shift_p_, rows_, m_, eps_,
                           static_cast<float*>(outputs[0]->data));
       return;
     }
@@ -151,7 +154,7 @@ class LayerNormNode : public Node {
     if (skip_) {
       std::unordered_map<int, memory> args = {
           {DNNL_ARG_SRC_0, src}, {DNNL_ARG_SRC_1, memory(*md_, cpu_engine(), inputs[1]->data)}, {DNNL_ARG_DST, dst}};
-      if (bias_) args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] = bias_;
+      if (bias_p_) args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] = bias_;
       add_.execute(stream, args);
       src = dst;
     }
@@ -190,21 +193,22 @@ class LayerNormNode : public Node {
   memory var_scratch_;  // variance when InvStdDev is not requested
   dnnl::layer_normalization_forward::primitive_desc pd_;
   dnnl::layer_normalization_forward prim_;
-  memory scale_, shift_;  // over the constants themselves, or over the *_vals_ below
+  // the parameters: the constants themselves, or the *_vals_ below (bias: SkipLayerNorm's, or null)
+  const float *scale_p_ = nullptr, *shift_p_ = nullptr, *bias_p_ = nullptr;
+  memory scale_, shift_;  // over them, for oneDNN's primitive only
   std::vector<float> scale_vals_, shift_vals_, bias_vals_;  // a parameter expanded to the normalized shape
 
-  // A parameter as `md` ([m] floats): over the constant's own storage when it holds exactly
-  // those (the constant outlives the node: the graph's ir::Graph keeps it), else expanded into
-  // `vals`. kiln::Error when it does not broadcast to the normalized shape.
-  memory param_memory(const Tensor& p, const Shape& norm, const memory::desc& md, std::vector<float>& vals,
-                      const char* what) {
+  // A parameter as [m] floats: the constant's own storage when it holds exactly those (the
+  // constant outlives the node: the graph's ir::Graph keeps it), else expanded into `vals`.
+  // kiln::Error when it does not broadcast to the normalized shape.
+  const float* param(const Tensor& p, const Shape& norm, std::vector<float>& vals, const char* what) {
     if (p.dtype() == DType::f32 && p.size() == shape_size(norm) && p.shape().size() <= norm.size() &&
         std::equal(p.shape().rbegin(), p.shape().rend(), norm.rbegin()))
-      return memory(md, cpu_engine(), const_cast<void*>(p.raw()));
+      return static_cast<const float*>(p.raw());
     auto e = expand_param(p, norm);
     KILN_CHECK(e.has_value(), cat(source->describe(), ": ", what, " does not broadcast to the normalized shape"));
     vals = std::move(*e);
-    return memory(md, cpu_engine(), vals.data());
+    return vals.data();
   }
 };
 
