@@ -55,7 +55,8 @@ void plan_new_shapes(benchmark::State& state, const std::string& model,
   };
   using clock = std::chrono::steady_clock;
   auto ms_since = [](clock::time_point t) { return std::chrono::duration<double, std::milli>(clock::now() - t).count(); };
-  double new_total = 0, compile_total = 0, run_total = 0, heap_total = 0;  // ms, over the iterations
+  double new_total = 0, compile_total = 0, run_total = 0;  // ms, over the iterations
+  double heap_total = 0;                                   // KiB, over the iterations
   for (auto _ : state) {
     cpu::Executor ex(g);  // f32
     ex.run(inputs_of(shapes(0)));  // packs the weights

@@ -59,7 +59,6 @@ DType dtype_attr(const ir::Node& n, const char* attr, DType absent) {
   return n.has_attr(attr) ? dtype_attr(n, attr) : absent;
 }
 
-
 void strings_as_indices(ir::OpSchema& s, std::vector<size_t> data_inputs) {
   auto kernel = s.run;
   s.run = [kernel, data_inputs = std::move(data_inputs)](RunContext& ctx) {

@@ -66,7 +66,6 @@ const Tensor& one_value(const RunContext& ctx, const Tensor& t, const std::strin
 DType dtype_attr(const ir::Node& n, const char* attr);
 DType dtype_attr(const ir::Node& n, const char* attr, DType absent);
 
-
 // Makes a data-movement op (Concat, Slice, Gather, ...) move string tensors as objects: its
 // kernel copies bytes, which for std::string would leave two tensors owning one buffer. When
 // an input in `data_inputs` (every input with kAllInputs) is a string tensor, each such input

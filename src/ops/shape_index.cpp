@@ -60,8 +60,7 @@ void add_gather(ir::OpRegistry& r) {
     const int64_t dim = xs[axis];
     auto idx = ind.to_i64();
     for (auto& v : idx) v = wrap_index(ctx, v, dim, "Gather");
-    // every element is written below: no zeroing first (the per-shape compile folds BERT's
-    // position-embedding Gather for each new length)
+    // every element is written below: no zeroing first
     Tensor& y = ctx.allocate_output_unzeroed(0, x.dtype(), os);
     const int64_t outer = prod(xs, 0, axis), inner = prod(xs, axis + 1, xs.size());
     const int64_t n = static_cast<int64_t>(idx.size());

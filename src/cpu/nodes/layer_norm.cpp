@@ -114,15 +114,11 @@ class LayerNormNode : public Node {
       const memory::desc pmd({m}, f32, tag::a);
       scale_ = memory(pmd, cpu_engine(), const_cast<float*>(scale_p_));
       shift_ = memory(pmd, cpu_engine(), const_cast<float*>(shift_p_));
-      if (bias_p_) {
-        bias_md_ = memory::desc({1, m}, f32, tag::ab);
-        bias_ = memory(*bias_md_, cpu_engine(), const_cast<float*>(bias_p_));
-      }
-    }
-    if (skip_) {
-      if (!kiln_kernel_) {  // (kiln's kernel adds them itself)
+      if (skip_) {  // the sum (and its bias) by a binary primitive first (kiln's kernel adds them itself)
         dnnl::primitive_attr attr;
         if (bias_p_) {
+          bias_md_ = memory::desc({1, m}, f32, tag::ab);
+          bias_ = memory(*bias_md_, cpu_engine(), const_cast<float*>(bias_p_));
           dnnl::post_ops po;
           po.append_binary(dnnl::algorithm::binary_add, *bias_md_);
           attr.set_post_ops(po);
