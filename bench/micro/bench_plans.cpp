@@ -5,7 +5,7 @@
 // ~/.cache/kiln-bench): a benchmark whose model is absent is skipped. Counters, means over the
 // shapes: ms_per_shape (compile and first inference less the second), compile_ms (of which
 // compiling), run_ms (the second inference), heap_kib (the heap each new shape's plan keeps:
-// the compile faults its pages in, about 1 us a KiB on this project's VM).
+// the compile faults its pages in: about 1 us a KiB on this project's VM, by a profile).
 // Run: OMP_NUM_THREADS=2 build/bench/kiln_micro_bench --benchmark_filter=PlanBert (one benchmark per
 // process: the second would find primitives the first made)
 #include <benchmark/benchmark.h>
