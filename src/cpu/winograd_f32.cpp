@@ -14,10 +14,17 @@ namespace kiln::cpu::winograd_f32 {
 
 namespace {
 
-constexpr int64_t kLanes = 8;  // channels per block (nChw8c)
+constexpr int64_t kLanes = 8;  // channels per vector: a block of nChw8c, half of one of nChw16c
 constexpr int kTile = 6;       // input tile; output tile 4
 
 int64_t round8(int64_t c) { return (c + kLanes - 1) / kLanes * kLanes; }
+
+// Where the 8 channels [8 q, 8 q + 8) of image n start in a tensor of `channels` channels and
+// `pixels` pixels in blocks of `block` (8 or 16) channels; pixel p is `block` floats further on.
+int64_t lanes_at(int64_t block, int64_t channels, int64_t pixels, int64_t n, int64_t q) {
+  const int64_t blocks = (channels + block - 1) / block, b = q * kLanes / block;
+  return (n * blocks + b) * pixels * block + q * kLanes % block;
+}
 
 int64_t tile_count(const Geometry& g) { return g.batch * ((g.oh + 3) / 4) * ((g.ow + 3) / 4); }
 
@@ -75,20 +82,20 @@ TileAt tile_at(const Geometry& g, int64_t t) {
 
 // Tiles [t0, t0 + count) of the input, transformed: v[k][tile][icp] for the 36 positions k.
 KILN_AVX2 void transform_inputs(const Geometry& g, const float* src, int64_t t0, int64_t count, int64_t tb, float* v) {
-  const int64_t icp = round8(g.ic), blocks = icp / kLanes;
+  const int64_t icp = round8(g.ic), blocks = icp / kLanes, step = g.block;
   const __m256 zero = _mm256_setzero_ps();
   for (int64_t l = 0; l < count; ++l) {
     const TileAt at = tile_at(g, t0 + l);
     const int64_t h0 = at.y0 - g.pad_t, w0 = at.x0 - g.pad_l;
     const bool inside = h0 >= 0 && w0 >= 0 && h0 + kTile <= g.ih && w0 + kTile <= g.iw;
     for (int64_t cb = 0; cb < blocks; ++cb) {
-      const float* plane = src + ((at.n * blocks + cb) * g.ih) * g.iw * kLanes;
+      const float* plane = src + lanes_at(g.block, g.ic, g.ih * g.iw, at.n, cb);
       __m256 d[kTile][kTile], t[kTile][kTile];
       for (int i = 0; i < kTile; ++i)
         for (int j = 0; j < kTile; ++j) {
           const int64_t h = h0 + i, w = w0 + j;
           d[i][j] = inside || (h >= 0 && h < g.ih && w >= 0 && w < g.iw)
-                        ? _mm256_loadu_ps(plane + (h * g.iw + w) * kLanes)
+                        ? _mm256_loadu_ps(plane + (h * g.iw + w) * step)
                         : zero;
         }
       for (int j = 0; j < kTile; ++j) {  // along the rows: t[.][j] = B^T d[.][j]
@@ -110,7 +117,9 @@ KILN_AVX2 void transform_inputs(const Geometry& g, const float* src, int64_t t0,
 // sum (dst's value added) and the ReLU, into dst (rows and columns past the output cut).
 KILN_AVX2 void transform_outputs(const Geometry& g, const float* m, const float* bias, int64_t t0, int64_t count,
                                  int64_t tb, float* dst) {
-  const int64_t ocp = round8(g.oc), blocks = ocp / kLanes;
+  const int64_t ocp = round8(g.oc), blocks = ocp / kLanes, step = g.block;
+  // nChw16c with a last block half used: its upper 8 lanes are padding, which must read 0
+  const bool pad_half = g.block == 16 && ocp % 16 != 0;
   const __m256 alpha = _mm256_set1_ps(g.relu_alpha), zero = _mm256_setzero_ps();
   for (int64_t l = 0; l < count; ++l) {
     const TileAt at = tile_at(g, t0 + l);
@@ -125,16 +134,17 @@ KILN_AVX2 void transform_outputs(const Geometry& g, const float* m, const float*
       }
       __m256 b = zero;
       if (bias) b = simd::v_load8(bias + ob * kLanes, g.oc - ob * kLanes);  // padded lanes: 0
-      float* plane = dst + ((at.n * blocks + ob) * g.oh) * g.ow * kLanes;
+      float* plane = dst + lanes_at(g.block, g.oc, g.oh * g.ow, at.n, ob);
       for (int64_t a = 0; a < rows; ++a) {
         __m256 r[4];
         at6(s[a], r);
         for (int64_t c = 0; c < cols; ++c) {
-          float* out = plane + ((at.y0 + a) * g.ow + at.x0 + c) * kLanes;
+          float* out = plane + ((at.y0 + a) * g.ow + at.x0 + c) * step;
           __m256 y = _mm256_add_ps(r[c], b);
           if (g.sum) y = _mm256_add_ps(y, _mm256_loadu_ps(out));  // padded lanes: 0 + 0
           if (g.relu) y = _mm256_fmadd_ps(alpha, _mm256_min_ps(y, zero), _mm256_max_ps(y, zero));
           _mm256_storeu_ps(out, y);
+          if (pad_half && ob == blocks - 1) _mm256_storeu_ps(out + kLanes, zero);
         }
       }
     }
@@ -155,8 +165,15 @@ bool pays(const Geometry& g) {
   // DenseNet-121 (128 -> 32) 56x56 0.63, 28x28 0.93-0.99, 14x14 and 7x7 1.7-2.4; the recogniser
   // ([1, 32..128, 24..6, W]) 0.6-0.9. Few tiles make small GEMMs that read all 36 transformed
   // weight matrices for little work; few input channels leave the transforms' cost unpaid.
+  // With AVX-512 (nChw16c), against oneDNN's jit_wino_4x3 / jit_fp32_wino_2x3 (AMD Zen 4, 2
+  // threads, the recogniser's layers, medians of 3-4 `-pc` runs): 128 -> 128 and 128 -> 256
+  // channels 0.91-0.97 of its time at 26-350 tiles; 64 -> 128 1.07 at 150 tiles (1.4 at about
+  // 40), 0.98 at 264; 32 -> 64 1.19 at 150, 0.94-0.95 at 600-1050: the transforms, on 8 lanes,
+  // weigh more with fewer channels.
   const int64_t tiles = tile_count(g), fewer = std::min(g.ic, g.oc);
   if (g.ic < 32 || g.oc < 32) return false;
+  if (g.block == 16)  // AVX-512, against oneDNN's Winograd made for the shape (winograd_f32.hpp)
+    return (tiles >= 16 && fewer >= 128) || tiles >= 250;
   return tiles >= 100 || (tiles >= 40 && g.ic >= 64) || (tiles >= 16 && fewer >= 256);
 }
 

@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <tuple>
+#include <vector>
 
 #include "cpu/dnnl_util.hpp"
 #include "cpu/executor.hpp"
@@ -295,6 +298,121 @@ TEST(CpuWinograd, KilnsFourByThreeLeavesWhatItDoesNotCompute) {
     EXPECT_EQ(count_type(*cg, "Eltwise"), 0u) << "the Clip was not fused:\n" << cg->describe();
     EXPECT_NE(find(*cg, "conv")->impl, cpu::winograd_f32::impl_name()) << cg->describe();
   }
+}
+
+}  // namespace test_cpu_winograd
+
+namespace test_cpu_winograd {
+
+TEST(CpuWinograd, KilnsFourByThreeRunsEveryWidthOfAModelWhoseShapesVary) {
+  // A recogniser's 3x3 layers over a stream of widths: a graph for a new shape takes kiln's
+  // Winograd wherever it runs (AVX2, and AVX-512, where oneDNN's Winograd would make a JIT kernel
+  // per width), in the ISA's blocked layout. 36 channels between the two convolutions leave the
+  // last 16-channel block half padding, which the second one reads: it must hold zeros. The
+  // second convolution adds a residual (the first's input, projected) before its ReLU.
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape({ir::Dim(1), ir::Dim(32), ir::Dim(24), ir::Dim::sym("w")})});
+  auto conv = [&](ir::Value* in, int64_t ci, int64_t co, uint32_t seed, const std::string& name) {
+    const float he = std::sqrt(6.0f / static_cast<float>(9 * ci));
+    auto* c = g->add_node("Conv", {in, g->add_constant(name + "_w", random_tensor({co, ci, 3, 3}, seed, he)),
+                                   g->add_constant(name + "_b", random_tensor({co}, seed + 1))},
+                          1, name);
+    c->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+    return c->output(0);
+  };
+  ir::Value* a = g->add_node("Relu", {conv(x, 32, 36, 1, "conv1")}, 1, "relu1")->output(0);
+  ir::Value* proj = g->add_node("Conv", {x, g->add_constant("pw", random_tensor({40, 32, 1, 1}, 5, 0.3f))}, 1, "proj")->output(0);
+  ir::Value* y = g->add_node("Add", {conv(a, 36, 40, 3, "conv2"), proj}, 1, "add")->output(0);
+  g->add_output(g->add_node("Relu", {y}, 1, "relu2")->output(0));
+  ir::infer_shapes(*g);
+  runtime::ReferenceExecutor ref(g);
+  cpu::Executor ex(g);
+  uint32_t seed = 30;
+  for (int64_t w : {64, 200, 96, 400, 64, 180}) {
+    SCOPED_TRACE(w);
+    const Tensor in = random_tensor({1, 32, 24, w}, seed++);
+    expect_close(ref.run({in})[0], ex.run({in})[0], 1e-4, 1e-4);
+    const auto& plan = ex.plan_for({{1, 32, 24, w}});
+    ASSERT_TRUE(plan.cpu) << plan.fallback_reason;
+    for (auto [name, ci, co] : {std::tuple{"conv1", 32, 36}, std::tuple{"conv2", 36, 40}}) {
+      const cpu::Node* n = find(*plan.cpu, name);
+      ASSERT_NE(n, nullptr) << plan.cpu->describe();
+      cpu::winograd_f32::Geometry geo;  // the rule's own verdict on the layer (few tiles do not pay)
+      geo.ic = ci, geo.oc = co, geo.ih = geo.oh = 24, geo.iw = geo.ow = w;
+      geo.block = cpu::isa_at_least(cpu::Isa::avx512_core) ? 16 : 8;
+      if (cpu::winograd_f32::available() && cpu::winograd_f32::pays(geo)) {
+        EXPECT_EQ(n->impl, cpu::winograd_f32::impl_name()) << plan.cpu->describe();
+        EXPECT_EQ(n->outputs[0]->layout_name(), cpu::isa_at_least(cpu::Isa::avx512_core) ? "blocked(16@dim1)" : "blocked(8@dim1)");
+      } else {
+        EXPECT_NE(n->impl, cpu::winograd_f32::impl_name());
+      }
+    }
+  }
+  cpu::winograd_f32::Geometry wide;
+  wide.ic = 32, wide.oc = 36, wide.ih = wide.oh = 24, wide.iw = wide.ow = 400;
+  wide.block = cpu::isa_at_least(cpu::Isa::avx512_core) ? 16 : 8;
+  EXPECT_TRUE(cpu::winograd_f32::pays(wide)) << "the stream has widths it pays for";
+}
+
+TEST(CpuWinograd, KilnsFourByThreeInSixteenChannelBlocksWritesZerosInThePadding) {
+  // The kernel alone on nChw16c with 24 output channels: the second block's upper 8 lanes are
+  // padding and must read 0 after the run, whatever the buffer held; the values against a
+  // direct convolution computed here (pad 1)
+  if (!cpu::winograd_f32::available()) GTEST_SKIP() << "kiln's Winograd needs AVX2";
+  cpu::winograd_f32::Geometry g;
+  g.ic = 16, g.oc = 24, g.ih = 10, g.iw = 13, g.oh = 10, g.ow = 13, g.pad_t = 1, g.pad_l = 1, g.block = 16;
+  const Tensor x = random_tensor({1, g.ic, g.ih, g.iw}, 1), w = random_tensor({g.oc, g.ic, 3, 3}, 2, 0.3f),
+               b = random_tensor({g.oc}, 3);
+  const int64_t pixels = g.ih * g.iw, out_pixels = g.oh * g.ow;
+  std::vector<float> src(static_cast<size_t>(pixels * 16)), dst(static_cast<size_t>(2 * out_pixels * 16), std::nanf(""));
+  for (int64_t c = 0; c < g.ic; ++c)
+    for (int64_t p = 0; p < pixels; ++p) src[static_cast<size_t>(p * 16 + c)] = x.data<float>()[c * pixels + p];
+  std::vector<float> packed(cpu::winograd_f32::weights_floats(g.ic, g.oc));
+  cpu::winograd_f32::transform_weights(w.data<float>(), g.ic, g.oc, packed.data());
+  std::vector<std::byte> scratch(cpu::winograd_f32::scratch_bytes(g, 1) + 64);
+  void* aligned = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) / 64 * 64);
+  cpu::winograd_f32::run(g, src.data(), packed.data(), b.data<float>(), dst.data(), aligned, 1);
+  for (int64_t o = 0; o < 32; ++o)
+    for (int64_t y = 0; y < g.oh; ++y)
+      for (int64_t xo = 0; xo < g.ow; ++xo) {
+        const float got = dst[static_cast<size_t>(((o / 16) * out_pixels + y * g.ow + xo) * 16 + o % 16)];
+        if (o >= g.oc) {
+          ASSERT_EQ(got, 0.0f) << "padding lane " << o << " at " << y << ", " << xo;
+          continue;
+        }
+        double want = b.data<float>()[o];
+        for (int64_t c = 0; c < g.ic; ++c)
+          for (int64_t i = 0; i < 3; ++i)
+            for (int64_t j = 0; j < 3; ++j) {
+              const int64_t yi = y + i - 1, xi = xo + j - 1;
+              if (yi < 0 || yi >= g.ih || xi < 0 || xi >= g.iw) continue;
+              want += double(w.data<float>()[((o * g.ic + c) * 3 + i) * 3 + j]) * x.data<float>()[c * pixels + yi * g.iw + xi];
+            }
+        ASSERT_NEAR(got, want, 1e-4) << "channel " << o << " at " << y << ", " << xo;
+      }
+}
+
+}  // namespace test_cpu_winograd
+
+namespace test_cpu_winograd {
+
+TEST(CpuWinograd, KilnsFourByThreeInSixteenChannelBlocksPaysWithManyChannelsOrTiles) {
+  // with AVX-512 it stands against oneDNN's own Winograd made per shape: 128 channels and more
+  // from a few tiles on, fewer channels from 250 tiles on (winograd_f32.cpp, measured per layer)
+  auto geo = [](int64_t ci, int64_t co, int64_t h, int64_t w) {
+    cpu::winograd_f32::Geometry g;
+    g.ic = ci, g.oc = co, g.ih = g.oh = h, g.iw = g.ow = w, g.block = 16;
+    return g;
+  };
+  EXPECT_TRUE(cpu::winograd_f32::pays(geo(128, 256, 6, 52)));    // 26 tiles
+  EXPECT_FALSE(cpu::winograd_f32::pays(geo(128, 128, 4, 12)));   // 3 tiles
+  EXPECT_FALSE(cpu::winograd_f32::pays(geo(64, 128, 12, 200)));  // 150 tiles
+  EXPECT_TRUE(cpu::winograd_f32::pays(geo(64, 128, 12, 400)));   // 300 tiles
+  EXPECT_FALSE(cpu::winograd_f32::pays(geo(32, 64, 24, 100)));   // 150 tiles
+  EXPECT_FALSE(cpu::winograd_f32::pays(geo(16, 128, 24, 400)));  // too few channels in
+  cpu::winograd_f32::Geometry avx2 = geo(32, 64, 24, 100);
+  avx2.block = 8;  // against oneDNN's direct AVX2 kernel it pays there
+  EXPECT_TRUE(cpu::winograd_f32::pays(avx2));
 }
 
 }  // namespace test_cpu_winograd

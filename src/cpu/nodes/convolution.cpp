@@ -135,12 +135,16 @@ class ConvolutionNode : public Node {
     return !bf16 && source->attr_i("group", 1) == 1 && wide && !post_ops_.dw();
   }
 
-  // kiln's Winograd F(4x4, 3x3) (winograd_f32.hpp) where oneDNN has none: a CPU with AVX2 and no
-  // AVX-512, a convolution oneDNN's Winograd would take (winograd_candidate), 4-D, padding under
-  // the window, post-ops it computes (kiln_winograd_post_ops), and channels and tiles enough
-  // that it pays (winograd_f32::pays).
+  // kiln's Winograd F(4x4, 3x3) (winograd_f32.hpp) where oneDNN has none (a CPU with AVX2 and no
+  // AVX-512), or where oneDNN's would make a JIT kernel for every new shape (AVX-512, a model
+  // whose input shapes vary: a graph for a new shape; a hot rebuild takes oneDNN's first choice);
+  // a convolution oneDNN's Winograd would take (winograd_candidate: f32, dense, stride 1), 4-D,
+  // padding under the window, post-ops it computes (kiln_winograd_post_ops), and channels and
+  // tiles enough that it pays (winograd_f32::pays). In the blocked layout of the ISA's
+  // convolutions: nChw16c with AVX-512, nChw8c with AVX2.
   std::optional<winograd_f32::Geometry> kiln_winograd() const {
-    if (!winograd_f32::available() || isa_at_least(Isa::avx512_core) || !winograd_candidate(post_ops_)) return std::nullopt;
+    const bool avx512 = isa_at_least(Isa::avx512_core);
+    if (!winograd_f32::available() || (avx512 && !shapes_vary) || !winograd_candidate(post_ops_)) return std::nullopt;
     const Shape &x = inputs[0]->shape, &w = inputs[1]->shape, &y = outputs[0]->shape;
     if (x.size() != 4) return std::nullopt;
     const ConvGeometry geo = conv_geometry(*source, x, w, y);
@@ -149,6 +153,7 @@ class ConvolutionNode : public Node {
     g.batch = x[0], g.ic = w[1], g.oc = w[0];
     g.ih = x[2], g.iw = x[3], g.oh = y[2], g.ow = y[3];
     g.pad_t = geo.pad_l[0], g.pad_l = geo.pad_l[1];
+    g.block = avx512 ? 16 : 8;
     if (!kiln_winograd_post_ops(g) || !winograd_f32::pays(g)) return std::nullopt;
     return g;
   }
@@ -176,13 +181,14 @@ class ConvolutionNode : public Node {
       winograd_f32::transform_weights(static_cast<const float*>(inputs[1]->data), g.ic, g.oc,
                                       static_cast<float*>(dst.get_data_handle()));
     });
-    const memory::desc blocked8(to_dims(x), memory::data_type::f32, tag::nChw8c);
-    const memory::desc out8(to_dims(y), memory::data_type::f32, tag::nChw8c);
-    outputs[0]->set_layout(out8);
+    const tag blocks = g.block == 16 ? tag::nChw16c : tag::nChw8c;
+    const memory::desc in_blocked(to_dims(x), memory::data_type::f32, blocks);
+    const memory::desc out_blocked(to_dims(y), memory::data_type::f32, blocks);
+    outputs[0]->set_layout(out_blocked);
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
-    req[0] = InputLayout::exact(blocked8);
+    req[0] = InputLayout::exact(in_blocked);
     // the summand in the output's layout: the output is planned into its buffer (inplace_input)
-    if (int k = post_ops_.sum_input(); k >= 0) req[static_cast<size_t>(k)] = InputLayout::exact(out8);
+    if (int k = post_ops_.sum_input(); k >= 0) req[static_cast<size_t>(k)] = InputLayout::exact(out_blocked);
     return req;
   }
 
