@@ -167,7 +167,7 @@ bool pays(const Geometry& g) {
   // weight matrices for little work; few input channels leave the transforms' cost unpaid.
   // With AVX-512 (nChw16c), against oneDNN's jit_wino_4x3 / jit_fp32_wino_2x3 (AMD Zen 4, 2
   // threads, the recogniser's layers, medians of 3-4 `-pc` runs): 128 -> 128 and 128 -> 256
-  // channels 0.91-0.97 of its time at 26-350 tiles; 64 -> 128 1.07 at 150 tiles (1.4 at about
+  // channels 0.92-0.98 of its time at 26-264 tiles; 64 -> 128 1.07 at 150 tiles (about 1.4 at
   // 40), 0.98 at 264; 32 -> 64 1.19 at 150, 0.94-0.95 at 600-1050: the transforms, on 8 lanes,
   // weigh more with fewer channels.
   const int64_t tiles = tile_count(g), fewer = std::min(g.ic, g.oc);
