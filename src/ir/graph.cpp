@@ -67,7 +67,7 @@ Value* Graph::new_value(const std::string& name) {
   v->name_ = n;
   Value* p = v.get();
   values_.push_back(std::move(v));
-  value_pos_[p] = std::prev(values_.end());
+  p->pos_ = std::prev(values_.end());
   value_by_name_[n] = p;
   return p;
 }
@@ -105,7 +105,7 @@ Node* Graph::add_node(const std::string& op_type, const std::vector<Value*>& inp
   n->ordinal_ = next_ordinal_++;
   Node* p = n.get();
   nodes_.push_back(std::move(n));
-  node_pos_[p] = std::prev(nodes_.end());
+  p->pos_ = std::prev(nodes_.end());
   ++node_names_[p->name_];
   for (Value* v : inputs) append_node_input(p, v);
   for (size_t i = 0; i < output_names.size(); ++i) {
@@ -222,15 +222,11 @@ void Graph::erase_node(Node* node) {
     if (node->inputs_[i]) remove_use(node->inputs_[i], node, i);
   for (Value* out : node->outputs_) {
     value_by_name_.erase(out->name_);
-    auto at = value_pos_.find(out);
-    values_.erase(at->second);
-    value_pos_.erase(at);
+    values_.erase(out->pos_);
   }
   if (auto named = node_names_.find(node->name_); named != node_names_.end() && --named->second == 0)
     node_names_.erase(named);
-  auto at = node_pos_.find(node);
-  nodes_.erase(at->second);  // node is freed here
-  node_pos_.erase(at);
+  nodes_.erase(node->pos_);  // node is freed here
 }
 
 Node* Graph::replace_node(Node* old, const std::string& op_type, const std::vector<Value*>& inputs,
@@ -270,10 +266,7 @@ void Graph::remove_dead() {
   }
   values_.remove_if([&](const std::unique_ptr<Value>& v) {
     bool dead = v->is_constant() && v->uses_.empty() && !is_output(v.get()) && !v->producer_;
-    if (dead) {
-      value_by_name_.erase(v->name_);
-      value_pos_.erase(v.get());
-    }
+    if (dead) value_by_name_.erase(v->name_);
     return dead;
   });
 }
@@ -308,8 +301,6 @@ std::shared_ptr<Graph> Graph::clone() const {
   std::unordered_map<const Value*, Value*> map;
   map.reserve(values_.size());  // the copy's indexes, sized once instead of rehashed as they grow
   g->value_by_name_.reserve(values_.size());
-  g->value_pos_.reserve(values_.size());
-  g->node_pos_.reserve(nodes_.size());
   g->node_names_.reserve(nodes_.size());
   auto copy = [&](const Value& v) {
     auto c = std::make_unique<Value>();
@@ -318,7 +309,7 @@ std::shared_ptr<Graph> Graph::clone() const {
     c->constant_ = v.constant_;
     Value* p = c.get();
     g->values_.push_back(std::move(c));
-    g->value_pos_.emplace(p, std::prev(g->values_.end()));
+    p->pos_ = std::prev(g->values_.end());
     g->value_by_name_.emplace(p->name_, p);
     map.emplace(&v, p);
     return p;
@@ -340,7 +331,7 @@ std::shared_ptr<Graph> Graph::clone() const {
     c->ordinal_ = g->next_ordinal_++;
     Node* p = c.get();
     g->nodes_.push_back(std::move(c));
-    g->node_pos_.emplace(p, std::prev(g->nodes_.end()));
+    p->pos_ = std::prev(g->nodes_.end());
     ++g->node_names_[p->name_];
     p->inputs_.reserve(n->inputs_.size());
     for (size_t i = 0; i < n->inputs_.size(); ++i) {

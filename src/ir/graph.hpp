@@ -46,6 +46,7 @@ class Value {
   std::vector<Use> uses_;
   Tensor constant_;
   bool is_input_ = false;
+  std::list<std::unique_ptr<Value>>::iterator pos_;  // where it sits in its graph's list (O(1) erase)
 };
 
 class Node {
@@ -97,6 +98,7 @@ class Node {
   std::string name_, op_type_, domain_;
   int opset_ = 0;
   uint32_t ordinal_ = 0;  // its graph's count of nodes added before it (topo_order's index)
+  std::list<std::unique_ptr<Node>>::iterator pos_;  // where it sits in its graph's list (O(1) erase)
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
 };
@@ -167,9 +169,6 @@ class Graph {
   std::list<std::unique_ptr<Node>> nodes_;
   uint32_t next_ordinal_ = 0;  // Node::ordinal_ of the next node added
   std::list<std::unique_ptr<Value>> values_;
-  // where each node / value sits in its list, so erasing one is O(1) (passes erase many)
-  std::unordered_map<const Node*, std::list<std::unique_ptr<Node>>::iterator> node_pos_;
-  std::unordered_map<const Value*, std::list<std::unique_ptr<Value>>::iterator> value_pos_;
   // how many nodes carry each name (names need not be unique), for unique_name
   std::unordered_map<std::string, size_t> node_names_;
   std::unordered_map<std::string, Value*> value_by_name_;
