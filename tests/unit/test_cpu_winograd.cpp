@@ -6,6 +6,7 @@
 // layers where winograd_f32::pays, and under SSE4.1 every convolution here takes the direct kernel.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <tuple>
@@ -342,6 +343,10 @@ TEST(CpuWinograd, KilnsFourByThreeRunsEveryWidthOfAModelWhoseShapesVary) {
       geo.block = cpu::isa_at_least(cpu::Isa::avx512_core) ? 16 : 8;
       if (cpu::winograd_f32::available() && cpu::winograd_f32::pays(geo)) {
         EXPECT_EQ(n->impl, cpu::winograd_f32::impl_name()) << plan.cpu->describe();
+        if (std::string(name) == "conv2") {  // the residual sum and the ReLU in its store
+          EXPECT_NE(std::find(n->fused.begin(), n->fused.end(), "add"), n->fused.end()) << plan.cpu->describe();
+          EXPECT_NE(std::find(n->fused.begin(), n->fused.end(), "relu2"), n->fused.end()) << plan.cpu->describe();
+        }
         EXPECT_EQ(n->outputs[0]->layout_name(), cpu::isa_at_least(cpu::Isa::avx512_core) ? "blocked(16@dim1)" : "blocked(8@dim1)");
       } else {
         EXPECT_NE(n->impl, cpu::winograd_f32::impl_name());
