@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <cstdint>
 #include <tuple>
 #include <vector>
@@ -75,6 +76,23 @@ const cpu::Node& the_conv(const cpu::Graph& g) {
   for (const auto& n : g.nodes())
     if (n->kind() == cpu::NodeKind::Convolution) return *n;
   throw std::runtime_error("no Convolution in\n" + g.describe());
+}
+
+// x [1, c, 24, w] for each of `widths` in turn through one executor, against the reference;
+// `check` gets each width's plan.
+void width_stream(const std::shared_ptr<ir::Graph>& g, int64_t c, const std::vector<int64_t>& widths, uint32_t seed,
+                  const std::function<void(const cpu::Graph&, int64_t)>& check) {
+  ir::infer_shapes(*g);
+  runtime::ReferenceExecutor ref(g);
+  cpu::Executor ex(g);
+  for (int64_t w : widths) {
+    SCOPED_TRACE(w);
+    const Tensor x = random_tensor({1, c, 24, w}, seed++);
+    expect_close(ref.run({x})[0], ex.run({x})[0], 1e-4, 1e-4);
+    const auto& plan = ex.plan_for({{1, c, 24, w}});
+    ASSERT_TRUE(plan.cpu) << plan.fallback_reason;
+    check(*plan.cpu, w);
+  }
 }
 
 }  // namespace
@@ -153,22 +171,12 @@ TEST(CpuWinograd, ConvolutionsItDoesNotPayForKeepTheDirectKernel) {
 TEST(CpuWinograd, ItsScratchpadIsTheNodesWorkingMemoryAcrossGrowingAndShrinkingWidths) {
   // The primitive's scratchpad is planned in the thread's arena (Node::scratch_bytes) and
   // given to every run, so plans of other widths sharing the arena must not disturb it.
-  auto g = conv_relu(64, 128);
-  ir::infer_shapes(*g);
-  runtime::ReferenceExecutor ref(g);
-  cpu::Executor ex(g);
-  uint32_t seed = 20;
-  for (int64_t w : {40, 200, 96, 400, 40, 200}) {
-    SCOPED_TRACE(w);
-    const Tensor x = random_tensor({1, 64, 24, w}, seed++);
-    expect_close(ref.run({x})[0], ex.run({x})[0], 1e-4, 1e-4);
-    const auto& plan = ex.plan_for({{1, 64, 24, w}});
-    ASSERT_TRUE(plan.cpu) << plan.fallback_reason;
-    const cpu::Node& conv = the_conv(*plan.cpu);
+  width_stream(conv_relu(64, 128), 64, {40, 200, 96, 400, 40, 200}, 20, [](const cpu::Graph& plan, int64_t) {
+    const cpu::Node& conv = the_conv(plan);
     if (conv.impl.find("wino") != std::string::npos) {
       EXPECT_GT(conv.scratch_bytes(), 0u) << conv.impl;
     }
-  }
+  });
 }
 
 TEST(CpuWinograd, KilnsFourByThreeMatchesTheReferenceOnPartialTilesPaddingsAndOddChannels) {
@@ -325,34 +333,25 @@ TEST(CpuWinograd, KilnsFourByThreeRunsEveryWidthOfAModelWhoseShapesVary) {
   ir::Value* proj = g->add_node("Conv", {x, g->add_constant("pw", random_tensor({40, 32, 1, 1}, 5, 0.3f))}, 1, "proj")->output(0);
   ir::Value* y = g->add_node("Add", {conv(a, 36, 40, 3, "conv2"), proj}, 1, "add")->output(0);
   g->add_output(g->add_node("Relu", {y}, 1, "relu2")->output(0));
-  ir::infer_shapes(*g);
-  runtime::ReferenceExecutor ref(g);
-  cpu::Executor ex(g);
-  uint32_t seed = 30;
-  for (int64_t w : {64, 200, 96, 400, 64, 180}) {
-    SCOPED_TRACE(w);
-    const Tensor in = random_tensor({1, 32, 24, w}, seed++);
-    expect_close(ref.run({in})[0], ex.run({in})[0], 1e-4, 1e-4);
-    const auto& plan = ex.plan_for({{1, 32, 24, w}});
-    ASSERT_TRUE(plan.cpu) << plan.fallback_reason;
+  width_stream(g, 32, {64, 200, 96, 400, 64, 180}, 30, [](const cpu::Graph& plan, int64_t w) {
     for (auto [name, ci, co] : {std::tuple{"conv1", 32, 36}, std::tuple{"conv2", 36, 40}}) {
-      const cpu::Node* n = find(*plan.cpu, name);
-      ASSERT_NE(n, nullptr) << plan.cpu->describe();
+      const cpu::Node* n = find(plan, name);
+      ASSERT_NE(n, nullptr) << plan.describe();
       cpu::winograd_f32::Geometry geo;  // the rule's own verdict on the layer (few tiles do not pay)
       geo.ic = ci, geo.oc = co, geo.ih = geo.oh = 24, geo.iw = geo.ow = w;
       geo.block = cpu::isa_at_least(cpu::Isa::avx512_core) ? 16 : 8;
       if (cpu::winograd_f32::available() && cpu::winograd_f32::pays(geo)) {
-        EXPECT_EQ(n->impl, cpu::winograd_f32::impl_name()) << plan.cpu->describe();
+        EXPECT_EQ(n->impl, cpu::winograd_f32::impl_name()) << plan.describe();
         if (std::string(name) == "conv2") {  // the residual sum and the ReLU in its store
-          EXPECT_NE(std::find(n->fused.begin(), n->fused.end(), "add"), n->fused.end()) << plan.cpu->describe();
-          EXPECT_NE(std::find(n->fused.begin(), n->fused.end(), "relu2"), n->fused.end()) << plan.cpu->describe();
+          EXPECT_NE(std::find(n->fused.begin(), n->fused.end(), "add"), n->fused.end()) << plan.describe();
+          EXPECT_NE(std::find(n->fused.begin(), n->fused.end(), "relu2"), n->fused.end()) << plan.describe();
         }
         EXPECT_EQ(n->outputs[0]->layout_name(), cpu::isa_at_least(cpu::Isa::avx512_core) ? "blocked(16@dim1)" : "blocked(8@dim1)");
       } else {
         EXPECT_NE(n->impl, cpu::winograd_f32::impl_name());
       }
     }
-  }
+  });
   cpu::winograd_f32::Geometry wide;
   wide.ic = 32, wide.oc = 36, wide.ih = wide.oh = 24, wide.iw = wide.ow = 400;
   wide.block = cpu::isa_at_least(cpu::Isa::avx512_core) ? 16 : 8;
