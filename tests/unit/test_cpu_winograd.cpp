@@ -359,41 +359,47 @@ TEST(CpuWinograd, KilnsFourByThreeRunsEveryWidthOfAModelWhoseShapesVary) {
 }
 
 TEST(CpuWinograd, KilnsFourByThreeInSixteenChannelBlocksWritesZerosInThePadding) {
-  // The kernel alone on nChw16c with 24 output channels: the second block's upper 8 lanes are
-  // padding and must read 0 after the run, whatever the buffer held; the values against a
-  // direct convolution computed here (pad 1)
+  // The kernel alone on nChw16c, batch 2, 24 channels in and out: the second block of each is
+  // half padding. The input's padding lanes hold NaN (the kernel must not read them), the
+  // output's must read 0 after the run whatever the buffer held; the values against a direct
+  // convolution computed here (pad 1)
   if (!cpu::winograd_f32::available()) GTEST_SKIP() << "kiln's Winograd needs AVX2";
   cpu::winograd_f32::Geometry g;
-  g.ic = 16, g.oc = 24, g.ih = 10, g.iw = 13, g.oh = 10, g.ow = 13, g.pad_t = 1, g.pad_l = 1, g.block = 16;
-  const Tensor x = random_tensor({1, g.ic, g.ih, g.iw}, 1), w = random_tensor({g.oc, g.ic, 3, 3}, 2, 0.3f),
+  g.batch = 2, g.ic = 24, g.oc = 24, g.ih = 10, g.iw = 13, g.oh = 10, g.ow = 13, g.pad_t = 1, g.pad_l = 1, g.block = 16;
+  const Tensor x = random_tensor({g.batch, g.ic, g.ih, g.iw}, 1), w = random_tensor({g.oc, g.ic, 3, 3}, 2, 0.3f),
                b = random_tensor({g.oc}, 3);
   const int64_t pixels = g.ih * g.iw, out_pixels = g.oh * g.ow;
-  std::vector<float> src(static_cast<size_t>(pixels * 16)), dst(static_cast<size_t>(2 * out_pixels * 16), std::nanf(""));
-  for (int64_t c = 0; c < g.ic; ++c)
-    for (int64_t p = 0; p < pixels; ++p) src[static_cast<size_t>(p * 16 + c)] = x.data<float>()[c * pixels + p];
+  std::vector<float> src(static_cast<size_t>(g.batch * 2 * pixels * 16), std::nanf("")),
+      dst(static_cast<size_t>(g.batch * 2 * out_pixels * 16), std::nanf(""));
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t c = 0; c < g.ic; ++c)
+      for (int64_t p = 0; p < pixels; ++p)
+        src[static_cast<size_t>(((n * 2 + c / 16) * pixels + p) * 16 + c % 16)] = x.data<float>()[(n * g.ic + c) * pixels + p];
   std::vector<float> packed(cpu::winograd_f32::weights_floats(g.ic, g.oc));
   cpu::winograd_f32::transform_weights(w.data<float>(), g.ic, g.oc, packed.data());
   std::vector<std::byte> scratch(cpu::winograd_f32::scratch_bytes(g, 1) + 64);
   void* aligned = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) / 64 * 64);
   cpu::winograd_f32::run(g, src.data(), packed.data(), b.data<float>(), dst.data(), aligned, 1);
-  for (int64_t o = 0; o < 32; ++o)
-    for (int64_t y = 0; y < g.oh; ++y)
-      for (int64_t xo = 0; xo < g.ow; ++xo) {
-        const float got = dst[static_cast<size_t>(((o / 16) * out_pixels + y * g.ow + xo) * 16 + o % 16)];
-        if (o >= g.oc) {
-          ASSERT_EQ(got, 0.0f) << "padding lane " << o << " at " << y << ", " << xo;
-          continue;
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t o = 0; o < 32; ++o)
+      for (int64_t y = 0; y < g.oh; ++y)
+        for (int64_t xo = 0; xo < g.ow; ++xo) {
+          const float got = dst[static_cast<size_t>(((n * 2 + o / 16) * out_pixels + y * g.ow + xo) * 16 + o % 16)];
+          if (o >= g.oc) {
+            ASSERT_EQ(got, 0.0f) << "padding lane " << o << " of image " << n << " at " << y << ", " << xo;
+            continue;
+          }
+          double want = b.data<float>()[o];
+          for (int64_t c = 0; c < g.ic; ++c)
+            for (int64_t i = 0; i < 3; ++i)
+              for (int64_t j = 0; j < 3; ++j) {
+                const int64_t yi = y + i - 1, xi = xo + j - 1;
+                if (yi < 0 || yi >= g.ih || xi < 0 || xi >= g.iw) continue;
+                want += double(w.data<float>()[((o * g.ic + c) * 3 + i) * 3 + j]) *
+                        x.data<float>()[(n * g.ic + c) * pixels + yi * g.iw + xi];
+              }
+          ASSERT_NEAR(got, want, 1e-4) << "channel " << o << " of image " << n << " at " << y << ", " << xo;
         }
-        double want = b.data<float>()[o];
-        for (int64_t c = 0; c < g.ic; ++c)
-          for (int64_t i = 0; i < 3; ++i)
-            for (int64_t j = 0; j < 3; ++j) {
-              const int64_t yi = y + i - 1, xi = xo + j - 1;
-              if (yi < 0 || yi >= g.ih || xi < 0 || xi >= g.iw) continue;
-              want += double(w.data<float>()[((o * g.ic + c) * 3 + i) * 3 + j]) * x.data<float>()[c * pixels + yi * g.iw + xi];
-            }
-        ASSERT_NEAR(got, want, 1e-4) << "channel " << o << " at " << y << ", " << xo;
-      }
 }
 
 }  // namespace test_cpu_winograd
