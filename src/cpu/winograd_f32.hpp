@@ -18,7 +18,8 @@ namespace kiln::cpu::winograd_f32 {
 
 // Whether the ISA in use (cpu/isa.hpp, with its cap) runs the kernel: AVX2 and kiln's GEMM.
 bool available();
-// The implementation name profiles show.
+// The implementation name profiles show ("kiln_wino_4x3:avx2_f32", or avx512_core_f32 by the ISA
+// in use).
 const char* impl_name();
 
 struct Geometry {
