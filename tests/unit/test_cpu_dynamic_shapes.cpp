@@ -499,15 +499,14 @@ Tensor random_ints(DType t, Shape s, uint32_t seed, int lo, int hi) {
   return out;
 }
 
-// ORT's dynamic quantization of a float op: DynamicQuantizeLinear(x) -> `op`(q, W, q_zp, 0) ->
-// Cast -> Mul(q_scale * w_scale) -> Add(bias): the form `kiln quantize --dynamic` writes.
-ir::Value* dynamic_quantized(ir::Graph& g, ir::Value* x, const std::string& op, Tensor w, float w_scale, Tensor bias,
-                             const std::string& name) {
+// ORT's dynamic quantization of a float op: DynamicQuantizeLinear(x) -> `op`(q, W, q_zp, w_zp)
+// -> Cast -> Mul(q_scale * w_scale) [-> Add(bias)]: the form `kiln quantize --dynamic` writes
+// (s8 weights, zero point 0) or ORT's quantizer with u8 weights and their zero point.
+ir::Value* dynamic_quantized(ir::Graph& g, ir::Value* x, const std::string& op, Tensor w, Tensor w_zero_point,
+                             float w_scale, Tensor bias, const std::string& name) {
   ir::Node* q = g.add_node("DynamicQuantizeLinear", {x}, {name + "_q", name + "_qs", name + "_qz"}, name + "_dql");
-  Tensor wz(DType::i8, Shape{});
-  wz.data<int8_t>()[0] = 0;
   ir::Node* mm = g.add_node(op, {q->output(0), g.add_constant(name + "_w", std::move(w)), q->output(2),
-                                 g.add_constant(name + "_wz", std::move(wz))},
+                                 g.add_constant(name + "_wz", std::move(w_zero_point))},
                             1, name);
   if (op == "ConvInteger") mm->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
   ir::Node* cast = g.add_node("Cast", {mm->output(0)}, 1, name + "_cast");
@@ -515,7 +514,14 @@ ir::Value* dynamic_quantized(ir::Graph& g, ir::Value* x, const std::string& op, 
   ir::Value* scale =
       g.add_node("Mul", {q->output(1), g.add_constant(name + "_ws", Tensor::scalar<float>(w_scale))}, 1, name + "_scale")->output(0);
   ir::Value* y = g.add_node("Mul", {cast->output(0), scale}, 1, name + "_mul")->output(0);
+  if (!bias.defined()) return y;
   return g.add_node("Add", {y, g.add_constant(name + "_b", std::move(bias))}, 1, name + "_bias")->output(0);
+}
+
+Tensor i8_zero() {
+  Tensor z(DType::i8, Shape{});
+  z.data<int8_t>()[0] = 0;
+  return z;
 }
 
 }  // namespace
@@ -542,11 +548,11 @@ TEST(CpuDynamicShapes, DynamicallyQuantizedProjectionsOverEveryLengthAndBatch) {
   // the store). Exact integer products: as close to the reference as float rounding allows.
   auto g = make_graph(13);
   auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), Dim::sym("L"), 32})});
-  ir::Value* p1 = dynamic_quantized(*g, x, "MatMulInteger", random_ints(DType::i8, {32, 24}, 1, -127, 127), 0.004f,
-                                    random_tensor({24}, 2), "proj1");
+  ir::Value* p1 = dynamic_quantized(*g, x, "MatMulInteger", random_ints(DType::i8, {32, 24}, 1, -127, 127), i8_zero(),
+                                    0.004f, random_tensor({24}, 2), "proj1");
   ir::Value* r = g->add_node("Relu", {p1}, 1, "relu")->output(0);
-  g->add_output(dynamic_quantized(*g, r, "MatMulInteger", random_ints(DType::i8, {24, 16}, 3, -127, 127), 0.003f,
-                                  random_tensor({16}, 4), "proj2"));
+  g->add_output(dynamic_quantized(*g, r, "MatMulInteger", random_ints(DType::i8, {24, 16}, 3, -127, 127), i8_zero(),
+                                  0.003f, random_tensor({16}, 4), "proj2"));
   const std::vector<std::vector<Shape>> stream = {{{1, 5, 32}}, {{1, 40, 32}}, {{3, 12, 32}}, {{1, 7, 32}},
                                                   {{2, 33, 32}}, {{1, 1, 32}}, {{4, 9, 32}}};
   auto ex = run_stream(g, stream, {"DynamicQuantize"});
@@ -554,28 +560,16 @@ TEST(CpuDynamicShapes, DynamicallyQuantizedProjectionsOverEveryLengthAndBatch) {
 }
 
 TEST(CpuDynamicShapes, DynamicallyQuantizedConvolutionsOverEveryShape) {
-  // DynamicQuantizeLinear -> ConvInteger (3x3, u8 and s8 weights) -> Cast -> scale -> bias over
-  // images of every size and batch
+  // DynamicQuantizeLinear -> ConvInteger (3x3) -> Cast -> scale [-> bias] over images of every
+  // size and batch: s8 weights with a bias, and u8 weights with a zero point of their own
   for (DType wt : {DType::i8, DType::u8}) {
     SCOPED_TRACE(dtype_name(wt));
     auto g = make_graph(13);
     auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 4, Dim::sym("h"), Dim::sym("w")})});
-    Tensor w = wt == DType::i8 ? random_ints(wt, {8, 4, 3, 3}, 5, -127, 127) : random_ints(wt, {8, 4, 3, 3}, 5, 0, 255);
-    if (wt == DType::u8) {  // ORT's ConvInteger takes u8 weights with a u8 zero point
-      g = make_graph(13);
-      x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 4, Dim::sym("h"), Dim::sym("w")})});
-      ir::Node* q = g->add_node("DynamicQuantizeLinear", {x}, {"q", "qs", "qz"}, "dql");
-      ir::Node* c = g->add_node("ConvInteger", {q->output(0), g->add_constant("w", std::move(w)), q->output(2),
-                                                g->add_constant("wz", u8_scalar(131))},
-                                1, "conv");
-      c->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
-      ir::Node* cast = g->add_node("Cast", {c->output(0)}, 1, "cast");
-      cast->attrs["to"] = int64_t{1};
-      ir::Value* s = g->add_node("Mul", {q->output(1), g->add_constant("ws", Tensor::scalar<float>(0.002f))}, 1, "scale")->output(0);
-      g->add_output(g->add_node("Mul", {cast->output(0), s}, 1, "mul")->output(0));
-    } else {
-      g->add_output(dynamic_quantized(*g, x, "ConvInteger", std::move(w), 0.002f, random_tensor({8, 1, 1}, 6), "conv"));
-    }
+    const bool s8 = wt == DType::i8;
+    g->add_output(dynamic_quantized(*g, x, "ConvInteger", random_ints(wt, {8, 4, 3, 3}, 5, s8 ? -127 : 0, s8 ? 127 : 255),
+                                    s8 ? i8_zero() : u8_scalar(131), 0.002f, s8 ? random_tensor({8, 1, 1}, 6) : Tensor(),
+                                    "conv"));
     auto ex = run_stream(g, image_stream(4), {"DynamicQuantize"});
     EXPECT_GE(count_kind(*ex, image_stream(4).back(), cpu::NodeKind::ConvInteger), 1u);
   }
