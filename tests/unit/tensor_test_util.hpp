@@ -1,5 +1,5 @@
 #pragma once
-// Random f32 tensors for the unit tests (cpu_test_util.hpp, transforms_test_util.hpp).
+// Random f32 and 8-bit integer tensors for the unit tests (cpu_test_util.hpp, transforms_test_util.hpp).
 #include <kiln/tensor.hpp>
 
 #include <cstdint>
@@ -30,6 +30,17 @@ inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0
   std::uniform_real_distribution<float> d(lo, hi);
   std::vector<float> v(n);
   for (float& x : v) x = d(rng);
+  return v;
+}
+
+// A u8 or i8 tensor of shape `s`, values uniform in [lo, hi] (as ints, stored as their byte) by
+// an mt19937 seeded with `seed`.
+inline Tensor random_ints(DType t, Shape s, uint32_t seed, int lo, int hi) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> d(lo, hi);
+  Tensor v(t, std::move(s));
+  auto* p = static_cast<uint8_t*>(v.raw());
+  for (int64_t i = 0; i < v.size(); ++i) p[i] = static_cast<uint8_t>(d(rng));
   return v;
 }
 

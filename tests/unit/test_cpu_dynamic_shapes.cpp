@@ -487,18 +487,6 @@ namespace test_cpu_dynamic_shapes {
 
 namespace {
 
-// A constant of integer type `t` with values in [lo, hi].
-Tensor random_ints(DType t, Shape s, uint32_t seed, int lo, int hi) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> d(lo, hi);
-  Tensor out(t, std::move(s));
-  for (int64_t i = 0; i < out.size(); ++i) {
-    if (t == DType::i8) out.data<int8_t>()[i] = static_cast<int8_t>(d(rng));
-    else out.data<uint8_t>()[i] = static_cast<uint8_t>(d(rng));
-  }
-  return out;
-}
-
 // ORT's dynamic quantization of a float op: DynamicQuantizeLinear(x) -> `op`(q, W, q_zp, w_zp)
 // -> Cast -> Mul(q_scale * w_scale) [-> Add(bias)]: the form `kiln quantize --dynamic` writes
 // (s8 weights, zero point 0) or ORT's quantizer with u8 weights and their zero point.

@@ -25,11 +25,7 @@ namespace {
 
 template <typename T>
 Tensor random_int(Shape s, uint32_t seed, int lo, int hi) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> d(lo, hi);
-  Tensor t(std::is_same_v<T, uint8_t> ? DType::u8 : DType::i8, std::move(s));
-  for (int64_t i = 0; i < t.size(); ++i) t.data<T>()[i] = static_cast<T>(d(rng));
-  return t;
+  return random_ints(std::is_same_v<T, uint8_t> ? DType::u8 : DType::i8, std::move(s), seed, lo, hi);
 }
 
 template <typename T>

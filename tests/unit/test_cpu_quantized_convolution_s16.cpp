@@ -29,14 +29,6 @@ struct QConv {
   const Tensor* x_value = nullptr;  // else random
 };
 
-Tensor random_bytes(DType t, Shape s, uint32_t seed, int lo, int hi) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> d(lo, hi);
-  Tensor v(t, std::move(s));
-  for (int64_t i = 0; i < v.size(); ++i) static_cast<uint8_t*>(v.raw())[i] = static_cast<uint8_t>(d(rng));
-  return v;
-}
-
 Tensor zero_point(bool is_signed, int v) {
   Tensor z(is_signed ? DType::i8 : DType::u8, Shape{});
   static_cast<uint8_t*>(z.raw())[0] = static_cast<uint8_t>(v);
@@ -57,7 +49,7 @@ void check(const QConv& c, uint32_t seed) {
       "QLinearConv",
       {x, g->add_constant("x_scale", Tensor::scalar<float>(0.04f)),
        g->add_constant("x_zp", zero_point(c.x_signed, c.x_signed ? -5 : 131)),
-       g->add_constant("w", random_bytes(DType::i8, {c.M, C / c.group, c.k, c.k}, seed, c.w_lo, c.w_hi)),
+       g->add_constant("w", random_ints(DType::i8, {c.M, C / c.group, c.k, c.k}, seed, c.w_lo, c.w_hi)),
        g->add_constant("w_scale", ws), g->add_constant("w_zp", zero_point(true, 0)),
        g->add_constant("y_scale", Tensor::scalar<float>(0.05f)),
        g->add_constant("y_zp", zero_point(c.y_signed, c.y_signed ? 3 : 120)), g->add_constant("B", b)},
@@ -68,7 +60,7 @@ void check(const QConv& c, uint32_t seed) {
   q->attrs["dilations"] = c.dilations;
   q->attrs["group"] = c.group;
   g->add_output(q->output(0));
-  const Tensor xv = c.x_value ? *c.x_value : random_bytes(c.x_signed ? DType::i8 : DType::u8, c.x, seed + 1, 0, 255);
+  const Tensor xv = c.x_value ? *c.x_value : random_ints(c.x_signed ? DType::i8 : DType::u8, c.x, seed + 1, 0, 255);
   CompareOptions opt;
   opt.rtol = 0.0;
   opt.atol = 1.0;  // a tie may round the other way: one step

@@ -181,9 +181,9 @@ class ConvolutionNode : public Node {
       winograd_f32::transform_weights(static_cast<const float*>(inputs[1]->data), g.ic, g.oc,
                                       static_cast<float*>(dst.get_data_handle()));
     });
-    const tag blocks = g.block == 16 ? tag::nChw16c : tag::nChw8c;
-    const memory::desc in_blocked(to_dims(x), memory::data_type::f32, blocks);
-    const memory::desc out_blocked(to_dims(y), memory::data_type::f32, blocks);
+    const tag layout = g.block == 16 ? tag::nChw16c : tag::nChw8c;
+    const memory::desc in_blocked(to_dims(x), memory::data_type::f32, layout);
+    const memory::desc out_blocked(to_dims(y), memory::data_type::f32, layout);
     outputs[0]->set_layout(out_blocked);
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
     req[0] = InputLayout::exact(in_blocked);
