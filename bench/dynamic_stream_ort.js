@@ -13,8 +13,8 @@
 // group (an input given a single shape keeps it in every group).
 // A pass runs every group once, in order; one JSON line per pass on stdout:
 //   {"runtime":"ort","pass":p,"shapes":N,"total_ms":..,"median_ms":..,"rss_mib":..,"peak_rss_mib":..,
-//    "min_ms":..,"max_ms":..,"threads":..}
-// total_ms is the sum of the N session.run() latencies (input generation is not timed), median
+//    "min_ms":..,"max_ms":..,"threads":..,"group_ms":[..]}
+// group_ms holds each group's latency in order; total_ms is the sum of the N session.run() latencies (input generation is not timed), median
 // over the N runs; rss from process.memoryUsage().rss after the pass, peak from
 // process.resourceUsage().maxRSS.  Pass 1 is cold: nothing runs before it.
 // Inputs (the same in every pass): float -> uniform [-1, 1) from a fixed-seed generator; int64
@@ -202,6 +202,7 @@ async function main() {
       total_ms: r3(ms.reduce((x, y) => x + y, 0)), median_ms: r3(median(ms)),
       rss_mib: mib(process.memoryUsage().rss), peak_rss_mib: mib(process.resourceUsage().maxRSS * 1024),
       min_ms: r3(Math.min(...ms)), max_ms: r3(Math.max(...ms)), threads: a.threads,
+      group_ms: ms.map(r3),
     }));
   }
 }

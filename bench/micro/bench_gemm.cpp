@@ -148,6 +148,8 @@ BENCHMARK(BM_GemmKilnCold)->GEMM_SHAPES;
 // a short sentence of the BERT stream: the weights streamed from memory for few rows
 BENCHMARK(BM_GemmKilnCold)->Args({8, 384, 1536})->Args({24, 384, 1536})->Args({24, 1536, 384})->Args({24, 384, 384})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_GemmKiln)->Args({8, 384, 1536})->Args({24, 384, 1536})->Args({24, 1536, 384})->Args({24, 384, 384})->Unit(benchmark::kMicrosecond);
+// BERT-6's query, key and value projections at [8, 126]: three products of 384 columns, or one of 1152
+BENCHMARK(BM_GemmKiln)->Args({1008, 384, 384})->Args({1008, 384, 1152})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_GemmKilnGelu)->Args({3136, 96, 384})->Args({784, 192, 768})->Args({196, 384, 1536})->Args({64, 384, 1536})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_GemmOneDnn)->GEMM_SHAPES;

@@ -110,6 +110,10 @@ struct RuntimeModel {
   // shapes that depend on the data); the model then runs node by node on the reference
   // executor and `nodes` is empty.
   std::string reference_reason;
+  // Non-empty when these shapes leave a shape that depends on the data (a NonZero's count):
+  // `nodes` are then the runtime graph of the nodes before it, and this says what runs after
+  // (the cut's nodes on the reference kernels, the rest planned for the shapes they produce).
+  std::string data_dependent;
 };
 
 

@@ -364,6 +364,8 @@ static CompiledImpl compile_through_cache(std::shared_ptr<Model> model, const st
   std::shared_ptr<const cpu::Executor::Plan> plan = shapes ? c.fast->find_plan(*shapes) : nullptr;
   if (!shapes) {
     c.cache_status = "not written: the model's input shapes are dynamic (each shape compiles at its first inference)";
+  } else if (plan && plan->split) {
+    c.cache_status = cat("not written: ", plan->fallback_reason);
   } else if (!plan || !plan->fast) {
     c.cache_status = cat("not written: the model runs on the reference executor (",
                          plan ? plan->fallback_reason : std::string("no plan"), ")");
@@ -481,6 +483,7 @@ RuntimeModel CompiledModel::get_runtime_model(const std::vector<Shape>& input_sh
   });
   if (plan.cpu) m = api::describe_runtime_graph(*plan.cpu);
   else m.reference_reason = plan.fallback_reason;
+  if (plan.split) m.data_dependent = plan.fallback_reason;
   for (const auto& e : plan.log.entries) m.fusions.push_back({e.pass, e.where, e.message, e.applied});
   return m;
 }

@@ -53,11 +53,15 @@ IrStagesResult run_ir_stages(const ir::Graph& model, const std::vector<Shape>& i
   r.all_static = s.all_static;
   r.first_dynamic = s.first_dynamic;
   if (!r.all_static) return r;
-  check_tensor_bytes(*r.graph, max_tensor_bytes(options));
-  // 2, 3 (weights are constants by now)
-  run_ir_passes(*r.graph, options.disabled_passes, log, options.user_patterns.get(), options.snippets_mode,
-                fusion_target(options));
+  run_static_ir_stages(*r.graph, options, log);
   return r;
+}
+
+void run_static_ir_stages(ir::Graph& g, const GraphOptions& options, transforms::PassLog* log) {
+  check_tensor_bytes(g, max_tensor_bytes(options));
+  // 2, 3 (weights are constants by now)
+  run_ir_passes(g, options.disabled_passes, log, options.user_patterns.get(), options.snippets_mode,
+                fusion_target(options));
 }
 
 IrTemplate run_ir_template_stages(const ir::Graph& model, const GraphOptions& options, transforms::PassLog* log) {

@@ -49,6 +49,11 @@ struct IrStagesResult {
 IrStagesResult run_ir_stages(const ir::Graph& model, const std::vector<Shape>& input_shapes,
                              const GraphOptions& options, transforms::PassLog* log);
 
+// Stages 2-3 (after the check of every tensor's size) on a graph stage 1 left with static
+// shapes: run_ir_stages' second half, and what the head of a graph cut at its data-dependent
+// shapes gets (transforms/split_at_data_dependent.hpp, cpu::Executor).
+void run_static_ir_stages(ir::Graph& g, const GraphOptions& options, transforms::PassLog* log);
+
 // A model whose input shapes vary runs stage 1 on symbolic shapes and stage 2 once, on a copy
 // of the model (run_ir_template_stages), and then for each set of input shapes stage 1 and
 // stage 3 on a copy of that template (instantiate_ir_template): the fusions hold for every

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/strings.hpp"
 #include "cpu/compile_pipeline.hpp"
 #include "cpu/model_cache.hpp"
 #include "transforms/compute_fp16_in_f32.hpp"
+#include "transforms/split_at_data_dependent.hpp"
 #include "transforms/specialize_symbolic.hpp"
 
 namespace kiln::cpu {
@@ -236,7 +238,6 @@ std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& 
     return plans_[shapes] = std::move(plan);
   }
   IrStagesResult r = plan_ir_stages(shapes, *plan);
-  plan->ir_log_entries = plan->log.entries.size();
   plan->graph = r.graph;
   if (r.all_static) {
     share_folded_constants(*plan->graph);
@@ -245,10 +246,94 @@ std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& 
     } else {
       plan->fast = true;
     }
-  } else {
+  } else if (!plan_split(r, *plan)) {
     plan->fallback_reason = "the shape of '" + r.first_dynamic + "' depends on data";
   }
+  plan->ir_log_entries = plan->log.entries.size();
   return plans_[shapes] = std::move(plan);
+}
+
+bool Executor::plan_split(const IrStagesResult& r, Plan& plan) {
+  if (options_.disabled_passes.count(transforms::kSplitAtDataDependentShapes)) return false;
+  std::optional<transforms::DataSplit> s = transforms::split_at_data_dependent_shapes(*r.graph);
+  if (!s) return false;
+  auto split = std::make_shared<Plan::Split>();
+  const size_t head_nodes = s->head->num_nodes();  // before the head's fusions
+  if (head_nodes > 0) {
+    run_static_ir_stages(*s->head, options_, &plan.log);  // 2-3, as a static plan's
+    share_folded_constants(*s->head);
+    if (!narrow_value(*s->head).empty()) return false;
+    plan.graph = s->head;
+  } else {
+    plan.graph = nullptr;
+  }
+  // a constant the head reads may be given back once packed (release_packed_sources): the
+  // parts after it keep a copy of their own
+  std::unordered_set<const void*> head_constants;
+  for (const ir::Node* n : s->head->nodes())
+    for (const ir::Value* v : n->inputs())
+      if (v && v->is_constant()) head_constants.insert(v->constant().raw());
+  for (ir::Graph* part : {s->cut.get(), s->tail.get()})
+    for (const ir::Node* n : part ? part->nodes() : std::vector<ir::Node*>{})
+      for (ir::Value* v : n->inputs())
+        if (v && v->is_constant() && head_constants.count(v->constant().raw())) v->set_constant(v->constant().clone());
+  split->cut = std::make_unique<runtime::ReferenceExecutor>(s->cut);
+  split->cut->set_max_tensor_bytes(max_tensor_bytes(options_));
+  if (s->tail) {
+    GraphOptions o = options_;
+    o.shapes_vary = false;  // the tail's executor sets it: its inputs from the cut have unknown dims
+    split->tail = std::make_shared<Executor>(s->tail, o, capacity_);
+  }
+  plan.split = std::move(split);
+  plan.fallback_reason = cat("the shape of '", s->first_dynamic, "' depends on data (", s->cut_node, "): ", head_nodes,
+                             " nodes before it run on the fast path, ", s->cut_nodes, " on the reference kernels, and ",
+                             s->tail_nodes, " after it are planned for the shapes each inference gives them");
+  plan.log.applied(transforms::kSplitAtDataDependentShapes, r.graph->name.empty() ? "graph" : r.graph->name,
+                   plan.fallback_reason);
+  return true;
+}
+
+std::vector<Tensor> Executor::run_split(const std::shared_ptr<Plan>& plan, const std::vector<Shape>& shapes,
+                                        const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile) {
+  const Plan::Split& split = *plan->split;
+  std::unordered_map<std::string, Tensor> values;  // by name: the model's inputs, then each part's outputs
+  const auto& gin = graph_->inputs();
+  for (size_t i = 0; i < gin.size(); ++i) values[gin[i]->name()] = inputs[i];
+  std::vector<ProfilingInfo> rows, part_rows;
+  auto gather = [&](const ir::Graph& part) {
+    std::vector<Tensor> in;
+    in.reserve(part.inputs().size());
+    for (const ir::Value* v : part.inputs()) {
+      auto it = values.find(v->name());
+      KILN_CHECK(it != values.end(), cat("graph '", graph_->name, "': no value '", v->name(), "' for ", part.name));
+      in.push_back(it->second);
+    }
+    return in;
+  };
+  auto keep = [&](const ir::Graph& part, std::vector<Tensor> out) {
+    for (size_t i = 0; i < out.size(); ++i) values[part.outputs()[i]->name()] = std::move(out[i]);
+    if (profile) rows.insert(rows.end(), part_rows.begin(), part_rows.end());
+  };
+  std::vector<ProfilingInfo>* prof = profile ? &part_rows : nullptr;
+  if (plan->graph) keep(*plan->graph, thread_graph(plan, shapes, /*count_run=*/true).run(inputs, prof));
+  keep(split.cut->graph(), split.cut->run(gather(split.cut->graph()), nullptr, prof));
+  if (split.tail) {
+    const ir::Graph& tail = *split.tail->graph_;
+    keep(tail, split.tail->run(gather(tail), prof));
+  }
+  std::vector<Tensor> out;
+  out.reserve(graph_->outputs().size());
+  for (const ir::Value* v : graph_->outputs()) {
+    if (v->is_constant()) {
+      out.push_back(v->constant());
+      continue;
+    }
+    auto it = values.find(v->name());
+    KILN_CHECK(it != values.end(), cat("graph '", graph_->name, "': no part computed the output '", v->name(), "'"));
+    out.push_back(it->second);
+  }
+  if (profile) *profile = std::move(rows);
+  return out;
 }
 
 IrStagesResult Executor::plan_ir_stages(const std::vector<Shape>& shapes, Plan& plan) {
@@ -325,7 +410,7 @@ const Executor::Plan& Executor::plan_for(const std::vector<Shape>& shapes) {
     std::lock_guard<std::mutex> lock(mutex_);
     p = plan_locked(shapes);
     if (std::find(inspected_.begin(), inspected_.end(), p) == inspected_.end()) inspected_.push_back(p);
-    if (!p->fast || p->cpu) return *p;
+    if (!p->runs_graph() || p->cpu) return *p;
   }
   auto g = build_graph(*p);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -377,6 +462,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, std::vector
     plan = plan_locked(shapes, &hit);
     (hit ? plan_hits_ : plan_misses_).fetch_add(1);
   }
+  if (plan->split) return run_split(plan, shapes, inputs, profile);
   if (!plan->fast) {
     KILN_CHECK(!plan->refused, cat("these input shapes: ", plan->fallback_reason));
     KILN_CHECK(reference_, cat("these input shapes: the model was loaded from the model cache "
@@ -392,7 +478,7 @@ void Executor::prepare(const std::vector<Shape>& shapes) {
     std::lock_guard<std::mutex> lock(mutex_);
     plan = plan_locked(shapes);
   }
-  if (plan->fast) thread_graph(plan, shapes, /*count_run=*/false);
+  if (plan->runs_graph()) thread_graph(plan, shapes, /*count_run=*/false);
 }
 
 Graph& Executor::thread_graph(const std::shared_ptr<Plan>& plan, const std::vector<Shape>& shapes, bool count_run) {

@@ -5,8 +5,11 @@
 // so repeating shapes cost nothing extra; the cache keeps at most `plan_capacity` plans
 // (property kiln_plan_cache_capacity) and drops the least recently used one beyond that,
 // with every thread's graphs of it, so a stream of ever new shapes runs in bounded memory.
-// A graph whose shapes depend on data (e.g. NonZero feeding a Reshape) runs on the
-// reference executor instead.
+// A graph whose shapes depend on data (a NonZero's count, NonMaxSuppression's boxes) is cut
+// where they first do (transforms/split_at_data_dependent.hpp): the nodes before the cut run
+// as a plan of their own on the fast path, the cut's nodes on the reference kernels, and the
+// nodes after it through an executor of their own, planned for the shapes the cut produced
+// (and cut again there if need be).
 //
 // Threads: run() may be called from any number of threads at once (the stream workers
 // of a compiled model, or the callers' own threads with 0 streams). Every thread runs on
@@ -72,11 +75,20 @@ class Executor {
   struct Plan {
     std::shared_ptr<ir::Graph> graph;   // specialised copy (owns what cpu::Graphs point into)
     bool fast = false;                  // shapes are static: runs on cpu::Graphs
+    // Shapes depend on data: `graph` is the head (null when no node precedes the cut) and
+    // runs as a fast plan's; the cut and the tail run after it (see run_split).
+    struct Split {
+      std::unique_ptr<runtime::ReferenceExecutor> cut;
+      std::shared_ptr<Executor> tail;  // null: nothing follows the cut
+    };
+    std::shared_ptr<const Split> split;
+    bool runs_graph() const { return (fast || split) && graph; }  // has cpu::Graphs
     std::string fallback_reason;        // !fast: why
     bool refused = false;               // !fast and not runnable at all (fallback_reason says why)
     transforms::PassLog log;            // what the ir passes and the CPU optimizer passes did
     // A cpu::Graph for inspection (tools, tests), built by plan_for() on the calling
-    // thread; null when the shapes are data-dependent. run() does not use it.
+    // thread (of the head when the shapes depend on data); null when the plan runs on the
+    // reference executor. run() does not use it.
     std::unique_ptr<Graph> cpu;
     bool cpu_logged = false;            // the CPU passes' entries are in `log`
     size_t ir_log_entries = 0;          // of `log`: stages 0-3's (the CPU passes' follow)
@@ -129,6 +141,11 @@ class Executor {
   // mutex_ held: stages 1-3 of a new plan, from the template when there is one (made now on
   // first use), else from the model; the plan's log gets what they did.
   IrStagesResult plan_ir_stages(const std::vector<Shape>& shapes, Plan& plan);
+  // mutex_ held: `r` left shapes that depend on data: the plan becomes a head, a cut and a
+  // tail (Plan::split); false when the graph cannot be cut (the reference executor runs it)
+  bool plan_split(const IrStagesResult& r, Plan& plan);
+  std::vector<Tensor> run_split(const std::shared_ptr<Plan>& plan, const std::vector<Shape>& shapes,
+                                const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile);
   // mutex_ not held; `arena`: the calling thread's for this executor (null: the graph's own);
   // `hot`: the shape is frequent, take the fastest implementations however long they take to create
   std::unique_ptr<Graph> build_graph(Plan& plan, std::shared_ptr<Arena> arena = nullptr, bool hot = false);

@@ -16,6 +16,7 @@
 #include "transforms/hoist_qdq.hpp"
 #include "transforms/qdq_to_qlinear.hpp"
 #include "transforms/specialize_shapes.hpp"
+#include "transforms/split_at_data_dependent.hpp"
 
 namespace kiln::cpu {
 
@@ -139,7 +140,8 @@ void run_tokenization(ir::Graph& g, const std::set<std::string>& disabled, trans
 }
 
 std::vector<std::string> known_pass_names() {
-  std::vector<std::string> names = {"all-fusions", transforms::kComputeFp16InF32, transforms::kSymbolicShapes, kPatterns,
+  std::vector<std::string> names = {"all-fusions", transforms::kComputeFp16InF32, transforms::kSymbolicShapes,
+                                    transforms::kSplitAtDataDependentShapes, kPatterns,
                                     transforms::kQdqToQLinear, transforms::kHoistQdqAboveLayout, kUserPatterns,
                                     snippets::kTokenizationPass};
   for (const std::string& p : transforms::ir_fusion_pass_names()) names.push_back(p);

@@ -340,6 +340,7 @@ int cmd_benchmark(const BenchmarkOptions& given) {
   LoopResult loop;
   std::vector<double> first_seen, repeated;  // -data_shape: latencies of a shape's first / later inferences
   std::vector<double> rss_per_pass;          // -data_shape: resident MiB after each pass over the shapes
+  std::vector<std::vector<double>> group_ms(groups.size());  // -data_shape: each group's latencies in order
   try {
   if (groups.size() == 1 && o.data_shape.empty()) {
     // First inference (includes any lazy initialisation), then untimed warmup runs.
@@ -366,6 +367,7 @@ int cmd_benchmark(const BenchmarkOptions& given) {
       const double ms = ms_since(t0);
       loop.latencies_ms.push_back(ms);
       (seen[g] ? repeated : first_seen).push_back(ms);
+      group_ms[g].push_back(ms);
       if (n == 0) first_ms = ms;
       seen[g] = true;
       if (g + 1 == groups.size()) rss_per_pass.push_back(tools::rss_mib());
@@ -537,6 +539,7 @@ int cmd_benchmark(const BenchmarkOptions& given) {
                          {"rss_mib_per_pass", rss_per_pass},
                          {"first_seen_ms", stats(first_seen)},
                          {"repeated_ms", stats(repeated)},
+                         {"group_ms", group_ms},
                          {"plan_cache", {{"size", std::stoul(compiled.get_property("kiln_plan_cache_size"))},
                                          {"capacity", std::stoul(compiled.get_property("kiln_plan_cache_capacity"))},
                                          {"hits", std::stoul(compiled.get_property("kiln_plan_cache_hits"))},

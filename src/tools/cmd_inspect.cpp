@@ -64,6 +64,7 @@ int cmd_inspect(const InspectOptions& o) {
     std::cout << "input         " << model->inputs()[i].name << "  " << shape_to_string(shapes[i]) << "\n";
   std::cout << "onnx nodes    " << model->graph()->num_nodes() << "\n";
   std::cout << "runtime nodes " << g.nodes.size() << "  (" << fused << " ONNX nodes fused into others)\n";
+  if (!g.data_dependent.empty()) std::cout << "data shapes   " << g.data_dependent << "\n";
   std::vector<std::string> parts;
   for (auto& [t, c] : by_type) parts.push_back(cat(t, " ", c));
   std::cout << "node types    " << join(parts, ", ") << "\n";
