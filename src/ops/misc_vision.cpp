@@ -27,28 +27,32 @@ int64_t safe_floor(double v) {
 
 // ---------------------------------------------------------------- NonMaxSuppression
 
+// A box as corners, with its area (computed once: a class's candidates are each compared with
+// every box kept before them, which for a detector's thousands of boxes is most of the op's time).
 struct Box {
-  double y1, x1, y2, x2;
+  double y1, x1, y2, x2, area;
 };
 
 Box make_box(const double* p, bool center) {
+  Box b;
   if (center) {
     double xc = p[0], yc = p[1], w = p[2], h = p[3];
-    return {yc - h / 2, xc - w / 2, yc + h / 2, xc + w / 2};
+    b = {yc - h / 2, xc - w / 2, yc + h / 2, xc + w / 2, 0};
+  } else {
+    b = {std::min(p[0], p[2]), std::min(p[1], p[3]), std::max(p[0], p[2]), std::max(p[1], p[3]), 0};
   }
-  return {std::min(p[0], p[2]), std::min(p[1], p[3]), std::max(p[0], p[2]), std::max(p[1], p[3])};
+  b.area = (b.y2 - b.y1) * (b.x2 - b.x1);
+  return b;
 }
 
 // True when IOU(a, b) > threshold.
 bool suppress_by_iou(const Box& a, const Box& b, double threshold) {
   double iy1 = std::max(a.y1, b.y1), ix1 = std::max(a.x1, b.x1);
   double iy2 = std::min(a.y2, b.y2), ix2 = std::min(a.x2, b.x2);
-  double inter = std::max(0.0, iy2 - iy1) * std::max(0.0, ix2 - ix1);
-  if (inter <= 0) return false;
-  double area_a = (a.y2 - a.y1) * (a.x2 - a.x1);
-  double area_b = (b.y2 - b.y1) * (b.x2 - b.x1);
-  double uni = area_a + area_b - inter;
-  if (area_a <= 0 || area_b <= 0 || uni <= 0) return false;
+  if (iy2 <= iy1 || ix2 <= ix1) return false;  // no intersection
+  double inter = (iy2 - iy1) * (ix2 - ix1);
+  double uni = a.area + b.area - inter;
+  if (a.area <= 0 || b.area <= 0 || uni <= 0) return false;
   return inter / uni > threshold;
 }
 
@@ -96,7 +100,10 @@ void register_nms(ir::OpRegistry& r) {
     const std::vector<double> bv = load_f64(boxes), sv = load_f64(scores);
     std::vector<int64_t> selected_out;
     std::vector<int64_t> cand, sel;
+    std::vector<Box> all, kept;
     for (int64_t b = 0; b < nb && max_out > 0; ++b) {
+      all.clear();
+      for (int64_t i = 0; i < ns; ++i) all.push_back(make_box(bv.data() + (b * ns + i) * 4, center));
       for (int64_t c = 0; c < nc; ++c) {
         const double* sc = sv.data() + (b * nc + c) * ns;
         cand.clear();
@@ -104,16 +111,20 @@ void register_nms(ir::OpRegistry& r) {
           if (!has_score_th || sc[i] > score_th) cand.push_back(i);
         std::stable_sort(cand.begin(), cand.end(), [&](int64_t a, int64_t bb) { return sc[a] > sc[bb]; });
         sel.clear();
+        kept.clear();
         for (int64_t i : cand) {
           if (static_cast<int64_t>(sel.size()) >= max_out) break;
-          Box bi = make_box(bv.data() + (b * ns + i) * 4, center);
+          const Box& bi = all[static_cast<size_t>(i)];
           bool keep = true;
-          for (int64_t j : sel)
-            if (suppress_by_iou(bi, make_box(bv.data() + (b * ns + j) * 4, center), iou_th)) {
+          for (const Box& k : kept)
+            if (suppress_by_iou(bi, k, iou_th)) {
               keep = false;
               break;
             }
-          if (keep) sel.push_back(i);
+          if (keep) {
+            sel.push_back(i);
+            kept.push_back(bi);
+          }
         }
         for (int64_t i : sel) {
           selected_out.push_back(b);

@@ -3,7 +3,11 @@
 // through an executor of its own (cpu/executor.hpp).
 #include <gtest/gtest.h>
 
+#include <kiln/core.hpp>
+
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <vector>
 
 #include "cpu/executor.hpp"
@@ -13,6 +17,7 @@
 #include "transforms/split_at_data_dependent.hpp"
 
 #include "cpu_test_util.hpp"
+#include "precision_util.hpp"
 #include "tensor_test_util.hpp"
 
 namespace test_cpu_data_dependent {
@@ -233,6 +238,51 @@ TEST(CpuExecutorDataDependent, DisabledTheWholeGraphRunsOnTheReferenceExecutor) 
   EXPECT_FALSE(plan.cpu);
   const std::vector<Tensor> in = {rows_input({true, false, true, true, false, false}, 5)};
   expect_same(runtime::ReferenceExecutor(g).run(in), ex.run(in));
+}
+
+TEST(CpuExecutorDataDependent, ThroughTheApiOnTwoStreamsAtOnce) {
+  auto ref_graph = detector(6, /*nested=*/true);
+  runtime::ReferenceExecutor ref(ref_graph);
+  Core core;
+  CompiledModel cm =
+      core.compile_model(std::make_shared<Model>(detector(6, true)), f32_properties({{"num_streams", "2"}}));
+  const RuntimeModel m = cm.get_runtime_model();
+  EXPECT_TRUE(m.reference_reason.empty()) << m.reference_reason;
+  EXPECT_NE(m.data_dependent.find("'nz'"), std::string::npos) << m.data_dependent;
+  EXPECT_TRUE(std::any_of(m.nodes.begin(), m.nodes.end(), [](const RuntimeNode& n) { return n.type == "FullyConnected"; }));
+  std::vector<std::vector<Tensor>> inputs, want;
+  for (uint32_t i = 0; i < 6; ++i) {
+    std::vector<bool> keep(6);
+    for (size_t r = 0; r < keep.size(); ++r) keep[r] = (r + i) % 3 != 0 || i == 5;
+    inputs.push_back({rows_input(keep, 70 + i)});
+    want.push_back(ref.run(inputs.back()));
+  }
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&, t] {
+      InferRequest r = cm.create_infer_request();
+      for (int i = 0; i < 12; ++i) {
+        const size_t k = static_cast<size_t>(t * 5 + i) % inputs.size();
+        r.set_input_tensor(inputs[k][0]);
+        r.infer();
+        for (size_t o = 0; o < want[k].size(); ++o) {
+          const Tensor got = r.get_output_tensor(o);
+          if (got.shape() != want[k][o].shape()) {
+            ++bad;
+            continue;
+          }
+          const auto a = got.to_f64(), b = want[k][o].to_f64();
+          for (size_t e = 0; e < a.size(); ++e)
+            if (std::abs(a[e] - b[e]) > 1e-4 + 1e-4 * std::abs(b[e])) {
+              ++bad;
+              break;
+            }
+        }
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
 }
 
 }  // namespace test_cpu_data_dependent
