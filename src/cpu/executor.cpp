@@ -255,7 +255,7 @@ std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& 
 
 bool Executor::plan_split(const IrStagesResult& r, Plan& plan) {
   if (options_.disabled_passes.count(transforms::kSplitAtDataDependentShapes)) return false;
-  std::optional<transforms::DataSplit> s = transforms::split_at_data_dependent_shapes(*r.graph);
+  std::optional<transforms::DataSplit> s = transforms::split_at_data_dependent_shapes(*r.graph, graph_.get());
   if (!s) return false;
   auto split = std::make_shared<Plan::Split>();
   const size_t head_nodes = s->head->num_nodes();  // before the head's fusions
@@ -279,10 +279,18 @@ bool Executor::plan_split(const IrStagesResult& r, Plan& plan) {
         if (v && v->is_constant() && head_constants.count(v->constant().raw())) v->set_constant(v->constant().clone());
   split->cut = std::make_unique<runtime::ReferenceExecutor>(s->cut);
   split->cut->set_max_tensor_bytes(max_tensor_bytes(options_));
+  split->feeds = std::move(s->feeds);
   if (s->tail) {
-    GraphOptions o = options_;
-    o.shapes_vary = false;  // the tail's executor sets it: its inputs from the cut have unknown dims
-    split->tail = std::make_shared<Executor>(s->tail, o, capacity_);
+    // the model's tail is the same graph for every plan cut there, and a tail of this plan's
+    // own graph the same as another plan's where their keys are: one executor keeps its plans
+    const std::string key = s->tail_from_model ? "model " + s->cut_key : transforms::tail_key(*s->tail);
+    std::shared_ptr<Executor>& shared = tails_[key];
+    if (!shared) {
+      GraphOptions o = options_;
+      o.shapes_vary = false;  // the tail's executor sets it: its inputs have unknown dims
+      shared = std::make_shared<Executor>(s->tail, o, capacity_);
+    }
+    split->tail = shared;
   }
   plan.split = std::move(split);
   plan.fallback_reason = cat("the shape of '", s->first_dynamic, "' depends on data (", s->cut_node, "): ", head_nodes,
@@ -299,6 +307,7 @@ std::vector<Tensor> Executor::run_split(const std::shared_ptr<Plan>& plan, const
   std::unordered_map<std::string, Tensor> values;  // by name: the model's inputs, then each part's outputs
   const auto& gin = graph_->inputs();
   for (size_t i = 0; i < gin.size(); ++i) values[gin[i]->name()] = inputs[i];
+  for (const auto& [name, t] : split.feeds) values[name] = t;
   std::vector<ProfilingInfo> rows, part_rows;
   auto gather = [&](const ir::Graph& part) {
     std::vector<Tensor> in;
@@ -324,11 +333,11 @@ std::vector<Tensor> Executor::run_split(const std::shared_ptr<Plan>& plan, const
   std::vector<Tensor> out;
   out.reserve(graph_->outputs().size());
   for (const ir::Value* v : graph_->outputs()) {
-    if (v->is_constant()) {
+    auto it = values.find(v->name());
+    if (it == values.end() && v->is_constant()) {
       out.push_back(v->constant());
       continue;
     }
-    auto it = values.find(v->name());
     KILN_CHECK(it != values.end(), cat("graph '", graph_->name, "': no part computed the output '", v->name(), "'"));
     out.push_back(it->second);
   }

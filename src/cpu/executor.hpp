@@ -80,6 +80,7 @@ class Executor {
     struct Split {
       std::unique_ptr<runtime::ReferenceExecutor> cut;
       std::shared_ptr<Executor> tail;  // null: nothing follows the cut
+      std::vector<std::pair<std::string, Tensor>> feeds;  // constants of the plan the tail reads or the model outputs
     };
     std::shared_ptr<const Split> split;
     bool runs_graph() const { return (fast || split) && graph; }  // has cpu::Graphs
@@ -104,6 +105,7 @@ class Executor {
   // what the model cache writes.
   std::shared_ptr<const Plan> find_plan(const std::vector<Shape>& shapes) const;
   size_t cached_plans() const;
+  const ir::Graph& graph() const { return *graph_; }  // the model it runs (after stage 0)
   size_t plan_capacity() const { return capacity_; }
   size_t graphs_built() const { return graphs_built_.load(); }  // cpu::Graphs built by run() on all threads
   // Models whose input shapes vary build a plan's graphs with primitives that are quick to
@@ -165,6 +167,8 @@ class Executor {
   std::shared_ptr<WeightsCache> weights_;
   FusionDecisions fusion_decisions_;  // shared by the plans when options_.shapes_vary
   std::map<std::vector<Shape>, std::shared_ptr<Plan>> plans_;
+  // The model's tails after a cut (Plan::Split), by the cut's node names: shared by the plans (mutex_)
+  std::map<std::string, std::shared_ptr<Executor>> tails_;
   size_t capacity_;
   uint64_t clock_ = 0;                                  // LRU clock (mutex_)
   std::atomic<uint64_t> evictions_{0};                  // threads rescan their graphs when it moves

@@ -176,6 +176,49 @@ TEST(TransformsSplitAtDataDependent, NothingToCut) {
   EXPECT_EQ(c->tail_nodes, 3u);
 }
 
+TEST(TransformsSplitAtDataDependent, TheTailAsTheModelHasItTakesAnyShape) {
+  auto model = detector(6, /*nested=*/false);
+  std::shared_ptr<ir::Graph> g = model->clone();
+  ASSERT_FALSE(transforms::specialize_shapes(*g, {{6, kWidth}}).all_static);
+  const auto s = transforms::split_at_data_dependent_shapes(*g, model.get());
+  ASSERT_TRUE(s && s->tail);
+  EXPECT_TRUE(s->tail_from_model);
+  EXPECT_EQ(s->tail_nodes, 4u);
+  EXPECT_EQ(s->cut_key, "nz;");
+  for (const ir::Value* in : s->tail->inputs()) {
+    ASSERT_TRUE(in->type.shape.rank_known) << in->name();
+    EXPECT_EQ(in->type.shape.rank(), 2u) << in->name();
+    for (const ir::Dim& d : in->type.shape.dims) EXPECT_TRUE(d.is_unknown()) << in->name();
+  }
+  // the tail's nodes are the model's: its weight is the model's constant
+  EXPECT_EQ(s->tail->find_value("w")->constant().raw(), model->find_value("w")->constant().raw());
+
+  // a model whose cut node has another name (an If inlined by the specialisation, say): the
+  // tail is the specialised graph's, its inputs of any shape as well
+  auto elsewhere = std::make_shared<ir::Graph>();  // no node 'nz'
+  const auto own = transforms::split_at_data_dependent_shapes(*g, elsewhere.get());
+  ASSERT_TRUE(own && own->tail);
+  EXPECT_FALSE(own->tail_from_model);
+  for (const ir::Value* in : own->tail->inputs())
+    for (const ir::Dim& d : in->type.shape.dims) EXPECT_TRUE(d.is_unknown()) << in->name();
+}
+
+TEST(TransformsSplitAtDataDependent, TailKeysEqualAcrossShapesUnlessAConstantDiffers) {
+  auto tail_of = [](int64_t rows, float bias_scale) {
+    auto g = detector(rows, false);
+    if (bias_scale != 1.f) {
+      Tensor b = random_tensor({kWidth}, 4);
+      for (int64_t i = 0; i < kWidth; ++i) b.data<float>()[i] *= bias_scale;
+      g->find_value("bias")->set_constant(b);
+    }
+    EXPECT_FALSE(transforms::specialize_shapes(*g, {{rows, kWidth}}).all_static);
+    return transforms::split_at_data_dependent_shapes(*g)->tail;
+  };
+  const std::string six = transforms::tail_key(*tail_of(6, 1.f));
+  EXPECT_EQ(six, transforms::tail_key(*tail_of(9, 1.f))) << "the same tail cut from another input shape";
+  EXPECT_NE(six, transforms::tail_key(*tail_of(6, 2.f))) << "another bias";
+}
+
 TEST(CpuExecutorDataDependent, HeadOnTheFastPathCutAndTailAfter) {
   auto g = detector(6, /*nested=*/false);
   runtime::ReferenceExecutor ref(detector(6, false));  // its own weights: the executor gives back the model's
@@ -225,6 +268,22 @@ TEST(CpuExecutorDataDependent, TheTailCutsAgainAtItsOwnDataDependentShape) {
     const std::vector<Tensor> in = {rows_input(keep, seed++)};
     SCOPED_TRACE(testing::Message() << "run " << run);
     expect_same(ref.run(in), ex.run(in));
+  }
+  // the first tail's plans (one per count of picked rows) all cut again before the second
+  // NonZero, and share one executor for what follows it
+  const cpu::Executor::Plan& top = ex.plan_for({{8, kWidth}});
+  ASSERT_TRUE(top.split && top.split->tail);
+  cpu::Executor& first_tail = *top.split->tail;
+  ASSERT_GE(first_tail.cached_plans(), 2u);
+  const cpu::Executor* second_tail = nullptr;
+  for (int64_t count = 1; count <= 8; ++count) {
+    std::vector<Shape> shapes;
+    for (const ir::Value* in : first_tail.graph().inputs())
+      shapes.push_back(in->name() == "nz" ? Shape{1, count} : Shape{8, kWidth});
+    const cpu::Executor::Plan& p = first_tail.plan_for(shapes);
+    ASSERT_TRUE(p.split && p.split->tail) << count << ": " << p.fallback_reason;
+    if (!second_tail) second_tail = p.split->tail.get();
+    EXPECT_EQ(p.split->tail.get(), second_tail) << count;
   }
 }
 
