@@ -47,12 +47,12 @@ constexpr int64_t kWidth = 256;
 // (the weight the head packs) plus a bias: `picked`. With `nested`, of those the rows whose
 // largest element exceeds 0.5 go through a second NonZero: `second`. The NonZero's own
 // output is an output too.
-std::shared_ptr<ir::Graph> detector(int64_t rows, bool nested) {
+std::shared_ptr<ir::Graph> detector(int64_t rows, bool nested, Tensor weight = {}) {
   auto g = std::make_shared<ir::Graph>();
   g->name = "detector";
   g->opset_imports[""] = 13;
   auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{rows, kWidth})});
-  auto* w = g->add_constant("w", random_tensor({kWidth, kWidth}, 3, 0.1f));
+  auto* w = g->add_constant("w", weight.defined() ? weight : random_tensor({kWidth, kWidth}, 3, 0.1f));
   auto* mm = g->add_node("MatMul", {x, w}, {"mm"}, "mm");
   auto* r = g->add_node("Relu", {mm->output(0)}, {"r"}, "relu");
   auto* sum = g->add_node("ReduceSum", {r->output(0), g->add_constant("axis1", i64s({1}))}, {"sum"}, "sum");
@@ -204,8 +204,9 @@ TEST(TransformsSplitAtDataDependent, TheTailAsTheModelHasItTakesAnyShape) {
 }
 
 TEST(TransformsSplitAtDataDependent, TailKeysEqualAcrossShapesUnlessAConstantDiffers) {
-  auto tail_of = [](int64_t rows, float bias_scale) {
-    auto g = detector(rows, false);
+  const Tensor w = random_tensor({kWidth, kWidth}, 3, 0.1f);  // large: keyed by its storage
+  auto tail_of = [&](int64_t rows, float bias_scale) {
+    auto g = detector(rows, false, w);
     if (bias_scale != 1.f) {
       Tensor b = random_tensor({kWidth}, 4);
       for (int64_t i = 0; i < kWidth; ++i) b.data<float>()[i] *= bias_scale;
