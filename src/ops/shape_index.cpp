@@ -77,29 +77,51 @@ void add_gather(ir::OpRegistry& r) {
   r.add(std::move(s));
 }
 
-// Offsets into `data` for every element of `indices` (same rank), with the index values
-// replacing the coordinate along `axis`. Used by GatherElements and ScatterElements.
-std::vector<int64_t> element_offsets(const RunContext& ctx, const Shape& ds, const Shape& is, size_t axis,
-                                     const std::vector<int64_t>& idx, const char* what) {
+// Calls f(i, offset) for every element i of `indices` (same rank as the data), in order:
+// the offset into `data` of the element whose coordinates are i's with the index value in
+// place of the one along `axis`. Indices are read where they are (int64 / int32; other integer
+// types through a copy), the last dim in an inner loop. Used by GatherElements and
+// ScatterElements.
+template <typename F>
+void for_each_element_offset(const RunContext& ctx, const Shape& ds, const Tensor& indices, size_t axis,
+                             const char* what, F&& f) {
+  const Shape& is = indices.shape();
   const size_t r = ds.size();
   for (size_t k = 0; k < r; ++k)
     if (k != axis && is[k] > ds[k])
       throw ctx.error("indices shape ", shape_to_string(is), " exceeds data shape ", shape_to_string(ds), " on axis ", k);
-  auto st = strides_of(ds);
-  std::vector<int64_t> offs(idx.size());
-  std::vector<int64_t> mi(r, 0);
-  int64_t base = 0;  // offset of the non-axis coordinates
-  for (size_t i = 0; i < idx.size(); ++i) {
-    offs[i] = base + wrap_index(ctx, idx[i], ds[axis], what) * st[axis];
-    for (size_t d = r; d-- > 0;) {
-      ++mi[d];
-      if (d != axis) base += st[d];
-      if (mi[d] < is[d]) break;
-      if (d != axis) base -= st[d] * mi[d];
-      mi[d] = 0;
+  const int64_t n = shape_size(is);
+  if (n == 0) return;
+  const auto st = strides_of(ds);
+  const int64_t inner = is[r - 1], outer = n / inner, dim = ds[axis], step = st[axis];
+  const bool axis_inner = axis == r - 1;
+  auto visit = [&](const auto* idx) {
+    std::vector<int64_t> mi(r - 1, 0);
+    int64_t base = 0;  // offset of the coordinates before the last, the axis's left out
+    for (int64_t o = 0, i = 0; o < outer; ++o) {
+      if (axis_inner) {
+        for (int64_t j = 0; j < inner; ++j, ++i) f(i, base + wrap_index(ctx, static_cast<int64_t>(idx[i]), dim, what));
+      } else {
+        for (int64_t j = 0; j < inner; ++j, ++i)
+          f(i, base + j + wrap_index(ctx, static_cast<int64_t>(idx[i]), dim, what) * step);
+      }
+      for (size_t d = r - 1; d-- > 0;) {
+        ++mi[d];
+        if (d != axis) base += st[d];
+        if (mi[d] < is[d]) break;
+        if (d != axis) base -= st[d] * mi[d];
+        mi[d] = 0;
+      }
     }
+  };
+  if (indices.dtype() == DType::i64) {
+    visit(indices.data<int64_t>());
+  } else if (indices.dtype() == DType::i32) {
+    visit(indices.data<int32_t>());
+  } else {
+    const std::vector<int64_t> copy = indices.to_i64();
+    visit(copy.data());
   }
-  return offs;
 }
 
 void add_gather_elements(ir::OpRegistry& r) {
@@ -121,13 +143,13 @@ void add_gather_elements(ir::OpRegistry& r) {
       throw ctx.error("data ", shape_to_string(x.shape()), " and indices ", shape_to_string(ind.shape()),
                       " must have the same rank >= 1");
     size_t axis = static_cast<size_t>(normalize_axis(ctx.node().attr_i("axis", 0), static_cast<int64_t>(x.rank()), ctx.node()));
-    auto offs = element_offsets(ctx, x.shape(), ind.shape(), axis, ind.to_i64(), "GatherElements");
-    Tensor& y = ctx.allocate_output(0, x.dtype(), ind.shape());
+    Tensor& y = ctx.allocate_output_unzeroed(0, x.dtype(), ind.shape());  // every element written below
     dispatch_bytes(x.dtype(), [&](auto tag) {
       using E = typename decltype(tag)::type;
       const E* src = raw_as<E>(x);
       E* dst = raw_as<E>(y);
-      for (size_t i = 0; i < offs.size(); ++i) dst[i] = src[offs[i]];
+      for_each_element_offset(ctx, x.shape(), ind, axis, "GatherElements",
+                              [&](int64_t i, int64_t off) { dst[i] = src[off]; });
     });
   };
   strings_as_indices(s, {0});
@@ -299,10 +321,23 @@ void add_scatter_elements(ir::OpRegistry& r, const char* name, int since) {
       throw ctx.error("data ", shape_to_string(x.shape()), " and indices ", shape_to_string(ind.shape()),
                       " must have the same rank >= 1");
     size_t axis = static_cast<size_t>(normalize_axis(ctx.node().attr_i("axis", 0), static_cast<int64_t>(x.rank()), ctx.node()));
-    auto offs = element_offsets(ctx, x.shape(), ind.shape(), axis, ind.to_i64(), ctx.node().op_type().c_str());
-    Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
+    const char* what = ctx.node().op_type().c_str();
+    Tensor& y = ctx.allocate_output_unzeroed(0, x.dtype(), x.shape());  // a copy of the data, then the updates
     if (x.byte_size()) std::memcpy(y.raw(), x.raw(), x.byte_size());
-    scatter_apply(ctx, y, upd, offs, 1, parse_reduction(ctx.node()));
+    const Reduce red = parse_reduction(ctx.node());
+    if (red == Reduce::none) {
+      dispatch_bytes(y.dtype(), [&](auto tag) {
+        using E = typename decltype(tag)::type;
+        const E* pu = raw_as<E>(upd);
+        E* py = raw_as<E>(y);
+        for_each_element_offset(ctx, x.shape(), ind, axis, what, [&](int64_t i, int64_t off) { py[off] = pu[i]; });
+      });
+    } else {
+      std::vector<int64_t> offs(static_cast<size_t>(ind.size()));
+      for_each_element_offset(ctx, x.shape(), ind, axis, what,
+                              [&](int64_t i, int64_t off) { offs[static_cast<size_t>(i)] = off; });
+      scatter_apply(ctx, y, upd, offs, 1, red);
+    }
   };
   strings_as_indices(s, {0, 2});
   r.add(std::move(s));

@@ -150,6 +150,83 @@ TEST(OpsMisc, RoiAlign) {
   EXPECT_THROW(run_op("RoiAlign", {X, rois, bi}, {{"mode", "median"}}), Error);
 }
 
+// RoiAlign by the definition, one output element at a time: the mean (or max) over the bin's
+// sampling grid of the bilinear interpolation (max: of its four weighted corners).
+double roi_align_at(const std::vector<float>& x, int64_t H, int64_t W, const float* plane_roi, double scale,
+                    bool half_pixel, int64_t ph_n, int64_t pw_n, int64_t sampling, bool is_max, int64_t ph,
+                    int64_t pw, int64_t plane) {
+  const double off = half_pixel ? 0.5 : 0.0;
+  const double sw = plane_roi[0] * scale - off, sh = plane_roi[1] * scale - off;
+  double rw = plane_roi[2] * scale - off - sw, rh = plane_roi[3] * scale - off - sh;
+  if (!half_pixel) rw = std::max(rw, 1.0), rh = std::max(rh, 1.0);
+  const double bh = rh / ph_n, bw = rw / pw_n;
+  const int64_t gh = sampling > 0 ? sampling : static_cast<int64_t>(std::ceil(rh / ph_n));
+  const int64_t gw = sampling > 0 ? sampling : static_cast<int64_t>(std::ceil(rw / pw_n));
+  auto at = [&](int64_t yy, int64_t xx) { return static_cast<double>(x[static_cast<size_t>((plane * H + yy) * W + xx)]); };
+  double acc = 0;
+  bool first = true;
+  for (int64_t iy = 0; iy < gh; ++iy)
+    for (int64_t ix = 0; ix < gw; ++ix) {
+      double yv = sh + ph * bh + (iy + 0.5) * bh / gh, xv = sw + pw * bw + (ix + 0.5) * bw / gw;
+      double v[4] = {0, 0, 0, 0};
+      if (!(yv < -1.0 || yv > H || xv < -1.0 || xv > W)) {
+        yv = std::max(yv, 0.0);
+        xv = std::max(xv, 0.0);
+        int64_t y0 = static_cast<int64_t>(yv), x0 = static_cast<int64_t>(xv);
+        int64_t y1 = y0 + 1, x1 = x0 + 1;
+        if (y0 >= H - 1) y0 = y1 = H - 1, yv = static_cast<double>(y0);
+        if (x0 >= W - 1) x0 = x1 = W - 1, xv = static_cast<double>(x0);
+        const double ly = yv - y0, lx = xv - x0;
+        v[0] = (1 - ly) * (1 - lx) * at(y0, x0);
+        v[1] = (1 - ly) * lx * at(y0, x1);
+        v[2] = ly * (1 - lx) * at(y1, x0);
+        v[3] = ly * lx * at(y1, x1);
+      }
+      if (is_max) {
+        const double m = std::max(std::max(v[0], v[1]), std::max(v[2], v[3]));
+        acc = first ? m : std::max(acc, m);
+        first = false;
+      } else {
+        acc += v[0] + v[1] + v[2] + v[3];
+      }
+    }
+  return is_max ? acc : acc / static_cast<double>(std::max<int64_t>(gh * gw, 1));
+}
+
+TEST(OpsMisc, RoiAlignAgainstTheDefinition) {
+  // two images of 5 channels; rois small, larger than the map (samples outside it), and large
+  // enough that adaptive sampling gives a bin many samples (the kernel's groups of taps)
+  const int64_t N = 2, C = 5, H = 9, W = 11;
+  std::vector<float> xs(static_cast<size_t>(N * C * H * W));
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = std::sin(0.37f * static_cast<float>(i)) * 3.f;
+  const std::vector<float> rv = {1, 1, 4, 5,  -3, -2, 14, 12,  0.5f, 2.5f, 9.5f, 3.5f,  2, 0, 300, 250,  7, 7, 7, 7};
+  const std::vector<int64_t> bv = {0, 1, 1, 0, 1};
+  const int64_t R = static_cast<int64_t>(bv.size());
+  for (const char* ctm : {"half_pixel", "output_half_pixel"})
+    for (const char* mode : {"avg", "max"})
+      for (int64_t sampling : {0, 2})
+        for (float scale : {1.f, 0.25f}) {
+          SCOPED_TRACE(testing::Message() << ctm << " " << mode << " sampling " << sampling << " scale " << scale);
+          const int64_t ph_n = 3, pw_n = 4;
+          auto y = run_op("RoiAlign", {f32(xs, {N, C, H, W}), f32(rv, {R, 4}), i64(bv, {R})},
+                          {{"coordinate_transformation_mode", ctm}, {"mode", mode}, {"output_height", ph_n},
+                           {"output_width", pw_n}, {"sampling_ratio", sampling}, {"spatial_scale", scale}});
+          ASSERT_EQ(y[0].shape(), (Shape{R, C, ph_n, pw_n}));
+          const std::vector<double> got = y[0].to_f64();
+          for (int64_t r = 0; r < R; ++r)
+            for (int64_t c = 0; c < C; ++c)
+              for (int64_t ph = 0; ph < ph_n; ++ph)
+                for (int64_t pw = 0; pw < pw_n; ++pw) {
+                  const double want = roi_align_at(xs, H, W, rv.data() + r * 4, scale, std::string(ctm) == "half_pixel",
+                                                   ph_n, pw_n, sampling, std::string(mode) == "max", ph, pw,
+                                                   bv[static_cast<size_t>(r)] * C + c);
+                  ASSERT_NEAR(got[static_cast<size_t>(((r * C + c) * ph_n + ph) * pw_n + pw)], want,
+                              1e-5 * (1 + std::fabs(want)))
+                      << "roi " << r << " channel " << c << " bin " << ph << "," << pw;
+                }
+        }
+}
+
 TEST(OpsMisc, GridSample) {
   Tensor X = f32({0, 1, 2, 3}, {1, 1, 2, 2});
   Tensor grid = f32({-1, -1, 0, 0, 1, 1, 1, -1}, {1, 1, 4, 2});
