@@ -12,6 +12,9 @@ HF-style attention, erf GELU, LayerNorm), with random weights from a fixed seed.
 
   bert_small  4 layers, hidden 256, 4 heads, FFN 1024, sequence 128
   bert_12l    12 layers, hidden 64, 2 heads, FFN 256, sequence 128 (BERT-base's structure, small)
+  detector    a small two-stage detector, opset 16: conv backbone, the locations whose objectness
+              passes a threshold (NonZero: a count that depends on the data), boxes around them,
+              NMS, RoIAlign of the kept boxes, a linear head (outputs boxes, scores, features)
 
 BatchNorm running statistics are calibrated in train mode on random inputs (cumulative
 average), so activations stay O(1) and the references are not dominated by rounding.
@@ -43,6 +46,57 @@ VISION = ["resnet50", "mobilenet_v2", "squeezenet1_1", "shufflenet_v2_x1_0", "ef
 BERTS = {"bert_small": dict(layers=4, hidden=256, heads=4, ffn=1024),
          "bert_12l": dict(layers=12, hidden=64, heads=2, ffn=256)}
 SEQUENCE = 128
+DETECTOR_OPSET = 16  # RoiAlign's half_pixel coordinates (torchvision's aligned=True)
+
+
+class Detector(nn.Module):
+    """Proposals from a 16x16 objectness map of a 64x64 image (stride 4), NMS, RoIAlign and a
+    head: the shapes after the threshold depend on the data. `threshold` is set by make_detector
+    in the widest gap between the scores of the test input, so no score lies near it."""
+
+    def __init__(self):
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU(),
+                                      nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU())
+        self.objectness = nn.Conv2d(32, 1, 1)
+        self.head = nn.Linear(32 * 4 * 4, 8)
+        self.register_buffer("threshold", torch.tensor(0.5))
+
+    def scores(self, x):
+        f = self.backbone(x)
+        return f, torch.sigmoid(self.objectness(f))[0, 0].flatten()
+
+    def forward(self, x):
+        f, s = self.scores(x)
+        keep = torch.nonzero(s > self.threshold)[:, 0]
+        ys, xs = (keep // 16).float() * 4, (keep % 16).float() * 4
+        boxes = torch.stack([xs - 6, ys - 6, xs + 10, ys + 10], 1)
+        scores = s[keep]
+        kept = torchvision.ops.nms(boxes, scores, 0.3)
+        boxes, scores = boxes[kept], scores[kept]
+        rois = torchvision.ops.roi_align(f, [boxes], output_size=4, spatial_scale=0.25, sampling_ratio=2,
+                                         aligned=True)
+        return boxes, scores, self.head(rois.flatten(1))
+
+
+def detector(g):
+    x = torch.rand(1, 3, 64, 64, generator=g) * 2 - 1
+    # the first weights (from SEED on) whose kept scores are well apart: NMS orders by score,
+    # and two within rounding of each other could come out in either order
+    for attempt in range(100):
+        torch.manual_seed(SEED + attempt)
+        model = Detector().eval()
+        with torch.no_grad():
+            model.objectness.weight.mul_(8)  # scores spread over (0, 1)
+            s = torch.sort(model.scores(x)[1]).values
+            n = len(s)
+            gaps = s[n // 4 + 1:3 * n // 4] - s[n // 4:3 * n // 4 - 1]
+            i = int(torch.argmax(gaps)) + n // 4
+            model.threshold.fill_(float(s[i] + s[i + 1]) / 2)
+            kept = s[s > model.threshold]
+            if len(kept) > 8 and float(torch.min(kept[1:] - kept[:-1])) > 1e-5:
+                return model, {"input": x}, ["boxes", "scores", "features"]
+    raise RuntimeError("detector: no weights with well separated scores")
 
 
 def calibrate_batch_norm(model, g):
@@ -84,12 +138,14 @@ def bert(name, g):
 
 def make(name, out_dir):
     g = torch.Generator().manual_seed(SEED)
-    model, inputs, outputs = bert(name, g) if name in BERTS else vision(name, g)
+    model, inputs, outputs = (bert(name, g) if name in BERTS else detector(g) if name == "detector"
+                              else vision(name, g))
+    opset = DETECTOR_OPSET if name == "detector" else OPSET
     d = os.path.join(out_dir, name)
     os.makedirs(os.path.join(d, "inputs"), exist_ok=True)
     os.makedirs(os.path.join(d, "ref_outputs"), exist_ok=True)
     path = os.path.join(d, "model.onnx")
-    kw = dict(input_names=list(inputs), output_names=outputs, opset_version=OPSET, do_constant_folding=True)
+    kw = dict(input_names=list(inputs), output_names=outputs, opset_version=opset, do_constant_folding=True)
     if "dynamo" in inspect.signature(torch.onnx.export).parameters:
         kw["dynamo"] = False
     t0 = time.time()
@@ -103,7 +159,7 @@ def make(name, out_dir):
     for k, v in zip(outputs, refs):
         np.save(os.path.join(d, "ref_outputs", k + ".npy"), v.numpy().astype(np.float32))
     m = onnx.load(path, load_external_data=False)
-    meta = {"name": name, "opset": OPSET, "seed": SEED, "nodes": len(m.graph.node),
+    meta = {"name": name, "opset": opset, "seed": SEED, "nodes": len(m.graph.node),
             "inputs": {k: list(v.shape) for k, v in inputs.items()}, "seconds": round(time.time() - t0, 1)}
     with open(os.path.join(d, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1)
@@ -116,10 +172,11 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--force", action="store_true")
     a = ap.parse_args()
-    names = [n for n in a.only.split(",") if n] or VISION + list(BERTS)
+    known = VISION + list(BERTS) + ["detector"]
+    names = [n for n in a.only.split(",") if n] or known
     for n in names:
-        if n not in VISION and n not in BERTS:
-            sys.exit(f"make_test_models: unknown model '{n}' (known: {', '.join(VISION + list(BERTS))})")
+        if n not in known:
+            sys.exit(f"make_test_models: unknown model '{n}' (known: {', '.join(known)})")
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     for n in names:
         done = os.path.join(a.out, n, "meta.json")

@@ -16,7 +16,10 @@
 #include "transforms/specialize_shapes.hpp"
 #include "transforms/split_at_data_dependent.hpp"
 
+#include "tools/common/npy.hpp"
+
 #include "cpu_test_util.hpp"
+#include "test_models_util.hpp"
 #include "precision_util.hpp"
 #include "tensor_test_util.hpp"
 
@@ -343,6 +346,27 @@ TEST(CpuExecutorDataDependent, ThroughTheApiOnTwoStreamsAtOnce) {
     });
   for (auto& t : threads) t.join();
   EXPECT_EQ(bad.load(), 0);
+}
+
+// tests/models/make_test_models.py's detector (torch's export of a threshold, NMS and RoIAlign):
+// cut after its backbone, and what torch computed
+TEST(CpuExecutorDataDependent, TorchExportedDetector) {
+  const auto dir = test_models_dir() / "detector";
+  const auto path = test_model("detector");
+  Core core;
+  CompiledModel cm = core.compile_model(core.read_model(path.string()), f32_properties());
+  const RuntimeModel m = cm.get_runtime_model();
+  EXPECT_NE(m.data_dependent.find("NonZero"), std::string::npos) << m.data_dependent;
+  EXPECT_TRUE(std::any_of(m.nodes.begin(), m.nodes.end(), [](const RuntimeNode& n) { return n.type == "Convolution"; }));
+  InferRequest r = cm.create_infer_request();
+  r.set_input_tensor(tools::read_npy((dir / "inputs" / "input.npy").string()));
+  r.infer();
+  const char* names[] = {"boxes", "scores", "features"};
+  for (size_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE(names[i]);
+    expect_close(tools::read_npy((dir / "ref_outputs" / (std::string(names[i]) + ".npy")).string()),
+                 r.get_output_tensor(i), 1e-3, 1e-4);
+  }
 }
 
 }  // namespace test_cpu_data_dependent
