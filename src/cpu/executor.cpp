@@ -246,7 +246,7 @@ std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& 
     } else {
       plan->fast = true;
     }
-  } else if (!plan_split(r, *plan)) {
+  } else if (!plan_split(r, *plan) && plan->fallback_reason.empty()) {
     plan->fallback_reason = "the shape of '" + r.first_dynamic + "' depends on data";
   }
   plan->ir_log_entries = plan->log.entries.size();
@@ -255,6 +255,11 @@ std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& 
 
 bool Executor::plan_split(const IrStagesResult& r, Plan& plan) {
   if (options_.disabled_passes.count(transforms::kSplitAtDataDependentShapes)) return false;
+  if (options_.cuts_before >= GraphOptions::kMaxCuts) {  // a chain of cuts so long only a crafted model has it
+    plan.fallback_reason = cat("the shape of '", r.first_dynamic, "' depends on data, after ", options_.cuts_before,
+                               " cuts at such shapes before it (at most ", GraphOptions::kMaxCuts, ")");
+    return false;
+  }
   std::optional<transforms::DataSplit> s = transforms::split_at_data_dependent_shapes(*r.graph, graph_.get());
   if (!s) return false;
   auto split = std::make_shared<Plan::Split>();
@@ -283,14 +288,19 @@ bool Executor::plan_split(const IrStagesResult& r, Plan& plan) {
   if (s->tail) {
     // the model's tail is the same graph for every plan cut there, and a tail of this plan's
     // own graph the same as another plan's where their keys are: one executor keeps its plans
+    // (held by the plans: a tail no plan holds any more goes, with its plans)
+    for (auto it = tails_.begin(); it != tails_.end();) it = it->second.expired() ? tails_.erase(it) : std::next(it);
     const std::string key = s->tail_from_model ? "model " + s->cut_key : transforms::tail_key(*s->tail);
-    std::shared_ptr<Executor>& shared = tails_[key];
+    std::weak_ptr<Executor>& slot = tails_[key];
+    std::shared_ptr<Executor> shared = slot.lock();
     if (!shared) {
       GraphOptions o = options_;
       o.shapes_vary = false;  // the tail's executor sets it: its inputs have unknown dims
+      o.cuts_before = options_.cuts_before + 1;
       shared = std::make_shared<Executor>(s->tail, o, capacity_);
+      slot = shared;
     }
-    split->tail = shared;
+    split->tail = std::move(shared);
   }
   plan.split = std::move(split);
   plan.fallback_reason = cat("the shape of '", s->first_dynamic, "' depends on data (", s->cut_node, "): ", head_nodes,

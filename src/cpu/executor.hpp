@@ -167,8 +167,9 @@ class Executor {
   std::shared_ptr<WeightsCache> weights_;
   FusionDecisions fusion_decisions_;  // shared by the plans when options_.shapes_vary
   std::map<std::vector<Shape>, std::shared_ptr<Plan>> plans_;
-  // The model's tails after a cut (Plan::Split), by the cut's node names: shared by the plans (mutex_)
-  std::map<std::string, std::shared_ptr<Executor>> tails_;
+  // The tails after a cut (Plan::Split) the plans hold, by the cut's node names (the model's
+  // tail) or by transforms::tail_key (a plan's own): shared by the plans that cut alike (mutex_)
+  std::map<std::string, std::weak_ptr<Executor>> tails_;
   size_t capacity_;
   uint64_t clock_ = 0;                                  // LRU clock (mutex_)
   std::atomic<uint64_t> evictions_{0};                  // threads rescan their graphs when it moves

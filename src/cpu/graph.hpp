@@ -57,6 +57,10 @@ struct GraphOptions {
   // The model has inputs of variable shape, so graphs are built per shape (cpu::Executor sets
   // it): nodes favour primitives that are quick to create (Node::shapes_vary).
   bool shapes_vary = false;
+  // cpu::Executor: how many cuts at data-dependent shapes lie before this graph (the executor of
+  // a tail after a cut has one more; beyond kMaxCuts a tail runs on the reference executor).
+  int cuts_before = 0;
+  static constexpr int kMaxCuts = 32;
   // The model's input shapes vary, hot rebuilds included: nodes that have a kernel of kiln's
   // taking its sizes at run time use it (gemm_f32, layer_norm_f32, attention_f32, lstm_f32:
   // nothing made per shape, and as fast as oneDNN's or faster) (Node::shape_agnostic).

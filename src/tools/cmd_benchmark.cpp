@@ -182,6 +182,45 @@ LoopResult run_loop(std::vector<InferRequest>& reqs, bool async, int count, doub
   return r;
 }
 
+// The -i specs naming a directory (NAME=DIR, or DIR for a one-input model), as benchmark_app's
+// folder of inputs: one list of specs per file of the directories (*.npy and *.pb, in name
+// order), with the other specs in every list; empty when no spec names a directory.
+// Directories given for several inputs must hold as many files.
+std::vector<std::vector<std::string>> input_file_groups(const std::vector<std::string>& specs) {
+  namespace fs = std::filesystem;
+  std::vector<std::vector<std::string>> per_spec;
+  size_t n = 0;
+  for (const std::string& spec : specs) {
+    const size_t eq = spec.find('=');
+    const std::string prefix = eq == std::string::npos ? "" : spec.substr(0, eq + 1);
+    const std::string path = eq == std::string::npos ? spec : spec.substr(eq + 1);
+    std::error_code ec;
+    if (!fs::is_directory(path, ec)) {
+      per_spec.push_back({spec});
+      continue;
+    }
+    std::vector<std::string> files;
+    for (const auto& e : fs::directory_iterator(path, ec)) {
+      const std::string ext = e.path().extension().string();
+      if (e.is_regular_file(ec) && (ext == ".npy" || ext == ".pb")) files.push_back(e.path().string());
+    }
+    KILN_CHECK(!ec, cat("-i ", spec, ": cannot list the directory: ", ec.message()));
+    KILN_CHECK(!files.empty(), cat("-i ", spec, ": the directory holds no .npy or .pb file"));
+    KILN_CHECK(n == 0 || files.size() == n,
+               cat("-i ", spec, ": ", files.size(), " files, where another input's directory holds ", n));
+    n = files.size();
+    std::sort(files.begin(), files.end());
+    std::vector<std::string> named;
+    for (const std::string& f : files) named.push_back(prefix + f);
+    per_spec.push_back(std::move(named));
+  }
+  if (n == 0) return {};
+  std::vector<std::vector<std::string>> groups(n);
+  for (size_t g = 0; g < n; ++g)
+    for (const auto& ps : per_spec) groups[g].push_back(ps.size() == 1 ? ps[0] : ps[g]);
+  return groups;
+}
+
 }  // namespace
 
 int cmd_benchmark(const BenchmarkOptions& given) {
@@ -254,9 +293,17 @@ int cmd_benchmark(const BenchmarkOptions& given) {
     }
     o.shapes = kiln_specs;
   }
-  // -data_shape: one set of inputs per shape group, cycled through; else one set
+  // -data_shape: one set of inputs per shape group, cycled through; -i NAME=DIR: one set per
+  // file of the directory (benchmark_app's folder of inputs), cycled through; else one set
   std::vector<tools::PreparedInputs> groups;
-  if (!o.data_shape.empty()) {
+  const std::vector<std::vector<std::string>> file_groups = input_file_groups(o.inputs);
+  if (!file_groups.empty()) {
+    KILN_CHECK(o.data_shape.empty(), "-i NAME=DIR cycles through files: not with -data_shape");
+    KILN_CHECK(!async, "-i NAME=DIR runs one request after the other: not with -api async, -hint throughput, "
+                       "-nstreams or -nireq");
+    for (const auto& specs : file_groups)
+      groups.push_back(tools::prepare_inputs(ports, specs, o.shapes, /*random_missing=*/true, o.seed));
+  } else if (!o.data_shape.empty()) {
     KILN_CHECK(!async, "-data_shape runs one request after the other: not with -api async, -hint throughput, "
                        "-nstreams or -nireq");
     for (const auto& specs : tools::parse_data_shape(o.data_shape, ports)) {
@@ -405,7 +452,8 @@ int cmd_benchmark(const BenchmarkOptions& given) {
       std::cout << label << "median " << fmt_ms(s.median) << ", mean " << fmt_ms(s.mean) << ", max " << fmt_ms(s.max)
                 << ", total " << fmt_ms(s.total) << "  (" << v.size() << " inferences)\n";
     };
-    std::cout << "shapes      " << groups.size() << " groups, cycled (-data_shape)\n";
+    std::cout << "shapes      " << groups.size()
+              << (file_groups.empty() ? " groups, cycled (-data_shape)\n" : " sets of input files, cycled (-i NAME=DIR)\n");
     line("first-seen  ", first_seen);
     line("repeated    ", repeated);
     if (!rss_per_pass.empty()) {

@@ -84,7 +84,9 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("-m,--model", bench.model_flag, "ONNX model file, as benchmark_app's -m");
   bench_cmd->add_option("-d,--device", bench.device, "Device, as benchmark_app's -d: CPU (kiln's only one)");
   bench_cmd->add_option("-i,--input", bench.inputs,
-                        "Input tensor NAME=FILE (.npy or .pb); inputs not given get random data")
+                        "Input tensor NAME=FILE (.npy or .pb); inputs not given get random data; NAME=DIR cycles "
+                        "through the directory's .npy / .pb files, one inference each in turn (reported as first-seen "
+                        "and repeated, as -data_shape)")
       ->allow_extra_args(false);
   bench_cmd->add_option("--shape", bench.shapes,
                         "Shape of a random input, NAME=[1,3,224,224]; or a symbolic dim's value, SYMBOL=4; or as "

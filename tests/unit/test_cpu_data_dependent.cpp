@@ -50,11 +50,14 @@ constexpr int64_t kWidth = 256;
 // (the weight the head packs) plus a bias: `picked`. With `nested`, of those the rows whose
 // largest element exceeds 0.5 go through a second NonZero: `second`. The NonZero's own
 // output is an output too.
+// rows < 0: a dynamic dim "rows"
 std::shared_ptr<ir::Graph> detector(int64_t rows, bool nested, Tensor weight = {}) {
   auto g = std::make_shared<ir::Graph>();
   g->name = "detector";
   g->opset_imports[""] = 13;
-  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{rows, kWidth})});
+  ir::PartialShape shape(Shape{std::max<int64_t>(rows, 1), kWidth});
+  if (rows < 0) shape.dims[0] = ir::Dim::sym("rows");
+  auto* x = g->add_input("x", {DType::f32, shape});
   auto* w = g->add_constant("w", weight.defined() ? weight : random_tensor({kWidth, kWidth}, 3, 0.1f));
   auto* mm = g->add_node("MatMul", {x, w}, {"mm"}, "mm");
   auto* r = g->add_node("Relu", {mm->output(0)}, {"r"}, "relu");
@@ -289,6 +292,65 @@ TEST(CpuExecutorDataDependent, TheTailCutsAgainAtItsOwnDataDependentShape) {
     if (!second_tail) second_tail = p.split->tail.get();
     EXPECT_EQ(p.split->tail.get(), second_tail) << count;
   }
+}
+
+TEST(CpuExecutorDataDependent, PlansOfOtherInputShapesShareTheModelsTail) {
+  auto g = detector(-1, /*nested=*/false);
+  runtime::ReferenceExecutor ref(g);
+  cpu::Executor ex(g, {}, /*plan_capacity=*/2);
+  std::weak_ptr<cpu::Executor> tail;
+  uint32_t seed = 90;
+  for (int64_t rows : {6, 9, 4, 6, 11}) {  // 11 drops the plan of 9 (two kept)
+    std::vector<bool> keep(static_cast<size_t>(rows));
+    for (size_t i = 0; i < keep.size(); ++i) keep[i] = i % 3 != 1;
+    const std::vector<Tensor> in = {rows_input(keep, seed++)};
+    SCOPED_TRACE(testing::Message() << rows << " rows");
+    expect_same(ref.run(in), ex.run(in));
+    std::shared_ptr<const cpu::Executor::Plan> plan = ex.find_plan({in[0].shape()});
+    ASSERT_TRUE(plan && plan->split && plan->split->tail);
+    if (tail.expired()) tail = plan->split->tail;
+    EXPECT_EQ(plan->split->tail, tail.lock()) << "one executor for the tail of every input shape";
+  }
+  EXPECT_LE(ex.cached_plans(), 2u);
+}
+
+TEST(CpuExecutorDataDependent, ALongChainOfCutsEndsOnTheReferenceExecutor) {
+  // 40 NonZeros one after the other, each reading the last one's indices (plus one, so none
+  // is dropped): a cut at every one, more than GraphOptions::kMaxCuts
+  auto g = std::make_shared<ir::Graph>();
+  g->opset_imports[""] = 13;
+  ir::Value* v = g->add_input("x", {DType::f32, ir::PartialShape(Shape{8})});
+  ir::Value* flat = g->add_constant("flat", i64s({-1}));
+  ir::Value* one = g->add_constant("one", Tensor::scalar<float>(1.f));
+  for (int i = 0; i < 40; ++i) {
+    const std::string k = std::to_string(i);
+    auto* nz = g->add_node("NonZero", {v}, {"nz" + k}, "nz" + k);
+    auto* r = g->add_node("Reshape", {nz->output(0), flat}, {"r" + k}, "r" + k);
+    auto* c = g->add_node("Cast", {r->output(0)}, {"c" + k}, "c" + k);
+    c->attrs["to"] = int64_t(1);
+    v = g->add_node("Add", {c->output(0), one}, {"v" + k}, "add" + k)->output(0);
+  }
+  g->add_output(v);
+  ir::infer_shapes(*g);
+  const std::vector<Tensor> in = {Tensor::from_vector<float>({0, 1, 0, 2, 3, 0, 5, 1}, {8})};
+  cpu::Executor ex(g);
+  expect_same(runtime::ReferenceExecutor(g).run(in), ex.run(in));
+  // the executors of the tails, one inside the other: kMaxCuts of them cut, the last does not
+  int cuts = 0;
+  cpu::Executor* e = &ex;
+  std::vector<Shape> shapes = {{8}};
+  while (true) {
+    const cpu::Executor::Plan& p = e->plan_for(shapes);
+    if (!p.split) {
+      EXPECT_NE(p.fallback_reason.find("cuts at such shapes before it"), std::string::npos) << p.fallback_reason;
+      break;
+    }
+    ++cuts;
+    ASSERT_TRUE(p.split->tail);
+    e = p.split->tail.get();
+    shapes.assign(e->graph().inputs().size(), Shape{1, 5});  // the last NonZero's 5 indices
+  }
+  EXPECT_EQ(cuts, cpu::GraphOptions::kMaxCuts);
 }
 
 TEST(CpuExecutorDataDependent, DisabledTheWholeGraphRunsOnTheReferenceExecutor) {
