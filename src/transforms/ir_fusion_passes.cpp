@@ -8,6 +8,7 @@
 #include "transforms/qdq_to_fake_quantize.hpp"
 #include "transforms/reduce_to_global_pooling.hpp"
 #include "transforms/remove_identity_ops.hpp"
+#include "transforms/scatter_rows.hpp"
 
 namespace kiln::transforms {
 
@@ -29,6 +30,7 @@ const std::vector<Pass>& passes() {
       {kMergeGroupConvolution, merge_group_convolution},
       {kFoldBatchNormalization, fold_batch_norm},
       {kReduceToGlobalPooling, reduce_to_global_pooling},
+      {kScatterRowsToScatterND, scatter_rows_to_scatter_nd},
   };
   return all;
 }

@@ -1,7 +1,7 @@
 #pragma once
 // The model-level (ir::Graph) passes of the CPU graph optimizer, in order:
 //   QdqToFakeQuantize, RemoveIdentityOps, FuseMatMulIntegerToFloat, FoldPadIntoConvolution, MergeGroupConvolution,
-//   FoldBatchNormalization, ReduceToGlobalPooling,
+//   FoldBatchNormalization, ReduceToGlobalPooling, ScatterRowsToScatterND,
 // then constants and nodes left unread are dropped (ir::Graph::remove_dead, only when a
 // pass rewrote something) and shapes are inferred again (ir::infer_shapes).
 #include <set>
