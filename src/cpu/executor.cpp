@@ -104,11 +104,12 @@ std::shared_ptr<const ir::Graph> model_to_run(std::shared_ptr<const ir::Graph> g
 
 }  // namespace
 
-Executor::Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options, size_t plan_capacity)
+Executor::Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options, size_t plan_capacity,
+                   std::shared_ptr<WeightsCache> weights)
     : graph_(model_to_run(graph, options, &model_log_)),
       options_(std::move(options)),
       reference_(std::make_unique<runtime::ReferenceExecutor>(graph_)),
-      weights_(std::make_shared<WeightsCache>()),
+      weights_(weights ? std::move(weights) : std::make_shared<WeightsCache>()),
       capacity_(std::max<size_t>(plan_capacity, 1)),
       id_(g_next_executor_id.fetch_add(1)),
       alive_(std::make_shared<std::atomic<bool>>(true)) {
@@ -297,7 +298,7 @@ bool Executor::plan_split(const IrStagesResult& r, Plan& plan) {
       GraphOptions o = options_;
       o.shapes_vary = false;  // the tail's executor sets it: its inputs have unknown dims
       o.cuts_before = options_.cuts_before + 1;
-      shared = std::make_shared<Executor>(s->tail, o, capacity_);
+      shared = std::make_shared<Executor>(s->tail, o, capacity_, weights_);
       slot = shared;
     }
     split->tail = std::move(shared);

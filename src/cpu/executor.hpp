@@ -48,8 +48,10 @@ class Executor {
   // the executor its own weights cache. `options.shapes_vary` is set when an input of `graph`
   // has a dynamic dim (see kHotRuns).
   static constexpr size_t kDefaultPlanCapacity = 64;
+  // `weights`: a weights cache to share (the executor of a tail after a cut shares its
+  // model's: the tail's weights are the model's constants, packed once); null: its own.
   explicit Executor(std::shared_ptr<const ir::Graph> graph, GraphOptions options = {},
-                    size_t plan_capacity = kDefaultPlanCapacity);
+                    size_t plan_capacity = kDefaultPlanCapacity, std::shared_ptr<WeightsCache> weights = nullptr);
   // An executor whose plan for `cached.shapes` comes from the model cache (model_cache.hpp):
   // stages 0-3 are not run again and the weights cache starts with `cached.packed`. `graph`
   // is the model (or, when the model was not read, the cached graph itself): other shapes

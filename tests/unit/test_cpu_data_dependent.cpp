@@ -251,6 +251,9 @@ TEST(CpuExecutorDataDependent, HeadOnTheFastPathCutAndTailAfter) {
     expect_same(ref.run(in), ex.run(in));
   }
   EXPECT_EQ(ex.cached_plans(), 1u);  // one plan for the model's shapes; the tail plans its own
+  // the tail packs its weights into the model's cache (a tail made for another count finds them)
+  ASSERT_TRUE(plan.split->tail);
+  EXPECT_EQ(&plan.split->tail->weights(), &ex.weights());
   std::vector<ProfilingInfo> rows;
   ex.run({rows_input(keeps[0], 1)}, &rows);
   auto has = [&](const std::string& node, const std::string& exec) {
