@@ -1,6 +1,8 @@
 // Detection / sampling ops: NonMaxSuppression, RoiAlign, GridSample.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -56,6 +58,66 @@ bool suppress_by_iou(const Box& a, const Box& b, double threshold) {
   return inter / uni > threshold;
 }
 
+// The boxes one class has kept so far, in cells by their left edge: a candidate is compared
+// only with the kept boxes whose x-range can meet its own (a box overlaps another only if
+// their left edges are less than the widest box apart), a few cells instead of every kept box;
+// the result is the same. A box with a non-finite corner or no area takes no part: it never
+// suppresses and is never suppressed (suppress_by_iou is false for it).
+class KeptBoxes {
+ public:
+  static bool takes_part(const Box& b) {
+    return std::isfinite(b.x1) && std::isfinite(b.x2) && std::isfinite(b.y1) && std::isfinite(b.y2) &&
+           std::isfinite(b.area) && b.area > 0;
+  }
+  // Cells for the boxes `cand` of `all` (the class's candidates); nothing kept.
+  void reset(const std::vector<Box>& all, const std::vector<int64_t>& cand) {
+    kept_.clear();
+    for (auto& c : cells_) c.clear();
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo, width = 0;
+    for (int64_t i : cand) {
+      const Box& b = all[static_cast<size_t>(i)];
+      if (!takes_part(b)) continue;
+      lo = std::min(lo, b.x1);
+      hi = std::max(hi, b.x1);
+      width = std::max(width, b.x2 - b.x1);
+    }
+    if (lo > hi) {
+      used_ = 0;
+      return;
+    }
+    lo_ = lo;
+    step_ = std::max(width, (hi - lo) / kCells);
+    if (!(step_ > 0)) step_ = 1;
+    used_ = static_cast<size_t>((hi - lo) / step_) + 1;  // at most kCells + 1
+    if (cells_.size() < used_) cells_.resize(used_);
+  }
+  bool suppresses(const Box& b, double threshold) const {
+    if (used_ == 0 || !takes_part(b)) return false;
+    // cells of left edges in (b.x1 - width, b.x2), two more below and one above for rounding
+    const int64_t first = std::max<int64_t>(0, static_cast<int64_t>(std::floor((b.x1 - lo_) / step_)) - 2);
+    const int64_t last = std::min<int64_t>(static_cast<int64_t>(used_) - 1,
+                                           static_cast<int64_t>(std::floor((b.x2 - lo_) / step_)) + 1);
+    for (int64_t c = first; c <= last; ++c)
+      for (uint32_t k : cells_[static_cast<size_t>(c)])
+        if (suppress_by_iou(b, kept_[k], threshold)) return true;
+    return false;
+  }
+  void keep(const Box& b) {
+    if (used_ == 0 || !takes_part(b)) return;
+    const int64_t c = std::clamp<int64_t>(static_cast<int64_t>(std::floor((b.x1 - lo_) / step_)), 0,
+                                          static_cast<int64_t>(used_) - 1);
+    cells_[static_cast<size_t>(c)].push_back(static_cast<uint32_t>(kept_.size()));
+    kept_.push_back(b);
+  }
+
+ private:
+  static constexpr double kCells = 4096;
+  std::vector<Box> kept_;
+  std::vector<std::vector<uint32_t>> cells_;
+  size_t used_ = 0;
+  double lo_ = 0, step_ = 1;
+};
+
 void register_nms(ir::OpRegistry& r) {
   ir::OpSchema s;
   s.name = "NonMaxSuppression";
@@ -100,7 +162,8 @@ void register_nms(ir::OpRegistry& r) {
     const std::vector<double> bv = load_f64(boxes), sv = load_f64(scores);
     std::vector<int64_t> selected_out;
     std::vector<int64_t> cand, sel;
-    std::vector<Box> all, kept;
+    std::vector<Box> all;
+    KeptBoxes kept;
     for (int64_t b = 0; b < nb && max_out > 0; ++b) {
       all.clear();
       for (int64_t i = 0; i < ns; ++i) all.push_back(make_box(bv.data() + (b * ns + i) * 4, center));
@@ -111,20 +174,13 @@ void register_nms(ir::OpRegistry& r) {
           if (!has_score_th || sc[i] > score_th) cand.push_back(i);
         std::stable_sort(cand.begin(), cand.end(), [&](int64_t a, int64_t bb) { return sc[a] > sc[bb]; });
         sel.clear();
-        kept.clear();
+        kept.reset(all, cand);
         for (int64_t i : cand) {
           if (static_cast<int64_t>(sel.size()) >= max_out) break;
           const Box& bi = all[static_cast<size_t>(i)];
-          bool keep = true;
-          for (const Box& k : kept)
-            if (suppress_by_iou(bi, k, iou_th)) {
-              keep = false;
-              break;
-            }
-          if (keep) {
-            sel.push_back(i);
-            kept.push_back(bi);
-          }
+          if (kept.suppresses(bi, iou_th)) continue;
+          sel.push_back(i);
+          kept.keep(bi);
         }
         for (int64_t i : sel) {
           selected_out.push_back(b);

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <random>
 #include <limits>
 #include <map>
 #include <memory>
@@ -130,6 +132,83 @@ TEST(OpsMisc, NonMaxSuppression) {
   auto y3 = run_op("NonMaxSuppression", {boxes, scores});
   EXPECT_EQ(y3[0].shape(), (Shape{0, 3}));
   EXPECT_THROW(run_op("NonMaxSuppression", {f32({0, 0, 1}, {1, 1, 3}), f32({1}, {1, 1, 1})}), Error);
+}
+
+// NonMaxSuppression by the definition: per batch and class, candidates above the score
+// threshold by descending score (stable), each kept unless a kept one overlaps it by IoU > t.
+std::vector<int64_t> nms_by_definition(const std::vector<float>& boxes, const std::vector<float>& scores, int64_t nb,
+                                       int64_t nc, int64_t ns, int64_t max_out, double iou_t, double score_t,
+                                       bool center) {
+  auto corners = [&](int64_t b, int64_t i) {
+    const float* p = boxes.data() + (b * ns + i) * 4;
+    std::array<double, 4> c;  // y1, x1, y2, x2
+    if (center) {
+      c = {p[1] - p[3] / 2.0, p[0] - p[2] / 2.0, p[1] + p[3] / 2.0, p[0] + p[2] / 2.0};
+    } else {
+      c = {std::min<double>(p[0], p[2]), std::min<double>(p[1], p[3]), std::max<double>(p[0], p[2]),
+           std::max<double>(p[1], p[3])};
+    }
+    return c;
+  };
+  auto over = [&](const std::array<double, 4>& a, const std::array<double, 4>& b) {
+    const double h = std::min(a[2], b[2]) - std::max(a[0], b[0]), w = std::min(a[3], b[3]) - std::max(a[1], b[1]);
+    if (!(h > 0 && w > 0)) return false;
+    const double aa = (a[2] - a[0]) * (a[3] - a[1]), ab = (b[2] - b[0]) * (b[3] - b[1]), inter = h * w;
+    const double uni = aa + ab - inter;
+    if (aa <= 0 || ab <= 0 || uni <= 0) return false;
+    return inter / uni > iou_t;
+  };
+  std::vector<int64_t> out;
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t c = 0; c < nc; ++c) {
+      const float* sc = scores.data() + (b * nc + c) * ns;
+      std::vector<int64_t> cand;
+      for (int64_t i = 0; i < ns; ++i)
+        if (sc[i] > score_t) cand.push_back(i);
+      std::stable_sort(cand.begin(), cand.end(), [&](int64_t x, int64_t y) { return sc[x] > sc[y]; });
+      std::vector<int64_t> kept;
+      for (int64_t i : cand) {
+        if (static_cast<int64_t>(kept.size()) >= max_out) break;
+        bool keep = true;
+        for (int64_t k : kept) keep = keep && !over(corners(b, i), corners(b, k));
+        if (keep) kept.push_back(i);
+      }
+      for (int64_t i : kept) out.insert(out.end(), {b, c, i});
+    }
+  return out;
+}
+
+TEST(OpsMisc, NonMaxSuppressionAgainstTheDefinition) {
+  // boxes of every size over a wide range (a detector's per-class offsets), some huge, some
+  // with no area, some with NaN or infinite corners; scores with ties
+  const int64_t nb = 2, nc = 3, ns = 600;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  std::vector<float> boxes(static_cast<size_t>(nb * ns * 4)), scores(static_cast<size_t>(nb * nc * ns));
+  for (int64_t i = 0; i < nb * ns; ++i) {
+    float* p = boxes.data() + i * 4;
+    const float band = static_cast<float>(i % 4) * 1000.f;  // four bands far apart
+    const float y = u(rng) * 300, x = band + u(rng) * 300, h = u(rng) * 60, w = u(rng) * 60;
+    p[0] = y, p[1] = x, p[2] = y + h, p[3] = x + w;
+    if (i % 97 == 0) p[3] = x + 900;                                         // very wide
+    if (i % 89 == 0) p[2] = p[0];                                            // no area
+    if (i % 83 == 0) p[1] = std::numeric_limits<float>::quiet_NaN();         // NaN corner
+    if (i % 79 == 0) p[3] = std::numeric_limits<float>::infinity();          // infinite
+    if (i % 5 == 0) std::swap(p[0], p[2]);                                   // corners either way
+  }
+  for (auto& s : scores) s = std::round(u(rng) * 200) / 200;  // ties
+  for (bool center : {false, true})
+    for (double iou : {0.0, 0.3, 0.7})
+      for (int64_t max_out : {int64_t(5), int64_t(1000)}) {
+        SCOPED_TRACE(testing::Message() << "center " << center << " iou " << iou << " max " << max_out);
+        auto y = run_op("NonMaxSuppression",
+                        {f32(boxes, {nb, ns, 4}), f32(scores, {nb, nc, ns}), i64({max_out}, {1}),
+                         f32({static_cast<float>(iou)}, {1}), f32({0.2f}, {1})},
+                        {{"center_point_box", int64_t(center)}});
+        const std::vector<int64_t> want =
+            nms_by_definition(boxes, scores, nb, nc, ns, max_out, static_cast<float>(iou), 0.2f, center);
+        EXPECT_EQ(vals<int64_t>(y[0]), want);
+      }
 }
 
 TEST(OpsMisc, RoiAlign) {
