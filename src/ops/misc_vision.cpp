@@ -269,11 +269,14 @@ void register_roialign(ir::OpRegistry& r) {
         throw ctx.error("roi ", ri, " has non-finite coordinates");
     }
     const int64_t bins = ph_n * pw_n;
-    // One roi: the bilinear taps of every sample point of a group of bins (bin k's are
-    // [first[k - k0], first[k - k0 + 1])), then each channel's plane read for the whole group
-    // while the roi's part of it is in cache; groups of at most kTaps taps (or one bin).
-    constexpr size_t kTaps = 4096;
-    auto one_roi = [&](int64_t ri, std::vector<Tap>& taps, std::vector<size_t>& first) {
+    // X channels-last: a tap's four corners are then four runs of C values, and every channel
+    // of a bin is computed at once (each channel with the same operations as one at a time)
+    std::vector<double> xt(x.size());
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t p = 0; p < H * W; ++p) xt[static_cast<size_t>((n * H * W + p) * C + c)] = x[static_cast<size_t>((n * C + c) * H * W + p)];
+    // One roi, bin after bin: the bilinear taps of the bin's sample points, then its C outputs.
+    auto one_roi = [&](int64_t ri, std::vector<Tap>& taps, std::vector<double>& acc) {
       const int64_t b = bi[static_cast<size_t>(ri)];
       const double* roi = rv.data() + ri * 4;
       const double sw = roi[0] * scale - off, sh = roi[1] * scale - off;
@@ -287,78 +290,68 @@ void register_roialign(ir::OpRegistry& r) {
       const int64_t gh = sampling > 0 ? sampling : static_cast<int64_t>(std::ceil(rh / static_cast<double>(ph_n)));
       const int64_t gw = sampling > 0 ? sampling : static_cast<int64_t>(std::ceil(rw / static_cast<double>(pw_n)));
       const double count = static_cast<double>(std::max<int64_t>(gh * gw, 1));
-      const size_t per_bin = static_cast<size_t>(std::max<int64_t>(gh * gw, 0));
-      auto add_bin = [&](int64_t ph, int64_t pw) {
-        for (int64_t iy = 0; iy < gh; ++iy) {
-          const double yy = sh + static_cast<double>(ph) * bin_h +
-                            (static_cast<double>(iy) + 0.5) * bin_h / static_cast<double>(gh);
-          for (int64_t ix = 0; ix < gw; ++ix) {
-            const double xx = sw + static_cast<double>(pw) * bin_w +
-                              (static_cast<double>(ix) + 0.5) * bin_w / static_cast<double>(gw);
-            double yv = yy, xv = xx;
-            if (yv < -1.0 || yv > static_cast<double>(H) || xv < -1.0 || xv > static_cast<double>(W)) {
-              taps.push_back({0, 0, 0, 0, 0, 0, 0, 0});
-              continue;
-            }
-            yv = std::max(yv, 0.0);
-            xv = std::max(xv, 0.0);
-            int64_t yl = static_cast<int64_t>(yv), xl = static_cast<int64_t>(xv), yhi, xhi;
-            if (yl >= H - 1) {
-              yhi = yl = H - 1;
-              yv = static_cast<double>(yl);
-            } else {
-              yhi = yl + 1;
-            }
-            if (xl >= W - 1) {
-              xhi = xl = W - 1;
-              xv = static_cast<double>(xl);
-            } else {
-              xhi = xl + 1;
-            }
-            const double ly = yv - static_cast<double>(yl), lx = xv - static_cast<double>(xl);
-            const double hy = 1 - ly, hx = 1 - lx;
-            taps.push_back({yl * W + xl, yl * W + xhi, yhi * W + xl, yhi * W + xhi, hy * hx, hy * lx, ly * hx,
-                            ly * lx});
-          }
-        }
-      };
-      for (int64_t k0 = 0, k1 = 0; k0 < bins; k0 = k1) {
-        taps.clear();
-        first.clear();
-        for (k1 = k0; k1 < bins && (k1 == k0 || taps.size() + per_bin <= kTaps); ++k1) {
-          first.push_back(taps.size());
-          add_bin(k1 / pw_n, k1 % pw_n);
-        }
-        first.push_back(taps.size());
-        for (int64_t c = 0; c < C; ++c) {
-          const double* plane = x.data() + (b * C + c) * H * W;
-          double* yc = y.data() + (ri * C + c) * bins;
-          for (int64_t k = k0; k < k1; ++k) {
-            double acc = 0;
-            bool first_tap = true;
-            for (size_t ti = first[static_cast<size_t>(k - k0)]; ti < first[static_cast<size_t>(k - k0) + 1]; ++ti) {
-              const Tap& t = taps[ti];
-              const double v1 = t.w1 * plane[t.o1], v2 = t.w2 * plane[t.o2];
-              const double v3 = t.w3 * plane[t.o3], v4 = t.w4 * plane[t.o4];
-              if (is_max) {
-                const double m = std::max(std::max(std::max(v1, v2), v3), v4);
-                acc = first_tap ? m : std::max(acc, m);
-                first_tap = false;
-              } else {
-                acc += v1 + v2 + v3 + v4;
+      const double* image = xt.data() + b * H * W * C;
+      for (int64_t ph = 0; ph < ph_n; ++ph) {
+        for (int64_t pw = 0; pw < pw_n; ++pw) {
+          taps.clear();
+          for (int64_t iy = 0; iy < gh; ++iy) {
+            const double yy = sh + static_cast<double>(ph) * bin_h +
+                              (static_cast<double>(iy) + 0.5) * bin_h / static_cast<double>(gh);
+            for (int64_t ix = 0; ix < gw; ++ix) {
+              const double xx = sw + static_cast<double>(pw) * bin_w +
+                                (static_cast<double>(ix) + 0.5) * bin_w / static_cast<double>(gw);
+              double yv = yy, xv = xx;
+              if (yv < -1.0 || yv > static_cast<double>(H) || xv < -1.0 || xv > static_cast<double>(W)) {
+                taps.push_back({0, 0, 0, 0, 0, 0, 0, 0});
+                continue;
               }
+              yv = std::max(yv, 0.0);
+              xv = std::max(xv, 0.0);
+              int64_t yl = static_cast<int64_t>(yv), xl = static_cast<int64_t>(xv), yhi, xhi;
+              if (yl >= H - 1) {
+                yhi = yl = H - 1;
+                yv = static_cast<double>(yl);
+              } else {
+                yhi = yl + 1;
+              }
+              if (xl >= W - 1) {
+                xhi = xl = W - 1;
+                xv = static_cast<double>(xl);
+              } else {
+                xhi = xl + 1;
+              }
+              const double ly = yv - static_cast<double>(yl), lx = xv - static_cast<double>(xl);
+              const double hy = 1 - ly, hx = 1 - lx;
+              taps.push_back({yl * W + xl, yl * W + xhi, yhi * W + xl, yhi * W + xhi, hy * hx, hy * lx, ly * hx,
+                              ly * lx});
             }
-            yc[k] = is_max ? acc : acc / count;
           }
+          std::fill(acc.begin(), acc.end(), 0.0);
+          for (size_t ti = 0; ti < taps.size(); ++ti) {
+            const Tap& t = taps[ti];
+            const double *p1 = image + t.o1 * C, *p2 = image + t.o2 * C, *p3 = image + t.o3 * C, *p4 = image + t.o4 * C;
+            if (is_max) {
+              const bool first_tap = ti == 0;
+              for (int64_t c = 0; c < C; ++c) {
+                const double m = std::max(std::max(std::max(t.w1 * p1[c], t.w2 * p2[c]), t.w3 * p3[c]), t.w4 * p4[c]);
+                acc[static_cast<size_t>(c)] = first_tap ? m : std::max(acc[static_cast<size_t>(c)], m);
+              }
+            } else {
+              for (int64_t c = 0; c < C; ++c)
+                acc[static_cast<size_t>(c)] += t.w1 * p1[c] + t.w2 * p2[c] + t.w3 * p3[c] + t.w4 * p4[c];
+            }
+          }
+          double* yr = y.data() + ri * C * bins + ph * pw_n + pw;
+          for (int64_t c = 0; c < C; ++c) yr[c * bins] = is_max ? acc[static_cast<size_t>(c)] : acc[static_cast<size_t>(c)] / count;
         }
       }
     };
 #pragma omp parallel if (R * C * bins > 32768)
     {
       std::vector<Tap> taps;
-      std::vector<size_t> first;
+      std::vector<double> acc(static_cast<size_t>(C));
 #pragma omp for schedule(dynamic)
-      for (int64_t ri = 0; ri < R; ++ri) one_roi(ri, taps, first);
+      for (int64_t ri = 0; ri < R; ++ri) one_roi(ri, taps, acc);
     }
     Tensor& out = ctx.allocate_output(0, X.dtype(), {R, C, ph_n, pw_n});
     misc_store_f64(out, y, "RoiAlign");
