@@ -9,20 +9,10 @@
 # env: MODELS="ssdlite frcnn"  THREADS=2  PASSES=3  REPEAT=2  KILN=build/kiln
 #      KILN_ARGS (default: --property inference_precision=f32)  KILN_BENCH_CACHE (default ~/.cache/kiln-bench)
 set -euo pipefail
-HERE="$(cd "$(dirname "$0")" && pwd)"
-ROOT="$(cd "$HERE/.." && pwd)"
-CACHE="${KILN_BENCH_CACHE:-$HOME/.cache/kiln-bench}"
-export KILN_BENCH_CACHE="$CACHE"
-KILN="${KILN:-$ROOT/build/kiln}"
+NAME=compare_detection
+# shellcheck source=compare_common.sh
+source "$(cd "$(dirname "$0")" && pwd)/compare_common.sh"
 MODELS="${MODELS:-ssdlite frcnn}"
-THREADS="${THREADS:-2}"
-PASSES="${PASSES:-3}"
-REPEAT="${REPEAT:-2}"
-KILN_ARGS="${KILN_ARGS:---property inference_precision=f32}"
-[ -x "$KILN" ] || { echo "compare_detection: no kiln binary at $KILN" >&2; exit 2; }
-[ -d "$CACHE/node_modules/onnxruntime-node" ] || { echo "compare_detection: ONNX Runtime not installed (../shared/bench/setup.sh)" >&2; exit 2; }
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
 
 printf '| model | round | kiln first pass ms | ORT first pass ms | ratio | kiln later pass ms | ORT later pass ms | ratio |\n'
 printf '|---|---|---|---|---|---|---|---|\n'

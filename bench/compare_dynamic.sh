@@ -8,21 +8,11 @@
 #      KILN_ARGS (default: --property inference_precision=f32; the plan cache keeps its default, 64)
 #      KILN_BENCH_CACHE (default ~/.cache/kiln-bench)
 set -euo pipefail
-HERE="$(cd "$(dirname "$0")" && pwd)"
-ROOT="$(cd "$HERE/.." && pwd)"
-CACHE="${KILN_BENCH_CACHE:-$HOME/.cache/kiln-bench}"
-export KILN_BENCH_CACHE="$CACHE"
-KILN="${KILN:-$ROOT/build/kiln}"
+NAME=compare_dynamic
+# shellcheck source=compare_common.sh
+source "$(cd "$(dirname "$0")" && pwd)/compare_common.sh"
 STREAMS="${STREAMS:-crnn bert bert-batch}"
-THREADS="${THREADS:-2}"
-PASSES="${PASSES:-3}"
-REPEAT="${REPEAT:-2}"
-KILN_ARGS="${KILN_ARGS:---property inference_precision=f32}"
 ORT_JS="$HERE/dynamic_stream_ort.js"
-[ -x "$KILN" ] || { echo "compare_dynamic: no kiln binary at $KILN" >&2; exit 2; }
-[ -d "$CACHE/node_modules/onnxruntime-node" ] || { echo "compare_dynamic: ONNX Runtime not installed (../shared/bench/setup.sh)" >&2; exit 2; }
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
 
 model_of() { case "$1" in crnn) echo crnn_dyn ;; bert|bert-batch) echo bert6_dyn ;; *) echo "unknown stream $1" >&2; exit 2 ;; esac; }
 
