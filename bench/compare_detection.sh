@@ -4,7 +4,7 @@
 # images: for each model, REPEAT rounds of [kiln, ORT] (order alternating), each a fresh process
 # running every image PASSES times. Prints, per round, the first pass (every image new: kiln
 # plans the part after each cut for the counts that image gives), the mean of the later passes,
-# and the kiln / ORT ratios.
+# peak resident memory, and the kiln / ORT ratios.
 #
 # env: MODELS="ssdlite frcnn"  THREADS=2  PASSES=3  REPEAT=2  KILN=build/kiln
 #      KILN_ARGS (default: --property inference_precision=f32)  KILN_BENCH_CACHE (default ~/.cache/kiln-bench)
@@ -14,8 +14,8 @@ NAME=compare_detection
 source "$(cd "$(dirname "$0")" && pwd)/compare_common.sh"
 MODELS="${MODELS:-ssdlite frcnn}"
 
-printf '| model | round | kiln first pass ms | ORT first pass ms | ratio | kiln later pass ms | ORT later pass ms | ratio |\n'
-printf '|---|---|---|---|---|---|---|---|\n'
+printf '| model | round | kiln first pass ms | ORT first pass ms | ratio | kiln later pass ms | ORT later pass ms | ratio | kiln peak MiB | ORT peak MiB | ratio |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|---|\n'
 for m in $MODELS; do
   dir="$CACHE/models/$m"
   [ -f "$dir/model.onnx" ] || /usr/bin/python3 "$HERE/make_detection_models.py" --only "$m" > "$TMP/make.log"
@@ -31,17 +31,6 @@ for m in $MODELS; do
         --passes "$PASSES" > "$TMP/ort.log" 2> "$TMP/ort.err" || { cat "$TMP/ort.err" >&2; exit 1; }
     }
     if [ $((round % 2)) -eq 1 ]; then run_kiln; run_ort; else run_ort; run_kiln; fi
-    /usr/bin/python3 - "$TMP/kiln.json" "$TMP/ort.log" "$m" "$round" "$PASSES" <<'EOF'
-import json, sys
-k = json.load(open(sys.argv[1]))["data_shape"]
-ort = [json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")]
-passes = int(sys.argv[5])
-k_first = k["first_seen_ms"]["total"]
-k_later = k["repeated_ms"]["total"] / (passes - 1) if passes > 1 else float("nan")
-o_first = ort[0]["total_ms"]
-o_later = sum(p["total_ms"] for p in ort[1:]) / max(1, len(ort) - 1)
-print(f"| {sys.argv[3]} | {sys.argv[4]} | {k_first:.0f} | {o_first:.0f} | {k_first / o_first:.2f} | {k_later:.0f} | "
-      f"{o_later:.0f} | {k_later / o_later:.2f} |")
-EOF
+    /usr/bin/python3 "$HERE/stream_ratio.py" "$TMP/kiln.json" "$TMP/ort.log" "$m" "$round" "$PASSES"
   done
 done

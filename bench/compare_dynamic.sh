@@ -32,19 +32,6 @@ for stream in $STREAMS; do
     }
     run_ort() { node "$ORT_JS" "$model" --shapes "$spec" --threads "$THREADS" --passes "$PASSES" > "$TMP/ort.log" 2>&1; }
     if [ $((round % 2)) -eq 1 ]; then run_kiln; run_ort; else run_ort; run_kiln; fi
-    /usr/bin/python3 - "$TMP/kiln.json" "$TMP/ort.log" "$stream" "$round" "$PASSES" <<'EOF'
-import json, sys
-k = json.load(open(sys.argv[1]))["data_shape"]
-k_peak = json.load(open(sys.argv[1]))["peak_rss_mib"]
-ort = [json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")]
-passes = int(sys.argv[5])
-k_first = k["first_seen_ms"]["total"]
-k_later = k["repeated_ms"]["total"] / (passes - 1) if passes > 1 else float("nan")
-o_first = ort[0]["total_ms"]
-o_later = sum(p["total_ms"] for p in ort[1:]) / max(1, len(ort) - 1)
-o_peak = max(p["peak_rss_mib"] for p in ort)
-print(f"| {sys.argv[3]} | {sys.argv[4]} | {k_first:.0f} | {o_first:.0f} | {k_first / o_first:.2f} | {k_later:.0f} | "
-      f"{o_later:.0f} | {k_later / o_later:.2f} | {k_peak:.0f} | {o_peak:.0f} | {k_peak / o_peak:.2f} |")
-EOF
+    /usr/bin/python3 "$HERE/stream_ratio.py" "$TMP/kiln.json" "$TMP/ort.log" "$stream" "$round" "$PASSES"
   done
 done

@@ -1,0 +1,23 @@
+#!/usr/bin/env python3
+"""One table row of compare_dynamic.sh / compare_detection.sh: kiln's `benchmark --json` of a
+stream (-data_shape or -i NAME=DIR) against the JSON lines of the ORT script (one per pass):
+the first pass (every shape or file new), the mean of the later passes and peak resident
+memory, with the kiln / ORT ratios.
+
+usage: stream_ratio.py KILN_JSON ORT_LOG LABEL ROUND PASSES
+"""
+import json
+import sys
+
+kiln_json, ort_log, label, rnd, passes = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+kj = json.load(open(kiln_json))
+k = kj["data_shape"]
+ort = [json.loads(line) for line in open(ort_log) if line.startswith("{")]
+k_first = k["first_seen_ms"]["total"]
+k_later = k["repeated_ms"]["total"] / (passes - 1) if passes > 1 else float("nan")
+o_first = ort[0]["total_ms"]
+o_later = sum(p["total_ms"] for p in ort[1:]) / max(1, len(ort) - 1)
+k_peak = kj["peak_rss_mib"]
+o_peak = max(p["peak_rss_mib"] for p in ort)
+print(f"| {label} | {rnd} | {k_first:.0f} | {o_first:.0f} | {k_first / o_first:.2f} | {k_later:.0f} | "
+      f"{o_later:.0f} | {k_later / o_later:.2f} | {k_peak:.0f} | {o_peak:.0f} | {k_peak / o_peak:.2f} |")
