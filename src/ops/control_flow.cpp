@@ -248,6 +248,7 @@ void register_loop(ir::OpRegistry& r) {
     size_t nscan = body->outputs().size() - 1 - carried;
     std::vector<std::vector<Tensor>> scans(nscan);
     runtime::ReferenceExecutor exec(body);
+    exec.set_input_dims_are_hints(true);  // carried values may change shape (ONNX Runtime runs them too)
     std::vector<long double> scan_bytes(nscan, 0);  // what each scan output holds so far
     for (int64_t it = 0; it < max_trips && cond; ++it) {
       std::vector<Tensor> ins = {Tensor::scalar<int64_t>(it), Tensor::scalar<bool>(cond)};

@@ -32,6 +32,10 @@ class ReferenceExecutor {
   // The largest tensor a kernel may allocate while this executor runs (kiln_max_tensor_bytes;
   // 0: whatever the caller's scope allows, see ir::TensorLimit).
   void set_max_tensor_bytes(uint64_t bytes) { max_tensor_bytes_ = bytes; }
+  // The inputs' declared dims are hints, not checked (their kind, element type and rank are):
+  // a Loop body's, whose carried values may change shape from one iteration to the next (a
+  // tensor grown by a Concat each time, declared with the exporter's first shape).
+  void set_input_dims_are_hints(bool hints) { input_dims_are_hints_ = hints; }
 
  private:
   struct Step {
@@ -42,9 +46,12 @@ class ReferenceExecutor {
   std::shared_ptr<const ir::Graph> graph_;
   std::vector<Step> steps_;
   uint64_t max_tensor_bytes_ = 0;
+  bool input_dims_are_hints_ = false;
 };
 
 // Checks one user tensor against a graph input's declared type; binds symbolic dims.
-void check_input(const ir::Value& input, const Tensor& t, std::unordered_map<std::string, int64_t>& symbols);
+// `check_dims` false: kind, element type and rank only.
+void check_input(const ir::Value& input, const Tensor& t, std::unordered_map<std::string, int64_t>& symbols,
+                 bool check_dims = true);
 
 }  // namespace kiln::runtime

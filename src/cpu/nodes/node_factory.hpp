@@ -60,6 +60,8 @@ bool concat_supports(const ir::Node& n);
 std::unique_ptr<Node> make_concat_node(const ir::Node& n);
 bool lrn_supports(const ir::Node& n);
 std::unique_ptr<Node> make_lrn_node(const ir::Node& n);
+bool deconvolution_supports(const ir::Node& n);
+std::unique_ptr<Node> make_deconvolution_node(const ir::Node& n);
 bool resize_supports(const ir::Node& n);
 std::unique_ptr<Node> make_resize_node(const ir::Node& n);
 bool fully_connected_supports(const ir::Node& n);
