@@ -431,6 +431,45 @@ TEST(ControlFlow, LoopAccumulatesACapturedValue) {
   EXPECT_EQ(partials.to_f64(), (std::vector<double>{1, -2, 2, -4, 3, -6}));
 }
 
+// torchvision's Mask R-CNN pastes its masks in a Loop whose carried tensor grows by one row
+// each iteration (a Concat), declared with the shape the exporter saw first ([0, 2]): the
+// declared dims are hints, as in ONNX Runtime (the element type and rank are still checked)
+TEST(ControlFlow, LoopCarriesATensorThatGrowsEachIteration) {
+  OnnxBuilder b(13);
+  b.input("x", {1, 2});
+  b.initializer("trips", Tensor::scalar<int64_t>(3));
+  b.initializer("none", Tensor(DType::f32, Shape{0, 2}));
+  auto* n = b.node("Loop", {"trips", "", "none"}, {"rows"}, "paste");
+  auto* body = graph_attr(n, "body");
+  body_io(body->mutable_input(), "i", onnx::TensorProto::INT64, {});
+  body_io(body->mutable_input(), "c", onnx::TensorProto::BOOL, {});
+  body_io(body->mutable_input(), "rows_in", onnx::TensorProto::FLOAT, {0, 2});
+  auto* cat_ = body->add_node();
+  cat_->set_op_type("Concat");
+  cat_->add_input("rows_in");
+  cat_->add_input("x");  // captured
+  cat_->add_output("rows_out");
+  auto* axis = cat_->add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(0);
+  auto* id = body->add_node();
+  id->set_op_type("Identity");
+  id->add_input("c");
+  id->add_output("c_out");
+  body_io(body->mutable_output(), "c_out", onnx::TensorProto::BOOL, {});
+  body_io(body->mutable_output(), "rows_out", onnx::TensorProto::FLOAT, {0, 2});
+  b.output("rows");
+
+  Core core;
+  auto req = core.compile_model(core.read_model_from_memory(b.bytes()), test::f32_properties()).create_infer_request();
+  req.set_input_tensor(Tensor::from_vector<float>({1, -2}, {1, 2}));
+  req.infer();
+  const Tensor rows = req.get_output_tensor();
+  EXPECT_EQ(rows.shape(), (Shape{3, 2}));
+  EXPECT_EQ(rows.to_f64(), (std::vector<double>{1, -2, 1, -2, 1, -2}));
+}
+
 TEST(ControlFlow, BodyReadingAnUndefinedNameIsAnError) {
   OnnxBuilder b(13);
   b.input("cond", {}, onnx::TensorProto::BOOL);
