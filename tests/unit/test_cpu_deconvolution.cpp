@@ -30,6 +30,7 @@ std::shared_ptr<ir::Graph> deconv_graph(const Case& c) {
   std::vector<ir::Value*> ins = {relu->output(0), g->add_constant("w", random_tensor(c.w, 2, 0.5f))};
   if (c.bias) ins.push_back(g->add_constant("b", random_tensor({c.w[1] * c.group}, 3)));
   auto* d = g->add_node("ConvTranspose", ins, 1, "deconv");
+  d->attrs["kernel_shape"] = std::vector<int64_t>(c.w.begin() + 2, c.w.end());  // as exporters write it
   if (!c.strides.empty()) d->attrs["strides"] = c.strides;
   if (!c.pads.empty()) d->attrs["pads"] = c.pads;
   if (!c.output_padding.empty()) d->attrs["output_padding"] = c.output_padding;

@@ -136,6 +136,9 @@ bool deconvolution_supports(const ir::Node& n) {
   if (group < 1 || ws[0] != xs[1] || ws[0] % group != 0) return false;
   if (b && (b->constant().rank() != 1 || b->constant().shape()[0] != ws[1] * group)) return false;
   const size_t sp = xs.size() - 2;
+  // a kernel_shape other than the weights' is the reference kernel's to refuse
+  if (n.has_attr("kernel_shape") && n.attr_ints("kernel_shape") != std::vector<int64_t>(ws.begin() + 2, ws.end()))
+    return false;
   if (n.attr_ints("strides", std::vector<int64_t>(sp, 1)).size() != sp ||
       n.attr_ints("dilations", std::vector<int64_t>(sp, 1)).size() != sp ||
       n.attr_ints("pads", std::vector<int64_t>(2 * sp, 0)).size() != 2 * sp)
