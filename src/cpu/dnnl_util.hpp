@@ -27,6 +27,22 @@ std::optional<dnnl::memory::data_type> dnnl_type(DType t);
 
 dnnl::memory::dims to_dims(const Shape& s);
 
+// A primitive's user scratchpad (scratchpad_mode::user) over a node's working memory in the
+// graph's arena (Node::scratch): the memory object is made again only when the memory plan
+// moved it. add_to adds it to a primitive's arguments (nothing when the node has no scratch).
+class UserScratchpad {
+ public:
+  void add_to(std::unordered_map<int, dnnl::memory>& args, const dnnl::memory::desc& desc, void* scratch) {
+    if (!scratch) return;
+    if (scratch != at_) memory_ = dnnl::memory(desc, cpu_engine(), at_ = scratch);
+    args[DNNL_ARG_SCRATCHPAD] = memory_;
+  }
+
+ private:
+  dnnl::memory memory_;
+  void* at_ = nullptr;
+};
+
 // Dense row-major descriptor of a shape (rank 1..DNNL_MAX_NDIMS, oneDNN dtype); nullopt otherwise.
 std::optional<dnnl::memory::desc> plain_desc(const Shape& s, DType t);
 

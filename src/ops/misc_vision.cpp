@@ -250,7 +250,7 @@ void register_roialign(ir::OpRegistry& r) {
     const double scale = n.attr_f("spatial_scale", 1.0f);
     const bool is_max = n.attr_s("mode", "avg") == "max";
     const bool half_pixel = roi_ctm(n) == "half_pixel";
-    const std::vector<double> x = load_f64(X), rv = load_f64(rois);
+    const std::vector<double> rv = load_f64(rois);
     const std::vector<int64_t> bi = bidx.to_i64();
     std::vector<double> y(static_cast<size_t>(R * C * ph_n * pw_n), 0.0);
 
@@ -271,10 +271,14 @@ void register_roialign(ir::OpRegistry& r) {
     const int64_t bins = ph_n * pw_n;
     // X channels-last: a tap's four corners are then four runs of C values, and every channel
     // of a bin is computed at once (each channel with the same operations as one at a time)
-    std::vector<double> xt(x.size());
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t c = 0; c < C; ++c)
-        for (int64_t p = 0; p < H * W; ++p) xt[static_cast<size_t>((n * H * W + p) * C + c)] = x[static_cast<size_t>((n * C + c) * H * W + p)];
+    std::vector<double> xt(static_cast<size_t>(N * C * H * W));
+    {
+      const std::vector<double> x = load_f64(X);  // NCHW, let go once transposed
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t p = 0; p < H * W; ++p)
+            xt[static_cast<size_t>((n * H * W + p) * C + c)] = x[static_cast<size_t>((n * C + c) * H * W + p)];
+    }
     // One roi, bin after bin: the bilinear taps of the bin's sample points, then its C outputs.
     auto one_roi = [&](int64_t ri, std::vector<Tap>& taps, std::vector<double>& acc) {
       const int64_t b = bi[static_cast<size_t>(ri)];

@@ -76,6 +76,28 @@ class PartBuilder {
 
 bool shape_known(const ir::Value* v) { return !v || v->type.shape.is_static(); }
 
+// Where each input of `tail` comes from in `g`: a model input, a constant `g` folded (fed to
+// the tail), or a value the head or the cut produces, which it then hands on. False, with
+// nothing changed, when some input is none of these.
+bool wire_tail_inputs(const PartBuilder& tail, const ir::Graph& g, PartBuilder& head, PartBuilder& cut,
+                      DataSplit& s) {
+  std::vector<const ir::Value*> from_head, from_cut;
+  std::vector<std::pair<std::string, Tensor>> feeds;
+  for (const ir::Value* in : tail.graph().inputs()) {
+    const ir::Value* gv = g.find_value(in->name());
+    if (!gv) return false;
+    if (gv->is_constant()) feeds.emplace_back(gv->name(), gv->constant());
+    else if (gv->is_graph_input()) continue;
+    else if (head.produces(*gv)) from_head.push_back(gv);
+    else if (cut.produces(*gv)) from_cut.push_back(gv);
+    else return false;
+  }
+  for (const ir::Value* v : from_head) head.add_output(*v);
+  for (const ir::Value* v : from_cut) cut.add_output(*v);
+  s.feeds.insert(s.feeds.end(), feeds.begin(), feeds.end());
+  return true;
+}
+
 // The tail as `model` has it: its nodes downstream of the cut's (found by name). False, with
 // nothing of `s` changed but `head` / `cut` outputs that do no harm, where the model's nodes do
 // not match the specialised graph's.
@@ -117,24 +139,10 @@ bool tail_from_model(const ir::Graph& g, const ir::Graph& model, const std::vect
     if (v && tail.produces(*v)) outputs.insert(v->name());
   for (const std::string& name : g_tail_outputs)
     if (!outputs.count(name)) return false;
-  // where each of its inputs comes from in the specialised graph
-  std::vector<const ir::Value*> from_head, from_cut;
-  std::vector<std::pair<std::string, Tensor>> feeds;
-  for (const ir::Value* in : tail.graph().inputs()) {
-    const ir::Value* gv = g.find_value(in->name());
-    if (!gv) return false;
-    if (gv->is_constant()) feeds.emplace_back(gv->name(), gv->constant());
-    else if (gv->is_graph_input()) continue;
-    else if (head.produces(*gv)) from_head.push_back(gv);
-    else if (cut.produces(*gv)) from_cut.push_back(gv);
-    else return false;
-  }
-  for (const ir::Value* v : from_head) head.add_output(*v);
-  for (const ir::Value* v : from_cut) cut.add_output(*v);
+  if (!wire_tail_inputs(tail, g, head, cut, s)) return false;
   for (const ir::Value* v : model.outputs())
     if (v && tail.produces(*v)) tail.add_output(*v);
   tail.any_input_shape();
-  s.feeds.insert(s.feeds.end(), feeds.begin(), feeds.end());
   s.tail = tail.take();
   s.tail_nodes = tail_nodes.size();
   s.tail_from_model = true;
@@ -146,7 +154,6 @@ bool tail_from_model(const ir::Graph& g, const ir::Graph& model, const std::vect
 std::string tail_key(const ir::Graph& tail) {
   constexpr size_t kHashedBytes = 64 << 10;  // constants up to this size are keyed by their bytes
   std::string k;
-  auto hex = [](uint64_t v) { return cat(v); };
   for (const ir::Value* in : tail.inputs())
     k += cat("in ", in->name(), " ", static_cast<int>(in->type.dtype), " ", static_cast<int>(in->type.kind), " ",
              in->type.shape.rank_known ? static_cast<int64_t>(in->type.shape.rank()) : -1, "\n");
@@ -163,10 +170,9 @@ std::string tail_key(const ir::Graph& tail) {
         const Tensor& t = v->constant();
         k += cat("=", static_cast<int>(t.dtype()), shape_to_string(t.shape()));
         if (t.byte_size() <= kHashedBytes && t.dtype() != DType::string)
-          k += "#" + hex(std::hash<std::string_view>()(
-                         std::string_view(static_cast<const char*>(t.raw()), t.byte_size())));
+          k += cat("#", std::hash<std::string_view>()(std::string_view(static_cast<const char*>(t.raw()), t.byte_size())));
         else
-          k += "@" + hex(reinterpret_cast<uintptr_t>(t.raw()));
+          k += cat("@", reinterpret_cast<uintptr_t>(t.raw()));
       }
       k += ", ";
     }
@@ -175,9 +181,9 @@ std::string tail_key(const ir::Graph& tail) {
     for (const auto& [name, a] : n->attrs) {
       k += " " + name + "=";
       if (a.type() == ir::AttrType::graph)
-        k += "@" + hex(reinterpret_cast<uintptr_t>(std::get<std::shared_ptr<ir::Graph>>(a.value).get()));
+        k += cat("@", reinterpret_cast<uintptr_t>(std::get<std::shared_ptr<ir::Graph>>(a.value).get()));
       else if (a.type() == ir::AttrType::tensor)
-        k += "@" + hex(reinterpret_cast<uintptr_t>(std::get<Tensor>(a.value).raw()));
+        k += cat("@", reinterpret_cast<uintptr_t>(std::get<Tensor>(a.value).raw()));
       else
         k += a.to_string();
     }
@@ -240,15 +246,9 @@ std::optional<DataSplit> split_at_data_dependent_shapes(const ir::Graph& g, cons
     if (tail.produces(*v)) g_tail_outputs.insert(v->name());
   }
   if (!model || !tail_from_model(g, *model, cut_nodes, g_tail_outputs, head, cut, s)) {
-    // the tail as the specialised graph has it: what it reads from the head and the cut
-    for (const ir::Node* n : order) {
-      if (part[n] != Part::tail) continue;
-      for (const ir::Value* v : n->inputs()) {
-        if (!v || v->is_constant() || v->is_graph_input()) continue;
-        if (head.produces(*v)) head.add_output(*v);
-        if (cut.produces(*v)) cut.add_output(*v);
-      }
-    }
+    // the tail as the specialised graph has it (its inputs are all the head's, the cut's or the
+    // model's: it reads no folded constant as an input)
+    wire_tail_inputs(tail, g, head, cut, s);
     for (const ir::Value* v : g.outputs())
       if (v && tail.produces(*v)) tail.add_output(*v);
     tail.any_input_shape();

@@ -115,10 +115,7 @@ class ConvolutionNode : public Node {
                                             {DNNL_ARG_WEIGHTS, weights_},
                                             {DNNL_ARG_DST, outputs[0]->memory()}};
     if (bias_) args[DNNL_ARG_BIAS] = bias_;
-    if (scratch) {
-      if (scratch != scratch_at_) scratchpad_ = memory(pd_.scratchpad_desc(), cpu_engine(), scratch_at_ = scratch);
-      args[DNNL_ARG_SCRATCHPAD] = scratchpad_;
-    }
+    scratchpad_.add_to(args, pd_.scratchpad_desc(), scratch);
     post_ops_.add_args(args);
     if (dw_weights_) args[DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS] = dw_weights_;
     if (dw_bias_) args[DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS] = dw_bias_;
@@ -287,8 +284,7 @@ class ConvolutionNode : public Node {
   dnnl::convolution_forward prim_;
   memory weights_, bias_;
   memory dw_weights_, dw_bias_;  // of a depthwise post-op
-  memory scratchpad_;             // over `scratch`, made again when the memory plan moves it
-  void* scratch_at_ = nullptr;
+  UserScratchpad scratchpad_;
   std::optional<winograd_f32::Geometry> wino_;  // kiln's Winograd runs the node
   int wino_threads_ = 1;
 };

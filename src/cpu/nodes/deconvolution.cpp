@@ -101,10 +101,7 @@ class DeconvolutionNode : public Node {
                                             {DNNL_ARG_WEIGHTS, weights_},
                                             {DNNL_ARG_DST, outputs[0]->memory()}};
     if (bias_) args[DNNL_ARG_BIAS] = bias_;
-    if (scratch) {
-      if (scratch != scratch_at_) scratchpad_ = memory(pd_.scratchpad_desc(), cpu_engine(), scratch_at_ = scratch);
-      args[DNNL_ARG_SCRATCHPAD] = scratchpad_;
-    }
+    scratchpad_.add_to(args, pd_.scratchpad_desc(), scratch);
     prim_.execute(stream, args);
   }
 
@@ -114,8 +111,7 @@ class DeconvolutionNode : public Node {
   dnnl::deconvolution_forward::primitive_desc pd_;
   dnnl::deconvolution_forward prim_;
   memory weights_, bias_;
-  memory scratchpad_;  // over `scratch`, made again when the memory plan moves it
-  void* scratch_at_ = nullptr;
+  UserScratchpad scratchpad_;
 };
 
 }  // namespace
@@ -139,16 +135,14 @@ bool deconvolution_supports(const ir::Node& n) {
   // a kernel_shape other than the weights' is the reference kernel's to refuse
   if (n.has_attr("kernel_shape") && n.attr_ints("kernel_shape") != std::vector<int64_t>(ws.begin() + 2, ws.end()))
     return false;
-  if (n.attr_ints("strides", std::vector<int64_t>(sp, 1)).size() != sp ||
-      n.attr_ints("dilations", std::vector<int64_t>(sp, 1)).size() != sp ||
-      n.attr_ints("pads", std::vector<int64_t>(2 * sp, 0)).size() != 2 * sp)
-    return false;
-  for (int64_t v : n.attr_ints("strides", std::vector<int64_t>(sp, 1)))
-    if (v < 1) return false;
-  for (int64_t v : n.attr_ints("dilations", std::vector<int64_t>(sp, 1)))
-    if (v < 1) return false;
-  for (int64_t v : n.attr_ints("pads", std::vector<int64_t>(2 * sp, 0)))
-    if (v < 0) return false;
+  const std::vector<int64_t> strides = n.attr_ints("strides", std::vector<int64_t>(sp, 1)),
+                             dilations = n.attr_ints("dilations", std::vector<int64_t>(sp, 1)),
+                             pads = n.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
+  auto all_at_least = [](const std::vector<int64_t>& v, int64_t lo) {
+    return std::all_of(v.begin(), v.end(), [lo](int64_t x) { return x >= lo; });
+  };
+  if (strides.size() != sp || dilations.size() != sp || pads.size() != 2 * sp) return false;
+  if (!all_at_least(strides, 1) || !all_at_least(dilations, 1) || !all_at_least(pads, 0)) return false;
   if (ys[0] != xs[0] || ys[1] != ws[1] * group) return false;
   const DeconvGeometry g = deconv_geometry(n, xs, ws, ys);
   return !g.pad_r.empty();
