@@ -166,6 +166,39 @@ TEST(ShapeOps, GatherNegativeIndexAndRange) {
   EXPECT_THROW(bad.run(), Error);
 }
 
+// From 256 KiB of output the rows are copied in parallel (an embedding lookup): every row is
+// the indexed one, negative indices wrap, and a gather along axis 1 (outer rows > 1) too.
+TEST(ShapeOps, GatherOfManyRowsCopiesEachIndexedRow) {
+  const int64_t rows = 1000, width = 96;  // 384 bytes a row
+  std::vector<int64_t> idx;
+  for (int64_t i = 0; i < 900; ++i) idx.push_back((i * 7919) % rows - (i % 3 == 0 ? rows : 0));  // some negative
+  OneOp t;
+  auto* g = t.node("Gather", {t.in(iota_f32({rows, width})), t.in(i64(idx, {3, 300}))});
+  g->attrs["axis"] = 0;
+  const std::vector<float> got = vals(t.run()[0]);
+  ASSERT_EQ(got.size(), idx.size() * static_cast<size_t>(width));
+  for (size_t r = 0; r < idx.size(); ++r) {
+    const int64_t src = idx[r] < 0 ? idx[r] + rows : idx[r];
+    for (int64_t c = 0; c < width; ++c)
+      ASSERT_EQ(got[r * width + static_cast<size_t>(c)], static_cast<float>(src * width + c)) << "row " << r;
+  }
+
+  // axis 1 of [4, 1000, 24]: rows of 96 bytes, 4 x 900 of them (337 KiB)
+  OneOp t1;
+  auto* g1 = t1.node("Gather", {t1.in(iota_f32({4, rows, 24})), t1.in(i64(idx, {900}))});
+  g1->attrs["axis"] = 1;
+  const std::vector<float> got1 = vals(t1.run()[0]);
+  ASSERT_EQ(got1.size(), 4 * idx.size() * 24);
+  for (int64_t o = 0; o < 4; ++o)
+    for (size_t r = 0; r < idx.size(); ++r) {
+      const int64_t src = idx[r] < 0 ? idx[r] + rows : idx[r];
+      for (int64_t c = 0; c < 24; ++c)
+        ASSERT_EQ(got1[(static_cast<size_t>(o) * idx.size() + r) * 24 + static_cast<size_t>(c)],
+                  static_cast<float>((o * rows + src) * 24 + c))
+            << o << ", " << r;
+    }
+}
+
 // The data-movement ops on strings copy the string objects, never their bytes: a byte copy
 // made two tensors own one heap buffer (strings past the small-string size), freed twice. Each
 // op runs on a string tensor whose element i reads "... #i" and on floats i, whose output says
