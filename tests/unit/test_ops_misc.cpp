@@ -281,29 +281,35 @@ TEST(OpsMisc, RoiAlignAgainstTheDefinition) {
   const std::vector<float> rv = {1, 1, 4, 5,  -3, -2, 14, 12,  0.5f, 2.5f, 9.5f, 3.5f,  2, 0, 300, 250,  7, 7, 7, 7};
   const std::vector<int64_t> bv = {0, 1, 1, 0, 1};
   const int64_t R = static_cast<int64_t>(bv.size());
-  for (const char* ctm : {"half_pixel", "output_half_pixel"})
-    for (const char* mode : {"avg", "max"})
-      for (int64_t sampling : {0, 2})
-        for (float scale : {1.f, 0.25f}) {
-          SCOPED_TRACE(testing::Message() << ctm << " " << mode << " sampling " << sampling << " scale " << scale);
-          const int64_t ph_n = 3, pw_n = 4;
-          auto y = run_op("RoiAlign", {f32(xs, {N, C, H, W}), f32(rv, {R, 4}), i64(bv, {R})},
-                          {{"coordinate_transformation_mode", ctm}, {"mode", mode}, {"output_height", ph_n},
-                           {"output_width", pw_n}, {"sampling_ratio", sampling}, {"spatial_scale", scale}});
-          ASSERT_EQ(y[0].shape(), (Shape{R, C, ph_n, pw_n}));
-          const std::vector<double> got = y[0].to_f64();
-          for (int64_t r = 0; r < R; ++r)
-            for (int64_t c = 0; c < C; ++c)
-              for (int64_t ph = 0; ph < ph_n; ++ph)
-                for (int64_t pw = 0; pw < pw_n; ++pw) {
-                  const double want = roi_align_at(xs, H, W, rv.data() + r * 4, scale, std::string(ctm) == "half_pixel",
-                                                   ph_n, pw_n, sampling, std::string(mode) == "max", ph, pw,
-                                                   bv[static_cast<size_t>(r)] * C + c);
-                  ASSERT_NEAR(got[static_cast<size_t>(((r * C + c) * ph_n + ph) * pw_n + pw)], want,
-                              1e-5 * (1 + std::fabs(want)))
-                      << "roi " << r << " channel " << c << " bin " << ph << "," << pw;
-                }
-        }
+  // f32 maps are computed in float, others in double (f64 here)
+  const std::vector<double> xd(xs.begin(), xs.end());
+  for (bool f64_map : {false, true})
+    for (const char* ctm : {"half_pixel", "output_half_pixel"})
+      for (const char* mode : {"avg", "max"})
+        for (int64_t sampling : {0, 2})
+          for (float scale : {1.f, 0.25f}) {
+            SCOPED_TRACE(testing::Message() << ctm << " " << mode << " sampling " << sampling << " scale " << scale
+                                            << (f64_map ? " f64" : " f32"));
+            const int64_t ph_n = 3, pw_n = 4;
+            const Tensor X = f64_map ? Tensor::from_vector<double>(xd, {N, C, H, W}) : f32(xs, {N, C, H, W});
+            auto y = run_op("RoiAlign", {X, f32(rv, {R, 4}), i64(bv, {R})},
+                            {{"coordinate_transformation_mode", ctm}, {"mode", mode}, {"output_height", ph_n},
+                             {"output_width", pw_n}, {"sampling_ratio", sampling}, {"spatial_scale", scale}});
+            ASSERT_EQ(y[0].shape(), (Shape{R, C, ph_n, pw_n}));
+            ASSERT_EQ(y[0].dtype(), X.dtype());
+            const std::vector<double> got = y[0].to_f64();
+            for (int64_t r = 0; r < R; ++r)
+              for (int64_t c = 0; c < C; ++c)
+                for (int64_t ph = 0; ph < ph_n; ++ph)
+                  for (int64_t pw = 0; pw < pw_n; ++pw) {
+                    const double want = roi_align_at(xs, H, W, rv.data() + r * 4, scale, std::string(ctm) == "half_pixel",
+                                                     ph_n, pw_n, sampling, std::string(mode) == "max", ph, pw,
+                                                     bv[static_cast<size_t>(r)] * C + c);
+                    ASSERT_NEAR(got[static_cast<size_t>(((r * C + c) * ph_n + ph) * pw_n + pw)], want,
+                                (f64_map ? 1e-12 : 1e-5) * (1 + std::fabs(want)))
+                        << "roi " << r << " channel " << c << " bin " << ph << "," << pw;
+                  }
+          }
 }
 
 TEST(OpsMisc, GridSample) {
