@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "cpu/executor.hpp"
+#include "cpu/isa.hpp"
 #include "cpu/nodes/int8_util.hpp"
 #include "cpu_test_util.hpp"
 #include "qdq_test_util.hpp"
@@ -179,6 +180,41 @@ void check_conv_add(bool conv_first) {
 TEST(CpuInt8Static, ConvolutionAbsorbsTheQLinearAddAndComputesThePair) {
   check_conv_add(true);
   check_conv_add(false);
+}
+
+// 1x1 convolutions between asymmetric ranges (MobileNet-v2's projections, ResNet's expanding
+// layers): input zero point 128, output zero points 120 and, after the residual sum, 60. kiln
+// folds the input's zero point into the bias and the output's into the post-ops, so oneDNN's
+// AMX brgemm kernel (which takes neither zero point in oneDNN 2.6) runs them where the CPU has
+// AMX, rather than the VNNI kernels. Equal to the reference but at ties either way.
+TEST(CpuInt8Static, PointwiseConvolutionsWithZeroPointsRunOnAmxWhereTheCpuHasIt) {
+  auto g = make_graph(13);
+  ir::Value* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 32, 9, 9})});
+  ir::Value* xq = qdq(*g, x, 0.02f, 128, "x");
+  ir::Value* a = qdq(*g, qconv(*g, xq, 0.02f, 32, 32, 1, 21, "conv1"), 0.03f, 120, "a");
+  ir::Value* c2 = qdq(*g, qconv(*g, a, 0.03f, 32, 32, 1, 22, "conv2"), 0.025f, 110, "c2");
+  ir::Value* sum = g->add_node("Add", {c2, xq}, 1, "add")->output(0);
+  g->add_output(qdq(*g, sum, 0.04f, 60, "y"));
+  cpu::Executor ex(g);
+  const auto& plan = ex.plan_for({Shape{1, 32, 9, 9}});
+  ASSERT_TRUE(plan.cpu) << plan.fallback_reason;
+  if (cpu::int8_network_kernels()) {
+    EXPECT_EQ(plan.log.count_applied("FuseQLinearConvAndAdd"), 1u) << explain(plan.log);
+    EXPECT_EQ(count_type(*plan.cpu, "QLinearConv"), 2u) << plan.cpu->describe();
+    for (const auto& n : plan.cpu->nodes()) {
+      if (n->type() != std::string("QLinearConv")) continue;
+      EXPECT_EQ(n->impl.rfind("ref", 0), std::string::npos) << n->name << ": " << n->impl;
+      if (cpu::isa_at_least(cpu::Isa::avx512_core_amx)) {
+        EXPECT_NE(n->impl.find("brgconv_1x1"), std::string::npos) << n->name << ": " << n->impl;
+        EXPECT_NE(n->impl.find("amx"), std::string::npos) << n->name << ": " << n->impl;
+      }
+    }
+  }
+  runtime::ReferenceExecutor ref(g);
+  for (uint32_t seed : {23u, 24u}) {
+    const Tensor xv = random_tensor({1, 32, 9, 9}, seed, 2.5f);
+    expect_equal_but_ties(ref.run({xv})[0], ex.run({xv})[0], 0.04);
+  }
 }
 
 TEST(CpuInt8Static, QuantizeAndDequantizeLinearMatchTheReferenceExactly) {

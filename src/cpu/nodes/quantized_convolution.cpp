@@ -87,13 +87,17 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
                    .main;
     // what every run passes besides its source and destination: made once
     fixed_args_ = {{DNNL_ARG_WEIGHTS, weights_}};
-    if (has_bias())
-      fixed_args_[DNNL_ARG_BIAS] = memory(memory::desc({w[0]}, memory::data_type::s32, tag::a), cpu_engine(), inputs[8]->data);
     zx_ = input_zero_point();
-    zy_ = output_zero_point(sum_input_ >= 0 ? &sum_ : nullptr);
+    if (folds_input_zero_point()) {
+      folded_bias_ = folded_bias();
+      fixed_args_[DNNL_ARG_BIAS] =
+          memory(memory::desc({w[0]}, memory::data_type::s32, tag::a), cpu_engine(), folded_bias_.data());
+      zx_ = 0;
+    } else if (has_bias()) {
+      fixed_args_[DNNL_ARG_BIAS] = memory(memory::desc({w[0]}, memory::data_type::s32, tag::a), cpu_engine(), inputs[8]->data);
+    }
     const memory::desc one({1}, memory::data_type::s32, tag::a);
     if (zx_) fixed_args_[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = memory(one, cpu_engine(), &zx_);
-    if (zy_) fixed_args_[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST] = memory(one, cpu_engine(), &zy_);
     outputs[0]->set_layout(pd_.dst_desc());
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
     req[0] = InputLayout::exact(pd_.src_desc());
@@ -268,6 +272,34 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
 
   // x_zero_point; the output's: y_zero_point, or the fused sum's
   int32_t input_zero_point() const { return scalar_zp(inputs[2]); }
+
+  // Without padding every tap reads a real input, so sum_k (x_k - zx) w_mk = sum_k x_k w_mk - zx
+  // colsum_m, and the input's zero point folds into the s32 bias exactly (|zx colsum| < 2^31 for
+  // any K below 2^16). oneDNN 2.6's AMX brgemm convolutions take no source zero point: a 1x1
+  // layer with one ran on the VNNI kernels instead (MobileNet-v2's projections). With padding,
+  // the padded taps would read 0 instead of zx: oneDNN keeps the zero point then.
+  bool folds_input_zero_point() const {
+    if (input_zero_point() == 0) return false;
+    const ConvGeometry geo = conv_geometry(*source, inputs[0]->shape, inputs[3]->shape, outputs[0]->shape);
+    auto zero = [](int64_t p) { return p == 0; };
+    return std::all_of(geo.pad_l.begin(), geo.pad_l.end(), zero) && std::all_of(geo.pad_r.begin(), geo.pad_r.end(), zero);
+  }
+
+  // B - zx * (the sum of output channel m's weights), for folds_input_zero_point
+  std::vector<int32_t> folded_bias() const {
+    const int64_t M = inputs[3]->shape[0];
+    const int64_t per_channel = inputs[3]->constant.size() / M;
+    const auto* w = static_cast<const int8_t*>(inputs[3]->constant.raw());
+    const auto* b = has_bias() ? static_cast<const int32_t*>(inputs[8]->data) : nullptr;
+    const int64_t zx = input_zero_point();
+    std::vector<int32_t> out(static_cast<size_t>(M));
+    for (int64_t m = 0; m < M; ++m) {
+      int64_t sum = 0;
+      for (int64_t k = 0; k < per_channel; ++k) sum += w[m * per_channel + k];
+      out[static_cast<size_t>(m)] = static_cast<int32_t>((b ? b[m] : 0) - zx * sum);
+    }
+    return out;
+  }
   int32_t output_zero_point(const QuantizedSum* sum) const { return sum ? sum->out_zero_point : scalar_zp(inputs[7]); }
 
   // x_scale * w_scale[m] / y_scale, one per channel or one (per-tensor weights), as
@@ -297,31 +329,38 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
     memory::desc src(to_dims(x), dt_of(inputs[0]->dtype), channels_last_tag(sp));
     memory::desc dst(to_dims(y), dt_of(outputs[0]->dtype), channels_last_tag(sp));
     memory::desc wei(weight_dims(), memory::data_type::s8, tag::any);
-    memory::desc bias = has_bias() ? memory::desc({M}, memory::data_type::s32, tag::a) : memory::desc();
+    const bool fold = folds_input_zero_point();
+    memory::desc bias = has_bias() || fold ? memory::desc({M}, memory::data_type::s32, tag::a) : memory::desc();
     dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
                                       wei, bias, dst, geo.strides, geo.dilations, geo.pad_l, geo.pad_r);
     dnnl::primitive_attr attr;
     attr.set_output_scales(per_channel ? 1 << 1 : 0, mult);
-    if (input_zero_point()) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
-    if (output_zero_point(sum)) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+    if (input_zero_point() && !fold) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
     dnnl::post_ops po;
+    // The output's zero point zy as a post-op's offset: round(v) + zy = round(v + zy) for an
+    // integer zy, and the conversion to 8 bits saturates after it, as oneDNN's own destination
+    // zero point does. oneDNN 2.6's AMX brgemm convolutions take no destination zero point: this
+    // way they run the layers that have one (MobileNet-v2's projections, which ran on VNNI).
+    // With a sum it rides on the linear step before the sum: oneDNN 2.6's brgemm post-ops gave a
+    // second eltwise of one kind the first one's parameters (a second clip after the sum took the
+    // first one's bounds, off by 40 steps in the residual block of
+    // CpuInt8Static.ActivationUnderASymmetricRangeClampsTheIntegerResult)
+    const auto zy = static_cast<float>(output_zero_point(sum));
     if (sum) {  // QLinearAdd: (a - a_zp) a_scale / c_scale + (b - b_zp) b_scale / c_scale
       const bool s8 = outputs[0]->dtype == DType::i8;
       const float qmin = s8 ? -128.0f : 0.0f, qmax = s8 ? 127.0f : 255.0f, za = static_cast<float>(sum->own_zero_point);
       po.append_eltwise(1.0f, dnnl::algorithm::eltwise_round, 0.0f, 0.0f);
       po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, qmin - za, qmax - za);
-      po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, sum->own_scale / sum->out_scale, 0.0f);
+      po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, sum->own_scale / sum->out_scale, zy);
       po.append_sum(sum->other_scale / sum->out_scale, sum->other_zero_point, dt_of(outputs[0]->dtype));
+    } else if (zy != 0.0f) {
+      po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, 1.0f, zy);
     }
-    // The Clip on the output, before its zero point is added: integer bounds, so exact. As
-    // eltwise_clip_v2 (the same forward function): oneDNN 2.6's brgemm convolutions computed
-    // a second eltwise_clip after the sum's with the first one's bounds (the residual block of
-    // CpuInt8Static.ActivationUnderASymmetricRangeClampsTheIntegerResult, off by 40 steps)
-    if (clamp_) {
-      const float z = static_cast<float>(output_zero_point(sum));
-      po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip_v2, static_cast<float>(clamp_->first) - z,
-                        static_cast<float>(clamp_->second) - z);
-    }
+    // The Clip on the output, its zero point added: integer bounds, so exact. As eltwise_clip_v2
+    // (the same forward function) for the reason above
+    if (clamp_)
+      po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip_v2, static_cast<float>(clamp_->first),
+                        static_cast<float>(clamp_->second));
     if (po.len() > 0) attr.set_post_ops(po);
     dnnl::convolution_forward::primitive_desc pd(d, attr, cpu_engine());
     // oneDNN 2.6 lists its AMX JIT kernels before the VNNI brgemm ones. Where AMX's brgemm
@@ -344,7 +383,8 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
     // 112x112 142 -> 125 us); ResNet-50's 1x1 layers in the model 0.97x of their time. Its 3x3
     // layers ran 1.00-1.02x alone but 1.03x slower in the model on the direct kernel: they
     // keep brgemm.
-    if (pointwise && std::string(pd.impl_info_str()).rfind("brgconv", 0) == 0) {
+    const std::string chosen = pd.impl_info_str();
+    if (pointwise && chosen.rfind("brgconv", 0) == 0 && chosen.find("amx") == std::string::npos) {
       const dnnl::convolution_forward::primitive_desc brgemm = pd;
       while (std::string(pd.impl_info_str()).rfind("jit_int8_1x1", 0) != 0)
         if (!pd.next_impl()) return brgemm;
@@ -356,7 +396,8 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
   dnnl::convolution_forward prim_;
   memory weights_;
   std::unordered_map<int, memory> fixed_args_;  // weights, bias, zero points
-  int32_t zx_ = 0, zy_ = 0;                     // what the zero-point memories hold
+  int32_t zx_ = 0;                              // what the source zero point's memory holds
+  std::vector<int32_t> folded_bias_;            // folds_input_zero_point: the bias oneDNN reads
   int sum_input_ = -1;
   QuantizedSum sum_;
   std::optional<std::pair<int32_t, int32_t>> clamp_;  // a fused Clip's bounds, in the output's type
