@@ -9,7 +9,8 @@
 //
 // The kernel: B in panels of 64 columns (zero-padded), C in blocks of 6 rows x 64 columns (24
 // accumulators), K in slices of 512 (the A rows and the panel slice stay in L1 / L2). Work
-// items (panel, 6-row block) are split evenly over the OpenMP team.
+// items (panel, 6-row block) are shared by the OpenMP team, rows in a band per thread or by
+// panels (run_blocks says which).
 // AVX-512, or AVX2 (the panel 16 columns at a time: 6 x 2 accumulators) where the CPU has no
 // AVX-512 (available()); below AVX2 oneDNN's primitive runs instead. The AVX2 6-row block's loop
 // over K is written out in assembly (k4_6x16: GCC spilled or re-addressed otherwise) and
