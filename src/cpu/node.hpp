@@ -93,6 +93,9 @@ enum class NodeKind { Attention, BatchNorm, Binary, Cast, Concat, ConvInteger, C
 
 class Node {
  public:
+  Node() = default;  // an inserted node (a Reorder): no IR node, named by the graph
+  // A node that runs the IR node `n`: its source, and its name (the IR node's)
+  explicit Node(const ir::Node& n) : name(n.name()), source(&n) {}
   virtual ~Node() = default;
   virtual const char* type() const = 0;  // "Convolution", "Reorder", "Reference", ...
   virtual NodeKind kind() const = 0;
@@ -199,6 +202,7 @@ class Node {
 // prepare() creates `prim_`; execute() is shared.
 class SrcDstPrimitiveNode : public Node {
  public:
+  explicit SrcDstPrimitiveNode(const ir::Node& n) : Node(n) {}
   void execute(dnnl::stream& stream) override {
     prim_.execute(stream, {{DNNL_ARG_SRC, inputs[0]->memory()}, {DNNL_ARG_DST, outputs[0]->memory()}});
   }

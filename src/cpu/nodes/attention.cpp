@@ -105,10 +105,7 @@ memory::dims view_strides(const Geom& g, int64_t heads, int64_t seq, int64_t siz
 
 class AttentionNode : public Node {
  public:
-  explicit AttentionNode(const ir::Node& n) : g_(geometry(n)) {
-    source = &n;
-    name = n.name();
-  }
+  explicit AttentionNode(const ir::Node& n) : Node(n), g_(geometry(n)) {}
   const char* type() const override { return "Attention"; }
   NodeKind kind() const override { return NodeKind::Attention; }
 

@@ -26,10 +26,7 @@ using dnnl::memory;
 
 class BatchNormNode : public Node {
  public:
-  explicit BatchNormNode(const ir::Node& n) {
-    source = &n;
-    name = n.name();
-  }
+  explicit BatchNormNode(const ir::Node& n) : Node(n) {}
   const char* type() const override { return "BatchNorm"; }
   NodeKind kind() const override { return NodeKind::BatchNorm; }
   PostOpList* post_ops() override { return &post_ops_; }

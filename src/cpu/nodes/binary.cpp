@@ -143,10 +143,7 @@ void collapse(const Shape& y, const Shape& b, Shape& cy, Shape& cb) {
 
 class BinaryNode : public Node {
  public:
-  BinaryNode(const ir::Node& n, BinarySpec spec) : spec_(spec) {
-    source = &n;
-    name = n.name();
-  }
+  BinaryNode(const ir::Node& n, BinarySpec spec) : Node(n), spec_(spec) {}
   const char* type() const override { return "Binary"; }
   NodeKind kind() const override { return NodeKind::Binary; }
   // oneDNN binary may write over src0 (the operand with the output's shape), except on a

@@ -11,10 +11,7 @@ namespace {
 
 class CastNode : public SrcDstPrimitiveNode {
  public:
-  explicit CastNode(const ir::Node& n) {
-    source = &n;
-    name = n.name();
-  }
+  explicit CastNode(const ir::Node& n) : SrcDstPrimitiveNode(n) {}
   const char* type() const override { return "Cast"; }
   NodeKind kind() const override { return NodeKind::Cast; }
 

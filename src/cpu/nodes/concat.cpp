@@ -185,10 +185,7 @@ std::optional<RowCopy> row_copy(const std::vector<Edge*>& srcs, const Edge& dst,
 
 class ConcatNode : public Node {
  public:
-  explicit ConcatNode(const ir::Node& n) {
-    source = &n;
-    name = n.name();
-  }
+  explicit ConcatNode(const ir::Node& n) : Node(n) {}
   const char* type() const override { return "Concat"; }
   NodeKind kind() const override { return NodeKind::Concat; }
   // one input: the output is that input (no copy)

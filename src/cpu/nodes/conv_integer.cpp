@@ -53,9 +53,7 @@ struct Operands {
 
 class ConvIntegerNode : public Node {
  public:
-  explicit ConvIntegerNode(const ir::Node& n) {
-    source = &n;
-    name = n.name();
+  explicit ConvIntegerNode(const ir::Node& n) : Node(n) {
     if (n.op_type() == "QLinearConv") op_ = {3, 2, 5, true};
     if (n.op_type() == "ConvIntegerToFloat") op_ = {1, 4, 5, false, true};
   }

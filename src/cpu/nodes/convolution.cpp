@@ -36,10 +36,7 @@ using tag = memory::format_tag;
 
 class ConvolutionNode : public Node {
  public:
-  explicit ConvolutionNode(const ir::Node& n) {
-    source = &n;
-    name = n.name();
-  }
+  explicit ConvolutionNode(const ir::Node& n) : Node(n) {}
   const char* type() const override { return "Convolution"; }
   NodeKind kind() const override { return NodeKind::Convolution; }
   PostOpList* post_ops() override { return &post_ops_; }

@@ -48,10 +48,7 @@ DeconvGeometry deconv_geometry(const ir::Node& n, const Shape& x, const Shape& w
 
 class DeconvolutionNode : public Node {
  public:
-  explicit DeconvolutionNode(const ir::Node& n) {
-    source = &n;
-    name = n.name();
-  }
+  explicit DeconvolutionNode(const ir::Node& n) : Node(n) {}
   const char* type() const override { return "Deconvolution"; }
   NodeKind kind() const override { return NodeKind::Deconvolution; }
 

@@ -28,10 +28,7 @@ void dequantize(const Q* x, float* y, int64_t count, float scale, int32_t zp) {
 
 class DequantizeNode : public Node {
  public:
-  explicit DequantizeNode(const ir::Node& n) {
-    source = &n;
-    name = n.name();
-  }
+  explicit DequantizeNode(const ir::Node& n) : Node(n) {}
   const char* type() const override { return "DequantizeLinear"; }
   NodeKind kind() const override { return NodeKind::Dequantize; }
 

@@ -149,10 +149,7 @@ void quantize_all(Kernels k, const float* x, int64_t count, float scale, float z
 
 class DynamicQuantizeNode : public Node {
  public:
-  explicit DynamicQuantizeNode(const ir::Node& n) {
-    source = &n;
-    name = n.name();
-  }
+  explicit DynamicQuantizeNode(const ir::Node& n) : Node(n) {}
   const char* type() const override { return "DynamicQuantize"; }
   NodeKind kind() const override { return NodeKind::DynamicQuantize; }
 
@@ -201,10 +198,7 @@ class DynamicQuantizeNode : public Node {
 // QuantizeLinear, per tensor, constant scale and zero point.
 class QuantizeNode : public Node {
  public:
-  explicit QuantizeNode(const ir::Node& n) {
-    source = &n;
-    name = n.name();
-  }
+  explicit QuantizeNode(const ir::Node& n) : Node(n) {}
   const char* type() const override { return "QuantizeLinear"; }
   NodeKind kind() const override { return NodeKind::Quantize; }
 

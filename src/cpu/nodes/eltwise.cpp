@@ -130,10 +130,7 @@ namespace {
 
 class EltwiseNode : public SrcDstPrimitiveNode {
  public:
-  EltwiseNode(const ir::Node& n, EltwiseSpec spec) : spec_(spec) {
-    source = &n;
-    name = n.name();
-  }
+  EltwiseNode(const ir::Node& n, EltwiseSpec spec) : SrcDstPrimitiveNode(n), spec_(spec) {}
   const char* type() const override { return "Eltwise"; }
   NodeKind kind() const override { return NodeKind::Eltwise; }
   int inplace_input() const override { return 0; }  // oneDNN eltwise may write over its source

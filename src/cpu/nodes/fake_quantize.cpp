@@ -35,10 +35,7 @@ constexpr float kRound = 12582912.0f;
 
 class FakeQuantizeNode : public Node {
  public:
-  explicit FakeQuantizeNode(const ir::Node& n) {
-    source = &n;
-    name = n.name();
-  }
+  explicit FakeQuantizeNode(const ir::Node& n) : Node(n) {}
   const char* type() const override { return "FakeQuantize"; }
   NodeKind kind() const override { return NodeKind::FakeQuantize; }
   int inplace_input() const override { return 0; }  // elementwise: may write over x

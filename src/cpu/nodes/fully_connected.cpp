@@ -44,10 +44,7 @@ PostOpList as_2d(PostOpList list) {
 
 class FullyConnectedNode : public Node {
  public:
-  explicit FullyConnectedNode(const ir::Node& n) {
-    source = &n;
-    name = n.name();
-  }
+  explicit FullyConnectedNode(const ir::Node& n) : Node(n) {}
   const char* type() const override { return "FullyConnected"; }
   NodeKind kind() const override { return NodeKind::FullyConnected; }
   PostOpList* post_ops() override { return &post_ops_; }

@@ -37,10 +37,7 @@ class IfNode : public Node {
   };
 
  public:
-  explicit IfNode(const ir::Node& n) {
-    source = &n;
-    name = n.name();
-  }
+  explicit IfNode(const ir::Node& n) : Node(n) {}
   const char* type() const override { return "If"; }
   NodeKind kind() const override { return NodeKind::If; }
 

@@ -59,10 +59,7 @@ bool is_skip_layer_norm(const ir::Node& n) {
 
 class LayerNormNode : public Node {
  public:
-  explicit LayerNormNode(const ir::Node& n) : skip_(is_skip_layer_norm(n)) {
-    source = &n;
-    name = n.name();
-  }
+  explicit LayerNormNode(const ir::Node& n) : Node(n), skip_(is_skip_layer_norm(n)) {}
   const char* type() const override { return skip_ ? "SkipLayerNorm" : "LayerNorm"; }
   NodeKind kind() const override { return NodeKind::LayerNorm; }
 

@@ -12,10 +12,7 @@ namespace {
 
 class LrnNode : public SrcDstPrimitiveNode {
  public:
-  explicit LrnNode(const ir::Node& n) {
-    source = &n;
-    name = n.name();
-  }
+  explicit LrnNode(const ir::Node& n) : SrcDstPrimitiveNode(n) {}
   const char* type() const override { return "LRN"; }
   NodeKind kind() const override { return NodeKind::LRN; }
 

@@ -38,10 +38,7 @@ int64_t directions(const ir::Node& n) { return n.attr_s("direction", "forward") 
 
 class LstmNode : public Node {
  public:
-  explicit LstmNode(const ir::Node& n) {
-    source = &n;
-    name = n.name();
-  }
+  explicit LstmNode(const ir::Node& n) : Node(n) {}
   const char* type() const override { return "LSTM"; }
   NodeKind kind() const override { return NodeKind::LSTM; }
 

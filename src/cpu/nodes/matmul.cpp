@@ -51,10 +51,7 @@ std::optional<MatMulDims> matmul_dims(Shape a, Shape b) {
 
 class MatMulNode : public Node {
  public:
-  explicit MatMulNode(const ir::Node& n) {
-    source = &n;
-    name = n.name();
-  }
+  explicit MatMulNode(const ir::Node& n) : Node(n) {}
   const char* type() const override { return "MatMul"; }
   NodeKind kind() const override { return NodeKind::MatMul; }
 

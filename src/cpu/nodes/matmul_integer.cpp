@@ -44,9 +44,7 @@ struct Operands {
 
 class MatMulIntegerNode : public Node {
  public:
-  explicit MatMulIntegerNode(const ir::Node& n) {
-    source = &n;
-    name = n.name();
+  explicit MatMulIntegerNode(const ir::Node& n) : Node(n) {
     if (n.op_type() == "QLinearMatMul") op_ = {3, 2, 5, true, false};
     if (n.op_type() == "MatMulIntegerToFloat") op_ = {1, 4, 5, false, true};
   }

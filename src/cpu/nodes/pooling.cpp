@@ -169,10 +169,7 @@ std::optional<std::pair<pool_f32::Geometry, memory::desc>> kiln_pooling(const Po
 
 class PoolingNode : public SrcDstPrimitiveNode {
  public:
-  explicit PoolingNode(const ir::Node& n) {
-    source = &n;
-    name = n.name();
-  }
+  explicit PoolingNode(const ir::Node& n) : SrcDstPrimitiveNode(n) {}
   const char* type() const override { return "Pooling"; }
   NodeKind kind() const override { return NodeKind::Pooling; }
   PostOpList* post_ops() override { return &post_ops_; }

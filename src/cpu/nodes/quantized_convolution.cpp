@@ -41,9 +41,7 @@ int32_t scalar_zp(const Edge* e) { return zero_point_value(e->constant.dtype(), 
 
 class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
  public:
-  explicit QuantizedConvolutionNode(const ir::Node& n) {
-    source = &n;
-    name = n.name();
+  explicit QuantizedConvolutionNode(const ir::Node& n) : Node(n) {
     s16_ = !exact_int8_kernels();  // quantized_convolution_supports: then gemm_s16 runs it
   }
   size_t scratch_bytes() const override { return scratch_bytes_; }

@@ -143,10 +143,7 @@ std::optional<MiddleOp> middle_op(dnnl::algorithm alg) {
 
 class ReduceNode : public Node {
  public:
-  explicit ReduceNode(const ir::Node& n) {
-    source = &n;
-    name = n.name();
-  }
+  explicit ReduceNode(const ir::Node& n) : Node(n) {}
   const char* type() const override { return "Reduce"; }
   NodeKind kind() const override { return NodeKind::Reduce; }
 

@@ -12,10 +12,7 @@ namespace {
 
 class ReferenceNode : public Node {
  public:
-  explicit ReferenceNode(const ir::Node& n) : schema_(ir::validate_node(n)) {
-    source = &n;
-    name = n.name();
-  }
+  explicit ReferenceNode(const ir::Node& n) : Node(n), schema_(ir::validate_node(n)) {}
   const char* type() const override { return "Reference"; }
   NodeKind kind() const override { return NodeKind::Reference; }
 

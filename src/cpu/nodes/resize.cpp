@@ -184,10 +184,7 @@ bool resize_algorithm(const ir::Node& n, dnnl::algorithm& alg) {
 
 class ResizeNode : public SrcDstPrimitiveNode {
  public:
-  explicit ResizeNode(const ir::Node& n) {
-    source = &n;
-    name = n.name();
-  }
+  explicit ResizeNode(const ir::Node& n) : SrcDstPrimitiveNode(n) {}
   const char* type() const override { return "Resize"; }
   NodeKind kind() const override { return NodeKind::Resize; }
 

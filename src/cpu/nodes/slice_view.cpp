@@ -111,10 +111,7 @@ std::optional<Offsets> view_offsets(const ir::Node& n) {
 
 class SliceViewNode : public Node {
  public:
-  SliceViewNode(const ir::Node& n, Offsets offsets) : offsets_(std::move(offsets)) {
-    source = &n;
-    name = n.name();
-  }
+  SliceViewNode(const ir::Node& n, Offsets offsets) : Node(n), offsets_(std::move(offsets)) {}
   const char* type() const override { return "View"; }
   NodeKind kind() const override { return NodeKind::SliceView; }
   std::optional<OutputView> output_view(size_t i) const override {

@@ -29,10 +29,7 @@ int softmax_axis(const ir::Node& n, const Shape& s) {
 
 class SoftmaxNode : public Node {
  public:
-  explicit SoftmaxNode(const ir::Node& n) {
-    source = &n;
-    name = n.name();
-  }
+  explicit SoftmaxNode(const ir::Node& n) : Node(n) {}
   const char* type() const override { return "Softmax"; }
   NodeKind kind() const override { return NodeKind::Softmax; }
 

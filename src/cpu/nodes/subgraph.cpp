@@ -198,9 +198,7 @@ std::optional<snippets::KernelShapes> channel_blocked_view(const std::vector<Edg
 
 class SubgraphNode : public Node {
  public:
-  explicit SubgraphNode(const ir::Node& n) {
-    source = &n;
-    name = n.name();
+  explicit SubgraphNode(const ir::Node& n) : Node(n) {
     // the ONNX nodes the tokenizer cut into the body: counters and the exec graph list them
     if (n.has_attr(snippets::kFusedAttr)) fused = n.attr_strings(snippets::kFusedAttr);
   }

@@ -19,10 +19,7 @@ namespace {
 
 class TransposeNode : public Node {
  public:
-  explicit TransposeNode(const ir::Node& n) {
-    source = &n;
-    name = n.name();
-  }
+  explicit TransposeNode(const ir::Node& n) : Node(n) {}
   const char* type() const override { return "Transpose"; }
   NodeKind kind() const override { return NodeKind::Transpose; }
 

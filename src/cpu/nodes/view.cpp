@@ -9,10 +9,7 @@ namespace {
 
 class ViewNode : public Node {
  public:
-  explicit ViewNode(const ir::Node& n) {
-    source = &n;
-    name = n.name();
-  }
+  explicit ViewNode(const ir::Node& n) : Node(n) {}
   const char* type() const override { return "View"; }
   NodeKind kind() const override { return NodeKind::View; }
   int output_aliases_input() const override { return 0; }
