@@ -217,6 +217,40 @@ TEST(CpuInt8Static, PointwiseConvolutionsWithZeroPointsRunOnAmxWhereTheCpuHasIt)
   }
 }
 
+// A 1x1 QLinearConv whose input zero point would fold into a bias outside int32 (bias near
+// INT32_MAX, every weight -127, zero point 128): kiln keeps the zero point for oneDNN instead, and
+// the result (saturated at 255, since the inputs are at least the zero point) equals the
+// reference. A wrapped fold would give 0.
+TEST(CpuInt8Static, InputZeroPointStaysWhereItsFoldWouldLeaveInt32) {
+  auto g = make_graph(13);
+  ir::Value* x = g->add_input("x", {DType::u8, ir::PartialShape(Shape{1, 8, 5, 5})});
+  Tensor w(DType::i8, Shape{4, 8, 1, 1}), b(DType::i32, Shape{4}), ws(DType::f32, Shape{4});
+  for (int64_t i = 0; i < w.size(); ++i) w.data<int8_t>()[i] = -127;
+  for (int64_t m = 0; m < 4; ++m) {
+    b.data<int32_t>()[m] = std::numeric_limits<int32_t>::max() - 1000 - static_cast<int32_t>(m);
+    ws.data<float>()[m] = 0.01f;
+  }
+  Tensor wz(DType::i8, Shape{});
+  wz.data<int8_t>()[0] = 0;
+  ir::Node* conv = g->add_node("QLinearConv",
+                               {x, g->add_constant("xs", Tensor::scalar<float>(0.02f)), g->add_constant("xz", u8_scalar(128)),
+                                g->add_constant("w", w), g->add_constant("ws", ws), g->add_constant("wz", wz),
+                                g->add_constant("ys", Tensor::scalar<float>(0.5f)), g->add_constant("yz", u8_scalar(3)),
+                                g->add_constant("b", b)},
+                               1, "conv");
+  g->add_output(conv->output(0));
+  ir::infer_shapes(*g);
+  std::mt19937 rng(31);
+  std::uniform_int_distribution<int> d(128, 255);
+  Tensor xv(DType::u8, Shape{1, 8, 5, 5});
+  for (int64_t i = 0; i < xv.size(); ++i) xv.data<uint8_t>()[i] = static_cast<uint8_t>(d(rng));
+  const Tensor want = runtime::ReferenceExecutor(g).run({xv})[0];
+  for (int64_t i = 0; i < want.size(); ++i) ASSERT_EQ(want.data<uint8_t>()[i], 255) << "the reference saturates at " << i;
+  cpu::Executor ex(g);
+  const Tensor got = ex.run({xv})[0];
+  for (int64_t i = 0; i < got.size(); ++i) ASSERT_EQ(got.data<uint8_t>()[i], 255) << "at " << i;
+}
+
 TEST(CpuInt8Static, QuantizeAndDequantizeLinearMatchTheReferenceExactly) {
   for (bool s8 : {false, true}) {
     auto g = make_graph(13);

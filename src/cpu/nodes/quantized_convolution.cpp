@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <optional>
+#include <vector>
 
 #include "core/strings.hpp"
 #include "cpu/arena.hpp"
@@ -86,10 +88,9 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
     // what every run passes besides its source and destination: made once
     fixed_args_ = {{DNNL_ARG_WEIGHTS, weights_}};
     zx_ = input_zero_point();
-    if (folds_input_zero_point()) {
-      folded_bias_ = folded_bias();
-      fixed_args_[DNNL_ARG_BIAS] =
-          memory(memory::desc({w[0]}, memory::data_type::s32, tag::a), cpu_engine(), folded_bias_.data());
+    if (const auto& folded = folded_bias()) {
+      fixed_args_[DNNL_ARG_BIAS] = memory(memory::desc({w[0]}, memory::data_type::s32, tag::a), cpu_engine(),
+                                          const_cast<int32_t*>(folded->data()));
       zx_ = 0;
     } else if (has_bias()) {
       fixed_args_[DNNL_ARG_BIAS] = memory(memory::desc({w[0]}, memory::data_type::s32, tag::a), cpu_engine(), inputs[8]->data);
@@ -272,29 +273,34 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
   int32_t input_zero_point() const { return scalar_zp(inputs[2]); }
 
   // Without padding every tap reads a real input, so sum_k (x_k - zx) w_mk = sum_k x_k w_mk - zx
-  // colsum_m, and the input's zero point folds into the s32 bias exactly (|zx colsum| < 2^31 for
-  // any K below 2^16). oneDNN 2.6's AMX brgemm convolutions take no source zero point: a 1x1
-  // layer with one ran on the VNNI kernels instead (MobileNet-v2's projections). With padding,
-  // the padded taps would read 0 instead of zx: oneDNN keeps the zero point then.
-  bool folds_input_zero_point() const {
-    if (input_zero_point() == 0) return false;
+  // colsum_m, and the input's zero point folds into the s32 bias exactly: B - zx * (the sum of
+  // output channel m's weights), computed in 64 bits. oneDNN 2.6's AMX brgemm convolutions take
+  // no source zero point: a 1x1 layer with one ran on the VNNI kernels instead (MobileNet-v2's
+  // projections). Null (oneDNN keeps the zero point) where there is none, where the convolution
+  // pads (a padded tap would read 0 instead of zx), or where a folded value leaves int32.
+  // (Computed once: make_pd asks for it more than once.)
+  const std::optional<std::vector<int32_t>>& folded_bias() {
+    if (!folded_) folded_ = compute_folded_bias();
+    return *folded_;
+  }
+  std::optional<std::vector<int32_t>> compute_folded_bias() const {
+    const int64_t zx = input_zero_point();
+    if (zx == 0) return std::nullopt;
     const ConvGeometry geo = conv_geometry(*source, inputs[0]->shape, inputs[3]->shape, outputs[0]->shape);
     auto zero = [](int64_t p) { return p == 0; };
-    return std::all_of(geo.pad_l.begin(), geo.pad_l.end(), zero) && std::all_of(geo.pad_r.begin(), geo.pad_r.end(), zero);
-  }
-
-  // B - zx * (the sum of output channel m's weights), for folds_input_zero_point
-  std::vector<int32_t> folded_bias() const {
-    const int64_t M = inputs[3]->shape[0];
-    const int64_t per_channel = inputs[3]->constant.size() / M;
-    const auto* w = static_cast<const int8_t*>(inputs[3]->constant.raw());
-    const auto* b = has_bias() ? static_cast<const int32_t*>(inputs[8]->data) : nullptr;
-    const int64_t zx = input_zero_point();
+    if (!std::all_of(geo.pad_l.begin(), geo.pad_l.end(), zero) || !std::all_of(geo.pad_r.begin(), geo.pad_r.end(), zero))
+      return std::nullopt;
+    const Tensor& wt = inputs[3]->constant;
+    const int64_t M = inputs[3]->shape[0], per_channel = wt.size() / M;
+    const auto* w = static_cast<const int8_t*>(wt.raw());
+    const auto* b = has_bias() ? static_cast<const int32_t*>(inputs[8]->constant.raw()) : nullptr;
     std::vector<int32_t> out(static_cast<size_t>(M));
     for (int64_t m = 0; m < M; ++m) {
       int64_t sum = 0;
       for (int64_t k = 0; k < per_channel; ++k) sum += w[m * per_channel + k];
-      out[static_cast<size_t>(m)] = static_cast<int32_t>((b ? b[m] : 0) - zx * sum);
+      const int64_t v = (b ? b[m] : 0) - zx * sum;
+      if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) return std::nullopt;
+      out[static_cast<size_t>(m)] = static_cast<int32_t>(v);
     }
     return out;
   }
@@ -327,7 +333,7 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
     memory::desc src(to_dims(x), dt_of(inputs[0]->dtype), channels_last_tag(sp));
     memory::desc dst(to_dims(y), dt_of(outputs[0]->dtype), channels_last_tag(sp));
     memory::desc wei(weight_dims(), memory::data_type::s8, tag::any);
-    const bool fold = folds_input_zero_point();
+    const bool fold = folded_bias().has_value();
     memory::desc bias = has_bias() || fold ? memory::desc({M}, memory::data_type::s32, tag::a) : memory::desc();
     dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
                                       wei, bias, dst, geo.strides, geo.dilations, geo.pad_l, geo.pad_r);
@@ -395,7 +401,7 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
   memory weights_;
   std::unordered_map<int, memory> fixed_args_;  // weights, bias, zero points
   int32_t zx_ = 0;                              // what the source zero point's memory holds
-  std::vector<int32_t> folded_bias_;            // folds_input_zero_point: the bias oneDNN reads
+  std::optional<std::optional<std::vector<int32_t>>> folded_;  // folded_bias(), once asked
   int sum_input_ = -1;
   QuantizedSum sum_;
   std::optional<std::pair<int32_t, int32_t>> clamp_;  // a fused Clip's bounds, in the output's type
