@@ -87,14 +87,11 @@ class QuantizedConvolutionNode : public Node, public QuantizedSumHost {
                    .main;
     // what every run passes besides its source and destination: made once
     fixed_args_ = {{DNNL_ARG_WEIGHTS, weights_}};
-    zx_ = input_zero_point();
-    if (const auto& folded = folded_bias()) {
-      fixed_args_[DNNL_ARG_BIAS] = memory(memory::desc({w[0]}, memory::data_type::s32, tag::a), cpu_engine(),
-                                          const_cast<int32_t*>(folded->data()));
-      zx_ = 0;
-    } else if (has_bias()) {
-      fixed_args_[DNNL_ARG_BIAS] = memory(memory::desc({w[0]}, memory::data_type::s32, tag::a), cpu_engine(), inputs[8]->data);
-    }
+    // the bias oneDNN reads: the one with the input's zero point folded in, or B
+    const auto& folded = folded_bias();
+    void* bias = folded ? const_cast<int32_t*>(folded->data()) : has_bias() ? inputs[8]->data : nullptr;
+    if (bias) fixed_args_[DNNL_ARG_BIAS] = memory(memory::desc({w[0]}, memory::data_type::s32, tag::a), cpu_engine(), bias);
+    zx_ = folded ? 0 : input_zero_point();
     const memory::desc one({1}, memory::data_type::s32, tag::a);
     if (zx_) fixed_args_[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = memory(one, cpu_engine(), &zx_);
     outputs[0]->set_layout(pd_.dst_desc());
