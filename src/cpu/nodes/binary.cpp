@@ -24,6 +24,7 @@
 //
 // NaN: Max/Min return the other operand where src0 is NaN (ONNX's numpy reference
 // propagates it); everything else, infinities included, gives ONNX's result.
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -234,12 +235,10 @@ class BinaryNode : public Node {
     pd_ = *pds[*chosen];
     prim_ = dnnl::binary(pd_);
     impl = pd_.impl_info_str();
-    md0_ = c.md0;
-    md1_ = c.md1;
-    mdd_ = c.mdd;
-    padded_ = has_padding(mdd_);
+    d_ = std::make_unique<const Descs>(Descs{c.md0, c.md1, c.mdd});
+    padded_ = has_padding(d_->dst);
     if (c.own_src1) {
-      src1_ = memory(md1_, cpu_engine());
+      src1_ = memory(d_->src1, cpu_engine());
       memory from(plain_p1, cpu_engine(), e1->data);
       dnnl::stream st(cpu_engine());
       dnnl::reorder(from, src1_).execute(st, from, src1_);
@@ -248,7 +247,7 @@ class BinaryNode : public Node {
     Edge* out = outputs[0];
     // a row-major src0 (possibly with merged dims) gives a row-major output
     if (c.req0.kind == InputLayout::Kind::plain) out->blocked.reset();
-    else out->set_layout(mdd_);
+    else out->set_layout(d_->dst);
     std::vector<InputLayout> req(2);
     req[i0] = c.req0;
     req[i1] = c.req1;
@@ -257,14 +256,20 @@ class BinaryNode : public Node {
 
   void execute(dnnl::stream& stream) override {
     const size_t i0 = spec_.swap ? 1 : 0, i1 = 1 - i0;
-    prim_.execute(stream, {{DNNL_ARG_SRC_0, memory(md0_, cpu_engine(), inputs[i0]->data)},
-                           {DNNL_ARG_SRC_1, src1_ ? src1_ : memory(md1_, cpu_engine(), inputs[i1]->data)},
-                           {DNNL_ARG_DST, memory(mdd_, cpu_engine(), outputs[0]->data)}});
+    prim_.execute(stream, {{DNNL_ARG_SRC_0, memory(d_->src0, cpu_engine(), inputs[i0]->data)},
+                           {DNNL_ARG_SRC_1, src1_ ? src1_ : memory(d_->src1, cpu_engine(), inputs[i1]->data)},
+                           {DNNL_ARG_DST, memory(d_->dst, cpu_engine(), outputs[0]->data)}});
   }
 
  private:
   BinarySpec spec_;
-  memory::desc md0_, md1_, mdd_;
+  // The descriptors prepare() chose, on the heap: three are 2 KiB, and every bias Add of a
+  // model is lowered to a BinaryNode that a FullyConnected absorbs before prepare() (for a model
+  // whose shapes vary, on every new shape), where an object past malloc's small sizes cost time.
+  struct Descs {
+    memory::desc src0, src1, dst;
+  };
+  std::unique_ptr<const Descs> d_;
   bool padded_ = false;  // dst has padded dims: not in place
   memory src1_;  // a constant src1 in the layout the primitive wants
   dnnl::binary::primitive_desc pd_;
