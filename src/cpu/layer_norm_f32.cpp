@@ -17,34 +17,55 @@ namespace {
 
 using simd::tail_mask;
 
+// src + skip (+ bias) at [j, j + 16) under k, stored to dst and returned.
+KILN_AVX512 inline __attribute__((always_inline)) __m512 add_skip(const float* src, const float* skip, const float* bias,
+                                                                  int64_t j, __mmask16 k, float* dst) {
+  __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(k, src + j), _mm512_maskz_loadu_ps(k, skip + j));
+  if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, bias + j));
+  _mm512_mask_storeu_ps(dst + j, k, v);
+  return v;
+}
+
+// One row: x (with the residual and bias added, written out), its mean, the variance about the
+// mean, then (x - mean) / sqrt(var + eps) * scale + shift. Sums over four accumulators, four
+// vectors a step: with one accumulator each pass waited on its chain of adds (BERT's 384-wide
+// rows, L2-resident: 130 ns a row, three times the loads' and stores' pace).
 KILN_AVX512 void row_avx512(const float* src, const float* skip, const float* bias, const float* scale, const float* shift,
                      int64_t m, float eps, float* dst) {
-  // x (with the residual and bias added, written out) and its sum
   const float* x = src;
-  __m512 sum = _mm512_setzero_ps();
+  __m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  const int64_t whole = m / 64 * 64;  // four vectors a step up to here, then one (masked) at a time
   if (skip) {
-    for (int64_t j = 0; j < m; j += 16) {
-      const __mmask16 k = tail_mask(m - j);
-      __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(k, src + j), _mm512_maskz_loadu_ps(k, skip + j));
-      if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, bias + j));
-      _mm512_mask_storeu_ps(dst + j, k, v);
-      sum = _mm512_add_ps(sum, v);
-    }
+    int64_t j = 0;
+    for (; j < whole; j += 64)
+      for (int u = 0; u < 4; ++u) s[u] = _mm512_add_ps(s[u], add_skip(src, skip, bias, j + 16 * u, 0xFFFF, dst));
+    for (; j < m; j += 16) s[0] = _mm512_add_ps(s[0], add_skip(src, skip, bias, j, tail_mask(m - j), dst));
     x = dst;
   } else {
-    for (int64_t j = 0; j < m; j += 16) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(tail_mask(m - j), src + j));
+    int64_t j = 0;
+    for (; j < whole; j += 64)
+      for (int u = 0; u < 4; ++u) s[u] = _mm512_add_ps(s[u], _mm512_loadu_ps(src + j + 16 * u));
+    for (; j < m; j += 16) s[0] = _mm512_add_ps(s[0], _mm512_maskz_loadu_ps(tail_mask(m - j), src + j));
   }
-  const float mean = _mm512_reduce_add_ps(sum) / static_cast<float>(m);
+  const float mean =
+      _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[0], s[1]), _mm512_add_ps(s[2], s[3]))) / static_cast<float>(m);
   const __m512 vmean = _mm512_set1_ps(mean);
-  __m512 sq = _mm512_setzero_ps();
-  for (int64_t j = 0; j < m; j += 16) {
+  __m512 q[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  int64_t j = 0;
+  for (; j < whole; j += 64)
+    for (int u = 0; u < 4; ++u) {
+      const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + j + 16 * u), vmean);
+      q[u] = _mm512_fmadd_ps(d, d, q[u]);
+    }
+  for (; j < m; j += 16) {
     const __mmask16 k = tail_mask(m - j);
     const __m512 d = _mm512_maskz_sub_ps(k, _mm512_maskz_loadu_ps(k, x + j), vmean);
-    sq = _mm512_fmadd_ps(d, d, sq);
+    q[0] = _mm512_fmadd_ps(d, d, q[0]);
   }
-  const float var = _mm512_reduce_add_ps(sq) / static_cast<float>(m);
+  const float var =
+      _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(q[0], q[1]), _mm512_add_ps(q[2], q[3]))) / static_cast<float>(m);
   const __m512 inv = _mm512_set1_ps(1.0f / std::sqrt(var + eps));
-  for (int64_t j = 0; j < m; j += 16) {
+  for (j = 0; j < m; j += 16) {
     const __mmask16 k = tail_mask(m - j);
     const __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), vmean), inv);
     _mm512_mask_storeu_ps(dst + j, k, _mm512_fmadd_ps(d, _mm512_maskz_loadu_ps(k, scale + j), _mm512_maskz_loadu_ps(k, shift + j)));
