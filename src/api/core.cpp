@@ -478,10 +478,10 @@ RuntimeModel CompiledModel::get_runtime_model(const std::vector<Shape>& input_sh
     m.reference_reason = "kiln_executor = reference";
     return m;
   }
-  const cpu::Executor::Plan& plan = as_kiln_errors("compiling the model", [&]() -> const cpu::Executor::Plan& {
-    return c.fast->plan_for(shapes);
-  });
-  if (plan.cpu) m = api::describe_runtime_graph(*plan.cpu);
+  const cpu::Executor::Inspection seen =
+      as_kiln_errors("compiling the model", [&]() { return c.fast->inspect(shapes); });
+  const cpu::Executor::Plan& plan = *seen.plan;
+  if (seen.cpu) m = api::describe_runtime_graph(*seen.cpu);
   else m.reference_reason = plan.fallback_reason;
   if (plan.split) m.data_dependent = plan.fallback_reason;
   for (const auto& e : plan.log.entries) m.fusions.push_back({e.pass, e.where, e.message, e.applied});

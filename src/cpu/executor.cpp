@@ -438,6 +438,18 @@ const Executor::Plan& Executor::plan_for(const std::vector<Shape>& shapes) {
   return *p;
 }
 
+Executor::Inspection Executor::inspect(const std::vector<Shape>& shapes) {
+  std::shared_ptr<Plan> p;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    p = plan_locked(shapes);
+  }
+  Inspection out;
+  if (p->runs_graph()) out.cpu = build_graph(*p);
+  out.plan = std::move(p);
+  return out;
+}
+
 std::shared_ptr<const Executor::Plan> Executor::find_plan(const std::vector<Shape>& shapes) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = plans_.find(shapes);

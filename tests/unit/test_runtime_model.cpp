@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "cpu/executor.hpp"
 #include "cpu_test_util.hpp"
 #include "ir/graph.hpp"
 #include "ir/op_registry.hpp"
@@ -19,7 +20,7 @@ using namespace kiln::test;
 namespace {
 
 // x[N,4,8,8] -> Conv -> Relu -> output; N is the dim `batch` when `dynamic`.
-std::shared_ptr<Model> conv_relu(bool dynamic) {
+std::shared_ptr<ir::Graph> conv_relu_graph(bool dynamic) {
   auto g = std::make_shared<ir::Graph>();
   g->opset_imports[""] = 13;
   ir::PartialShape shape(Shape{1, 4, 8, 8});
@@ -30,8 +31,9 @@ std::shared_ptr<Model> conv_relu(bool dynamic) {
   auto* r = g->add_node("Relu", {c->output(0)}, 1, "relu");
   g->add_output(r->output(0));
   ir::infer_shapes(*g);
-  return std::make_shared<Model>(g);
+  return g;
 }
+std::shared_ptr<Model> conv_relu(bool dynamic) { return std::make_shared<Model>(conv_relu_graph(dynamic)); }
 
 const RuntimeNode* find_type(const RuntimeModel& m, const std::string& type) {
   auto it = std::find_if(m.nodes.begin(), m.nodes.end(), [&](const RuntimeNode& n) { return n.type == type; });
@@ -108,6 +110,24 @@ TEST(RuntimeModel, TheOptimizersDecisionsComeWithIt) {
   EXPECT_EQ(std::count_if(m2.fusions.begin(), m2.fusions.end(),
                           [](const FusionDecision& d) { return d.applied && d.pass == "FuseConvolutionAndSimpleOperation"; }),
             0);
+}
+
+// What get_runtime_model inspects is the executor's only while its plan cache keeps it: a
+// service asking for the runtime model of every new shape stays bounded (each plan and its
+// graph, about 390 KiB for BERT-6, used to be kept for the executor's lifetime).
+TEST(RuntimeModel, InspectingManyShapesKeepsNoMorePlansThanTheCache) {
+  cpu::Executor ex(conv_relu_graph(true), {}, /*plan_capacity=*/2);
+  std::weak_ptr<const cpu::Executor::Plan> first;
+  {
+    const cpu::Executor::Inspection seen = ex.inspect({{1, 4, 8, 8}});
+    ASSERT_NE(seen.cpu, nullptr);
+    EXPECT_EQ(seen.cpu->output_edges().at(0)->shape, (Shape{1, 8, 8, 8}));
+    first = seen.plan;
+  }
+  EXPECT_FALSE(first.expired());  // the cache has it
+  for (int64_t n : {2, 3, 4}) EXPECT_NE(ex.inspect({{n, 4, 8, 8}}).cpu, nullptr);
+  EXPECT_TRUE(first.expired());  // dropped by the cache, held by no one else
+  EXPECT_EQ(ex.cached_plans(), 2u);
 }
 
 }  // namespace test_runtime_model
