@@ -6,7 +6,6 @@
 // touched instead of faulting in fresh ones. The contents do not outlive a run.
 #include <atomic>
 #include <cstddef>
-#include <memory>
 
 namespace kiln::cpu {
 
@@ -16,19 +15,23 @@ class Arena {
   // bytes rounded up to a multiple of kAlignment (where the next buffer of a carved-up reserve() may start)
   static constexpr size_t aligned(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
   Arena() = default;
+  ~Arena();
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
   // At least `bytes` bytes (aligned to kAlignment), valid until the next reserve() that
-  // grows the arena. Growing replaces the buffer (the old contents are dropped) by one of
+  // grows the arena. Growing replaces the buffer (the old contents are not kept) by one of
   // max(bytes, 1.5 x the old size), so a stream of growing shapes reallocates a logarithmic
-  // number of times. Throws kiln::Error when the memory cannot be had.
+  // number of times; from 2 MiB on, the new buffer takes over the old one's pages (arena.cpp).
+  // Throws kiln::Error when the memory cannot be had.
   void* reserve(size_t bytes);
   size_t capacity() const { return capacity_.load(std::memory_order_relaxed); }  // any thread may ask
   size_t reallocations() const { return reallocations_; }
 
  private:
-  std::unique_ptr<void, void (*)(void*)> data_{nullptr, [](void*) {}};
+  void release();  // frees the buffer: capacity 0
+  void* data_ = nullptr;
+  bool mapped_ = false;  // data_ from mmap (2 MiB and up), else from malloc
   std::atomic<size_t> capacity_{0};
   size_t reallocations_ = 0;
 };

@@ -221,6 +221,27 @@ TEST(CpuArena, GrowsByHalfAgainAndKeepsItsBufferWhenLarger) {
   EXPECT_EQ(a.reallocations(), 3u);
 }
 
+// From 2 MiB on, a grown arena takes over the old one's pages instead of faulting in (and the
+// kernel zeroing) fresh ones for the part already used: what the old arena held is at the front
+// of the new one (fresh pages would read as zeros). Not a promise to the graphs, whose contents
+// do not outlive a run: the evidence that the touched memory was kept.
+TEST(CpuArena, ALargeArenaGrowsIntoThePagesItHad) {
+  cpu::Arena a;
+  const size_t mib = size_t{1} << 20;
+  auto* p = static_cast<unsigned char*>(a.reserve(4 * mib));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % (2 * mib), 0u);  // huge-page aligned
+  for (size_t i = 0; i < 4 * mib; i += 4096) p[i] = static_cast<unsigned char>(i / 4096 % 251 + 1);
+  auto* q = static_cast<unsigned char*>(a.reserve(16 * mib));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(q) % (2 * mib), 0u);
+  EXPECT_GE(a.capacity(), 16 * mib);
+  EXPECT_EQ(a.reallocations(), 2u);
+  size_t kept = 0;
+  for (size_t i = 0; i < 4 * mib; i += 4096) kept += q[i] == static_cast<unsigned char>(i / 4096 % 251 + 1);
+  EXPECT_EQ(kept, 4 * mib / 4096);
+  q[16 * mib - 1] = 7;  // the new part is there too
+  EXPECT_EQ(q[16 * mib - 1], 7);
+}
+
 TEST(CpuExecutor, AThreadsGraphsShareOneArena) {
   // widths growing, shrinking and alternating: each plan's graph binds its buffers to the
   // thread's one arena, wherever the last growth moved it, and results stay right
