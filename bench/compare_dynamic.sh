@@ -4,17 +4,17 @@
 # running every shape of the stream PASSES times. Prints, per round, the first pass (every
 # shape new), the mean of the later passes, peak resident memory, and the kiln / ORT ratios.
 #
-# env: STREAMS="crnn bert bert-batch"  THREADS=2  PASSES=3  REPEAT=2  KILN=build/kiln
+# env: STREAMS="crnn bert bert-batch mnv2-batch"  THREADS=2  PASSES=3  REPEAT=2  KILN=build/kiln
 #      KILN_ARGS (default: --property inference_precision=f32; the plan cache keeps its default, 64)
 #      KILN_BENCH_CACHE (default ~/.cache/kiln-bench)
 set -euo pipefail
 NAME=compare_dynamic
 # shellcheck source=compare_common.sh
 source "$(cd "$(dirname "$0")" && pwd)/compare_common.sh"
-STREAMS="${STREAMS:-crnn bert bert-batch}"
+STREAMS="${STREAMS:-crnn bert bert-batch mnv2-batch}"
 ORT_JS="$HERE/dynamic_stream_ort.js"
 
-model_of() { case "$1" in crnn) echo crnn_dyn ;; bert|bert-batch) echo bert6_dyn ;; *) echo "unknown stream $1" >&2; exit 2 ;; esac; }
+model_of() { case "$1" in crnn) echo crnn_dyn ;; bert|bert-batch) echo bert6_dyn ;; mnv2-batch) echo mnv2_dyn ;; *) echo "unknown stream $1" >&2; exit 2 ;; esac; }
 
 printf '| stream | round | kiln first pass ms | ORT first pass ms | ratio | kiln later pass ms | ORT later pass ms | ratio | kiln peak MiB | ORT peak MiB | ratio |\n'
 printf '|---|---|---|---|---|---|---|---|---|---|---|\n'

@@ -7,6 +7,8 @@ inputs whose shape changes from one inference to the next (bench/dynamic_stream_
   crnn_dyn   CNN + BiLSTM text recogniser (CRNN).  x float32 [1, 3, 48, W] -> logits [T, 1, 97],
              T = W / 4.  VGG-style conv stack (two BatchNorms), height averaged away, 2-layer
              bidirectional LSTM (hidden 128), Linear to 97 classes.
+  mnv2_dyn   MobileNet-v2 (torchvision's, random weights, BatchNorm statistics from random
+             batches).  x float32 [batch, 3, height, width] -> logits [batch, 1000].
   bert6_dyn  BERT encoder: 6 layers, hidden 384, 6 heads, FFN 1536, vocab 30522, 512 positions,
              erf GELU, LayerNorm eps 1e-12, HF-style additive mask (1 - mask) * finfo(f32).min.
              input_ids, attention_mask int64 [batch, sequence] -> last_hidden_state
@@ -20,7 +22,7 @@ size that only the trace-time shape would give), and, unless --no-verify, ONNX R
 (dynamic_stream_ort.js --dump, via node) runs two other shapes and is compared with torch.
 
 Run with /usr/bin/python3 (torch, onnx, numpy).
-usage: make_dynamic_models.py [--only crnn_dyn,bert6_dyn] [--force] [--no-verify]
+usage: make_dynamic_models.py [--only crnn_dyn,bert6_dyn,mnv2_dyn] [--force] [--no-verify]
 """
 import argparse
 import inspect
@@ -197,7 +199,35 @@ def bert_spec():
     }
 
 
-SPECS = {"crnn_dyn": crnn_spec, "bert6_dyn": bert_spec}
+# ---------------------------------------------------------------------------------------------
+# mnv2_dyn
+
+
+def init_mobilenet(g):
+    import torchvision
+    torch.manual_seed(SEED + 2)  # torchvision initialises its layers from the global generator
+    m = torchvision.models.mobilenet_v2(weights=None)
+    m.train()  # BatchNorm running statistics from random batches (not the identity)
+    with torch.no_grad():
+        for size in (160, 224):
+            m(torch.rand(4, 3, size, size, generator=g) * 2 - 1)
+    m.eval()
+    return m
+
+
+def mobilenet_spec():
+    return {
+        "model": init_mobilenet(torch.Generator().manual_seed(SEED + 3)),
+        "inputs": {"x": ("float32", ["batch", 3, "height", "width"])},
+        "outputs": {"logits": ["batch", 1000]},
+        # the trace shape, and the sizes that only it would give (5; 208 and 240 halved 1-4 times)
+        "trace": {"x": [5, 3, 208, 240]},
+        "trace_only_dims": [5, 208, 104, 52, 26, 13, 240, 120, 60, 30, 15],
+        "verify": [{"x": [1, 3, 224, 224]}, {"x": [2, 3, 160, 288]}],
+    }
+
+
+SPECS = {"crnn_dyn": crnn_spec, "bert6_dyn": bert_spec, "mnv2_dyn": mobilenet_spec}
 
 
 # ---------------------------------------------------------------------------------------------
