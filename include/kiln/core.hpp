@@ -134,8 +134,9 @@ class CompiledModel {
   std::string get_property(const std::string& key) const;
   // The runtime graph the model's requests run for these input shapes (empty: the shapes the
   // model declares, all static), with the optimizer's decisions. The plan is the one
-  // inference uses (made now when these shapes have not run yet). kiln::Error for shapes the
-  // model does not accept or a dynamic model without shapes.
+  // inference uses (made now when these shapes have not run yet, and kept only as long as the
+  // plan cache keeps it: asking for many shapes costs no memory beyond kiln_plan_cache_capacity
+  // plans). kiln::Error for shapes the model does not accept or a dynamic model without shapes.
   RuntimeModel get_runtime_model(const std::vector<Shape>& input_shapes = {}) const;
   struct Impl;
 
