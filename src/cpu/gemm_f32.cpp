@@ -22,38 +22,44 @@ constexpr int kRows = 6;         // rows per block: 6 x 4 accumulators
 constexpr int64_t kSlice = 512;  // K per pass over C
 constexpr int kPrefetch = 8;     // packed rows of B ahead (AVX-512 block)
 
-KILN_AVX512 __m512 v_eltwise(__m512 x, const EpilogueOp& op) {
+// `op` on v[0, n): the algorithm chosen once, then a loop over the vectors (a call and a switch
+// per vector cost a 1x1 convolution's product over 32 channels about a third again).
+KILN_AVX512 void eltwise16_n(__m512* v, int n, const EpilogueOp& op) {
   using A = dnnl::algorithm;
   const __m512 alpha = _mm512_set1_ps(op.alpha), beta = _mm512_set1_ps(op.beta);
   const __m512 zero = _mm512_setzero_ps(), half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+#define KILN_EACH(expr)         \
+  for (int i = 0; i < n; ++i) { \
+    const __m512 x = v[i];      \
+    v[i] = (expr);              \
+  }                             \
+  return
   switch (op.alg) {
-    case A::eltwise_relu: {
-      const __mmask16 neg = _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ);
-      return _mm512_mask_mul_ps(x, neg, x, alpha);
-    }
-    case A::eltwise_linear: return _mm512_fmadd_ps(x, alpha, beta);
+    case A::eltwise_relu:
+      KILN_EACH(_mm512_mask_mul_ps(x, _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), x, alpha));
+    case A::eltwise_linear: KILN_EACH(_mm512_fmadd_ps(x, alpha, beta));
     case A::eltwise_clip:
-    case A::eltwise_clip_v2: return _mm512_min_ps(_mm512_max_ps(x, alpha), beta);
+    case A::eltwise_clip_v2: KILN_EACH(_mm512_min_ps(_mm512_max_ps(x, alpha), beta));
     case A::eltwise_gelu_erf:
-      return _mm512_mul_ps(_mm512_mul_ps(half, x),
-                           _mm512_add_ps(one, v_erf(_mm512_mul_ps(x, _mm512_set1_ps(0.70710678f)))));
-    case A::eltwise_gelu_tanh: {
-      const __m512 inner = _mm512_mul_ps(_mm512_set1_ps(0.79788456f),
-                                         _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(0.044715f), x), _mm512_mul_ps(x, x), x));
-      return _mm512_mul_ps(_mm512_mul_ps(half, x), _mm512_add_ps(one, v_tanh(inner)));
-    }
-    case A::eltwise_logistic: return v_logistic(x);
-    case A::eltwise_tanh: return v_tanh(x);
-    case A::eltwise_swish: return _mm512_mul_ps(x, v_logistic(_mm512_mul_ps(alpha, x)));
-    case A::eltwise_abs: return v_abs(x);
-    case A::eltwise_square: return _mm512_mul_ps(x, x);
-    case A::eltwise_exp: return v_exp(x);
-    case A::eltwise_elu: {
-      const __mmask16 neg = _mm512_cmp_ps_mask(x, zero, _CMP_LE_OQ);
-      return _mm512_mask_mul_ps(x, neg, alpha, _mm512_sub_ps(v_exp(x), one));
-    }
-    default: return x;  // not reached: supports_eltwise() filtered the list
+      KILN_EACH(_mm512_mul_ps(_mm512_mul_ps(half, x),
+                              _mm512_add_ps(one, v_erf(_mm512_mul_ps(x, _mm512_set1_ps(0.70710678f))))));
+    case A::eltwise_gelu_tanh:
+      KILN_EACH(_mm512_mul_ps(
+          _mm512_mul_ps(half, x),
+          _mm512_add_ps(one, v_tanh(_mm512_mul_ps(_mm512_set1_ps(0.79788456f),
+                                                  _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(0.044715f), x),
+                                                                  _mm512_mul_ps(x, x), x))))));
+    case A::eltwise_logistic: KILN_EACH(v_logistic(x));
+    case A::eltwise_tanh: KILN_EACH(v_tanh(x));
+    case A::eltwise_swish: KILN_EACH(_mm512_mul_ps(x, v_logistic(_mm512_mul_ps(alpha, x))));
+    case A::eltwise_abs: KILN_EACH(v_abs(x));
+    case A::eltwise_square: KILN_EACH(_mm512_mul_ps(x, x));
+    case A::eltwise_exp: KILN_EACH(v_exp(x));
+    case A::eltwise_elu:
+      KILN_EACH(_mm512_mask_mul_ps(x, _mm512_cmp_ps_mask(x, zero, _CMP_LE_OQ), alpha, _mm512_sub_ps(v_exp(x), one)));
+    default: return;  // not reached: supports_eltwise() filtered the list
   }
+#undef KILN_EACH
 }
 
 KILN_AVX512 __m512 v_binary(__m512 x, const EpilogueOp& op, int64_t n0, __mmask16 m) {
@@ -70,6 +76,12 @@ KILN_AVX512 __m512 v_binary(__m512 x, const EpilogueOp& op, int64_t n0, __mmask1
   }
 }
 
+// A ReLU without slope or a Clip: min / max, which the blocks apply in registers.
+inline bool clamps(const EpilogueOp& op) {
+  using A = dnnl::algorithm;
+  return (op.alg == A::eltwise_relu && op.alpha == 0.0f) || op.alg == A::eltwise_clip || op.alg == A::eltwise_clip_v2;
+}
+
 // Lines of the thread's next panel a block brings into L2 while it runs (run_blocks).
 struct Prefetch {
   const char* p = nullptr;
@@ -79,32 +91,59 @@ struct Prefetch {
   }
 };
 
-// One step of K for the AVX-512 block: row k of the packed panel (`b`, 64 floats a row) times
-// the element of A at column k in each of the MR rows (lda apart), into the MR x 4 accumulators;
-// B's row kPrefetch ahead brought into L1.
-template <int MR>
+// One step of K for the AVX-512 block: row k of the packed panel (`b`, 64 floats a row; its
+// first NV vectors) times the element of A at column k in each of the MR rows (lda apart), into
+// the MR x NV accumulators; B's row kPrefetch ahead brought into L1.
+template <int MR, int NV>
 KILN_AVX512 inline __attribute__((always_inline)) void step512(const float* a, int64_t lda, const float* b, int64_t k,
-                                                               __m512 (&acc)[MR][4]) {
+                                                               __m512 (&acc)[MR][NV]) {
   const float* bk = b + k * kPanel;
-  _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetch * kPanel), _MM_HINT_T0);
-  _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetch * kPanel + 16), _MM_HINT_T0);
-  _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetch * kPanel + 32), _MM_HINT_T0);
-  _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetch * kPanel + 48), _MM_HINT_T0);
-  const __m512 b0 = _mm512_loadu_ps(bk), b1 = _mm512_loadu_ps(bk + 16), b2 = _mm512_loadu_ps(bk + 32),
-               b3 = _mm512_loadu_ps(bk + 48);
+  __m512 bv[NV];
+  for (int j = 0; j < NV; ++j) {
+    _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetch * kPanel + 16 * j), _MM_HINT_T0);
+    bv[j] = _mm512_loadu_ps(bk + 16 * j);
+  }
   for (int r = 0; r < MR; ++r) {
     const __m512 av = _mm512_set1_ps(a[r * lda + k]);
-    acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
-    acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
-    acc[r][2] = _mm512_fmadd_ps(av, b2, acc[r][2]);
-    acc[r][3] = _mm512_fmadd_ps(av, b3, acc[r][3]);
+    for (int j = 0; j < NV; ++j) acc[r][j] = _mm512_fmadd_ps(av, bv[j], acc[r][j]);
+  }
+}
+
+// The epilogue of a block whose ops are not all clamps: `out` [rows][NV] the products, nv of the
+// NV vectors with columns; C added (unless `first` without accumulate), the bias, the ops, stored.
+KILN_AVX512 void epilogue_in_memory(__m512* out, int rows, int NV, int nv, float* c, int64_t ldc, int64_t ncols,
+                                    int64_t n0, bool first, const Epilogue& ep) {
+  for (int j = 0; j < nv; ++j) {
+    const int64_t col = j * 16;
+    const __mmask16 m = tail_mask(ncols - col);
+    const __m512 bias = ep.bias ? _mm512_maskz_loadu_ps(m, ep.bias + n0 + col) : _mm512_setzero_ps();
+    for (int r = 0; r < rows; ++r) {
+      __m512& v = out[r * NV + j];
+      if (!first || ep.accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, c + r * ldc + col));
+      v = _mm512_add_ps(v, bias);
+    }
+  }
+  for (const EpilogueOp& op : ep.ops) {
+    if (op.kind == EpilogueOp::Kind::eltwise) {
+      eltwise16_n(out, rows * NV, op);  // the vectors without columns too: never stored
+      continue;
+    }
+    for (int j = 0; j < nv; ++j)
+      for (int r = 0; r < rows; ++r)
+        out[r * NV + j] = v_binary(out[r * NV + j], op, n0 + j * 16, tail_mask(ncols - j * 16));
+  }
+  for (int j = 0; j < nv; ++j) {
+    const __mmask16 m = tail_mask(ncols - j * 16);
+    for (int r = 0; r < rows; ++r) _mm512_mask_storeu_ps(c + r * ldc + j * 16, m, out[r * NV + j]);
   }
 }
 
 // One block: rows [0, MR) of a (lda apart) times a panel slice of kc packed rows, into C.
 // `first`: C is written, else added to; `last`: the epilogue runs (bias before the ops).
 // (`gstride`, the floats between groups of a panel, is the AVX2 block's: here a panel is one group)
-template <int MR>
+// NV: the vectors of 16 columns computed, 4 but in a last panel of at most 48 columns (a 1x1
+// convolution's 16, 24 or 32 output channels: computing the whole panel did 2-4x the products).
+template <int MR, int NV = 4>
 KILN_AVX512 void block(const float* a, int64_t lda, const float* b, int64_t /*gstride*/, int64_t kc, float* c, int64_t ldc,
                        int64_t ncols, int64_t n0, bool first, bool last, const Epilogue& ep, Prefetch next) {
   // the full block spreads `next` over its loop (a line per 2 steps of K, so that the misses
@@ -112,9 +151,9 @@ KILN_AVX512 void block(const float* a, int64_t lda, const float* b, int64_t /*gs
   // at once; blocks of fewer rows all at once
   const int64_t spread = MR == kRows ? std::min(next.lines, kc / 2) : 0;
   Prefetch{next.p + spread * 64, next.lines - spread}.burst();
-  __m512 acc[MR][4];
+  __m512 acc[MR][NV];
   for (int r = 0; r < MR; ++r)
-    for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
+    for (int j = 0; j < NV; ++j) acc[r][j] = _mm512_setzero_ps();
   int64_t k = 0;
   for (int64_t line = 0; line < spread; ++line, k += 2) {
     _mm_prefetch(next.p + line * 64, _MM_HINT_T1);
@@ -122,21 +161,45 @@ KILN_AVX512 void block(const float* a, int64_t lda, const float* b, int64_t /*gs
     step512(a, lda, b, k + 1, acc);
   }
   for (; k < kc; ++k) step512(a, lda, b, k, acc);
-  for (int j = 0; j < 4; ++j) {
+  // the epilogue: in registers where it only adds (C, the bias) and clamps (most often: no
+  // call in this path, so the accumulators are never spilled around one); else through memory
+  const int nv = static_cast<int>(std::min<int64_t>(NV, (ncols + 15) / 16));  // vectors with columns
+  // a chain of clamps is one clamp: to [its value at -inf, its value at +inf]
+  bool in_registers = true;
+  float lo = -INFINITY, hi = INFINITY;
+  if (last)
+    for (const EpilogueOp& op : ep.ops) {
+      in_registers = in_registers && op.kind == EpilogueOp::Kind::eltwise && clamps(op);
+      const bool relu = op.alg == dnnl::algorithm::eltwise_relu;
+      const float a = relu ? 0.0f : op.alpha, b = relu ? INFINITY : op.beta;
+      lo = std::min(std::max(lo, a), b), hi = std::min(std::max(hi, a), b);
+    }
+  const bool clamp = last && !ep.ops.empty();
+  const __m512 lov = _mm512_set1_ps(lo), hiv = _mm512_set1_ps(hi);
+  if (!in_registers) {
+    __m512 out[MR * NV];
+    for (int r = 0; r < MR; ++r)
+      for (int j = 0; j < NV; ++j) out[r * NV + j] = acc[r][j];
+    epilogue_in_memory(out, MR, NV, nv, c, ldc, ncols, n0, first, ep);
+    return;
+  }
+  for (int j = 0; j < NV; ++j) {
+    if (j >= nv) break;
     const int64_t col = j * 16;
-    if (col >= ncols) break;
+    const bool whole = ncols - col >= 16;
     const __mmask16 m = tail_mask(ncols - col);
     const __m512 bias = last && ep.bias ? _mm512_maskz_loadu_ps(m, ep.bias + n0 + col) : _mm512_setzero_ps();
     for (int r = 0; r < MR; ++r) {
       float* cr = c + r * ldc + col;
       __m512 v = acc[r][j];
       if (!first || ep.accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, cr));
-      if (last) {
-        v = _mm512_add_ps(v, bias);
-        for (const EpilogueOp& op : ep.ops)
-          v = op.kind == EpilogueOp::Kind::eltwise ? v_eltwise(v, op) : v_binary(v, op, n0 + col, m);
+      if (last) v = _mm512_add_ps(v, bias);
+      if (clamp) v = _mm512_min_ps(_mm512_max_ps(v, lov), hiv);
+      if (whole) {
+        _mm512_storeu_ps(cr, v);
+      } else {
+        _mm512_mask_storeu_ps(cr, m, v);
       }
-      _mm512_mask_storeu_ps(cr, m, v);
     }
   }
 }
@@ -344,14 +407,24 @@ KILN_AVX2 void block_avx2(const float* a, int64_t lda, const float* b, int64_t g
   }
 }
 
-// One block of `rows` (1..kRows) rows: block<rows> (AVX-512) or block_avx2<rows>.
+// One block of `rows` (1..kRows) rows: block<rows, NV> (AVX-512) or block_avx2<rows>.
 using BlockFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, int64_t, int64_t, bool,
                          bool, const Epilogue&, Prefetch);
-constexpr BlockFn kAvx512Blocks[kRows] = {block<1>, block<2>, block<3>, block<4>, block<5>, block<6>};
-constexpr BlockFn kAvx2Blocks[kRows] = {block_avx2<1>, block_avx2<2>, block_avx2<3>,
-                                        block_avx2<4>, block_avx2<5>, block_avx2<6>};
+// By the vectors of 16 columns a panel has (AVX-512: a last panel of at most 48 columns computes
+// only those), then rows. The AVX2 block covers a panel's columns 16 at a time itself.
+using BlockTable = BlockFn[4][kRows];
+constexpr BlockTable kAvx512Blocks = {
+    {block<1, 1>, block<2, 1>, block<3, 1>, block<4, 1>, block<5, 1>, block<6, 1>},
+    {block<1, 2>, block<2, 2>, block<3, 2>, block<4, 2>, block<5, 2>, block<6, 2>},
+    {block<1, 3>, block<2, 3>, block<3, 3>, block<4, 3>, block<5, 3>, block<6, 3>},
+    {block<1, 4>, block<2, 4>, block<3, 4>, block<4, 4>, block<5, 4>, block<6, 4>}};
+constexpr BlockTable kAvx2Blocks = {
+    {block_avx2<1>, block_avx2<2>, block_avx2<3>, block_avx2<4>, block_avx2<5>, block_avx2<6>},
+    {block_avx2<1>, block_avx2<2>, block_avx2<3>, block_avx2<4>, block_avx2<5>, block_avx2<6>},
+    {block_avx2<1>, block_avx2<2>, block_avx2<3>, block_avx2<4>, block_avx2<5>, block_avx2<6>},
+    {block_avx2<1>, block_avx2<2>, block_avx2<3>, block_avx2<4>, block_avx2<5>, block_avx2<6>}};
 
-void run_blocks(const BlockFn* blocks, int64_t width, const float* a, int64_t M, int64_t K, int64_t lda,
+void run_blocks(const BlockTable& blocks, int64_t width, const float* a, int64_t M, int64_t K, int64_t lda,
                 const float* packed, int64_t N, float* c, int64_t ldc, const Epilogue& ep, bool parallel) {
   const int64_t panels = (N + kPanel - 1) / kPanel;
   const int64_t row_blocks = (M + kRows - 1) / kRows;
@@ -392,9 +465,10 @@ void run_blocks(const BlockFn* blocks, int64_t width, const float* a, int64_t M,
       next.lines = std::min(panel_lines, l + share) - l;
     }
     const int64_t n0 = p * kPanel, ncols = std::min(kPanel, N - n0);
+    const BlockFn fn = blocks[(ncols + 15) / 16 - 1][rows - 1];
     for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kSlice) {
       const int64_t kc = std::min(kSlice, K - k0);
-      blocks[rows - 1](a + m0 * lda + k0, lda, packed + p * K * kPanel + k0 * width, K * width, kc, c + m0 * ldc + n0,
+      fn(a + m0 * lda + k0, lda, packed + p * K * kPanel + k0 * width, K * width, kc, c + m0 * ldc + n0,
                        ldc, ncols, n0, k0 == 0, k0 + kSlice >= K, ep, k0 == 0 ? next : Prefetch{});
     }
   };
@@ -501,6 +575,53 @@ bool supports_binary(dnnl::algorithm alg) {
       return true;
     default: return false;
   }
+}
+
+namespace {
+
+KILN_AVX512 void apply_epilogue_avx512(float* c, int64_t rows, int64_t ncols, int64_t ldc, const Epilogue& ep) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t col = 0; col < ncols; col += 16) {
+      const __mmask16 m = tail_mask(ncols - col);
+      float* p = c + r * ldc + col;
+      __m512 v = _mm512_maskz_loadu_ps(m, p);
+      if (ep.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, ep.bias + col));
+      for (const EpilogueOp& op : ep.ops) {
+        if (op.kind == EpilogueOp::Kind::eltwise)
+          eltwise16_n(&v, 1, op);
+        else
+          v = v_binary(v, op, col, m);
+      }
+      _mm512_mask_storeu_ps(p, m, v);
+    }
+}
+
+KILN_AVX2 void apply_epilogue_avx2(float* c, int64_t rows, int64_t ncols, int64_t ldc, const Epilogue& ep) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t col = 0; col < ncols; col += 8) {
+      const int64_t left = ncols - col;
+      float* p = c + r * ldc + col;
+      __m256 v = simd::v_load8(p, left);
+      if (ep.bias) v = _mm256_add_ps(v, simd::v_load8(ep.bias + col, left));
+      for (const EpilogueOp& op : ep.ops) {
+        if (op.kind == EpilogueOp::Kind::eltwise)
+          eltwise8_n(&v, 1, op);
+        else
+          v = v_binary8(v, op, col, left);
+      }
+      simd::v_store8(p, left, v);
+    }
+}
+
+}  // namespace
+
+void apply_epilogue(float* c, int64_t rows, int64_t ncols, int64_t ldc, const Epilogue& epilogue) {
+  KILN_CHECK(available(), "gemm_f32::apply_epilogue: the ISA in use has neither AVX-512 nor AVX2");
+  if (!epilogue.bias && epilogue.ops.empty()) return;
+  if (isa_at_least(Isa::avx512_core))
+    apply_epilogue_avx512(c, rows, ncols, ldc, epilogue);
+  else
+    apply_epilogue_avx2(c, rows, ncols, ldc, epilogue);
 }
 
 void run(const float* a, int64_t M, int64_t K, int64_t lda, const float* packed_b, int64_t N, float* c, int64_t ldc,

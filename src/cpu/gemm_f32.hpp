@@ -85,4 +85,9 @@ void run(const float* a, int64_t M, int64_t K, int64_t lda, const float* packed_
 void run_serial(const float* a, int64_t M, int64_t K, int64_t lda, const float* packed_b, int64_t N, float* c,
                 int64_t ldc, const Epilogue& epilogue);
 
+// C = epilogue(C) on rows x ncols of C (ldc apart), column j taking the bias and operands of
+// column j (`accumulate` has no meaning here): for a kernel that computes C another way (the
+// depthwise convolution of depthwise_f32.hpp). available() must hold.
+void apply_epilogue(float* c, int64_t rows, int64_t ncols, int64_t ldc, const Epilogue& epilogue);
+
 }  // namespace kiln::cpu::gemm_f32

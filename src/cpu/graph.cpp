@@ -89,6 +89,25 @@ void Graph::absorb(Node* host, Node* absorbed) {
   nodes_.erase(nodes_.begin() + h);
 }
 
+Node* Graph::replace(Node* old, std::unique_ptr<Node> fresh) {
+  const int at = position(old);
+  KILN_CHECK(at >= 0, cat("cpu::Graph::replace: '", old->name, "' is not in the graph"));
+  Node* n = fresh.get();
+  if (readers_built_) {  // old reads nothing any more, fresh its inputs
+    for (Edge* in : old->inputs)
+      if (auto it = readers_.find(in); it != readers_.end())
+        it->second.erase(std::remove(it->second.begin(), it->second.end(), old), it->second.end());
+    for (Edge* in : n->inputs)
+      if (in) {
+        auto& r = readers_[in];
+        if (std::find(r.begin(), r.end(), n) == r.end()) r.push_back(n);
+      }
+  }
+  absorbed_.push_back(std::move(nodes_[static_cast<size_t>(at)]));  // callers may still read it
+  nodes_[static_cast<size_t>(at)] = std::move(fresh);
+  return n;
+}
+
 // "brgconv:avx512_core" + f32 -> "brgconv_avx512_core_f32" (the counters' exec type).
 static std::string exec_type_of(const Node& n) {
   std::string t = n.impl;

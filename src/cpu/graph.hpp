@@ -115,6 +115,10 @@ class Graph {
   // absorbed node reads are computed by then), and records the fused names. `absorbed`
   // leaves the graph but stays valid until the optimizer passes are done.
   void absorb(Node* host, Node* absorbed);
+  // Puts `fresh` where `old` runs (a pass that rebuilds a node as another kind), with the inputs
+  // and outputs it was given; `old` leaves the graph but stays valid until the passes are done.
+  // Returns `fresh`.
+  Node* replace(Node* old, std::unique_ptr<Node> fresh);
   // bf16 mode: marks the convolutions whose output only bf16 convolutions read (bf16_output).
   void keep_bf16_between_convolutions();
   size_t arena_bytes() const { return arena_bytes_; }  // what this graph needs of its arena

@@ -28,6 +28,8 @@ const std::vector<CpuPass>& cpu_passes() {
       {"FuseConvolutionAndDWConvolution", fuse_convolution_and_dw_convolution},
       // conv (+ its post-ops) -> Add(other) -> activations: one conv accumulating into `other`
       {"FuseConvolutionAndSum", fuse_convolution_and_sum},
+      // [1x1 conv ->] depthwise conv [-> 1x1 conv (+ sum)], shapes varying: one node on kiln's kernels
+      {"FuseDepthwiseBlock", fuse_depthwise_block},
       // int8 conv -> QLinearAdd(other): one int8 conv accumulating into `other` (requantized)
       {"FuseQLinearConvAndAdd", fuse_qlinear_conv_and_add},
       // int8 conv [+ sum] -> Clip on the 8-bit result (a Relu under a symmetric range): a clip post-op

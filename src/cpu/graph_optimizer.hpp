@@ -54,6 +54,7 @@ void optimize_graph(Graph& g, const GraphOptions& options);
 // The passes (one file each under src/cpu/passes/).
 size_t fuse_convolution_and_simple_operation(Graph& g, transforms::PassLog* log);
 size_t fuse_convolution_and_sum(Graph& g, transforms::PassLog* log);
+size_t fuse_depthwise_block(Graph& g, transforms::PassLog* log);
 size_t fuse_qlinear_conv_and_add(Graph& g, transforms::PassLog* log);
 size_t fuse_qlinear_conv_and_clip(Graph& g, transforms::PassLog* log);
 size_t fuse_convolution_and_dw_convolution(Graph& g, transforms::PassLog* log);

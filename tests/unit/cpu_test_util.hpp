@@ -56,6 +56,9 @@ struct CompareOptions {
   // fusion tests clear it.
   std::set<std::string> disabled_passes = {"all-fusions"};
   transforms::PassLog* log = nullptr;  // what the passes did
+  // As for a model whose input shapes vary (GraphOptions::shapes_vary and shape_agnostic): nodes
+  // take kiln's shape-agnostic kernels where they have them.
+  bool shape_agnostic = false;
 };
 
 // For the fusion tests: every optimizer pass on, what they did into `log`, rtol 1e-4 / atol 1e-5.
@@ -86,6 +89,7 @@ inline std::unique_ptr<cpu::Graph> compare_with_reference(const std::shared_ptr<
   // f32 against the f32 reference (GraphOptions bypass inference_precision's CPU-dependent default)
   cpu::GraphOptions options{opt.disabled_passes, opt.log};
   options.bf16 = false;
+  options.shapes_vary = options.shape_agnostic = opt.shape_agnostic;
   if (opt.diagnostics) {
     try {
       cg = std::make_unique<cpu::Graph>(copy, options);

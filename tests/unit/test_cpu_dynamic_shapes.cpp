@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "cpu/attention_f32.hpp"
+#include "cpu/depthwise_f32.hpp"
 #include "cpu/executor.hpp"
 #include "cpu/gemm_f32.hpp"
 #include "cpu/layer_norm_f32.hpp"
@@ -140,6 +141,36 @@ TEST(CpuDynamicShapes, ConvolutionPoolingConcatAndInPlaceSums) {
   cat_->attrs["axis"] = int64_t(1);
   g->add_output(cat_->output(0));
   run_stream(g, image_stream(4), {"Convolution", "Pooling", "Concat"});
+}
+
+TEST(CpuDynamicShapes, InvertedResidualBlocksOverEveryShapeAndBatch) {
+  // MobileNet-v2's blocks: expansion + Clip, 3x3 depthwise (stride 2, then 1) + Clip,
+  // projection, a residual sum; one DepthwiseBlock node each where kiln's kernels run (AVX2)
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 8, Dim::sym("h"), Dim::sym("w")})});
+  auto clip = [&](ir::Value* v, const std::string& n) {
+    return g->add_node("Clip", {v, g->add_constant(n + "_lo", Tensor::scalar<float>(0.0f)),
+                                g->add_constant(n + "_hi", Tensor::scalar<float>(6.0f))}, 1, n)->output(0);
+  };
+  auto conv = [&](ir::Value* v, int64_t ci, int64_t co, int64_t k, int64_t stride, int64_t group, uint32_t seed,
+                  const std::string& n) {
+    auto* c = g->add_node("Conv", {v, g->add_constant(n + "_w", random_tensor({co, ci / group, k, k}, seed, 0.4f)),
+                                   g->add_constant(n + "_b", random_tensor({co}, seed + 1, 0.2f))}, 1, n);
+    c->attrs["group"] = group;
+    c->attrs["pads"] = std::vector<int64_t>(4, k / 2);
+    c->attrs["strides"] = std::vector<int64_t>{stride, stride};
+    return c->output(0);
+  };
+  auto* a = clip(conv(x, 8, 16, 3, 1, 1, 1, "stem"), "a0");
+  auto* b1 = conv(clip(conv(clip(conv(a, 16, 48, 1, 1, 1, 3, "e1"), "a1"), 48, 48, 3, 2, 48, 5, "d1"), "a2"), 48, 24, 1,
+                  1, 1, 7, "p1");
+  auto* e2 = clip(conv(b1, 24, 72, 1, 1, 1, 9, "e2"), "a3");
+  auto* p2 = conv(clip(conv(e2, 72, 72, 3, 1, 72, 11, "d2"), "a4"), 72, 24, 1, 1, 1, 13, "p2");
+  g->add_output(g->add_node("Add", {p2, b1}, 1, "sum")->output(0));
+  const bool kiln = cpu::depthwise_f32::available();
+  auto ex = run_stream(g, image_stream(8), kiln ? std::vector<std::string>{"DepthwiseBlock"} : std::vector<std::string>{});
+  for (const auto& s : image_stream(8))
+    EXPECT_EQ(count_kind(*ex, s, cpu::NodeKind::DepthwiseBlock), kiln ? 2u : 0u) << shape_to_string(s[0]);
 }
 
 TEST(CpuDynamicShapes, ElementwiseBinaryResizeAndLrn) {

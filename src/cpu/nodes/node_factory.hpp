@@ -28,6 +28,11 @@ std::unique_ptr<Node> make_convolution_node(const ir::Node& n);
 // whether a Concat reads the output as less than half of its own (convolution.cpp says
 // where it measured faster).
 bool winograd_pays(const std::string& impl, int64_t out_pixels, int64_t channels, bool minor_part_of_a_concat);
+// MobileNet's inverted residual as one node (depthwise_block.cpp): [1x1 `expand` ->] depthwise `dw`
+// [-> 1x1 `project`], Convolution nodes with their post-ops (FuseDepthwiseBlock checks the graph
+// around them). depthwise_block_refuses says why kiln's kernels cannot run them ("" when they can).
+std::string depthwise_block_refuses(const Node* expand, const Node& dw, const Node* project);
+std::unique_ptr<Node> make_depthwise_block_node(Node* expand, Node& dw, Node* project);
 bool quantized_convolution_supports(const ir::Node& n);  // QLinearConv, requantized by oneDNN
 std::unique_ptr<Node> make_quantized_convolution_node(const ir::Node& n);
 bool conv_integer_supports(const ir::Node& n);

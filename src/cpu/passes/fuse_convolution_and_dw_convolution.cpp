@@ -17,24 +17,6 @@ namespace {
 
 constexpr const char* kFuseConvolutionAndDwConvolution = "FuseConvolutionAndDWConvolution";
 
-bool all_equal(const std::vector<int64_t>& v, int64_t x) {
-  for (int64_t e : v)
-    if (e != x) return false;
-  return true;
-}
-
-// Why `n` (a Convolution node over a rank-4 input) is not a 1x1 host, or "".
-std::string not_pointwise(const Node& n) {
-  const ir::Node& s = *n.source;
-  const Shape& w = n.inputs[1]->shape;
-  if (w.size() != 4 || w[2] != 1 || w[3] != 1) return "not 1x1";
-  if (s.attr_i("group", 1) != 1) return "grouped";
-  if (!all_equal(s.attr_ints("strides", {1, 1}), 1) || !all_equal(s.attr_ints("dilations", {1, 1}), 1))
-    return "strided or dilated";
-  if (!all_equal(s.attr_ints("pads", {0, 0, 0, 0}), 0) || s.attr_s("auto_pad", "NOTSET") != "NOTSET") return "padded";
-  return "";
-}
-
 // Why `n` is not a 3x3 depthwise convolution oneDNN's depthwise post-op computes, or "".
 std::string not_depthwise(const Node& n, int64_t channels) {
   const ir::Node& s = *n.source;
@@ -44,8 +26,8 @@ std::string not_depthwise(const Node& n, int64_t channels) {
   const auto strides = s.attr_ints("strides", {1, 1});
   if (strides.size() != 2 || strides[0] != strides[1] || (strides[0] != 1 && strides[0] != 2))
     return "stride is not 1 or 2 in both dims";
-  if (!all_equal(s.attr_ints("dilations", {1, 1}), 1)) return "dilated";
-  if (!all_equal(s.attr_ints("pads", {1, 1, 1, 1}), 1) || s.attr_s("auto_pad", "NOTSET") != "NOTSET")
+  if (!passes::all_equal(s.attr_ints("dilations", {1, 1}), 1)) return "dilated";
+  if (!passes::all_equal(s.attr_ints("pads", {1, 1, 1, 1}), 1) || s.attr_s("auto_pad", "NOTSET") != "NOTSET")
     return "padding is not 1 on every side";
   if (n.inputs[1]->kind != Edge::Kind::constant) return "weights are not constant";
   if (n.inputs.size() > 2 && n.inputs[2] && n.inputs[2]->kind != Edge::Kind::constant) return "bias is not constant";
@@ -61,7 +43,7 @@ size_t fuse_convolution_and_dw_convolution(Graph& g, transforms::PassLog* log) {
     if (n->kind() == NodeKind::Convolution && n->inputs[0]->shape.size() == 4) convs.push_back(n.get());
   size_t fused = 0;
   for (Node* c1 : convs) {
-    if (c1->outputs.size() != 1 || !not_pointwise(*c1).empty()) continue;
+    if (c1->outputs.size() != 1 || !passes::not_pointwise(*c1).empty()) continue;
     if (c1->post_ops()->sum_input() >= 0 || c1->post_ops()->dw()) continue;
     Edge* mid = c1->outputs[0];
     auto readers = g.consumers(mid);

@@ -58,6 +58,23 @@ std::string sum_target_problem(Graph& g, const Node& host, const Node& add, cons
   return "";
 }
 
+bool all_equal(const std::vector<int64_t>& v, int64_t x) {
+  for (int64_t e : v)
+    if (e != x) return false;
+  return true;
+}
+
+std::string not_pointwise(const Node& n) {
+  const ir::Node& s = *n.source;
+  const Shape& w = n.inputs[1]->shape;
+  if (w.size() != 4 || w[2] != 1 || w[3] != 1) return "not 1x1";
+  if (s.attr_i("group", 1) != 1) return "grouped";
+  if (!all_equal(s.attr_ints("strides", {1, 1}), 1) || !all_equal(s.attr_ints("dilations", {1, 1}), 1))
+    return "strided or dilated";
+  if (!all_equal(s.attr_ints("pads", {0, 0, 0, 0}), 0) || s.attr_s("auto_pad", "NOTSET") != "NOTSET") return "padded";
+  return "";
+}
+
 std::vector<Node*> nodes_of_kind(Graph& g, NodeKind kind) {
   std::vector<Node*> out;
   for (auto& n : g.nodes())

@@ -33,6 +33,12 @@ std::string sum_target_problem(Graph& g, const Node& host, const Node& add, cons
 // "conv_7 -> relu_8"
 std::string arrow(const Node& a, const Node& b);
 
+// Whether every element of v is x.
+bool all_equal(const std::vector<int64_t>& v, int64_t x);
+// Why Convolution node `n` (over a rank-4 input) is not 1x1 (group 1, stride 1, undilated,
+// unpadded), or "".
+std::string not_pointwise(const Node& n);
+
 // The nodes of `kind` in execution order, collected before a pass changes the list.
 std::vector<Node*> nodes_of_kind(Graph& g, NodeKind kind);
 

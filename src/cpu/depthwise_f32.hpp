@@ -1,0 +1,43 @@
+#pragma once
+// kiln's depthwise convolution (one filter per channel, group == channels), f32, channels-last,
+// one output row at a time: the sizes are call arguments, so nothing is made per shape (oneDNN 2.6
+// makes a brgemm depthwise primitive, a JIT kernel, for every new input shape). The caller picks
+// the kernel rows of input (a null row is padding: zeros), so the vertical stride, padding and
+// batch stay with it; the row kernel does the horizontal ones.
+// A square k x k window, k 3 or 5, the same stride 1 or 2 both ways, undilated (MobileNet's,
+// EfficientNet's). Channels 16 at a time (AVX-512) or 8 (AVX2), the window's weights in
+// registers, four output pixels at once so that each input vector loaded serves every output
+// whose window holds it. Below AVX2 (available()) the caller keeps oneDNN's convolution.
+#include <cstdint>
+#include <limits>
+
+namespace kiln::cpu::depthwise_f32 {
+
+// Whether the ISA in use (cpu/isa.hpp, with its cap) runs the kernel.
+bool available();
+// The implementation name profiles show.
+const char* impl_name();
+// Whether the row kernel computes a k x k window at this stride.
+bool supports(int64_t k, int64_t stride);
+
+// Floats of the packed weights of `channels` channels and a k x k window.
+int64_t packed_size(int64_t channels, int64_t k);
+// ONNX's depthwise weights [channels, 1, k, k] -> the kernel's layout: tap-major, each tap's
+// channels padded with zeros to a multiple of 16.
+void pack_weights(const float* w, int64_t channels, int64_t k, float* out);
+
+struct Row {
+  int64_t channels = 0;  // per pixel; pixels are `channels` floats apart in rows and output
+  int64_t in_width = 0, out_width = 0;
+  int64_t k = 3, stride = 1;
+  int64_t pad_left = 0;  // input columns left of column 0 (zeros)
+  // then clamped to [lo, hi] (a ReLU or a Clip after the convolution; NaN stays NaN)
+  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+};
+
+// out[x][c] = clamp(bias[c] + sum over i < k, j < k of rows[i][x * stride - pad_left + j][c] * w(c, i, j), lo, hi):
+// `rows` holds k pointers to input rows ([in_width][channels]; null: a row of zeros), `packed`
+// from pack_weights, `bias` [channels] or null. supports(k, stride) and available() must hold.
+void row(const Row& g, const float* const* rows, const float* packed, const float* bias, float* out);
+
+}  // namespace kiln::cpu::depthwise_f32

@@ -1,0 +1,311 @@
+// DepthwiseBlock: MobileNet's inverted residual as one node, channels-last f32:
+//   [E = ep1(x * W1 + b1)]  1x1 expansion (optional: else E is x)
+//   D = ep2(depthwise_k x k,stride s(E) + b2)
+//   [y = ep3(D * W3 + b3 (+ R))]  1x1 projection (optional: else y is D), R the residual (a sum post-op)
+// made by FuseDepthwiseBlock from the Convolution nodes it replaces, with their post-ops.
+// Nothing is made per shape: the 1x1 convolutions run kiln's GEMM (gemm_f32.hpp), the
+// depthwise one kiln's row kernel (depthwise_f32.hpp), sizes as arguments; a model whose input
+// shapes vary creates no oneDNN primitive for the block (MobileNet-v2: 50 of its 52).
+// And E never goes to memory: each thread runs whole images (bands of an image's rows where the
+// thread count does not divide the batch) on a ring of E rows in its own cache (a window's k
+// rows and the next GEMM's), the depthwise rows into a small D and their projection into y, a
+// few rows at a time; nothing shared, no barrier. oneDNN's convolutions write the 6x wider E and
+// D to memory and read them back.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <limits>
+
+#include "core/strings.hpp"
+#include "cpu/arena.hpp"
+#include "cpu/depthwise_f32.hpp"
+#include "cpu/dnnl_util.hpp"
+#include "cpu/gemm_f32.hpp"
+#include "cpu/isa.hpp"
+#include "cpu/nodes/conv_geometry.hpp"
+#include "cpu/nodes/node_factory.hpp"
+#include "cpu/weights_cache.hpp"
+
+namespace kiln::cpu {
+
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+
+// The node's inputs, in this order (null where the block has no such part).
+enum Input { kX = 0, kW1, kB1, kW2, kB2, kW3, kB3, kResidual, kInputs };
+
+constexpr int64_t kGemmPixels = 48;  // pixels (rows of A) per GEMM at least: 8 blocks of 6 rows
+
+// `list` (from index `from` on) as a GEMM epilogue over `channels` columns: eltwise ops it
+// computes, and binary ops whose operand is one value or one per channel (axis 1 of NCHW).
+bool conv_epilogue(const PostOpList& list, size_t from, int64_t channels, gemm_f32::Epilogue& e, std::string* why) {
+  for (size_t i = from; i < list.ops.size(); ++i) {
+    const PostOp& op = list.ops[i];
+    gemm_f32::EpilogueOp g;
+    g.alg = op.alg;
+    if (op.kind == PostOp::Kind::eltwise && gemm_f32::supports_eltwise(op.alg)) {
+      g.alpha = op.alpha, g.beta = op.beta;
+    } else if (op.kind == PostOp::Kind::binary && gemm_f32::supports_binary(op.alg) && op.constant.defined() &&
+               op.constant.dtype() == DType::f32 &&
+               (op.constant.size() == 1 || op.constant.size() == channels)) {
+      // one value, or one per channel: [C, 1, 1] or [1, C, 1, 1] (the fusion passes give operands
+      // the output's rank)
+      const Shape& s = op.constant.shape();
+      const size_t rank = s.size();
+      if (op.constant.size() == channels && channels > 1) {
+        const bool channel_dim = rank >= 3 && s[rank - 3] == channels;
+        if (!channel_dim) {
+          if (why) *why = cat("its ", op.from, " operand ", shape_to_string(s), " is not per channel");
+          return false;
+        }
+      }
+      g.kind = gemm_f32::EpilogueOp::Kind::binary;
+      g.set_operand(op.constant);
+    } else {
+      if (why) *why = cat("kiln's kernels do not compute its post-op from ", op.from);
+      return false;
+    }
+    e.ops.push_back(std::move(g));
+  }
+  return true;
+}
+
+struct Part {  // one of the block's convolutions, as the pass hands it over
+  Edge *w = nullptr, *b = nullptr;
+  PostOpList post_ops;
+};
+
+class DepthwiseBlockNode : public Node {
+ public:
+  DepthwiseBlockNode(Node* expand, Node& dw, Node* project) : Node(*(expand ? expand : &dw)->source) {
+    inputs.assign(kInputs, nullptr);
+    Node& first = expand ? *expand : dw;
+    inputs[kX] = first.inputs[0];
+    auto take = [&](Node* n, Input w, Input b, Part& part) {
+      if (!n) return;
+      inputs[w] = n->inputs[1];
+      inputs[b] = n->inputs.size() > 2 ? n->inputs[2] : nullptr;
+      part.post_ops = *n->post_ops();
+    };
+    take(expand, kW1, kB1, expand_);
+    take(&dw, kW2, kB2, dw_);
+    take(project, kW3, kB3, project_);
+    if (project && project_.post_ops.sum_input() >= 0)
+      inputs[kResidual] = project->inputs[static_cast<size_t>(project_.post_ops.sum_input())];
+    outputs = first.outputs;  // the pass absorbs the others: they hand over theirs
+    k_ = dw.inputs[1]->shape[2];
+    stride_ = dw.source->attr_ints("strides", {1, 1})[0];
+    dw_source_ = dw.source;
+  }
+  const char* type() const override { return "DepthwiseBlock"; }
+  NodeKind kind() const override { return NodeKind::DepthwiseBlock; }
+  // The projection may accumulate in the residual's buffer (the plan's choice) when one thread
+  // runs a whole image: it writes an output row once the rows of x its windows read are
+  // expanded. Bands of an image on several threads read x's rows around their borders, which
+  // the neighbour's output would have overwritten.
+  int inplace_input() const override { return inputs[kResidual] && inputs[kW1] && bands_ == 1 ? kResidual : -1; }
+
+  std::vector<InputLayout> prepare() override {
+    const Shape& x = inputs[kX]->shape;
+    const Shape& y = outputs[0]->shape;
+    n_ = x[0], h_ = x[2], w_ = x[3], cin_ = x[1];
+    ce_ = inputs[kW2]->shape[0];
+    ho_ = y[2], wo_ = y[3], cout_ = y[1];
+    const Shape e_shape = {n_, ce_, h_, w_}, d_shape = {n_, ce_, ho_, wo_};
+    const ConvGeometry geo = conv_geometry(*dw_source_, e_shape, inputs[kW2]->shape, d_shape);
+    pad_t_ = geo.pad_l[0], pad_l_ = geo.pad_l[1];
+    threads_ = omp_get_max_threads();
+    impl = cat("kiln_dwblock:", isa_at_least(Isa::avx512_core) ? "avx512_core" : "avx2");
+
+    const std::string isa = gemm_f32::impl_name();
+    if (inputs[kW1]) {  // B(k, n) = W1[n][k]
+      w1_ = pack_gemm(*inputs[kW1], cin_, ce_, cat("dwblock/1x1/", isa));
+      ep1_ = {};
+      ep1_.bias = bias_of(kB1);
+      conv_epilogue(expand_.post_ops, 0, ce_, ep1_, nullptr);  // the pass asked refuses() first
+    }
+    w2_ = pack_weights(inputs[kW2]->constant, cat("dwblock/dw/", k_), memory::desc({depthwise_f32::packed_size(ce_, k_)}, memory::data_type::f32, tag::a),
+                       [&](memory& dst) {
+                         depthwise_f32::pack_weights(static_cast<const float*>(inputs[kW2]->data), ce_, k_,
+                                                     static_cast<float*>(dst.get_data_handle()));
+                       });
+    ep2_ = {};
+    conv_epilogue(dw_.post_ops, 0, ce_, ep2_, nullptr);
+    // one ReLU or Clip: the depthwise kernel clamps as it stores, no pass of its own over D
+    dw_lo_ = -std::numeric_limits<float>::infinity(), dw_hi_ = std::numeric_limits<float>::infinity();
+    if (ep2_.ops.size() == 1 && ep2_.ops[0].kind == gemm_f32::EpilogueOp::Kind::eltwise) {
+      const gemm_f32::EpilogueOp& op = ep2_.ops[0];
+      using A = dnnl::algorithm;
+      if (op.alg == A::eltwise_relu && op.alpha == 0.0f) {
+        dw_lo_ = 0.0f;
+        ep2_.ops.clear();
+      } else if (op.alg == A::eltwise_clip || op.alg == A::eltwise_clip_v2) {
+        dw_lo_ = op.alpha, dw_hi_ = op.beta;
+        ep2_.ops.clear();
+      }
+    }
+    if (inputs[kW3]) {
+      w3_ = pack_gemm(*inputs[kW3], ce_, cout_, cat("dwblock/1x1/", isa));
+      ep3_ = {};
+      ep3_.bias = bias_of(kB3);
+      ep3_.accumulate = inputs[kResidual] != nullptr;
+      conv_epilogue(project_.post_ops, inputs[kResidual] ? 1 : 0, cout_, ep3_, nullptr);
+    }
+    plan();
+
+    const memory::desc nhwc_out(to_dims(y), memory::data_type::f32, tag::nhwc);
+    outputs[0]->set_layout(nhwc_out);
+    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
+    req[kX] = InputLayout::exact(memory::desc(to_dims(x), memory::data_type::f32, tag::nhwc));
+    if (inputs[kResidual]) req[kResidual] = InputLayout::exact(nhwc_out);
+    return req;
+  }
+
+  size_t scratch_bytes() const override { return thread_bytes_ * static_cast<size_t>(threads_); }
+
+  void execute(dnnl::stream&) override {
+    const float* x = static_cast<const float*>(inputs[kX]->data);
+    float* y = static_cast<float*>(outputs[0]->data);
+    const float* residual = inputs[kResidual] ? static_cast<const float*>(inputs[kResidual]->data) : nullptr;
+    if (residual == y) residual = nullptr;  // planned in place: y holds it already
+    const int64_t items = n_ * bands_;
+#pragma omp parallel num_threads(threads_)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      char* mine = static_cast<char*>(scratch) + thread_bytes_ * static_cast<size_t>(t);
+      float* ring = reinterpret_cast<float*>(mine);
+      float* d = reinterpret_cast<float*>(mine + ring_bytes_);
+      for (int64_t item = items * t / nt; item < items * (t + 1) / nt; ++item)
+        run_band(item / bands_, item % bands_, x, y, residual, ring, d);
+    }
+  }
+
+ private:
+  // Output rows [Ho * band / bands, Ho * (band + 1) / bands) of image `img`, on this thread: E's
+  // rows computed into the thread's ring as the depthwise rows need them (a GEMM over enough rows
+  // at a time), the depthwise rows into d, a few at a time, then their projection into y.
+  void run_band(int64_t img, int64_t band, const float* x, float* y, const float* residual, float* ring, float* d) const {
+    const bool expand = inputs[kW1] != nullptr;
+    const int64_t e_row = w_ * ce_;  // floats of a row of E
+    const float* x_img = x + img * h_ * w_ * cin_;
+    int64_t done = 0;  // E rows [.., done) of this image are in the ring (its last ring_rows_ of them)
+    const int64_t o_begin = ho_ * band / bands_, o_end = ho_ * (band + 1) / bands_;
+    const float* rows[5] = {};
+    depthwise_f32::Row g;
+    g.channels = ce_, g.in_width = w_, g.out_width = wo_, g.k = k_, g.stride = stride_, g.pad_left = pad_l_;
+    g.lo = dw_lo_, g.hi = dw_hi_;
+    const float* w2 = static_cast<const float*>(w2_.get_data_handle());
+    for (int64_t o = o_begin; o < o_end; o += batch_rows_) {
+      const int64_t m = std::min(batch_rows_, o_end - o);
+      float* out_rows = y + (img * ho_ + o) * wo_ * cout_;
+      float* dst = inputs[kW3] ? d : out_rows;
+      for (int64_t i = 0; i < m; ++i) {
+        const int64_t top = (o + i) * stride_ - pad_t_;  // the window's first input row
+        if (expand) {
+          const int64_t need = std::min(h_, top + k_);
+          if (need > done) {  // a GEMM over expand_rows_ rows at least (fewer at the image's end)
+            const int64_t from = std::max(done, std::max<int64_t>(top, 0));
+            const int64_t to = std::min(h_, std::max(need, from + expand_rows_));
+            for (int64_t r = from; r < to;) {  // runs of rows contiguous in the ring
+              const int64_t run = std::min(to - r, ring_rows_ - r % ring_rows_);
+              gemm_f32::run_serial(x_img + r * w_ * cin_, run * w_, cin_, cin_, w1(), ce_, ring + r % ring_rows_ * e_row,
+                                   ce_, ep1_);
+              r += run;
+            }
+            done = to;
+          }
+        }
+        for (int64_t j = 0; j < k_; ++j) {
+          const int64_t h = top + j;
+          rows[j] = h < 0 || h >= h_ ? nullptr : expand ? ring + h % ring_rows_ * e_row : x_img + h * e_row;
+        }
+        depthwise_f32::row(g, rows, w2, bias_of(kB2), dst + i * wo_ * ce_);
+      }
+      gemm_f32::apply_epilogue(dst, m * wo_, ce_, ce_, ep2_);  // what the clamp did not (usually nothing)
+      if (!inputs[kW3]) continue;
+      if (residual)
+        std::memcpy(out_rows, residual + (img * ho_ + o) * wo_ * cout_, static_cast<size_t>(m * wo_ * cout_) * sizeof(float));
+      gemm_f32::run_serial(d, m * wo_, ce_, ce_, w3(), cout_, out_rows, cout_, ep3_);
+    }
+  }
+
+  // Bands per image (so that the thread count divides images x bands: a batch of one splits
+  // its rows, an odd batch too), rows per GEMM, and each thread's working memory.
+  void plan() {
+    const int64_t common = std::gcd<int64_t>(n_, threads_);
+    bands_ = std::max<int64_t>(1, std::min<int64_t>(threads_ / common, ho_));
+    batch_rows_ = std::max<int64_t>(1, std::min<int64_t>((kGemmPixels + wo_ - 1) / wo_, ho_));
+    expand_rows_ = std::max<int64_t>(1, std::min<int64_t>((kGemmPixels + w_ - 1) / w_, h_));
+    // the ring holds a window (k rows) and a GEMM's new rows: a window may start before the
+    // rows a GEMM adds, which then take the slots of rows no later window reads
+    ring_rows_ = inputs[kW1] ? std::min<int64_t>(h_, k_ + expand_rows_) : 0;
+    ring_bytes_ = Arena::aligned(static_cast<size_t>(ring_rows_ * w_ * ce_) * sizeof(float));
+    const size_t d_bytes = inputs[kW3] ? Arena::aligned(static_cast<size_t>(batch_rows_ * wo_ * ce_) * sizeof(float)) : 0;
+    thread_bytes_ = ring_bytes_ + d_bytes;
+  }
+
+  const float* bias_of(Input i) const { return inputs[i] ? static_cast<const float*>(inputs[i]->data) : nullptr; }
+  const float* w1() const { return static_cast<const float*>(w1_.get_data_handle()); }
+  const float* w3() const { return static_cast<const float*>(w3_.get_data_handle()); }
+
+  // A 1x1 convolution's weights [N, K, 1, 1] as the GEMM's packed B (through the weights cache).
+  memory pack_gemm(const Edge& w, int64_t K, int64_t N, const std::string& variant) {
+    const memory::desc packed({gemm_f32::packed_size(K, N)}, memory::data_type::f32, tag::a);
+    return pack_weights(w.constant, variant, packed, [&](memory& dst) {
+      gemm_f32::pack_b(static_cast<const float*>(w.data), K, N, 1, K, 1.0f, static_cast<float*>(dst.get_data_handle()));
+    });
+  }
+
+  Part expand_, dw_, project_;
+  const ir::Node* dw_source_ = nullptr;
+  int64_t k_ = 3, stride_ = 1;
+  int64_t n_ = 0, h_ = 0, w_ = 0, cin_ = 0, ce_ = 0, ho_ = 0, wo_ = 0, cout_ = 0, pad_t_ = 0, pad_l_ = 0;
+  int threads_ = 1;
+  memory w1_, w2_, w3_;
+  gemm_f32::Epilogue ep1_, ep2_, ep3_;
+  float dw_lo_ = 0.0f, dw_hi_ = 0.0f;  // the depthwise kernel's clamp (ep2_ then holds the rest)
+  int64_t bands_ = 1, batch_rows_ = 1, expand_rows_ = 1, ring_rows_ = 0;
+  size_t ring_bytes_ = 0, thread_bytes_ = 0;
+};
+
+}  // namespace
+
+std::string depthwise_block_refuses(const Node* expand, const Node& dw, const Node* project) {
+  if (!gemm_f32::available() || !depthwise_f32::available())
+    return cat("kiln's GEMM and depthwise kernels need AVX2 (", isa_description(), ")");
+  const Shape& wd = dw.inputs[1]->shape;
+  const ir::Node& s = *dw.source;
+  if (wd.size() != 4 || wd[1] != 1 || wd[2] != wd[3]) return cat(dw.name, " is not a square depthwise window");
+  const auto strides = s.attr_ints("strides", {1, 1});
+  if (strides.size() != 2 || strides[0] != strides[1] || !depthwise_f32::supports(wd[2], strides[0]))
+    return cat(dw.name, ": kiln's depthwise kernel takes 3x3 or 5x5 windows at stride 1 or 2 both ways");
+  for (int64_t d : s.attr_ints("dilations", {1, 1}))
+    if (d != 1) return cat(dw.name, " is dilated");
+  const ConvGeometry geo = conv_geometry(s, dw.inputs[0]->shape, wd, dw.outputs[0]->shape);
+  for (size_t i = 0; i < 2; ++i)
+    if (geo.pad_l[i] < 0 || geo.pad_l[i] >= wd[2] || geo.pad_r[i] < 0 || geo.pad_r[i] >= wd[2])
+      return cat(dw.name, "'s padding is not under its window");
+  std::string why;
+  gemm_f32::Epilogue e;
+  auto& self = const_cast<Node&>(dw);  // post_ops() is not const; nothing changes
+  if (!conv_epilogue(*self.post_ops(), 0, wd[0], e, &why)) return cat(dw.name, ": ", why);
+  if (expand && !conv_epilogue(*const_cast<Node*>(expand)->post_ops(), 0, wd[0], e, &why)) return cat(expand->name, ": ", why);
+  if (project) {
+    const PostOpList& l = *const_cast<Node*>(project)->post_ops();
+    const int sum = l.sum_input();
+    if (sum >= 0 && l.ops.front().kind != PostOp::Kind::sum)
+      return cat(project->name, ": its residual sum comes after another post-op");
+    if (!conv_epilogue(l, sum >= 0 ? 1 : 0, project->inputs[1]->shape[0], e, &why)) return cat(project->name, ": ", why);
+  }
+  return "";
+}
+
+std::unique_ptr<Node> make_depthwise_block_node(Node* expand, Node& dw, Node* project) {
+  return std::make_unique<DepthwiseBlockNode>(expand, dw, project);
+}
+
+}  // namespace kiln::cpu

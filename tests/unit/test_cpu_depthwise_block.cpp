@@ -1,0 +1,247 @@
+// MobileNet's inverted residual on kiln's kernels: the depthwise row kernel (cpu/depthwise_f32.hpp)
+// against the direct sum, and FuseDepthwiseBlock (cpu/passes/fuse_depthwise_block.cpp) on small
+// built graphs: the nodes it makes, what it leaves and why, and the DepthwiseBlock node's output
+// against the reference executor over strides, windows, channel tails, batches of one (an image
+// split between threads) and more, and images whose rows do not fit one ring.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "cpu/depthwise_f32.hpp"
+#include "cpu/gemm_f32.hpp"
+#include "cpu/isa.hpp"
+
+#include "cpu_test_util.hpp"
+
+namespace test_cpu_depthwise_block {
+
+using namespace kiln;
+using namespace kiln::test;
+namespace dw = kiln::cpu::depthwise_f32;
+
+namespace {
+
+struct Block {
+  int64_t n = 1, cin = 16, ce = 48, cout = 16, h = 10, w = 12;
+  int64_t k = 3, stride = 1;
+  bool expand = true, project = true, residual = true;
+  bool clip = true;  // Clip(0, 6) after the expansion and the depthwise convolution (else Relu)
+};
+
+// Relu -> x: [1x1 cin -> ce, Clip] -> k x k depthwise (pads k / 2), Clip -> [1x1 ce -> cout] [+ x]
+// (x an intermediate tensor, as in a network: the residual sum may accumulate into it)
+std::shared_ptr<ir::Graph> block_graph(const Block& b) {
+  auto g = make_graph();
+  auto* in = g->add_input("in", {DType::f32, ir::PartialShape(Shape{b.n, b.expand ? b.cin : b.ce, b.h, b.w})});
+  auto* x = g->add_node("Relu", {in}, 1, "pre")->output(0);
+  auto act = [&](ir::Value* v, const std::string& n) {
+    if (!b.clip) return g->add_node("Relu", {v}, 1, n)->output(0);
+    return g->add_node("Clip", {v, g->add_constant(n + "_lo", Tensor::scalar<float>(0.0f)),
+                                g->add_constant(n + "_hi", Tensor::scalar<float>(6.0f))},
+                       1, n)
+        ->output(0);
+  };
+  ir::Value* e = x;
+  if (b.expand)
+    e = act(g->add_node("Conv", {x, g->add_constant("w1", random_tensor({b.ce, b.cin, 1, 1}, 1, 0.4f)),
+                                 g->add_constant("b1", random_tensor({b.ce}, 2, 0.2f))},
+                        1, "expand")
+                ->output(0),
+            "act1");
+  auto* d = g->add_node("Conv", {e, g->add_constant("w2", random_tensor({b.ce, 1, b.k, b.k}, 3, 0.4f)),
+                                 g->add_constant("b2", random_tensor({b.ce}, 4, 0.2f))},
+                        1, "dw");
+  d->attrs["group"] = b.ce;
+  const int64_t p = b.k / 2;
+  d->attrs["pads"] = std::vector<int64_t>{p, p, p, p};
+  d->attrs["strides"] = std::vector<int64_t>{b.stride, b.stride};
+  ir::Value* y = act(d->output(0), "act2");
+  if (b.project)
+    y = g->add_node("Conv", {y, g->add_constant("w3", random_tensor({b.cout, b.ce, 1, 1}, 5, 0.4f)),
+                             g->add_constant("b3", random_tensor({b.cout}, 6, 0.2f))},
+                    1, "project")
+            ->output(0);
+  if (b.residual) y = g->add_node("Add", {y, x}, 1, "add")->output(0);
+  g->add_output(y);
+  return g;
+}
+
+CompareOptions agnostic(transforms::PassLog* log) {
+  CompareOptions o = fusing(log);
+  o.shape_agnostic = true;
+  return o;
+}
+
+}  // namespace
+
+TEST(DepthwiseF32, RowMatchesTheDirectSum) {
+  if (!dw::available()) GTEST_SKIP() << "no AVX2 (" << cpu::isa_description() << "): FuseDepthwiseBlock leaves oneDNN's";
+  EXPECT_FALSE(dw::supports(7, 1));
+  EXPECT_FALSE(dw::supports(3, 3));
+  for (int64_t k : {3, 5})
+    for (int64_t s : {1, 2})
+      for (int64_t c : {5, 16, 24, 40})  // tails of 8 and 16 lanes
+        for (int64_t iw : {1, 2, 7, 13})
+          for (int64_t pad : {int64_t(0), k / 2, k - 1}) {
+            const int64_t ow = (iw + 2 * pad - k) / s + 1;
+            if (ow < 1) continue;
+            SCOPED_TRACE(testing::Message() << "k " << k << " stride " << s << " channels " << c << " width " << iw
+                                            << " pad " << pad);
+            const uint32_t seed = static_cast<uint32_t>(k * 1000 + s * 100 + c * 10 + iw + pad);
+            const std::vector<float> w = random_floats(static_cast<size_t>(c * k * k), seed);
+            const std::vector<float> bias = random_floats(static_cast<size_t>(c), seed + 1);
+            std::vector<std::vector<float>> in(static_cast<size_t>(k));
+            std::vector<const float*> rows(static_cast<size_t>(k));
+            for (int64_t i = 0; i < k; ++i) {
+              in[i] = random_floats(static_cast<size_t>(iw * c), seed + 2 + static_cast<uint32_t>(i));
+              rows[i] = i == 1 ? nullptr : in[i].data();  // a padding row
+            }
+            std::vector<float> packed(static_cast<size_t>(dw::packed_size(c, k)));
+            dw::pack_weights(w.data(), c, k, packed.data());
+            dw::Row g;
+            g.channels = c, g.in_width = iw, g.out_width = ow, g.k = k, g.stride = s, g.pad_left = pad;
+            g.lo = -0.5f, g.hi = 0.75f;
+            std::vector<float> out(static_cast<size_t>(ow * c + 7), 99.0f);  // past the row: untouched
+            dw::row(g, rows.data(), packed.data(), bias.data(), out.data());
+            for (int64_t x = 0; x < ow; ++x)
+              for (int64_t ch = 0; ch < c; ++ch) {
+                double sum = bias[ch];
+                for (int64_t i = 0; i < k; ++i)
+                  for (int64_t j = 0; j < k; ++j) {
+                    const int64_t ix = x * s - pad + j;
+                    if (rows[i] && ix >= 0 && ix < iw) sum += static_cast<double>(in[i][ix * c + ch]) * w[(ch * k + i) * k + j];
+                  }
+                const double want = std::min(std::max(sum, -0.5), 0.75);
+                ASSERT_NEAR(out[x * c + ch], want, 1e-5) << "at " << x << ", " << ch;
+              }
+            for (size_t i = static_cast<size_t>(ow * c); i < out.size(); ++i) ASSERT_EQ(out[i], 99.0f);
+          }
+}
+
+TEST(DepthwiseF32, NaNStaysThroughTheClamp) {
+  if (!dw::available()) GTEST_SKIP() << "no AVX2";
+  const int64_t c = 16, k = 3;
+  std::vector<float> w(static_cast<size_t>(c * k * k), 1.0f), packed(static_cast<size_t>(dw::packed_size(c, k)));
+  dw::pack_weights(w.data(), c, k, packed.data());
+  std::vector<float> row(static_cast<size_t>(3 * c), 1.0f);
+  row[static_cast<size_t>(c)] = std::numeric_limits<float>::quiet_NaN();  // pixel 1, channel 0
+  const float* rows[3] = {row.data(), row.data(), row.data()};
+  dw::Row g;
+  g.channels = c, g.in_width = 3, g.out_width = 1, g.k = k, g.stride = 1, g.pad_left = 0, g.lo = 0.0f, g.hi = 6.0f;
+  std::vector<float> out(static_cast<size_t>(c));
+  dw::row(g, rows, packed.data(), nullptr, out.data());
+  EXPECT_TRUE(std::isnan(out[0]));
+  EXPECT_EQ(out[1], 6.0f);  // nine ones, clamped
+}
+
+TEST(GemmF32Clamps, ChainsOfClampsAndApplyEpilogueMatchTheirDefinition) {
+  namespace gemm = kiln::cpu::gemm_f32;
+  if (!gemm::available()) GTEST_SKIP() << "no AVX2";
+  using A = dnnl::algorithm;
+  // Clip(-1, 2), Relu, Clip(0.5, 6): one clamp to [0.5, 2] in the blocks' registers
+  const int64_t M = 9, K = 3, N = 40;
+  const std::vector<float> a = random_floats(static_cast<size_t>(M * K), 1, -3.0f, 3.0f);
+  const std::vector<float> b = random_floats(static_cast<size_t>(K * N), 2), bias = random_floats(static_cast<size_t>(N), 3);
+  std::vector<float> packed(static_cast<size_t>(gemm::packed_size(K, N)));
+  gemm::pack_b(b.data(), K, N, N, 1, 1.0f, packed.data());
+  gemm::Epilogue ep;
+  ep.bias = bias.data();
+  for (auto [alg, lo, hi] : {std::tuple{A::eltwise_clip, -1.0f, 2.0f}, std::tuple{A::eltwise_relu, 0.0f, 0.0f},
+                             std::tuple{A::eltwise_clip_v2, 0.5f, 6.0f}}) {
+    gemm::EpilogueOp op;
+    op.alg = alg, op.alpha = lo, op.beta = hi;
+    ep.ops.push_back(op);
+  }
+  std::vector<float> c(static_cast<size_t>(M * N)), raw(c.size());
+  gemm::run(a.data(), M, K, K, packed.data(), N, c.data(), N, ep);
+  gemm::run(a.data(), M, K, K, packed.data(), N, raw.data(), N, {});
+  std::vector<float> applied = raw;
+  gemm::apply_epilogue(applied.data(), M, N, N, ep);  // the same epilogue on computed values
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      const double want = std::min(std::max(static_cast<double>(raw[i * N + j]) + bias[j], 0.5), 2.0);
+      ASSERT_NEAR(c[i * N + j], want, 1e-5) << i << ", " << j;
+      ASSERT_NEAR(applied[i * N + j], want, 1e-5) << i << ", " << j;
+    }
+}
+
+TEST(CpuFuseDepthwiseBlock, AnInvertedResidualIsOneNodeMatchingTheReference) {
+  if (!dw::available()) GTEST_SKIP() << "no AVX2: see ...RefusedBelowAvx2";
+  std::vector<std::pair<std::string, Block>> cases;
+  cases.push_back({"residual", Block{}});
+  Block s2;
+  s2.stride = 2, s2.residual = false, s2.cout = 24, s2.h = 11, s2.w = 9;
+  cases.push_back({"stride 2, odd sizes", s2});
+  Block first;  // MobileNet-v2's first block: no expansion
+  first.expand = false, first.residual = false, first.ce = 32;
+  cases.push_back({"no expansion", first});
+  Block alone;
+  alone.project = false, alone.residual = false, alone.clip = false;
+  cases.push_back({"no projection, Relu", alone});
+  Block k5;
+  k5.k = 5, k5.ce = 40, k5.cout = 24, k5.residual = false, k5.stride = 2;
+  cases.push_back({"5x5 stride 2, channel tails", k5});
+  Block batch;
+  batch.n = 3, batch.ce = 24, batch.h = 7, batch.w = 7;
+  cases.push_back({"batch of 3 on 2 threads: bands", batch});
+  Block wide;  // rows over several GEMMs and a ring that wraps
+  wide.h = 40, wide.w = 6, wide.ce = 96, wide.n = 2;
+  cases.push_back({"narrow rows: ring wraps", wide});
+  for (const auto& [what, b] : cases) {
+    SCOPED_TRACE(what);
+    transforms::PassLog log;
+    auto cg = compare_with_reference(block_graph(b), {random_tensor({b.n, b.expand ? b.cin : b.ce, b.h, b.w}, 7, 2.0f)},
+                                     agnostic(&log));
+    EXPECT_EQ(count_type(*cg, "DepthwiseBlock"), 1u) << explain(log) << cg->describe();
+    EXPECT_EQ(count_type(*cg, "Convolution"), 0u) << cg->describe();
+    EXPECT_EQ(log.count_applied("FuseDepthwiseBlock"), 1u) << explain(log);
+    const cpu::Node* node = find(*cg, b.expand ? "expand" : "dw");
+    ASSERT_NE(node, nullptr) << cg->describe();
+    EXPECT_EQ(node->impl.rfind("kiln_dwblock", 0), 0u) << node->impl;
+    std::vector<std::string> fused;  // the layers the node runs, in order
+    if (b.expand) fused = {"act1", "dw"};
+    fused.push_back("act2");
+    if (b.project) fused.push_back("project");
+    if (b.residual) fused.push_back("add");
+    EXPECT_EQ(node->fused, fused);
+  }
+}
+
+TEST(CpuFuseDepthwiseBlock, OnlyWhereShapesVaryAndNotForWhatItsKernelsLack) {
+  if (!dw::available()) GTEST_SKIP() << "no AVX2: see ...RefusedBelowAvx2";
+  Block b;
+  {  // fixed shapes: oneDNN's primitives, made once, keep the block
+    transforms::PassLog log;
+    auto cg = compare_with_reference(block_graph(b), {random_tensor({1, 16, 10, 12}, 7)}, fusing(&log));
+    EXPECT_EQ(count_type(*cg, "DepthwiseBlock"), 0u);
+    EXPECT_EQ(count_type(*cg, "Convolution"), 3u);
+  }
+  {  // a dilated depthwise convolution: no kernel of kiln's
+    auto g = block_graph(b);
+    for (ir::Node* n : g->nodes())
+      if (n->name() == "dw") n->attrs["dilations"] = std::vector<int64_t>{2, 2}, n->attrs["pads"] = std::vector<int64_t>{2, 2, 2, 2};
+    transforms::PassLog log;
+    auto cg = compare_with_reference(g, {random_tensor({1, 16, 10, 12}, 7)}, agnostic(&log));
+    EXPECT_EQ(count_type(*cg, "DepthwiseBlock"), 0u);
+    EXPECT_TRUE(log_has(log, false, "expand -> project: not one DepthwiseBlock: dw is dilated")) << explain(log);
+  }
+  {  // a 7x7 window
+    Block k7 = b;
+    k7.k = 7;
+    transforms::PassLog log;
+    auto cg = compare_with_reference(block_graph(k7), {random_tensor({1, 16, 10, 12}, 7)}, agnostic(&log));
+    EXPECT_EQ(count_type(*cg, "DepthwiseBlock"), 0u);
+    EXPECT_TRUE(log_has(log, false, "takes 3x3 or 5x5 windows")) << explain(log);
+  }
+}
+
+TEST(CpuFuseDepthwiseBlock, RefusedBelowAvx2WithTheReason) {
+  if (dw::available()) GTEST_SKIP() << "the ISA in use has AVX2: see AnInvertedResidualIsOneNode...";
+  transforms::PassLog log;
+  auto cg = compare_with_reference(block_graph(Block{}), {random_tensor({1, 16, 10, 12}, 7)}, agnostic(&log));
+  EXPECT_EQ(count_type(*cg, "DepthwiseBlock"), 0u);
+  EXPECT_TRUE(log_has(log, false, "kiln's GEMM and depthwise kernels need AVX2")) << explain(log);
+}
+
+}  // namespace test_cpu_depthwise_block
