@@ -153,4 +153,9 @@ void register_logic_emitters(std::map<std::string, EmitFn>& m);
 void register_mod_emitters(std::map<std::string, EmitFn>& m);
 void register_reduction_emitters(std::map<std::string, EmitFn>& m);
 
+// The lanes a Load / Store / reduction step covers: its "count" attribute, a whole vector by default.
+inline int64_t count_of(const KernelEmitter& h, const Expression& e) {
+  return static_cast<int64_t>(e.op().attr("count", h.vlen()));
+}
+
 }  // namespace kiln::cpu::x64

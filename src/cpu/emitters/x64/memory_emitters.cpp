@@ -8,7 +8,6 @@ using namespace Xbyak;
 
 namespace {
 
-int64_t count_of(const KernelEmitter& h, const Expression& e) { return static_cast<int64_t>(e.op().attr("count", h.vlen())); }
 // Bytes past the data pointer (UnrollLoops' copies access later vectors).
 // (plus a Buffer's region in the scratch: its Loads / Stores share the scratch pointer).
 int offset_of(const Expression& e) {

@@ -10,8 +10,6 @@ using namespace Xbyak;
 
 namespace {
 
-int64_t count_of(const KernelEmitter& h, const Expression& e) { return static_cast<int64_t>(e.op().attr("count", h.vlen())); }
-
 void emit_fill(KernelEmitter& h, const Expression& e) { h.load_const(h.vout(e), static_cast<float>(e.op().attr("value"))); }
 
 // The accumulator is input 0 and the output (one register, InitLiveRanges).
