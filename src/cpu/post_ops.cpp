@@ -45,6 +45,40 @@ bool to_gemm_epilogue(const PostOpList& list, size_t rank, int64_t channels, gem
   return true;
 }
 
+// `list` (from index `from` on) as a GEMM epilogue over `channels` columns: eltwise ops it
+// computes, and binary ops whose operand is one value or one per channel (axis 1 of NCHW).
+bool to_gemm_epilogue_per_channel(const PostOpList& list, size_t from, int64_t channels, gemm_f32::Epilogue& e, std::string* why) {
+  for (size_t i = from; i < list.ops.size(); ++i) {
+    const PostOp& op = list.ops[i];
+    gemm_f32::EpilogueOp g;
+    g.alg = op.alg;
+    if (op.kind == PostOp::Kind::eltwise && gemm_f32::supports_eltwise(op.alg)) {
+      g.alpha = op.alpha, g.beta = op.beta;
+    } else if (op.kind == PostOp::Kind::binary && gemm_f32::supports_binary(op.alg) && op.constant.defined() &&
+               op.constant.dtype() == DType::f32 &&
+               (op.constant.size() == 1 || op.constant.size() == channels)) {
+      // one value, or one per channel: [C, 1, 1] or [1, C, 1, 1] (the fusion passes give operands
+      // the output's rank)
+      const Shape& s = op.constant.shape();
+      const size_t rank = s.size();
+      if (op.constant.size() == channels && channels > 1) {
+        const bool channel_dim = rank >= 3 && s[rank - 3] == channels;
+        if (!channel_dim) {
+          if (why) *why = cat("its ", op.from, " operand ", shape_to_string(s), " is not per channel");
+          return false;
+        }
+      }
+      g.kind = gemm_f32::EpilogueOp::Kind::binary;
+      g.set_operand(op.constant);
+    } else {
+      if (why) *why = cat("kiln's kernels do not compute its post-op from ", op.from);
+      return false;
+    }
+    e.ops.push_back(std::move(g));
+  }
+  return true;
+}
+
 std::vector<PostOp> PostOpList::merged() const {
   // Adjacent linear ops become one: a2 (a1 x + b1) + b2.
   std::vector<PostOp> out;

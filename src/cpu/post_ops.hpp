@@ -69,6 +69,11 @@ class PostOpList {
 // is not one it computes (PReLU, sum, depthwise, an eltwise it lacks, a binary operand that is
 // not one value or one per channel, the last axis of an output of rank `rank`).
 bool to_gemm_epilogue(const PostOpList& list, size_t rank, int64_t channels, gemm_f32::Epilogue& out);
+// The same for a convolution computed as a GEMM over channels-last pixels (the channels, axis 1
+// of NCHW, are the GEMM's columns), the ops from index `from` on (a leading sum is the caller's):
+// false, with `why` when given, when one is not an op the epilogue computes.
+bool to_gemm_epilogue_per_channel(const PostOpList& list, size_t from, int64_t channels, gemm_f32::Epilogue& out,
+                                  std::string* why);
 
 // Whether the primitive made for `trial` keeps an optimised kernel: `impl_of(list)` names the
 // implementation oneDNN picks for a list (throwing dnnl::error when it rejects it); a reference

@@ -11,6 +11,8 @@
 // arena (Node::scratch_bytes), not oneDNN's per-thread one: that one is made again at the
 // size of each larger primitive, so a stream of growing shapes faulted in fresh pages of
 // Winograd's transformed tiles (11 MB for a recogniser width) on every new shape.
+// Where the model's input shapes vary, 1x1 convolutions and windows over few channels (stems) run
+// kiln's GEMM instead (kiln_gemm_conv): nothing is made per shape.
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -19,7 +21,10 @@
 #include <omp.h>
 
 #include "core/strings.hpp"
+#include "cpu/arena.hpp"
 #include "cpu/dnnl_util.hpp"
+#include "cpu/gemm_f32.hpp"
+#include "cpu/im2col_f32.hpp"
 #include "cpu/isa.hpp"
 #include "cpu/nodes/conv_geometry.hpp"
 #include "cpu/nodes/node_factory.hpp"
@@ -49,6 +54,8 @@ class ConvolutionNode : public Node {
   }
 
   std::vector<InputLayout> prepare() override {
+    gemm_.reset();
+    if (auto k = kiln_gemm_conv()) return prepare_kiln_gemm(*k);
     if (auto g = kiln_winograd()) return prepare_kiln_winograd(*g);
     wino_.reset();
     const ir::Node& n = *source;
@@ -96,12 +103,17 @@ class ConvolutionNode : public Node {
   }
 
   size_t scratch_bytes() const override {
+    if (gemm_) return gemm_->pointwise ? 0 : Arena::aligned(gemm_->scratch_floats() * sizeof(float)) * gemm_->threads;
     return wino_ ? winograd_f32::scratch_bytes(*wino_, wino_threads_) : pd_.scratchpad_desc().get_size();
   }
 
   void execute(dnnl::stream& stream) override {
     // a sum post-op adds to what the output holds: the summand, unless planned into its buffer
     if (int k = post_ops_.sum_input(); k >= 0) start_from_summand(stream, *inputs[static_cast<size_t>(k)], *outputs[0]);
+    if (gemm_) {
+      run_kiln_gemm();
+      return;
+    }
     if (wino_) {
       winograd_f32::run(*wino_, static_cast<const float*>(inputs[0]->data), static_cast<const float*>(weights_.get_data_handle()),
                         has_bias() ? static_cast<const float*>(inputs[2]->data) : nullptr, static_cast<float*>(outputs[0]->data),
@@ -120,6 +132,98 @@ class ConvolutionNode : public Node {
   }
 
  private:
+  // kiln's GEMM where the model's input shapes vary (Node::shape_agnostic: nothing made per
+  // shape, where oneDNN makes a primitive for every new one): a 1x1 convolution (stride 1,
+  // unpadded, group 1) is the GEMM of its channels-last pixels [N*H*W, Cin] by [Cin, Cout]; a
+  // window over few channels (K = Cin * kh * kw up to kSmallK: an image stem, 3 x 3 x 3) the GEMM
+  // of its im2col rows, made per thread a few output rows at a time from plain NCHW. f32, 2-D,
+  // post-ops the GEMM's epilogue computes (a sum first). Other convolutions keep oneDNN's kernels.
+  static constexpr int64_t kSmallK = 64;
+  struct KilnGemm {
+    bool pointwise = true;
+    im2col_f32::Geometry geo;  // im2col
+    int64_t K = 0, N = 0;
+    int threads = 1;
+    int64_t rows = 1;  // output rows per im2col step
+    size_t scratch_floats() const { return static_cast<size_t>(rows * geo.ow * K); }
+  };
+
+  std::optional<KilnGemm> kiln_gemm_conv() const {
+    const Shape &x = inputs[0]->shape, &w = inputs[1]->shape, &y = outputs[0]->shape;
+    if (!shape_agnostic || bf16 || !gemm_f32::available() || x.size() != 4 || post_ops_.dw()) return std::nullopt;
+    if (source->attr_i("group", 1) != 1) return std::nullopt;
+    const int sum = post_ops_.sum_input();
+    if (sum >= 0 && post_ops_.ops.front().kind != PostOp::Kind::sum) return std::nullopt;
+    gemm_f32::Epilogue probe;
+    if (!to_gemm_epilogue_per_channel(post_ops_, sum >= 0 ? 1 : 0, w[0], probe, nullptr)) return std::nullopt;
+    const ConvGeometry geo = conv_geometry(*source, x, w, y);
+    auto all = [](const memory::dims& v, int64_t v0) {
+      return std::all_of(v.begin(), v.end(), [v0](int64_t d) { return d == v0; });
+    };
+    KilnGemm k;
+    k.N = w[0];
+    k.threads = omp_get_max_threads();
+    k.pointwise = w[2] == 1 && w[3] == 1 && all(geo.strides, 1) && all(geo.dilations, 0) && all(geo.pad_l, 0) &&
+                  all(geo.pad_r, 0);
+    k.K = w[1] * w[2] * w[3];
+    if (!k.pointwise && k.K > kSmallK) return std::nullopt;
+    im2col_f32::Geometry& g = k.geo;
+    g.c = x[1], g.h = x[2], g.w = x[3], g.kh = w[2], g.kw = w[3], g.oh = y[2], g.ow = y[3];
+    g.stride_h = geo.strides[0], g.stride_w = geo.strides[1], g.dil_h = geo.dilations[0] + 1, g.dil_w = geo.dilations[1] + 1;
+    g.pad_t = geo.pad_l[0], g.pad_l = geo.pad_l[1];
+    k.rows = std::max<int64_t>(1, std::min<int64_t>((48 + g.ow - 1) / g.ow, g.oh));  // 8 blocks of 6 rows of A
+    return k;
+  }
+
+  std::vector<InputLayout> prepare_kiln_gemm(const KilnGemm& k) {
+    gemm_ = k;
+    quick_impl = false;
+    impl = k.pointwise ? std::string(gemm_f32::impl_name()) : cat("kiln_im2col_", gemm_f32::impl_name() + 5);  // kiln_im2col_gemm:...
+    const memory::desc packed({gemm_f32::packed_size(k.K, k.N)}, memory::data_type::f32, tag::a);
+    weights_ = pack_weights(inputs[1]->constant, cat("conv/kiln_gemm/", gemm_f32::impl_name()), packed, [&](memory& dst) {
+      // B(k, n) = W[n][k], k over (in channel, kernel row, kernel column)
+      gemm_f32::pack_b(static_cast<const float*>(inputs[1]->data), k.K, k.N, 1, k.K, 1.0f,
+                       static_cast<float*>(dst.get_data_handle()));
+    });
+    const int sum = post_ops_.sum_input();
+    gemm_ep_ = {};
+    gemm_ep_.bias = has_bias() ? static_cast<const float*>(inputs[2]->data) : nullptr;
+    gemm_ep_.accumulate = sum >= 0;  // execute() starts the output from the summand
+    to_gemm_epilogue_per_channel(post_ops_, sum >= 0 ? 1 : 0, k.N, gemm_ep_, nullptr);
+    const Shape &x = inputs[0]->shape, &y = outputs[0]->shape;
+    const memory::desc out_nhwc(to_dims(y), memory::data_type::f32, tag::nhwc);
+    outputs[0]->set_layout(out_nhwc);
+    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
+    req[0] = k.pointwise ? InputLayout::exact(memory::desc(to_dims(x), memory::data_type::f32, tag::nhwc))
+                         : InputLayout::plain();
+    if (sum >= 0) req[static_cast<size_t>(sum)] = InputLayout::exact(out_nhwc);
+    return req;
+  }
+
+  void run_kiln_gemm() {
+    const KilnGemm& k = *gemm_;
+    const float* x = static_cast<const float*>(inputs[0]->data);
+    float* y = static_cast<float*>(outputs[0]->data);
+    const float* w = static_cast<const float*>(weights_.get_data_handle());
+    const im2col_f32::Geometry& g = k.geo;
+    if (k.pointwise) {
+      gemm_f32::run(x, inputs[0]->shape[0] * g.h * g.w, k.K, k.K, w, k.N, y, k.N, gemm_ep_);
+      return;
+    }
+    const int64_t chunks = (g.oh + k.rows - 1) / k.rows, items = inputs[0]->shape[0] * chunks;
+    const size_t per_thread = Arena::aligned(k.scratch_floats() * sizeof(float));
+#pragma omp parallel num_threads(k.threads)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      float* cols = reinterpret_cast<float*>(static_cast<char*>(scratch) + per_thread * static_cast<size_t>(t));
+      for (int64_t item = items * t / nt; item < items * (t + 1) / nt; ++item) {
+        const int64_t img = item / chunks, oh0 = item % chunks * k.rows, rows = std::min(k.rows, g.oh - oh0);
+        im2col_f32::rows(g, x + img * g.c * g.h * g.w, oh0, rows, cols);
+        gemm_f32::run_serial(cols, rows * g.ow, k.K, k.K, w, k.N, y + (img * g.oh + oh0) * g.ow * k.N, k.N, gemm_ep_);
+      }
+    }
+  }
+
   // Where the direct JIT kernel runs as fast for a new shape: f32, dense (group 1), a kernel
   // wider than 1x1 and no depthwise post-op; oneDNN's 1x1 and depthwise brgemm kernels ran
   // up to 40% faster than the alternatives (MobileNet-v2: 3.7 -> 5.2 ms when taken everywhere).
@@ -283,6 +387,8 @@ class ConvolutionNode : public Node {
   memory dw_weights_, dw_bias_;  // of a depthwise post-op
   UserScratchpad scratchpad_;
   std::optional<winograd_f32::Geometry> wino_;  // kiln's Winograd runs the node
+  std::optional<KilnGemm> gemm_;                // kiln's GEMM runs the node
+  gemm_f32::Epilogue gemm_ep_;
   int wino_threads_ = 1;
 };
 

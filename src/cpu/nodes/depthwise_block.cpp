@@ -40,40 +40,6 @@ enum Input { kX = 0, kW1, kB1, kW2, kB2, kW3, kB3, kResidual, kInputs };
 
 constexpr int64_t kGemmPixels = 48;  // pixels (rows of A) per GEMM at least: 8 blocks of 6 rows
 
-// `list` (from index `from` on) as a GEMM epilogue over `channels` columns: eltwise ops it
-// computes, and binary ops whose operand is one value or one per channel (axis 1 of NCHW).
-bool conv_epilogue(const PostOpList& list, size_t from, int64_t channels, gemm_f32::Epilogue& e, std::string* why) {
-  for (size_t i = from; i < list.ops.size(); ++i) {
-    const PostOp& op = list.ops[i];
-    gemm_f32::EpilogueOp g;
-    g.alg = op.alg;
-    if (op.kind == PostOp::Kind::eltwise && gemm_f32::supports_eltwise(op.alg)) {
-      g.alpha = op.alpha, g.beta = op.beta;
-    } else if (op.kind == PostOp::Kind::binary && gemm_f32::supports_binary(op.alg) && op.constant.defined() &&
-               op.constant.dtype() == DType::f32 &&
-               (op.constant.size() == 1 || op.constant.size() == channels)) {
-      // one value, or one per channel: [C, 1, 1] or [1, C, 1, 1] (the fusion passes give operands
-      // the output's rank)
-      const Shape& s = op.constant.shape();
-      const size_t rank = s.size();
-      if (op.constant.size() == channels && channels > 1) {
-        const bool channel_dim = rank >= 3 && s[rank - 3] == channels;
-        if (!channel_dim) {
-          if (why) *why = cat("its ", op.from, " operand ", shape_to_string(s), " is not per channel");
-          return false;
-        }
-      }
-      g.kind = gemm_f32::EpilogueOp::Kind::binary;
-      g.set_operand(op.constant);
-    } else {
-      if (why) *why = cat("kiln's kernels do not compute its post-op from ", op.from);
-      return false;
-    }
-    e.ops.push_back(std::move(g));
-  }
-  return true;
-}
-
 struct Part {  // one of the block's convolutions, as the pass hands it over
   Edge *w = nullptr, *b = nullptr;
   PostOpList post_ops;
@@ -126,7 +92,7 @@ class DepthwiseBlockNode : public Node {
       w1_ = pack_gemm(*inputs[kW1], cin_, ce_, cat("dwblock/1x1/", isa));
       ep1_ = {};
       ep1_.bias = bias_of(kB1);
-      conv_epilogue(expand_.post_ops, 0, ce_, ep1_, nullptr);  // the pass asked refuses() first
+      to_gemm_epilogue_per_channel(expand_.post_ops, 0, ce_, ep1_, nullptr);  // the pass asked refuses() first
     }
     w2_ = pack_weights(inputs[kW2]->constant, cat("dwblock/dw/", k_), memory::desc({depthwise_f32::packed_size(ce_, k_)}, memory::data_type::f32, tag::a),
                        [&](memory& dst) {
@@ -134,7 +100,7 @@ class DepthwiseBlockNode : public Node {
                                                      static_cast<float*>(dst.get_data_handle()));
                        });
     ep2_ = {};
-    conv_epilogue(dw_.post_ops, 0, ce_, ep2_, nullptr);
+    to_gemm_epilogue_per_channel(dw_.post_ops, 0, ce_, ep2_, nullptr);
     // one ReLU or Clip: the depthwise kernel clamps as it stores, no pass of its own over D
     dw_lo_ = -std::numeric_limits<float>::infinity(), dw_hi_ = std::numeric_limits<float>::infinity();
     if (ep2_.ops.size() == 1 && ep2_.ops[0].kind == gemm_f32::EpilogueOp::Kind::eltwise) {
@@ -153,7 +119,7 @@ class DepthwiseBlockNode : public Node {
       ep3_ = {};
       ep3_.bias = bias_of(kB3);
       ep3_.accumulate = inputs[kResidual] != nullptr;
-      conv_epilogue(project_.post_ops, inputs[kResidual] ? 1 : 0, cout_, ep3_, nullptr);
+      to_gemm_epilogue_per_channel(project_.post_ops, inputs[kResidual] ? 1 : 0, cout_, ep3_, nullptr);
     }
     plan();
 
@@ -292,14 +258,14 @@ std::string depthwise_block_refuses(const Node* expand, const Node& dw, const No
   std::string why;
   gemm_f32::Epilogue e;
   auto& self = const_cast<Node&>(dw);  // post_ops() is not const; nothing changes
-  if (!conv_epilogue(*self.post_ops(), 0, wd[0], e, &why)) return cat(dw.name, ": ", why);
-  if (expand && !conv_epilogue(*const_cast<Node*>(expand)->post_ops(), 0, wd[0], e, &why)) return cat(expand->name, ": ", why);
+  if (!to_gemm_epilogue_per_channel(*self.post_ops(), 0, wd[0], e, &why)) return cat(dw.name, ": ", why);
+  if (expand && !to_gemm_epilogue_per_channel(*const_cast<Node*>(expand)->post_ops(), 0, wd[0], e, &why)) return cat(expand->name, ": ", why);
   if (project) {
     const PostOpList& l = *const_cast<Node*>(project)->post_ops();
     const int sum = l.sum_input();
     if (sum >= 0 && l.ops.front().kind != PostOp::Kind::sum)
       return cat(project->name, ": its residual sum comes after another post-op");
-    if (!conv_epilogue(l, sum >= 0 ? 1 : 0, project->inputs[1]->shape[0], e, &why)) return cat(project->name, ": ", why);
+    if (!to_gemm_epilogue_per_channel(l, sum >= 0 ? 1 : 0, project->inputs[1]->shape[0], e, &why)) return cat(project->name, ": ", why);
   }
   return "";
 }

@@ -1,0 +1,22 @@
+#pragma once
+// kiln's im2col, for a convolution computed as a GEMM (ConvolutionNode's kiln path where input
+// shapes vary): each output pixel a row, each (channel, kernel row, kernel column) a column, in
+// the order of the weights' [out, in, kh, kw]; zeros where the window leaves the image. From plain
+// NCHW, sizes as arguments (nothing made per shape).
+#include <cstdint>
+
+namespace kiln::cpu::im2col_f32 {
+
+struct Geometry {
+  int64_t c = 0, h = 0, w = 0;    // input channels and size
+  int64_t kh = 1, kw = 1;         // window
+  int64_t oh = 0, ow = 0;         // output size
+  int64_t stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
+  int64_t pad_t = 0, pad_l = 0;   // input rows above row 0 / columns left of column 0
+  int64_t columns() const { return c * kh * kw; }
+};
+
+// Output rows [oh0, oh0 + rows) of one image `x` ([c][h][w]) into `out` ([rows * ow][columns()]).
+void rows(const Geometry& g, const float* x, int64_t oh0, int64_t rows, float* out);
+
+}  // namespace kiln::cpu::im2col_f32
