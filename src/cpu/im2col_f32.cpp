@@ -1,34 +1,50 @@
 #include "cpu/im2col_f32.hpp"
 
+#include <immintrin.h>
+
 #include <algorithm>
 
 namespace kiln::cpu::im2col_f32 {
 
+namespace {
+// A window row of up to 4 columns, undilated, is copied as one 4-float move where all 4 lie in
+// the input row (an image stem's 3 x 3 x 3: 9 moves a pixel instead of 27 copies); the move's
+// extra floats land on the next window row's place, written after it, or on the pixel's padding.
+bool moves(const Geometry& g) { return g.kw <= 4 && g.dil_w == 1; }
+}  // namespace
+
+int64_t Geometry::row_stride() const { return columns() + (moves(*this) ? 4 - kw : 0); }
+
 void rows(const Geometry& g, const float* x, int64_t oh0, int64_t rows, float* out) {
-  const int64_t K = g.columns();
+  const int64_t lda = g.row_stride();
+  // the output columns whose 4-float move stays inside the input row: ix0 = ox * stride - pad in [0, w - 4]
+  int64_t first = g.ow, last = g.ow;
+  if (moves(g) && g.w >= 4) {
+    first = std::min<int64_t>(g.ow, (g.pad_l + g.stride_w - 1) / g.stride_w);
+    last = std::clamp<int64_t>((g.w - 4 + g.pad_l) / g.stride_w + 1, first, g.ow);
+  }
   for (int64_t r = 0; r < rows; ++r) {
-    float* row = out + r * g.ow * K;  // [ow][K]
     const int64_t oy = oh0 + r;
+    float* row = out + r * g.ow * lda;
     for (int64_t c = 0; c < g.c; ++c)
       for (int64_t i = 0; i < g.kh; ++i) {
+        float* col = row + (c * g.kh + i) * g.kw;  // this window row's place in pixel 0
         const int64_t iy = oy * g.stride_h - g.pad_t + i * g.dil_h;
-        const bool inside = iy >= 0 && iy < g.h;
-        const float* src = x + (c * g.h + (inside ? iy : 0)) * g.w;
-        for (int64_t j = 0; j < g.kw; ++j) {
-          float* dst = row + (c * g.kh + i) * g.kw + j;  // column k of pixel 0; pixels K apart
-          if (!inside) {
-            for (int64_t ox = 0; ox < g.ow; ++ox) dst[ox * K] = 0.0f;
-            continue;
-          }
-          // the output columns whose input column lies inside: ix = ox * stride - pad + j * dil in [0, w)
-          const int64_t off = j * g.dil_w - g.pad_l;
-          const int64_t first = std::clamp<int64_t>(off >= 0 ? 0 : (-off + g.stride_w - 1) / g.stride_w, 0, g.ow);
-          const int64_t last =
-              g.w - 1 - off < 0 ? 0 : std::clamp<int64_t>((g.w - 1 - off) / g.stride_w + 1, first, g.ow);
-          for (int64_t ox = 0; ox < first; ++ox) dst[ox * K] = 0.0f;
-          for (int64_t ox = first; ox < last; ++ox) dst[ox * K] = src[ox * g.stride_w + off];
-          for (int64_t ox = std::max(first, last); ox < g.ow; ++ox) dst[ox * K] = 0.0f;
+        if (iy < 0 || iy >= g.h) {
+          for (int64_t ox = 0; ox < g.ow; ++ox) std::fill(col + ox * lda, col + ox * lda + g.kw, 0.0f);
+          continue;
         }
+        const float* src = x + (c * g.h + iy) * g.w;
+        auto copy = [&](int64_t ox) {  // checked, column by column
+          for (int64_t j = 0; j < g.kw; ++j) {
+            const int64_t ix = ox * g.stride_w - g.pad_l + j * g.dil_w;
+            col[ox * lda + j] = ix >= 0 && ix < g.w ? src[ix] : 0.0f;
+          }
+        };
+        for (int64_t ox = 0; ox < first; ++ox) copy(ox);
+        for (int64_t ox = first; ox < last; ++ox)
+          _mm_storeu_ps(col + ox * lda, _mm_loadu_ps(src + ox * g.stride_w - g.pad_l));
+        for (int64_t ox = last; ox < g.ow; ++ox) copy(ox);
       }
   }
 }

@@ -14,9 +14,12 @@ struct Geometry {
   int64_t stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
   int64_t pad_t = 0, pad_l = 0;   // input rows above row 0 / columns left of column 0
   int64_t columns() const { return c * kh * kw; }
+  // Floats from one pixel's row of `out` to the next: columns(), and room for a 4-float move's
+  // extra floats after the last window row (never read as columns).
+  int64_t row_stride() const;
 };
 
-// Output rows [oh0, oh0 + rows) of one image `x` ([c][h][w]) into `out` ([rows * ow][columns()]).
+// Output rows [oh0, oh0 + rows) of one image `x` ([c][h][w]) into `out` ([rows * ow][row_stride()]).
 void rows(const Geometry& g, const float* x, int64_t oh0, int64_t rows, float* out);
 
 }  // namespace kiln::cpu::im2col_f32

@@ -145,7 +145,7 @@ class ConvolutionNode : public Node {
     int64_t K = 0, N = 0;
     int threads = 1;
     int64_t rows = 1;  // output rows per im2col step
-    size_t scratch_floats() const { return static_cast<size_t>(rows * geo.ow * K); }
+    size_t scratch_floats() const { return static_cast<size_t>(rows * geo.ow * geo.row_stride()); }
   };
 
   std::optional<KilnGemm> kiln_gemm_conv() const {
@@ -219,7 +219,8 @@ class ConvolutionNode : public Node {
       for (int64_t item = items * t / nt; item < items * (t + 1) / nt; ++item) {
         const int64_t img = item / chunks, oh0 = item % chunks * k.rows, rows = std::min(k.rows, g.oh - oh0);
         im2col_f32::rows(g, x + img * g.c * g.h * g.w, oh0, rows, cols);
-        gemm_f32::run_serial(cols, rows * g.ow, k.K, k.K, w, k.N, y + (img * g.oh + oh0) * g.ow * k.N, k.N, gemm_ep_);
+        gemm_f32::run_serial(cols, rows * g.ow, k.K, g.row_stride(), w, k.N, y + (img * g.oh + oh0) * g.ow * k.N, k.N,
+                             gemm_ep_);
       }
     }
   }
