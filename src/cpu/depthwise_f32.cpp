@@ -71,6 +71,8 @@ bool supports(int64_t k, int64_t stride) { return (k == 3 || k == 5) && (stride 
 
 int64_t packed_size(int64_t channels, int64_t k) { return k * k * padded_channels(channels); }
 
+int64_t weight_stride(int64_t channels) { return padded_channels(channels); }
+
 void pack_weights(const float* w, int64_t channels, int64_t k, float* out) {
   const int64_t cp = padded_channels(channels);
   std::fill(out, out + k * k * cp, 0.0f);

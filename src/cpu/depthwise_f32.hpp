@@ -22,12 +22,18 @@ bool supports(int64_t k, int64_t stride);
 
 // Floats of the packed weights of `channels` channels and a k x k window.
 int64_t packed_size(int64_t channels, int64_t k);
+int64_t weight_stride(int64_t channels);
 // ONNX's depthwise weights [channels, 1, k, k] -> the kernel's layout: tap-major, each tap's
-// channels padded with zeros to a multiple of 16.
+// channels padded with zeros to a multiple of 16 (weight_stride(channels) floats).
 void pack_weights(const float* w, int64_t channels, int64_t k, float* out);
 
 struct Row {
-  int64_t channels = 0;  // per pixel; pixels are `channels` floats apart in rows and output
+  int64_t channels = 0;     // computed per pixel ...
+  int64_t pixel_stride = 0;  // ... of pixels this many floats apart in rows and output (0: channels)
+  // floats between the packed weights of one tap and the next (0: those of `channels` channels;
+  // a caller computing a slice of the channels passes the whole tensor's, pointers at the slice)
+  int64_t weight_stride = 0;
+  int64_t pixels_apart() const { return pixel_stride ? pixel_stride : channels; }
   int64_t in_width = 0, out_width = 0;
   int64_t k = 3, stride = 1;
   int64_t pad_left = 0;  // input columns left of column 0 (zeros)

@@ -184,7 +184,10 @@ TEST(CpuFuseDepthwiseBlock, AnInvertedResidualIsOneNodeMatchingTheReference) {
   cases.push_back({"5x5 stride 2, channel tails", k5});
   Block batch;
   batch.n = 3, batch.ce = 24, batch.h = 7, batch.w = 7;
-  cases.push_back({"batch of 3 on 2 threads: bands", batch});
+  cases.push_back({"batch of 3 on 2 threads: the third image by channels", batch});
+  Block big;  // a batch of one too big to keep whole: the image's rows split between the threads
+  big.h = 96, big.w = 96, big.ce = 48, big.stride = 2, big.residual = false;  // E 1.8 MB
+  cases.push_back({"batch of 1, row bands", big});
   Block wide;  // rows over several GEMMs and a ring that wraps
   wide.h = 40, wide.w = 6, wide.ce = 96, wide.n = 2;
   cases.push_back({"narrow rows: ring wraps", wide});

@@ -39,6 +39,7 @@ using tag = memory::format_tag;
 enum Input { kX = 0, kW1, kB1, kW2, kB2, kW3, kB3, kResidual, kInputs };
 
 constexpr int64_t kGemmPixels = 48;  // pixels (rows of A) per GEMM at least: 8 blocks of 6 rows
+constexpr int64_t kSharedBytes = 512 << 10;  // run_shared's E and D of an image, per thread at most
 
 struct Part {  // one of the block's convolutions, as the pass hands it over
   Edge *w = nullptr, *b = nullptr;
@@ -70,10 +71,13 @@ class DepthwiseBlockNode : public Node {
   const char* type() const override { return "DepthwiseBlock"; }
   NodeKind kind() const override { return NodeKind::DepthwiseBlock; }
   // The projection may accumulate in the residual's buffer (the plan's choice) when one thread
-  // runs a whole image: it writes an output row once the rows of x its windows read are
-  // expanded. Bands of an image on several threads read x's rows around their borders, which
-  // the neighbour's output would have overwritten.
-  int inplace_input() const override { return inputs[kResidual] && inputs[kW1] && bands_ == 1 ? kResidual : -1; }
+  // runs a whole image (it writes an output row once the rows of x its windows read are
+  // expanded) or the team runs it by channels (x read whole before a barrier). Bands of an
+  // image on several threads read x's rows around their borders, which the neighbour's output
+  // would have overwritten.
+  int inplace_input() const override {
+    return inputs[kResidual] && inputs[kW1] && (n_ % threads_ == 0 || split_channels_) ? kResidual : -1;
+  }
 
   std::vector<InputLayout> prepare() override {
     const Shape& x = inputs[kX]->shape;
@@ -131,22 +135,32 @@ class DepthwiseBlockNode : public Node {
     return req;
   }
 
-  size_t scratch_bytes() const override { return thread_bytes_ * static_cast<size_t>(threads_); }
+  size_t scratch_bytes() const override { return shared_bytes_ + thread_bytes_ * static_cast<size_t>(threads_); }
 
   void execute(dnnl::stream&) override {
     const float* x = static_cast<const float*>(inputs[kX]->data);
     float* y = static_cast<float*>(outputs[0]->data);
     const float* residual = inputs[kResidual] ? static_cast<const float*>(inputs[kResidual]->data) : nullptr;
-    if (residual == y) residual = nullptr;  // planned in place: y holds it already
-    const int64_t items = n_ * bands_;
+    const bool in_place = residual && residual == y;
+    if (in_place) residual = nullptr;  // y holds it already
 #pragma omp parallel num_threads(threads_)
     {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      char* mine = static_cast<char*>(scratch) + thread_bytes_ * static_cast<size_t>(t);
+      char* mine = static_cast<char*>(scratch) + shared_bytes_ + thread_bytes_ * static_cast<size_t>(t);
       float* ring = reinterpret_cast<float*>(mine);
       float* d = reinterpret_cast<float*>(mine + ring_bytes_);
-      for (int64_t item = items * t / nt; item < items * (t + 1) / nt; ++item)
-        run_band(item / bands_, item % bands_, x, y, residual, ring, d);
+      // whole images, one thread each; then the rest, by all the threads together
+      const int64_t whole = n_ - n_ % nt;
+      for (int64_t img = whole * t / nt; img < whole * (t + 1) / nt; ++img) run_band(img, 0, 1, x, y, residual, ring, d);
+      for (int64_t img = whole; img < n_; ++img) {
+        if (split_channels_) {
+          run_shared(img, t, nt, x, y, residual);
+        } else if (in_place && t == 0) {  // (a team smaller than planned: bands would race)
+          run_band(img, 0, 1, x, y, residual, ring, d);
+        } else if (!in_place) {
+          run_band(img, t, nt, x, y, residual, ring, d);
+        }
+      }
     }
   }
 
@@ -154,16 +168,15 @@ class DepthwiseBlockNode : public Node {
   // Output rows [Ho * band / bands, Ho * (band + 1) / bands) of image `img`, on this thread: E's
   // rows computed into the thread's ring as the depthwise rows need them (a GEMM over enough rows
   // at a time), the depthwise rows into d, a few at a time, then their projection into y.
-  void run_band(int64_t img, int64_t band, const float* x, float* y, const float* residual, float* ring, float* d) const {
+  void run_band(int64_t img, int64_t band, int64_t bands, const float* x, float* y, const float* residual, float* ring,
+                float* d) const {
     const bool expand = inputs[kW1] != nullptr;
     const int64_t e_row = w_ * ce_;  // floats of a row of E
     const float* x_img = x + img * h_ * w_ * cin_;
     int64_t done = 0;  // E rows [.., done) of this image are in the ring (its last ring_rows_ of them)
-    const int64_t o_begin = ho_ * band / bands_, o_end = ho_ * (band + 1) / bands_;
+    const int64_t o_begin = ho_ * band / bands, o_end = ho_ * (band + 1) / bands;
     const float* rows[5] = {};
-    depthwise_f32::Row g;
-    g.channels = ce_, g.in_width = w_, g.out_width = wo_, g.k = k_, g.stride = stride_, g.pad_left = pad_l_;
-    g.lo = dw_lo_, g.hi = dw_hi_;
+    const depthwise_f32::Row g = row_geometry();
     const float* w2 = static_cast<const float*>(w2_.get_data_handle());
     for (int64_t o = o_begin; o < o_end; o += batch_rows_) {
       const int64_t m = std::min(batch_rows_, o_end - o);
@@ -199,11 +212,79 @@ class DepthwiseBlockNode : public Node {
     }
   }
 
-  // Bands per image (so that the thread count divides images x bands: a batch of one splits
-  // its rows, an odd batch too), rows per GEMM, and each thread's working memory.
+  // Image `img` by the whole team: each thread expands and convolves its share of the channels
+  // (whole GEMM panels) over the image into E and D, kept whole; then, after a barrier, projects
+  // its share of D's rows. An image's rows split between threads would each expand the rows
+  // around the seam (7x7: 9 rows for 7); its channels split, nothing is computed twice.
+  void run_shared(int64_t img, int t, int nt, const float* x, float* y, const float* residual) const {
+    float* e = static_cast<float*>(scratch);
+    float* d = reinterpret_cast<float*>(static_cast<char*>(scratch) + shared_e_bytes_);
+    const int64_t panels = (ce_ + gemm_f32::kPanel - 1) / gemm_f32::kPanel;
+    const int64_t c0 = std::min(ce_, panels * t / nt * gemm_f32::kPanel);
+    const int64_t c1 = std::min(ce_, panels * (t + 1) / nt * gemm_f32::kPanel);
+    const float* x_img = x + img * h_ * w_ * cin_;
+    float* dst = inputs[kW3] ? d : y + img * ho_ * wo_ * ce_;
+    if (c0 < c1) {
+      const bool expand = inputs[kW1] != nullptr;
+      if (expand)
+        gemm_f32::run_serial(x_img, h_ * w_, cin_, cin_, w1() + c0 / gemm_f32::kPanel * cin_ * gemm_f32::kPanel, c1 - c0,
+                             e + c0, ce_, shifted(ep1_, c0));
+      const float* src = expand ? e : x_img;
+      depthwise_f32::Row g = row_geometry();
+      g.channels = c1 - c0, g.pixel_stride = ce_, g.weight_stride = depthwise_f32::weight_stride(ce_);
+      const float* w2 = static_cast<const float*>(w2_.get_data_handle()) + c0;
+      const float* b2 = bias_of(kB2) ? bias_of(kB2) + c0 : nullptr;
+      const float* rows[5] = {};
+      for (int64_t o = 0; o < ho_; ++o) {
+        for (int64_t j = 0; j < k_; ++j) {
+          const int64_t h = o * stride_ - pad_t_ + j;
+          rows[j] = h < 0 || h >= h_ ? nullptr : src + h * w_ * ce_ + c0;
+        }
+        depthwise_f32::row(g, rows, w2, b2, dst + o * wo_ * ce_ + c0);
+      }
+      gemm_f32::apply_epilogue(dst + c0, ho_ * wo_, c1 - c0, ce_, shifted(ep2_, c0));
+    }
+    if (!inputs[kW3]) return;  // D was the output
+#pragma omp barrier
+    const int64_t a = ho_ * t / nt, b = ho_ * (t + 1) / nt;
+    float* out = y + (img * ho_ + a) * wo_ * cout_;
+    if (residual && b > a)
+      std::memcpy(out, residual + (img * ho_ + a) * wo_ * cout_, static_cast<size_t>((b - a) * wo_ * cout_) * sizeof(float));
+    gemm_f32::run_serial(d + a * wo_ * ce_, (b - a) * wo_, ce_, ce_, w3(), cout_, out, cout_, ep3_);
+#pragma omp barrier
+  }
+
+  // `e` for columns from c0 on: its bias and per-column operands from there.
+  static gemm_f32::Epilogue shifted(const gemm_f32::Epilogue& e, int64_t c0) {
+    gemm_f32::Epilogue s = e;
+    if (s.bias) s.bias += c0;
+    for (gemm_f32::EpilogueOp& op : s.ops)
+      if (op.kind == gemm_f32::EpilogueOp::Kind::binary && op.operand_count > 1) op.operand += c0;
+    return s;
+  }
+
+  depthwise_f32::Row row_geometry() const {
+    depthwise_f32::Row g;
+    g.channels = ce_, g.in_width = w_, g.out_width = wo_, g.k = k_, g.stride = stride_, g.pad_left = pad_l_;
+    g.lo = dw_lo_, g.hi = dw_hi_;
+    return g;
+  }
+
+  // How the images go to the threads, and the working memory: whole images one thread each; the
+  // images left when the thread count does not divide the batch by all the threads, their
+  // channels split (E and D of one image kept whole, where they fit the threads' L2 together),
+  // else their rows; rows per GEMM.
   void plan() {
-    const int64_t common = std::gcd<int64_t>(n_, threads_);
-    bands_ = std::max<int64_t>(1, std::min<int64_t>(threads_ / common, ho_));
+    const int64_t e_image = h_ * w_ * ce_ * static_cast<int64_t>(sizeof(float));
+    const int64_t d_image = inputs[kW3] ? ho_ * wo_ * ce_ * static_cast<int64_t>(sizeof(float)) : 0;
+    // by channels only where bands would expand over a fifth of the rows twice (the rows each
+    // seam's window reaches across, k - stride of them): 7x7 at stride 1. Elsewhere bands ran
+    // 1.3-3x faster on MobileNet-v2's layers at batch 1 (whole GEMM panels split unevenly, E
+    // written and read across the whole image instead of a ring in L1 / L2).
+    const bool halo = (k_ - stride_) * (threads_ - 1) * 5 > h_;
+    split_channels_ = n_ % threads_ != 0 && halo && (inputs[kW1] ? e_image : 0) + d_image <= kSharedBytes * threads_;
+    shared_e_bytes_ = split_channels_ && inputs[kW1] ? Arena::aligned(static_cast<size_t>(e_image)) : 0;
+    shared_bytes_ = split_channels_ ? shared_e_bytes_ + Arena::aligned(static_cast<size_t>(d_image)) : 0;
     batch_rows_ = std::max<int64_t>(1, std::min<int64_t>((kGemmPixels + wo_ - 1) / wo_, ho_));
     expand_rows_ = std::max<int64_t>(1, std::min<int64_t>((kGemmPixels + w_ - 1) / w_, h_));
     // the ring holds a window (k rows) and a GEMM's new rows: a window may start before the
@@ -234,8 +315,10 @@ class DepthwiseBlockNode : public Node {
   memory w1_, w2_, w3_;
   gemm_f32::Epilogue ep1_, ep2_, ep3_;
   float dw_lo_ = 0.0f, dw_hi_ = 0.0f;  // the depthwise kernel's clamp (ep2_ then holds the rest)
-  int64_t bands_ = 1, batch_rows_ = 1, expand_rows_ = 1, ring_rows_ = 0;
-  size_t ring_bytes_ = 0, thread_bytes_ = 0;
+  bool split_channels_ = false;  // images left over go by channels (run_shared), else by rows
+  int64_t batch_rows_ = 1, expand_rows_ = 1, ring_rows_ = 0;
+  size_t shared_e_bytes_ = 0, shared_bytes_ = 0;  // run_shared's E and D, at the scratch's start
+  size_t ring_bytes_ = 0, thread_bytes_ = 0;      // then each thread's ring and D
 };
 
 }  // namespace
