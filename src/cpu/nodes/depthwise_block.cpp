@@ -6,16 +6,15 @@
 // Nothing is made per shape: the 1x1 convolutions run kiln's GEMM (gemm_f32.hpp), the
 // depthwise one kiln's row kernel (depthwise_f32.hpp), sizes as arguments; a model whose input
 // shapes vary creates no oneDNN primitive for the block (MobileNet-v2: 50 of its 52).
-// And E never goes to memory: each thread runs whole images (bands of an image's rows where the
-// thread count does not divide the batch) on a ring of E rows in its own cache (a window's k
-// rows and the next GEMM's), the depthwise rows into a small D and their projection into y, a
-// few rows at a time; nothing shared, no barrier. oneDNN's convolutions write the 6x wider E and
-// D to memory and read them back.
+// And E never goes to memory: each thread runs whole images on a ring of E rows in its own cache
+// (a window's k rows and the next GEMM's), the depthwise rows into a small D and their projection
+// into y, a few rows at a time; nothing shared, no barrier. The images left where the thread
+// count does not divide the batch go to all threads, by row bands, or by channels at 7x7 (see
+// plan()). oneDNN's convolutions write the 6x wider E and D to memory and read them back.
 #include <omp.h>
 
 #include <algorithm>
 #include <cstring>
-#include <numeric>
 #include <limits>
 
 #include "core/strings.hpp"
