@@ -79,12 +79,6 @@ KILN_AVX512 __m512 v_binary(__m512 x, const EpilogueOp& op, int64_t n0, __mmask1
   }
 }
 
-// A ReLU without slope or a Clip: min / max, which the blocks apply in registers.
-inline bool clamps(const EpilogueOp& op) {
-  using A = dnnl::algorithm;
-  return (op.alg == A::eltwise_relu && op.alpha == 0.0f) || op.alg == A::eltwise_clip || op.alg == A::eltwise_clip_v2;
-}
-
 // Lines of the thread's next panel a block brings into L2 while it runs (run_blocks).
 struct Prefetch {
   const char* p = nullptr;
@@ -110,6 +104,19 @@ KILN_AVX512 inline __attribute__((always_inline)) void step512(const float* a, i
     const __m512 av = _mm512_set1_ps(a[r * lda + k]);
     for (int j = 0; j < NV; ++j) acc[r][j] = _mm512_fmadd_ps(av, bv[j], acc[r][j]);
   }
+}
+
+// Steps [0, kc) of K, the first 2 * spread of them each pair bringing a line of `next` into L2.
+template <int MR, int NV, bool PREFETCH>
+KILN_AVX512 inline __attribute__((always_inline)) void steps512(const float* a, int64_t lda, const float* b, int64_t kc,
+                                                                int64_t spread, Prefetch next, __m512 (&acc)[MR][NV]) {
+  int64_t k = 0;
+  for (int64_t line = 0; line < spread; ++line, k += 2) {
+    _mm_prefetch(next.p + line * 64, _MM_HINT_T1);
+    step512<MR, NV, PREFETCH>(a, lda, b, k, acc);
+    step512<MR, NV, PREFETCH>(a, lda, b, k + 1, acc);
+  }
+  for (; k < kc; ++k) step512<MR, NV, PREFETCH>(a, lda, b, k, acc);
 }
 
 // The epilogue of a block whose ops are not all clamps: `out` [rows][NV] the products, nv of the
@@ -157,35 +164,16 @@ KILN_AVX512 void block(const float* a, int64_t lda, const float* b, int64_t /*gs
   __m512 acc[MR][NV];
   for (int r = 0; r < MR; ++r)
     for (int j = 0; j < NV; ++j) acc[r][j] = _mm512_setzero_ps();
-  int64_t k = 0;
   if (kc <= kShortK) {  // the panel's few rows stay in L1 from the block before: B not fetched ahead
-    for (int64_t line = 0; line < spread; ++line, k += 2) {
-      _mm_prefetch(next.p + line * 64, _MM_HINT_T1);
-      step512<MR, NV, false>(a, lda, b, k, acc);
-      step512<MR, NV, false>(a, lda, b, k + 1, acc);
-    }
-    for (; k < kc; ++k) step512<MR, NV, false>(a, lda, b, k, acc);
+    steps512<MR, NV, false>(a, lda, b, kc, spread, next, acc);
   } else {
-    for (int64_t line = 0; line < spread; ++line, k += 2) {
-      _mm_prefetch(next.p + line * 64, _MM_HINT_T1);
-      step512(a, lda, b, k, acc);
-      step512(a, lda, b, k + 1, acc);
-    }
-    for (; k < kc; ++k) step512(a, lda, b, k, acc);
+    steps512<MR, NV, true>(a, lda, b, kc, spread, next, acc);
   }
   // the epilogue: in registers where it only adds (C, the bias) and clamps (most often: no
   // call in this path, so the accumulators are never spilled around one); else through memory
   const int nv = static_cast<int>(std::min<int64_t>(NV, (ncols + 15) / 16));  // vectors with columns
-  // a chain of clamps is one clamp: to [its value at -inf, its value at +inf]
-  bool in_registers = true;
   float lo = -INFINITY, hi = INFINITY;
-  if (last)
-    for (const EpilogueOp& op : ep.ops) {
-      in_registers = in_registers && op.kind == EpilogueOp::Kind::eltwise && clamps(op);
-      const bool relu = op.alg == dnnl::algorithm::eltwise_relu;
-      const float a = relu ? 0.0f : op.alpha, b = relu ? INFINITY : op.beta;
-      lo = std::min(std::max(lo, a), b), hi = std::min(std::max(hi, a), b);
-    }
+  const bool in_registers = !last || as_clamp(ep.ops, &lo, &hi);
   const bool clamp = last && !ep.ops.empty();
   const __m512 lov = _mm512_set1_ps(lo), hiv = _mm512_set1_ps(hi);
   if (!in_registers) {
@@ -577,6 +565,21 @@ bool supports_eltwise(dnnl::algorithm alg) {
       return true;
     default: return false;
   }
+}
+
+bool as_clamp(const std::vector<EpilogueOp>& ops, float* lo, float* hi) {
+  // a chain of clamps is one clamp: to [its value at -inf, its value at +inf]
+  using A = dnnl::algorithm;
+  float l = -INFINITY, h = INFINITY;
+  for (const EpilogueOp& op : ops) {
+    const bool relu = op.alg == A::eltwise_relu && op.alpha == 0.0f;
+    if (op.kind != EpilogueOp::Kind::eltwise || !(relu || op.alg == A::eltwise_clip || op.alg == A::eltwise_clip_v2))
+      return false;
+    const float a = relu ? 0.0f : op.alpha, b = relu ? INFINITY : op.beta;
+    l = std::min(std::max(l, a), b), h = std::min(std::max(h, a), b);
+  }
+  *lo = l, *hi = h;
+  return true;
 }
 
 bool supports_binary(dnnl::algorithm alg) {

@@ -70,6 +70,9 @@ struct EpilogueOp {
 // Whether the epilogue can compute `alg` (eltwise) / `alg` with such an operand (binary).
 bool supports_eltwise(dnnl::algorithm alg);
 bool supports_binary(dnnl::algorithm alg);
+// Whether `ops` are all ReLUs without slope and Clips, and then, as one clamp, to [*lo, *hi]
+// (none: -inf, +inf): what the blocks apply in registers, and the depthwise kernel as it stores.
+bool as_clamp(const std::vector<EpilogueOp>& ops, float* lo, float* hi);
 
 struct Epilogue {
   const float* bias = nullptr;  // [N] or null

@@ -40,28 +40,23 @@ enum Input { kX = 0, kW1, kB1, kW2, kB2, kW3, kB3, kResidual, kInputs };
 constexpr int64_t kGemmPixels = 48;  // pixels (rows of A) per GEMM at least: 8 blocks of 6 rows
 constexpr int64_t kSharedBytes = 512 << 10;  // run_shared's E and D of an image, per thread at most
 
-struct Part {  // one of the block's convolutions, as the pass hands it over
-  Edge *w = nullptr, *b = nullptr;
-  PostOpList post_ops;
-};
-
 class DepthwiseBlockNode : public Node {
  public:
   DepthwiseBlockNode(Node* expand, Node& dw, Node* project) : Node(*(expand ? expand : &dw)->source) {
     inputs.assign(kInputs, nullptr);
     Node& first = expand ? *expand : dw;
     inputs[kX] = first.inputs[0];
-    auto take = [&](Node* n, Input w, Input b, Part& part) {
+    auto take = [&](Node* n, Input w, Input b, PostOpList& post_ops) {
       if (!n) return;
       inputs[w] = n->inputs[1];
       inputs[b] = n->inputs.size() > 2 ? n->inputs[2] : nullptr;
-      part.post_ops = *n->post_ops();
+      post_ops = *n->post_ops();
     };
-    take(expand, kW1, kB1, expand_);
-    take(&dw, kW2, kB2, dw_);
-    take(project, kW3, kB3, project_);
-    if (project && project_.post_ops.sum_input() >= 0)
-      inputs[kResidual] = project->inputs[static_cast<size_t>(project_.post_ops.sum_input())];
+    take(expand, kW1, kB1, expand_ops_);
+    take(&dw, kW2, kB2, dw_ops_);
+    take(project, kW3, kB3, project_ops_);
+    if (project && project_ops_.sum_input() >= 0)
+      inputs[kResidual] = project->inputs[static_cast<size_t>(project_ops_.sum_input())];
     outputs = first.outputs;  // the pass absorbs the others: they hand over theirs
     k_ = dw.inputs[1]->shape[2];
     stride_ = dw.source->attr_ints("strides", {1, 1})[0];
@@ -95,7 +90,7 @@ class DepthwiseBlockNode : public Node {
       w1_ = pack_gemm(*inputs[kW1], cin_, ce_, cat("dwblock/1x1/", isa));
       ep1_ = {};
       ep1_.bias = bias_of(kB1);
-      to_gemm_epilogue_per_channel(expand_.post_ops, 0, ce_, ep1_, nullptr);  // the pass asked refuses() first
+      to_gemm_epilogue_per_channel(expand_ops_, 0, ce_, ep1_, nullptr);  // the pass asked refuses() first
     }
     w2_ = pack_weights(inputs[kW2]->constant, cat("dwblock/dw/", k_), memory::desc({depthwise_f32::packed_size(ce_, k_)}, memory::data_type::f32, tag::a),
                        [&](memory& dst) {
@@ -103,26 +98,16 @@ class DepthwiseBlockNode : public Node {
                                                      static_cast<float*>(dst.get_data_handle()));
                        });
     ep2_ = {};
-    to_gemm_epilogue_per_channel(dw_.post_ops, 0, ce_, ep2_, nullptr);
-    // one ReLU or Clip: the depthwise kernel clamps as it stores, no pass of its own over D
+    to_gemm_epilogue_per_channel(dw_ops_, 0, ce_, ep2_, nullptr);
+    // ReLUs and Clips: the depthwise kernel clamps as it stores, no pass of its own over D
     dw_lo_ = -std::numeric_limits<float>::infinity(), dw_hi_ = std::numeric_limits<float>::infinity();
-    if (ep2_.ops.size() == 1 && ep2_.ops[0].kind == gemm_f32::EpilogueOp::Kind::eltwise) {
-      const gemm_f32::EpilogueOp& op = ep2_.ops[0];
-      using A = dnnl::algorithm;
-      if (op.alg == A::eltwise_relu && op.alpha == 0.0f) {
-        dw_lo_ = 0.0f;
-        ep2_.ops.clear();
-      } else if (op.alg == A::eltwise_clip || op.alg == A::eltwise_clip_v2) {
-        dw_lo_ = op.alpha, dw_hi_ = op.beta;
-        ep2_.ops.clear();
-      }
-    }
+    if (gemm_f32::as_clamp(ep2_.ops, &dw_lo_, &dw_hi_)) ep2_.ops.clear();
     if (inputs[kW3]) {
       w3_ = pack_gemm(*inputs[kW3], ce_, cout_, cat("dwblock/1x1/", isa));
       ep3_ = {};
       ep3_.bias = bias_of(kB3);
       ep3_.accumulate = inputs[kResidual] != nullptr;
-      to_gemm_epilogue_per_channel(project_.post_ops, inputs[kResidual] ? 1 : 0, cout_, ep3_, nullptr);
+      to_gemm_epilogue_per_channel(project_ops_, inputs[kResidual] ? 1 : 0, cout_, ep3_, nullptr);
     }
     plan();
 
@@ -306,7 +291,7 @@ class DepthwiseBlockNode : public Node {
     });
   }
 
-  Part expand_, dw_, project_;
+  PostOpList expand_ops_, dw_ops_, project_ops_;  // the post-ops of the convolutions it replaced
   const ir::Node* dw_source_ = nullptr;
   int64_t k_ = 3, stride_ = 1;
   int64_t n_ = 0, h_ = 0, w_ = 0, cin_ = 0, ce_ = 0, ho_ = 0, wo_ = 0, cout_ = 0, pad_t_ = 0, pad_l_ = 0;
