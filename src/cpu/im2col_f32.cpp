@@ -42,8 +42,11 @@ void rows(const Geometry& g, const float* x, int64_t oh0, int64_t rows, float* o
           }
         };
         for (int64_t ox = 0; ox < first; ++ox) copy(ox);
-        for (int64_t ox = first; ox < last; ++ox)
-          _mm_storeu_ps(col + ox * lda, _mm_loadu_ps(src + ox * g.stride_w - g.pad_l));
+        // pointers stepped (the geometry, read through `g`, is reloaded after every store otherwise)
+        const int64_t step = g.stride_w;
+        const float* s = src + first * step - g.pad_l;
+        float* d = col + first * lda;
+        for (int64_t ox = first; ox < last; ++ox, s += step, d += lda) _mm_storeu_ps(d, _mm_loadu_ps(s));
         for (int64_t ox = last; ox < g.ow; ++ox) copy(ox);
       }
   }

@@ -86,6 +86,65 @@ TEST(GemmF32, BlocksAndTailsMatchADoubleReference) {
         }
 }
 
+// The block stores through one of several epilogue paths, chosen per call: C added or not
+// (accumulate, or a second slice of K), a bias or not, ReLU / Clip chains as one clamp in
+// registers, or ops through memory (GELU after a clamp). Each path, over short K (B not fetched
+// ahead), one slice and two, last panels of 8, 24 and 40 columns and row tails, against the
+// definition: clamp(C + A B + bias).
+TEST(GemmF32, EveryEpiloguePathWithAndWithoutCMatchesTheReference) {
+  if (!gemm::available()) GTEST_SKIP() << "below AVX2: no kernel (BlocksAndTailsMatchADoubleReference checks the error)";
+  using A = dnnl::algorithm;
+  auto op = [](A alg, float alpha, float beta) {
+    gemm::EpilogueOp o;
+    o.alg = alg;
+    o.alpha = alpha;
+    o.beta = beta;
+    return o;
+  };
+  struct Ops {
+    const char* name;
+    std::vector<gemm::EpilogueOp> ops;
+    double (*f)(double);
+  };
+  const std::vector<Ops> chains = {
+      {"none", {}, [](double x) { return x; }},
+      {"relu", {op(A::eltwise_relu, 0, 0)}, [](double x) { return std::max(x, 0.0); }},
+      {"relu, clip", {op(A::eltwise_relu, 0, 0), op(A::eltwise_clip, -1.0f, 0.75f)},
+       [](double x) { return std::min(std::max(x, 0.0), 0.75); }},
+      {"clip, gelu", {op(A::eltwise_clip_v2, -0.5f, 1.0f), op(A::eltwise_gelu_erf, 0, 0)},
+       [](double x) { return gelu_erf(std::min(std::max(x, -0.5), 1.0)); }}};
+  uint32_t seed = 500;
+  for (int64_t M : {1, 6, 7})
+    for (int64_t K : {16, 40, 530})  // short (B not fetched ahead), one slice, two
+      for (int64_t N : {8, 24, 40, 64, 88})
+        for (bool accumulate : {false, true})
+          for (bool with_bias : {false, true})
+            for (const Ops& chain : chains) {
+              SCOPED_TRACE(testing::Message() << "M " << M << " K " << K << " N " << N << " accumulate " << accumulate
+                                              << " bias " << with_bias << " ops " << chain.name);
+              Problem p(M, K, N, seed += 3);
+              const std::vector<float> packed = p.packed();
+              const std::vector<float> c0 = random_floats(static_cast<size_t>(M * p.ldc), seed + 7);
+              std::vector<float> c = c0;
+              gemm::Epilogue ep;
+              ep.accumulate = accumulate;
+              if (with_bias) ep.bias = p.bias.data();
+              ep.ops = chain.ops;
+              gemm::run(p.a.data(), M, K, p.lda, packed.data(), N, c.data(), p.ldc, ep);
+              std::vector<double> want, scale;
+              p.reference(want, scale);
+              for (int64_t i = 0; i < M; ++i) {
+                for (int64_t j = 0; j < N; ++j) {
+                  const double before = accumulate ? c0[i * p.ldc + j] : 0.0;
+                  const double w = chain.f(want[i * N + j] + before + (with_bias ? p.bias[j] : 0.0));
+                  ASSERT_NEAR(c[i * p.ldc + j], w, 1e-5 * (scale[i * N + j] + std::fabs(before)) + 1e-5)
+                      << "at " << i << ", " << j;
+                }
+                for (int64_t j = N; j < p.ldc; ++j) ASSERT_EQ(c[i * p.ldc + j], c0[i * p.ldc + j]) << "wrote past N at " << i;
+              }
+            }
+}
+
 // Where A has at least as many rows as B has columns, the rows go in bands, one per thread, the
 // panels within each band; otherwise the panels are split. Both ways over teams of 2 and 3 (bands
 // of unequal row blocks, a last band with the 6-row block's tail), K of one and two slices.
