@@ -7,6 +7,11 @@
 
 namespace kiln::cpu::im2col_f32 {
 
+// The most columns (Cin * kh * kw) kiln computes a window convolution for as im2col and GEMM:
+// an image stem (3 x 3 x 3, 3 x 7 x 7 is 147: oneDNN's direct kernels), where a row of A is
+// short enough that the copies cost little next to the products.
+constexpr int64_t kMaxColumns = 64;
+
 struct Geometry {
   int64_t c = 0, h = 0, w = 0;    // input channels and size
   int64_t kh = 1, kw = 1;         // window

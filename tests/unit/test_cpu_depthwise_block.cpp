@@ -27,14 +27,17 @@ struct Block {
   int64_t k = 3, stride = 1;
   bool expand = true, project = true, residual = true;
   bool clip = true;  // Clip(0, 6) after the expansion and the depthwise convolution (else Relu)
+  int64_t ek = 1, estride = 1;  // the expansion's window (pads ek / 2) and stride: 1x1, or an image stem's
+  bool from_input = false;      // x is the graph's input itself (else a Relu of it)
 };
 
-// Relu -> x: [1x1 cin -> ce, Clip] -> k x k depthwise (pads k / 2), Clip -> [1x1 ce -> cout] [+ x]
-// (x an intermediate tensor, as in a network: the residual sum may accumulate into it)
+// Relu -> x: [1x1 (or ek x ek) cin -> ce, Clip] -> k x k depthwise (pads k / 2), Clip -> [1x1 ce ->
+// cout] [+ x] (x an intermediate tensor, as in a network: the residual sum may accumulate into it;
+// or the input itself)
 std::shared_ptr<ir::Graph> block_graph(const Block& b) {
   auto g = make_graph();
   auto* in = g->add_input("in", {DType::f32, ir::PartialShape(Shape{b.n, b.expand ? b.cin : b.ce, b.h, b.w})});
-  auto* x = g->add_node("Relu", {in}, 1, "pre")->output(0);
+  ir::Value* x = b.from_input ? in : g->add_node("Relu", {in}, 1, "pre")->output(0);
   auto act = [&](ir::Value* v, const std::string& n) {
     if (!b.clip) return g->add_node("Relu", {v}, 1, n)->output(0);
     return g->add_node("Clip", {v, g->add_constant(n + "_lo", Tensor::scalar<float>(0.0f)),
@@ -43,12 +46,15 @@ std::shared_ptr<ir::Graph> block_graph(const Block& b) {
         ->output(0);
   };
   ir::Value* e = x;
-  if (b.expand)
-    e = act(g->add_node("Conv", {x, g->add_constant("w1", random_tensor({b.ce, b.cin, 1, 1}, 1, 0.4f)),
-                                 g->add_constant("b1", random_tensor({b.ce}, 2, 0.2f))},
-                        1, "expand")
-                ->output(0),
-            "act1");
+  if (b.expand) {
+    auto* c = g->add_node("Conv", {x, g->add_constant("w1", random_tensor({b.ce, b.cin, b.ek, b.ek}, 1, 0.4f)),
+                                   g->add_constant("b1", random_tensor({b.ce}, 2, 0.2f))},
+                          1, "expand");
+    const int64_t ep = b.ek / 2;
+    c->attrs["pads"] = std::vector<int64_t>{ep, ep, ep, ep};
+    c->attrs["strides"] = std::vector<int64_t>{b.estride, b.estride};
+    e = act(c->output(0), "act1");
+  }
   auto* d = g->add_node("Conv", {e, g->add_constant("w2", random_tensor({b.ce, 1, b.k, b.k}, 3, 0.4f)),
                                  g->add_constant("b2", random_tensor({b.ce}, 4, 0.2f))},
                         1, "dw");
@@ -191,6 +197,20 @@ TEST(CpuFuseDepthwiseBlock, AnInvertedResidualIsOneNodeMatchingTheReference) {
   Block wide;  // rows over several GEMMs and a ring that wraps
   wide.h = 40, wide.w = 6, wide.ce = 96, wide.n = 2;
   cases.push_back({"narrow rows: ring wraps", wide});
+  Block stem;  // MobileNet-v2's stem and first block: 3x3 stride 2 over the image's 3 channels
+  stem.cin = 3, stem.ce = 32, stem.ek = 3, stem.estride = 2, stem.residual = false, stem.from_input = true;
+  stem.n = 2, stem.h = 21, stem.w = 18;
+  cases.push_back({"stem: 3x3 stride 2 window expansion from the input", stem});
+  Block stem_bands = stem;  // one image: its rows split between the threads, each expanding its halo
+  stem_bands.n = 1, stem_bands.h = 70, stem_bands.w = 30, stem_bands.stride = 2, stem_bands.from_input = false;
+  cases.push_back({"stem of one image, row bands", stem_bands});
+  Block stem_odd = stem;  // a batch the threads do not divide; the ring wraps
+  stem_odd.n = 3, stem_odd.h = 60, stem_odd.w = 10, stem_odd.ce = 40;
+  cases.push_back({"stem, batch of 3", stem_odd});
+  Block window_residual;  // a window expansion at stride 1: the residual adds up
+  window_residual.cin = 4, window_residual.ce = 24, window_residual.cout = 4, window_residual.ek = 3;
+  window_residual.h = 9, window_residual.w = 11, window_residual.n = 2;
+  cases.push_back({"3x3 stride 1 window expansion with the residual", window_residual});
   for (const auto& [what, b] : cases) {
     SCOPED_TRACE(what);
     transforms::PassLog log;
@@ -208,7 +228,23 @@ TEST(CpuFuseDepthwiseBlock, AnInvertedResidualIsOneNodeMatchingTheReference) {
     if (b.project) fused.push_back("project");
     if (b.residual) fused.push_back("add");
     EXPECT_EQ(node->fused, fused);
+    if (b.ek > 1) {
+      EXPECT_TRUE(log_has(log, true, "3x3 window expansion (im2col)")) << explain(log);
+    }
   }
+}
+
+// A window over more channels than kiln's im2col GEMM takes (8 x 3 x 3 = 72 columns) stays a
+// Convolution; the block forms without it.
+TEST(CpuFuseDepthwiseBlock, AWindowOverManyChannelsIsNotItsExpansion) {
+  if (!dw::available()) GTEST_SKIP() << "no AVX2: see ...RefusedBelowAvx2";
+  Block b;
+  b.cin = 8, b.ek = 3, b.estride = 2, b.residual = false, b.h = 12, b.w = 10;
+  transforms::PassLog log;
+  auto cg = compare_with_reference(block_graph(b), {random_tensor({b.n, b.cin, b.h, b.w}, 7, 2.0f)}, agnostic(&log));
+  EXPECT_EQ(count_type(*cg, "DepthwiseBlock"), 1u) << explain(log) << cg->describe();
+  EXPECT_EQ(count_type(*cg, "Convolution"), 1u) << cg->describe();
+  EXPECT_TRUE(log_has(log, true, "dw -> project: depthwise 3x3, 1x1 projection")) << explain(log);
 }
 
 TEST(CpuFuseDepthwiseBlock, OnlyWhereShapesVaryAndNotForWhatItsKernelsLack) {

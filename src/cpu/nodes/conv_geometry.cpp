@@ -4,6 +4,16 @@
 
 namespace kiln::cpu {
 
+im2col_f32::Geometry im2col_geometry(const ir::Node& n, const Shape& x, const Shape& w, const Shape& y) {
+  const ConvGeometry geo = conv_geometry(n, x, w, y);
+  im2col_f32::Geometry g;
+  g.c = x[1], g.h = x[2], g.w = x[3], g.kh = w[2], g.kw = w[3], g.oh = y[2], g.ow = y[3];
+  g.stride_h = geo.strides[0], g.stride_w = geo.strides[1];
+  g.dil_h = geo.dilations[0] + 1, g.dil_w = geo.dilations[1] + 1;
+  g.pad_t = geo.pad_l[0], g.pad_l = geo.pad_l[1];
+  return g;
+}
+
 dnnl::memory::dims conv_weight_dims(const Shape& w, int64_t group) {
   if (group <= 1) return dnnl::memory::dims(w.begin(), w.end());
   dnnl::memory::dims d = {group, w[0] / group, w[1]};

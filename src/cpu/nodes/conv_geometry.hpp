@@ -4,6 +4,7 @@
 // (explicit pads or auto_pad SAME_UPPER / SAME_LOWER / VALID).
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "cpu/im2col_f32.hpp"
 #include "ir/graph.hpp"
 
 namespace kiln::cpu {
@@ -15,6 +16,9 @@ struct ConvGeometry {
 
 // x: [N, C, spatial...], w: [M, C/group, kernel...], y: [N, M, out spatial...].
 ConvGeometry conv_geometry(const ir::Node& n, const Shape& x, const Shape& w, const Shape& y);
+
+// The im2col geometry of a 2-D convolution (x [N, C, H, W], w [M, C, kh, kw], y [N, M, oh, ow]).
+im2col_f32::Geometry im2col_geometry(const ir::Node& n, const Shape& x, const Shape& w, const Shape& y);
 
 // The weights' dims as oneDNN takes them: w itself, or [group, M / group, C / group, kernel...].
 dnnl::memory::dims conv_weight_dims(const Shape& w, int64_t group);

@@ -135,10 +135,10 @@ class ConvolutionNode : public Node {
   // kiln's GEMM where the model's input shapes vary (Node::shape_agnostic: nothing made per
   // shape, where oneDNN makes a primitive for every new one): a 1x1 convolution (stride 1,
   // unpadded, group 1) is the GEMM of its channels-last pixels [N*H*W, Cin] by [Cin, Cout]; a
-  // window over few channels (K = Cin * kh * kw up to kSmallK: an image stem, 3 x 3 x 3) the GEMM
-  // of its im2col rows, made per thread a few output rows at a time from plain NCHW. f32, 2-D,
-  // post-ops the GEMM's epilogue computes (a sum first). Other convolutions keep oneDNN's kernels.
-  static constexpr int64_t kSmallK = 64;
+  // window over few channels (K = Cin * kh * kw up to im2col_f32::kMaxColumns: an image stem,
+  // 3 x 3 x 3) the GEMM of its im2col rows, made per thread a few output rows at a time from
+  // plain NCHW. f32, 2-D, post-ops the GEMM's epilogue computes (a sum first). Other
+  // convolutions keep oneDNN's kernels.
   struct KilnGemm {
     bool pointwise = true;
     im2col_f32::Geometry geo;  // im2col
@@ -166,11 +166,9 @@ class ConvolutionNode : public Node {
     k.pointwise = w[2] == 1 && w[3] == 1 && all(geo.strides, 1) && all(geo.dilations, 0) && all(geo.pad_l, 0) &&
                   all(geo.pad_r, 0);
     k.K = w[1] * w[2] * w[3];
-    if (!k.pointwise && k.K > kSmallK) return std::nullopt;
-    im2col_f32::Geometry& g = k.geo;
-    g.c = x[1], g.h = x[2], g.w = x[3], g.kh = w[2], g.kw = w[3], g.oh = y[2], g.ow = y[3];
-    g.stride_h = geo.strides[0], g.stride_w = geo.strides[1], g.dil_h = geo.dilations[0] + 1, g.dil_w = geo.dilations[1] + 1;
-    g.pad_t = geo.pad_l[0], g.pad_l = geo.pad_l[1];
+    if (!k.pointwise && k.K > im2col_f32::kMaxColumns) return std::nullopt;
+    k.geo = im2col_geometry(*source, x, w, y);
+    const im2col_f32::Geometry& g = k.geo;
     k.rows = std::max<int64_t>(1, std::min<int64_t>((48 + g.ow - 1) / g.ow, g.oh));  // 8 blocks of 6 rows of A
     return k;
   }

@@ -1,5 +1,7 @@
 // DepthwiseBlock: MobileNet's inverted residual as one node, channels-last f32:
-//   [E = ep1(x * W1 + b1)]  1x1 expansion (optional: else E is x)
+//   [E = ep1(x * W1 + b1)]  1x1 expansion (optional: else E is x), or a window convolution over
+//                           few channels (an image stem, 3x3 stride 2 over 3 channels: im2col
+//                           from plain NCHW x, then the GEMM), so E never goes to memory either
 //   D = ep2(depthwise_k x k,stride s(E) + b2)
 //   [y = ep3(D * W3 + b3 (+ R))]  1x1 projection (optional: else y is D), R the residual (a sum post-op)
 // made by FuseDepthwiseBlock from the Convolution nodes it replaces, with their post-ops.
@@ -22,6 +24,7 @@
 #include "cpu/depthwise_f32.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/gemm_f32.hpp"
+#include "cpu/im2col_f32.hpp"
 #include "cpu/isa.hpp"
 #include "cpu/nodes/conv_geometry.hpp"
 #include "cpu/nodes/node_factory.hpp"
@@ -58,6 +61,10 @@ class DepthwiseBlockNode : public Node {
     if (project && project_ops_.sum_input() >= 0)
       inputs[kResidual] = project->inputs[static_cast<size_t>(project_ops_.sum_input())];
     outputs = first.outputs;  // the pass absorbs the others: they hand over theirs
+    if (expand) {
+      expand_source_ = expand->source;
+      e_ = dw.inputs[0];  // E's edge, which no node writes once the pass is done (its shape: E's)
+    }
     k_ = dw.inputs[1]->shape[2];
     stride_ = dw.source->attr_ints("strides", {1, 1})[0];
     dw_source_ = dw.source;
@@ -77,6 +84,17 @@ class DepthwiseBlockNode : public Node {
     const Shape& x = inputs[kX]->shape;
     const Shape& y = outputs[0]->shape;
     n_ = x[0], h_ = x[2], w_ = x[3], cin_ = x[1];
+    x_image_ = x[1] * x[2] * x[3];
+    window_ = false;
+    if (inputs[kW1]) {  // E's rows from x: a 1x1 GEMM, or im2col and a GEMM
+      const Shape& e = e_->shape;
+      im2col_ = im2col_geometry(*expand_source_, x, inputs[kW1]->shape, e);
+      const im2col_f32::Geometry& g = im2col_;
+      window_ = g.kh != 1 || g.kw != 1 || g.stride_h != 1 || g.stride_w != 1 || g.pad_t != 0 || g.pad_l != 0 ||
+                g.oh != g.h || g.ow != g.w;
+      h_ = e[2], w_ = e[3];
+      k1_ = window_ ? g.columns() : cin_;
+    }
     ce_ = inputs[kW2]->shape[0];
     ho_ = y[2], wo_ = y[3], cout_ = y[1];
     const Shape e_shape = {n_, ce_, h_, w_}, d_shape = {n_, ce_, ho_, wo_};
@@ -86,8 +104,8 @@ class DepthwiseBlockNode : public Node {
     impl = cat("kiln_dwblock:", isa_at_least(Isa::avx512_core) ? "avx512_core" : "avx2");
 
     const std::string isa = gemm_f32::impl_name();
-    if (inputs[kW1]) {  // B(k, n) = W1[n][k]
-      w1_ = pack_gemm(*inputs[kW1], cin_, ce_, cat("dwblock/1x1/", isa));
+    if (inputs[kW1]) {  // B(k, n) = W1[n][k], k over (input channel[, kernel row, kernel column])
+      w1_ = pack_gemm(*inputs[kW1], k1_, ce_, cat(window_ ? "dwblock/im2col/" : "dwblock/1x1/", isa));
       ep1_ = {};
       ep1_.bias = bias_of(kB1);
       to_gemm_epilogue_per_channel(expand_ops_, 0, ce_, ep1_, nullptr);  // the pass asked refuses() first
@@ -114,7 +132,7 @@ class DepthwiseBlockNode : public Node {
     const memory::desc nhwc_out(to_dims(y), memory::data_type::f32, tag::nhwc);
     outputs[0]->set_layout(nhwc_out);
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
-    req[kX] = InputLayout::exact(memory::desc(to_dims(x), memory::data_type::f32, tag::nhwc));
+    req[kX] = window_ ? InputLayout::plain() : InputLayout::exact(memory::desc(to_dims(x), memory::data_type::f32, tag::nhwc));
     if (inputs[kResidual]) req[kResidual] = InputLayout::exact(nhwc_out);
     return req;
   }
@@ -133,16 +151,17 @@ class DepthwiseBlockNode : public Node {
       char* mine = static_cast<char*>(scratch) + shared_bytes_ + thread_bytes_ * static_cast<size_t>(t);
       float* ring = reinterpret_cast<float*>(mine);
       float* d = reinterpret_cast<float*>(mine + ring_bytes_);
+      float* cols = reinterpret_cast<float*>(mine + ring_bytes_ + d_bytes_);  // im2col's rows (window_)
       // whole images, one thread each; then the rest, by all the threads together
       const int64_t whole = n_ - n_ % nt;
-      for (int64_t img = whole * t / nt; img < whole * (t + 1) / nt; ++img) run_band(img, 0, 1, x, y, residual, ring, d);
+      for (int64_t img = whole * t / nt; img < whole * (t + 1) / nt; ++img) run_band(img, 0, 1, x, y, residual, ring, d, cols);
       for (int64_t img = whole; img < n_; ++img) {
         if (split_channels_) {
           run_shared(img, t, nt, x, y, residual);
         } else if (in_place && t == 0) {  // (a team smaller than planned: bands would race)
-          run_band(img, 0, 1, x, y, residual, ring, d);
+          run_band(img, 0, 1, x, y, residual, ring, d, cols);
         } else if (!in_place) {
-          run_band(img, t, nt, x, y, residual, ring, d);
+          run_band(img, t, nt, x, y, residual, ring, d, cols);
         }
       }
     }
@@ -153,10 +172,10 @@ class DepthwiseBlockNode : public Node {
   // rows computed into the thread's ring as the depthwise rows need them (a GEMM over enough rows
   // at a time), the depthwise rows into d, a few at a time, then their projection into y.
   void run_band(int64_t img, int64_t band, int64_t bands, const float* x, float* y, const float* residual, float* ring,
-                float* d) const {
+                float* d, float* cols) const {
     const bool expand = inputs[kW1] != nullptr;
     const int64_t e_row = w_ * ce_;  // floats of a row of E
-    const float* x_img = x + img * h_ * w_ * cin_;
+    const float* x_img = x + img * x_image_;
     int64_t done = 0;  // E rows [.., done) of this image are in the ring (its last ring_rows_ of them)
     const int64_t o_begin = ho_ * band / bands, o_end = ho_ * (band + 1) / bands;
     const float* rows[5] = {};
@@ -175,8 +194,13 @@ class DepthwiseBlockNode : public Node {
             const int64_t to = std::min(h_, std::max(need, from + expand_rows_));
             for (int64_t r = from; r < to;) {  // runs of rows contiguous in the ring
               const int64_t run = std::min(to - r, ring_rows_ - r % ring_rows_);
-              gemm_f32::run_serial(x_img + r * w_ * cin_, run * w_, cin_, cin_, w1(), ce_, ring + r % ring_rows_ * e_row,
-                                   ce_, ep1_);
+              float* e_rows = ring + r % ring_rows_ * e_row;
+              if (window_) {
+                im2col_f32::rows(im2col_, x_img, r, run, cols);
+                gemm_f32::run_serial(cols, run * w_, k1_, im2col_.row_stride(), w1(), ce_, e_rows, ce_, ep1_);
+              } else {
+                gemm_f32::run_serial(x_img + r * w_ * cin_, run * w_, cin_, cin_, w1(), ce_, e_rows, ce_, ep1_);
+              }
               r += run;
             }
             done = to;
@@ -206,7 +230,7 @@ class DepthwiseBlockNode : public Node {
     const int64_t panels = (ce_ + gemm_f32::kPanel - 1) / gemm_f32::kPanel;
     const int64_t c0 = std::min(ce_, panels * t / nt * gemm_f32::kPanel);
     const int64_t c1 = std::min(ce_, panels * (t + 1) / nt * gemm_f32::kPanel);
-    const float* x_img = x + img * h_ * w_ * cin_;
+    const float* x_img = x + img * x_image_;
     float* dst = inputs[kW3] ? d : y + img * ho_ * wo_ * ce_;
     if (c0 < c1) {
       const bool expand = inputs[kW1] != nullptr;
@@ -265,8 +289,10 @@ class DepthwiseBlockNode : public Node {
     // seam's window reaches across, k - stride of them): 7x7 at stride 1. Elsewhere bands ran
     // 1.3-3x faster on MobileNet-v2's layers at batch 1 (whole GEMM panels split unevenly, E
     // written and read across the whole image instead of a ring in L1 / L2).
+    // (a window expansion's im2col goes by rows: bands)
     const bool halo = (k_ - stride_) * (threads_ - 1) * 5 > h_;
-    split_channels_ = n_ % threads_ != 0 && halo && (inputs[kW1] ? e_image : 0) + d_image <= kSharedBytes * threads_;
+    split_channels_ = n_ % threads_ != 0 && halo && !window_ &&
+                      (inputs[kW1] ? e_image : 0) + d_image <= kSharedBytes * threads_;
     shared_e_bytes_ = split_channels_ && inputs[kW1] ? Arena::aligned(static_cast<size_t>(e_image)) : 0;
     shared_bytes_ = split_channels_ ? shared_e_bytes_ + Arena::aligned(static_cast<size_t>(d_image)) : 0;
     batch_rows_ = std::max<int64_t>(1, std::min<int64_t>((kGemmPixels + wo_ - 1) / wo_, ho_));
@@ -275,8 +301,11 @@ class DepthwiseBlockNode : public Node {
     // rows a GEMM adds, which then take the slots of rows no later window reads
     ring_rows_ = inputs[kW1] ? std::min<int64_t>(h_, k_ + expand_rows_) : 0;
     ring_bytes_ = Arena::aligned(static_cast<size_t>(ring_rows_ * w_ * ce_) * sizeof(float));
-    const size_t d_bytes = inputs[kW3] ? Arena::aligned(static_cast<size_t>(batch_rows_ * wo_ * ce_) * sizeof(float)) : 0;
-    thread_bytes_ = ring_bytes_ + d_bytes;
+    d_bytes_ = inputs[kW3] ? Arena::aligned(static_cast<size_t>(batch_rows_ * wo_ * ce_) * sizeof(float)) : 0;
+    // a GEMM's new rows never pass the ring's end (run_band splits them there)
+    const size_t cols_bytes =
+        window_ ? Arena::aligned(static_cast<size_t>(ring_rows_ * w_ * im2col_.row_stride()) * sizeof(float)) : 0;
+    thread_bytes_ = ring_bytes_ + d_bytes_ + cols_bytes;
   }
 
   const float* bias_of(Input i) const { return inputs[i] ? static_cast<const float*>(inputs[i]->data) : nullptr; }
@@ -293,6 +322,11 @@ class DepthwiseBlockNode : public Node {
 
   PostOpList expand_ops_, dw_ops_, project_ops_;  // the post-ops of the convolutions it replaced
   const ir::Node* dw_source_ = nullptr;
+  const ir::Node* expand_source_ = nullptr;
+  const Edge* e_ = nullptr;  // E, the expansion's output
+  bool window_ = false;      // the expansion is a window convolution (im2col_), else 1x1
+  im2col_f32::Geometry im2col_;
+  int64_t k1_ = 0, x_image_ = 0;  // the expansion's K (columns); floats of an image of x
   int64_t k_ = 3, stride_ = 1;
   int64_t n_ = 0, h_ = 0, w_ = 0, cin_ = 0, ce_ = 0, ho_ = 0, wo_ = 0, cout_ = 0, pad_t_ = 0, pad_l_ = 0;
   int threads_ = 1;
@@ -302,7 +336,7 @@ class DepthwiseBlockNode : public Node {
   bool split_channels_ = false;  // images left over go by channels (run_shared), else by rows
   int64_t batch_rows_ = 1, expand_rows_ = 1, ring_rows_ = 0;
   size_t shared_e_bytes_ = 0, shared_bytes_ = 0;  // run_shared's E and D, at the scratch's start
-  size_t ring_bytes_ = 0, thread_bytes_ = 0;      // then each thread's ring and D
+  size_t ring_bytes_ = 0, d_bytes_ = 0, thread_bytes_ = 0;  // then each thread's ring, D and im2col rows
 };
 
 }  // namespace

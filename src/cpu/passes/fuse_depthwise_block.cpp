@@ -3,12 +3,16 @@
 // that alone reads it after (each with its simple layers; the last with the residual sum of
 // FuseConvolutionAndSum), becomes one DepthwiseBlock node: kiln's GEMM and depthwise kernels,
 // the expanded tensor never in memory (cpu/nodes/depthwise_block.cpp). Either 1x1 may be
-// missing (MobileNet-v2's first block has no expansion).
+// missing (MobileNet-v2's first block has no expansion). The one before may instead be a window
+// over few channels that kiln computes as im2col and GEMM (MobileNet-v2's stem, 3x3 stride 2
+// over the image's 3 channels): its 32-channel output at half the image's size, the largest
+// tensor of the network, then never goes to memory either.
 // Only where the model's input shapes vary (Node::shape_agnostic): the node then creates nothing
 // per shape where oneDNN makes a brgemm primitive for each of the three convolutions; f32 only
 // (bf16 keeps oneDNN's kernels); AVX2 or better (depthwise_block_refuses says why not).
 #include "core/strings.hpp"
 #include "cpu/graph_optimizer.hpp"
+#include "cpu/im2col_f32.hpp"
 #include "cpu/nodes/node_factory.hpp"
 #include "cpu/passes/fuse_util.hpp"
 
@@ -37,6 +41,14 @@ bool usable(const Node& n) {
 
 bool pointwise(const Node& n) { return usable(n) && passes::not_pointwise(n).empty(); }
 
+// A window convolution the block computes as im2col and GEMM: group 1, at most
+// im2col_f32::kMaxColumns columns (input channels x window).
+bool windowed(const Node& n) {
+  if (!usable(n) || n.source->attr_i("group", 1) != 1) return false;
+  const Shape& w = n.inputs[1]->shape;
+  return w.size() == 4 && w[1] * w[2] * w[3] <= im2col_f32::kMaxColumns;
+}
+
 // One filter per channel, input channels == output channels == group, and no sum post-op.
 bool depthwise(const Node& n) {
   if (!usable(n) || n.inputs.size() > 3) return false;
@@ -58,9 +70,10 @@ size_t fuse_depthwise_block(Graph& g, transforms::PassLog* log) {
   size_t fused = 0;
   for (Node* dw : passes::nodes_of_kind(g, NodeKind::Convolution)) {
     if (!dw->shape_agnostic || !depthwise(*dw)) continue;
-    // the 1x1 convolution before, when it alone reads into dw (and does not end the graph)
+    // the 1x1 (or small window) convolution before, when it alone reads into dw (and does not
+    // end the graph)
     Node* expand = producer(g, dw->inputs[0]);
-    if (expand && (!pointwise(*expand) || expand->post_ops()->sum_input() >= 0 ||
+    if (expand && ((!pointwise(*expand) && !windowed(*expand)) || expand->post_ops()->sum_input() >= 0 ||
                    g.consumers(dw->inputs[0]).size() != 1 || g.is_graph_output(dw->inputs[0])))
       expand = nullptr;
     // the 1x1 convolution after, when it alone reads dw's output
@@ -72,6 +85,10 @@ size_t fuse_depthwise_block(Graph& g, transforms::PassLog* log) {
       if (log) log->skipped(kFuseDepthwiseBlock, where, cat("not one DepthwiseBlock: ", why));
       continue;
     }
+    const std::string expansion = !expand                ? ""
+                                  : pointwise(*expand)   ? "1x1 expansion, "
+                                                         : cat(expand->inputs[1]->shape[2], "x", expand->inputs[1]->shape[3],
+                                                               " window expansion (im2col), ");
     std::unique_ptr<Node> block = make_depthwise_block_node(expand, *dw, project);
     block->name = first->name;
     block->fused = first->fused;
@@ -84,7 +101,7 @@ size_t fuse_depthwise_block(Graph& g, transforms::PassLog* log) {
     if (project) g.absorb(host, project);
     if (log)
       log->applied(kFuseDepthwiseBlock, where,
-                   cat(expand ? "1x1 expansion, " : "", "depthwise ", dw->inputs[1]->shape[2], "x", dw->inputs[1]->shape[3],
+                   cat(expansion, "depthwise ", dw->inputs[1]->shape[2], "x", dw->inputs[1]->shape[3],
                        project ? ", 1x1 projection" : "",
                        project && project->post_ops()->sum_input() >= 0 ? " and the residual sum" : "",
                        " on kiln's kernels"));
