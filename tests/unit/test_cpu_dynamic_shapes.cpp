@@ -175,6 +175,33 @@ TEST(CpuDynamicShapes, InvertedResidualBlocksOverEveryShapeAndBatch) {
     EXPECT_EQ(count_kind(*ex, s, cpu::NodeKind::DepthwiseBlock), kiln ? 2u : 0u) << shape_to_string(s[0]);
 }
 
+TEST(CpuDynamicShapes, AStemAsItsFirstBlocksExpansionOverEveryShapeAndBatch) {
+  // MobileNet-v2's stem (3x3 stride 2 over 3 channels) + Clip, then its first block (3x3
+  // depthwise + Clip, projection): one DepthwiseBlock, the stem its im2col expansion (AVX2)
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 3, Dim::sym("h"), Dim::sym("w")})});
+  auto conv_clip = [&](ir::Value* v, int64_t ci, int64_t co, int64_t k, int64_t stride, int64_t group, uint32_t seed,
+                       const std::string& n) {
+    auto* c = g->add_node("Conv", {v, g->add_constant(n + "_w", random_tensor({co, ci / group, k, k}, seed, 0.4f)),
+                                   g->add_constant(n + "_b", random_tensor({co}, seed + 1, 0.2f))}, 1, n);
+    c->attrs["group"] = group;
+    c->attrs["pads"] = std::vector<int64_t>(4, k / 2);
+    c->attrs["strides"] = std::vector<int64_t>{stride, stride};
+    return g->add_node("Clip", {c->output(0), g->add_constant(n + "_lo", Tensor::scalar<float>(0.0f)),
+                                g->add_constant(n + "_hi", Tensor::scalar<float>(6.0f))}, 1, n + "_clip")->output(0);
+  };
+  auto* d = conv_clip(conv_clip(x, 3, 16, 3, 2, 1, 1, "stem"), 16, 16, 3, 1, 16, 3, "dw");
+  auto* p = g->add_node("Conv", {d, g->add_constant("p_w", random_tensor({8, 16, 1, 1}, 5, 0.4f)),
+                                 g->add_constant("p_b", random_tensor({8}, 6, 0.2f))}, 1, "project")->output(0);
+  g->add_output(p);
+  const bool kiln = cpu::depthwise_f32::available();
+  auto ex = run_stream(g, image_stream(3), kiln ? std::vector<std::string>{"DepthwiseBlock"} : std::vector<std::string>{});
+  for (const auto& s : image_stream(3)) {
+    EXPECT_EQ(count_kind(*ex, s, cpu::NodeKind::DepthwiseBlock), kiln ? 1u : 0u) << shape_to_string(s[0]);
+    EXPECT_EQ(count_kind(*ex, s, cpu::NodeKind::Convolution), kiln ? 0u : 3u) << shape_to_string(s[0]);
+  }
+}
+
 TEST(CpuDynamicShapes, StemsAndPointwiseConvolutionsOnKilnsGemm) {
   // an image stem (3 channels, 3x3, stride 2: im2col rows), an odd small window (2x3, strides 2
   // and 1, dilated columns, uneven pads), a 1x1 convolution with a residual sum: kiln's GEMM
