@@ -67,6 +67,30 @@ void BM_GemmKilnGelu(benchmark::State& s) {
   s.SetItemsProcessed(s.iterations() * 2 * M * N * K);
 }
 
+// One thread (run_serial), bias and Clip(0, 6) in registers, at the shapes DepthwiseBlock calls
+// on MobileNet-v2 (48 rows: a few image rows): its 1x1 expansions (K 16-96, N 6x K) and
+// projections (N 24-96), where the epilogue and the block's setup weigh against few products.
+void BM_GemmKilnSerialClip(benchmark::State& s) {
+  const int64_t M = s.range(0), K = s.range(1), N = s.range(2);
+  if (!cpu::gemm_f32::available()) {
+    s.SkipWithError("no AVX2: kiln's GEMM does not run here");
+    return;
+  }
+  const auto a = uniform(M * K, 1), b = uniform(K * N, 2), bias = uniform(N, 3);
+  std::vector<float> packed(static_cast<size_t>(cpu::gemm_f32::packed_size(K, N))), c(static_cast<size_t>(M * N));
+  cpu::gemm_f32::pack_b(b.data(), K, N, N, 1, 1.0f, packed.data());
+  cpu::gemm_f32::Epilogue ep;
+  ep.bias = bias.data();
+  cpu::gemm_f32::EpilogueOp clip;
+  clip.alg = dnnl::algorithm::eltwise_clip;
+  clip.alpha = 0.0f, clip.beta = 6.0f;
+  ep.ops.push_back(clip);
+  for (auto _ : s) {
+    cpu::gemm_f32::run_serial(a.data(), M, K, K, packed.data(), N, c.data(), N, ep);
+    benchmark::DoNotOptimize(c.data());
+  }
+  s.SetItemsProcessed(s.iterations() * 2 * M * N * K);
+}
 // The same with the weights cold, as in a model: a rotation of B matrices (64 MiB in all, more
 // than the last-level cache) so that each call reads its B from memory.
 void BM_GemmKilnCold(benchmark::State& s) {
@@ -152,6 +176,9 @@ BENCHMARK(BM_GemmKiln)->Args({8, 384, 1536})->Args({24, 384, 1536})->Args({24, 1
 BENCHMARK(BM_GemmKiln)->Args({1008, 384, 384})->Args({1008, 384, 1152})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_GemmKilnGelu)->Args({3136, 96, 384})->Args({784, 192, 768})->Args({196, 384, 1536})->Args({64, 384, 1536})
     ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_GemmKilnSerialClip)
+    ->Args({48, 16, 96})->Args({48, 24, 144})->Args({48, 32, 192})->Args({48, 64, 384})->Args({48, 96, 24})
+    ->Args({48, 144, 24})->Args({48, 192, 32})->Args({48, 384, 64})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_GemmOneDnn)->GEMM_SHAPES;
 
 }  // namespace
