@@ -27,6 +27,19 @@ std::vector<float> uniform(int64_t n, uint32_t seed) {
   return v;
 }
 
+// A, B packed, C and an epilogue with a bias, for the epilogue benchmarks.
+struct WithBias {
+  std::vector<float> a, bias, packed, c;
+  cpu::gemm_f32::Epilogue ep;
+  WithBias(int64_t M, int64_t K, int64_t N)
+      : a(uniform(M * K, 1)), bias(uniform(N, 3)), packed(static_cast<size_t>(cpu::gemm_f32::packed_size(K, N))),
+        c(static_cast<size_t>(M * N)) {
+    const auto b = uniform(K * N, 2);
+    cpu::gemm_f32::pack_b(b.data(), K, N, N, 1, 1.0f, packed.data());
+    ep.bias = bias.data();
+  }
+};
+
 void BM_GemmKiln(benchmark::State& s) {
   const int64_t M = s.range(0), K = s.range(1), N = s.range(2);
   if (!cpu::gemm_f32::available()) {
@@ -52,17 +65,13 @@ void BM_GemmKilnGelu(benchmark::State& s) {
     s.SkipWithError("no AVX2: kiln's GEMM does not run here");
     return;
   }
-  const auto a = uniform(M * K, 1), b = uniform(K * N, 2), bias = uniform(N, 3);
-  std::vector<float> packed(static_cast<size_t>(cpu::gemm_f32::packed_size(K, N))), c(static_cast<size_t>(M * N));
-  cpu::gemm_f32::pack_b(b.data(), K, N, N, 1, 1.0f, packed.data());
-  cpu::gemm_f32::Epilogue ep;
-  ep.bias = bias.data();
+  WithBias p(M, K, N);
   cpu::gemm_f32::EpilogueOp gelu;
   gelu.alg = dnnl::algorithm::eltwise_gelu_erf;
-  ep.ops.push_back(gelu);
+  p.ep.ops.push_back(gelu);
   for (auto _ : s) {
-    cpu::gemm_f32::run(a.data(), M, K, K, packed.data(), N, c.data(), N, ep);
-    benchmark::DoNotOptimize(c.data());
+    cpu::gemm_f32::run(p.a.data(), M, K, K, p.packed.data(), N, p.c.data(), N, p.ep);
+    benchmark::DoNotOptimize(p.c.data());
   }
   s.SetItemsProcessed(s.iterations() * 2 * M * N * K);
 }
@@ -76,18 +85,14 @@ void BM_GemmKilnSerialClip(benchmark::State& s) {
     s.SkipWithError("no AVX2: kiln's GEMM does not run here");
     return;
   }
-  const auto a = uniform(M * K, 1), b = uniform(K * N, 2), bias = uniform(N, 3);
-  std::vector<float> packed(static_cast<size_t>(cpu::gemm_f32::packed_size(K, N))), c(static_cast<size_t>(M * N));
-  cpu::gemm_f32::pack_b(b.data(), K, N, N, 1, 1.0f, packed.data());
-  cpu::gemm_f32::Epilogue ep;
-  ep.bias = bias.data();
+  WithBias p(M, K, N);
   cpu::gemm_f32::EpilogueOp clip;
   clip.alg = dnnl::algorithm::eltwise_clip;
   clip.alpha = 0.0f, clip.beta = 6.0f;
-  ep.ops.push_back(clip);
+  p.ep.ops.push_back(clip);
   for (auto _ : s) {
-    cpu::gemm_f32::run_serial(a.data(), M, K, K, packed.data(), N, c.data(), N, ep);
-    benchmark::DoNotOptimize(c.data());
+    cpu::gemm_f32::run_serial(p.a.data(), M, K, K, p.packed.data(), N, p.c.data(), N, p.ep);
+    benchmark::DoNotOptimize(p.c.data());
   }
   s.SetItemsProcessed(s.iterations() * 2 * M * N * K);
 }

@@ -145,24 +145,33 @@ TEST(CpuDynamicShapes, ConvolutionPoolingConcatAndInPlaceSums) {
   run_stream(g, image_stream(4), {"Convolution", "Pooling", "Concat"});
 }
 
+namespace {
+
+// MobileNet's layers: Conv (k x k, pads k / 2, random weights and bias), Clip(0, 6)
+ir::Value* conv(ir::Graph& g, ir::Value* v, int64_t ci, int64_t co, int64_t k, int64_t stride, int64_t group,
+                uint32_t seed, const std::string& n) {
+  auto* c = g.add_node("Conv", {v, g.add_constant(n + "_w", random_tensor({co, ci / group, k, k}, seed, 0.4f)),
+                                g.add_constant(n + "_b", random_tensor({co}, seed + 1, 0.2f))}, 1, n);
+  c->attrs["group"] = group;
+  c->attrs["pads"] = std::vector<int64_t>(4, k / 2);
+  c->attrs["strides"] = std::vector<int64_t>{stride, stride};
+  return c->output(0);
+}
+ir::Value* clip6(ir::Graph& g, ir::Value* v, const std::string& n) {
+  return g.add_node("Clip", {v, g.add_constant(n + "_lo", Tensor::scalar<float>(0.0f)),
+                             g.add_constant(n + "_hi", Tensor::scalar<float>(6.0f))}, 1, n)->output(0);
+}
+
+}  // namespace
+
 TEST(CpuDynamicShapes, InvertedResidualBlocksOverEveryShapeAndBatch) {
   // MobileNet-v2's blocks: expansion + Clip, 3x3 depthwise (stride 2, then 1) + Clip,
   // projection, a residual sum; one DepthwiseBlock node each where kiln's kernels run (AVX2)
   auto g = make_graph();
   auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 8, Dim::sym("h"), Dim::sym("w")})});
-  auto clip = [&](ir::Value* v, const std::string& n) {
-    return g->add_node("Clip", {v, g->add_constant(n + "_lo", Tensor::scalar<float>(0.0f)),
-                                g->add_constant(n + "_hi", Tensor::scalar<float>(6.0f))}, 1, n)->output(0);
-  };
+  auto clip = [&](ir::Value* v, const std::string& n) { return clip6(*g, v, n); };
   auto conv = [&](ir::Value* v, int64_t ci, int64_t co, int64_t k, int64_t stride, int64_t group, uint32_t seed,
-                  const std::string& n) {
-    auto* c = g->add_node("Conv", {v, g->add_constant(n + "_w", random_tensor({co, ci / group, k, k}, seed, 0.4f)),
-                                   g->add_constant(n + "_b", random_tensor({co}, seed + 1, 0.2f))}, 1, n);
-    c->attrs["group"] = group;
-    c->attrs["pads"] = std::vector<int64_t>(4, k / 2);
-    c->attrs["strides"] = std::vector<int64_t>{stride, stride};
-    return c->output(0);
-  };
+                  const std::string& n) { return test_cpu_dynamic_shapes::conv(*g, v, ci, co, k, stride, group, seed, n); };
   auto* a = clip(conv(x, 8, 16, 3, 1, 1, 1, "stem"), "a0");
   auto* b1 = conv(clip(conv(clip(conv(a, 16, 48, 1, 1, 1, 3, "e1"), "a1"), 48, 48, 3, 2, 48, 5, "d1"), "a2"), 48, 24, 1,
                   1, 1, 7, "p1");
@@ -180,20 +189,9 @@ TEST(CpuDynamicShapes, AStemAsItsFirstBlocksExpansionOverEveryShapeAndBatch) {
   // depthwise + Clip, projection): one DepthwiseBlock, the stem its im2col expansion (AVX2)
   auto g = make_graph();
   auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 3, Dim::sym("h"), Dim::sym("w")})});
-  auto conv_clip = [&](ir::Value* v, int64_t ci, int64_t co, int64_t k, int64_t stride, int64_t group, uint32_t seed,
-                       const std::string& n) {
-    auto* c = g->add_node("Conv", {v, g->add_constant(n + "_w", random_tensor({co, ci / group, k, k}, seed, 0.4f)),
-                                   g->add_constant(n + "_b", random_tensor({co}, seed + 1, 0.2f))}, 1, n);
-    c->attrs["group"] = group;
-    c->attrs["pads"] = std::vector<int64_t>(4, k / 2);
-    c->attrs["strides"] = std::vector<int64_t>{stride, stride};
-    return g->add_node("Clip", {c->output(0), g->add_constant(n + "_lo", Tensor::scalar<float>(0.0f)),
-                                g->add_constant(n + "_hi", Tensor::scalar<float>(6.0f))}, 1, n + "_clip")->output(0);
-  };
-  auto* d = conv_clip(conv_clip(x, 3, 16, 3, 2, 1, 1, "stem"), 16, 16, 3, 1, 16, 3, "dw");
-  auto* p = g->add_node("Conv", {d, g->add_constant("p_w", random_tensor({8, 16, 1, 1}, 5, 0.4f)),
-                                 g->add_constant("p_b", random_tensor({8}, 6, 0.2f))}, 1, "project")->output(0);
-  g->add_output(p);
+  auto* stem = clip6(*g, conv(*g, x, 3, 16, 3, 2, 1, 1, "stem"), "stem_clip");
+  auto* d = clip6(*g, conv(*g, stem, 16, 16, 3, 1, 16, 3, "dw"), "dw_clip");
+  g->add_output(conv(*g, d, 16, 8, 1, 1, 1, 5, "project"));
   const bool kiln = cpu::depthwise_f32::available();
   auto ex = run_stream(g, image_stream(3), kiln ? std::vector<std::string>{"DepthwiseBlock"} : std::vector<std::string>{});
   for (const auto& s : image_stream(3)) {
