@@ -19,6 +19,11 @@ struct Geometry {
   int64_t stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
   int64_t pad_t = 0, pad_l = 0;   // input rows above row 0 / columns left of column 0
   int64_t columns() const { return c * kh * kw; }
+  // Whether each output pixel is the input pixel at its place (1x1, stride 1, unpadded): the
+  // GEMM then reads x itself, channels-last, and no im2col is made.
+  bool pointwise() const {
+    return kh == 1 && kw == 1 && stride_h == 1 && stride_w == 1 && pad_t == 0 && pad_l == 0 && oh == h && ow == w;
+  }
   // Floats from one pixel's row of `out` to the next: columns(), and room for a 4-float move's
   // extra floats after the last window row (never read as columns).
   int64_t row_stride() const;

@@ -156,19 +156,14 @@ class ConvolutionNode : public Node {
     if (sum >= 0 && post_ops_.ops.front().kind != PostOp::Kind::sum) return std::nullopt;
     gemm_f32::Epilogue probe;
     if (!to_gemm_epilogue_per_channel(post_ops_, sum >= 0 ? 1 : 0, w[0], probe, nullptr)) return std::nullopt;
-    const ConvGeometry geo = conv_geometry(*source, x, w, y);
-    auto all = [](const memory::dims& v, int64_t v0) {
-      return std::all_of(v.begin(), v.end(), [v0](int64_t d) { return d == v0; });
-    };
     KilnGemm k;
     k.N = w[0];
     k.threads = omp_get_max_threads();
-    k.pointwise = w[2] == 1 && w[3] == 1 && all(geo.strides, 1) && all(geo.dilations, 0) && all(geo.pad_l, 0) &&
-                  all(geo.pad_r, 0);
-    k.K = w[1] * w[2] * w[3];
-    if (!k.pointwise && k.K > im2col_f32::kMaxColumns) return std::nullopt;
     k.geo = im2col_geometry(*source, x, w, y);
     const im2col_f32::Geometry& g = k.geo;
+    k.pointwise = g.pointwise();
+    k.K = g.columns();
+    if (!k.pointwise && k.K > im2col_f32::kMaxColumns) return std::nullopt;
     k.rows = std::max<int64_t>(1, std::min<int64_t>((48 + g.ow - 1) / g.ow, g.oh));  // 8 blocks of 6 rows of A
     return k;
   }

@@ -89,11 +89,9 @@ class DepthwiseBlockNode : public Node {
     if (inputs[kW1]) {  // E's rows from x: a 1x1 GEMM, or im2col and a GEMM
       const Shape& e = e_->shape;
       im2col_ = im2col_geometry(*expand_source_, x, inputs[kW1]->shape, e);
-      const im2col_f32::Geometry& g = im2col_;
-      window_ = g.kh != 1 || g.kw != 1 || g.stride_h != 1 || g.stride_w != 1 || g.pad_t != 0 || g.pad_l != 0 ||
-                g.oh != g.h || g.ow != g.w;
+      window_ = !im2col_.pointwise();
       h_ = e[2], w_ = e[3];
-      k1_ = window_ ? g.columns() : cin_;
+      k1_ = window_ ? im2col_.columns() : cin_;
     }
     ce_ = inputs[kW2]->shape[0];
     ho_ = y[2], wo_ = y[3], cout_ = y[1];
