@@ -317,61 +317,152 @@ KILN_AVX2 inline __attribute__((always_inline)) void fma_step(const float* ak, i
 }
 
 // The full AVX2 block's loop over K, 4 steps per iteration, `steps4` iterations: rows [0, 6)
-// of A (lda floats apart, from `a`) times a group's 16 columns ([k][16] from `b`). Written out
-// because GCC, given the unrolled loop in C++, hoists the loads of B ahead, runs out of the
-// 16 registers and spills accumulators, or recomputes the rows' addresses at every step.
+// of A (lda floats apart, from `a`) times a group's 16 columns ([k][16] from `b`), into the 12
+// accumulators, which stay in registers before and after it (operands of the asm, not memory).
+// Written out because GCC, given the unrolled loop in C++, hoists the loads of B ahead, runs out
+// of the 16 registers and spills accumulators, or recomputes the rows' addresses at every step.
 // Rows 0-2 are addressed from `a`, rows 3-5 from a + 3 lda, both with lda in bytes as index.
-KILN_AVX2 inline void k4_6x16(const float* a, int64_t lda, const float* b, int64_t steps4, __m256 (&acc)[6][2],
-                              const char* pf) {
+KILN_AVX2 inline __attribute__((always_inline)) void k4_6x16(const float* a, int64_t lda, const float* b,
+                                                              int64_t steps4, __m256 (&acc)[6][2], const char* pf) {
   const float* a3 = a + 3 * lda;
   const int64_t ldb = lda * static_cast<int64_t>(sizeof(float));
-  // accumulators in ymm0-11 (acc[r][j] in ymm(2r + j)), B in ymm12-13, A broadcast in ymm14-15
+  __m256 c0 = acc[0][0], c1 = acc[0][1], c2 = acc[1][0], c3 = acc[1][1], c4 = acc[2][0], c5 = acc[2][1];
+  __m256 c6 = acc[3][0], c7 = acc[3][1], c8 = acc[4][0], c9 = acc[4][1], c10 = acc[5][0], c11 = acc[5][1];
+  // accumulators acc[r][j] in %[c(2r + j)], B in ymm12-13, A broadcast in ymm14-15
 #define KILN_STEP(OA, OB)                            \
   "vmovups " #OB "(%[b]), %%ymm12\n\t"               \
   "vmovups " #OB "+32(%[b]), %%ymm13\n\t"            \
   "vbroadcastss " #OA "(%[a]), %%ymm14\n\t"          \
   "vbroadcastss " #OA "(%[a],%[l],1), %%ymm15\n\t"   \
-  "vfmadd231ps %%ymm12, %%ymm14, %%ymm0\n\t"         \
-  "vfmadd231ps %%ymm13, %%ymm14, %%ymm1\n\t"         \
+  "vfmadd231ps %%ymm12, %%ymm14, %[c0]\n\t"          \
+  "vfmadd231ps %%ymm13, %%ymm14, %[c1]\n\t"          \
   "vbroadcastss " #OA "(%[a],%[l],2), %%ymm14\n\t"   \
-  "vfmadd231ps %%ymm12, %%ymm15, %%ymm2\n\t"         \
-  "vfmadd231ps %%ymm13, %%ymm15, %%ymm3\n\t"         \
+  "vfmadd231ps %%ymm12, %%ymm15, %[c2]\n\t"          \
+  "vfmadd231ps %%ymm13, %%ymm15, %[c3]\n\t"          \
   "vbroadcastss " #OA "(%[a3]), %%ymm15\n\t"         \
-  "vfmadd231ps %%ymm12, %%ymm14, %%ymm4\n\t"         \
-  "vfmadd231ps %%ymm13, %%ymm14, %%ymm5\n\t"         \
+  "vfmadd231ps %%ymm12, %%ymm14, %[c4]\n\t"          \
+  "vfmadd231ps %%ymm13, %%ymm14, %[c5]\n\t"          \
   "vbroadcastss " #OA "(%[a3],%[l],1), %%ymm14\n\t"  \
-  "vfmadd231ps %%ymm12, %%ymm15, %%ymm6\n\t"         \
-  "vfmadd231ps %%ymm13, %%ymm15, %%ymm7\n\t"         \
+  "vfmadd231ps %%ymm12, %%ymm15, %[c6]\n\t"          \
+  "vfmadd231ps %%ymm13, %%ymm15, %[c7]\n\t"          \
   "vbroadcastss " #OA "(%[a3],%[l],2), %%ymm15\n\t"  \
-  "vfmadd231ps %%ymm12, %%ymm14, %%ymm8\n\t"         \
-  "vfmadd231ps %%ymm13, %%ymm14, %%ymm9\n\t"         \
-  "vfmadd231ps %%ymm12, %%ymm15, %%ymm10\n\t"        \
-  "vfmadd231ps %%ymm13, %%ymm15, %%ymm11\n\t"
-#define KILN_ACC(OP, R0, R1, R2, R3, R4, R5, R6, R7, R8, R9, R10, R11)                                       \
-  OP " " R0 "\n\t" OP " " R1 "\n\t" OP " " R2 "\n\t" OP " " R3 "\n\t" OP " " R4 "\n\t" OP " " R5 "\n\t" OP " " R6 \
-     "\n\t" OP " " R7 "\n\t" OP " " R8 "\n\t" OP " " R9 "\n\t" OP " " R10 "\n\t" OP " " R11 "\n\t"
-  asm volatile(
-      KILN_ACC("vmovups", "0(%[c]), %%ymm0", "32(%[c]), %%ymm1", "64(%[c]), %%ymm2", "96(%[c]), %%ymm3",
-               "128(%[c]), %%ymm4", "160(%[c]), %%ymm5", "192(%[c]), %%ymm6", "224(%[c]), %%ymm7",
-               "256(%[c]), %%ymm8", "288(%[c]), %%ymm9", "320(%[c]), %%ymm10", "352(%[c]), %%ymm11")
-      "1:\n\t"
-      KILN_STEP(0, 0) KILN_STEP(4, 64) "prefetcht1 (%[pf])\n\t" KILN_STEP(8, 128) KILN_STEP(12, 192)
-      "prefetcht1 64(%[pf])\n\t"
-      "add $128, %[pf]\n\t"
-      "add $16, %[a]\n\t"
-      "add $16, %[a3]\n\t"
-      "add $256, %[b]\n\t"
-      "dec %[n]\n\t"
-      "jnz 1b\n\t"
-      KILN_ACC("vmovups", "%%ymm0, 0(%[c])", "%%ymm1, 32(%[c])", "%%ymm2, 64(%[c])", "%%ymm3, 96(%[c])",
-               "%%ymm4, 128(%[c])", "%%ymm5, 160(%[c])", "%%ymm6, 192(%[c])", "%%ymm7, 224(%[c])",
-               "%%ymm8, 256(%[c])", "%%ymm9, 288(%[c])", "%%ymm10, 320(%[c])", "%%ymm11, 352(%[c])")
-      : [a] "+r"(a), [a3] "+r"(a3), [b] "+r"(b), [n] "+r"(steps4), [pf] "+r"(pf)
-      : [l] "r"(ldb), [c] "r"(&acc[0][0])
-      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
-        "xmm13", "xmm14", "xmm15", "cc", "memory");
-#undef KILN_ACC
+  "vfmadd231ps %%ymm12, %%ymm14, %[c8]\n\t"          \
+  "vfmadd231ps %%ymm13, %%ymm14, %[c9]\n\t"          \
+  "vfmadd231ps %%ymm12, %%ymm15, %[c10]\n\t"         \
+  "vfmadd231ps %%ymm13, %%ymm15, %[c11]\n\t"
+  // one asm statement per 4 steps (12 accumulators in and out are 24 of the 30 operands an asm
+  // may have: the loop's pointers are inputs, stepped here)
+  for (int64_t i = 0; i < steps4; ++i, a += 4, a3 += 4, b += 64, pf += 128)
+    asm volatile(KILN_STEP(0, 0) KILN_STEP(4, 64) "prefetcht1 (%[pf])\n\t" KILN_STEP(8, 128) KILN_STEP(12, 192)
+                 "prefetcht1 64(%[pf])\n\t"
+                 : [c0] "+x"(c0), [c1] "+x"(c1), [c2] "+x"(c2), [c3] "+x"(c3), [c4] "+x"(c4), [c5] "+x"(c5),
+                   [c6] "+x"(c6), [c7] "+x"(c7), [c8] "+x"(c8), [c9] "+x"(c9), [c10] "+x"(c10), [c11] "+x"(c11)
+                 : [a] "r"(a), [a3] "r"(a3), [b] "r"(b), [l] "r"(ldb), [pf] "r"(pf)
+                 : "xmm12", "xmm13", "xmm14", "xmm15", "memory");
 #undef KILN_STEP
+  acc[0][0] = c0, acc[0][1] = c1, acc[1][0] = c2, acc[1][1] = c3, acc[2][0] = c4, acc[2][1] = c5;
+  acc[3][0] = c6, acc[3][1] = c7, acc[4][0] = c8, acc[4][1] = c9, acc[5][0] = c10, acc[5][1] = c11;
+}
+
+// The epilogue of an AVX2 pass whose ops are not all clamps: `out` [rows][NV] the products, nv
+// of the NV vectors with columns (`ncols` from the pass's first on); C added (unless `first`
+// without accumulate), the bias, the ops, stored. `n0`: the pass's first column in the operands.
+KILN_AVX2 void epilogue_in_memory_avx2(__m256* out, int rows, int NV, int nv, float* c, int64_t ldc, int64_t ncols,
+                                       int64_t n0, bool first, const Epilogue& ep) {
+  for (int j = 0; j < nv; ++j) {
+    const int64_t col = j * 8, left = ncols - col;  // masked moves only for a last partial vector
+    const __m256 bias = ep.bias ? simd::v_load8(ep.bias + n0 + col, left) : _mm256_setzero_ps();
+    for (int r = 0; r < rows; ++r) {
+      __m256& v = out[r * NV + j];
+      if (!first || ep.accumulate) v = _mm256_add_ps(v, simd::v_load8(c + r * ldc + col, left));
+      v = _mm256_add_ps(v, bias);
+    }
+  }
+  for (const EpilogueOp& op : ep.ops) {
+    if (op.kind == EpilogueOp::Kind::eltwise) {
+      eltwise8_n(out, rows * NV, op);  // the vectors without columns too: never stored
+      continue;
+    }
+    for (int j = 0; j < nv; ++j)
+      for (int r = 0; r < rows; ++r) out[r * NV + j] = v_binary8(out[r * NV + j], op, n0 + j * 8, ncols - j * 8);
+  }
+  for (int j = 0; j < nv; ++j)
+    for (int r = 0; r < rows; ++r) simd::v_store8(c + r * ldc + j * 8, ncols - j * 8, out[r * NV + j]);
+}
+
+// The AVX2 pass's store where its epilogue stays in registers: the nv vectors with columns of
+// each row (`ncols` from the pass's first on), C added (ADD_C), the bias (ADD_BIAS, from
+// `bias`, the pass's first column), clamped to [lo, hi] (CLAMP).
+template <int MR, int NV, bool ADD_C, bool ADD_BIAS, bool CLAMP>
+KILN_AVX2 inline __attribute__((always_inline)) void store_block_avx2(const __m256 (&acc)[MR][NV], int nv, float* c,
+                                                                       int64_t ldc, int64_t ncols, const float* bias,
+                                                                       __m256 lo, __m256 hi) {
+#pragma GCC unroll 8
+  for (int j = 0; j < NV; ++j) {
+    if (j >= nv) break;
+    const int64_t col = j * 8, left = ncols - col;
+    __m256 b = _mm256_setzero_ps();
+    if constexpr (ADD_BIAS) b = simd::v_load8(bias + col, left);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      float* cr = c + r * ldc + col;
+      __m256 v = acc[r][j];
+      if constexpr (ADD_C) v = _mm256_add_ps(v, simd::v_load8(cr, left));
+      if constexpr (ADD_BIAS) v = _mm256_add_ps(v, b);
+      if constexpr (CLAMP) v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
+      simd::v_store8(cr, left, v);
+    }
+  }
+}
+
+// One pass of the AVX2 block: rows [0, MR) times NV vectors of 8 columns from `bg` (the pass's
+// first group of 16, groups `gstride` floats apart), into C from `c` (the pass's first column,
+// `ncols` from it on, column n0 of the operands); the epilogue in registers (IN_REGISTERS: it
+// only adds C and the bias and clamps to [lo, hi]) or through memory. As the AVX-512 block's
+// body: straight-line code per case, every loop over the accumulators unrolled, so that they
+// stay in registers from the first product to the store (kept on the stack around the K loop
+// and the epilogue, K = 16, N = 96 ran at 62 GF/s a core).
+template <int MR, int NV, bool IN_REGISTERS>
+KILN_AVX2 inline __attribute__((always_inline)) void pass_avx2(const float* a, int64_t lda, const float* bg,
+                                                                int64_t gstride, int64_t kc, float* c, int64_t ldc,
+                                                                int64_t ncols, int64_t n0, bool first, bool last,
+                                                                const Epilogue& ep, const char* pf, float lo, float hi) {
+  constexpr bool kFull = MR == 6 && NV == 2;  // the written-out loop, which prefetches as it goes
+  __m256 acc[MR][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) acc[r][j] = _mm256_setzero_ps();
+  int64_t k = 0;
+  if constexpr (kFull) {  // most of the work
+    k = kc / 4 * 4;
+    if (k > 0) k4_6x16(a, lda, bg, k / 4, acc, pf);
+  }
+  for (; k < kc; ++k) fma_step<MR, NV>(a + k, lda, bg + k * kGroupAvx2, gstride, acc);
+  const int nv = static_cast<int>(std::min<int64_t>(NV, (ncols + 7) / 8));  // vectors with columns
+  if constexpr (!IN_REGISTERS) {
+    __m256 out[MR * NV];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) out[r * NV + j] = acc[r][j];
+    epilogue_in_memory_avx2(out, MR, NV, nv, c, ldc, ncols, n0, first, ep);
+  } else {
+    const __m256 lov = _mm256_set1_ps(lo), hiv = _mm256_set1_ps(hi);
+    const float* bias = ep.bias ? ep.bias + n0 : nullptr;
+    // each case its own loop, without a test per accumulator
+    const bool add_c = !first || ep.accumulate, add_bias = last && ep.bias, clamp = last && !ep.ops.empty();
+    switch ((add_c ? 4 : 0) | (add_bias ? 2 : 0) | (clamp ? 1 : 0)) {
+      case 0: return store_block_avx2<MR, NV, false, false, false>(acc, nv, c, ldc, ncols, bias, lov, hiv);
+      case 1: return store_block_avx2<MR, NV, false, false, true>(acc, nv, c, ldc, ncols, bias, lov, hiv);
+      case 2: return store_block_avx2<MR, NV, false, true, false>(acc, nv, c, ldc, ncols, bias, lov, hiv);
+      case 3: return store_block_avx2<MR, NV, false, true, true>(acc, nv, c, ldc, ncols, bias, lov, hiv);
+      case 4: return store_block_avx2<MR, NV, true, false, false>(acc, nv, c, ldc, ncols, bias, lov, hiv);
+      case 5: return store_block_avx2<MR, NV, true, false, true>(acc, nv, c, ldc, ncols, bias, lov, hiv);
+      case 6: return store_block_avx2<MR, NV, true, true, false>(acc, nv, c, ldc, ncols, bias, lov, hiv);
+      default: return store_block_avx2<MR, NV, true, true, true>(acc, nv, c, ldc, ncols, bias, lov, hiv);
+    }
+  }
 }
 
 // The AVX2 block: as block<MR> (rows [0, MR) of a times a 64-column panel slice), the panel
@@ -385,66 +476,24 @@ KILN_AVX2 void block_avx2(const float* a, int64_t lda, const float* b, int64_t g
                           int64_t ldc, int64_t ncols, int64_t n0, bool first, bool last, const Epilogue& ep,
                           Prefetch next) {
   static_assert(NV % 2 == 0, "a pass covers whole groups of 16 columns");
-  constexpr bool kFull = MR == 6 && NV == 2;  // the written-out loop, which prefetches as it goes
+  constexpr bool kFull = MR == 6 && NV == 2;
   const int64_t passes = (std::min(kPanel, ncols) + NV * 8 - 1) / (NV * 8);
   // the full block spreads `next` over its passes' loops (2 lines per 4 steps of K, so that
   // the misses overlap the products), the rest of it at once; other blocks all at once
   const int64_t spread = kFull ? std::min(next.lines, passes * (kc / 4) * 2) : 0;
   Prefetch{next.p + spread * 64, next.lines - spread}.burst();
+  // the epilogue in registers where it only adds and clamps, decided before the products
+  float lo = -INFINITY, hi = INFINITY;
+  const bool in_registers = !last || as_clamp(ep.ops, &lo, &hi);
   for (int64_t sub = 0; sub < kPanel && sub < ncols; sub += NV * 8) {
     const float* bg = b + sub / kGroupAvx2 * gstride;  // the pass's first group
-    __m256 acc[MR][NV];
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 8
-      for (int j = 0; j < NV; ++j) acc[r][j] = _mm256_setzero_ps();
-    int64_t k = 0;
-    if constexpr (kFull) {  // most of the work
-      k = kc / 4 * 4;
-      // this pass's lines of `next`, else B's own (in cache: a prefetch that costs nothing)
-      const int64_t pass = sub / (NV * 8), mine = pass * (k / 4) * 2;
-      const char* pf = mine < spread ? next.p + mine * 64 : reinterpret_cast<const char*>(bg);
-      if (k > 0) k4_6x16(a, lda, bg, k / 4, acc, pf);
-    }
-    for (; k < kc; ++k) fma_step<MR, NV>(a + k, lda, bg + k * kGroupAvx2, gstride, acc);
-    // the block's values (C added, the bias) in `out`, then the ops over all of them at once
-    __m256 out[MR][NV];
-    const int nv = static_cast<int>(std::min<int64_t>(NV, (ncols - sub + 7) / 8));  // vectors with columns
-    // unrolled, so that every accumulator index is a constant: GCC otherwise keeps acc in
-    // memory and stores all of them on every step of the k loop (1.6x slower)
-#pragma GCC unroll 8
-    for (int j = 0; j < NV; ++j) {
-      if (j >= nv) break;
-      const int64_t col = sub + j * 8;
-      const int64_t left = ncols - col;  // masked moves only for a last partial vector (v_load8)
-      const __m256 bias = last && ep.bias ? simd::v_load8(ep.bias + n0 + col, left) : _mm256_setzero_ps();
-#pragma GCC unroll 8
-      for (int r = 0; r < MR; ++r) {
-        __m256 v = acc[r][j];
-        if (!first || ep.accumulate) v = _mm256_add_ps(v, simd::v_load8(c + r * ldc + col, left));
-        out[r][j] = last ? _mm256_add_ps(v, bias) : v;
-      }
-    }
-    if (last)
-      for (const EpilogueOp& op : ep.ops) {
-        if (op.kind == EpilogueOp::Kind::eltwise) {
-          if (nv == NV) {
-            eltwise8_n(&out[0][0], MR * NV, op);
-          } else {
-            for (int r = 0; r < MR; ++r) eltwise8_n(out[r], nv, op);
-          }
-          continue;
-        }
-        for (int j = 0; j < nv; ++j)
-          for (int r = 0; r < MR; ++r) out[r][j] = v_binary8(out[r][j], op, n0 + sub + j * 8, ncols - sub - j * 8);
-      }
-#pragma GCC unroll 8
-    for (int j = 0; j < NV; ++j) {
-      if (j >= nv) break;
-      const int64_t col = sub + j * 8;
-#pragma GCC unroll 8
-      for (int r = 0; r < MR; ++r) simd::v_store8(c + r * ldc + col, ncols - col, out[r][j]);
-    }
+    // this pass's lines of `next`, else B's own (in cache: a prefetch that costs nothing)
+    const int64_t mine = sub / (NV * 8) * (kc / 4) * 2;
+    const char* pf = mine < spread ? next.p + mine * 64 : reinterpret_cast<const char*>(bg);
+    if (in_registers)
+      pass_avx2<MR, NV, true>(a, lda, bg, gstride, kc, c + sub, ldc, ncols - sub, n0 + sub, first, last, ep, pf, lo, hi);
+    else
+      pass_avx2<MR, NV, false>(a, lda, bg, gstride, kc, c + sub, ldc, ncols - sub, n0 + sub, first, last, ep, pf, lo, hi);
   }
 }
 
