@@ -151,6 +151,21 @@ KILN_AVX512 void epilogue_in_memory(__m512* out, int rows, int NV, int nv, float
   }
 }
 
+// Returns STORE<MR, NV, ADD_C, ADD_BIAS, CLAMP>(args...) for the epilogue's case: each case its
+// own straight-line store, without a test per accumulator (a macro, not a template taking the
+// store: the stores carry their ISA's target attribute, which a generic dispatcher would lose).
+#define KILN_STORE_CASE(STORE, MR, NV, ADD_C, ADD_BIAS, CLAMP, ...)                      \
+  switch (((ADD_C) ? 4 : 0) | ((ADD_BIAS) ? 2 : 0) | ((CLAMP) ? 1 : 0)) {                \
+    case 0: return STORE<MR, NV, false, false, false>(__VA_ARGS__);                      \
+    case 1: return STORE<MR, NV, false, false, true>(__VA_ARGS__);                       \
+    case 2: return STORE<MR, NV, false, true, false>(__VA_ARGS__);                       \
+    case 3: return STORE<MR, NV, false, true, true>(__VA_ARGS__);                        \
+    case 4: return STORE<MR, NV, true, false, false>(__VA_ARGS__);                       \
+    case 5: return STORE<MR, NV, true, false, true>(__VA_ARGS__);                        \
+    case 6: return STORE<MR, NV, true, true, false>(__VA_ARGS__);                        \
+    default: return STORE<MR, NV, true, true, true>(__VA_ARGS__);                        \
+  }
+
 // The AVX-512 block's store where its epilogue stays in registers: the nv vectors with columns
 // of each row, C added (ADD_C), the bias (ADD_BIAS), clamped to [lo, hi] (CLAMP).
 template <int MR, int NV, bool ADD_C, bool ADD_BIAS, bool CLAMP>
@@ -202,19 +217,8 @@ KILN_AVX512 inline __attribute__((always_inline)) void block_body(const float* a
     epilogue_in_memory(out, MR, NV, nv, c, ldc, ncols, n0, first, ep);
   } else {
     const __m512 lov = _mm512_set1_ps(lo), hiv = _mm512_set1_ps(hi);
-    // each case its own loop, without a test per accumulator
     const bool add_c = !first || ep.accumulate, add_bias = last && ep.bias, clamp = last && !ep.ops.empty();
-    const int variant = (add_c ? 4 : 0) | (add_bias ? 2 : 0) | (clamp ? 1 : 0);
-    switch (variant) {
-      case 0: return store_block<MR, NV, false, false, false>(acc, nv, c, ldc, ncols, n0, ep.bias, lov, hiv);
-      case 1: return store_block<MR, NV, false, false, true>(acc, nv, c, ldc, ncols, n0, ep.bias, lov, hiv);
-      case 2: return store_block<MR, NV, false, true, false>(acc, nv, c, ldc, ncols, n0, ep.bias, lov, hiv);
-      case 3: return store_block<MR, NV, false, true, true>(acc, nv, c, ldc, ncols, n0, ep.bias, lov, hiv);
-      case 4: return store_block<MR, NV, true, false, false>(acc, nv, c, ldc, ncols, n0, ep.bias, lov, hiv);
-      case 5: return store_block<MR, NV, true, false, true>(acc, nv, c, ldc, ncols, n0, ep.bias, lov, hiv);
-      case 6: return store_block<MR, NV, true, true, false>(acc, nv, c, ldc, ncols, n0, ep.bias, lov, hiv);
-      default: return store_block<MR, NV, true, true, true>(acc, nv, c, ldc, ncols, n0, ep.bias, lov, hiv);
-    }
+    KILN_STORE_CASE(store_block, MR, NV, add_c, add_bias, clamp, acc, nv, c, ldc, ncols, n0, ep.bias, lov, hiv);
   }
 }
 
@@ -450,20 +454,12 @@ KILN_AVX2 inline __attribute__((always_inline)) void pass_avx2(const float* a, i
   } else {
     const __m256 lov = _mm256_set1_ps(lo), hiv = _mm256_set1_ps(hi);
     const float* bias = ep.bias ? ep.bias + n0 : nullptr;
-    // each case its own loop, without a test per accumulator
     const bool add_c = !first || ep.accumulate, add_bias = last && ep.bias, clamp = last && !ep.ops.empty();
-    switch ((add_c ? 4 : 0) | (add_bias ? 2 : 0) | (clamp ? 1 : 0)) {
-      case 0: return store_block_avx2<MR, NV, false, false, false>(acc, nv, c, ldc, ncols, bias, lov, hiv);
-      case 1: return store_block_avx2<MR, NV, false, false, true>(acc, nv, c, ldc, ncols, bias, lov, hiv);
-      case 2: return store_block_avx2<MR, NV, false, true, false>(acc, nv, c, ldc, ncols, bias, lov, hiv);
-      case 3: return store_block_avx2<MR, NV, false, true, true>(acc, nv, c, ldc, ncols, bias, lov, hiv);
-      case 4: return store_block_avx2<MR, NV, true, false, false>(acc, nv, c, ldc, ncols, bias, lov, hiv);
-      case 5: return store_block_avx2<MR, NV, true, false, true>(acc, nv, c, ldc, ncols, bias, lov, hiv);
-      case 6: return store_block_avx2<MR, NV, true, true, false>(acc, nv, c, ldc, ncols, bias, lov, hiv);
-      default: return store_block_avx2<MR, NV, true, true, true>(acc, nv, c, ldc, ncols, bias, lov, hiv);
-    }
+    KILN_STORE_CASE(store_block_avx2, MR, NV, add_c, add_bias, clamp, acc, nv, c, ldc, ncols, bias, lov, hiv);
   }
 }
+
+#undef KILN_STORE_CASE
 
 // The AVX2 block: as block<MR> (rows [0, MR) of a times a 64-column panel slice), the panel
 // taken NV vectors of 8 columns at a time: MR x NV accumulators, at most 12 of the 16
