@@ -419,6 +419,11 @@ KILN_AVX2 inline __attribute__((always_inline)) void store_block_avx2(const __m2
   }
 }
 
+// Whether the AVX2 block of MR x NV runs the written-out loop (k4_6x16), which prefetches the
+// next panel as it goes: block_avx2 spreads those lines over its passes only for it.
+template <int MR, int NV>
+constexpr bool kAvx2Full = MR == 6 && NV == 2;
+
 // One pass of the AVX2 block: rows [0, MR) times NV vectors of 8 columns from `bg` (the pass's
 // first group of 16, groups `gstride` floats apart), into C from `c` (the pass's first column,
 // `ncols` from it on, column n0 of the operands); the epilogue in registers (IN_REGISTERS: it
@@ -431,14 +436,13 @@ KILN_AVX2 inline __attribute__((always_inline)) void pass_avx2(const float* a, i
                                                                 int64_t gstride, int64_t kc, float* c, int64_t ldc,
                                                                 int64_t ncols, int64_t n0, bool first, bool last,
                                                                 const Epilogue& ep, const char* pf, float lo, float hi) {
-  constexpr bool kFull = MR == 6 && NV == 2;  // the written-out loop, which prefetches as it goes
   __m256 acc[MR][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
     for (int j = 0; j < NV; ++j) acc[r][j] = _mm256_setzero_ps();
   int64_t k = 0;
-  if constexpr (kFull) {  // most of the work
+  if constexpr (kAvx2Full<MR, NV>) {  // most of the work
     k = kc / 4 * 4;
     if (k > 0) k4_6x16(a, lda, bg, k / 4, acc, pf);
   }
@@ -472,11 +476,10 @@ KILN_AVX2 void block_avx2(const float* a, int64_t lda, const float* b, int64_t g
                           int64_t ldc, int64_t ncols, int64_t n0, bool first, bool last, const Epilogue& ep,
                           Prefetch next) {
   static_assert(NV % 2 == 0, "a pass covers whole groups of 16 columns");
-  constexpr bool kFull = MR == 6 && NV == 2;
   const int64_t passes = (std::min(kPanel, ncols) + NV * 8 - 1) / (NV * 8);
   // the full block spreads `next` over its passes' loops (2 lines per 4 steps of K, so that
   // the misses overlap the products), the rest of it at once; other blocks all at once
-  const int64_t spread = kFull ? std::min(next.lines, passes * (kc / 4) * 2) : 0;
+  const int64_t spread = kAvx2Full<MR, NV> ? std::min(next.lines, passes * (kc / 4) * 2) : 0;
   Prefetch{next.p + spread * 64, next.lines - spread}.burst();
   // the epilogue in registers where it only adds and clamps, decided before the products
   float lo = -INFINITY, hi = INFINITY;
