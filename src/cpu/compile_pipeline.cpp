@@ -7,6 +7,7 @@
 #include "core/strings.hpp"
 #include "cpu/graph_optimizer.hpp"
 #include "cpu/weights_cache.hpp"
+#include "snippets/subgraph_op.hpp"
 #include "transforms/specialize_shapes.hpp"
 #include "transforms/specialize_symbolic.hpp"
 
@@ -98,17 +99,82 @@ IrTemplate run_ir_template_stages(const ir::Graph& model, const GraphOptions& op
   return t;
 }
 
-IrStagesResult instantiate_ir_template(const ir::Graph& tmpl, const std::vector<Shape>& input_shapes,
+IrStagesResult instantiate_ir_template(const IrTemplate& t, const std::vector<Shape>& input_shapes,
                                        const GraphOptions& options, transforms::PassLog* log) {
   IrStagesResult r;
-  r.graph = tmpl.clone();
+  r.graph = (t.tokenized ? *t.tokenized : *t.graph).clone();
   const transforms::SpecializeResult s = transforms::specialize_shapes(*r.graph, input_shapes);  // 1
   r.all_static = s.all_static;
   r.first_dynamic = s.first_dynamic;
   if (!r.all_static) return r;
   check_tensor_bytes(*r.graph, max_tensor_bytes(options));
-  run_tokenization(*r.graph, options.disabled_passes, log, options.snippets_mode, fusion_target(options));  // 3
+  if (!t.tokenized)
+    run_tokenization(*r.graph, options.disabled_passes, log, options.snippets_mode, fusion_target(options));  // 3
   return r;
+}
+
+namespace {
+
+// What tokenize_ir_template compares: every node's op, name and (a Subgraph's) fused ops.
+std::vector<std::string> node_signature(const ir::Graph& g) {
+  std::vector<std::string> sig;
+  sig.reserve(g.num_nodes());
+  for (const ir::Node* n : g.nodes()) {
+    std::string s = cat(n->domain(), ":", n->op_type(), " '", n->name(), "'");
+    if (n->has_attr(snippets::kFusedAttr))
+      for (const std::string& op : n->attr_strings(snippets::kFusedAttr)) s += cat(" ", op);
+    sig.push_back(std::move(s));
+  }
+  std::sort(sig.begin(), sig.end());
+  return sig;
+}
+
+}  // namespace
+
+void tokenize_ir_template(IrTemplate& t, const std::vector<Shape>& first, const ir::Graph& first_instance,
+                          const GraphOptions& options, transforms::PassLog* log) {
+  if (!t.graph || t.tokenized) return;
+  const std::string where = t.graph->name.empty() ? "graph" : t.graph->name;
+  if (options.disabled_passes.count(kTemplateTokenization)) {
+    t.tokenize_reason = cat("the pass ", kTemplateTokenization, " is disabled");
+    if (log) log->skipped(kTemplateTokenization, where, t.tokenize_reason);
+    return;
+  }
+  transforms::PassLog passes;  // the template's tokenization, kept only when the template is
+  std::shared_ptr<ir::Graph> tok = t.graph->clone();
+  try {
+    std::shared_ptr<ir::Graph> at_first = t.graph->clone();
+    if (!transforms::specialize_shapes(*at_first, first).all_static)
+      t.tokenize_reason = "the first input shapes leave shapes that depend on data";
+    else
+      run_tokenization(*tok, options.disabled_passes, &passes, options.snippets_mode, fusion_target(options),
+                       at_first.get());  // 3, MarkSkipped's answers at `first`
+    if (t.tokenize_reason.empty()) {
+      std::shared_ptr<ir::Graph> check = tok->clone();
+      transforms::specialize_shapes(*check, first);
+      const std::vector<std::string> got = node_signature(*check), want = node_signature(first_instance);
+      if (got != want) {
+        auto [a, b] = std::mismatch(got.begin(), got.end(), want.begin(), want.end());
+        t.tokenize_reason = cat("at the first input shapes the template's Subgraphs differ from that shape's: ",
+                                a == got.end() ? std::string("-") : *a, " where that shape has ",
+                                b == want.end() ? std::string("-") : *b);
+      }
+    }
+  } catch (const Error& e) {
+    t.tokenize_reason = e.what();
+  }
+  if (!t.tokenize_reason.empty()) {
+    if (log) log->skipped(kTemplateTokenization, where, cat("tokenized per input shape: ", t.tokenize_reason));
+    return;
+  }
+  size_t subgraphs = 0;
+  for (const ir::Node* n : tok->nodes()) subgraphs += snippets::is_subgraph(*n);
+  if (log) {
+    log->entries.insert(log->entries.end(), passes.entries.begin(), passes.entries.end());
+    log->applied(kTemplateTokenization, where,
+                 cat("snippets tokenization decided once for every input shape: ", subgraphs, " Subgraphs"));
+  }
+  t.tokenized = std::move(tok);
 }
 
 void run_runtime_stages(Graph& g, const GraphOptions& options) {

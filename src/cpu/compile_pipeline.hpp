@@ -3,6 +3,8 @@
 // order they run. Stages 1-3 run once per plan (a set of input shapes) on the plan's copy of
 // the model, shared by every thread (cpu::Executor); stages 4-8 once per plan and thread, in
 // cpu::Graph's constructor, because a graph's primitives belong to the thread that made them.
+// A model whose input shapes vary runs stages 2-3 once, on symbolic shapes (the template,
+// below), and only stage 1 of them per plan.
 //
 //   0. precision    once per model (cpu::Executor): a model stored in fp16 computes in f32
 //                   (transforms/compute_fp16_in_f32)
@@ -55,16 +57,33 @@ IrStagesResult run_ir_stages(const ir::Graph& model, const std::vector<Shape>& i
 void run_static_ir_stages(ir::Graph& g, const GraphOptions& options, transforms::PassLog* log);
 
 // A model whose input shapes vary runs stage 1 on symbolic shapes and stage 2 once, on a copy
-// of the model (run_ir_template_stages), and then for each set of input shapes stage 1 and
-// stage 3 on a copy of that template (instantiate_ir_template): the fusions hold for every
-// shape, and a new shape costs no pattern matching. `graph` is null when the model needs the
-// per-shape stages (control flow, values of unknown rank, SymbolicShapes disabled: `reason`).
+// of the model (run_ir_template_stages), then stage 3 once on that template at the first input
+// shapes (tokenize_ir_template), and for each set of input shapes stage 1 on a copy of the
+// tokenized template (instantiate_ir_template): the fusions and Subgraphs hold for every
+// shape, and a new shape costs no pattern matching and no tokenization. `graph` is null when
+// the model needs the per-shape stages (control flow, values of unknown rank, SymbolicShapes
+// disabled: `reason`).
 struct IrTemplate {
-  std::shared_ptr<const ir::Graph> graph;
+  std::shared_ptr<const ir::Graph> graph;      // after stage 2
   std::string reason;
+  // After stage 3 too (null: each shape is tokenized on its own, stage 3 per shape; before
+  // tokenize_ir_template ran, or `tokenize_reason` says why not).
+  std::shared_ptr<const ir::Graph> tokenized;
+  std::string tokenize_reason;
 };
 IrTemplate run_ir_template_stages(const ir::Graph& model, const GraphOptions& options, transforms::PassLog* log);
-IrStagesResult instantiate_ir_template(const ir::Graph& tmpl, const std::vector<Shape>& input_shapes,
+// Stage 3 once, for every shape: MarkSkipped asks the template specialised to `first` (its
+// fusion rules read static shapes) and the tokenizer runs on the template itself. Kept as
+// `t.tokenized` only when, at `first`, it gives the very nodes tokenizing at those shapes gave
+// (`first_instance`: instantiate_ir_template's graph there, tokenized per shape): the same ops,
+// names and fused ops. Else `t.tokenize_reason` names the first difference (a lone broadcasting
+// op whose operands are equal at `first` but not on symbols, say) and every shape keeps its
+// own stage 3. `log` gets the template's tokenization, or why not.
+void tokenize_ir_template(IrTemplate& t, const std::vector<Shape>& first, const ir::Graph& first_instance,
+                          const GraphOptions& options, transforms::PassLog* log);
+// Stage 1 on a copy of the tokenized template when there is one, else of `graph` followed by
+// stage 3.
+IrStagesResult instantiate_ir_template(const IrTemplate& t, const std::vector<Shape>& input_shapes,
                                        const GraphOptions& options, transforms::PassLog* log);
 
 // Stages 4-8 on `g` (cpu::Graph's constructor calls it).

@@ -366,7 +366,7 @@ IrStagesResult Executor::plan_ir_stages(const std::vector<Shape>& shapes, Plan& 
     plan.log = template_log_;
     std::optional<IrStagesResult> r;
     try {
-      r = instantiate_ir_template(*template_->graph, shapes, options_, &plan.log);
+      r = instantiate_ir_template(*template_, shapes, options_, &plan.log);
       if (!r->all_static) r.reset();
     } catch (const Error&) {
       // e.g. a -1 the template's Reshape cannot resolve for an empty dim: the model says what holds
@@ -389,6 +389,9 @@ IrStagesResult Executor::plan_ir_stages(const std::vector<Shape>& shapes, Plan& 
         plan.log = per_shape_log;
         return p;
       }
+      // stage 3 once from now on, where the template's Subgraphs are these shapes' own
+      tokenize_ir_template(*template_, shapes, *r->graph, options_, &template_log_);
+      if (template_->tokenized) remember_constants(*template_->tokenized);
     }
     if (r) return std::move(*r);
     plan.log = model_log_;
@@ -399,6 +402,16 @@ IrStagesResult Executor::plan_ir_stages(const std::vector<Shape>& shapes, Plan& 
 bool Executor::uses_ir_template() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return template_ && template_->graph;
+}
+
+bool Executor::tokenizes_once() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return template_ && template_->graph && template_->tokenized;
+}
+
+std::string Executor::tokenize_once_reason() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return template_ ? template_->tokenize_reason : "";
 }
 
 std::string Executor::ir_template_reason() const {

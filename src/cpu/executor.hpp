@@ -140,6 +140,10 @@ class Executor {
   // stage 2 ran once) and, when not, why. Made with the first plan; before it, false and "".
   bool uses_ir_template() const;
   std::string ir_template_reason() const;
+  // With the template: whether its snippets tokenization (stage 3) was made once, at the first
+  // shapes, for every plan, and when not, why (each plan then tokenizes its own shapes).
+  bool tokenizes_once() const;
+  std::string tokenize_once_reason() const;
 
  private:
   // mutex_ held; `hit` (may be null): whether the plan was cached

@@ -122,7 +122,7 @@ FusionTarget fusion_target(const GraphOptions& options) {
 }
 
 void run_tokenization(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log,
-                      SnippetsMode snippets, const FusionTarget& target) {
+                      SnippetsMode snippets, const FusionTarget& target, const ir::Graph* skip_from) {
   // last on the ir::Graph: what the CPU optimizer will not fuse and snippets can compile
   if (disabled.count("all-fusions")) return;
   if (disabled.count(snippets::kTokenizationPass) || snippets == SnippetsMode::disable) return;
@@ -136,13 +136,18 @@ void run_tokenization(ir::Graph& g, const std::set<std::string>& disabled, trans
   const size_t max_ptrs = static_cast<size_t>(x64::shared_target_machine()->max_data_pointers());
   if (snippets == SnippetsMode::ignore_callback) {
     snippets::tokenize(g, snippets::SkippedNodes{}, max_ptrs, log);
-  } else {
+  } else if (!skip_from) {
     snippets::tokenize(g, mark_skipped(g, log, target), max_ptrs, log);  // what the CPU passes will fuse stays out
+  } else {
+    snippets::SkippedNodes skipped;
+    for (const ir::Node* n : mark_skipped(*skip_from, log, target))
+      if (const ir::Node* same = g.find_node(n->name())) skipped.insert(same);
+    snippets::tokenize(g, skipped, max_ptrs, log);
   }
 }
 
 std::vector<std::string> known_pass_names() {
-  std::vector<std::string> names = {"all-fusions", transforms::kComputeFp16InF32, transforms::kSymbolicShapes,
+  std::vector<std::string> names = {"all-fusions", transforms::kComputeFp16InF32, transforms::kSymbolicShapes, kTemplateTokenization,
                                     transforms::kSplitAtDataDependentShapes, kPatterns,
                                     transforms::kQdqToQLinear, transforms::kHoistQdqAboveLayout, kUserPatterns,
                                     snippets::kTokenizationPass};

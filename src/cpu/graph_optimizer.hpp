@@ -35,14 +35,22 @@ void run_ir_passes(ir::Graph& g, const std::set<std::string>& disabled, transfor
                    const std::vector<pattern::PatternConfig>* user_patterns = nullptr,
                    SnippetsMode snippets = SnippetsMode::enable, const FusionTarget& target = {});
 // The two halves of run_ir_passes: stage 2 (everything up to the tokenizer) and stage 3 (the
-// tokenizer; its Subgraphs are compiled for static shapes, so a model whose shapes vary runs it
-// for each shape, after stage 2 ran once on symbolic shapes).
+// tokenizer). A model whose shapes vary runs both once on its symbolic template
+// (compile_pipeline.hpp), stage 3 per shape only where the template's tokenization differs.
 void run_ir_fusions(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log,
                     const std::vector<pattern::PatternConfig>* user_patterns = nullptr);
-// `target` (MarkSkipped's): what the graph compiles for, fusion_target(options).
+// `target` (MarkSkipped's): what the graph compiles for, fusion_target(options). `skip_from`
+// (may be null): MarkSkipped asks this graph instead of `g` (the same model at static shapes,
+// when `g` is the symbolic template: the fusion rules read static shapes) and its answers apply
+// to the nodes of `g` of the same names.
 void run_tokenization(ir::Graph& g, const std::set<std::string>& disabled, transforms::PassLog* log,
-                      SnippetsMode snippets = SnippetsMode::enable, const FusionTarget& target = {});
+                      SnippetsMode snippets = SnippetsMode::enable, const FusionTarget& target = {},
+                      const ir::Graph* skip_from = nullptr);
 FusionTarget fusion_target(const GraphOptions& options);
+// Stage 3 run once on a model's symbolic template (compile_pipeline.hpp, tokenize_ir_template):
+// its log name (applied; skipped says why each shape runs stage 3), and the kiln_disable_passes
+// name that makes every shape tokenize on its own.
+inline constexpr const char* kTemplateTokenization = "TemplateTokenization";
 
 // Every pass name a user may disable: the ir::Graph passes run before lowering, these,
 // and "all-fusions".

@@ -41,7 +41,15 @@ bool lone_worth_a_kernel(const ir::Node& n) {
   if (op != "Add" && op != "Sub" && op != "Mul" && op != "Div" && op != "Max" && op != "Min") return false;
   const ir::Value *a = n.input(0), *b = n.input(1);
   if (!a || !b || a == b || a->is_constant() || b->is_constant()) return false;
-  return a->type.shape.is_static() && b->type.shape.is_static() && !(a->type.shape == b->type.shape);
+  // On symbolic shapes (a model's template, tokenized once for every shape): broadcasting
+  // unless the two are the same dims (equal numbers, or the same named symbol), the answer the
+  // static shapes give wherever the symbols differ from 1.
+  const ir::PartialShape &sa = a->type.shape, &sb = b->type.shape;
+  if (!sa.rank_known || !sb.rank_known) return false;
+  if (sa.rank() != sb.rank()) return true;
+  for (size_t i = 0; i < sa.dims.size(); ++i)
+    if (sa.dims[i].is_unknown() || !(sa.dims[i] == sb.dims[i])) return true;
+  return false;
 }
 
 // The tokenizer's working state: clusters of nodes that will become one Subgraph each.

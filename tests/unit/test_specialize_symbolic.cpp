@@ -4,7 +4,10 @@
 // against the reference executor and against plans made from the model for each shape.
 #include <gtest/gtest.h>
 
+#include "cpu/emitters/x64/target_machine.hpp"
 #include "cpu/executor.hpp"
+#include "cpu/graph_optimizer.hpp"
+#include "snippets/subgraph_op.hpp"
 #include "transforms/specialize_symbolic.hpp"
 
 #include "cpu_test_util.hpp"
@@ -269,6 +272,89 @@ TEST(SpecializeSymbolic, SliceSqueezeAndCastOfShapesAreFollowed) {
   EXPECT_EQ(count_op(*s, "Shape"), 0u);
   const Tensor in = random_tensor({3, 5, 8}, 4);
   expect_close(runtime::ReferenceExecutor(g).run({in})[0], runtime::ReferenceExecutor(s).run({in})[0], 0, 0);
+}
+
+// The Subgraph nodes of `g` and the bodies they run.
+std::vector<const ir::Graph*> subgraph_bodies(const ir::Graph& g) {
+  std::vector<const ir::Graph*> bodies;
+  for (const ir::Node* n : g.nodes())
+    if (snippets::is_subgraph(*n)) bodies.push_back(n->attr_graph(snippets::kBodyAttr).get());
+  return bodies;
+}
+
+TEST(SpecializeSymbolic, TheTemplateIsTokenizedOnceForEveryShape) {
+  // Tanh(Sigmoid(x + y)) is a Subgraph; the MatMul's bias Add and Relu are its post-ops, which
+  // MarkSkipped keeps out of Subgraphs (answered at the first shapes, where shapes are static).
+  // From the second plan on, every plan runs the template's Subgraph: the same body object
+  // (the first plan, made before the template was tokenized, keeps its own).
+  auto g = make_graph(13);
+  auto* x = g->add_input("x", f32_type({Dim::sym("n"), 8}));
+  auto* y = g->add_input("y", f32_type({Dim::sym("n"), 8}));
+  auto* add = g->add_node("Add", {x, y}, 1, "add");
+  auto* sig = g->add_node("Sigmoid", {add->output(0)}, 1, "sig");
+  auto* tanh = g->add_node("Tanh", {sig->output(0)}, 1, "tanh");
+  auto* mm = g->add_node("MatMul", {tanh->output(0), g->add_constant("w", random_tensor({8, 16}, 1))}, 1, "mm");
+  auto* bias = g->add_node("Add", {mm->output(0), g->add_constant("b", random_tensor({16}, 2))}, 1, "bias");
+  auto* relu = g->add_node("Relu", {bias->output(0)}, 1, "relu");
+  g->add_output(relu->output(0));
+  ir::infer_shapes(*g);
+  runtime::ReferenceExecutor ref(g);
+  cpu::Executor ex(g);
+  cpu::GraphOptions per_shape_options;
+  per_shape_options.disabled_passes.insert(cpu::kTemplateTokenization);
+  cpu::Executor per_shape(g, per_shape_options);
+  const size_t subgraphs = cpu::x64::best_isa() ? 1 : 0;  // no snippets target: nothing is tokenized
+  const ir::Graph* shared_body = nullptr;
+  int k = 0;
+  for (const Shape& shape : {Shape{2, 8}, Shape{5, 8}, Shape{1, 8}, Shape{2, 8}}) {
+    SCOPED_TRACE(shape_to_string(shape));
+    const std::vector<Tensor> in = {random_tensor(shape, 3), random_tensor(shape, 4)};
+    expect_close(ref.run(in)[0], ex.run(in)[0], 1e-5, 1e-5);
+    expect_close(ref.run(in)[0], per_shape.run(in)[0], 1e-5, 1e-5);
+    const auto& a = ex.plan_for({shape, shape});
+    const auto& b = per_shape.plan_for({shape, shape});
+    ASSERT_TRUE(a.cpu && b.cpu);
+    EXPECT_EQ(a.cpu->nodes().size(), b.cpu->nodes().size()) << a.cpu->describe() << "\n" << b.cpu->describe();
+    EXPECT_TRUE(a.graph->find_node("bias") && a.graph->find_node("relu"));  // left to the CPU optimizer
+    const auto bodies = subgraph_bodies(*a.graph);
+    ASSERT_EQ(bodies.size(), subgraphs);
+    EXPECT_EQ(subgraph_bodies(*b.graph).size(), subgraphs);
+    if (k++ == 0 || shape == Shape{2, 8}) continue;  // the first plan tokenized its own shapes
+    EXPECT_TRUE(logged(a.log, cpu::kTemplateTokenization));
+    if (!subgraphs) continue;
+    if (!shared_body) shared_body = bodies[0];
+    EXPECT_EQ(bodies[0], shared_body) << "a plan tokenized its own shapes";
+    EXPECT_NE(subgraph_bodies(*b.graph)[0], shared_body);
+  }
+  EXPECT_TRUE(ex.tokenizes_once()) << ex.tokenize_once_reason();
+  EXPECT_FALSE(per_shape.tokenizes_once());
+  EXPECT_NE(per_shape.tokenize_once_reason().find("disabled"), std::string::npos) << per_shape.tokenize_once_reason();
+}
+
+TEST(SpecializeSymbolic, ATemplateTokenizedOtherwiseThanTheFirstShapesLeavesStage3PerShape) {
+  // a [n, 8] + b [m, 8] alone: a kernel of its own when it broadcasts. On symbols n and m differ,
+  // so the template's tokenizer makes it a Subgraph; at the first shapes (3 and 3) it is a plain
+  // Add. The template's tokenization is dropped (with the difference named), and each shape
+  // tokenizes its own: at n = 1, m = 4 the Add broadcasts and is a Subgraph.
+  if (!cpu::x64::best_isa()) GTEST_SKIP() << "no snippets target for the ISA in use: nothing is tokenized at any shape";
+  auto g = make_graph(13);
+  auto* a = g->add_input("a", f32_type({Dim::sym("n"), 8}));
+  auto* b = g->add_input("b", f32_type({Dim::sym("m"), 8}));
+  auto* add = g->add_node("Add", {a, b}, 1, "add");
+  g->add_output(add->output(0));
+  ir::infer_shapes(*g);
+  runtime::ReferenceExecutor ref(g);
+  cpu::Executor ex(g);
+  for (const auto& [sa, sb, subgraphs] : {std::tuple{Shape{3, 8}, Shape{3, 8}, 0u}, std::tuple{Shape{1, 8}, Shape{4, 8}, 1u}}) {
+    SCOPED_TRACE(shape_to_string(sa) + " + " + shape_to_string(sb));
+    const std::vector<Tensor> in = {random_tensor(sa, 5), random_tensor(sb, 6)};
+    expect_close(ref.run(in)[0], ex.run(in)[0], 1e-6, 1e-6);
+    EXPECT_EQ(subgraph_bodies(*ex.plan_for({sa, sb}).graph).size(), subgraphs);
+  }
+  EXPECT_TRUE(ex.uses_ir_template()) << ex.ir_template_reason();
+  EXPECT_FALSE(ex.tokenizes_once());
+  EXPECT_NE(ex.tokenize_once_reason().find("differ"), std::string::npos) << ex.tokenize_once_reason();
+  EXPECT_NE(ex.tokenize_once_reason().find("'add"), std::string::npos) << ex.tokenize_once_reason();
 }
 
 }  // namespace test_specialize_symbolic

@@ -28,13 +28,22 @@ int64_t norm_axis(const ir::Node& n, int64_t rank) {
   return a < 0 ? a + rank : a;
 }
 
-// p broadcast (numpy, unidirectional) to `norm`; nullopt when it does not broadcast.
-std::optional<std::vector<float>> expand_param(const Tensor& p, const Shape& norm) {
+// Whether f32 parameter `p` broadcasts (numpy, unidirectional) to `norm`. Asked by
+// layer_norm_supports for every new input shape, so it reads shapes only.
+bool param_broadcasts(const Tensor& p, const Shape& norm) {
   const Shape& ps = p.shape();
-  if (p.dtype() != DType::f32 || ps.size() > norm.size()) return std::nullopt;
+  if (p.dtype() != DType::f32 || ps.size() > norm.size()) return false;
   const size_t off = norm.size() - ps.size();
   for (size_t i = 0; i < ps.size(); ++i)
-    if (ps[i] != norm[off + i] && ps[i] != 1) return std::nullopt;
+    if (ps[i] != norm[off + i] && ps[i] != 1) return false;
+  return true;
+}
+
+// p broadcast to `norm`; nullopt when it does not broadcast (param_broadcasts).
+std::optional<std::vector<float>> expand_param(const Tensor& p, const Shape& norm) {
+  if (!param_broadcasts(p, norm)) return std::nullopt;
+  const Shape& ps = p.shape();
+  const size_t off = norm.size() - ps.size();
   std::vector<float> out(static_cast<size_t>(shape_size(norm)));
   const float* src = p.data<float>();
   std::vector<int64_t> idx(norm.size(), 0);
@@ -235,8 +244,8 @@ bool layer_norm_supports(const ir::Node& n) {
   const int64_t axis = norm_axis(n, static_cast<int64_t>(s.size()));
   if (axis < 0 || axis >= static_cast<int64_t>(s.size())) return false;
   const Shape norm(s.begin() + axis, s.end());
-  if (!scale || !scale->is_constant() || !expand_param(scale->constant(), norm)) return false;
-  if (b && (!b->is_constant() || !expand_param(b->constant(), norm))) return false;
+  if (!scale || !scale->is_constant() || !param_broadcasts(scale->constant(), norm)) return false;
+  if (b && (!b->is_constant() || !param_broadcasts(b->constant(), norm))) return false;
   return true;
 }
 
