@@ -99,15 +99,32 @@ std::vector<PostOp> PostOpList::merged() const {
 std::string PostOpList::unsupported_combination() const {
   // oneDNN 2.6's JIT kernels give every eltwise post-op of one algorithm the parameters
   // of the first (Clip(-1, 2) ... Clip(0, 1) computes two Clip(-1, 2)): measured on
-  // brgemm convolutions; refused for every host.
-  auto list = merged();
+  // brgemm convolutions; refused for every host. The eltwise ops as merged() makes them,
+  // without copying the list (asked for every candidate post-op of every new input shape).
+  struct Eltwise {
+    dnnl::algorithm alg;
+    float alpha, beta;
+    const std::string* from;
+  };
+  std::vector<Eltwise> list;
+  bool after_linear = false;  // the previous op is an eltwise_linear (the next one merges into it)
+  for (const PostOp& op : ops) {
+    const bool linear = op.kind == PostOp::Kind::eltwise && op.alg == dnnl::algorithm::eltwise_linear;
+    if (linear && after_linear) {
+      Eltwise& prev = list.back();
+      prev.beta = prev.beta * op.alpha + op.beta;
+      prev.alpha = prev.alpha * op.alpha;
+      continue;
+    }
+    after_linear = linear;
+    if (op.kind == PostOp::Kind::eltwise) list.push_back({op.alg, op.alpha, op.beta, &op.from});
+  }
   for (size_t i = 0; i < list.size(); ++i)
     for (size_t j = i + 1; j < list.size(); ++j) {
-      const PostOp &a = list[i], &b = list[j];
-      if (a.kind == PostOp::Kind::eltwise && b.kind == PostOp::Kind::eltwise && a.alg == b.alg &&
-          (a.alpha != b.alpha || a.beta != b.beta))
+      const Eltwise &a = list[i], &b = list[j];
+      if (a.alg == b.alg && (a.alpha != b.alpha || a.beta != b.beta))
         return cat("oneDNN 2.6 computes two eltwise post-ops of one algorithm with different parameters wrongly (",
-                   a.from, ", ", b.from, ")");
+                   *a.from, ", ", *b.from, ")");
     }
   return "";
 }

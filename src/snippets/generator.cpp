@@ -519,6 +519,10 @@ struct KernelCache {
   std::unordered_map<std::string, std::weak_ptr<const Kernel>> kernels;
   std::unordered_map<std::string, std::weak_ptr<const Kernel>> by_code;  // code_key -> a kernel with that code
   size_t hits = 0, misses = 0, code_shared = 0;
+  // Entries a map may reach before the next scan for dead ones: twice the live ones after the
+  // last scan (at least 64), so that a model holding hundreds of kernels (a Subgraph per block,
+  // a plan per input shape) scans once per doubling, not on every new kernel.
+  size_t prune_kernels_at = 64, prune_code_at = 64;
 };
 
 KernelCache& kernel_cache() {
@@ -573,11 +577,13 @@ std::shared_ptr<const Kernel> compile_cached(const ir::Graph& body, const Kernel
   slot = k;
   if (!ckey.empty() && !shared) c.by_code[ckey] = k;
   // forget kernels nobody holds any more (a long-running process compiles many models)
-  auto prune = [](auto& m) {
+  auto prune = [](auto& m, size_t& at) {
+    if (m.size() <= at) return;
     for (auto it = m.begin(); it != m.end();) it = it->second.expired() ? m.erase(it) : std::next(it);
+    at = std::max<size_t>(64, 2 * m.size());
   };
-  if (c.kernels.size() > 64) prune(c.kernels);
-  if (c.by_code.size() > 64) prune(c.by_code);
+  prune(c.kernels, c.prune_kernels_at);
+  prune(c.by_code, c.prune_code_at);
   return k;
 }
 

@@ -265,4 +265,46 @@ TEST(CpuFusionRules, SimplePostOpKindRefusesOnlyOpsTheRuleRefusesSilently) {
   }
 }
 
+TEST(CpuFusionRules, TwoEltwisePostOpsOfOneAlgorithmMustShareTheirParameters) {
+  // oneDNN 2.6 runs every eltwise post-op of one algorithm with the first one's parameters:
+  // PostOpList::with refuses such a list, after merging adjacent linear ops (which may make
+  // them equal, or not).
+  using dnnl::algorithm;
+  auto elt = [](algorithm a, float alpha, float beta, const char* from) { return cpu::eltwise_post_op(a, alpha, beta, from); };
+  cpu::PostOp add;
+  add.kind = cpu::PostOp::Kind::binary;
+  add.alg = algorithm::binary_add;
+  add.constant = Tensor(DType::f32, {1});
+  add.from = "add";
+  struct Case {
+    std::vector<cpu::PostOp> ops;
+    std::string refused;  // the names the refusal gives, "" when taken
+  };
+  const std::vector<Case> cases = {
+      {{elt(algorithm::eltwise_clip_v2, -1, 2, "c1"), elt(algorithm::eltwise_clip_v2, 0, 1, "c2")}, "(c1, c2)"},
+      {{elt(algorithm::eltwise_clip_v2, 0, 1, "c1"), elt(algorithm::eltwise_clip_v2, 0, 1, "c2")}, ""},
+      // 0.5 (2 x + 1) - 0.5 = x: one linear op
+      {{elt(algorithm::eltwise_linear, 2, 1, "l1"), elt(algorithm::eltwise_linear, 0.5f, -0.5f, "l2")}, ""},
+      // merged into x, then a Relu, then x again: equal
+      {{elt(algorithm::eltwise_linear, 2, 1, "l1"), elt(algorithm::eltwise_linear, 0.5f, -0.5f, "l2"),
+        elt(algorithm::eltwise_relu, 0, 0, "r"), elt(algorithm::eltwise_linear, 1, 0, "l3")},
+       ""},
+      // a binary op between two linear ops keeps them apart: 2 x and 3 x differ
+      {{elt(algorithm::eltwise_linear, 2, 0, "l1"), add, elt(algorithm::eltwise_linear, 3, 0, "l2")}, "(l1, l2)"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(i);
+    cpu::PostOpList list;
+    std::string why;
+    const auto r = list.with(cases[i].ops, false, "host", &why);
+    if (cases[i].refused.empty()) {
+      EXPECT_TRUE(r.has_value()) << why;
+    } else {
+      EXPECT_FALSE(r.has_value());
+      EXPECT_NE(why.find(cases[i].refused), std::string::npos) << why;
+      EXPECT_NE(why.find("different parameters"), std::string::npos) << why;
+    }
+  }
+}
+
 }  // namespace test_cpu_fusion_rules
