@@ -7,6 +7,7 @@
 #include "core/strings.hpp"
 #include "cpu/graph_optimizer.hpp"
 #include "cpu/weights_cache.hpp"
+#include "ir/op_registry.hpp"
 #include "snippets/subgraph_op.hpp"
 #include "transforms/specialize_shapes.hpp"
 #include "transforms/specialize_symbolic.hpp"
@@ -23,6 +24,11 @@ uint64_t max_tensor_bytes(const GraphOptions& options) {
 }
 
 namespace {
+
+// ir::validate_node on every node (throws kiln::Error naming the first that fails).
+void validate_nodes(const ir::Graph& g) {
+  for (const ir::Node* n : g.nodes()) ir::validate_node(*n);
+}
 
 std::string gib(long double bytes) { return cat(static_cast<double>(bytes / (1ull << 30)), " GiB"); }
 
@@ -84,6 +90,7 @@ IrTemplate run_ir_template_stages(const ir::Graph& model, const GraphOptions& op
                      cat("fusions decided once for every input shape: ", s.folded_nodes, " nodes folded, ",
                          s.static_reshapes, " computed Reshape targets made constant, ", s.named_dims, " dims named"));
       run_ir_fusions(*g, options.disabled_passes, &passes, options.user_patterns.get());  // 2
+      validate_nodes(*g);  // once: its copies are not validated again (instantiate_ir_template)
     }
   } catch (const Error& e) {
     // something of the model that only specialised shapes make well defined (the per-shape
@@ -103,7 +110,9 @@ IrStagesResult instantiate_ir_template(const IrTemplate& t, const std::vector<Sh
                                        const GraphOptions& options, transforms::PassLog* log) {
   IrStagesResult r;
   r.graph = (t.tokenized ? *t.tokenized : *t.graph).clone();
-  const transforms::SpecializeResult s = transforms::specialize_shapes(*r.graph, input_shapes);  // 1
+  transforms::SpecializeOptions so;
+  so.nodes_validated = true;  // when the template was made
+  const transforms::SpecializeResult s = transforms::specialize_shapes(*r.graph, input_shapes, so);  // 1
   r.all_static = s.all_static;
   r.first_dynamic = s.first_dynamic;
   if (!r.all_static) return r;
@@ -150,6 +159,7 @@ void tokenize_ir_template(IrTemplate& t, const std::vector<Shape>& first, const 
       run_tokenization(*tok, options.disabled_passes, &passes, options.snippets_mode, fusion_target(options),
                        at_first.get());  // 3, MarkSkipped's answers at `first`
     if (t.tokenize_reason.empty()) {
+      validate_nodes(*tok);  // its Subgraphs: once, as the template's other nodes
       std::shared_ptr<ir::Graph> check = tok->clone();
       transforms::specialize_shapes(*check, first);
       const std::vector<std::string> got = node_signature(*check), want = node_signature(first_instance);

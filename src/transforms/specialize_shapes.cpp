@@ -209,7 +209,8 @@ SpecializeResult specialize_shapes(ir::Graph& g, const std::vector<Shape>& input
   SpecializeResult r;
   bool inlined = false;  // an If's branch took its place: its nodes need a pass of their own
   for (ir::Node* n : g.topo_order()) {
-    const ir::OpSchema& s = ir::validate_node(*n);
+    const ir::OpSchema* known = options.nodes_validated ? ir::OpRegistry::instance().find(n->domain(), n->op_type()) : nullptr;
+    const ir::OpSchema& s = known ? *known : ir::validate_node(*n);
     if (n->op_type() == "If" && n->is_onnx_domain() && n->input(0)) {
       if (n->input(0)->is_constant() && inline_constant_if(g, n)) {
         inlined = true;

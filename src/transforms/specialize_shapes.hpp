@@ -23,6 +23,9 @@ struct SpecializeOptions {
   // DequantizeLinear of constant 8-bit / int32 data (a QDQ model's weights and biases) stays a
   // node, for QdqToQLinear to read the integers; fold_weight_dequantize folds what it leaves.
   bool keep_weight_dequantize = false;
+  // Every node of `g` was validated (ir::validate_node) already: a copy of a model's template,
+  // validated once when it was made. Only the schemas are looked up.
+  bool nodes_validated = false;
 };
 
 // `g` is modified in place (use ir::Graph::clone() first to keep the original).
