@@ -1,7 +1,9 @@
 #pragma once
 // The fast executor. For each distinct set of input shapes it compiles a plan once:
 // the ir::Graph is cloned, specialised to those shapes (constant subexpressions folded,
-// every shape static) and optimised by the ir passes. Plans are cached by input shapes,
+// every shape static) and optimised by the ir passes (for a model whose input shapes vary,
+// a copy of its template, on which the ir passes and snippets tokenization ran once:
+// compile_pipeline.hpp, plan_ir_stages). Plans are cached by input shapes,
 // so repeating shapes cost nothing extra; the cache keeps at most `plan_capacity` plans
 // (property kiln_plan_cache_capacity) and drops the least recently used one beyond that,
 // with every thread's graphs of it, so a stream of ever new shapes runs in bounded memory.
