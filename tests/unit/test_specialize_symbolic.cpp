@@ -4,6 +4,8 @@
 // against the reference executor and against plans made from the model for each shape.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "cpu/emitters/x64/target_machine.hpp"
 #include "cpu/executor.hpp"
 #include "cpu/graph_optimizer.hpp"
@@ -355,6 +357,80 @@ TEST(SpecializeSymbolic, ATemplateTokenizedOtherwiseThanTheFirstShapesLeavesStag
   EXPECT_FALSE(ex.tokenizes_once());
   EXPECT_NE(ex.tokenize_once_reason().find("differ"), std::string::npos) << ex.tokenize_once_reason();
   EXPECT_NE(ex.tokenize_once_reason().find("'add"), std::string::npos) << ex.tokenize_once_reason();
+}
+
+TEST(SpecializeSymbolic, RandomElementwiseGraphsTokenizedOnceMatchTheReferenceAtEveryShape) {
+  // Random DAGs of elementwise ops over x, y [n, 8], a row r [1, 8] and constants ([8] and one
+  // value), some through a MatMul whose bias Add and activation may become its post-ops: at
+  // every n the executor (template tokenized once, or per shape where it says why not) computes
+  // what the reference does, and agrees with an executor that tokenizes every shape.
+  std::mt19937 rng(7);
+  size_t once = 0;
+  for (int seed = 0; seed < 24; ++seed) {
+    SCOPED_TRACE(seed);
+    auto g = make_graph(13);
+    std::vector<ir::Value*> vals = {g->add_input("x", f32_type({Dim::sym("n"), 8})),
+                                    g->add_input("y", f32_type({Dim::sym("n"), 8})),
+                                    g->add_input("r", f32_type({1, 8}))};
+    int k = 0;
+    auto name = [&](const char* op) { return std::string(op) + "_" + std::to_string(k++); };
+    auto pick = [&](size_t from = 0) { return vals[from + rng() % (vals.size() - from)]; };
+    const char* unary[] = {"Sigmoid", "Tanh", "Relu", "Abs", "Neg"};
+    const char* binary[] = {"Add", "Mul", "Sub", "Max", "Min"};
+    const int ops = 3 + static_cast<int>(rng() % 6);
+    for (int i = 0; i < ops; ++i) {
+      switch (rng() % 5) {
+        case 0: {
+          const char* op = unary[rng() % 5];
+          vals.push_back(g->add_node(op, {pick()}, 1, name(op))->output(0));
+          break;
+        }
+        case 1: {  // a per-column or a one-value constant
+          const char* op = binary[rng() % 5];
+          ir::Value* c = rng() % 2 ? g->add_constant(name("c"), random_tensor({8}, static_cast<uint32_t>(k)))
+                                   : g->add_constant(name("s"), Tensor::scalar<float>(0.5f));
+          vals.push_back(g->add_node(op, {pick(), c}, 1, name(op))->output(0));
+          break;
+        }
+        case 2: {  // a MatMul, its bias and maybe an activation (post-ops where the CPU passes take them)
+          ir::Value* mm = g->add_node("MatMul", {pick(), g->add_constant(name("w"), random_tensor({8, 8}, static_cast<uint32_t>(k), 0.3f))},
+                                      1, name("MatMul"))->output(0);
+          ir::Value* b = g->add_node("Add", {mm, g->add_constant(name("b"), random_tensor({8}, static_cast<uint32_t>(k)))},
+                                     1, name("Add"))->output(0);
+          vals.push_back(rng() % 2 ? g->add_node("Relu", {b}, 1, name("Relu"))->output(0) : b);
+          break;
+        }
+        default: {  // two computed tensors (one may be the [1, 8] row: broadcasting)
+          const char* op = binary[rng() % 5];
+          vals.push_back(g->add_node(op, {pick(), pick()}, 1, name(op))->output(0));
+          break;
+        }
+      }
+    }
+    g->add_output(vals.back());
+    if (vals.size() > 4) g->add_output(vals[vals.size() - 2]);
+    ir::infer_shapes(*g);
+    runtime::ReferenceExecutor ref(g);
+    cpu::GraphOptions per_shape_options;
+    per_shape_options.disabled_passes.insert(cpu::kTemplateTokenization);
+    cpu::Executor ex(g), per_shape(g, per_shape_options);
+    for (int64_t n : {3, 1, 6, 3}) {
+      SCOPED_TRACE(n);
+      const std::vector<Tensor> in = {random_tensor({n, 8}, static_cast<uint32_t>(seed * 10 + 1)),
+                                      random_tensor({n, 8}, static_cast<uint32_t>(seed * 10 + 2)),
+                                      random_tensor({1, 8}, static_cast<uint32_t>(seed * 10 + 3))};
+      const auto want = ref.run(in), got = ex.run(in), alone = per_shape.run(in);
+      ASSERT_EQ(want.size(), got.size());
+      for (size_t o = 0; o < want.size(); ++o) {
+        expect_close(want[o], got[o], 1e-5, 1e-5);
+        expect_close(alone[o], got[o], 1e-6, 1e-6);
+      }
+    }
+    ASSERT_TRUE(ex.uses_ir_template()) << ex.ir_template_reason();
+    if (ex.tokenizes_once()) ++once;
+    else EXPECT_FALSE(ex.tokenize_once_reason().empty());
+  }
+  EXPECT_GT(once, 0u) << "no graph was tokenized once";
 }
 
 }  // namespace test_specialize_symbolic
