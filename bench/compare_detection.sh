@@ -31,6 +31,7 @@ for m in $MODELS; do
         --passes "$PASSES" > "$TMP/ort.log" 2> "$TMP/ort.err" || { cat "$TMP/ort.err" >&2; exit 1; }
     }
     if [ $((round % 2)) -eq 1 ]; then run_kiln; run_ort; else run_ort; run_kiln; fi
-    /usr/bin/python3 "$HERE/stream_ratio.py" "$TMP/kiln.json" "$TMP/ort.log" "$m" "$round" "$PASSES"
+    /usr/bin/python3 "$HERE/stream_ratio.py" "$TMP/kiln.json" "$TMP/ort.log" "$m" "$round" "$PASSES" | tee -a "$TMP/rows.md"
   done
 done
+/usr/bin/python3 "$HERE/stream_ratio.py" --summary "$TMP/rows.md"

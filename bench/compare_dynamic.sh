@@ -32,6 +32,7 @@ for stream in $STREAMS; do
     }
     run_ort() { node "$ORT_JS" "$model" --shapes "$spec" --threads "$THREADS" --passes "$PASSES" > "$TMP/ort.log" 2>&1; }
     if [ $((round % 2)) -eq 1 ]; then run_kiln; run_ort; else run_ort; run_kiln; fi
-    /usr/bin/python3 "$HERE/stream_ratio.py" "$TMP/kiln.json" "$TMP/ort.log" "$stream" "$round" "$PASSES"
+    /usr/bin/python3 "$HERE/stream_ratio.py" "$TMP/kiln.json" "$TMP/ort.log" "$stream" "$round" "$PASSES" | tee -a "$TMP/rows.md"
   done
 done
+/usr/bin/python3 "$HERE/stream_ratio.py" --summary "$TMP/rows.md"
