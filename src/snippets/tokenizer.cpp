@@ -42,8 +42,9 @@ bool lone_worth_a_kernel(const ir::Node& n) {
   const ir::Value *a = n.input(0), *b = n.input(1);
   if (!a || !b || a == b || a->is_constant() || b->is_constant()) return false;
   // On symbolic shapes (a model's template, tokenized once for every shape): broadcasting
-  // unless the two are the same dims (equal numbers, or the same named symbol), the answer the
-  // static shapes give wherever the symbols differ from 1.
+  // unless both have the same dims (equal numbers, or the same named symbol). Where other dims
+  // turn out equal, the kernel runs without broadcasting: correct, one node more than the static
+  // shapes would have made.
   const ir::PartialShape &sa = a->type.shape, &sb = b->type.shape;
   if (!sa.rank_known || !sb.rank_known) return false;
   if (sa.rank() != sb.rank()) return true;
