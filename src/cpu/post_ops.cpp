@@ -79,46 +79,55 @@ bool to_gemm_epilogue_per_channel(const PostOpList& list, size_t from, int64_t c
   return true;
 }
 
-std::vector<PostOp> PostOpList::merged() const {
-  // Adjacent linear ops become one: a2 (a1 x + b1) + b2.
-  std::vector<PostOp> out;
-  for (const PostOp& op : ops) {
-    const bool linear = op.kind == PostOp::Kind::eltwise && op.alg == dnnl::algorithm::eltwise_linear;
-    if (linear && !out.empty() && out.back().kind == PostOp::Kind::eltwise &&
-        out.back().alg == dnnl::algorithm::eltwise_linear) {
-      PostOp& prev = out.back();
-      prev.beta = prev.beta * op.alpha + op.beta;
-      prev.alpha = prev.alpha * op.alpha;
-      continue;
-    }
-    out.push_back(op);
+namespace {
+
+// The list as oneDNN gets it, adjacent linear ops merged into one: a2 (a1 x + b1) + b2. Calls
+// emit(op, alpha, beta) for each op of the merged list in order, `op` the first of its run and
+// (alpha, beta) the run's, copying no op (merged() copies them, unsupported_combination reads).
+template <class Emit>
+void for_each_merged(const std::vector<PostOp>& ops, Emit&& emit) {
+  auto linear = [](const PostOp& op) {
+    return op.kind == PostOp::Kind::eltwise && op.alg == dnnl::algorithm::eltwise_linear;
+  };
+  for (size_t i = 0; i < ops.size();) {
+    float alpha = ops[i].alpha, beta = ops[i].beta;
+    size_t next = i + 1;
+    if (linear(ops[i]))
+      for (; next < ops.size() && linear(ops[next]); ++next) {
+        beta = beta * ops[next].alpha + ops[next].beta;
+        alpha = alpha * ops[next].alpha;
+      }
+    emit(ops[i], alpha, beta);
+    i = next;
   }
+}
+
+}  // namespace
+
+std::vector<PostOp> PostOpList::merged() const {
+  std::vector<PostOp> out;
+  for_each_merged(ops, [&](const PostOp& op, float alpha, float beta) {
+    out.push_back(op);
+    out.back().alpha = alpha;
+    out.back().beta = beta;
+  });
   return out;
 }
 
 std::string PostOpList::unsupported_combination() const {
   // oneDNN 2.6's JIT kernels give every eltwise post-op of one algorithm the parameters
   // of the first (Clip(-1, 2) ... Clip(0, 1) computes two Clip(-1, 2)): measured on
-  // brgemm convolutions; refused for every host. The eltwise ops as merged() makes them,
-  // without copying the list (asked for every candidate post-op of every new input shape).
+  // brgemm convolutions; refused for every host. Read from the merged list without copying
+  // it (asked for every candidate post-op of every new input shape).
   struct Eltwise {
     dnnl::algorithm alg;
     float alpha, beta;
     const std::string* from;
   };
   std::vector<Eltwise> list;
-  bool after_linear = false;  // the previous op is an eltwise_linear (the next one merges into it)
-  for (const PostOp& op : ops) {
-    const bool linear = op.kind == PostOp::Kind::eltwise && op.alg == dnnl::algorithm::eltwise_linear;
-    if (linear && after_linear) {
-      Eltwise& prev = list.back();
-      prev.beta = prev.beta * op.alpha + op.beta;
-      prev.alpha = prev.alpha * op.alpha;
-      continue;
-    }
-    after_linear = linear;
-    if (op.kind == PostOp::Kind::eltwise) list.push_back({op.alg, op.alpha, op.beta, &op.from});
-  }
+  for_each_merged(ops, [&](const PostOp& op, float alpha, float beta) {
+    if (op.kind == PostOp::Kind::eltwise) list.push_back({op.alg, alpha, beta, &op.from});
+  });
   for (size_t i = 0; i < list.size(); ++i)
     for (size_t j = i + 1; j < list.size(); ++j) {
       const Eltwise &a = list[i], &b = list[j];
