@@ -4,7 +4,8 @@
 # images: for each model, REPEAT rounds of [kiln, ORT] (order alternating), each a fresh process
 # running every image PASSES times. Prints, per round, the first pass (every image new: kiln
 # plans the part after each cut for the counts that image gives), the mean of the later passes,
-# peak resident memory, and the kiln / ORT ratios.
+# peak resident memory, and the kiln / ORT ratios; then, per model, the median of each ratio
+# over the rounds and its range.
 #
 # env: MODELS="ssdlite frcnn"  THREADS=2  PASSES=3  REPEAT=2  KILN=build/kiln
 #      KILN_ARGS (default: --property inference_precision=f32)  KILN_BENCH_CACHE (default ~/.cache/kiln-bench)

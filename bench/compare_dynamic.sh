@@ -2,7 +2,8 @@
 # kiln vs ONNX Runtime on streams of changing input shapes (make_dynamic_models.py models):
 # for each stream, REPEAT rounds of [kiln, ORT] (order alternating), each a fresh process
 # running every shape of the stream PASSES times. Prints, per round, the first pass (every
-# shape new), the mean of the later passes, peak resident memory, and the kiln / ORT ratios.
+# shape new), the mean of the later passes, peak resident memory, and the kiln / ORT ratios;
+# then, per stream, the median of each ratio over the rounds and its range.
 #
 # env: STREAMS="crnn bert bert-batch mnv2-batch"  THREADS=2  PASSES=3  REPEAT=2  KILN=build/kiln
 #      KILN_ARGS (default: --property inference_precision=f32; the plan cache keeps its default, 64)
