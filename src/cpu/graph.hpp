@@ -119,12 +119,18 @@ class Graph {
   // and outputs it was given; `old` leaves the graph but stays valid until the passes are done.
   // Returns `fresh`.
   Node* replace(Node* old, std::unique_ptr<Node> fresh);
+  // bf16 mode, the graph of a new shape (GraphOptions::shapes_vary): its convolutions compute in
+  // f32, as in f32 mode, until the shape is hot (Node::f32_until_hot). Right after lowering:
+  // the fusions depend on the precision.
+  void convolutions_in_f32_until_hot();
   // bf16 mode: marks the convolutions whose output only bf16 convolutions read (bf16_output).
   void keep_bf16_between_convolutions();
   size_t arena_bytes() const { return arena_bytes_; }  // what this graph needs of its arena
   size_t in_place_nodes() const { return in_place_nodes_; }  // nodes writing over a dead input
   size_t concat_in_place_nodes() const { return concat_in_place_nodes_; }  // Concats whose inputs sit in the output
-  size_t quick_nodes() const;  // nodes that took a quicker-to-create implementation (Node::quick_impl)
+  // Nodes a hot shape's graph makes otherwise: a quicker-to-create implementation
+  // (Node::quick_impl), f32 where bf16 is asked for (Node::f32_until_hot).
+  size_t quick_nodes() const;
   // One line per node: name, type, impl, output layouts (for tests and debugging).
   std::string describe() const;
 

@@ -1,10 +1,30 @@
-// Compile stage 6 (cpu/compile_pipeline.hpp): with inference_precision=bf16, which nodes
-// write bf16 for their readers.
+// Compile stage 6 (cpu/compile_pipeline.hpp): with inference_precision=bf16, which nodes of a
+// new shape's graph compute in f32 until the shape is hot, and which nodes write bf16 for
+// their readers.
 #include <string>
 
 #include "cpu/graph.hpp"
 
 namespace kiln::cpu {
+
+// A model whose input shapes vary makes a graph for every new shape. In bf16 mode oneDNN's
+// convolutions are JIT kernels made for the shape (about 1 ms each, their code kept with the
+// plan), where in f32 kiln's GEMM, Winograd and depthwise-block kernels take most of them for
+// every shape and oneDNN's f32 kernels are quicker to make. At the default precision the CRNN
+// stream's first pass ran 1.46x ORT's time and its memory 1.65x, against 0.79x and 0.61x in
+// f32, and bf16 computed its convolutions no faster. So a new shape's convolutions compute in
+// f32, as f32 mode does; the graph rebuilt once the shape is hot (Executor::kHotRuns) computes
+// them in bf16, which pays where a shape repeats (ResNet-50 224x224: 28 ms against 44 in f32).
+// f32 is more precise than the bf16 the precision hint allows. All of them, not only those
+// kiln's kernels take: a mix converts every activation between the two (MobileNet-v2's
+// stream ran 0.95x ORT's time with its 1x1 convolutions in f32 and its depthwise ones in bf16).
+void Graph::convolutions_in_f32_until_hot() {
+  for (auto& n : nodes_)
+    if (n->bf16 && n->kind() == NodeKind::Convolution) {
+      n->bf16 = false;
+      n->f32_until_hot = true;
+    }
+}
 
 // bf16: a convolution computes on bf16 inputs anyway, so one whose output only other bf16
 // convolutions read (as their source, not as a sum operand) writes bf16 and the f32 -> bf16

@@ -12,6 +12,7 @@
 #include "cpu/depthwise_f32.hpp"
 #include "cpu/executor.hpp"
 #include "cpu/gemm_f32.hpp"
+#include "cpu/isa.hpp"
 #include "cpu/layer_norm_f32.hpp"
 #include "cpu/lstm_f32.hpp"
 #include "cpu/nodes/int8_util.hpp"
@@ -393,6 +394,68 @@ TEST(CpuDynamicShapes, NewShapesTakeQuickPrimitivesAndAFrequentShapeTheFastest) 
     EXPECT_EQ(ex.hot_rebuilds(), 0u);
     EXPECT_EQ(ex.graphs_built(), 1u);
   }
+}
+
+TEST(CpuDynamicShapes, AtBf16ANewShapesConvolutionsComputeInF32UntilTheShapeIsHot) {
+  // inference_precision = bf16, two 3x3 convolutions and a FullyConnected whose input sizes vary.
+  // A new shape's graph computes the convolutions in f32, as f32 mode does (oneDNN's bf16
+  // convolutions are JIT kernels made per shape); once the shape has run Executor::kHotRuns
+  // times its graph is built again with them in bf16. The FullyConnected stays bf16 throughout.
+  if (!cpu::bf16_available()) GTEST_SKIP() << "no bf16 on " << cpu::isa_description();
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 16, 8, Dim::sym("w")})});
+  auto* v = g->add_input("v", {DType::f32, dims({Dim::sym("m"), 32})});
+  auto* c1 = g->add_node("Relu", {conv(*g, x, 16, 32, 3, "c1")}, 1, "r1");
+  g->add_output(g->add_node("Relu", {conv(*g, c1->output(0), 32, 32, 1, "c2")}, 1, "r2")->output(0));
+  g->add_output(g->add_node("MatMul", {v, g->add_constant("fw", random_tensor({32, 8}, 9))}, 1, "fc")->output(0));
+  ir::infer_shapes(*g);
+  runtime::ReferenceExecutor ref(g);
+  cpu::GraphOptions bf16;
+  bf16.bf16 = true;
+  cpu::Executor ex(g, bf16);
+  auto exec_types = [](const std::vector<ProfilingInfo>& rows, const std::string& type) {
+    std::vector<std::string> out;
+    for (const ProfilingInfo& r : rows)
+      if (r.node_type == type && r.status == ProfilingInfo::Status::executed) out.push_back(r.exec_type);
+    return out;
+  };
+  auto in_bf16 = [](const std::string& exec_type) { return exec_type.find("bf16") != std::string::npos; };
+  auto max_abs = [](const Tensor& t) {
+    double m = 0;
+    for (int64_t i = 0; i < t.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(t.data<float>()[i])));
+    return m;
+  };
+  const std::vector<Shape> hot = {{1, 16, 8, 24}, {5, 32}};
+  for (size_t i = 0; i <= cpu::Executor::kHotRuns + 1; ++i) {
+    // another shape between the runs of the hot one: its graph is new each time it is made
+    for (const std::vector<Shape>& s : {hot, std::vector<Shape>{{2, 16, 8, 11 + static_cast<int64_t>(i)}, {3, 32}}}) {
+      SCOPED_TRACE(cat("run ", i, ", shapes ", shape_to_string(s[0])));
+      const std::vector<Tensor> in = {random_tensor(s[0], static_cast<uint32_t>(i + 1)),
+                                      random_tensor(s[1], static_cast<uint32_t>(i + 50))};
+      std::vector<ProfilingInfo> rows;
+      auto got = ex.run(in, &rows);
+      const auto want = ref.run(in);
+      const std::vector<std::string> convs = exec_types(rows, "Convolution"), fcs = exec_types(rows, "FullyConnected");
+      const bool rebuilt = s == hot && i >= cpu::Executor::kHotRuns;  // the kHotRuns-th run rebuilt it
+      ASSERT_FALSE(fcs.empty());
+      if (cpu::bf16_native()) {  // (oneDNN's emulated bf16 matmul is named gemm:jit)
+        EXPECT_TRUE(in_bf16(fcs[0])) << fcs[0];
+      }
+      if (rebuilt) {
+        ASSERT_FALSE(convs.empty());
+        for (const std::string& t : convs) EXPECT_TRUE(in_bf16(t)) << t;
+        // bf16 keeps 8 mantissa bits: about 3 significant digits per operand, errors of a few
+        // percent of the output's range after two convolutions
+        expect_close(want[0], got[0], 2e-2, 5e-2 * max_abs(want[0]));
+      } else {
+        // kiln's depthwise block is no candidate here; f32 kernels of kiln's or oneDNN's
+        for (const std::string& t : convs) EXPECT_FALSE(in_bf16(t)) << t;
+        expect_close(want[0], got[0], 1e-4, 1e-4);  // f32, as the reference
+      }
+      expect_close(want[1], got[1], 2e-2, 2e-2 * max_abs(want[1]));
+    }
+  }
+  EXPECT_EQ(ex.hot_rebuilds(), 1u);
 }
 
 TEST(CpuDynamicShapes, FusionAnswersAreAskedOncePerLayerForAllShapes) {

@@ -49,8 +49,9 @@ class ConvolutionNode : public Node {
 
   bool accepts_post_ops(const std::vector<PostOp>& extra, std::string* why) override {
     auto trial = post_ops_.with(extra, /*allow_sum=*/true, "Convolution", why);
+    // keyed by precision too: a new shape's graph may compute in f32 what a hot one does in bf16
     return trial && keeps_jit(*trial, post_ops_, [&](PostOpList& l) { return impl_for(l); }, "convolution", why,
-                              fusion_decisions, cat(name, " -> ", outputs.at(0)->name));
+                              fusion_decisions, cat(name, " -> ", outputs.at(0)->name, bf16 ? " bf16" : ""));
   }
 
   std::vector<InputLayout> prepare() override {
