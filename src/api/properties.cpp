@@ -47,6 +47,7 @@ const std::vector<Key>& keys() {
       {"kiln_pattern_files", nullptr, "pattern-mapping JSON files, comma-separated (docs/pattern_mapping.md)", false},
       {"kiln_plan_cache_capacity", nullptr, "an integer in [1, 100000]: the input-shape plans kept", false},
       {"kiln_max_tensor_bytes", nullptr, "bytes, an integer >= 1024: the largest tensor or plan memory allowed", false},
+      {"kiln_convolutions_until_hot", nullptr, "bf16, f32: the precision of a new input shape's convolutions in bf16 mode", false},
       {"cpu_runtime_cache_capacity", "CPU_RUNTIME_CACHE_CAPACITY",
        "an integer in [0, 1000000]: oneDNN primitives kept for reuse, process-wide (0: none)", false},
       {"cache_dir", "CACHE_DIR", "a folder for compiled models (created when missing; empty: no cache)", false},
@@ -238,6 +239,9 @@ Settings parse_properties(const AnyMap& properties) {
       s.plan_capacity = static_cast<size_t>(n);
     } else if (name == "kiln_max_tensor_bytes") {
       if (!parse_u64(v, 1024, UINT64_MAX, &s.graph.max_tensor_bytes)) bad_value(k, v, "bytes, an integer >= 1024");
+    } else if (name == "kiln_convolutions_until_hot") {
+      if (v != "bf16" && v != "f32") bad_value(k, v, "bf16, f32");
+      s.graph.f32_convolutions_until_hot = v == "f32";
     } else if (name == "cpu_runtime_cache_capacity") {
       if (!parse_int(v, 0, 1000000, &s.runtime_cache_capacity)) bad_value(k, v, "an integer in [0, 1000000]");
     } else if (name == "kiln_executor") {
@@ -296,6 +300,7 @@ std::string effective_value(const std::string& key, const Settings& s, const cpu
   if (key == "cache_dir") return s.cache_dir;
   if (key == "kiln_plan_cache_capacity") return std::to_string(s.plan_capacity);
   if (key == "kiln_max_tensor_bytes") return std::to_string(cpu::max_tensor_bytes(s.graph));
+  if (key == "kiln_convolutions_until_hot") return s.graph.f32_convolutions_until_hot ? "f32" : "bf16";
   if (key == "cpu_runtime_cache_capacity") return std::to_string(dnnl::get_primitive_cache_capacity());
   if (key == "kiln_disable_passes")
     return join(std::vector<std::string>(s.graph.disabled_passes.begin(), s.graph.disabled_passes.end()), ",");

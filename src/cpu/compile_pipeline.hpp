@@ -20,9 +20,10 @@
 //   4. lower        one runtime node per ir node (nodes/node_factory.cpp), an Edge per value
 //   5. cpu passes   post-op fusions into convolutions, fully connected and pooling
 //                   (cpu_passes() in graph_optimizer.cpp, one file each under passes/)
-//   6. precision    with inference_precision=bf16: bf16 kept between convolutions; a new
-//                   shape's convolutions compute in f32 until the shape is hot (decided right
-//                   after stage 4: the fusions depend on it) (graph_precision.cpp)
+//   6. precision    with inference_precision=bf16: bf16 kept between convolutions; with
+//                   kiln_convolutions_until_hot=f32 a new shape's convolutions compute in f32
+//                   until the shape is hot (decided right after stage 4: the fusions depend on
+//                   it) (graph_precision.cpp)
 //   7. layouts      each node's prepare() in execution order: primitives, output layouts, the
 //                   input layout it needs; Reorders inserted where they differ
 //   8. memory plan  views, in-place writes, Concat inputs inside their output, lifetimes ->

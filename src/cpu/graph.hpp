@@ -65,6 +65,9 @@ struct GraphOptions {
   // taking its sizes at run time use it (gemm_f32, layer_norm_f32, attention_f32, lstm_f32:
   // nothing made per shape, and as fast as oneDNN's or faster) (Node::shape_agnostic).
   bool shape_agnostic = false;
+  // kiln_convolutions_until_hot = f32: with bf16 and shapes_vary, a new shape's convolutions
+  // compute in f32 until the shape is hot (Graph::convolutions_in_f32_until_hot).
+  bool f32_convolutions_until_hot = false;
   // kiln_max_tensor_bytes: no tensor of a plan, and no plan's intermediate memory, may take
   // more (a crafted shape gets an error naming the node). 0: the machine's physical memory.
   uint64_t max_tensor_bytes = 0;
@@ -119,10 +122,11 @@ class Graph {
   // and outputs it was given; `old` leaves the graph but stays valid until the passes are done.
   // Returns `fresh`.
   Node* replace(Node* old, std::unique_ptr<Node> fresh);
-  // bf16 mode, the graph of a new shape (GraphOptions::shapes_vary): its convolutions compute in
-  // f32, as in f32 mode, until the shape is hot (Node::f32_until_hot). Right after lowering:
-  // the fusions depend on the precision.
-  void convolutions_in_f32_until_hot();
+  // bf16 mode, kiln_convolutions_until_hot = f32, the graph of a new shape (shapes_vary): its
+  // convolutions compute in f32, as in f32 mode, until the shape is hot (Node::f32_until_hot).
+  // Right after lowering: the fusions depend on the precision.
+  // `log` (may be null) gets how many (kConvolutionsInF32UntilHot).
+  void convolutions_in_f32_until_hot(transforms::PassLog* log);
   // bf16 mode: marks the convolutions whose output only bf16 convolutions read (bf16_output).
   void keep_bf16_between_convolutions();
   size_t arena_bytes() const { return arena_bytes_; }  // what this graph needs of its arena

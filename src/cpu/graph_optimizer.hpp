@@ -51,6 +51,8 @@ FusionTarget fusion_target(const GraphOptions& options);
 // its log name (applied; skipped says why each shape runs stage 3), and the kiln_disable_passes
 // name that makes every shape tokenize on its own.
 inline constexpr const char* kTemplateTokenization = "TemplateTokenization";
+// The log name of Graph::convolutions_in_f32_until_hot (kiln_convolutions_until_hot = f32).
+inline constexpr const char* kConvolutionsInF32UntilHot = "ConvolutionsInF32UntilHot";
 
 // Every pass name a user may disable: the ir::Graph passes run before lowering, these,
 // and "all-fusions".

@@ -3,27 +3,35 @@
 // their readers.
 #include <string>
 
+#include "core/strings.hpp"
 #include "cpu/graph.hpp"
+#include "cpu/graph_optimizer.hpp"
+#include "transforms/pass_log.hpp"
 
 namespace kiln::cpu {
 
-// A model whose input shapes vary makes a graph for every new shape. In bf16 mode oneDNN's
-// convolutions are JIT kernels made for the shape (about 1 ms each, their code kept with the
-// plan), where in f32 kiln's GEMM, Winograd and depthwise-block kernels take most of them for
-// every shape and oneDNN's f32 kernels are quicker to make. At the default precision the CRNN
-// stream's first pass ran 1.46x ORT's time and its memory 1.65x, against 0.79x and 0.61x in
-// f32, and bf16 computed its convolutions no faster. So a new shape's convolutions compute in
-// f32, as f32 mode does; the graph rebuilt once the shape is hot (Executor::kHotRuns) computes
-// them in bf16, which pays where a shape repeats (ResNet-50 224x224: 28 ms against 44 in f32).
-// f32 is more precise than the bf16 the precision hint allows. All of them, not only those
-// kiln's kernels take: a mix converts every activation between the two (MobileNet-v2's
-// stream ran 0.95x ORT's time with its 1x1 convolutions in f32 and its depthwise ones in bf16).
-void Graph::convolutions_in_f32_until_hot() {
+// kiln_convolutions_until_hot = f32. A model whose input shapes vary makes a graph for every
+// new shape. In bf16 mode oneDNN's convolutions are JIT kernels made for the shape (0.3-2 ms
+// each, their code kept with the plan), where in f32 kiln's GEMM, Winograd and depthwise-block
+// kernels take most of them for every shape. With this setting a new shape's convolutions
+// compute in f32, as f32 mode builds them; the graph rebuilt once the shape is hot
+// (Executor::kHotRuns) computes them in bf16. All of them, not only those kiln's kernels take:
+// a mix converts every activation between the two (MobileNet-v2's stream ran 0.95x ORT's time
+// with its 1x1 convolutions in f32 and its depthwise ones in bf16). Not the default: it pays
+// for narrow convolutions that bf16 computes no faster (the CRNN stream's first pass 1.46x ->
+// 0.85x ORT's time, memory 1.65x -> 0.66x) but not for a ResNet-50, whose f32 convolutions cost
+// as much to make per shape and run 1.6x slower (docs/settings.md, Precision).
+void Graph::convolutions_in_f32_until_hot(transforms::PassLog* log) {
+  size_t count = 0;
   for (auto& n : nodes_)
     if (n->bf16 && n->kind() == NodeKind::Convolution) {
       n->bf16 = false;
       n->f32_until_hot = true;
+      ++count;
     }
+  if (log && count)
+    log->applied(kConvolutionsInF32UntilHot, ir_->name.empty() ? "graph" : ir_->name,
+                 cat(count, " convolutions compute in f32 for this new input shape, in bf16 once it is hot"));
 }
 
 // bf16: a convolution computes on bf16 inputs anyway, so one whose output only other bf16

@@ -12,6 +12,7 @@
 #include "cpu/depthwise_f32.hpp"
 #include "cpu/executor.hpp"
 #include "cpu/gemm_f32.hpp"
+#include "cpu/graph_optimizer.hpp"
 #include "cpu/isa.hpp"
 #include "cpu/layer_norm_f32.hpp"
 #include "cpu/lstm_f32.hpp"
@@ -396,11 +397,12 @@ TEST(CpuDynamicShapes, NewShapesTakeQuickPrimitivesAndAFrequentShapeTheFastest) 
   }
 }
 
-TEST(CpuDynamicShapes, AtBf16ANewShapesConvolutionsComputeInF32UntilTheShapeIsHot) {
-  // inference_precision = bf16, two 3x3 convolutions and a FullyConnected whose input sizes vary.
-  // A new shape's graph computes the convolutions in f32, as f32 mode does (oneDNN's bf16
-  // convolutions are JIT kernels made per shape); once the shape has run Executor::kHotRuns
-  // times its graph is built again with them in bf16. The FullyConnected stays bf16 throughout.
+TEST(CpuDynamicShapes, AtBf16ANewShapesConvolutionsComputeInF32UntilTheShapeIsHotWhenAskedTo) {
+  // inference_precision = bf16, two 3x3 convolutions and a FullyConnected whose input sizes vary,
+  // kiln_convolutions_until_hot = f32. A new shape's graph computes the convolutions in f32, as
+  // f32 mode does (oneDNN's bf16 convolutions are JIT kernels made per shape); once the shape has
+  // run Executor::kHotRuns times its graph is built again with them in bf16. The FullyConnected
+  // stays bf16 throughout. By default the convolutions are bf16 from the first run.
   if (!cpu::bf16_available()) GTEST_SKIP() << "no bf16 on " << cpu::isa_description();
   auto g = make_graph();
   auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 16, 8, Dim::sym("w")})});
@@ -412,7 +414,9 @@ TEST(CpuDynamicShapes, AtBf16ANewShapesConvolutionsComputeInF32UntilTheShapeIsHo
   runtime::ReferenceExecutor ref(g);
   cpu::GraphOptions bf16;
   bf16.bf16 = true;
-  cpu::Executor ex(g, bf16);
+  cpu::GraphOptions until_hot = bf16;
+  until_hot.f32_convolutions_until_hot = true;  // kiln_convolutions_until_hot = f32
+  cpu::Executor ex(g, until_hot);
   auto exec_types = [](const std::vector<ProfilingInfo>& rows, const std::string& type) {
     std::vector<std::string> out;
     for (const ProfilingInfo& r : rows)
@@ -456,6 +460,21 @@ TEST(CpuDynamicShapes, AtBf16ANewShapesConvolutionsComputeInF32UntilTheShapeIsHo
     }
   }
   EXPECT_EQ(ex.hot_rebuilds(), 1u);
+  // the plan's account says so
+  const auto& log = ex.plan_for(hot).log.entries;
+  EXPECT_TRUE(std::any_of(log.begin(), log.end(), [](const transforms::PassLog::Entry& e) {
+    return e.pass == cpu::kConvolutionsInF32UntilHot && e.applied;
+  }));
+
+  // the default (kiln_convolutions_until_hot = bf16): bf16 from a new shape's first run, nothing to rebuild
+  cpu::Executor eager(g, bf16);
+  const std::vector<Tensor> in = {random_tensor(hot[0], 7), random_tensor(hot[1], 8)};
+  std::vector<ProfilingInfo> rows;
+  eager.run(in, &rows);
+  const std::vector<std::string> convs = exec_types(rows, "Convolution");
+  ASSERT_FALSE(convs.empty());
+  for (const std::string& t : convs) EXPECT_TRUE(in_bf16(t)) << t;
+  EXPECT_EQ(eager.plan_for(hot).cpu->quick_nodes(), 0u);
 }
 
 TEST(CpuDynamicShapes, FusionAnswersAreAskedOncePerLayerForAllShapes) {

@@ -243,6 +243,18 @@ TEST(StreamsSettings, LayoutRulesOnOtherMachines) {
   EXPECT_EQ(l.describe(), "0 streams (requests run on the caller's thread), 8 threads, not pinned");
 }
 
+TEST(StreamsSettings, ConvolutionsUntilHot) {
+  // kiln_convolutions_until_hot: bf16 by default, f32 when asked (what it does:
+  // CpuDynamicShapes.AtBf16ANewShapesConvolutionsComputeInF32UntilTheShapeIsHotWhenAskedTo)
+  Core core;
+  auto model = mlp_model();
+  EXPECT_EQ(core.compile_model(model).get_property("kiln_convolutions_until_hot"), "bf16");
+  EXPECT_EQ(core.compile_model(model, {{"kiln_convolutions_until_hot", "f32"}}).get_property("kiln_convolutions_until_hot"),
+            "f32");
+  for (const char* bad : {"", "F32", "fp32", "int8"})
+    EXPECT_CONTAINS(error_of([&] { core.compile_model(model, {{"kiln_convolutions_until_hot", bad}}); }), "bf16, f32");
+}
+
 TEST(StreamsSettings, PlanCacheCapacity) {
   Core core;
   auto model = mlp_model();
