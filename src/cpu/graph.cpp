@@ -211,8 +211,8 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs, std::vector<Pr
 }
 
 size_t Graph::quick_nodes() const {
-  return static_cast<size_t>(
-      std::count_if(nodes_.begin(), nodes_.end(), [](const auto& n) { return n->quick_impl || n->f32_until_hot; }));
+  return f32_until_hot_ +
+         static_cast<size_t>(std::count_if(nodes_.begin(), nodes_.end(), [](const auto& n) { return n->quick_impl; }));
 }
 
 std::string Graph::describe() const {

@@ -123,8 +123,9 @@ class Graph {
   // Returns `fresh`.
   Node* replace(Node* old, std::unique_ptr<Node> fresh);
   // bf16 mode, kiln_convolutions_until_hot = f32, the graph of a new shape (shapes_vary): its
-  // convolutions compute in f32, as in f32 mode, until the shape is hot (Node::f32_until_hot).
-  // Right after lowering: the fusions depend on the precision.
+  // convolutions compute in f32 (bf16 = false), as in f32 mode, and count in quick_nodes(), so
+  // the graph rebuilt for a hot shape computes them in bf16. Right after lowering: the fusions
+  // depend on the precision (and may replace the convolutions: the graph keeps the count).
   // `log` (may be null) gets how many (kConvolutionsInF32UntilHot).
   void convolutions_in_f32_until_hot(transforms::PassLog* log);
   // bf16 mode: marks the convolutions whose output only bf16 convolutions read (bf16_output).
@@ -133,7 +134,7 @@ class Graph {
   size_t in_place_nodes() const { return in_place_nodes_; }  // nodes writing over a dead input
   size_t concat_in_place_nodes() const { return concat_in_place_nodes_; }  // Concats whose inputs sit in the output
   // Nodes a hot shape's graph makes otherwise: a quicker-to-create implementation
-  // (Node::quick_impl), f32 where bf16 is asked for (Node::f32_until_hot).
+  // (Node::quick_impl), f32 where bf16 is asked for (convolutions_in_f32_until_hot).
   size_t quick_nodes() const;
   // One line per node: name, type, impl, output layouts (for tests and debugging).
   std::string describe() const;
@@ -170,6 +171,7 @@ class Graph {
   std::vector<bool> output_direct_;
   size_t in_place_nodes_ = 0;
   size_t concat_in_place_nodes_ = 0;
+  size_t f32_until_hot_ = 0;  // convolutions_in_f32_until_hot's convolutions
   // The performance-counter rows without times (names, types, exec types, fused rows), made
   // on the first profiled run, and the row each node times: a profiled run copies them once
   // instead of building strings between one node's timer and the next.

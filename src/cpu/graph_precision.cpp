@@ -22,16 +22,14 @@ namespace kiln::cpu {
 // 0.85x ORT's time, memory 1.65x -> 0.66x) but not for a ResNet-50, whose f32 convolutions cost
 // as much to make per shape and run 1.6x slower (docs/settings.md, Precision).
 void Graph::convolutions_in_f32_until_hot(transforms::PassLog* log) {
-  size_t count = 0;
   for (auto& n : nodes_)
     if (n->bf16 && n->kind() == NodeKind::Convolution) {
       n->bf16 = false;
-      n->f32_until_hot = true;
-      ++count;
+      ++f32_until_hot_;
     }
-  if (log && count)
+  if (log && f32_until_hot_)
     log->applied(kConvolutionsInF32UntilHot, ir_->name.empty() ? "graph" : ir_->name,
-                 cat(count, " convolutions compute in f32 for this new input shape, in bf16 once it is hot"));
+                 cat(f32_until_hot_, " convolutions compute in f32 for this new input shape, in bf16 once it is hot"));
 }
 
 // bf16: a convolution computes on bf16 inputs anyway, so one whose output only other bf16

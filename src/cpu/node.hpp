@@ -131,11 +131,6 @@ class Node {
   // oneDNN's first choice, which may run slower (Graph::quick_nodes()).
   bool quick_impl = false;
 
-  // inference_precision = bf16 with kiln_convolutions_until_hot = f32, the graph of a new shape
-  // (shapes_vary): a convolution computes in f32 here (bf16 = false) and counts as quick, so
-  // the graph rebuilt for a hot shape computes it in bf16 (Graph::convolutions_in_f32_until_hot).
-  bool f32_until_hot = false;
-
   // Called once after construction with the options of the graph being built, for node kinds
   // that compile graphs of their own (If: its branches).
   virtual void take_options(const GraphOptions& options) { (void)options; }

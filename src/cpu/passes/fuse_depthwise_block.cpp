@@ -94,7 +94,6 @@ size_t fuse_depthwise_block(Graph& g, transforms::PassLog* log) {
     block->fused = first->fused;
     block->shapes_vary = first->shapes_vary;
     block->shape_agnostic = first->shape_agnostic;
-    block->f32_until_hot = first->f32_until_hot;
     block->fusion_decisions = first->fusion_decisions;
     block->snippets_isa = first->snippets_isa;
     Node* host = g.replace(first, std::move(block));
