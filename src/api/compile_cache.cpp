@@ -39,7 +39,7 @@ std::string cache_key(const Settings& s, const cpu::StreamLayout& layout, const 
       join(std::vector<std::string>(g.disabled_passes.begin(), g.disabled_passes.end()), ","),
       s.pattern_text,
       g.bf16 ? "bf16" : "f32",
-      g.f32_convolutions_until_hot ? "f32 convolutions until hot" : "",
+      cat("convolutions until hot ", until_hot_name(g.convolutions_until_hot)),
       std::to_string(static_cast<int>(g.snippets_mode)),
       effective_value("kiln_snippets_isa", s, layout),
       std::to_string(cpu::max_tensor_bytes(g)),

@@ -47,7 +47,7 @@ const std::vector<Key>& keys() {
       {"kiln_pattern_files", nullptr, "pattern-mapping JSON files, comma-separated (docs/pattern_mapping.md)", false},
       {"kiln_plan_cache_capacity", nullptr, "an integer in [1, 100000]: the input-shape plans kept", false},
       {"kiln_max_tensor_bytes", nullptr, "bytes, an integer >= 1024: the largest tensor or plan memory allowed", false},
-      {"kiln_convolutions_until_hot", nullptr, "bf16, f32: the precision of a new input shape's convolutions in bf16 mode", false},
+      {"kiln_convolutions_until_hot", nullptr, "auto, bf16, f32: the precision of a new input shape's convolutions in bf16 mode (auto: measured)", false},
       {"cpu_runtime_cache_capacity", "CPU_RUNTIME_CACHE_CAPACITY",
        "an integer in [0, 1000000]: oneDNN primitives kept for reuse, process-wide (0: none)", false},
       {"cache_dir", "CACHE_DIR", "a folder for compiled models (created when missing; empty: no cache)", false},
@@ -62,6 +62,7 @@ const std::vector<Key>& keys() {
       {"kiln_plan_cache_size", nullptr, "", true},
       {"kiln_plan_cache_hits", nullptr, "", true},
       {"kiln_plan_cache_misses", nullptr, "", true},
+      {"kiln_convolutions_until_hot_choice", nullptr, "", true},
   };
   return k;
 }
@@ -134,6 +135,7 @@ std::string canonical_key(const std::string& key, bool read_only) { return find_
 Settings parse_properties(const AnyMap& properties) {
   using Streams = cpu::StreamRequest::Streams;
   Settings s;
+  s.graph.convolutions_until_hot = cpu::GraphOptions::UntilHot::measure;  // kiln_convolutions_until_hot = auto
   std::map<std::string, std::string> given;  // canonical key -> the name it came under
   bool precision_given = false;
   for (auto& [k, v] : properties) {
@@ -240,8 +242,9 @@ Settings parse_properties(const AnyMap& properties) {
     } else if (name == "kiln_max_tensor_bytes") {
       if (!parse_u64(v, 1024, UINT64_MAX, &s.graph.max_tensor_bytes)) bad_value(k, v, "bytes, an integer >= 1024");
     } else if (name == "kiln_convolutions_until_hot") {
-      if (v != "bf16" && v != "f32") bad_value(k, v, "bf16, f32");
-      s.graph.f32_convolutions_until_hot = v == "f32";
+      using U = cpu::GraphOptions::UntilHot;
+      if (v != "auto" && v != "bf16" && v != "f32") bad_value(k, v, "auto, bf16, f32");
+      s.graph.convolutions_until_hot = v == "auto" ? U::measure : v == "f32" ? U::f32 : U::bf16;
     } else if (name == "cpu_runtime_cache_capacity") {
       if (!parse_int(v, 0, 1000000, &s.runtime_cache_capacity)) bad_value(k, v, "an integer in [0, 1000000]");
     } else if (name == "kiln_executor") {
@@ -259,6 +262,11 @@ Settings parse_properties(const AnyMap& properties) {
     if (!warning.empty()) std::call_once(once, [&] { std::cerr << warning << "\n"; });
   }
   return s;
+}
+
+const char* until_hot_name(cpu::GraphOptions::UntilHot u) {
+  using U = cpu::GraphOptions::UntilHot;
+  return u == U::measure ? "auto" : u == U::f32 ? "f32" : "bf16";
 }
 
 void check_bf16_available(bool available, const std::string& isa) {
@@ -300,7 +308,7 @@ std::string effective_value(const std::string& key, const Settings& s, const cpu
   if (key == "cache_dir") return s.cache_dir;
   if (key == "kiln_plan_cache_capacity") return std::to_string(s.plan_capacity);
   if (key == "kiln_max_tensor_bytes") return std::to_string(cpu::max_tensor_bytes(s.graph));
-  if (key == "kiln_convolutions_until_hot") return s.graph.f32_convolutions_until_hot ? "f32" : "bf16";
+  if (key == "kiln_convolutions_until_hot") return until_hot_name(s.graph.convolutions_until_hot);
   if (key == "cpu_runtime_cache_capacity") return std::to_string(dnnl::get_primitive_cache_capacity());
   if (key == "kiln_disable_passes")
     return join(std::vector<std::string>(s.graph.disabled_passes.begin(), s.graph.disabled_passes.end()), ",");

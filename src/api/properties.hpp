@@ -35,6 +35,9 @@ struct Settings {
 // printed once per process to stderr.
 Settings parse_properties(const AnyMap& properties);
 
+// kiln_convolutions_until_hot's value: "auto", "bf16" or "f32".
+const char* until_hot_name(cpu::GraphOptions::UntilHot u);
+
 // Throws kiln::Error saying what the CPU (instruction set `isa`) lacks and what to use
 // instead when bf16 is not `available`.
 void check_bf16_available(bool available, const std::string& isa);

@@ -190,7 +190,7 @@ void tokenize_ir_template(IrTemplate& t, const std::vector<Shape>& first, const 
 
 void run_runtime_stages(Graph& g, const GraphOptions& options) {
   g.lower(options);                                       // 4
-  if (options.bf16 && options.shapes_vary && options.f32_convolutions_until_hot)
+  if (options.bf16 && options.shapes_vary && options.convolutions_until_hot == GraphOptions::UntilHot::f32)
     g.convolutions_in_f32_until_hot(options.log);  // 6 (kiln_convolutions_until_hot), before the fusions
   optimize_graph(g, options);                             // 5
   g.absorbed_.clear();  // the passes are done with the nodes they fused away

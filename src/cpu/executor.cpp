@@ -1,6 +1,7 @@
 #include "cpu/executor.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <unordered_map>
 #include <unordered_set>
@@ -21,7 +22,12 @@ struct ThreadGraph {
   std::shared_ptr<std::atomic<bool>> evicted;
   std::unique_ptr<Graph> graph;
   size_t runs = 0;  // of `graph`
+  bool hot = false;  // `graph` is the hot rebuild
 };
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
 
 // The cpu::Graphs this thread built for one Executor, one per plan.
 struct ThreadGraphs {
@@ -151,6 +157,15 @@ void Executor::init_options() {
   options_.release_packed_sources = options_.release_packed_sources && !options_.shapes_vary;
   remember_constants(*graph_);
   value_without_fast_path_ = value_without_fast_path(*graph_);  // the model's, so every plan's
+  if (options_.convolutions_until_hot == GraphOptions::UntilHot::measure) {
+    // only a bf16 model whose shapes vary and that has convolutions has anything to choose
+    const auto& nodes = graph_->nodes();
+    measure_until_hot_ = options_.bf16 && options_.shapes_vary &&
+                         std::any_of(nodes.begin(), nodes.end(), [](const ir::Node* n) {
+                           return n->op_type() == "Conv" && n->is_onnx_domain();
+                         });
+    options_.convolutions_until_hot = GraphOptions::UntilHot::bf16;  // each build says otherwise
+  }
 }
 
 void Executor::remember_constants(const ir::Graph& g) {
@@ -335,7 +350,7 @@ std::vector<Tensor> Executor::run_split(const std::shared_ptr<Plan>& plan, const
     if (profile) rows.insert(rows.end(), part_rows.begin(), part_rows.end());
   };
   std::vector<ProfilingInfo>* prof = profile ? &part_rows : nullptr;
-  if (plan->graph) keep(*plan->graph, thread_graph(plan, shapes, /*count_run=*/true).run(inputs, prof));
+  if (plan->graph) keep(*plan->graph, run_measured(plan, shapes, inputs, prof, nullptr));
   keep(split.cut->graph(), split.cut->run(gather(split.cut->graph()), nullptr, prof));
   if (split.tail) {
     const ir::Graph& tail = *split.tail->graph_;
@@ -419,8 +434,9 @@ std::string Executor::ir_template_reason() const {
   return template_ ? template_->reason : "";
 }
 
-std::unique_ptr<Graph> Executor::build_graph(Plan& plan, std::shared_ptr<Arena> arena, bool hot) {
+std::unique_ptr<Graph> Executor::build_graph(Plan& plan, std::shared_ptr<Arena> arena, bool hot, bool f32_until_hot) {
   GraphOptions o = options_;
+  if (f32_until_hot && !hot) o.convolutions_until_hot = GraphOptions::UntilHot::f32;
   o.shape_agnostic = o.shapes_vary;  // kiln's kernels stay in a hot rebuild: they are the fast ones
   if (hot) o.shapes_vary = false;
   o.weights = weights_.get();
@@ -514,7 +530,23 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, std::vector
                                "for other shapes; compile it again (without cache_dir) to run these"));
     return reference_->run(inputs, nullptr, profile);
   }
-  return thread_graph(plan, shapes, /*count_run=*/true).run(inputs, profile, reuse);
+  return run_measured(plan, shapes, inputs, profile, reuse);
+}
+
+std::vector<Tensor> Executor::run_measured(const std::shared_ptr<Plan>& plan, const std::vector<Shape>& shapes,
+                                           const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile,
+                                           std::vector<Tensor>* reuse) {
+  UntilHotSample sample;
+  Graph& g = thread_graph(plan, shapes, /*count_run=*/true, &sample);
+  if (!sample.taken) return g.run(inputs, profile, reuse);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<Tensor> out = g.run(inputs, profile, reuse);
+  until_hot_.record(sample.f32, sample.build_ms, ms_since(start), sample.elements);
+  return out;
+}
+
+std::string Executor::until_hot_choice() const {
+  return measure_until_hot_ ? until_hot_.describe() : "";
 }
 
 void Executor::prepare(const std::vector<Shape>& shapes) {
@@ -526,7 +558,8 @@ void Executor::prepare(const std::vector<Shape>& shapes) {
   if (plan->runs_graph()) thread_graph(plan, shapes, /*count_run=*/false);
 }
 
-Graph& Executor::thread_graph(const std::shared_ptr<Plan>& plan, const std::vector<Shape>& shapes, bool count_run) {
+Graph& Executor::thread_graph(const std::shared_ptr<Plan>& plan, const std::vector<Shape>& shapes, bool count_run,
+                              UntilHotSample* sample) {
   ThreadRegistry* reg = registry();
   KILN_CHECK(reg, "cpu::Executor::run: called while the thread exits");
   reg->prune();
@@ -543,17 +576,32 @@ Graph& Executor::thread_graph(const std::shared_ptr<Plan>& plan, const std::vect
   ThreadGraph& g = mine.graphs[shapes];
   if (!g.graph || g.evicted != plan->evicted) {  // first run, or the plan was dropped and made again
     g.graph.reset();
-    g.graph = build_graph(*plan, mine.arena);
+    // kiln_convolutions_until_hot = auto: the precision the measurements favour for this shape,
+    // measured in turn when the graph runs (only run() counts: prepare() is ahead of time)
+    const bool measure = measure_until_hot_ && sample;
+    bool f32 = false;
+    double elements = 0;
+    if (measure) {
+      for (const Shape& s : shapes) elements += static_cast<double>(shape_size(s));
+      const size_t cold = graphs_built_.load() - hot_rebuilds_.load();
+      f32 = until_hot_.next_f32(elements, cold ? static_cast<double>(cold_runs_.load()) / cold : 1.0);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    g.graph = build_graph(*plan, mine.arena, /*hot=*/false, f32);
+    if (measure) *sample = {true, f32, ms_since(start), elements};
     g.evicted = plan->evicted;
     g.runs = 0;
+    g.hot = false;
     graphs_built_.fetch_add(1);
   } else if (count_run && ++g.runs == kHotRuns && g.graph->quick_nodes() > 0) {
     // a frequent shape: worth a second compile with the implementations that run fastest
     g.graph.reset();
     g.graph = build_graph(*plan, mine.arena, /*hot=*/true);
+    g.hot = true;
     graphs_built_.fetch_add(1);
     hot_rebuilds_.fetch_add(1);
   }
+  if (count_run && !g.hot) cold_runs_.fetch_add(1);
   return *g.graph;
 }
 

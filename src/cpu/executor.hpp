@@ -36,6 +36,7 @@
 #include "cpu/compile_pipeline.hpp"
 #include "cpu/fusion_decisions.hpp"
 #include "cpu/graph.hpp"
+#include "cpu/until_hot_chooser.hpp"
 #include "cpu/weights_cache.hpp"
 #include "runtime/reference_executor.hpp"
 #include "transforms/pass_log.hpp"
@@ -127,6 +128,10 @@ class Executor {
   // holds such primitives is built again with oneDNN's first choices (hot_rebuilds()).
   static constexpr size_t kHotRuns = 16;
   size_t hot_rebuilds() const { return hot_rebuilds_.load(); }
+  // kiln_convolutions_until_hot = auto, bf16 mode, input shapes that vary, convolutions in the
+  // model: what the executor measured and chose (UntilHotChooser::describe); "" otherwise.
+  std::string until_hot_choice() const;
+  const UntilHotChooser* until_hot_chooser() const { return measure_until_hot_ ? &until_hot_ : nullptr; }
   // run()s that found their input shapes' plan cached / had to make it.
   size_t plan_hits() const { return plan_hits_.load(); }
   size_t plan_misses() const { return plan_misses_.load(); }
@@ -166,12 +171,27 @@ class Executor {
   bool plan_split(const IrStagesResult& r, Plan& plan);
   std::vector<Tensor> run_split(const std::shared_ptr<Plan>& plan, const std::vector<Shape>& shapes,
                                 const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile);
+  // The calling thread's graph of `plan` runs `inputs` (thread_graph, then Graph::run); a new
+  // shape's graph with kiln_convolutions_until_hot = auto is measured (until_hot_).
+  std::vector<Tensor> run_measured(const std::shared_ptr<Plan>& plan, const std::vector<Shape>& shapes,
+                                   const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile,
+                                   std::vector<Tensor>* reuse);
   // mutex_ not held; `arena`: the calling thread's for this executor (null: the graph's own);
   // `hot`: the shape is frequent, take the fastest implementations however long they take to create
-  std::unique_ptr<Graph> build_graph(Plan& plan, std::shared_ptr<Arena> arena = nullptr, bool hot = false);
+  // `f32_until_hot` (not hot): a new shape's convolutions compute in f32 (kiln_convolutions_until_hot)
+  std::unique_ptr<Graph> build_graph(Plan& plan, std::shared_ptr<Arena> arena = nullptr, bool hot = false,
+                                     bool f32_until_hot = false);
+  // A new shape's graph built with kiln_convolutions_until_hot = auto, to be measured in its first run.
+  struct UntilHotSample {
+    bool taken = false;  // thread_graph built one
+    bool f32 = false;
+    double build_ms = 0, elements = 0;
+  };
   // The calling thread's graph of `plan` (built now if the thread has none, or rebuilt with
   // the fastest implementations once the shape is hot); `count_run`: this is a run of it.
-  Graph& thread_graph(const std::shared_ptr<Plan>& plan, const std::vector<Shape>& shapes, bool count_run);
+  // `sample` (may be null: nothing is measured): set when a graph to measure was built.
+  Graph& thread_graph(const std::shared_ptr<Plan>& plan, const std::vector<Shape>& shapes, bool count_run,
+                      UntilHotSample* sample = nullptr);
 
   transforms::PassLog model_log_;  // what stage 0 did to the model (every plan's log starts with it)
   // options_.shapes_vary: stages 1-2 on symbolic shapes, made with the first plan (mutex_)
@@ -201,6 +221,9 @@ class Executor {
   uint64_t id_;                                // key of this executor's graphs in each thread
   std::shared_ptr<std::atomic<bool>> alive_;   // false once destroyed: threads drop its graphs
   std::atomic<size_t> graphs_built_{0}, hot_rebuilds_{0};
+  std::atomic<size_t> cold_runs_{0};  // runs of graphs that were not hot rebuilds
+  bool measure_until_hot_ = false;    // kiln_convolutions_until_hot = auto applies (init_options)
+  UntilHotChooser until_hot_;
   std::atomic<size_t> plan_hits_{0}, plan_misses_{0};
 };
 

@@ -65,9 +65,12 @@ struct GraphOptions {
   // taking its sizes at run time use it (gemm_f32, layer_norm_f32, attention_f32, lstm_f32:
   // nothing made per shape, and as fast as oneDNN's or faster) (Node::shape_agnostic).
   bool shape_agnostic = false;
-  // kiln_convolutions_until_hot = f32: with bf16 and shapes_vary, a new shape's convolutions
-  // compute in f32 until the shape is hot (Graph::convolutions_in_f32_until_hot).
-  bool f32_convolutions_until_hot = false;
+  // kiln_convolutions_until_hot: with bf16 and shapes_vary, the precision of a new shape's
+  // convolutions until the shape is hot. f32: Graph::convolutions_in_f32_until_hot. measure
+  // (the property's default, auto): cpu::Executor builds each new shape's graph with bf16 or
+  // f32 as its measurements say (until_hot_chooser.hpp); a Graph built with it keeps bf16.
+  enum class UntilHot { bf16, f32, measure };
+  UntilHot convolutions_until_hot = UntilHot::bf16;
   // kiln_max_tensor_bytes: no tensor of a plan, and no plan's intermediate memory, may take
   // more (a crafted shape gets an error naming the node). 0: the machine's physical memory.
   uint64_t max_tensor_bytes = 0;

@@ -465,6 +465,8 @@ int cmd_benchmark(const BenchmarkOptions& given) {
               << compiled.get_property("kiln_plan_cache_capacity") << " plans kept, "
               << compiled.get_property("kiln_plan_cache_hits") << " hits, "
               << compiled.get_property("kiln_plan_cache_misses") << " misses\n";
+    if (const std::string c = compiled.get_property("kiln_convolutions_until_hot_choice"); !c.empty())
+      std::cout << "new shapes  convolutions until hot in " << c << "\n";
   }
   const auto mib_of = [&](const char* property) {
     return static_cast<double>(std::stoull(compiled.get_property(property))) / (1024.0 * 1024.0);
@@ -592,6 +594,8 @@ int cmd_benchmark(const BenchmarkOptions& given) {
                                          {"capacity", std::stoul(compiled.get_property("kiln_plan_cache_capacity"))},
                                          {"hits", std::stoul(compiled.get_property("kiln_plan_cache_hits"))},
                                          {"misses", std::stoul(compiled.get_property("kiln_plan_cache_misses"))}}}};
+      if (const std::string c = compiled.get_property("kiln_convolutions_until_hot_choice"); !c.empty())
+        j["data_shape"]["convolutions_until_hot"] = c;
     }
     std::ofstream f(o.json_path);
     KILN_CHECK(f.good(), cat("--json: cannot write '", o.json_path, "'"));

@@ -415,7 +415,7 @@ TEST(CpuDynamicShapes, AtBf16ANewShapesConvolutionsComputeInF32UntilTheShapeIsHo
   cpu::GraphOptions bf16;
   bf16.bf16 = true;
   cpu::GraphOptions until_hot = bf16;
-  until_hot.f32_convolutions_until_hot = true;  // kiln_convolutions_until_hot = f32
+  until_hot.convolutions_until_hot = cpu::GraphOptions::UntilHot::f32;  // kiln_convolutions_until_hot = f32
   cpu::Executor ex(g, until_hot);
   auto exec_types = [](const std::vector<ProfilingInfo>& rows, const std::string& type) {
     std::vector<std::string> out;

@@ -244,15 +244,19 @@ TEST(StreamsSettings, LayoutRulesOnOtherMachines) {
 }
 
 TEST(StreamsSettings, ConvolutionsUntilHot) {
-  // kiln_convolutions_until_hot: bf16 by default, f32 when asked (what it does:
-  // CpuDynamicShapes.AtBf16ANewShapesConvolutionsComputeInF32UntilTheShapeIsHotWhenAskedTo)
+  // kiln_convolutions_until_hot: auto (measured) by default, bf16 or f32 when asked (what they do:
+  // CpuDynamicShapes.AtBf16ANewShapesConvolutionsComputeInF32UntilTheShapeIsHotWhenAskedTo,
+  // CpuDynamicShapes.AtBf16TheExecutorMeasuresBothPrecisionsForNewShapesThenTakesTheCheaper)
   Core core;
   auto model = mlp_model();
-  EXPECT_EQ(core.compile_model(model).get_property("kiln_convolutions_until_hot"), "bf16");
-  EXPECT_EQ(core.compile_model(model, {{"kiln_convolutions_until_hot", "f32"}}).get_property("kiln_convolutions_until_hot"),
-            "f32");
-  for (const char* bad : {"", "F32", "fp32", "int8"})
-    EXPECT_CONTAINS(error_of([&] { core.compile_model(model, {{"kiln_convolutions_until_hot", bad}}); }), "bf16, f32");
+  EXPECT_EQ(core.compile_model(model).get_property("kiln_convolutions_until_hot"), "auto");
+  for (const char* v : {"auto", "bf16", "f32"})
+    EXPECT_EQ(core.compile_model(model, {{"kiln_convolutions_until_hot", v}}).get_property("kiln_convolutions_until_hot"), v);
+  for (const char* bad : {"", "F32", "fp32", "int8", "AUTO"})
+    EXPECT_CONTAINS(error_of([&] { core.compile_model(model, {{"kiln_convolutions_until_hot", bad}}); }),
+                    "auto, bf16, f32");
+  // static shapes, no convolution: nothing to measure or choose
+  EXPECT_EQ(core.compile_model(model).get_property("kiln_convolutions_until_hot_choice"), "");
 }
 
 TEST(StreamsSettings, PlanCacheCapacity) {
