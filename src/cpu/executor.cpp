@@ -584,7 +584,8 @@ Graph& Executor::thread_graph(const std::shared_ptr<Plan>& plan, const std::vect
     if (measure) {
       for (const Shape& s : shapes) elements += static_cast<double>(shape_size(s));
       const size_t cold = graphs_built_.load() - hot_rebuilds_.load();
-      f32 = until_hot_.next_f32(elements, cold ? static_cast<double>(cold_runs_.load()) / cold : 1.0);
+      const double runs = cold ? static_cast<double>(cold_runs_.load()) / static_cast<double>(cold) : 1.0;
+      f32 = until_hot_.next_f32(elements, std::min(runs, static_cast<double>(kHotRuns)));
     }
     const auto start = std::chrono::steady_clock::now();
     g.graph = build_graph(*plan, mine.arena, /*hot=*/false, f32);

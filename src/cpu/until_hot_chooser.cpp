@@ -32,7 +32,9 @@ bool UntilHotChooser::cheaper_f32_locked(double elements, double runs) const {
 bool UntilHotChooser::answer_locked(double elements, double runs) const {
   if (bf16_.issued < kSamples + 1 || f32_.issued < kSamples + 1)
     return f32_.issued < bf16_.issued;  // measuring: alternately, bf16 first
-  if (measuring_locked()) return false;  // the measuring graphs have not all run yet: the default
+  // graphs handed out have not all run yet (other threads), or one failed: the precision with
+  // fewer figures, bf16 when even
+  if (measuring_locked()) return f32_.n < bf16_.n;
   const bool f32 = cheaper_f32_locked(elements, runs);
   return (chosen_ + 1) % kRemeasure == 0 ? !f32 : f32;  // now and then the other, measured again
 }

@@ -108,6 +108,15 @@ TEST(UntilHotChooser, AnswersBf16WhileTheMeasuringGraphsHaveNotRun) {
   for (int i = 0; i < kMeasuring; ++i) c.next_f32(1000, 1);
   EXPECT_FALSE(c.next_f32(1000, 1));
   EXPECT_EQ(c.describe().rfind("measuring", 0), 0u) << c.describe();
+  // bf16's have all run, f32's not (or failed): f32 is measured again until it has its figures
+  for (int i = 0; i < UntilHotChooser::kSamples + 1; ++i) c.record(false, 6, 20, 1000);
+  c.record(true, 2, 20, 1000);  // f32's first, left out
+  ASSERT_TRUE(c.next_f32(1000, 1));
+  c.record(true, 2, 20, 1000);
+  ASSERT_TRUE(c.next_f32(1000, 1));
+  c.record(true, 2, 20, 1000);
+  EXPECT_EQ(c.measured(true), UntilHotChooser::kSamples);
+  EXPECT_EQ(c.describe().rfind("f32:", 0), 0u) << c.describe();
 }
 
 TEST(UntilHotChooser, TheExecutorMeasuresBothPrecisionsForNewShapesThenTakesTheCheaper) {
