@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include "cpu/executor.hpp"
 #include "cpu/isa.hpp"
@@ -180,6 +181,48 @@ TEST(UntilHotChooser, TheExecutorMeasuresBothPrecisionsForNewShapesThenTakesTheC
   mm->add_output(mm->add_node("MatMul", {v, mm->add_constant("w", random_tensor({32, 8}, 9))}, 1, "fc")->output(0));
   ir::infer_shapes(*mm);
   EXPECT_EQ(cpu::Executor(mm, o).until_hot_chooser(), nullptr);
+}
+
+TEST(UntilHotChooser, ThreadsMeasureTogether) {
+  // two threads run new shapes on one executor at once, each on graphs of its own: the chooser
+  // takes both threads' figures, every graph built is measured (its precision's first left
+  // out), and every output matches the reference within bf16 tolerance
+  if (!cpu::bf16_available()) GTEST_SKIP() << "no bf16 on " << cpu::isa_description();
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape({1, 8, 6, ir::Dim::sym("w")})});
+  g->add_output(g->add_node("Relu", {conv3x3(*g, x, 8, 8, 1, "c", 0.5f)}, 1, "r")->output(0));
+  ir::infer_shapes(*g);
+  runtime::ReferenceExecutor ref(g);
+  cpu::GraphOptions o;
+  o.bf16 = true;
+  o.convolutions_until_hot = cpu::GraphOptions::UntilHot::measure;
+  cpu::Executor ex(g, o);
+  constexpr int kShapes = 12;
+  std::vector<std::string> failures(2);
+  auto worker = [&](int t) {
+    try {
+      for (int i = 0; i < kShapes; ++i) {
+        const Tensor in = random_tensor({1, 8, 6, 5 + 2 * i + t}, static_cast<uint32_t>(10 * i + t));
+        const Tensor got = ex.run({in})[0], want = ref.run({in})[0];
+        for (int64_t k = 0; k < want.size(); ++k) {
+          const float w = want.data<float>()[k], d = std::fabs(got.data<float>()[k] - w);
+          if (d > 0.05f + 0.02f * std::fabs(w)) throw std::runtime_error(cat("shape ", i, " element ", k, ": ", d));
+        }
+      }
+    } catch (const std::exception& e) {
+      failures[static_cast<size_t>(t)] = e.what();
+    }
+  };
+  std::thread a(worker, 0), b(worker, 1);
+  a.join();
+  b.join();
+  EXPECT_EQ(failures[0], "");
+  EXPECT_EQ(failures[1], "");
+  EXPECT_EQ(ex.graphs_built(), 2u * kShapes);
+  const cpu::UntilHotChooser& c = *ex.until_hot_chooser();
+  EXPECT_EQ(c.measured(false) + c.measured(true), 2 * kShapes - 2);
+  EXPECT_GE(c.measured(false), UntilHotChooser::kSamples);
+  EXPECT_GE(c.measured(true), UntilHotChooser::kSamples);
 }
 
 }  // namespace test_until_hot_chooser
