@@ -164,7 +164,8 @@ void Executor::init_options() {
                          std::any_of(nodes.begin(), nodes.end(), [](const ir::Node* n) {
                            return n->op_type() == "Conv" && n->is_onnx_domain();
                          });
-    options_.convolutions_until_hot = GraphOptions::UntilHot::bf16;  // each build says otherwise
+    // (options_ keep `measure`: a tail's executor after a cut measures its own; build_graph
+    // gives each graph bf16 or f32)
   }
 }
 
@@ -436,7 +437,8 @@ std::string Executor::ir_template_reason() const {
 
 std::unique_ptr<Graph> Executor::build_graph(Plan& plan, std::shared_ptr<Arena> arena, bool hot, bool f32_until_hot) {
   GraphOptions o = options_;
-  if (f32_until_hot && !hot) o.convolutions_until_hot = GraphOptions::UntilHot::f32;
+  if (o.convolutions_until_hot == GraphOptions::UntilHot::measure)  // thread_graph measured which
+    o.convolutions_until_hot = f32_until_hot && !hot ? GraphOptions::UntilHot::f32 : GraphOptions::UntilHot::bf16;
   o.shape_agnostic = o.shapes_vary;  // kiln's kernels stay in a hot rebuild: they are the fast ones
   if (hot) o.shapes_vary = false;
   o.weights = weights_.get();

@@ -178,7 +178,8 @@ class Executor {
                                    std::vector<Tensor>* reuse);
   // mutex_ not held; `arena`: the calling thread's for this executor (null: the graph's own);
   // `hot`: the shape is frequent, take the fastest implementations however long they take to create
-  // `f32_until_hot` (not hot): a new shape's convolutions compute in f32 (kiln_convolutions_until_hot)
+  // `f32_until_hot` (not hot, kiln_convolutions_until_hot = auto): this new shape's convolutions
+  // compute in f32 (else bf16)
   std::unique_ptr<Graph> build_graph(Plan& plan, std::shared_ptr<Arena> arena = nullptr, bool hot = false,
                                      bool f32_until_hot = false);
   // A new shape's graph built with kiln_convolutions_until_hot = auto, to be measured in its first run.
