@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <thread>
 
 #include "cpu/executor.hpp"
@@ -181,6 +182,51 @@ TEST(UntilHotChooser, TheExecutorMeasuresBothPrecisionsForNewShapesThenTakesTheC
   mm->add_output(mm->add_node("MatMul", {v, mm->add_constant("w", random_tensor({32, 8}, 9))}, 1, "fc")->output(0));
   ir::infer_shapes(*mm);
   EXPECT_EQ(cpu::Executor(mm, o).until_hot_chooser(), nullptr);
+}
+
+TEST(UntilHotChooser, TheTailAfterACutMeasuresItsOwnNewShapes) {
+  // a convolution over x [1, 8, 6, w] (the head), then the columns of x whose sum is positive,
+  // found by NonZero (a count that depends on the data), gathered from the head's output and
+  // convolved again: the tail after the cut has an executor of its own, whose new shapes (one
+  // per count) are measured alternately bf16 and f32 as the head's are
+  if (!cpu::bf16_available()) GTEST_SKIP() << "no bf16 on " << cpu::isa_description();
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape({1, 8, 6, ir::Dim::sym("w")})});
+  auto* c1 = g->add_node("Relu", {conv3x3(*g, x, 8, 8, 1, "c1", 0.5f)}, 1, "r1");
+  auto* sum = g->add_node("ReduceSum", {x, g->add_constant("axes", Tensor::from_vector<int64_t>({0, 1, 2}, {3}))}, 1, "sum");
+  sum->attrs["keepdims"] = int64_t(0);
+  auto* pos = g->add_node("Greater", {sum->output(0), g->add_constant("zero", Tensor::scalar<float>(0.f))}, 1, "pos");
+  auto* nz = g->add_node("NonZero", {pos->output(0)}, 1, "nz");
+  auto* idx = g->add_node("Squeeze", {nz->output(0), g->add_constant("axis0", Tensor::from_vector<int64_t>({0}, {1}))}, 1, "idx");
+  auto* cols = g->add_node("Gather", {c1->output(0), idx->output(0)}, 1, "cols");
+  cols->attrs["axis"] = int64_t(3);
+  g->add_output(g->add_node("Relu", {conv3x3(*g, cols->output(0), 8, 8, 3, "c2", 0.5f)}, 1, "r2")->output(0));
+  ir::infer_shapes(*g);
+  runtime::ReferenceExecutor ref(g);
+  cpu::GraphOptions o;
+  o.bf16 = true;
+  o.convolutions_until_hot = cpu::GraphOptions::UntilHot::measure;
+  cpu::Executor ex(g, o);
+  for (int i = 0; i < 4; ++i) {
+    SCOPED_TRACE(cat("new shape ", i));
+    const int64_t w = 10 + i, kept = 3 + i;  // a new width and a new count each time
+    Tensor in = random_tensor({1, 8, 6, w}, static_cast<uint32_t>(i + 1));
+    float* p = in.data<float>();
+    for (int64_t k = 0; k < in.size(); ++k) p[k] = k % w < kept ? std::fabs(p[k]) + 0.1f : 0.f;
+    std::vector<ProfilingInfo> rows;
+    const auto got = ex.run({in}, &rows);
+    const auto want = ref.run({in});
+    ASSERT_EQ(got[0].shape(), (Shape{1, 8, 6, kept}));
+    std::map<std::string, bool> bf16;  // by convolution: bf16 or f32
+    for (const ProfilingInfo& r : rows)
+      if (r.node_type == "Convolution" && r.status == ProfilingInfo::Status::executed)
+        bf16[r.node_name] = r.exec_type.find("bf16") != std::string::npos;
+    ASSERT_EQ(bf16.count("c1"), 1u);
+    ASSERT_EQ(bf16.count("c2"), 1u);
+    EXPECT_EQ(bf16["c1"], i % 2 == 0);  // the head's new shapes: bf16, f32, bf16, f32
+    EXPECT_EQ(bf16["c2"], i % 2 == 0);  // and the tail's
+    if (i % 2 == 1) expect_close(want[0], got[0], 1e-4, 1e-4);
+  }
 }
 
 TEST(UntilHotChooser, ThreadsMeasureTogether) {
