@@ -17,10 +17,12 @@ namespace kiln::cpu {
 // compute in f32, as f32 mode builds them; the graph rebuilt once the shape is hot
 // (Executor::kHotRuns) computes them in bf16. All of them, not only those kiln's kernels take:
 // a mix converts every activation between the two (MobileNet-v2's stream ran 0.95x ORT's time
-// with its 1x1 convolutions in f32 and its depthwise ones in bf16). Not the default: it pays
-// for narrow convolutions that bf16 computes no faster (the CRNN stream's first pass 1.46x ->
-// 0.85x ORT's time, memory 1.65x -> 0.66x) but not for a ResNet-50, whose f32 convolutions cost
-// as much to make per shape and run 1.6x slower (docs/settings.md, Precision).
+// with its 1x1 convolutions in f32 and its depthwise ones in bf16). It pays for narrow
+// convolutions that bf16 computes no faster (the CRNN stream's first pass 1.46x -> 0.85x ORT's
+// time, memory 1.65x -> 0.66x) but not for a ResNet-50, whose f32 convolutions cost as much to
+// make per shape and run 1.6x slower (docs/settings.md, Precision); so by default (auto) the
+// executor builds each new shape's graph with it or without it as it measures
+// (until_hot_chooser.hpp).
 void Graph::convolutions_in_f32_until_hot(transforms::PassLog* log) {
   for (auto& n : nodes_)
     if (n->bf16 && n->kind() == NodeKind::Convolution) {

@@ -24,6 +24,23 @@ using cpu::UntilHotChooser;
 
 constexpr int kMeasuring = 2 * (UntilHotChooser::kSamples + 1);  // graphs before the choice
 
+// inference_precision = bf16, kiln_convolutions_until_hot = auto
+cpu::GraphOptions bf16_auto() {
+  cpu::GraphOptions o;
+  o.bf16 = true;
+  o.convolutions_until_hot = cpu::GraphOptions::UntilHot::measure;
+  return o;
+}
+
+// The convolutions a run's profile shows executed, by node name: whether each computed in bf16.
+std::map<std::string, bool> convolutions_in_bf16(const std::vector<ProfilingInfo>& rows) {
+  std::map<std::string, bool> out;
+  for (const ProfilingInfo& r : rows)
+    if (r.node_type == "Convolution" && r.status == ProfilingInfo::Status::executed)
+      out[r.node_name] = r.exec_type.find("bf16") != std::string::npos;
+  return out;
+}
+
 // Answers next_f32 until the chooser has measured both precisions, recording for each graph
 // `bf16` or `f32` = {build ms, first run ms per input element}; returns the order it asked for.
 std::vector<bool> measure(UntilHotChooser& c, std::pair<double, double> bf16, std::pair<double, double> f32,
@@ -134,9 +151,7 @@ TEST(UntilHotChooser, TheExecutorMeasuresBothPrecisionsForNewShapesThenTakesTheC
   g->add_output(g->add_node("Relu", {conv3x3(*g, c1->output(0), 32, 16, 3, "c2", 0.5f)}, 1, "r2")->output(0));
   ir::infer_shapes(*g);
   runtime::ReferenceExecutor ref(g);
-  cpu::GraphOptions o;
-  o.bf16 = true;
-  o.convolutions_until_hot = cpu::GraphOptions::UntilHot::measure;  // kiln_convolutions_until_hot = auto
+  const cpu::GraphOptions o = bf16_auto();
   cpu::Executor ex(g, o);
   ASSERT_NE(ex.until_hot_chooser(), nullptr);
   auto max_abs = [](const Tensor& t) {
@@ -153,15 +168,10 @@ TEST(UntilHotChooser, TheExecutorMeasuresBothPrecisionsForNewShapesThenTakesTheC
     std::vector<ProfilingInfo> rows;
     const auto got = ex.run({in}, &rows);
     const auto want = ref.run({in});
-    size_t convs = 0, bf16_convs = 0;
-    for (const ProfilingInfo& r : rows)
-      if (r.node_type == "Convolution" && r.status == ProfilingInfo::Status::executed) {
-        ++convs;
-        bf16_convs += r.exec_type.find("bf16") != std::string::npos;
-      }
-    ASSERT_GT(convs, 0u);
+    const std::map<std::string, bool> convs = convolutions_in_bf16(rows);
+    ASSERT_FALSE(convs.empty());
     const bool f32 = i < kMeasuring ? i % 2 == 1 : prefers_f32;
-    EXPECT_EQ(bf16_convs, f32 ? 0u : convs);
+    for (const auto& [name, bf16] : convs) EXPECT_EQ(bf16, !f32) << name;
     if (f32)
       expect_close(want[0], got[0], 1e-4, 1e-4);
     else  // bf16 keeps 8 mantissa bits: errors of a few percent of the range after two convolutions
@@ -203,10 +213,7 @@ TEST(UntilHotChooser, TheTailAfterACutMeasuresItsOwnNewShapes) {
   g->add_output(g->add_node("Relu", {conv3x3(*g, cols->output(0), 8, 8, 3, "c2", 0.5f)}, 1, "r2")->output(0));
   ir::infer_shapes(*g);
   runtime::ReferenceExecutor ref(g);
-  cpu::GraphOptions o;
-  o.bf16 = true;
-  o.convolutions_until_hot = cpu::GraphOptions::UntilHot::measure;
-  cpu::Executor ex(g, o);
+  cpu::Executor ex(g, bf16_auto());
   for (int i = 0; i < 4; ++i) {
     SCOPED_TRACE(cat("new shape ", i));
     const int64_t w = 10 + i, kept = 3 + i;  // a new width and a new count each time
@@ -217,10 +224,7 @@ TEST(UntilHotChooser, TheTailAfterACutMeasuresItsOwnNewShapes) {
     const auto got = ex.run({in}, &rows);
     const auto want = ref.run({in});
     ASSERT_EQ(got[0].shape(), (Shape{1, 8, 6, kept}));
-    std::map<std::string, bool> bf16;  // by convolution: bf16 or f32
-    for (const ProfilingInfo& r : rows)
-      if (r.node_type == "Convolution" && r.status == ProfilingInfo::Status::executed)
-        bf16[r.node_name] = r.exec_type.find("bf16") != std::string::npos;
+    std::map<std::string, bool> bf16 = convolutions_in_bf16(rows);
     ASSERT_EQ(bf16.count("c1"), 1u);
     ASSERT_EQ(bf16.count("c2"), 1u);
     EXPECT_EQ(bf16["c1"], i % 2 == 0);  // the head's new shapes: bf16, f32, bf16, f32
@@ -239,10 +243,7 @@ TEST(UntilHotChooser, ThreadsMeasureTogether) {
   g->add_output(g->add_node("Relu", {conv3x3(*g, x, 8, 8, 1, "c", 0.5f)}, 1, "r")->output(0));
   ir::infer_shapes(*g);
   runtime::ReferenceExecutor ref(g);
-  cpu::GraphOptions o;
-  o.bf16 = true;
-  o.convolutions_until_hot = cpu::GraphOptions::UntilHot::measure;
-  cpu::Executor ex(g, o);
+  cpu::Executor ex(g, bf16_auto());
   constexpr int kShapes = 12;
   std::vector<std::string> failures(2);
   auto worker = [&](int t) {
