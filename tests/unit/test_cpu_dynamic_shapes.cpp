@@ -42,10 +42,11 @@ using Compare = std::function<void(const Tensor& want, const Tensor& got)>;
 // over (the second time every plan exists), and checks that each kind in `kinds` ran in the
 // last shape's plan. Returns the executor, for checks of its plans.
 std::shared_ptr<cpu::Executor> run_stream(const std::shared_ptr<ir::Graph>& g, const std::vector<std::vector<Shape>>& shapes,
-                                          const std::vector<std::string>& kinds, const Compare& compare = {}) {
+                                          const std::vector<std::string>& kinds, const Compare& compare = {},
+                                          const cpu::GraphOptions& options = {}) {  // {}: f32
   ir::infer_shapes(*g);
   runtime::ReferenceExecutor ref(g);
-  auto executor = std::make_shared<cpu::Executor>(g);  // GraphOptions{}: f32
+  auto executor = std::make_shared<cpu::Executor>(g, options);
   cpu::Executor& ex = *executor;
   uint32_t seed = 1;
   std::vector<Tensor> previous;
@@ -248,6 +249,46 @@ TEST(CpuDynamicShapes, ElementwiseBinaryResizeAndLrn) {
   std::vector<std::vector<Shape>> stream;
   for (const auto& s : image_stream(8)) stream.push_back({s[0], s[0]});
   run_stream(g, stream, {"Resize", "LRN", "BatchNorm"});
+}
+
+TEST(CpuDynamicShapes, ElementwiseAndBinaryNodesWithoutSnippets) {
+  // snippets_mode=DISABLE: the chain of the test above runs as one oneDNN node per op, a
+  // broadcast Binary (a per-channel scale), a same-shape Binary and Eltwise nodes, each made
+  // per shape, where the snippets kernel otherwise takes them all
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 8, Dim::sym("h"), Dim::sym("w")})});
+  auto* y = g->add_input("y", {DType::f32, dims({Dim::sym("n"), 8, Dim::sym("h"), Dim::sym("w")})});
+  auto* m = g->add_node("Mul", {x, g->add_constant("s", random_tensor({8, 1, 1}, 2))}, 1, "scale")->output(0);
+  auto* e = g->add_node("Tanh", {g->add_node("Add", {m, y}, 1, "add")->output(0)}, 1, "tanh")->output(0);
+  auto* d = g->add_node("Sub", {e, x}, 1, "sub")->output(0);  // reads x again: not in place over it
+  g->add_output(g->add_node("Sigmoid", {d}, 1, "sig")->output(0));
+  std::vector<std::vector<Shape>> stream;
+  for (const auto& s : image_stream(8)) stream.push_back({s[0], s[0]});
+  cpu::GraphOptions options;
+  options.snippets_mode = cpu::SnippetsMode::disable;
+  auto ex = run_stream(g, stream, {"Binary", "Eltwise"}, {}, options);
+  for (const auto& s : stream) {
+    EXPECT_EQ(count_kind(*ex, s, cpu::NodeKind::Subgraph), 0u) << shape_to_string(s[0]);
+    EXPECT_GE(count_kind(*ex, s, cpu::NodeKind::Binary), 2u) << shape_to_string(s[0]);
+  }
+}
+
+TEST(CpuDynamicShapes, DeconvolutionsOverEveryShapeAndBatch) {
+  // a 3x3 convolution into blocked channels, then ConvTranspose 2x2 stride 2 (a decoder's
+  // upsampling) and a 3x3 stride 1 one with pads: oneDNN's deconvolution made per shape,
+  // Reorders where the layouts differ
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 4, Dim::sym("h"), Dim::sym("w")})});
+  auto* a = g->add_node("Relu", {conv(*g, x, 4, 16, 1, "c1")}, 1, "r1")->output(0);
+  auto* up = g->add_node("ConvTranspose", {a, g->add_constant("up_w", random_tensor({16, 8, 2, 2}, 2, 0.5f)),
+                                           g->add_constant("up_b", random_tensor({8}, 3))}, 1, "up");
+  up->attrs["strides"] = std::vector<int64_t>{2, 2};
+  auto* dc = g->add_node("ConvTranspose", {up->output(0), g->add_constant("dc_w", random_tensor({8, 6, 3, 3}, 4, 0.5f))},
+                         1, "dc");
+  dc->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+  g->add_output(g->add_node("Neg", {dc->output(0)}, 1, "neg")->output(0));
+  auto ex = run_stream(g, image_stream(4), {"Deconvolution"});
+  for (const auto& s : image_stream(4)) EXPECT_EQ(count_kind(*ex, s, cpu::NodeKind::Deconvolution), 2u) << shape_to_string(s[0]);
 }
 
 TEST(CpuDynamicShapes, SequencesThroughFullyConnectedSoftmaxLayerNormReduceAndViews) {
