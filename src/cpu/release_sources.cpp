@@ -35,7 +35,8 @@ void collect_held(const ir::Graph& g, bool nested, std::vector<Range>& out) {
 // The node kinds that read a constant weight only through pack_weights (no raw read, in
 // prepare() or execute()), so a packed copy is all they need.
 bool reads_weights_only_packed(NodeKind k) {
-  return k == NodeKind::FullyConnected || k == NodeKind::Convolution || k == NodeKind::LSTM;
+  return k == NodeKind::FullyConnected || k == NodeKind::Convolution || k == NodeKind::LSTM ||
+         k == NodeKind::GRU;
 }
 
 }  // namespace

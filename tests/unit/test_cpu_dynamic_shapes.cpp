@@ -13,6 +13,7 @@
 #include "cpu/executor.hpp"
 #include "cpu/gemm_f32.hpp"
 #include "cpu/graph_optimizer.hpp"
+#include "cpu/gru_f32.hpp"
 #include "cpu/isa.hpp"
 #include "cpu/layer_norm_f32.hpp"
 #include "cpu/lstm_f32.hpp"
@@ -341,6 +342,37 @@ TEST(CpuDynamicShapes, LstmOverEveryLengthAndBatch) {
   std::vector<std::vector<Shape>> stream = {{{3, 1, 6}}, {{20, 1, 6}}, {{5, 1, 6}}, {{20, 3, 6}}, {{1, 2, 6}}, {{9, 4, 6}}};
   run_stream(g, stream, {"LSTM"});
   expect_kiln_kernel(g, stream, cpu::NodeKind::LSTM, cpu::lstm_f32::available(), cpu::lstm_f32::impl_name());
+}
+
+TEST(CpuDynamicShapes, GruOverEveryLengthAndBatch) {
+  // a bidirectional GRU as PyTorch exports it (linear_before_reset) from an initial state, its
+  // directions side by side ([T, n, 16]) into a forward one without bias or linear_before_reset
+  // and with a hidden size of 5 (vector tails): kiln's gru_f32 takes the length and batch at run time
+  auto g = make_graph(14);
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("T"), Dim::sym("n"), 6})});
+  auto* h0 = g->add_input("h0", {DType::f32, dims({2, Dim::sym("n"), 8})});
+  auto* a = g->add_node("GRU", {x, g->add_constant("W", random_tensor({2, 24, 6}, 1, 0.5f)),
+                                g->add_constant("R", random_tensor({2, 24, 8}, 2, 0.5f)),
+                                g->add_constant("B", random_tensor({2, 48}, 3, 0.5f)), nullptr, h0},
+                        2, "bigru");
+  a->attrs["hidden_size"] = int64_t(8);
+  a->attrs["direction"] = std::string("bidirectional");
+  a->attrs["linear_before_reset"] = int64_t(1);
+  auto* t = g->add_node("Transpose", {a->output(0)}, 1, "sides");  // [T, 2, n, 8] -> [T, n, 2, 8]
+  t->attrs["perm"] = std::vector<int64_t>{0, 2, 1, 3};
+  auto* y = g->add_node("Reshape", {t->output(0), g->add_constant("to", Tensor::from_vector<int64_t>({0, 0, 16}, {3}))},
+                        1, "flat")->output(0);
+  auto* b = g->add_node("GRU", {y, g->add_constant("W2", random_tensor({1, 15, 16}, 4, 0.5f)),
+                                g->add_constant("R2", random_tensor({1, 15, 5}, 5, 0.5f))},
+                        1, "gru2");
+  b->attrs["hidden_size"] = int64_t(5);
+  g->add_output(b->output(0));
+  g->add_output(a->output(1));
+  const std::vector<std::vector<Shape>> stream = {{{3, 1, 6}, {2, 1, 8}},  {{20, 1, 6}, {2, 1, 8}}, {{5, 1, 6}, {2, 1, 8}},
+                                                  {{20, 3, 6}, {2, 3, 8}}, {{1, 2, 6}, {2, 2, 8}},  {{9, 4, 6}, {2, 4, 8}}};
+  const bool kiln = cpu::gru_f32::available();  // else the reference kernel runs both
+  run_stream(g, stream, kiln ? std::vector<std::string>{"GRU"} : std::vector<std::string>{});
+  if (kiln) expect_kiln_kernel(g, stream, cpu::NodeKind::GRU, true, cpu::gru_f32::impl_name());
 }
 
 TEST(CpuDynamicShapes, AttentionWithAMaskOverEveryLengthAndBatch) {

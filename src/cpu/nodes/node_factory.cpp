@@ -33,6 +33,7 @@ std::unique_ptr<Node> make_node(const ir::Node& n) {
   if (eltwise_supports(n)) return make_eltwise_node(n);
   if (binary_supports(n)) return make_binary_node(n);
   if (lstm_supports(n)) return make_lstm_node(n);
+  if (gru_supports(n)) return make_gru_node(n);
   return make_reference_node(n);
 }
 
