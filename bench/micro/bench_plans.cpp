@@ -108,6 +108,14 @@ void BM_PlanBertBatch(benchmark::State& state) {
 void BM_PlanCrnnWidths(benchmark::State& state) {
   plan_new_shapes(state, "crnn_dyn", [](int i) { return std::vector<Shape>{{1, 3, 48, 96 + 24 * int64_t(i)}}; });
 }
+// MobileNet-v2, x [B, 3, H, W]: B = 1, 2, 4, 8 in turn, H = 160..256, W = H + 0..96 (the
+// mnv2-batch stream)
+void BM_PlanMnv2Batch(benchmark::State& state) {
+  plan_new_shapes(state, "mnv2_dyn", [](int i) {
+    const int64_t h = 160 + 32 * ((i >> 2) % 4);
+    return std::vector<Shape>{{int64_t{1} << (i % 4), 3, h, h + 32 * (i >> 4)}};
+  });
+}
 
 // The compiles alone (Executor::prepare of 63 new shapes after one inference), for a profiler:
 //   valgrind --tool=callgrind --toggle-collect='kiln::cpu::Executor::prepare*'
@@ -146,4 +154,5 @@ void BM_PlanBertCompileOnly(benchmark::State& state) {
 BENCHMARK(BM_PlanBertLengths)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_PlanBertBatch)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_PlanCrnnWidths)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_PlanMnv2Batch)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_PlanBertCompileOnly)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
