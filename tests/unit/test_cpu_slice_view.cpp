@@ -1,5 +1,6 @@
-// SliceView: a Slice / Split whose outputs are contiguous runs of the input's bytes runs as
-// views (no copy, no kernel); any other slice runs as before. Structure asserted, numerics
+// SliceView: a Slice / Split / Gather of one index whose outputs are contiguous runs of the
+// input's bytes runs as views (no copy, no kernel); SliceCopy: the others copy their runs (steps
+// other than 1 and index tensors keep the reference kernel). Structure asserted, numerics
 // against the reference executor.
 #include <gtest/gtest.h>
 
@@ -42,6 +43,21 @@ bool is_view(const cpu::Graph& g, const std::string& name) {
   return n && n->kind() == cpu::NodeKind::SliceView;
 }
 
+cpu::NodeKind kind_of(const cpu::Graph& g, const std::string& name) {
+  const cpu::Node* n = find(g, name);
+  EXPECT_NE(n, nullptr) << name;
+  return n ? n->kind() : cpu::NodeKind::Reference;
+}
+
+// x -> Gather(one constant index, axis) -> Neg -> output
+std::shared_ptr<ir::Graph> gather_then_neg(const Shape& x, const Tensor& index, int64_t axis) {
+  auto g = make_graph(13);
+  auto* gather = g->add_node("Gather", {input(*g, x), g->add_constant("index", index)}, 1, "gather");
+  gather->attrs["axis"] = axis;
+  g->add_output(g->add_node("Neg", {gather->output(0)}, 1, "neg")->output(0));
+  return g;
+}
+
 }  // namespace
 
 TEST(CpuSliceView, ContiguousSlicesAreViews) {
@@ -67,10 +83,67 @@ TEST(CpuSliceView, ContiguousSlicesAreViews) {
   }
 }
 
-TEST(CpuSliceView, StepsOtherThanOneAreCopies) {
+TEST(CpuSliceView, StepsOtherThanOneStayOnTheReferenceKernel) {
   auto g = slice_then_relu({1, 16, 3, 3}, {0}, {16}, {1}, {2});
   auto cg = compare_with_reference(g, {random_tensor({1, 16, 3, 3}, 4)});
-  EXPECT_FALSE(is_view(*cg, "slice"));
+  EXPECT_EQ(kind_of(*cg, "slice"), cpu::NodeKind::Reference);
+}
+
+TEST(CpuSliceCopy, SlicesThatAreNoRunCopyTheirRuns) {
+  struct Case {
+    Shape x;
+    std::vector<int64_t> starts, ends, axes;
+  };
+  const std::vector<Case> cases = {
+      {{197, 2, 2304}, {768}, {1536}, {2}},        // the key third of a fused projection [L, N, 3E]
+      {{197, 2, 2304}, {1536}, {INT64_MAX}, {-1}},  // the value third, to the end
+      {{2, 16, 3, 3}, {0}, {8}, {1}},              // N = 2: two runs
+      {{1, 16, 3, 3}, {0, 1}, {8, 3}, {1, 2}},     // two axes cut: runs of a row's last two
+      {{1, 16, 3, 3}, {0}, {2}, {3}},              // the innermost axis: runs of 2
+      {{3, 5, 7}, {-4, 1, 2}, {1000, 4, 6}, {0, 1, 2}},  // every axis cut, a negative start
+      {{64, 4, 3072}, {100}, {2148}, {2}},         // 1.6 MiB: the runs shared by the team
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(shape_to_string(c.x));
+    auto g = slice_then_relu(c.x, c.starts, c.ends, c.axes);
+    auto cg = compare_with_reference(g, {random_tensor(c.x, 3)});
+    EXPECT_EQ(kind_of(*cg, "slice"), cpu::NodeKind::SliceCopy);
+  }
+}
+
+TEST(CpuSliceCopy, SplitsAlongAnInnerAxisCopyEachPart) {
+  // q, k, v of [L, N, 3E] split along the last axis, unevenly; int64 and uint8 elements as well
+  for (DType t : {DType::f32, DType::i64, DType::u8}) {
+    SCOPED_TRACE(dtype_name(t));
+    auto g = make_graph(13);
+    const Shape xs{9, 3, 20};
+    auto* x = g->add_input("x", {t, ir::PartialShape(xs)});
+    auto* split = g->add_node("Split", {x, ints(*g, "split", {8, 8, 4})}, 3, "split");
+    split->attrs["axis"] = int64_t(-1);
+    for (size_t i = 0; i < 3; ++i) g->add_output(split->output(i));
+    Tensor in = t == DType::f32 ? random_tensor(xs, 9) : Tensor(t, xs);
+    if (t != DType::f32)
+      for (int64_t i = 0; i < in.size(); ++i) {
+        if (t == DType::i64) static_cast<int64_t*>(in.raw())[i] = i * 7 - 300;
+        else static_cast<uint8_t*>(in.raw())[i] = static_cast<uint8_t>(i * 13);
+      }
+    auto cg = compare_with_reference(g, {in});
+    EXPECT_EQ(kind_of(*cg, "split"), cpu::NodeKind::SliceCopy);
+  }
+}
+
+TEST(CpuSliceCopy, AGatherOfOneIndexIsAViewOrACopy) {
+  // a ViT's class token: row 0 of [tokens, N, C], one run (a view); a column of every row (a
+  // copy); a negative index; a one-element index tensor keeps the axis
+  auto cg = compare_with_reference(gather_then_neg({197, 2, 16}, Tensor::scalar<int64_t>(0), 0), {random_tensor({197, 2, 16}, 1)});
+  EXPECT_EQ(kind_of(*cg, "gather"), cpu::NodeKind::SliceView);
+  cg = compare_with_reference(gather_then_neg({5, 6, 7}, Tensor::scalar<int64_t>(-2), 1), {random_tensor({5, 6, 7}, 2)});
+  EXPECT_EQ(kind_of(*cg, "gather"), cpu::NodeKind::SliceCopy);
+  cg = compare_with_reference(gather_then_neg({5, 6, 7}, Tensor::from_vector<int32_t>({3}, {1}), 2), {random_tensor({5, 6, 7}, 3)});
+  EXPECT_EQ(kind_of(*cg, "gather"), cpu::NodeKind::SliceCopy);
+  // several indices: the reference kernel
+  cg = compare_with_reference(gather_then_neg({5, 6, 7}, Tensor::from_vector<int64_t>({3, 1}, {2}), 1), {random_tensor({5, 6, 7}, 4)});
+  EXPECT_EQ(kind_of(*cg, "gather"), cpu::NodeKind::Reference);
 }
 
 // x -> Split(axis 1) into three; each part through its own op; Concat of them in another

@@ -5,6 +5,7 @@ namespace kiln::cpu {
 std::unique_ptr<Node> make_node(const ir::Node& n) {
   if (view_supports(n)) return make_view_node(n);
   if (slice_view_supports(n)) return make_slice_view_node(n);
+  if (slice_copy_supports(n)) return make_slice_copy_node(n);
   if (convolution_supports(n)) return make_convolution_node(n);
   if (deconvolution_supports(n)) return make_deconvolution_node(n);
   if (quantized_convolution_supports(n)) return make_quantized_convolution_node(n);

@@ -17,6 +17,8 @@ bool view_supports(const ir::Node& n);
 std::unique_ptr<Node> make_view_node(const ir::Node& n);
 bool slice_view_supports(const ir::Node& n);  // a Slice / Split whose outputs are contiguous runs of its input
 std::unique_ptr<Node> make_slice_view_node(const ir::Node& n);
+bool slice_copy_supports(const ir::Node& n);
+std::unique_ptr<Node> make_slice_copy_node(const ir::Node& n);
 
 bool transpose_supports(const ir::Node& n);
 std::unique_ptr<Node> make_transpose_node(const ir::Node& n);
