@@ -375,6 +375,26 @@ TEST(CpuDynamicShapes, GruOverEveryLengthAndBatch) {
   if (kiln) expect_kiln_kernel(g, stream, cpu::NodeKind::GRU, true, cpu::gru_f32::impl_name());
 }
 
+TEST(CpuDynamicShapes, GroupNormOverEveryLengthAndBatch) {
+  // Conv1d -> GroupNorm(4 groups of 8) as PyTorch exports it (Reshape [n, 4, -1] ->
+  // InstanceNormalization -> Reshape back -> Mul -> Add) -> GELU: wav2vec2's first layer
+  auto g = make_graph(13);
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 1, Dim::sym("T")})});
+  auto* c = g->add_node("Conv", {x, g->add_constant("cw", random_tensor({8, 1, 10}, 1, 0.5f))}, 1, "conv");
+  c->attrs["strides"] = std::vector<int64_t>{5};
+  auto* grouped = g->add_node("Reshape", {c->output(0), g->add_constant("g", Tensor::from_vector<int64_t>({0, 4, -1}, {3}))},
+                              1, "group")->output(0);
+  auto* n = g->add_node("InstanceNormalization", {grouped, g->add_constant("ones", Tensor::from_vector<float>({1, 1, 1, 1}, {4})),
+                                                  g->add_constant("zeros", Tensor::from_vector<float>({0, 0, 0, 0}, {4}))},
+                        1, "norm");
+  auto* back = g->add_node("Reshape", {n->output(0), g->add_node("Shape", {c->output(0)}, 1, "shape")->output(0)}, 1, "back");
+  auto* w = g->add_node("Mul", {back->output(0), g->add_constant("w", random_tensor({8, 1}, 2))}, 1, "weight")->output(0);
+  auto* b = g->add_node("Add", {w, g->add_constant("b", random_tensor({8, 1}, 3))}, 1, "bias")->output(0);
+  g->add_output(g->add_node("Relu", {b}, 1, "act")->output(0));
+  const std::vector<std::vector<Shape>> stream = {{{1, 1, 1600}}, {{1, 1, 8000}}, {{2, 1, 3999}}, {{1, 1, 15}}, {{3, 1, 800}}};
+  run_stream(g, stream, {"InstanceNorm"});
+}
+
 TEST(CpuDynamicShapes, AttentionWithAMaskOverEveryLengthAndBatch) {
   // self-attention over [n, L, 16] with an additive mask [n, 1, 1, L]: the scores and the mask
   // copy live in the arena (Node::scratch), sized per plan; a plan that kept another length's

@@ -35,6 +35,7 @@ std::unique_ptr<Node> make_node(const ir::Node& n) {
   if (binary_supports(n)) return make_binary_node(n);
   if (lstm_supports(n)) return make_lstm_node(n);
   if (gru_supports(n)) return make_gru_node(n);
+  if (instance_norm_supports(n)) return make_instance_norm_node(n);
   return make_reference_node(n);
 }
 

@@ -90,6 +90,8 @@ std::unique_ptr<Node> make_subgraph_node(const ir::Node& n);
 bool lstm_supports(const ir::Node& n);
 std::unique_ptr<Node> make_lstm_node(const ir::Node& n);
 bool gru_supports(const ir::Node& n);
+bool instance_norm_supports(const ir::Node& n);
+std::unique_ptr<Node> make_instance_norm_node(const ir::Node& n);
 std::unique_ptr<Node> make_gru_node(const ir::Node& n);
 bool binary_supports(const ir::Node& n);
 std::unique_ptr<Node> make_binary_node(const ir::Node& n);
