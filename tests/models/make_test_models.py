@@ -15,6 +15,11 @@ HF-style attention, erf GELU, LayerNorm), with random weights from a fixed seed.
   detector    a small two-stage detector, opset 16: conv backbone, the locations whose objectness
               passes a threshold (NonZero: a count that depends on the data), boxes around them,
               NMS, RoIAlign of the kept boxes, a linear head (outputs boxes, scores, features)
+  speech_gru  a speech recogniser: wav2vec2's convolutional front end (Conv1d, GroupNorm, GELU)
+              on 1 s of 16 kHz audio, LayerNorm, a 2-layer bidirectional GRU, per-frame log-softmax
+              (GroupNorm exports as InstanceNormalization; PyTorch's GRU with linear_before_reset)
+  vit_small   torchvision's VisionTransformer, 64x64 images in 8x8 patches, 4 layers, hidden 128,
+              4 heads (nn.MultiheadAttention: its q / k / v are Slices of one projection)
 
 BatchNorm running statistics are calibrated in train mode on random inputs (cumulative
 average), so activations stay O(1) and the references are not dominated by rounding.
@@ -47,6 +52,26 @@ BERTS = {"bert_small": dict(layers=4, hidden=256, heads=4, ffn=1024),
          "bert_12l": dict(layers=12, hidden=64, heads=2, ffn=256)}
 SEQUENCE = 128
 DETECTOR_OPSET = 16  # RoiAlign's half_pixel coordinates (torchvision's aligned=True)
+SEQUENCE_MODELS = ["speech_gru", "vit_small"]
+
+
+class SpeechGru(nn.Module):
+    """wav2vec2's feature extractor in small (GroupNorm after the first convolution), then a
+    bidirectional GRU over the frames and a per-frame classifier."""
+
+    def __init__(self):
+        super().__init__()
+        self.front = nn.Sequential(nn.Conv1d(1, 64, 10, 5, bias=False), nn.GroupNorm(64, 64), nn.GELU(),
+                                   nn.Conv1d(64, 64, 3, 2, bias=False), nn.GELU(),
+                                   nn.Conv1d(64, 64, 3, 2, bias=False), nn.GELU(),
+                                   nn.Conv1d(64, 64, 2, 2, bias=False), nn.GELU())
+        self.norm = nn.LayerNorm(64)
+        self.rnn = nn.GRU(64, 96, num_layers=2, bidirectional=True, batch_first=True)
+        self.out = nn.Linear(192, 32)
+
+    def forward(self, audio):
+        f = self.norm(self.front(audio).transpose(1, 2))
+        return self.out(self.rnn(f)[0]).log_softmax(-1)
 
 
 class Detector(nn.Module):
@@ -136,10 +161,19 @@ def bert(name, g):
     return model, {"input_ids": ids, "attention_mask": mask}, ["last_hidden_state"]
 
 
+def sequence_model(name, g):
+    torch.manual_seed(SEED)
+    if name == "speech_gru":
+        return SpeechGru().eval(), {"audio": torch.rand(1, 1, 16000, generator=g) * 2 - 1}, ["log_probs"]
+    model = torchvision.models.VisionTransformer(image_size=64, patch_size=8, num_layers=4, num_heads=4,
+                                                 hidden_dim=128, mlp_dim=256, num_classes=100)
+    return model.eval(), {"input": torch.rand(2, 3, 64, 64, generator=g) * 2 - 1}, ["output"]
+
+
 def make(name, out_dir):
     g = torch.Generator().manual_seed(SEED)
     model, inputs, outputs = (bert(name, g) if name in BERTS else detector(g) if name == "detector"
-                              else vision(name, g))
+                              else sequence_model(name, g) if name in SEQUENCE_MODELS else vision(name, g))
     opset = DETECTOR_OPSET if name == "detector" else OPSET
     d = os.path.join(out_dir, name)
     os.makedirs(os.path.join(d, "inputs"), exist_ok=True)
@@ -149,8 +183,10 @@ def make(name, out_dir):
     if "dynamo" in inspect.signature(torch.onnx.export).parameters:
         kw["dynamo"] = False
     t0 = time.time()
-    with torch.no_grad():
+    # nn.MultiheadAttention's fused path (eval without grad) has no ONNX export in torch 1.13
+    with torch.set_grad_enabled(name == "vit_small"):
         torch.onnx.export(model, tuple(inputs.values()), path, **kw)
+    with torch.no_grad():
         refs = model(*inputs.values())
     refs = refs if isinstance(refs, (tuple, list)) else [refs]
     onnx.checker.check_model(path)
@@ -172,7 +208,7 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--force", action="store_true")
     a = ap.parse_args()
-    known = VISION + list(BERTS) + ["detector"]
+    known = VISION + list(BERTS) + ["detector"] + SEQUENCE_MODELS
     names = [n for n in a.only.split(",") if n] or known
     for n in names:
         if n not in known:
