@@ -456,9 +456,20 @@ PYBIND11_MODULE(_kiln, m) {
   py::class_<Core>(m, "Core", "Reads and compiles models.")
       .def(py::init<>())
       .def("read_model", &read_model, py::arg("model"), "An ONNX model from a path or from bytes")
-      .def("compile_model", [](const Core& core, const py::object& model, const py::object& properties) {
+      .def("compile_model", [](const Core& core, const py::object& model, const py::object& device_or_properties,
+                               const py::object& properties) {
+            // OpenVINO's form compile_model(model, "CPU", config) as well as compile_model(model, config)
+            py::object props_arg = device_or_properties;
+            if (py::isinstance<py::str>(device_or_properties)) {
+              const std::string device = device_or_properties.cast<std::string>();
+              if (device != "CPU")
+                throw Error("kiln: compile_model: device '" + device + "': kiln runs on the CPU; pass \"CPU\" or no device");
+              props_arg = properties;
+            } else if (!properties.is_none()) {
+              throw Error("kiln: compile_model: properties given twice (as the second argument and as `properties`)");
+            }
             std::shared_ptr<Model> mdl = py::isinstance<Model>(model) ? model.cast<std::shared_ptr<Model>>() : read_model(core, model);
-            const AnyMap props = to_properties(properties);
+            const AnyMap props = to_properties(props_arg);
             auto c = std::make_shared<Compiled>();
             {
               py::gil_scoped_release release;
@@ -467,7 +478,8 @@ PYBIND11_MODULE(_kiln, m) {
               c->cm = std::make_shared<CompiledModel>(core.compile_model(std::move(mdl), props));
             }
             return c;
-          }, py::arg("model"), py::arg("properties") = py::none(),
-           "Compiles a Model (or a path / bytes) with properties {key: value} (docs/settings.md)")
+          }, py::arg("model"), py::arg("device_name") = py::none(), py::arg("properties") = py::none(),
+           "Compiles a Model (or a path / bytes) with properties {key: value} (docs/settings.md): "
+           "compile_model(model, properties) or, as OpenVINO, compile_model(model, \"CPU\", properties)")
       .def("get_property", &Core::get_property, py::arg("key"), "kiln_cpu_isa, OPTIMIZATION_CAPABILITIES");
 }

@@ -108,6 +108,21 @@ def test_errors_are_kiln_errors_with_the_cpp_messages(models):
     assert issubclass(kiln.Error, RuntimeError)
 
 
+def test_compile_model_takes_openvinos_device_argument(models):
+    core = kiln.Core()
+    x = np.random.default_rng(3).standard_normal((1, 16)).astype(np.float32)
+    want = core.compile_model(models["mlp"], F32)({"x": x})["y"]
+    compiled = core.compile_model(models["mlp"], "CPU", F32)
+    assert compiled.get_property("inference_precision") == "f32"
+    np.testing.assert_array_equal(compiled({"x": x})["y"], want)
+    assert core.compile_model(models["mlp"], "CPU") is not None
+    np.testing.assert_array_equal(core.compile_model(models["mlp"], device_name="CPU", properties=F32)({"x": x})["y"], want)
+    with pytest.raises(kiln.Error, match="device 'GPU': kiln runs on the CPU"):
+        core.compile_model(models["mlp"], "GPU", F32)
+    with pytest.raises(kiln.Error, match="properties given twice"):
+        core.compile_model(models["mlp"], F32, F32)
+
+
 def test_properties_and_profiling(models):
     compiled = kiln.Core().compile_model(models["mlp"], {"inference_precision": "f32", "enable_profiling": True,
                                                           "num_streams": 2})
