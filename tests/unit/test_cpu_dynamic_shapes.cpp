@@ -495,7 +495,8 @@ TEST(CpuDynamicShapes, AtBf16ANewShapesConvolutionsComputeInF32UntilTheShapeIsHo
   // kiln_convolutions_until_hot = f32. A new shape's graph computes the convolutions in f32, as
   // f32 mode does (oneDNN's bf16 convolutions are JIT kernels made per shape); once the shape has
   // run Executor::kHotRuns times its graph is built again with them in bf16. The FullyConnected
-  // stays bf16 throughout. By default the convolutions are bf16 from the first run.
+  // stays bf16 throughout. With kiln_convolutions_until_hot = bf16 the convolutions are bf16 from
+  // the first run.
   if (!cpu::bf16_available()) GTEST_SKIP() << "no bf16 on " << cpu::isa_description();
   auto g = make_graph();
   auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 16, 8, Dim::sym("w")})});
@@ -559,7 +560,9 @@ TEST(CpuDynamicShapes, AtBf16ANewShapesConvolutionsComputeInF32UntilTheShapeIsHo
     return e.pass == cpu::kConvolutionsInF32UntilHot && e.applied;
   }));
 
-  // the default (kiln_convolutions_until_hot = bf16): bf16 from a new shape's first run, nothing to rebuild
+  // kiln_convolutions_until_hot = bf16: bf16 from a new shape's first run, on oneDNN's direct JIT
+  // kernel where its first choice is brgconv (quicker to create: Node::quick_impl), and built
+  // again with its first choice once the shape is hot
   cpu::Executor eager(g, bf16);
   const std::vector<Tensor> in = {random_tensor(hot[0], 7), random_tensor(hot[1], 8)};
   std::vector<ProfilingInfo> rows;
@@ -567,7 +570,18 @@ TEST(CpuDynamicShapes, AtBf16ANewShapesConvolutionsComputeInF32UntilTheShapeIsHo
   const std::vector<std::string> convs = exec_types(rows, "Convolution");
   ASSERT_FALSE(convs.empty());
   for (const std::string& t : convs) EXPECT_TRUE(in_bf16(t)) << t;
-  EXPECT_EQ(eager.plan_for(hot).cpu->quick_nodes(), 0u);
+  const size_t quick = eager.plan_for(hot).cpu->quick_nodes();
+  for (const auto& n : eager.plan_for(hot).cpu->nodes()) {
+    if (n->quick_impl) {
+      EXPECT_EQ(n->impl.rfind("jit", 0), 0u) << n->name << ": " << n->impl;
+    }
+  }
+  for (size_t i = 1; i <= cpu::Executor::kHotRuns; ++i) {
+    rows.clear();
+    eager.run(in, &rows);
+  }
+  EXPECT_EQ(eager.hot_rebuilds(), quick > 0 ? 1u : 0u);
+  for (const std::string& t : exec_types(rows, "Convolution")) EXPECT_TRUE(in_bf16(t)) << t;
 }
 
 TEST(CpuDynamicShapes, FusionAnswersAreAskedOncePerLayerForAllShapes) {

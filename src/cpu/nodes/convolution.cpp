@@ -225,7 +225,7 @@ class ConvolutionNode : public Node {
   bool quick_to_create_is_safe() const {
     const Shape& w = inputs[1]->shape;
     const bool wide = std::any_of(w.begin() + 2, w.end(), [](int64_t k) { return k > 1; });
-    return !bf16 && source->attr_i("group", 1) == 1 && wide && !post_ops_.dw();
+    return source->attr_i("group", 1) == 1 && wide && !post_ops_.dw();
   }
 
   // kiln's Winograd F(4x4, 3x3) (winograd_f32.hpp) where oneDNN has none (a CPU with AVX2 and no

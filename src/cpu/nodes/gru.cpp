@@ -22,7 +22,7 @@ namespace {
 
 using dnnl::memory;
 
-int64_t directions(const ir::Node& n) { return n.attr_s("direction", "forward") == "bidirectional" ? 2 : 1; }
+int64_t gru_directions(const ir::Node& n) { return n.attr_s("direction", "forward") == "bidirectional" ? 2 : 1; }
 
 class GruNode : public Node {
  public:
@@ -32,7 +32,7 @@ class GruNode : public Node {
 
   std::vector<InputLayout> prepare() override {
     const Shape& x = inputs[0]->shape;  // [T, N, C]
-    const int64_t D = directions(*source), H = inputs[2]->shape[2];  // R [D, 3H, H]
+    const int64_t D = gru_directions(*source), H = inputs[2]->shape[2];  // R [D, 3H, H]
     g_ = {x[0], x[1], x[2], H, D, source->attr_s("direction", "forward") == "reverse",
           source->attr_i("linear_before_reset", 0) != 0};
     w_ = {};
@@ -97,7 +97,7 @@ class GruNode : public Node {
 };
 
 // The constant tensor of input i, or null when absent or not a constant.
-const Tensor* constant_input(const ir::Node& n, size_t i) {
+const Tensor* gru_constant_input(const ir::Node& n, size_t i) {
   const ir::Value* v = i < n.num_inputs() ? n.input(i) : nullptr;
   return v && v->is_constant() ? &v->constant() : nullptr;
 }
@@ -110,8 +110,8 @@ bool gru_supports(const ir::Node& n) {
   if (!x || x->type.dtype != DType::f32 || !x->type.shape.is_static() || x->type.shape.rank() != 3) return false;
   const Shape xs = x->type.shape.to_shape();
   if (xs[0] < 1 || xs[1] < 1 || xs[2] < 1) return false;
-  const int64_t D = directions(n);
-  const Tensor *W = constant_input(n, 1), *R = constant_input(n, 2);
+  const int64_t D = gru_directions(n);
+  const Tensor *W = gru_constant_input(n, 1), *R = gru_constant_input(n, 2);
   if (!W || !R || W->dtype() != DType::f32 || R->dtype() != DType::f32 || W->rank() != 3 || R->rank() != 3) return false;
   const int64_t H = R->shape()[2];
   if (H < 1 || W->shape() != Shape{D, 3 * H, xs[2]} || R->shape() != Shape{D, 3 * H, H}) return false;
@@ -127,11 +127,11 @@ bool gru_supports(const ir::Node& n) {
     }
   }
   if (n.num_inputs() > 3 && n.input(3)) {
-    const Tensor* B = constant_input(n, 3);
+    const Tensor* B = gru_constant_input(n, 3);
     if (!B || B->dtype() != DType::f32 || B->shape() != Shape{D, 6 * H}) return false;
   }
   if (n.num_inputs() > 4 && n.input(4)) {  // sequence_lens: only every sequence at full length
-    const Tensor* L = constant_input(n, 4);
+    const Tensor* L = gru_constant_input(n, 4);
     if (!L) return false;
     for (int64_t v : L->to_i64())
       if (v != xs[0]) return false;
