@@ -55,6 +55,8 @@ KILN_AVX512 void eltwise16_n(__m512* v, int n, const EpilogueOp& op) {
     case A::eltwise_logistic: KILN_EACH(v_logistic(x));
     case A::eltwise_tanh: KILN_EACH(v_tanh(x));
     case A::eltwise_swish: KILN_EACH(_mm512_mul_ps(x, v_logistic(_mm512_mul_ps(alpha, x))));
+    case A::eltwise_hardswish:  // x * clamp(alpha x + beta, 0, 1): ONNX HardSwish (1/6, 1/2)
+      KILN_EACH(_mm512_mul_ps(x, _mm512_min_ps(_mm512_max_ps(_mm512_fmadd_ps(x, alpha, beta), zero), one)));
     case A::eltwise_abs: KILN_EACH(v_abs(x));
     case A::eltwise_square: KILN_EACH(_mm512_mul_ps(x, x));
     case A::eltwise_exp: KILN_EACH(v_exp(x));
@@ -278,6 +280,8 @@ KILN_AVX2 void eltwise8_n(__m256* v, int n, const EpilogueOp& op) {
     case A::eltwise_logistic: KILN_EACH(v_logistic8(x));
     case A::eltwise_tanh: KILN_EACH(v_tanh8(x));
     case A::eltwise_swish: KILN_EACH(_mm256_mul_ps(x, v_logistic8(_mm256_mul_ps(alpha, x))));
+    case A::eltwise_hardswish:
+      KILN_EACH(_mm256_mul_ps(x, _mm256_min_ps(_mm256_max_ps(_mm256_fmadd_ps(x, alpha, beta), zero), one)));
     case A::eltwise_abs: KILN_EACH(v_abs8(x));
     case A::eltwise_square: KILN_EACH(_mm256_mul_ps(x, x));
     case A::eltwise_exp: KILN_EACH(v_exp8(x));
@@ -659,6 +663,7 @@ bool supports_eltwise(dnnl::algorithm alg) {
     case A::eltwise_relu: case A::eltwise_linear: case A::eltwise_clip: case A::eltwise_clip_v2:
     case A::eltwise_gelu_erf: case A::eltwise_gelu_tanh: case A::eltwise_logistic: case A::eltwise_tanh:
     case A::eltwise_swish: case A::eltwise_abs: case A::eltwise_square: case A::eltwise_exp: case A::eltwise_elu:
+    case A::eltwise_hardswish:
       return true;
     default: return false;
   }

@@ -227,6 +227,20 @@ TEST(CpuDynamicShapes, StemsAndPointwiseConvolutionsOnKilnsGemm) {
   expect_kiln_kernel(g, image_stream(3), cpu::NodeKind::Convolution, cpu::gemm_f32::available(), "");
 }
 
+TEST(CpuDynamicShapes, HardSwishConvolutionsOnKilnsGemm) {
+  // MobileNet-v3's stem (3x3 stride 2) and a 1x1 expansion, each followed by HardSwish: the
+  // activation a post-op of kiln's GEMM (nothing made per shape) where it runs (AVX2)
+  auto g = make_graph(14);
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 3, Dim::sym("h"), Dim::sym("w")})});
+  auto* stem = g->add_node("HardSwish", {conv(*g, x, 3, 16, 3, 2, 1, 1, "stem")}, 1, "hs0")->output(0);
+  g->add_output(g->add_node("HardSwish", {conv(*g, stem, 16, 48, 1, 1, 1, 3, "expand")}, 1, "hs1")->output(0));
+  run_stream(g, image_stream(3), {"Convolution"});
+  expect_kiln_kernel(g, image_stream(3), cpu::NodeKind::Convolution, cpu::gemm_f32::available(), "");
+  cpu::Executor ex(g);
+  for (const auto& n : ex.plan_for(image_stream(3).back()).cpu->nodes())
+    EXPECT_NE(n->type(), std::string("Eltwise")) << n->name << ": HardSwish not fused";
+}
+
 TEST(CpuDynamicShapes, ElementwiseBinaryResizeAndLrn) {
   // a broadcast binary, an elementwise chain (a snippets kernel), nearest upsampling, LRN, BatchNorm alone
   auto g = make_graph();

@@ -268,6 +268,8 @@ TEST(GemmF32, EveryEpilogueOpMatchesItsDefinition) {
       {A::eltwise_square, 0, 0, [](double x, double, double) { return x * x; }},
       {A::eltwise_exp, 0, 0, [](double x, double, double) { return std::exp(x); }},
       {A::eltwise_elu, 0.8f, 0, [](double x, double a, double) { return x > 0 ? x : a * (std::exp(x) - 1); }},
+      {A::eltwise_hardswish, 1.0f / 6, 0.5f,  // ONNX HardSwish (MobileNet-v3): both bends within -12..12
+       [](double x, double a, double b) { return x * std::min(std::max(a * x + b, 0.0), 1.0); }},
   };
   // a one-column identity B: C = A's first column + bias, values from -12 to 12 through 0
   const int64_t M = 7, K = 1, N = 33;
