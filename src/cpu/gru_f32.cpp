@@ -1,13 +1,12 @@
 #include "cpu/gru_f32.hpp"
 
-#include <omp.h>
-
 #include <cstring>
 
 #include <kiln/error.hpp>
 
 #include "cpu/gemm_f32.hpp"
 #include "cpu/isa.hpp"
+#include "cpu/rnn_directions.hpp"
 #include "cpu/simd_avx2.hpp"
 #include "cpu/simd_avx512.hpp"
 
@@ -180,16 +179,9 @@ void run(const Geometry& g, const Weights& w, const float* x, const float* h0, f
   if (g.T <= 0 || g.N <= 0 || g.H <= 0) return;
   float* work = static_cast<float*>(scratch);
   const size_t per = per_direction_floats(g);
-  if (g.D == 2 && threads >= 2 && omp_get_max_threads() >= 2) {  // a thread per direction
-#pragma omp parallel num_threads(2)
-    {
-      const int64_t d = omp_get_thread_num();
-      direction(g, w, d, d == 1, x, h0, y, y_h, work + d * per, /*parallel=*/false);
-    }
-    return;
-  }
-  for (int64_t d = 0; d < g.D; ++d)
-    direction(g, w, d, g.D == 2 ? d == 1 : g.reverse, x, h0, y, y_h, work + d * per, /*parallel=*/true);
+  for_each_direction(g.D, g.reverse, threads, [&](int64_t d, bool reverse, bool parallel) {
+    direction(g, w, d, reverse, x, h0, y, y_h, work + d * per, parallel);
+  });
 }
 
 }  // namespace kiln::cpu::gru_f32

@@ -1,7 +1,5 @@
 #include "cpu/lstm_f32.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cstring>
 
@@ -9,6 +7,7 @@
 
 #include "cpu/gemm_f32.hpp"
 #include "cpu/isa.hpp"
+#include "cpu/rnn_directions.hpp"
 #include "cpu/simd_avx2.hpp"
 #include "cpu/simd_avx512.hpp"
 
@@ -106,16 +105,9 @@ void run(const Geometry& g, const Weights& w, const float* x, const float* h0, c
   if (g.T <= 0 || g.N <= 0 || g.H <= 0) return;
   float* work = static_cast<float*>(scratch);
   const size_t per = per_direction_floats(g);
-  if (g.D == 2 && threads >= 2 && omp_get_max_threads() >= 2) {  // a thread per direction
-#pragma omp parallel num_threads(2)
-    {
-      const int64_t d = omp_get_thread_num();
-      direction(g, w, d, d == 1, x, h0, c0, y, y_h, y_c, work + d * per, /*parallel=*/false);
-    }
-    return;
-  }
-  for (int64_t d = 0; d < g.D; ++d)
-    direction(g, w, d, g.D == 2 ? d == 1 : g.reverse, x, h0, c0, y, y_h, y_c, work + d * per, /*parallel=*/true);
+  for_each_direction(g.D, g.reverse, threads, [&](int64_t d, bool reverse, bool parallel) {
+    direction(g, w, d, reverse, x, h0, c0, y, y_h, y_c, work + d * per, parallel);
+  });
 }
 
 }  // namespace kiln::cpu::lstm_f32

@@ -7,13 +7,13 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cctype>
 
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/gemm_f32.hpp"
 #include "cpu/gru_f32.hpp"
 #include "cpu/nodes/node_factory.hpp"
+#include "cpu/nodes/rnn_forms.hpp"
 #include "cpu/weights_cache.hpp"
 
 namespace kiln::cpu {
@@ -21,8 +21,6 @@ namespace kiln::cpu {
 namespace {
 
 using dnnl::memory;
-
-int64_t gru_directions(const ir::Node& n) { return n.attr_s("direction", "forward") == "bidirectional" ? 2 : 1; }
 
 class GruNode : public Node {
  public:
@@ -32,7 +30,7 @@ class GruNode : public Node {
 
   std::vector<InputLayout> prepare() override {
     const Shape& x = inputs[0]->shape;  // [T, N, C]
-    const int64_t D = gru_directions(*source), H = inputs[2]->shape[2];  // R [D, 3H, H]
+    const int64_t D = rnn_directions(*source), H = inputs[2]->shape[2];  // R [D, 3H, H]
     g_ = {x[0], x[1], x[2], H, D, source->attr_s("direction", "forward") == "reverse",
           source->attr_i("linear_before_reset", 0) != 0};
     w_ = {};
@@ -96,54 +94,17 @@ class GruNode : public Node {
   int threads_ = 1;
 };
 
-// The constant tensor of input i, or null when absent or not a constant.
-const Tensor* gru_constant_input(const ir::Node& n, size_t i) {
-  const ir::Value* v = i < n.num_inputs() ? n.input(i) : nullptr;
-  return v && v->is_constant() ? &v->constant() : nullptr;
-}
-
 }  // namespace
 
 bool gru_supports(const ir::Node& n) {
-  if (n.op_type() != "GRU" || !n.is_onnx_domain() || n.num_inputs() < 3 || !gru_f32::available()) return false;
-  const ir::Value* x = n.input(0);
-  if (!x || x->type.dtype != DType::f32 || !x->type.shape.is_static() || x->type.shape.rank() != 3) return false;
-  const Shape xs = x->type.shape.to_shape();
-  if (xs[0] < 1 || xs[1] < 1 || xs[2] < 1) return false;
-  const int64_t D = gru_directions(n);
-  const Tensor *W = gru_constant_input(n, 1), *R = gru_constant_input(n, 2);
-  if (!W || !R || W->dtype() != DType::f32 || R->dtype() != DType::f32 || W->rank() != 3 || R->rank() != 3) return false;
-  const int64_t H = R->shape()[2];
-  if (H < 1 || W->shape() != Shape{D, 3 * H, xs[2]} || R->shape() != Shape{D, 3 * H, H}) return false;
-  if (n.has_attr("hidden_size") && n.attr_i("hidden_size") != H) return false;
-  // the form gru_f32 computes: layout 0, default activations, no clip
-  if (n.attr_i("layout", 0) != 0 || n.has_attr("clip")) return false;
-  if (n.has_attr("activations")) {
-    std::vector<std::string> acts = n.attr_strings("activations");
-    for (size_t i = 0; i < acts.size(); ++i) {
-      std::string low;
-      for (char c : acts[i]) low += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      if (low != (i % 2 == 0 ? "sigmoid" : "tanh")) return false;
-    }
-  }
-  if (n.num_inputs() > 3 && n.input(3)) {
-    const Tensor* B = gru_constant_input(n, 3);
-    if (!B || B->dtype() != DType::f32 || B->shape() != Shape{D, 6 * H}) return false;
-  }
-  if (n.num_inputs() > 4 && n.input(4)) {  // sequence_lens: only every sequence at full length
-    const Tensor* L = gru_constant_input(n, 4);
-    if (!L) return false;
-    for (int64_t v : L->to_i64())
-      if (v != xs[0]) return false;
-  }
-  if (n.num_inputs() > 5 && n.input(5)) {
-    const ir::Value* s = n.input(5);
-    if (s->type.dtype != DType::f32 || !s->type.shape.is_static() || s->type.shape.to_shape() != Shape{D, xs[1], H})
-      return false;
-  }
-  for (const ir::Value* o : n.outputs())
-    if (o && o->type.dtype != DType::f32) return false;
-  return true;
+  if (n.op_type() != "GRU" || !gru_f32::available()) return false;
+  // the form gru_f32 computes: layout 0, default activations, no clip, full-length sequences
+  const auto r = rnn_f32_sizes(n, 3);
+  if (!r) return false;
+  const int64_t D = r->D, H = r->H;
+  if (!rnn_default_activations(n, {"sigmoid", "tanh"})) return false;
+  if (!rnn_optional_f32(n, 3, {D, 6 * H}, true) || !rnn_full_length(n, r->T)) return false;  // B, sequence_lens
+  return rnn_optional_f32(n, 5, {D, r->N, H}, false) && rnn_f32_outputs(n);  // initial_h
 }
 
 std::unique_ptr<Node> make_gru_node(const ir::Node& n) { return std::make_unique<GruNode>(n); }

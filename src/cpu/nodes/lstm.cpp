@@ -22,6 +22,7 @@
 #include "cpu/gemm_f32.hpp"
 #include "cpu/lstm_f32.hpp"
 #include "cpu/nodes/node_factory.hpp"
+#include "cpu/nodes/rnn_forms.hpp"
 #include "cpu/weights_cache.hpp"
 
 namespace kiln::cpu {
@@ -34,8 +35,6 @@ using tag = memory::format_tag;
 // oneDNN gate g (i, f, c, o) is ONNX gate kOnnxGate[g] (ONNX order i, o, f, c).
 constexpr int kOnnxGate[4] = {0, 2, 3, 1};
 
-int64_t directions(const ir::Node& n) { return n.attr_s("direction", "forward") == "bidirectional" ? 2 : 1; }
-
 class LstmNode : public Node {
  public:
   explicit LstmNode(const ir::Node& n) : Node(n) {}
@@ -45,7 +44,7 @@ class LstmNode : public Node {
   std::vector<InputLayout> prepare() override {
     const Shape& x = inputs[0]->shape;  // [T, N, C]
     T_ = x[0], N_ = x[1], C_ = x[2];
-    D_ = directions(*source);
+    D_ = rnn_directions(*source);
     H_ = inputs[2]->shape[2];  // R [D, 4H, H]
     const std::string dir = source->attr_s("direction", "forward");
     src_layer_ = memory::desc({T_, N_, C_}, memory::data_type::f32, tag::tnc);
@@ -262,56 +261,20 @@ class LstmNode : public Node {
   int threads_ = 1;
 };
 
-// The constant tensor of input i, or null when absent or not a constant.
-const Tensor* constant_input(const ir::Node& n, size_t i) {
-  const ir::Value* v = i < n.num_inputs() ? n.input(i) : nullptr;
-  return v && v->is_constant() ? &v->constant() : nullptr;
-}
-
 }  // namespace
 
 bool lstm_supports(const ir::Node& n) {
-  if (n.op_type() != "LSTM" || !n.is_onnx_domain() || n.num_inputs() < 3) return false;
-  const ir::Value* x = n.input(0);
-  if (!x || x->type.dtype != DType::f32 || !x->type.shape.is_static() || x->type.shape.rank() != 3) return false;
-  const Shape xs = x->type.shape.to_shape();
-  if (xs[0] < 1 || xs[1] < 1 || xs[2] < 1) return false;
-  const int64_t D = directions(n);
-  const Tensor *W = constant_input(n, 1), *R = constant_input(n, 2);
-  if (!W || !R || W->dtype() != DType::f32 || R->dtype() != DType::f32 || W->rank() != 3 || R->rank() != 3) return false;
-  const int64_t H = R->shape()[2];
-  if (H < 1 || W->shape() != Shape{D, 4 * H, xs[2]} || R->shape() != Shape{D, 4 * H, H}) return false;
-  if (n.has_attr("hidden_size") && n.attr_i("hidden_size") != H) return false;
-  // the forms oneDNN's LSTM computes: layout 0, default activations, no clip / input_forget
-  if (n.attr_i("layout", 0) != 0 || n.has_attr("clip") || n.attr_i("input_forget", 0) != 0) return false;
-  if (n.has_attr("activations")) {
-    std::vector<std::string> acts = n.attr_strings("activations");
-    for (size_t i = 0; i < acts.size(); ++i) {
-      std::string low;
-      for (char c : acts[i]) low += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      if (low != (i % 3 == 0 ? "sigmoid" : "tanh")) return false;
-    }
-  }
-  if (const Tensor* B = constant_input(n, 3); n.num_inputs() > 3 && n.input(3)) {
-    if (!B || B->dtype() != DType::f32 || B->shape() != Shape{D, 8 * H}) return false;
-  }
-  if (n.num_inputs() > 4 && n.input(4)) {  // sequence_lens: only every sequence at full length
-    const Tensor* L = constant_input(n, 4);
-    if (!L) return false;
-    for (int64_t v : L->to_i64())
-      if (v != xs[0]) return false;
-  }
-  for (size_t i : {size_t(5), size_t(6)})
-    if (n.num_inputs() > i && n.input(i)) {
-      const ir::Value* s = n.input(i);
-      if (s->type.dtype != DType::f32 || !s->type.shape.is_static() ||
-          s->type.shape.to_shape() != Shape{D, xs[1], H})
-        return false;
-    }
+  if (n.op_type() != "LSTM") return false;
+  // the forms oneDNN's LSTM and lstm_f32 compute: layout 0, default activations, no clip /
+  // input_forget, full-length sequences
+  const auto r = rnn_f32_sizes(n, 4);
+  if (!r || n.attr_i("input_forget", 0) != 0) return false;
+  const int64_t D = r->D, H = r->H;
+  if (!rnn_default_activations(n, {"sigmoid", "tanh", "tanh"})) return false;
+  if (!rnn_optional_f32(n, 3, {D, 8 * H}, true) || !rnn_full_length(n, r->T)) return false;  // B, sequence_lens
+  if (!rnn_optional_f32(n, 5, {D, r->N, H}, false) || !rnn_optional_f32(n, 6, {D, r->N, H}, false)) return false;
   if (n.num_inputs() > 7 && n.input(7)) return false;  // peepholes
-  for (const ir::Value* o : n.outputs())
-    if (o && o->type.dtype != DType::f32) return false;
-  return true;
+  return rnn_f32_outputs(n);
 }
 
 std::unique_ptr<Node> make_lstm_node(const ir::Node& n) { return std::make_unique<LstmNode>(n); }
