@@ -72,6 +72,8 @@ TEST(CpuSliceView, ContiguousSlicesAreViews) {
       {{1, 10, 7, 5}, {-4}, {1000}, {-3}, true},           // negative start, end past the dim
       {{1, 1, 9, 5}, {2}, {7}, {2}, true},                 // rows of one channel
       {{6, 4}, {1}, {5}, {0}, true},                       // rows of a matrix
+      {{4, 8, 8}, {2}, {3}, {0}, true},                    // one of four images: a run past two
+      {{4, 8, 8}, {2, 3}, {3, 5}, {0, 1}, true},           // rows 3-4 of image 2: one run still
       {{2, 16, 3, 3}, {0}, {8}, {1}, false},               // N = 2: two runs
       {{1, 16, 3, 3}, {0, 1}, {8, 3}, {1, 2}, false},      // two axes cut
       {{1, 16, 3, 3}, {0}, {2}, {3}, false},               // the innermost axis: strided
