@@ -1,9 +1,9 @@
 // SliceCopy: a Slice (steps of 1), Split or Gather of one constant index whose outputs are not
 // contiguous runs of the input (those are SliceView's), e.g. the query, key and value thirds of
 // a fused projection [L, N, 3E] along its last axis, as PyTorch's MultiheadAttention exports
-// them (ViT, nn.TransformerEncoder). Each output is copied as the runs it is made of: the
-// innermost axis that is cut and every whole axis after it are one run, contiguous in input and
-// output alike; the runs are shared by the OpenMP team when there are enough bytes. Any element
+// them (ViT, nn.TransformerEncoder). Each output is copied as the runs it is made of
+// (slice_runs: the innermost axis that is cut and every whole axis after it), shared by the
+// OpenMP team when there are enough bytes. Any element
 // type; nothing made per shape. The reference kernel took 0.38 ms for each of ViT-B/16's 36
 // slices ([197, 1, 2304] -> [197, 1, 768]: 1.6 GB/s).
 #include <cstring>
@@ -17,43 +17,6 @@ namespace kiln::cpu {
 
 namespace {
 
-// An output as runs: `count` runs of `run_bytes`, run r starting at input byte src(r).
-struct Runs {
-  int64_t count = 0;
-  size_t run_bytes = 0;
-  size_t base = 0;                      // bytes into the input of run 0
-  std::vector<int64_t> outer;           // the extents of the axes before the run's first one
-  std::vector<size_t> outer_stride;     // and their input strides in bytes
-};
-
-Runs runs_of(const Shape& in, const SliceBox& box, size_t elem) {
-  // the run: the last cut axis (the last not whole) and everything after it
-  size_t first = 0;
-  for (size_t k = in.size(); k-- > 0;)
-    if (box.extent[k] != in[k] || box.begin[k] != 0) {
-      first = k;
-      break;
-    }
-  std::vector<size_t> stride(in.size());
-  size_t s = elem;
-  for (size_t k = in.size(); k-- > 0;) {
-    stride[k] = s;
-    s *= static_cast<size_t>(in[k]);
-  }
-  Runs r;
-  r.run_bytes = static_cast<size_t>(box.extent.empty() ? 1 : box.extent[first]) * (in.empty() ? elem : stride[first]);
-  r.count = 1;
-  for (size_t k = 0; k < in.size(); ++k) {
-    r.base += static_cast<size_t>(box.begin[k]) * stride[k];
-    if (k < first) {
-      r.outer.push_back(box.extent[k]);
-      r.outer_stride.push_back(stride[k]);
-      r.count *= box.extent[k];
-    }
-  }
-  return r;
-}
-
 class SliceCopyNode : public Node {
  public:
   SliceCopyNode(const ir::Node& n, SliceGeometry g) : Node(n), geometry_(std::move(g)) {}
@@ -64,7 +27,7 @@ class SliceCopyNode : public Node {
     impl = "kiln_copy_runs";
     const size_t elem = dtype_size(inputs[0]->dtype);
     runs_.clear();
-    for (const SliceBox& box : geometry_.outs) runs_.push_back(runs_of(geometry_.in, box, elem));
+    for (const SliceBox& box : geometry_.outs) runs_.push_back(slice_runs(geometry_.in, box, elem));
     for (Edge* o : outputs) o->blocked.reset();
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
     req[0] = InputLayout::plain();
@@ -74,7 +37,7 @@ class SliceCopyNode : public Node {
   void execute(dnnl::stream&) override {
     const char* src = static_cast<const char*>(inputs[0]->data);
     for (size_t i = 0; i < outputs.size(); ++i) {
-      const Runs& r = runs_[i];
+      const SliceRuns& r = runs_[i];
       char* dst = static_cast<char*>(outputs[i]->data);
       auto copy = [&](int64_t run) {
         size_t from = r.base;
@@ -92,7 +55,7 @@ class SliceCopyNode : public Node {
 
  private:
   SliceGeometry geometry_;
-  std::vector<Runs> runs_;
+  std::vector<SliceRuns> runs_;
 };
 
 }  // namespace

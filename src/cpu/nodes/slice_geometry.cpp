@@ -104,23 +104,38 @@ std::optional<SliceGeometry> slice_geometry(const ir::Node& n) {
   return g;
 }
 
-std::optional<int64_t> contiguous_offset(const Shape& in, const SliceBox& box) {
-  // the box is one run when every axis after its last cut one is whole and every axis before
-  // that one has extent 1
-  size_t last = in.size();  // the last axis not whole (none: the whole tensor)
+SliceRuns slice_runs(const Shape& in, const SliceBox& box, size_t elem) {
+  size_t first = 0;  // the run's first axis: the last not whole (none: all of it one run)
   for (size_t k = in.size(); k-- > 0;)
     if (box.extent[k] != in[k] || box.begin[k] != 0) {
-      last = k;
+      first = k;
       break;
     }
-  if (last == in.size()) return 0;
-  int64_t offset = 0, stride = 1;
+  std::vector<size_t> stride(in.size());
+  size_t s = elem;
   for (size_t k = in.size(); k-- > 0;) {
-    if (k < last && box.extent[k] != 1) return std::nullopt;
-    offset += box.begin[k] * stride;
-    stride *= in[k];
+    stride[k] = s;
+    s *= static_cast<size_t>(in[k]);
   }
-  return offset;
+  SliceRuns r;
+  r.run_bytes = in.empty() ? elem : static_cast<size_t>(box.extent[first]) * stride[first];
+  r.count = 1;
+  for (size_t k = 0; k < in.size(); ++k) {
+    r.base += static_cast<size_t>(box.begin[k]) * stride[k];
+    if (k < first) {
+      r.outer.push_back(box.extent[k]);
+      r.outer_stride.push_back(stride[k]);
+      r.count *= box.extent[k];
+    }
+  }
+  return r;
+}
+
+std::optional<int64_t> contiguous_offset(const Shape& in, const SliceBox& box) {
+  // one run: every axis before the run's first of extent 1
+  const SliceRuns r = slice_runs(in, box, 1);
+  if (r.count != 1) return std::nullopt;
+  return static_cast<int64_t>(r.base);
 }
 
 }  // namespace kiln::cpu

@@ -25,6 +25,20 @@ struct SliceGeometry {
 
 std::optional<SliceGeometry> slice_geometry(const ir::Node& n);
 
+// A box of `in` as the runs it is made of: the innermost axis that is cut (the last not whole)
+// and every whole axis after it are one run, contiguous in the input and in the box alike.
+// `count` runs of `run_bytes`; run r starts at `base` plus, on each outer axis (the axes before
+// the run's first), r's index times that axis's input stride (`outer`: extents, `outer_stride`:
+// byte strides). Elements of `elem` bytes.
+struct SliceRuns {
+  int64_t count = 0;
+  size_t run_bytes = 0;
+  size_t base = 0;
+  std::vector<int64_t> outer;
+  std::vector<size_t> outer_stride;
+};
+SliceRuns slice_runs(const Shape& in, const SliceBox& box, size_t elem);
+
 // The element offset of `box` in `in` when the box is one contiguous run of it, else nullopt.
 std::optional<int64_t> contiguous_offset(const Shape& in, const SliceBox& box);
 
