@@ -36,7 +36,7 @@ std::string bench_model(const std::string& name) {
 // `shapes(i)`: the input shapes of the i-th of 64 distinct shapes.
 void plan_new_shapes(benchmark::State& state, const std::string& model,
                      const std::function<std::vector<Shape>(int)>& shapes) {
-  const std::string path = bench_model(model);
+  const std::string path = std::filesystem::exists(model) ? model : bench_model(model);
   if (path.empty()) {
     state.SkipWithError(("no " + model + " in the bench cache (bench/make_dynamic_models.py)").c_str());
     return;
@@ -117,6 +117,20 @@ void BM_PlanMnv2Batch(benchmark::State& state) {
   });
 }
 
+// Any image model with dynamic N, H, W (KILN_PLAN_IMAGE_MODEL=path, e.g. torchvision's
+// mobilenet_v3_small exported with dynamic_axes): x [B, 3, H, W], B = 1, 2 in turn,
+// H = 160..286, W = 286..160 (two apart)
+void BM_PlanImageModel(benchmark::State& state) {
+  const char* path = std::getenv("KILN_PLAN_IMAGE_MODEL");
+  if (!path || !std::filesystem::exists(path)) {
+    state.SkipWithError("set KILN_PLAN_IMAGE_MODEL to an ONNX model with input [N, 3, H, W]");
+    return;
+  }
+  plan_new_shapes(state, path, [](int i) {
+    return std::vector<Shape>{{1 + int64_t(i % 2), 3, 160 + 2 * int64_t(i), 286 - 2 * int64_t(i)}};
+  });
+}
+
 // The compiles alone (Executor::prepare of 63 new shapes after one inference), for a profiler:
 //   valgrind --tool=callgrind --toggle-collect='kiln::cpu::Executor::prepare*'
 //            build/bench/kiln_micro_bench --benchmark_filter=PlanBertCompileOnly
@@ -155,4 +169,5 @@ BENCHMARK(BM_PlanBertLengths)->UseManualTime()->Unit(benchmark::kMillisecond)->I
 BENCHMARK(BM_PlanBertBatch)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_PlanCrnnWidths)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_PlanMnv2Batch)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_PlanImageModel)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_PlanBertCompileOnly)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);

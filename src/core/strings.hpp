@@ -43,11 +43,16 @@ std::string cat(const Args&... args) {
   return out;
 }
 
+// join({1, 2, 3}) -> "1,2,3", each element written as cat() writes it (no stream: the fusion
+// passes join post-op names for every new input shape)
 template <typename T>
 std::string join(const std::vector<T>& v, const char* sep = ",") {
-  std::ostringstream os;
-  for (size_t i = 0; i < v.size(); ++i) os << (i ? sep : "") << v[i];
-  return os.str();
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) out += sep;
+    detail::cat_one(out, v[i]);
+  }
+  return out;
 }
 
 // `s` with backslash and double quote escaped by a backslash and newline as \n: a string

@@ -196,6 +196,44 @@ std::optional<snippets::KernelShapes> channel_blocked_view(const std::vector<Edg
   return ks;
 }
 
+// A body's lone op with the Subgraph's own input and output types. The body itself may hold
+// symbolic dims: a model whose input shapes vary tokenizes once, and every shape's plan shares
+// that body. The fusion rules and node factory read static shapes, so its op would have become
+// a Reference node (one thread; RegNet's squeeze-excite Muls at 0.05-0.27 ms each where
+// oneDNN's binary takes a few microseconds).
+std::shared_ptr<ir::Graph> lone_op_graph(const ir::Graph& body, const ir::Node& subgraph) {
+  const ir::Node& op = *body.nodes().front();
+  auto g = std::make_shared<ir::Graph>();
+  std::vector<ir::Value*> ins;
+  for (ir::Value* v : op.inputs()) {
+    if (!v) {
+      ins.push_back(nullptr);
+      continue;
+    }
+    const auto param = std::find(body.inputs().begin(), body.inputs().end(), v);
+    if (param != body.inputs().end()) {
+      const size_t k = static_cast<size_t>(param - body.inputs().begin());
+      KILN_CHECK(k < subgraph.num_inputs() && subgraph.input(k),
+                 cat(subgraph.describe(), ": body input ", k, " has no Subgraph input"));
+      ins.push_back(g->add_input(v->name(), subgraph.input(k)->type));
+    } else {
+      KILN_CHECK(v->is_constant(), cat(subgraph.describe(), ": the lone op's input '", v->name(),
+                                       "' is neither a body input nor a constant"));
+      ins.push_back(g->add_constant(v->name(), v->constant()));
+    }
+  }
+  std::vector<std::string> outs;
+  for (const ir::Value* o : op.outputs()) outs.push_back(o->name());
+  ir::Node* n = g->add_node(op.op_type(), ins, outs, op.name(), op.domain());
+  n->attrs = op.attrs;
+  n->set_opset(op.opset());
+  for (size_t i = 0; i < n->num_outputs() && i < subgraph.num_outputs(); ++i) {
+    n->output(i)->type = subgraph.output(i)->type;
+    g->add_output(n->output(i));
+  }
+  return g;
+}
+
 class SubgraphNode : public Node {
  public:
   explicit SubgraphNode(const ir::Node& n) : Node(n) {
@@ -278,7 +316,8 @@ class SubgraphNode : public Node {
       // its rows are one vector each, and oneDNN's binary runs an SE block's per-channel Mul
       // there 1.5x faster (EfficientNet-B0 with oneDNN at AVX2: 0.28 vs 0.44 ms for 16 Muls,
       // and their inputs' Reorders); a body of several ops still saves passes over memory.
-      fallback_ = make_node(*body.nodes().front());
+      lone_op_ = lone_op_graph(body, *source);
+      fallback_ = make_node(*lone_op_->nodes().front());
       fallback_->name = name;
       fallback_->inputs = inputs;
       fallback_->outputs = outputs;
@@ -426,6 +465,7 @@ class SubgraphNode : public Node {
   std::shared_ptr<const snippets::Kernel> kernel_;  // shared through the kernel cache
   std::shared_ptr<const snippets::Kernel> small_kernel_;  // no broadcasting: the kSmallChunk kernel, for the tail
   std::unique_ptr<Node> fallback_;  // when the generator refused the body
+  std::shared_ptr<ir::Graph> lone_op_;  // the lone op a oneDNN fallback_ runs (lone_op_graph)
   // no broadcasting (`flat_`): `chunks_` whole chunks of kBigChunk elements, then `tail_` more
   bool flat_ = false;
   int64_t chunks_ = 0, tail_ = 0;
