@@ -288,14 +288,18 @@ TEST(CpuDynamicShapes, ElementwiseAndBinaryNodesWithoutSnippets) {
   }
 }
 
-TEST(CpuDynamicShapes, ASqueezeExciteMulRunsOnOneDnnAtEveryShape) {
+TEST(CpuDynamicShapes, ARegNetBlocksGroupedConvolutionAndSqueezeExciteAtEveryShape) {
   // RegNet's block: a grouped 3x3 convolution (oneDNN, blocked channels) with a ReLU, then
   // squeeze-excite: GlobalAveragePool, two 1x1 convolutions, Sigmoid, and the Mul of the
   // convolution's output by the [N, C, 1, 1] scales. The Mul is tokenized alone, on the
   // template's symbolic shapes; in the blocked layout it runs as oneDNN's binary, which must be
   // made with the plan's static shapes: made from the shared body, it was a Reference node
+  // (where kiln's GEMM runs the 1x1 convolutions, channels-last, the grouped one and the Mul run
+  // channels-last too: no Reorders on either side of the grouped convolution)
   auto g = make_graph();
-  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 16, Dim::sym("h"), Dim::sym("w")})});
+  auto* x0 = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 16, Dim::sym("h"), Dim::sym("w")})});
+  auto* x = g->add_node("Relu", {g->add_node("Conv", {x0, g->add_constant("w0", random_tensor({16, 16, 1, 1}, 9, 0.5f))},
+                                             1, "expand")->output(0)}, 1, "expand_relu")->output(0);
   auto* gc = g->add_node("Conv", {x, g->add_constant("gw", random_tensor({16, 8, 3, 3}, 2, 0.5f)),
                                   g->add_constant("gb", random_tensor({16}, 3))}, 1, "grouped");
   gc->attrs["group"] = int64_t(2);
@@ -323,6 +327,17 @@ TEST(CpuDynamicShapes, ASqueezeExciteMulRunsOnOneDnnAtEveryShape) {
                                              << plan.cpu->describe();
     }
     EXPECT_EQ(seen, 1u) << plan.cpu->describe();
+    if (!cpu::gemm_f32::available()) continue;
+    const cpu::Node* grouped = nullptr;
+    for (const auto& n : plan.cpu->nodes())
+      if (n->name == "grouped") grouped = n.get();
+    ASSERT_TRUE(grouped) << plan.cpu->describe();
+    EXPECT_EQ(grouped->impl.rfind("jit", 0), 0u) << grouped->impl;
+    for (const auto& n : plan.cpu->nodes()) {
+      if (n->kind() != cpu::NodeKind::Reorder) continue;
+      EXPECT_TRUE(n->inputs[0] != grouped->outputs[0] && n->outputs[0] != grouped->inputs[0])
+          << shape_to_string(s[0]) << ": " << n->name << "\n" << plan.cpu->describe();
+    }
   }
 }
 
