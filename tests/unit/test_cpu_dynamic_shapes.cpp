@@ -341,6 +341,44 @@ TEST(CpuDynamicShapes, ARegNetBlocksGroupedConvolutionAndSqueezeExciteAtEverySha
   }
 }
 
+TEST(CpuDynamicShapes, AnAtrousConvolutionOverAMapSmallerThanItsDilationIsItsCentreTap) {
+  // DeepLab's atrous pyramid: 3x3 convolutions of dilation 12 and 24 (pads equal) beside a 1x1
+  // one, concatenated. Where the map is no larger than the dilation along both axes, every tap
+  // but the centre reads padding only: kiln's GEMM runs the centre weights as a 1x1
+  // convolution; elsewhere oneDNN's kernel runs the whole window. Against the reference either way
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 16, Dim::sym("h"), Dim::sym("w")})});
+  auto* a = g->add_node("Relu", {conv(*g, x, 16, 16, 1, "c1")}, 1, "r1")->output(0);
+  std::vector<ir::Value*> branches;
+  for (int64_t d : {12, 24}) {
+    const std::string name = cat("atrous", d);
+    auto* c = g->add_node("Conv", {a, g->add_constant(name + "_w", random_tensor({8, 16, 3, 3}, uint32_t(d), 0.5f)),
+                                   g->add_constant(name + "_b", random_tensor({8}, uint32_t(d + 1)))}, 1, name);
+    c->attrs["dilations"] = std::vector<int64_t>{d, d};
+    c->attrs["pads"] = std::vector<int64_t>{d, d, d, d};
+    branches.push_back(g->add_node("Relu", {c->output(0)}, 1, name + "_relu")->output(0));
+  }
+  auto* cat_node = g->add_node("Concat", branches, 1, "pyramid");
+  cat_node->attrs["axis"] = int64_t(1);
+  g->add_output(cat_node->output(0));
+  // 8x8 and 8x12: both one tap; 16x40, 8x24: dilation 12 not (24 yes at 16x24, not at 16x40)
+  auto ex = run_stream(g, image_stream(16), {"Convolution"});
+  for (const auto& s : image_stream(16)) {
+    const auto& plan = ex->plan_for(s);
+    ASSERT_TRUE(plan.cpu);
+    for (const auto& n : plan.cpu->nodes()) {
+      if (n->name.rfind("atrous", 0) != 0 || n->kind() != cpu::NodeKind::Convolution) continue;
+      const int64_t d = n->name == "atrous12" ? 12 : 24;
+      const bool centre = s[0][2] <= d && s[0][3] <= d;
+      SCOPED_TRACE(cat(shape_to_string(s[0]), " ", n->name, ": ", n->impl));
+      if (centre && cpu::gemm_f32::available())
+        EXPECT_EQ(n->impl, cpu::gemm_f32::impl_name());
+      else
+        EXPECT_EQ(n->impl.find("kiln"), std::string::npos);
+    }
+  }
+}
+
 TEST(CpuDynamicShapes, DeconvolutionsOverEveryShapeAndBatch) {
   // a 3x3 convolution into blocked channels, then ConvTranspose 2x2 stride 2 (a decoder's
   // upsampling) and a 3x3 stride 1 one with pads: oneDNN's deconvolution made per shape,

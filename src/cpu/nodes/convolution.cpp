@@ -142,6 +142,7 @@ class ConvolutionNode : public Node {
   // convolutions keep oneDNN's kernels.
   struct KilnGemm {
     bool pointwise = true;
+    int64_t tap = -1;          // a window whose other taps all read padding: this one's offset (kh * KW + kw)
     im2col_f32::Geometry geo;  // im2col
     int64_t K = 0, N = 0;
     int threads = 1;
@@ -164,9 +165,39 @@ class ConvolutionNode : public Node {
     const im2col_f32::Geometry& g = k.geo;
     k.pointwise = g.pointwise();
     k.K = g.columns();
+    if (!k.pointwise) {
+      if (const std::optional<int64_t> tap = lone_live_tap(g)) {
+        k.pointwise = true;
+        k.tap = *tap;
+        k.K = g.c;
+      }
+    }
     if (!k.pointwise && k.K > im2col_f32::kMaxColumns) return std::nullopt;
     k.rows = std::max<int64_t>(1, std::min<int64_t>((48 + g.ow - 1) / g.ow, g.oh));  // 8 blocks of 6 rows of A
     return k;
+  }
+
+  // A dilated window over a map smaller than its dilation (DeepLab's atrous pyramid: dilations
+  // 12, 24 and 36 over a 10 x 15 map) where, at stride 1, every tap but one reads only padding
+  // for every output pixel and that one reads the pixel at the output's place: the convolution
+  // is the 1x1 one of that tap's weights. Its offset in the window, or nothing. (oneDNN has
+  // only brgconv for such a window, 1.5 ms to make for every new shape.)
+  static std::optional<int64_t> lone_live_tap(const im2col_f32::Geometry& g) {
+    if (g.stride_h != 1 || g.stride_w != 1 || g.oh != g.h || g.ow != g.w) return std::nullopt;
+    // the one tap of an axis that reads the input (kernel size, dilation, pad before, size)
+    auto live = [](int64_t k, int64_t d, int64_t pad, int64_t n) -> std::optional<int64_t> {
+      std::optional<int64_t> found;
+      for (int64_t t = 0; t < k; ++t) {
+        const int64_t first = t * d - pad, last = n - 1 + t * d - pad;  // inputs its outputs 0 .. n-1 read
+        if (last < 0 || first >= n) continue;
+        if (found || first != 0) return std::nullopt;  // a second live tap, or one off the output's place
+        found = t;
+      }
+      return found;
+    };
+    const auto th = live(g.kh, g.dil_h, g.pad_t, g.h), tw = live(g.kw, g.dil_w, g.pad_l, g.w);
+    if (!th || !tw) return std::nullopt;
+    return *th * g.kw + *tw;
   }
 
   std::vector<InputLayout> prepare_kiln_gemm(const KilnGemm& k) {
@@ -174,11 +205,20 @@ class ConvolutionNode : public Node {
     quick_impl = false;
     impl = k.pointwise ? std::string(gemm_f32::impl_name()) : cat("kiln_im2col_", gemm_f32::impl_name() + 5);  // kiln_im2col_gemm:...
     const memory::desc packed({gemm_f32::packed_size(k.K, k.N)}, memory::data_type::f32, tag::a);
-    weights_ = pack_weights(inputs[1]->constant, cat("conv/kiln_gemm/", gemm_f32::impl_name()), packed, [&](memory& dst) {
-      // B(k, n) = W[n][k], k over (in channel, kernel row, kernel column)
-      gemm_f32::pack_b(static_cast<const float*>(inputs[1]->data), k.K, k.N, 1, k.K, 1.0f,
-                       static_cast<float*>(dst.get_data_handle()));
-    });
+    if (k.tap >= 0) {  // B(c, n) = W[n][c][tap]
+      const int64_t window = k.geo.kh * k.geo.kw;
+      weights_ = pack_weights(inputs[1]->constant, cat("conv/kiln_gemm/tap", k.tap, "/", gemm_f32::impl_name()), packed,
+                              [&](memory& dst) {
+                                gemm_f32::pack_b(static_cast<const float*>(inputs[1]->data) + k.tap, k.K, k.N, window,
+                                                 k.K * window, 1.0f, static_cast<float*>(dst.get_data_handle()));
+                              });
+    } else {
+      weights_ = pack_weights(inputs[1]->constant, cat("conv/kiln_gemm/", gemm_f32::impl_name()), packed, [&](memory& dst) {
+        // B(k, n) = W[n][k], k over (in channel, kernel row, kernel column)
+        gemm_f32::pack_b(static_cast<const float*>(inputs[1]->data), k.K, k.N, 1, k.K, 1.0f,
+                         static_cast<float*>(dst.get_data_handle()));
+      });
+    }
     const int sum = post_ops_.sum_input();
     gemm_ep_ = {};
     gemm_ep_.bias = has_bias() ? static_cast<const float*>(inputs[2]->data) : nullptr;
