@@ -294,29 +294,29 @@ TEST(CpuDynamicShapes, ARegNetBlocksGroupedConvolutionAndSqueezeExciteAtEverySha
   // convolution's output by the [N, C, 1, 1] scales. The Mul is tokenized alone, on the
   // template's symbolic shapes; in the blocked layout it runs as oneDNN's binary, which must be
   // made with the plan's static shapes: made from the shared body, it was a Reference node
-  // (where kiln's GEMM runs the 1x1 convolutions, channels-last, the grouped one and the Mul run
-  // channels-last too: no Reorders on either side of the grouped convolution)
+  // (where kiln's GEMM runs the 1x1 convolutions, channels-last, the grouped one (24 channels:
+  // not a power of two) and the Mul run channels-last too: no Reorders on either side of it)
   auto g = make_graph();
-  auto* x0 = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 16, Dim::sym("h"), Dim::sym("w")})});
-  auto* x = g->add_node("Relu", {g->add_node("Conv", {x0, g->add_constant("w0", random_tensor({16, 16, 1, 1}, 9, 0.5f))},
+  auto* x0 = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 24, Dim::sym("h"), Dim::sym("w")})});
+  auto* x = g->add_node("Relu", {g->add_node("Conv", {x0, g->add_constant("w0", random_tensor({24, 24, 1, 1}, 9, 0.5f))},
                                              1, "expand")->output(0)}, 1, "expand_relu")->output(0);
-  auto* gc = g->add_node("Conv", {x, g->add_constant("gw", random_tensor({16, 8, 3, 3}, 2, 0.5f)),
-                                  g->add_constant("gb", random_tensor({16}, 3))}, 1, "grouped");
-  gc->attrs["group"] = int64_t(2);
+  auto* gc = g->add_node("Conv", {x, g->add_constant("gw", random_tensor({24, 8, 3, 3}, 2, 0.5f)),
+                                  g->add_constant("gb", random_tensor({24}, 3))}, 1, "grouped");
+  gc->attrs["group"] = int64_t(3);  // 8 channels a group, as RegNet-Y-400MF's
   gc->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
   auto* a = g->add_node("Relu", {gc->output(0)}, 1, "relu")->output(0);
   auto* p = g->add_node("GlobalAveragePool", {a}, 1, "squeeze")->output(0);
-  auto* f1 = g->add_node("Conv", {p, g->add_constant("w1", random_tensor({4, 16, 1, 1}, 4, 0.5f)),
-                                  g->add_constant("b1", random_tensor({4}, 5))}, 1, "fc1")->output(0);
+  auto* f1 = g->add_node("Conv", {p, g->add_constant("w1", random_tensor({6, 24, 1, 1}, 4, 0.5f)),
+                                  g->add_constant("b1", random_tensor({6}, 5))}, 1, "fc1")->output(0);
   auto* r1 = g->add_node("Relu", {f1}, 1, "fc1_relu")->output(0);
-  auto* f2 = g->add_node("Conv", {r1, g->add_constant("w2", random_tensor({16, 4, 1, 1}, 6, 0.5f)),
-                                  g->add_constant("b2", random_tensor({16}, 7))}, 1, "fc2")->output(0);
+  auto* f2 = g->add_node("Conv", {r1, g->add_constant("w2", random_tensor({24, 6, 1, 1}, 6, 0.5f)),
+                                  g->add_constant("b2", random_tensor({24}, 7))}, 1, "fc2")->output(0);
   auto* sc = g->add_node("Sigmoid", {f2}, 1, "scales")->output(0);
   auto* m = g->add_node("Mul", {a, sc}, 1, "excite")->output(0);
-  g->add_output(g->add_node("Conv", {m, g->add_constant("w3", random_tensor({8, 16, 1, 1}, 8, 0.5f))}, 1, "project")
+  g->add_output(g->add_node("Conv", {m, g->add_constant("w3", random_tensor({8, 24, 1, 1}, 8, 0.5f))}, 1, "project")
                     ->output(0));  // as RegNet: a 1x1 convolution reads it, the Mul alone in its Subgraph
-  auto ex = run_stream(g, image_stream(16), {"Convolution"});
-  for (const auto& s : image_stream(16)) {
+  auto ex = run_stream(g, image_stream(24), {"Convolution"});
+  for (const auto& s : image_stream(24)) {
     const auto& plan = ex->plan_for(s);
     ASSERT_TRUE(plan.cpu);
     size_t seen = 0;

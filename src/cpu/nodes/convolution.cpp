@@ -366,12 +366,19 @@ class ConvolutionNode : public Node {
   // A grouped convolution (not depthwise) whose input comes channels-last, in a graph for a model
   // whose shapes vary: kiln's GEMM runs the 1x1 convolutions around it channels-last, and
   // oneDNN's choice (channel blocks) put Reorders on both sides, made for every new shape.
-  // RegNet-Y-400MF: 4 Reorders a block, 0.11 ms against the grouped convolution's 0.16; oneDNN's
-  // direct kernel runs channels-last too (0.0-35% slower), so it takes that where it is a JIT one.
+  // RegNet-Y-400MF: 4 Reorders a block, 0.11 ms against the grouped convolution's 0.16. oneDNN's
+  // direct kernel runs channels-last too, where it is a JIT one. Measured (oneDNN 2.6, AVX-512,
+  // 2 threads, 3x3, against channel blocks without the Reorders): 16 channels a group or more,
+  // 0.97-1.02x the time; 8 a group, 0.83-1.37x, except where the channels are a power of two
+  // (ResNeXt's 32 groups: 128 channels 1.9x, 256 1.8-3.0x, 512 3.4x), as with 4 a group (2.2x):
+  // those keep the blocks and the Reorders.
   bool grouped_channels_last() const {
     const Shape &x = inputs[0]->shape, &w = inputs[1]->shape;
     const int64_t group = source->attr_i("group", 1);
     if (!shape_agnostic || bf16 || x.size() != 4 || group == 1 || w[1] == 1) return false;
+    const int64_t channels = x[1];
+    const bool power_of_two = (channels & (channels - 1)) == 0;
+    if (w[1] < 16 && power_of_two) return false;
     return !inputs[0]->is_plain() && inputs[0]->desc() == memory::desc(to_dims(x), memory::data_type::f32, tag::nhwc);
   }
 
