@@ -36,21 +36,43 @@ const T& Node::get(const std::string& n) const {
   return *v;
 }
 
+// The attribute `n` if the node has it (one lookup: the fusion rules and shape inference read
+// attributes with defaults for every node of every new input shape), else null.
+template <typename T>
+const T* Node::get_if_present(const std::string& n) const {
+  auto it = attrs.find(n);
+  if (it == attrs.end()) return nullptr;
+  const T* v = std::get_if<T>(&it->second.value);
+  if (!v)
+    throw Error(cat(describe(), ": attribute '", n, "' has type ", attr_type_name(it->second.type()),
+                    ", expected another type"));
+  return v;
+}
+
 int64_t Node::attr_i(const std::string& n) const { return get<int64_t>(n); }
-int64_t Node::attr_i(const std::string& n, int64_t def) const { return has_attr(n) ? get<int64_t>(n) : def; }
+int64_t Node::attr_i(const std::string& n, int64_t def) const {
+  const int64_t* v = get_if_present<int64_t>(n);
+  return v ? *v : def;
+}
 float Node::attr_f(const std::string& n) const { return get<float>(n); }
-float Node::attr_f(const std::string& n, float def) const { return has_attr(n) ? get<float>(n) : def; }
+float Node::attr_f(const std::string& n, float def) const {
+  const float* v = get_if_present<float>(n);
+  return v ? *v : def;
+}
 std::string Node::attr_s(const std::string& n) const { return get<std::string>(n); }
 std::string Node::attr_s(const std::string& n, const std::string& def) const {
-  return has_attr(n) ? get<std::string>(n) : def;
+  const std::string* v = get_if_present<std::string>(n);
+  return v ? *v : def;
 }
 std::vector<int64_t> Node::attr_ints(const std::string& n) const { return get<std::vector<int64_t>>(n); }
 std::vector<int64_t> Node::attr_ints(const std::string& n, const std::vector<int64_t>& def) const {
-  return has_attr(n) ? get<std::vector<int64_t>>(n) : def;
+  const std::vector<int64_t>* v = get_if_present<std::vector<int64_t>>(n);
+  return v ? *v : def;
 }
 std::vector<float> Node::attr_floats(const std::string& n) const { return get<std::vector<float>>(n); }
 std::vector<float> Node::attr_floats(const std::string& n, const std::vector<float>& def) const {
-  return has_attr(n) ? get<std::vector<float>>(n) : def;
+  const std::vector<float>* v = get_if_present<std::vector<float>>(n);
+  return v ? *v : def;
 }
 std::vector<std::string> Node::attr_strings(const std::string& n) const {
   return get<std::vector<std::string>>(n);

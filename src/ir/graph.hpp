@@ -95,6 +95,8 @@ class Node {
   friend class Graph;
   template <typename T>
   const T& get(const std::string& n) const;
+  template <typename T>
+  const T* get_if_present(const std::string& n) const;
   std::string name_, op_type_, domain_;
   int opset_ = 0;
   uint32_t ordinal_ = 0;  // its graph's count of nodes added before it (topo_order's index)

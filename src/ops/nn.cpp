@@ -1,6 +1,7 @@
 // The "nn" op family: Conv / pools / normalisations live in nn_conv.cpp, nn_pool.cpp
 // and nn_norm.cpp; this file holds the shared window geometry plus Dropout and Identity.
 #include <algorithm>
+#include <utility>
 
 #include "ir/infer_util.hpp"
 #include "ops/kernel_util.hpp"
@@ -44,13 +45,13 @@ void validate_window_attrs(const ir::Node& n) {
 Window read_window(const ir::Node& n, size_t nsp, const std::vector<int64_t>& kernel) {
   Window w;
   w.nsp = nsp;
-  w.kernel = n.has_attr("kernel_shape") ? n.attr_ints("kernel_shape") : kernel;
-  auto sized = [&](const char* name, std::vector<int64_t> v, size_t want) {
+  w.kernel = n.attr_ints("kernel_shape", kernel);
+  auto sized = [&](const char* name, std::vector<int64_t>&& v, size_t want) {
     KILN_CHECK(v.size() == want, cat(n.describe(), ": attribute '", name, "' has ", v.size(), " values [", join(v),
                                      "], expected ", want, " for ", nsp, " spatial dims"));
-    return v;
+    return std::move(v);
   };
-  w.kernel = sized("kernel_shape", w.kernel, nsp);
+  w.kernel = sized("kernel_shape", std::move(w.kernel), nsp);
   for (int64_t k : w.kernel)
     KILN_CHECK(k >= 1, cat(n.describe(), ": kernel dims must be >= 1, got [", join(w.kernel), "]"));
   w.strides = sized("strides", n.attr_ints("strides", std::vector<int64_t>(nsp, 1)), nsp);
