@@ -210,6 +210,10 @@ std::shared_ptr<ir::Graph> lone_op_graph(const ir::Graph& body, const ir::Node& 
       ins.push_back(nullptr);
       continue;
     }
+    if (ir::Value* seen = g->find_value(v->name())) {  // read twice, as Mul(x, x)
+      ins.push_back(seen);
+      continue;
+    }
     const auto param = std::find(body.inputs().begin(), body.inputs().end(), v);
     if (param != body.inputs().end()) {
       const size_t k = static_cast<size_t>(param - body.inputs().begin());
