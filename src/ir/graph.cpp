@@ -25,17 +25,6 @@ std::string Node::describe() const {
   return s + ")";
 }
 
-template <typename T>
-const T& Node::get(const std::string& n) const {
-  auto it = attrs.find(n);
-  if (it == attrs.end()) throw Error(cat(describe(), ": missing required attribute '", n, "'"));
-  const T* v = std::get_if<T>(&it->second.value);
-  if (!v)
-    throw Error(cat(describe(), ": attribute '", n, "' has type ", attr_type_name(it->second.type()),
-                    ", expected another type"));
-  return *v;
-}
-
 // The attribute `n` if the node has it (one lookup: the fusion rules and shape inference read
 // attributes with defaults for every node of every new input shape), else null.
 template <typename T>
@@ -47,6 +36,13 @@ const T* Node::get_if_present(const std::string& n) const {
     throw Error(cat(describe(), ": attribute '", n, "' has type ", attr_type_name(it->second.type()),
                     ", expected another type"));
   return v;
+}
+
+template <typename T>
+const T& Node::get(const std::string& n) const {
+  const T* v = get_if_present<T>(n);
+  if (!v) throw Error(cat(describe(), ": missing required attribute '", n, "'"));
+  return *v;
 }
 
 int64_t Node::attr_i(const std::string& n) const { return get<int64_t>(n); }

@@ -205,20 +205,16 @@ class ConvolutionNode : public Node {
     quick_impl = false;
     impl = k.pointwise ? std::string(gemm_f32::impl_name()) : cat("kiln_im2col_", gemm_f32::impl_name() + 5);  // kiln_im2col_gemm:...
     const memory::desc packed({gemm_f32::packed_size(k.K, k.N)}, memory::data_type::f32, tag::a);
-    if (k.tap >= 0) {  // B(c, n) = W[n][c][tap]
-      const int64_t window = k.geo.kh * k.geo.kw;
-      weights_ = pack_weights(inputs[1]->constant, cat("conv/kiln_gemm/tap", k.tap, "/", gemm_f32::impl_name()), packed,
-                              [&](memory& dst) {
-                                gemm_f32::pack_b(static_cast<const float*>(inputs[1]->data) + k.tap, k.K, k.N, window,
-                                                 k.K * window, 1.0f, static_cast<float*>(dst.get_data_handle()));
-                              });
-    } else {
-      weights_ = pack_weights(inputs[1]->constant, cat("conv/kiln_gemm/", gemm_f32::impl_name()), packed, [&](memory& dst) {
-        // B(k, n) = W[n][k], k over (in channel, kernel row, kernel column)
-        gemm_f32::pack_b(static_cast<const float*>(inputs[1]->data), k.K, k.N, 1, k.K, 1.0f,
-                         static_cast<float*>(dst.get_data_handle()));
-      });
-    }
+    // B(k, n) = W[n][k], k over (in channel, kernel row, kernel column); with a lone live tap,
+    // B(c, n) = W[n][c][tap]: every window-th float from the tap's
+    const bool tap = k.tap >= 0;
+    const int64_t stride_k = tap ? k.geo.kh * k.geo.kw : 1;
+    const std::string key = tap ? cat("conv/kiln_gemm/tap", k.tap, "/", gemm_f32::impl_name())
+                                : cat("conv/kiln_gemm/", gemm_f32::impl_name());
+    weights_ = pack_weights(inputs[1]->constant, key, packed, [&](memory& dst) {
+      gemm_f32::pack_b(static_cast<const float*>(inputs[1]->data) + (tap ? k.tap : 0), k.K, k.N, stride_k,
+                       k.K * stride_k, 1.0f, static_cast<float*>(dst.get_data_handle()));
+    });
     const int sum = post_ops_.sum_input();
     gemm_ep_ = {};
     gemm_ep_.bias = has_bias() ? static_cast<const float*>(inputs[2]->data) : nullptr;

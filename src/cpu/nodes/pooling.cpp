@@ -121,11 +121,16 @@ bool pool_geometry(const ir::Node& n, const Shape& x, const Shape& y, PoolGeomet
   return true;
 }
 
+// The operation (oneDNN checks its arguments here: throws dnnl::error where they do not fit).
+dnnl::pooling_v2_forward::desc pool_desc(const PoolGeometry& g, const memory::desc& src, const Shape& y) {
+  memory::desc dst_any(to_dims(y), src.data_type(), memory::format_tag::any);
+  return dnnl::pooling_v2_forward::desc(dnnl::prop_kind::forward_inference, g.alg, src, dst_any, g.strides, g.kernel,
+                                        g.dilation, g.pad_l, g.pad_r);
+}
+
 dnnl::pooling_v2_forward::primitive_desc make_pool_pd(const PoolGeometry& g, const memory::desc& src,
                                                       const Shape& y, PostOpList* post_ops = nullptr) {
-  memory::desc dst_any(to_dims(y), src.data_type(), memory::format_tag::any);
-  dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, g.alg, src, dst_any, g.strides, g.kernel,
-                                   g.dilation, g.pad_l, g.pad_r);
+  const dnnl::pooling_v2_forward::desc d = pool_desc(g, src, y);
   dnnl::primitive_attr attr;
   if (post_ops && !post_ops->empty()) {
     dnnl::post_ops po;
@@ -280,9 +285,7 @@ bool pooling_supports(const ir::Node& n) {
   try {  // oneDNN's own checks of the arguments, on the plain layout; every valid pooling has its
          // reference kernel, so the implementations (a primitive_desc: 50k instructions, ten
          // times for each new shape of MobileNet-v3's squeeze-excite blocks) are not asked here
-    const memory::desc src = *plain_desc(xs, t), dst_any(to_dims(ys), src.data_type(), memory::format_tag::any);
-    dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, g.alg, src, dst_any, g.strides, g.kernel,
-                                     g.dilation, g.pad_l, g.pad_r);
+    pool_desc(g, *plain_desc(xs, t), ys);
   } catch (const dnnl::error&) {
     return false;
   }
