@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 
 namespace kiln::cpu::im2col_f32 {
 
@@ -49,6 +50,14 @@ void rows(const Geometry& g, const float* x, int64_t oh0, int64_t rows, float* o
         for (int64_t ox = first; ox < last; ++ox, s += step, d += lda) _mm_storeu_ps(d, _mm_loadu_ps(s));
         for (int64_t ox = last; ox < g.ow; ++ox) copy(ox);
       }
+  }
+}
+
+void strided_pixels(const Geometry& g, const float* x, int64_t oh0, int64_t rows, float* out) {
+  const size_t bytes = static_cast<size_t>(g.c) * sizeof(float);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* src = x + (oh0 + r) * g.stride_h * g.w * g.c;
+    for (int64_t ox = 0; ox < g.ow; ++ox, out += g.c) std::memcpy(out, src + ox * g.stride_w * g.c, bytes);
   }
 }
 

@@ -24,6 +24,13 @@ struct Geometry {
   bool pointwise() const {
     return kh == 1 && kw == 1 && stride_h == 1 && stride_w == 1 && pad_t == 0 && pad_l == 0 && oh == h && ow == w;
   }
+  // Whether each output pixel is the input pixel at (oy * stride_h, ox * stride_w) (1x1, strided,
+  // unpadded: a ResNet's downsampling shortcut): the GEMM reads those pixels gathered from x
+  // channels-last (strided_pixels), K = c.
+  bool strided_pointwise() const {
+    return kh == 1 && kw == 1 && (stride_h > 1 || stride_w > 1) && pad_t == 0 && pad_l == 0 &&
+           oh == (h - 1) / stride_h + 1 && ow == (w - 1) / stride_w + 1;
+  }
   // Floats from one pixel's row of `out` to the next: columns(), and room for a 4-float move's
   // extra floats after the last window row (never read as columns).
   int64_t row_stride() const;
@@ -31,5 +38,9 @@ struct Geometry {
 
 // Output rows [oh0, oh0 + rows) of one image `x` ([c][h][w]) into `out` ([rows * ow][row_stride()]).
 void rows(const Geometry& g, const float* x, int64_t oh0, int64_t rows, float* out);
+
+// strided_pointwise(): the input pixels of output rows [oh0, oh0 + rows) of one image `x`,
+// channels-last ([h][w][c]), into `out` ([rows * ow][c]).
+void strided_pixels(const Geometry& g, const float* x, int64_t oh0, int64_t rows, float* out);
 
 }  // namespace kiln::cpu::im2col_f32

@@ -379,6 +379,41 @@ TEST(CpuDynamicShapes, AnAtrousConvolutionOverAMapSmallerThanItsDilationIsItsCen
   }
 }
 
+TEST(CpuDynamicShapes, AStridedPointwiseConvolutionRunsOnTheGemmOfThePixelsItReads) {
+  // A ResNet's downsampling block: the 3x3 stride-2 branch beside the 1x1 stride-2 shortcut,
+  // summed, then a 1x1 convolution at strides 2 and 3. kiln's GEMM runs both strided 1x1
+  // convolutions over the pixels they read (odd sizes too: 9 x 13 -> 5 x 7, and 5 x 3); against
+  // the reference at every shape
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 16, Dim::sym("h"), Dim::sym("w")})});
+  auto* a = g->add_node("Relu", {conv(*g, x, 16, 16, 1, "c1")}, 1, "r1")->output(0);
+  auto* branch = test_cpu_dynamic_shapes::conv(*g, a, 16, 24, 3, 2, 1, 3, "branch");
+  auto* shortcut = test_cpu_dynamic_shapes::conv(*g, a, 16, 24, 1, 2, 1, 5, "shortcut");
+  auto* sum = g->add_node("Relu", {g->add_node("Add", {branch, shortcut}, 1, "sum")->output(0)}, 1, "sum_relu")->output(0);
+  auto* c = g->add_node("Conv", {sum, g->add_constant("s23_w", random_tensor({8, 24, 1, 1}, 7, 0.4f))}, 1, "s23");
+  c->attrs["strides"] = std::vector<int64_t>{2, 3};
+  g->add_output(c->output(0));
+  auto stream = image_stream(16);
+  stream.push_back({{2, 16, 9, 13}});
+  stream.push_back({{1, 16, 1, 7}});
+  auto ex = run_stream(g, stream, {"Convolution"});
+  for (const auto& s : stream) {
+    const auto& plan = ex->plan_for(s);
+    ASSERT_TRUE(plan.cpu);
+    size_t strided = 0;
+    for (const auto& n : plan.cpu->nodes()) {
+      if (n->name != "shortcut" && n->name != "s23") continue;
+      ++strided;
+      SCOPED_TRACE(cat(shape_to_string(s[0]), " ", n->name, ": ", n->impl));
+      if (cpu::gemm_f32::available())
+        EXPECT_EQ(n->impl, cpu::gemm_f32::impl_name());
+      else
+        EXPECT_EQ(n->impl.find("kiln"), std::string::npos);
+    }
+    EXPECT_EQ(strided, 2u) << plan.cpu->describe();
+  }
+}
+
 TEST(CpuDynamicShapes, DeconvolutionsOverEveryShapeAndBatch) {
   // a 3x3 convolution into blocked channels, then ConvTranspose 2x2 stride 2 (a decoder's
   // upsampling) and a 3x3 stride 1 one with pads: oneDNN's deconvolution made per shape,

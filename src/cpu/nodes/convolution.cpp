@@ -135,19 +135,24 @@ class ConvolutionNode : public Node {
  private:
   // kiln's GEMM where the model's input shapes vary (Node::shape_agnostic: nothing made per
   // shape, where oneDNN makes a primitive for every new one): a 1x1 convolution (stride 1,
-  // unpadded, group 1) is the GEMM of its channels-last pixels [N*H*W, Cin] by [Cin, Cout]; a
+  // unpadded, group 1) is the GEMM of its channels-last pixels [N*H*W, Cin] by [Cin, Cout]; at a
+  // stride (unpadded: a ResNet's downsampling shortcut), of the pixels it reads, gathered from
+  // the channels-last input a few output rows at a time (oneDNN made a brgconv_1x1 primitive
+  // for each new shape: RegNet-Y-400MF, 26 in 12 shapes, 7.3 ms); a
   // window over few channels (K = Cin * kh * kw up to im2col_f32::kMaxColumns: an image stem,
   // 3 x 3 x 3) the GEMM of its im2col rows, made per thread a few output rows at a time from
   // plain NCHW. f32, 2-D, post-ops the GEMM's epilogue computes (a sum first). Other
   // convolutions keep oneDNN's kernels.
   struct KilnGemm {
     bool pointwise = true;
+    bool strided = false;      // a strided 1x1 window: A gathered from x channels-last (strided_pixels)
     int64_t tap = -1;          // a window whose other taps all read padding: this one's offset (kh * KW + kw)
     im2col_f32::Geometry geo;  // im2col
     int64_t K = 0, N = 0;
     int threads = 1;
-    int64_t rows = 1;  // output rows per im2col step
-    size_t scratch_floats() const { return static_cast<size_t>(rows * geo.ow * geo.row_stride()); }
+    int64_t rows = 1;  // output rows per im2col (or gathering) step
+    int64_t lda() const { return strided ? geo.c : geo.row_stride(); }
+    size_t scratch_floats() const { return static_cast<size_t>(rows * geo.ow * lda()); }
   };
 
   std::optional<KilnGemm> kiln_gemm_conv() const {
@@ -170,9 +175,11 @@ class ConvolutionNode : public Node {
         k.pointwise = true;
         k.tap = *tap;
         k.K = g.c;
+      } else if (g.strided_pointwise()) {
+        k.strided = true;
       }
     }
-    if (!k.pointwise && k.K > im2col_f32::kMaxColumns) return std::nullopt;
+    if (!k.pointwise && !k.strided && k.K > im2col_f32::kMaxColumns) return std::nullopt;
     k.rows = std::max<int64_t>(1, std::min<int64_t>((48 + g.ow - 1) / g.ow, g.oh));  // 8 blocks of 6 rows of A
     return k;
   }
@@ -203,7 +210,8 @@ class ConvolutionNode : public Node {
   std::vector<InputLayout> prepare_kiln_gemm(const KilnGemm& k) {
     gemm_ = k;
     quick_impl = false;
-    impl = k.pointwise ? std::string(gemm_f32::impl_name()) : cat("kiln_im2col_", gemm_f32::impl_name() + 5);  // kiln_im2col_gemm:...
+    impl = k.pointwise || k.strided ? std::string(gemm_f32::impl_name())
+                                    : cat("kiln_im2col_", gemm_f32::impl_name() + 5);  // kiln_im2col_gemm:...
     const memory::desc packed({gemm_f32::packed_size(k.K, k.N)}, memory::data_type::f32, tag::a);
     // B(k, n) = W[n][k], k over (in channel, kernel row, kernel column); with a lone live tap,
     // B(c, n) = W[n][c][tap]: every window-th float from the tap's
@@ -224,8 +232,8 @@ class ConvolutionNode : public Node {
     const memory::desc out_nhwc(to_dims(y), memory::data_type::f32, tag::nhwc);
     outputs[0]->set_layout(out_nhwc);
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
-    req[0] = k.pointwise ? InputLayout::exact(memory::desc(to_dims(x), memory::data_type::f32, tag::nhwc))
-                         : InputLayout::plain();
+    req[0] = k.pointwise || k.strided ? InputLayout::exact(memory::desc(to_dims(x), memory::data_type::f32, tag::nhwc))
+                                      : InputLayout::plain();
     if (sum >= 0) req[static_cast<size_t>(sum)] = InputLayout::exact(out_nhwc);
     return req;
   }
@@ -248,9 +256,11 @@ class ConvolutionNode : public Node {
       float* cols = reinterpret_cast<float*>(static_cast<char*>(scratch) + per_thread * static_cast<size_t>(t));
       for (int64_t item = items * t / nt; item < items * (t + 1) / nt; ++item) {
         const int64_t img = item / chunks, oh0 = item % chunks * k.rows, rows = std::min(k.rows, g.oh - oh0);
-        im2col_f32::rows(g, x + img * g.c * g.h * g.w, oh0, rows, cols);
-        gemm_f32::run_serial(cols, rows * g.ow, k.K, g.row_stride(), w, k.N, y + (img * g.oh + oh0) * g.ow * k.N, k.N,
-                             gemm_ep_);
+        if (k.strided)
+          im2col_f32::strided_pixels(g, x + img * g.c * g.h * g.w, oh0, rows, cols);
+        else
+          im2col_f32::rows(g, x + img * g.c * g.h * g.w, oh0, rows, cols);
+        gemm_f32::run_serial(cols, rows * g.ow, k.K, k.lda(), w, k.N, y + (img * g.oh + oh0) * g.ow * k.N, k.N, gemm_ep_);
       }
     }
   }
