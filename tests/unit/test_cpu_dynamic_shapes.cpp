@@ -13,6 +13,7 @@
 #include "cpu/executor.hpp"
 #include "cpu/gemm_f32.hpp"
 #include "cpu/graph_optimizer.hpp"
+#include "cpu/grouped_conv_f32.hpp"
 #include "cpu/gru_f32.hpp"
 #include "cpu/isa.hpp"
 #include "cpu/layer_norm_f32.hpp"
@@ -332,13 +333,67 @@ TEST(CpuDynamicShapes, ARegNetBlocksGroupedConvolutionAndSqueezeExciteAtEverySha
     for (const auto& n : plan.cpu->nodes())
       if (n->name == "grouped") grouped = n.get();
     ASSERT_TRUE(grouped) << plan.cpu->describe();
-    EXPECT_EQ(grouped->impl.rfind("jit", 0), 0u) << grouped->impl;
+    // a new shape's graph: kiln's grouped convolution where the ISA has it, else oneDNN's JIT kernel
+    if (cpu::grouped_conv_f32::available())
+      EXPECT_EQ(grouped->impl, cpu::grouped_conv_f32::impl_name());
+    else
+      EXPECT_EQ(grouped->impl.rfind("jit", 0), 0u) << grouped->impl;
     for (const auto& n : plan.cpu->nodes()) {
       if (n->kind() != cpu::NodeKind::Reorder) continue;
       EXPECT_TRUE(n->inputs[0] != grouped->outputs[0] && n->outputs[0] != grouped->inputs[0])
           << shape_to_string(s[0]) << ": " << n->name << "\n" << plan.cpu->describe();
     }
   }
+}
+
+TEST(CpuDynamicShapes, GroupedConvolutionsOfEveryWidthStrideAndPaddingAtEveryShape) {
+  // Grouped convolutions of 8, 16, 24 and 32 output channels a group (RegNet's, ResNeXt's),
+  // 3x3 at strides 1 and 2, a dilated one, asymmetric padding, a 1x3 window, with bias and a
+  // ReLU, over maps from 1 pixel high up: kiln's kernel in a new shape's graph where the ISA has
+  // it; then a shape run until hot, rebuilt with oneDNN's JIT kernels. Against the reference
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 16, Dim::sym("h"), Dim::sym("w")})});
+  struct Layer {
+    int64_t in, out, group, kh, kw, stride, dilation;
+    std::vector<int64_t> pads;
+  };
+  const std::vector<Layer> layers = {{16, 16, 2, 3, 3, 1, 1, {1, 1, 1, 1}},  // 8 in, 8 out a group
+                                     {16, 32, 2, 3, 3, 2, 1, {1, 1, 1, 1}},  // 16 out a group, stride 2
+                                     {32, 48, 2, 3, 3, 1, 2, {2, 2, 2, 2}},  // 24 out, dilated
+                                     {48, 64, 2, 3, 3, 2, 1, {0, 1, 2, 0}},  // 32 out, asymmetric pads
+                                     {64, 64, 4, 1, 3, 1, 1, {0, 1, 0, 1}}};  // 16 a group, a 1x3 window
+  ir::Value* v = x;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const Layer& l = layers[i];
+    const std::string name = cat("grouped", i);
+    auto* c = g->add_node("Conv", {v, g->add_constant(name + "_w", random_tensor({l.out, l.in / l.group, l.kh, l.kw},
+                                                                                  uint32_t(10 + i), 0.3f)),
+                                   g->add_constant(name + "_b", random_tensor({l.out}, uint32_t(20 + i)))}, 1, name);
+    c->attrs["group"] = l.group;
+    c->attrs["strides"] = std::vector<int64_t>{l.stride, l.stride};
+    c->attrs["dilations"] = std::vector<int64_t>{l.dilation, l.dilation};
+    c->attrs["pads"] = l.pads;
+    v = g->add_node("Relu", {c->output(0)}, 1, name + "_relu")->output(0);
+  }
+  g->add_output(v);
+  auto stream = image_stream(16);
+  stream.push_back({{1, 16, 1, 3}});
+  stream.push_back({{2, 16, 5, 37}});
+  auto ex = run_stream(g, stream, {"Convolution"});
+  for (const auto& s : stream) {
+    const auto& plan = ex->plan_for(s);
+    ASSERT_TRUE(plan.cpu);
+    size_t kiln = 0;
+    for (const auto& n : plan.cpu->nodes())
+      if (n->impl == cpu::grouped_conv_f32::impl_name()) ++kiln;
+    EXPECT_EQ(kiln, cpu::grouped_conv_f32::available() ? layers.size() : 0u) << plan.cpu->describe();
+  }
+  // a frequent shape: the hot rebuild takes oneDNN's kernels, with the same results
+  runtime::ReferenceExecutor ref(g);
+  const Tensor in = random_tensor({2, 16, 12, 20}, 99);
+  const auto want = ref.run({in});
+  for (size_t r = 0; r <= cpu::Executor::kHotRuns; ++r) expect_close(want[0], ex->run({in})[0], 1e-4, 1e-4);
+  EXPECT_EQ(ex->hot_rebuilds(), cpu::grouped_conv_f32::available() ? 1u : 0u);
 }
 
 TEST(CpuDynamicShapes, AnAtrousConvolutionOverAMapSmallerThanItsDilationIsItsCentreTap) {

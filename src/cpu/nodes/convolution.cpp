@@ -24,6 +24,7 @@
 #include "cpu/arena.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/gemm_f32.hpp"
+#include "cpu/grouped_conv_f32.hpp"
 #include "cpu/im2col_f32.hpp"
 #include "cpu/isa.hpp"
 #include "cpu/nodes/conv_geometry.hpp"
@@ -56,7 +57,9 @@ class ConvolutionNode : public Node {
 
   std::vector<InputLayout> prepare() override {
     gemm_.reset();
+    grouped_.reset();
     if (auto k = kiln_gemm_conv()) return prepare_kiln_gemm(*k);
+    if (auto g = kiln_grouped()) return prepare_kiln_grouped(*g);
     if (auto g = kiln_winograd()) return prepare_kiln_winograd(*g);
     wino_.reset();
     const ir::Node& n = *source;
@@ -104,6 +107,8 @@ class ConvolutionNode : public Node {
   }
 
   size_t scratch_bytes() const override {
+    if (grouped_) return Arena::aligned(static_cast<size_t>(grouped_conv_f32::scratch_floats(*grouped_)) * sizeof(float)) *
+                         static_cast<size_t>(grouped_threads_);
     if (gemm_) return gemm_->pointwise ? 0 : Arena::aligned(gemm_->scratch_floats() * sizeof(float)) * gemm_->threads;
     return wino_ ? winograd_f32::scratch_bytes(*wino_, wino_threads_) : pd_.scratchpad_desc().get_size();
   }
@@ -113,6 +118,10 @@ class ConvolutionNode : public Node {
     if (int k = post_ops_.sum_input(); k >= 0) start_from_summand(stream, *inputs[static_cast<size_t>(k)], *outputs[0]);
     if (gemm_) {
       run_kiln_gemm();
+      return;
+    }
+    if (grouped_) {
+      run_kiln_grouped();
       return;
     }
     if (wino_) {
@@ -261,6 +270,72 @@ class ConvolutionNode : public Node {
         else
           im2col_f32::rows(g, x + img * g.c * g.h * g.w, oh0, rows, cols);
         gemm_f32::run_serial(cols, rows * g.ow, k.K, k.lda(), w, k.N, y + (img * g.oh + oh0) * g.ow * k.N, k.N, gemm_ep_);
+      }
+    }
+  }
+
+  // kiln's grouped convolution (grouped_conv_f32.hpp) in the graph of a new input shape of a
+  // model whose shapes vary (Node::shapes_vary: nothing made per shape, where oneDNN makes a JIT
+  // kernel for every new one, about 1 ms a shape for RegNet-Y-400MF's 16): f32, 2-D, group > 1
+  // with more than one input channel a group (depthwise ones have kernels of their own), output
+  // channels a group the kernel computes (8, 16, 24 or 32), post-ops the GEMM's epilogue
+  // computes after it (no sum). Channels-last in and out. oneDNN's JIT kernel runs faster
+  // (RegNet's at [2, 3, 224, 224]: 1.8-2.0 ms against 2.4-2.7), so the node counts as a quick
+  // one and a shape's hot rebuild takes oneDNN's.
+  std::optional<grouped_conv_f32::Geometry> kiln_grouped() const {
+    const Shape &x = inputs[0]->shape, &w = inputs[1]->shape, &y = outputs[0]->shape;
+    if (!shapes_vary || !shape_agnostic || bf16 || !grouped_conv_f32::available() || !gemm_f32::available() || x.size() != 4 ||
+        post_ops_.dw() || post_ops_.sum_input() >= 0)
+      return std::nullopt;
+    const int64_t group = source->attr_i("group", 1);
+    if (group <= 1 || w[1] == 1 || !grouped_conv_f32::supports(w[1], w[0] / group)) return std::nullopt;
+    gemm_f32::Epilogue probe;
+    if (!to_gemm_epilogue_per_channel(post_ops_, 0, w[0], probe, nullptr)) return std::nullopt;
+    const im2col_f32::Geometry i = im2col_geometry(*source, x, w, y);
+    grouped_conv_f32::Geometry g;
+    g.c = i.c, g.h = i.h, g.w = i.w, g.m = w[0], g.groups = group, g.kh = i.kh, g.kw = i.kw, g.oh = i.oh, g.ow = i.ow;
+    g.stride_h = i.stride_h, g.stride_w = i.stride_w, g.dil_h = i.dil_h, g.dil_w = i.dil_w;
+    g.pad_t = i.pad_t, g.pad_l = i.pad_l;
+    return g;
+  }
+
+  std::vector<InputLayout> prepare_kiln_grouped(const grouped_conv_f32::Geometry& g) {
+    grouped_ = g;
+    grouped_threads_ = omp_get_max_threads();
+    quick_impl = true;  // the hot rebuild takes oneDNN's JIT kernel
+    impl = grouped_conv_f32::impl_name();
+    const memory::desc packed({grouped_conv_f32::packed_size(g)}, memory::data_type::f32, tag::a);
+    weights_ = pack_weights(inputs[1]->constant, "conv/kiln_grouped", packed, [&](memory& dst) {
+      grouped_conv_f32::pack_weights(g, static_cast<const float*>(inputs[1]->data), static_cast<float*>(dst.get_data_handle()));
+    });
+    gemm_ep_ = {};
+    gemm_ep_.bias = has_bias() ? static_cast<const float*>(inputs[2]->data) : nullptr;
+    to_gemm_epilogue_per_channel(post_ops_, 0, g.m, gemm_ep_, nullptr);
+    const memory::desc out_nhwc(to_dims(outputs[0]->shape), memory::data_type::f32, tag::nhwc);
+    outputs[0]->set_layout(out_nhwc);
+    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
+    req[0] = InputLayout::exact(memory::desc(to_dims(inputs[0]->shape), memory::data_type::f32, tag::nhwc));
+    return req;
+  }
+
+  // Output rows shared by the team, each row's bias and post-ops applied while it is in cache.
+  void run_kiln_grouped() {
+    const grouped_conv_f32::Geometry& g = *grouped_;
+    const float* x = static_cast<const float*>(inputs[0]->data);
+    const float* w = static_cast<const float*>(weights_.get_data_handle());
+    float* y = static_cast<float*>(outputs[0]->data);
+    const int64_t items = inputs[0]->shape[0] * g.oh;
+    const bool epilogue = gemm_ep_.bias || !gemm_ep_.ops.empty();
+    const size_t per_thread = Arena::aligned(static_cast<size_t>(grouped_conv_f32::scratch_floats(g)) * sizeof(float));
+#pragma omp parallel num_threads(grouped_threads_)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      float* rows = reinterpret_cast<float*>(static_cast<char*>(scratch) + per_thread * static_cast<size_t>(t));
+      for (int64_t item = items * t / nt; item < items * (t + 1) / nt; ++item) {
+        const int64_t img = item / g.oh, oy = item % g.oh;
+        float* out = y + img * g.oh * g.ow * g.m;
+        grouped_conv_f32::rows(g, x + img * g.h * g.w * g.c, w, oy, oy + 1, out, rows);
+        if (epilogue) gemm_f32::apply_epilogue(out + oy * g.ow * g.m, g.ow, g.m, g.m, gemm_ep_);
       }
     }
   }
@@ -455,6 +530,8 @@ class ConvolutionNode : public Node {
   UserScratchpad scratchpad_;
   std::optional<winograd_f32::Geometry> wino_;  // kiln's Winograd runs the node
   std::optional<KilnGemm> gemm_;                // kiln's GEMM runs the node
+  std::optional<grouped_conv_f32::Geometry> grouped_;  // kiln's grouped convolution runs the node
+  int grouped_threads_ = 1;
   gemm_f32::Epilogue gemm_ep_;
   int wino_threads_ = 1;
 };

@@ -1,0 +1,53 @@
+#pragma once
+// kiln's grouped convolution (group > 1, more than one input channel a group: RegNet's and
+// ResNeXt's 3x3 layers), f32, channels-last, for graphs whose input shapes vary: the sizes are
+// call arguments, so nothing is made per shape (oneDNN 2.6 makes a JIT kernel for every new
+// input shape: RegNet-Y-400MF, 91 of them over 12 shapes, 12.7 ms).
+//
+// The kernel: for each output row, group and run of P output pixels, the accumulators hold the
+// group's output channels (8 lanes a vector, 1 to 4 vectors) of P pixels; for each tap and
+// input channel of the group, the weights' vectors are loaded once and each pixel's input value
+// broadcast into them (one load and one multiply-add a lane-vector). Where the window reaches
+// into the padding, each input row it reads is copied between zeros first, so that no pixel
+// takes a checked path. AVX2 vectors, on AVX-512 CPUs too (Zen 4 runs two 8-lane multiply-adds
+// a cycle, as many lanes as one of 16). Below AVX2 (available()) the caller keeps oneDNN's
+// convolution.
+#include <cstdint>
+
+namespace kiln::cpu::grouped_conv_f32 {
+
+// Whether the ISA in use (cpu/isa.hpp, with its cap) runs the kernel.
+bool available();
+// The implementation name profiles show.
+const char* impl_name();
+// Whether the kernel computes groups of `in_per_group` input channels and `out_per_group` output
+// channels (a multiple of 8, at most 32).
+bool supports(int64_t in_per_group, int64_t out_per_group);
+
+struct Geometry {
+  int64_t c = 0, h = 0, w = 0;  // input channels and size
+  int64_t m = 0;                // output channels
+  int64_t groups = 1;
+  int64_t kh = 1, kw = 1;       // window
+  int64_t oh = 0, ow = 0;       // output size
+  int64_t stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
+  int64_t pad_t = 0, pad_l = 0;  // input rows above row 0 / columns left of column 0
+  int64_t in_per_group() const { return c / groups; }
+  int64_t out_per_group() const { return m / groups; }
+};
+
+// Floats of the packed weights.
+int64_t packed_size(const Geometry& g);
+// ONNX's weights [m][c / groups][kh][kw] -> the kernel's layout [group][kh][kw][in channel][out channel].
+void pack_weights(const Geometry& g, const float* w, float* out);
+
+// Floats of working memory rows() needs (the window's input rows with their padding).
+int64_t scratch_floats(const Geometry& g);
+
+// Output rows [oy0, oy1) of one image: y[oy][ox][o] (channels-last, m channels) = the sum over
+// the window and the group's input channels of x[iy][ix][c] (channels-last, c channels) times
+// the weights; no bias (the caller's epilogue adds it). `scratch`: scratch_floats(g), the
+// caller's. available() and supports() must hold.
+void rows(const Geometry& g, const float* x, const float* packed, int64_t oy0, int64_t oy1, float* y, float* scratch);
+
+}  // namespace kiln::cpu::grouped_conv_f32
