@@ -435,7 +435,8 @@ std::string Executor::ir_template_reason() const {
   return template_ ? template_->reason : "";
 }
 
-std::unique_ptr<Graph> Executor::build_graph(Plan& plan, std::shared_ptr<Arena> arena, bool hot, bool f32_until_hot) {
+std::unique_ptr<Graph> Executor::build_graph(Plan& plan, std::shared_ptr<Arena> arena, bool hot, bool f32_until_hot,
+                                             bool logged) {
   GraphOptions o = options_;
   if (o.convolutions_until_hot == GraphOptions::UntilHot::measure)  // thread_graph measured which
     o.convolutions_until_hot = f32_until_hot && !hot ? GraphOptions::UntilHot::f32 : GraphOptions::UntilHot::bf16;
@@ -445,10 +446,13 @@ std::unique_ptr<Graph> Executor::build_graph(Plan& plan, std::shared_ptr<Arena> 
   if (options_.shapes_vary) o.fusion_decisions = &fusion_decisions_;  // hot rebuilds too: the same fusions
   o.arena = std::move(arena);
   transforms::PassLog log;
-  o.log = &log;
+  if (logged) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!plan.cpu_logged) o.log = &log;
+  }
   auto g = std::make_unique<Graph>(plan.graph, o);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!plan.cpu_logged) {  // every graph of a plan is optimised alike: keep one account
+  if (o.log && !plan.cpu_logged) {  // every graph of a plan is optimised alike: keep one account
     plan.log.entries.insert(plan.log.entries.end(), log.entries.begin(), log.entries.end());
     plan.cpu_logged = true;
   }
@@ -590,7 +594,7 @@ Graph& Executor::thread_graph(const std::shared_ptr<Plan>& plan, const std::vect
       f32 = until_hot_.next_f32(elements, std::min(runs, static_cast<double>(kHotRuns)));
     }
     const auto start = std::chrono::steady_clock::now();
-    g.graph = build_graph(*plan, mine.arena, /*hot=*/false, f32);
+    g.graph = build_graph(*plan, mine.arena, /*hot=*/false, f32, /*logged=*/false);
     if (measure) *sample = {true, f32, ms_since(start), elements};
     g.evicted = plan->evicted;
     g.runs = 0;
@@ -599,7 +603,7 @@ Graph& Executor::thread_graph(const std::shared_ptr<Plan>& plan, const std::vect
   } else if (count_run && ++g.runs == kHotRuns && g.graph->quick_nodes() > 0) {
     // a frequent shape: worth a second compile with the implementations that run fastest
     g.graph.reset();
-    g.graph = build_graph(*plan, mine.arena, /*hot=*/true);
+    g.graph = build_graph(*plan, mine.arena, /*hot=*/true, /*f32_until_hot=*/false, /*logged=*/false);
     g.hot = true;
     graphs_built_.fetch_add(1);
     hot_rebuilds_.fetch_add(1);

@@ -180,8 +180,11 @@ class Executor {
   // `hot`: the shape is frequent, take the fastest implementations however long they take to create
   // `f32_until_hot` (not hot, kiln_convolutions_until_hot = auto): this new shape's convolutions
   // compute in f32 (else bf16)
+  // `logged`: the CPU passes write what they did into the plan's log, if it has no account yet
+  // (plan_for and inspect, whose callers read it); the graphs run() builds leave it (the passes
+  // then format no message: a variable-shape stream builds a graph for every new shape).
   std::unique_ptr<Graph> build_graph(Plan& plan, std::shared_ptr<Arena> arena = nullptr, bool hot = false,
-                                     bool f32_until_hot = false);
+                                     bool f32_until_hot = false, bool logged = true);
   // A new shape's graph built with kiln_convolutions_until_hot = auto, to be measured in its first run.
   struct UntilHotSample {
     bool taken = false;  // thread_graph built one

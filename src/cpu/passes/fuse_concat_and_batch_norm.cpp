@@ -26,7 +26,7 @@ size_t fuse_concat_and_batch_norm(Graph& g, transforms::PassLog* log) {
                                     [](const Node* r) { return r->kind() == NodeKind::BatchNorm && r->source; });
     if (bn_at == readers.end()) continue;
     Node* bn = *bn_at;
-    const std::string where = passes::arrow(*concat, *bn);
+    const std::string where = log ? passes::arrow(*concat, *bn) : std::string();
     auto skip = [&](const std::string& why) {
       if (log) log->skipped(kFuseConcatAndBatchNorm, where, cat("BatchNormalization not fused: ", why));
     };

@@ -49,7 +49,7 @@ size_t fuse_convolution_and_dw_convolution(Graph& g, transforms::PassLog* log) {
     auto readers = g.consumers(mid);
     if (readers.size() != 1 || readers[0]->kind() != NodeKind::Convolution) continue;
     Node* c2 = readers[0];
-    const std::string where = passes::arrow(*c1, *c2);
+    const std::string where = log ? passes::arrow(*c1, *c2) : std::string();
     auto skip = [&](const std::string& why) {
       if (log) log->skipped(kFuseConvolutionAndDwConvolution, where, cat("depthwise convolution not fused: ", why));
     };

@@ -33,7 +33,7 @@ size_t fuse_convolution_and_sum(Graph& g, transforms::PassLog* log) {
     auto readers = g.consumers(out);
     if (readers.size() != 1 || !is_add(*readers[0])) continue;
     Node* add = readers[0];
-    const std::string where = passes::arrow(*conv, *add);
+    const std::string where = log ? passes::arrow(*conv, *add) : std::string();
     auto skip = [&](const std::string& why) {
       if (log) log->skipped(kFuseConvolutionAndSum, where, cat("Sum not fused: ", why));
     };

@@ -80,7 +80,10 @@ size_t fuse_depthwise_block(Graph& g, transforms::PassLog* log) {
     Node* project = passes::sole_reader(g, *dw, [](const Node& r) { return pointwise(r); });
     if (project && (project->inputs[0] != dw->outputs[0] || g.is_graph_output(dw->outputs[0]))) project = nullptr;
     Node* first = expand ? expand : dw;
-    const std::string where = project ? passes::arrow(*first, *project) : expand ? passes::arrow(*first, *dw) : dw->name;
+    const std::string where = !log      ? std::string()
+                              : project ? passes::arrow(*first, *project)
+                              : expand  ? passes::arrow(*first, *dw)
+                                        : dw->name;
     if (std::string why = depthwise_block_refuses(expand, *dw, project); !why.empty()) {
       if (log) log->skipped(kFuseDepthwiseBlock, where, cat("not one DepthwiseBlock: ", why));
       continue;

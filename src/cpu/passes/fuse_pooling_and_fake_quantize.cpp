@@ -34,7 +34,7 @@ size_t fuse_pooling_and_fake_quantize(Graph& g, transforms::PassLog* log) {
       }
     }
     if (!fq) continue;  // no FakeQuantize after this pooling
-    const std::string where = passes::arrow(*pool, *fq);
+    const std::string where = log ? passes::arrow(*pool, *fq) : std::string();
     auto skip = [&](const std::string& reason) {
       if (log) log->skipped(kFusePoolingAndFakeQuantize, where, cat(fq->name, " not fused: ", reason));
     };

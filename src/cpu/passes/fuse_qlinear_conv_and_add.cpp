@@ -31,7 +31,7 @@ size_t fuse_qlinear_conv_and_add(Graph& g, transforms::PassLog* log) {
     Node* add = passes::sole_reader(g, *conv, is_qlinear_add);
     if (!add) continue;
     Edge* out = conv->outputs.at(0);
-    const std::string where = passes::arrow(*conv, *add);
+    const std::string where = log ? passes::arrow(*conv, *add) : std::string();
     auto skip = [&](const std::string& why) {
       if (log) log->skipped(kFuseQlinearConvAndAdd, where, cat("Sum not fused: ", why));
     };

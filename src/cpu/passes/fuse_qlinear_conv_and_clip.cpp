@@ -36,7 +36,7 @@ size_t fuse_qlinear_conv_and_clip(Graph& g, transforms::PassLog* log) {
     Node* clip = passes::sole_reader(g, *conv, is_clip);
     if (!clip) continue;
     Edge* out = conv->outputs.at(0);
-    const std::string where = passes::arrow(*conv, *clip);
+    const std::string where = log ? passes::arrow(*conv, *clip) : std::string();
     auto skip = [&](const std::string& why) {
       if (log) log->skipped(kFuseQlinearConvAndClip, where, cat("Clip not fused: ", why));
     };

@@ -125,14 +125,14 @@ size_t fuse_simple_chain(Graph& g, Node* host, const char* pass, int channel_axi
     if (auto [sig, mul] = swish_pair(g, out, readers); sig && !g.is_graph_output(out)) {
       // x * sigmoid(x): one swish post-op for both nodes
       const std::vector<PostOp> ops = {eltwise_post_op(dnnl::algorithm::eltwise_swish, 1.0f, 0.0f, mul->name)};
-      const std::string where = arrow(*host, *mul);
+      const std::string where = log ? arrow(*host, *mul) : std::string();
       if (!host->accepts_post_ops(ops, &why)) {
         if (log) log->skipped(pass, where, cat("Swish (", sig->name, ", ", mul->name, ") not fused: ", why));
         break;
       }
       PostOpList* list = host->post_ops();
       list->ops.insert(list->ops.end(), ops.begin(), ops.end());
-      const std::string names = cat(sig->name, " + ", mul->name);
+      const std::string names = log ? cat(sig->name, " + ", mul->name) : std::string();
       g.absorb(host, sig);
       g.absorb(host, mul);
       if (log) log->applied(pass, where, cat("Swish (", names, ") as a post-op"));
@@ -151,7 +151,7 @@ size_t fuse_simple_chain(Graph& g, Node* host, const char* pass, int channel_axi
       }
     }
     if (!simple) break;
-    const std::string where = arrow(*host, *simple);
+    const std::string where = log ? arrow(*host, *simple) : std::string();
     if (readers.size() != 1) {
       std::vector<std::string> names;
       for (Node* r : readers)
@@ -173,7 +173,7 @@ size_t fuse_simple_chain(Graph& g, Node* host, const char* pass, int channel_axi
     }
     PostOpList* list = host->post_ops();
     list->ops.insert(list->ops.end(), ops->begin(), ops->end());
-    const std::string what = cat(simple->source ? simple->source->op_type() : simple->type(), " as a post-op");
+    const std::string what = log ? cat(simple->source ? simple->source->op_type() : simple->type(), " as a post-op") : std::string();
     g.absorb(host, simple);
     if (log) log->applied(pass, where, what);
     ++fused;
