@@ -107,7 +107,9 @@ void rows(const Geometry& g, const float* x, const float* packed, int64_t oy0, i
   KILN_CHECK(available() && supports(g.in_per_group(), g.out_per_group()) && g.groups > 0 && g.c % g.groups == 0,
              "grouped_conv_f32::rows: no kernel for these channels a group on the ISA in use");
   const RowFn fn = kRows[g.out_per_group() / 8 - 1];
-  const int64_t wp = padded_width(g), inside = std::min(g.w, wp - g.pad_l);  // input columns a window row reads
+  // a window row's columns: `left` of padding, `inside` of the input, then padding (a crafted
+  // padding may exceed the window: any of them may be 0)
+  const int64_t wp = padded_width(g), left = std::min(g.pad_l, wp), inside = std::clamp<int64_t>(wp - g.pad_l, 0, g.w);
   // whether every window row reads only inside the input row: the input is read in place
   const bool in_place = g.pad_l == 0 && wp <= g.w;
   std::vector<const float*> in(static_cast<size_t>(g.kh));
@@ -117,9 +119,9 @@ void rows(const Geometry& g, const float* x, const float* packed, int64_t oy0, i
       const float* src = iy >= 0 && iy < g.h ? x + iy * g.w * g.c : nullptr;
       if (src && !in_place) {  // the row between its padding's zeros
         float* row = scratch + i * wp * g.c;
-        std::fill(row, row + g.pad_l * g.c, 0.0f);
-        std::memcpy(row + g.pad_l * g.c, src, static_cast<size_t>(inside * g.c) * sizeof(float));
-        std::fill(row + (g.pad_l + inside) * g.c, row + wp * g.c, 0.0f);
+        std::fill(row, row + left * g.c, 0.0f);
+        std::memcpy(row + left * g.c, src, static_cast<size_t>(inside * g.c) * sizeof(float));
+        std::fill(row + (left + inside) * g.c, row + wp * g.c, 0.0f);
         src = row;
       }
       in[static_cast<size_t>(i)] = src;

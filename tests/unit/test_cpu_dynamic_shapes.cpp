@@ -396,6 +396,19 @@ TEST(CpuDynamicShapes, GroupedConvolutionsOfEveryWidthStrideAndPaddingAtEverySha
   EXPECT_EQ(ex->hot_rebuilds(), cpu::grouped_conv_f32::available() ? 1u : 0u);
 }
 
+TEST(CpuDynamicShapes, AGroupedConvolutionWhosePaddingExceedsItsWindow) {
+  // pads larger than the window (1x1 at stride 8, 5 columns of padding before: the first
+  // output pixel reads padding only), as a crafted model may have: zeros, not a read outside
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 16, Dim::sym("h"), Dim::sym("w")})});
+  auto* c = g->add_node("Conv", {x, g->add_constant("gw", random_tensor({16, 8, 1, 1}, 3, 0.5f))}, 1, "grouped");
+  c->attrs["group"] = int64_t(2);
+  c->attrs["strides"] = std::vector<int64_t>{8, 8};
+  c->attrs["pads"] = std::vector<int64_t>{5, 5, 0, 0};
+  g->add_output(c->output(0));
+  run_stream(g, {{{1, 16, 1, 1}}, {{2, 16, 3, 9}}, {{1, 16, 8, 17}}}, {"Convolution"});
+}
+
 TEST(CpuDynamicShapes, AnAtrousConvolutionOverAMapSmallerThanItsDilationIsItsCentreTap) {
   // DeepLab's atrous pyramid: 3x3 convolutions of dilation 12 and 24 (pads equal) beside a 1x1
   // one, concatenated. Where the map is no larger than the dilation along both axes, every tap
