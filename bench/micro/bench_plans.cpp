@@ -118,17 +118,20 @@ void BM_PlanMnv2Batch(benchmark::State& state) {
 }
 
 // Any image model with dynamic N, H, W (KILN_PLAN_IMAGE_MODEL=path, e.g. torchvision's
-// mobilenet_v3_small exported with dynamic_axes): x [B, 3, H, W], B = 1, 2 in turn,
-// H = 160..286, W = 286..160 (two apart)
-void BM_PlanImageModel(benchmark::State& state) {
+// mobilenet_v3_small exported with dynamic_axes); null, the benchmark skipped, when unset
+const char* image_model(benchmark::State& state) {
   const char* path = std::getenv("KILN_PLAN_IMAGE_MODEL");
-  if (!path || !std::filesystem::exists(path)) {
-    state.SkipWithError("set KILN_PLAN_IMAGE_MODEL to an ONNX model with input [N, 3, H, W]");
-    return;
-  }
-  plan_new_shapes(state, path, [](int i) {
-    return std::vector<Shape>{{1 + int64_t(i % 2), 3, 160 + 2 * int64_t(i), 286 - 2 * int64_t(i)}};
-  });
+  if (path && std::filesystem::exists(path)) return path;
+  state.SkipWithError("set KILN_PLAN_IMAGE_MODEL to an ONNX model with input [N, 3, H, W]");
+  return nullptr;
+}
+// Its i-th shape: x [B, 3, H, W], B = 1, 2 in turn, H = 160..286, W = 286..160 (two apart)
+Shape image_shape(int i) { return {1 + int64_t(i % 2), 3, 160 + 2 * int64_t(i), 286 - 2 * int64_t(i)}; }
+
+void BM_PlanImageModel(benchmark::State& state) {
+  const char* path = image_model(state);
+  if (!path) return;
+  plan_new_shapes(state, path, [](int i) { return std::vector<Shape>{image_shape(i)}; });
 }
 
 // The compiles alone (Executor::prepare of 63 new shapes after one inference), for a profiler:
@@ -164,22 +167,18 @@ void BM_PlanBertCompileOnly(benchmark::State& state) {
 // The same for an image model (KILN_PLAN_IMAGE_MODEL, the shapes of BM_PlanImageModel): the
 // compiles alone, for callgrind (a run under it takes minutes; this, one inference)
 void BM_PlanImageCompileOnly(benchmark::State& state) {
-  const char* path = std::getenv("KILN_PLAN_IMAGE_MODEL");
-  if (!path || !std::filesystem::exists(path)) {
-    state.SkipWithError("set KILN_PLAN_IMAGE_MODEL to an ONNX model with input [N, 3, H, W]");
-    return;
-  }
+  const char* path = image_model(state);
+  if (!path) return;
   std::shared_ptr<ir::Graph> g = frontend::load_onnx_file(path);
   ir::infer_shapes(*g);
-  auto shape = [](int i) { return Shape{1 + int64_t(i % 2), 3, 160 + 2 * int64_t(i), 286 - 2 * int64_t(i)}; };
   double compile_ms = 0;
   for (auto _ : state) {
     cpu::Executor ex(g);
-    Tensor t(g->inputs()[0]->type.dtype, shape(0));
+    Tensor t(g->inputs()[0]->type.dtype, image_shape(0));
     std::memset(t.raw(), 0, t.byte_size());
     ex.run({t});  // packs the weights
     const auto start = std::chrono::steady_clock::now();
-    for (int i = 1; i < 64; ++i) ex.prepare({shape(i)});
+    for (int i = 1; i < 64; ++i) ex.prepare({image_shape(i)});
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     state.SetIterationTime(ms / 1000);
     compile_ms += ms / 63;

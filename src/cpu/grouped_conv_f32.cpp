@@ -66,7 +66,11 @@ void rows(const Geometry& g, const float* x, const float* packed, int64_t oy0, i
   const int64_t wp = padded_width(g), left = std::min(g.pad_l, wp), inside = std::clamp<int64_t>(wp - g.pad_l, 0, g.w);
   // whether every window row reads only inside the input row: the input is read in place
   const bool in_place = g.pad_l == 0 && wp <= g.w;
-  std::vector<const float*> in(static_cast<size_t>(g.kh));
+  // the window rows' pointers: on the stack for windows of up to 16 rows (the node calls this
+  // once per output row), else on the heap
+  const float* stack_rows[16];
+  std::vector<const float*> heap_rows(g.kh > 16 ? static_cast<size_t>(g.kh) : 0);
+  const float** in = g.kh > 16 ? heap_rows.data() : stack_rows;
   for (int64_t oy = oy0; oy < oy1; ++oy) {
     for (int64_t i = 0; i < g.kh; ++i) {
       const int64_t iy = oy * g.stride_h - g.pad_t + i * g.dil_h;
@@ -78,9 +82,9 @@ void rows(const Geometry& g, const float* x, const float* packed, int64_t oy0, i
         std::fill(row + (left + inside) * g.c, row + wp * g.c, 0.0f);
         src = row;
       }
-      in[static_cast<size_t>(i)] = src;
+      in[i] = src;
     }
-    fn(g, in.data(), packed, y + oy * g.ow * g.m);
+    fn(g, in, packed, y + oy * g.ow * g.m);
   }
 }
 
