@@ -245,7 +245,7 @@ std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& 
   }
   auto plan = std::make_shared<Plan>();
   plan->last_used = ++clock_;
-  plan->log = model_log_;
+  if (!template_ || !template_->graph) plan->log = model_log_;  // a template's plans share theirs (log_head)
   if (const std::string& v = value_without_fast_path_; !v.empty()) {
     plan->fallback_reason = "'" + v + "' holds strings, a sequence or an optional, which run on the reference kernels";
     return plans_[shapes] = std::move(plan);
@@ -266,8 +266,16 @@ std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& 
   } else if (!plan_split(r, *plan) && plan->fallback_reason.empty()) {
     plan->fallback_reason = "the shape of '" + r.first_dynamic + "' depends on data";
   }
-  plan->ir_log_entries = plan->log.entries.size();
+  plan->ir_log_entries = (plan->log_head ? plan->log_head->entries.size() : 0) + plan->log.entries.size();
   return plans_[shapes] = std::move(plan);
+}
+
+void Executor::join_log(Plan& plan) {
+  if (!plan.log_head) return;
+  std::vector<transforms::PassLog::Entry> entries = plan.log_head->entries;
+  entries.insert(entries.end(), plan.log.entries.begin(), plan.log.entries.end());
+  plan.log.entries = std::move(entries);
+  plan.log_head.reset();
 }
 
 bool Executor::plan_split(const IrStagesResult& r, Plan& plan) {
@@ -379,7 +387,12 @@ IrStagesResult Executor::plan_ir_stages(const std::vector<Shape>& shapes, Plan& 
     if (template_->graph) remember_constants(*template_->graph);  // weights it folded are every plan's
   }
   if (template_ && template_->graph) {
-    plan.log = template_log_;
+    // every plan's log starts with the template's: one shared copy (a copy per plan was
+    // about 300 allocations a new shape for mobilenet_v3_small)
+    if (!template_log_head_ || template_log_head_->entries.size() != template_log_.entries.size())
+      template_log_head_ = std::make_shared<const transforms::PassLog>(template_log_);
+    plan.log = {};
+    plan.log_head = template_log_head_;
     std::optional<IrStagesResult> r;
     try {
       r = instantiate_ir_template(*template_, shapes, options_, &plan.log);
@@ -403,6 +416,7 @@ IrStagesResult Executor::plan_ir_stages(const std::vector<Shape>& shapes, Plan& 
         per_shape_log.skipped(transforms::kSymbolicShapes, graph_->name.empty() ? "graph" : graph_->name,
                               template_->reason);
         plan.log = per_shape_log;
+        plan.log_head.reset();
         return p;
       }
       // stage 3 once from now on, where the template's Subgraphs are these shapes' own
@@ -411,6 +425,7 @@ IrStagesResult Executor::plan_ir_stages(const std::vector<Shape>& shapes, Plan& 
     }
     if (r) return std::move(*r);
     plan.log = model_log_;
+    plan.log_head.reset();
   }
   return run_ir_stages(*graph_, shapes, options_, &plan.log);  // compile_pipeline.hpp, stages 1-3
 }
@@ -464,6 +479,7 @@ const Executor::Plan& Executor::plan_for(const std::vector<Shape>& shapes) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     p = plan_locked(shapes);
+    join_log(*p);
     if (std::find(inspected_.begin(), inspected_.end(), p) == inspected_.end()) inspected_.push_back(p);
     if (!p->runs_graph() || p->cpu) return *p;
   }
@@ -478,6 +494,7 @@ Executor::Inspection Executor::inspect(const std::vector<Shape>& shapes) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     p = plan_locked(shapes);
+    join_log(*p);
   }
   Inspection out;
   if (p->runs_graph()) out.cpu = build_graph(*p);

@@ -92,6 +92,10 @@ class Executor {
     std::string fallback_reason;        // !fast: why
     bool refused = false;               // !fast and not runnable at all (fallback_reason says why)
     transforms::PassLog log;            // what the ir passes and the CPU optimizer passes did
+    // A plan of the template: the entries before `log`'s (the model's and the template's
+    // stages), shared by all its plans instead of copied into each; plan_for() and inspect()
+    // put them in front of `log` (join_log). Null: `log` is whole.
+    std::shared_ptr<const transforms::PassLog> log_head;
     // A cpu::Graph for inspection (tools, tests), built by plan_for() on the calling
     // thread (of the head when the shapes depend on data); null when the plan runs on the
     // reference executor. run() does not use it.
@@ -201,6 +205,8 @@ class Executor {
   // options_.shapes_vary: stages 1-2 on symbolic shapes, made with the first plan (mutex_)
   std::optional<IrTemplate> template_;
   transforms::PassLog template_log_;  // model_log_, then what the template's stages did
+  std::shared_ptr<const transforms::PassLog> template_log_head_;  // a copy of it for Plan::log_head
+  static void join_log(Plan& plan);   // log_head's entries into log (mutex_)
   bool template_checked_ = false;     // compared with the per-shape stages (plan_ir_stages)
   std::shared_ptr<const ir::Graph> graph_;
   std::string value_without_fast_path_;  // a value of graph_ no plan has buffers for, or ""

@@ -73,6 +73,10 @@ std::vector<float> Node::attr_floats(const std::string& n, const std::vector<flo
 std::vector<std::string> Node::attr_strings(const std::string& n) const {
   return get<std::vector<std::string>>(n);
 }
+const std::vector<int64_t>* Node::find_ints(const std::string& n) const {
+  return get_if_present<std::vector<int64_t>>(n);
+}
+const std::string* Node::find_string(const std::string& n) const { return get_if_present<std::string>(n); }
 const Tensor& Node::attr_tensor(const std::string& n) const { return get<Tensor>(n); }
 std::shared_ptr<Graph> Node::attr_graph(const std::string& n) const { return get<std::shared_ptr<Graph>>(n); }
 
@@ -82,11 +86,11 @@ Value* Graph::new_value(const std::string& name) {
   std::string n = name.empty() ? unique_name("v") : name;
   KILN_CHECK(!value_by_name_.count(n), cat("graph '", this->name, "': value name '", n, "' defined twice"));
   auto v = std::make_unique<Value>();
-  v->name_ = n;
+  v->name_ = std::move(n);
   Value* p = v.get();
   values_.push_back(std::move(v));
   p->pos_ = std::prev(values_.end());
-  value_by_name_[n] = p;
+  value_by_name_[p->name_] = p;
   return p;
 }
 
@@ -316,8 +320,22 @@ std::shared_ptr<Graph> Graph::clone() const {
   g->name = name;
   g->opset_imports = opset_imports;
   g->name_counter_ = name_counter_;
-  std::unordered_map<const Value*, Value*> map;
-  map.reserve(values_.size());  // the copy's indexes, sized once instead of rehashed as they grow
+  // each value's copy, by the original's address: an open-addressed table sized once (no
+  // allocation per value, as a node-based map would make)
+  size_t slots = 16;
+  while (slots < 2 * values_.size()) slots *= 2;
+  std::vector<std::pair<const Value*, Value*>> twins(slots, {nullptr, nullptr});
+  auto slot_of = [&](const Value* v) {
+    size_t i = (reinterpret_cast<uintptr_t>(v) >> 4) * 0x9E3779B97F4A7C15ull >> 20;
+    for (i &= slots - 1; twins[i].first && twins[i].first != v; i = (i + 1) & (slots - 1)) {
+    }
+    return i;
+  };
+  auto twin = [&](const Value* v) {
+    const auto& e = twins[slot_of(v)];
+    KILN_CHECK(e.first == v, cat("graph '", name, "': clone found a node input that no node or input defines"));
+    return e.second;
+  };
   g->value_by_name_.reserve(values_.size());
   g->node_names_.reserve(nodes_.size());
   auto copy = [&](const Value& v) {
@@ -329,7 +347,7 @@ std::shared_ptr<Graph> Graph::clone() const {
     g->values_.push_back(std::move(c));
     p->pos_ = std::prev(g->values_.end());
     g->value_by_name_.emplace(p->name_, p);
-    map.emplace(&v, p);
+    twins[slot_of(&v)] = {&v, p};
     return p;
   };
   for (Value* in : inputs_) {
@@ -353,7 +371,7 @@ std::shared_ptr<Graph> Graph::clone() const {
     ++g->node_names_[p->name_];
     p->inputs_.reserve(n->inputs_.size());
     for (size_t i = 0; i < n->inputs_.size(); ++i) {
-      Value* in = n->inputs_[i] ? map.at(n->inputs_[i]) : nullptr;
+      Value* in = n->inputs_[i] ? twin(n->inputs_[i]) : nullptr;
       p->inputs_.push_back(in);
       if (in) in->uses_.push_back(Use{p, i});
     }
@@ -365,7 +383,7 @@ std::shared_ptr<Graph> Graph::clone() const {
       p->outputs_.push_back(o);
     }
   }
-  for (Value* o : outputs_) g->add_output(map.at(o));
+  for (Value* o : outputs_) g->add_output(twin(o));
   return g;
 }
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -85,6 +86,10 @@ class Node {
   std::vector<float> attr_floats(const std::string& n) const;
   std::vector<float> attr_floats(const std::string& n, const std::vector<float>& def) const;
   std::vector<std::string> attr_strings(const std::string& n) const;
+  // The attribute's value in place, or null when absent (throws on another type): for code
+  // that reads the same attributes of every node for every new input shape, without a copy
+  const std::vector<int64_t>* find_ints(const std::string& n) const;
+  const std::string* find_string(const std::string& n) const;
   const Tensor& attr_tensor(const std::string& n) const;
   std::shared_ptr<Graph> attr_graph(const std::string& n) const;
 
@@ -173,7 +178,9 @@ class Graph {
   std::list<std::unique_ptr<Value>> values_;
   // how many nodes carry each name (names need not be unique), for unique_name
   std::unordered_map<std::string, size_t> node_names_;
-  std::unordered_map<std::string, Value*> value_by_name_;
+  // keyed by views of the values' own names (a value keeps its name for life; its entry goes
+  // before it does): no second copy of every name, which clone() would make for each value
+  std::unordered_map<std::string_view, Value*> value_by_name_;
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
   size_t name_counter_ = 0;

@@ -45,30 +45,44 @@ void validate_window_attrs(const ir::Node& n) {
 Window read_window(const ir::Node& n, size_t nsp, const std::vector<int64_t>& kernel) {
   Window w;
   w.nsp = nsp;
-  w.kernel = n.attr_ints("kernel_shape", kernel);
-  auto sized = [&](const char* name, std::vector<int64_t>&& v, size_t want) {
-    KILN_CHECK(v.size() == want, cat(n.describe(), ": attribute '", name, "' has ", v.size(), " values [", join(v),
-                                     "], expected ", want, " for ", nsp, " spatial dims"));
-    return std::move(v);
+  // (shape inference of every windowed node, for every new input shape: the attributes are
+  // read in place, one copy each)
+  auto read = [&](const char* name, std::vector<int64_t>& to, size_t want, int64_t fill) {
+    if (const std::vector<int64_t>* v = n.find_ints(name)) {
+      KILN_CHECK(v->size() == want, cat(n.describe(), ": attribute '", name, "' has ", v->size(), " values [",
+                                        join(*v), "], expected ", want, " for ", nsp, " spatial dims"));
+      to = *v;
+    } else {
+      to.assign(want, fill);
+    }
   };
-  w.kernel = sized("kernel_shape", std::move(w.kernel), nsp);
+  if (n.find_ints("kernel_shape")) {
+    read("kernel_shape", w.kernel, nsp, 0);
+  } else {
+    KILN_CHECK(kernel.size() == nsp, cat(n.describe(), ": attribute 'kernel_shape' has ", kernel.size(), " values [",
+                                         join(kernel), "], expected ", nsp, " for ", nsp, " spatial dims"));
+    w.kernel = kernel;
+  }
   for (int64_t k : w.kernel)
     KILN_CHECK(k >= 1, cat(n.describe(), ": kernel dims must be >= 1, got [", join(w.kernel), "]"));
-  w.strides = sized("strides", n.attr_ints("strides", std::vector<int64_t>(nsp, 1)), nsp);
-  w.dilations = sized("dilations", n.attr_ints("dilations", std::vector<int64_t>(nsp, 1)), nsp);
-  w.pads = sized("pads", n.attr_ints("pads", std::vector<int64_t>(2 * nsp, 0)), 2 * nsp);
-  w.auto_pad = n.attr_s("auto_pad", "NOTSET");
+  read("strides", w.strides, nsp, 1);
+  read("dilations", w.dilations, nsp, 1);
+  read("pads", w.pads, 2 * nsp, 0);
+  if (const std::string* a = n.find_string("auto_pad")) w.auto_pad = *a;
   w.ceil_mode = n.attr_i("ceil_mode", 0) != 0;
   return w;
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-int64_t window_output_size(const ir::Node& n, Window& w, size_t i, int64_t in) {
+namespace {
+
+// Output size of spatial dim i for input size `in`; pb / pe: the pads, resolved for auto_pad
+int64_t output_size(const ir::Node& n, const Window& w, size_t i, int64_t in, int64_t& pb, int64_t& pe) {
   const int64_t s = w.strides[i];
   const int64_t ek = (w.kernel[i] - 1) * w.dilations[i] + 1;
-  int64_t& pb = w.pads[i];
-  int64_t& pe = w.pads[i + w.nsp];
+  pb = w.pads[i];
+  pe = w.pads[i + w.nsp];
   if (w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER") {
     int64_t out = ceil_div(in, s);
     int64_t total = std::max<int64_t>(0, (out - 1) * s + ek - in);
@@ -88,6 +102,12 @@ int64_t window_output_size(const ir::Node& n, Window& w, size_t i, int64_t in) {
   return out;
 }
 
+}  // namespace
+
+int64_t window_output_size(const ir::Node& n, Window& w, size_t i, int64_t in) {
+  return output_size(n, w, i, in, w.pads[i], w.pads[i + w.nsp]);
+}
+
 std::vector<int64_t> window_output(const ir::Node& n, Window& w, const std::vector<int64_t>& in) {
   KILN_CHECK(in.size() == w.nsp, cat(n.describe(), ": expected ", w.nsp, " spatial dims, got ", in.size()));
   std::vector<int64_t> out(in.size());
@@ -97,8 +117,8 @@ std::vector<int64_t> window_output(const ir::Node& n, Window& w, const std::vect
 
 ir::Dim window_output_dim(const ir::Node& n, const Window& w, size_t i, const ir::Dim& in) {
   if (in.is_static()) {
-    Window copy = w;
-    return ir::Dim(window_output_size(n, copy, i, in.value));
+    int64_t pb = 0, pe = 0;
+    return ir::Dim(output_size(n, w, i, in.value, pb, pe));
   }
   if (in.is_symbolic() && w.strides[i] == 1) {
     const int64_t ek = (w.kernel[i] - 1) * w.dilations[i] + 1;

@@ -36,20 +36,26 @@ dnnl::memory::format_tag channels_last_tag(size_t spatial) {
 ConvGeometry conv_geometry(const ir::Node& n, const Shape& x, const Shape& w, const Shape& y) {
   const size_t sp = x.size() - 2;
   ConvGeometry g;
-  const auto strides = n.attr_ints("strides", std::vector<int64_t>(sp, 1));
-  const auto dil = n.attr_ints("dilations", std::vector<int64_t>(sp, 1));
-  const std::string auto_pad = n.attr_s("auto_pad", "NOTSET");
-  const auto pads = n.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
-  g.strides.assign(strides.begin(), strides.end());
+  // (asked several times for each convolution of every new shape's graph: attributes read in place)
+  const std::vector<int64_t>* strides_attr = n.find_ints("strides");
+  const std::vector<int64_t>* dil_attr = n.find_ints("dilations");
+  const std::vector<int64_t>* pads_attr = n.find_ints("pads");
+  const std::string* auto_pad_attr = n.find_string("auto_pad");
+  const std::string auto_pad = auto_pad_attr ? *auto_pad_attr : "NOTSET";
+  auto at = [](const std::vector<int64_t>* v, size_t i, int64_t def) { return v && i < v->size() ? (*v)[i] : def; };
+  g.strides.resize(sp);
+  for (size_t i = 0; i < sp; ++i) g.strides[i] = at(strides_attr, i, 1);
+  const auto& strides = g.strides;
   g.kernel.assign(w.begin() + 2, w.end());
   g.dilations.resize(sp);
   g.pad_l.assign(sp, 0);
   g.pad_r.assign(sp, 0);
   for (size_t i = 0; i < sp; ++i) {
-    g.dilations[i] = dil[i] - 1;
-    const int64_t eff = (g.kernel[i] - 1) * dil[i] + 1;
+    const int64_t dil = at(dil_attr, i, 1);
+    g.dilations[i] = dil - 1;
+    const int64_t eff = (g.kernel[i] - 1) * dil + 1;
     if (auto_pad == "NOTSET") {
-      g.pad_l[i] = pads[i];
+      g.pad_l[i] = at(pads_attr, i, 0);
     } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       const int64_t total = std::max<int64_t>(0, (y[2 + i] - 1) * strides[i] + eff - x[2 + i]);
       const int64_t small = total / 2, big = total - small;

@@ -69,9 +69,14 @@ std::string not_pointwise(const Node& n) {
   const Shape& w = n.inputs[1]->shape;
   if (w.size() != 4 || w[2] != 1 || w[3] != 1) return "not 1x1";
   if (s.attr_i("group", 1) != 1) return "grouped";
-  if (!all_equal(s.attr_ints("strides", {1, 1}), 1) || !all_equal(s.attr_ints("dilations", {1, 1}), 1))
-    return "strided or dilated";
-  if (!all_equal(s.attr_ints("pads", {0, 0, 0, 0}), 0) || s.attr_s("auto_pad", "NOTSET") != "NOTSET") return "padded";
+  // (asked of every convolution by several passes, for every new shape: attributes read in place)
+  auto all = [&](const char* name, int64_t x) {
+    const std::vector<int64_t>* v = s.find_ints(name);
+    return !v || all_equal(*v, x);
+  };
+  if (!all("strides", 1) || !all("dilations", 1)) return "strided or dilated";
+  const std::string* auto_pad = s.find_string("auto_pad");
+  if (!all("pads", 0) || (auto_pad && *auto_pad != "NOTSET")) return "padded";
   return "";
 }
 
