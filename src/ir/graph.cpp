@@ -84,6 +84,7 @@ std::shared_ptr<Graph> Node::attr_graph(const std::string& n) const { return get
 
 Value* Graph::new_value(const std::string& name) {
   std::string n = name.empty() ? unique_name("v") : name;
+  index();
   KILN_CHECK(!value_by_name_.count(n), cat("graph '", this->name, "': value name '", n, "' defined twice"));
   auto v = std::make_unique<Value>();
   v->name_ = std::move(n);
@@ -95,6 +96,7 @@ Value* Graph::new_value(const std::string& name) {
 }
 
 std::string Graph::unique_name(const std::string& prefix) {
+  index();
   std::string n;
   do {
     n = cat(prefix, "_", name_counter_++);
@@ -128,7 +130,7 @@ Node* Graph::add_node(const std::string& op_type, const std::vector<Value*>& inp
   Node* p = n.get();
   nodes_.push_back(std::move(n));
   p->pos_ = std::prev(nodes_.end());
-  ++node_names_[p->name_];
+  if (indexed_.load(std::memory_order_relaxed)) ++node_names_[p->name_];  // else index() counts it
   for (Value* v : inputs) append_node_input(p, v);
   for (size_t i = 0; i < output_names.size(); ++i) {
     Value* v = new_value(output_names[i]);
@@ -196,11 +198,13 @@ std::vector<Node*> Graph::topo_order() const {
 }
 
 Value* Graph::find_value(const std::string& n) const {
+  index();
   auto it = value_by_name_.find(n);
   return it == value_by_name_.end() ? nullptr : it->second;
 }
 
 Node* Graph::find_node(const std::string& n) const {
+  index();
   if (!node_names_.count(n)) return nullptr;  // O(1) for a name no node has (the frontend's check)
   for (auto& node : nodes_)
     if (node->name_ == n) return node.get();
@@ -242,11 +246,12 @@ void Graph::erase_node(Node* node) {
   }
   for (size_t i = 0; i < node->inputs_.size(); ++i)
     if (node->inputs_[i]) remove_use(node->inputs_[i], node, i);
+  const bool indexed = indexed_.load(std::memory_order_relaxed);  // else index() starts afresh
   for (Value* out : node->outputs_) {
-    value_by_name_.erase(out->name_);
+    if (indexed) value_by_name_.erase(out->name_);
     values_.erase(out->pos_);
   }
-  if (auto named = node_names_.find(node->name_); named != node_names_.end() && --named->second == 0)
+  if (auto named = node_names_.find(node->name_); indexed && named != node_names_.end() && --named->second == 0)
     node_names_.erase(named);
   nodes_.erase(node->pos_);  // node is freed here
 }
@@ -260,9 +265,9 @@ Node* Graph::replace_node(Node* old, const std::string& op_type, const std::vect
   }
   std::string name = old->name_;
   erase_node(old);
-  if (--node_names_[n->name_] == 0) node_names_.erase(n->name_);
+  if (indexed_.load(std::memory_order_relaxed) && --node_names_[n->name_] == 0) node_names_.erase(n->name_);
   n->name_ = name;
-  ++node_names_[name];
+  if (indexed_.load(std::memory_order_relaxed)) ++node_names_[name];
   return n;
 }
 
@@ -286,9 +291,10 @@ void Graph::remove_dead() {
     // outputs of dead nodes may only be used by other dead nodes, already detached
     erase_node(n);
   }
+  const bool indexed = indexed_.load(std::memory_order_relaxed);
   values_.remove_if([&](const std::unique_ptr<Value>& v) {
     bool dead = v->is_constant() && v->uses_.empty() && !is_output(v.get()) && !v->producer_;
-    if (dead) value_by_name_.erase(v->name_);
+    if (dead && indexed) value_by_name_.erase(v->name_);
     return dead;
   });
 }
@@ -311,6 +317,19 @@ size_t capture_input(const Node& n, const std::string& name) {
 void Graph::name_unknown_dims(PartialShape& s) {
   for (Dim& d : s.dims)
     if (d.is_unknown()) d = Dim::sym("?" + std::to_string(++dim_counter_));
+}
+
+void Graph::index() const {
+  if (indexed_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(index_mutex_);
+  if (indexed_.load(std::memory_order_relaxed)) return;
+  value_by_name_.clear();
+  node_names_.clear();
+  value_by_name_.reserve(values_.size());
+  node_names_.reserve(nodes_.size());
+  for (const auto& v : values_) value_by_name_.emplace(v->name_, v.get());
+  for (const auto& n : nodes_) ++node_names_[n->name_];
+  indexed_.store(true, std::memory_order_release);
 }
 
 std::shared_ptr<Graph> Graph::clone() const {
@@ -336,8 +355,7 @@ std::shared_ptr<Graph> Graph::clone() const {
     KILN_CHECK(e.first == v, cat("graph '", name, "': clone found a node input that no node or input defines"));
     return e.second;
   };
-  g->value_by_name_.reserve(values_.size());
-  g->node_names_.reserve(nodes_.size());
+  g->indexed_ = false;  // the name indexes: built if the copy is ever asked (index())
   auto copy = [&](const Value& v) {
     auto c = std::make_unique<Value>();
     c->name_ = v.name_;
@@ -346,7 +364,6 @@ std::shared_ptr<Graph> Graph::clone() const {
     Value* p = c.get();
     g->values_.push_back(std::move(c));
     p->pos_ = std::prev(g->values_.end());
-    g->value_by_name_.emplace(p->name_, p);
     twins[slot_of(&v)] = {&v, p};
     return p;
   };
@@ -368,7 +385,6 @@ std::shared_ptr<Graph> Graph::clone() const {
     Node* p = c.get();
     g->nodes_.push_back(std::move(c));
     p->pos_ = std::prev(g->nodes_.end());
-    ++g->node_names_[p->name_];
     p->inputs_.reserve(n->inputs_.size());
     for (size_t i = 0; i < n->inputs_.size(); ++i) {
       Value* in = n->inputs_[i] ? twin(n->inputs_[i]) : nullptr;

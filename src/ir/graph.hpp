@@ -3,9 +3,11 @@
 // graph; constants own their data. Passes mutate it through the API below.
 #include <kiln/tensor.hpp>
 
+#include <atomic>
 #include <list>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -176,11 +178,17 @@ class Graph {
   std::list<std::unique_ptr<Node>> nodes_;
   uint32_t next_ordinal_ = 0;  // Node::ordinal_ of the next node added
   std::list<std::unique_ptr<Value>> values_;
+  // The name indexes below, built on first use in a copy made by clone() (a new input shape's
+  // graph is specialised and lowered without ever looking a name up). index() builds them;
+  // everything that reads or updates them calls it first (const readers may race: the lock).
+  void index() const;
+  mutable std::atomic<bool> indexed_{true};
+  mutable std::mutex index_mutex_;
   // how many nodes carry each name (names need not be unique), for unique_name
-  std::unordered_map<std::string, size_t> node_names_;
+  mutable std::unordered_map<std::string, size_t> node_names_;
   // keyed by views of the values' own names (a value keeps its name for life; its entry goes
-  // before it does): no second copy of every name, which clone() would make for each value
-  std::unordered_map<std::string_view, Value*> value_by_name_;
+  // before it does): no second copy of every name
+  mutable std::unordered_map<std::string_view, Value*> value_by_name_;
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
   size_t name_counter_ = 0;
