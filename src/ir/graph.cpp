@@ -9,6 +9,11 @@
 
 namespace kiln::ir {
 
+const std::string& SharedName::empty() {
+  static const std::string none;
+  return none;
+}
+
 // ---------------- Value ----------------
 
 void Value::set_constant(Tensor t) {
@@ -20,7 +25,7 @@ void Value::set_constant(Tensor t) {
 // ---------------- Node attributes ----------------
 
 std::string Node::describe() const {
-  std::string s = cat("node '", name_, "' (", op_type_);
+  std::string s = cat("node '", name(), "' (", op_type_);
   if (!domain_.empty()) s += cat(", domain ", domain_);
   return s + ")";
 }
@@ -91,7 +96,7 @@ Value* Graph::new_value(const std::string& name) {
   Value* p = v.get();
   values_.push_back(std::move(v));
   p->pos_ = std::prev(values_.end());
-  value_by_name_[p->name_] = p;
+  value_by_name_[p->name()] = p;
   return p;
 }
 
@@ -130,7 +135,7 @@ Node* Graph::add_node(const std::string& op_type, const std::vector<Value*>& inp
   Node* p = n.get();
   nodes_.push_back(std::move(n));
   p->pos_ = std::prev(nodes_.end());
-  if (indexed_.load(std::memory_order_relaxed)) ++node_names_[p->name_];  // else index() counts it
+  if (indexed_.load(std::memory_order_relaxed)) ++node_names_[p->name()];  // else index() counts it
   for (Value* v : inputs) append_node_input(p, v);
   for (size_t i = 0; i < output_names.size(); ++i) {
     Value* v = new_value(output_names[i]);
@@ -207,7 +212,7 @@ Node* Graph::find_node(const std::string& n) const {
   index();
   if (!node_names_.count(n)) return nullptr;  // O(1) for a name no node has (the frontend's check)
   for (auto& node : nodes_)
-    if (node->name_ == n) return node.get();
+    if (node->name() == n) return node.get();
   return nullptr;
 }
 
@@ -242,30 +247,30 @@ void Graph::replace_all_uses(Value* from, Value* to) {
 void Graph::erase_node(Node* node) {
   for (Value* out : node->outputs_) {
     KILN_CHECK(out->uses_.empty() && !is_output(out),
-               cat("cannot erase ", node->describe(), ": its output '", out->name_, "' is still used"));
+               cat("cannot erase ", node->describe(), ": its output '", out->name(), "' is still used"));
   }
   for (size_t i = 0; i < node->inputs_.size(); ++i)
     if (node->inputs_[i]) remove_use(node->inputs_[i], node, i);
   const bool indexed = indexed_.load(std::memory_order_relaxed);  // else index() starts afresh
   for (Value* out : node->outputs_) {
-    if (indexed) value_by_name_.erase(out->name_);
+    if (indexed) value_by_name_.erase(out->name());
     values_.erase(out->pos_);
   }
-  if (auto named = node_names_.find(node->name_); indexed && named != node_names_.end() && --named->second == 0)
+  if (auto named = node_names_.find(node->name()); indexed && named != node_names_.end() && --named->second == 0)
     node_names_.erase(named);
   nodes_.erase(node->pos_);  // node is freed here
 }
 
 Node* Graph::replace_node(Node* old, const std::string& op_type, const std::vector<Value*>& inputs,
                           const std::string& domain) {
-  Node* n = add_node(op_type, inputs, old->num_outputs(), old->name_ + "/" + op_type, domain);
+  Node* n = add_node(op_type, inputs, old->num_outputs(), old->name() + "/" + op_type, domain);
   for (size_t i = 0; i < old->num_outputs(); ++i) {
     n->outputs_[i]->type = old->outputs_[i]->type;
     replace_all_uses(old->outputs_[i], n->outputs_[i]);
   }
-  std::string name = old->name_;
+  std::string name = old->name();
   erase_node(old);
-  if (indexed_.load(std::memory_order_relaxed) && --node_names_[n->name_] == 0) node_names_.erase(n->name_);
+  if (indexed_.load(std::memory_order_relaxed) && --node_names_[n->name()] == 0) node_names_.erase(n->name());
   n->name_ = name;
   if (indexed_.load(std::memory_order_relaxed)) ++node_names_[name];
   return n;
@@ -294,7 +299,7 @@ void Graph::remove_dead() {
   const bool indexed = indexed_.load(std::memory_order_relaxed);
   values_.remove_if([&](const std::unique_ptr<Value>& v) {
     bool dead = v->is_constant() && v->uses_.empty() && !is_output(v.get()) && !v->producer_;
-    if (dead && indexed) value_by_name_.erase(v->name_);
+    if (dead && indexed) value_by_name_.erase(v->name());
     return dead;
   });
 }
@@ -327,8 +332,8 @@ void Graph::index() const {
   node_names_.clear();
   value_by_name_.reserve(values_.size());
   node_names_.reserve(nodes_.size());
-  for (const auto& v : values_) value_by_name_.emplace(v->name_, v.get());
-  for (const auto& n : nodes_) ++node_names_[n->name_];
+  for (const auto& v : values_) value_by_name_.emplace(v->name(), v.get());
+  for (const auto& n : nodes_) ++node_names_[n->name()];
   indexed_.store(true, std::memory_order_release);
 }
 

@@ -27,9 +27,25 @@ struct Use {
   bool operator==(const Use& o) const { return node == o.node && input_index == o.input_index; }
 };
 
+// A value's or node's name, shared by a graph and its copies: clone() copies a pointer instead
+// of the characters (a new input shape's graph is a copy of the template, hundreds of names
+// most longer than a short string holds in place). Set whole, never edited in place.
+class SharedName {
+ public:
+  SharedName& operator=(std::string s) {
+    p_ = std::make_shared<const std::string>(std::move(s));
+    return *this;
+  }
+  const std::string& str() const { return p_ ? *p_ : empty(); }
+
+ private:
+  static const std::string& empty();
+  std::shared_ptr<const std::string> p_;
+};
+
 class Value {
  public:
-  const std::string& name() const { return name_; }
+  const std::string& name() const { return name_.str(); }
   ValueType type;
 
   Node* producer() const { return producer_; }
@@ -43,7 +59,7 @@ class Value {
 
  private:
   friend class Graph;
-  std::string name_;
+  SharedName name_;
   Node* producer_ = nullptr;
   size_t producer_output_ = 0;
   std::vector<Use> uses_;
@@ -54,7 +70,7 @@ class Value {
 
 class Node {
  public:
-  const std::string& name() const { return name_; }
+  const std::string& name() const { return name_.str(); }
   const std::string& op_type() const { return op_type_; }
   const std::string& domain() const { return domain_; }
   // The default ONNX domain, however the model names it ("" or "ai.onnx").
@@ -104,7 +120,8 @@ class Node {
   const T& get(const std::string& n) const;
   template <typename T>
   const T* get_if_present(const std::string& n) const;
-  std::string name_, op_type_, domain_;
+  SharedName name_;
+  std::string op_type_, domain_;
   int opset_ = 0;
   uint32_t ordinal_ = 0;  // its graph's count of nodes added before it (topo_order's index)
   std::list<std::unique_ptr<Node>>::iterator pos_;  // where it sits in its graph's list (O(1) erase)
