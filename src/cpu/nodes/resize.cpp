@@ -10,7 +10,6 @@
 // on Reference.
 #include <algorithm>
 #include <cmath>
-#include <map>
 
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
@@ -55,6 +54,33 @@ float dnnl_coord(int64_t o, int64_t out, int64_t in) {
   return ((static_cast<float>(o) + 0.5f) * static_cast<float>(in) / static_cast<float>(out)) - 0.5f;
 }
 
+// The input positions one output coordinate reads and their weights (at most two).
+struct Taps {
+  int64_t index[2] = {0, 0};
+  double weight[2] = {0, 0};
+  int n = 0;
+  void add(int64_t i, double w) {
+    for (int k = 0; k < n; ++k)
+      if (index[k] == i) {
+        weight[k] += w;
+        return;
+      }
+    index[n] = i;
+    weight[n++] = w;
+  }
+  double at(int64_t i) const {
+    for (int k = 0; k < n; ++k)
+      if (index[k] == i) return weight[k];
+    return 0.0;
+  }
+  // every tap here has the weight `o` gives its index
+  bool same(const Taps& o) const {
+    for (int k = 0; k < n; ++k)
+      if (std::fabs(weight[k] - o.at(index[k])) > 1e-5) return false;
+    return true;
+  }
+};
+
 // Does oneDNN reproduce the reference along one axis?
 bool axis_matches(bool linear, Coord c, Rounding r, double scale, double out_len, int64_t in, int64_t out,
                   bool identity) {
@@ -67,15 +93,17 @@ bool axis_matches(bool linear, Coord c, Rounding r, double scale, double out_len
       if (d != want) return false;
       continue;
     }
-    std::map<int64_t, double> ref, got;
+    // each side's taps: at most two (index, weight) pairs, an index listed once (asked for
+    // every output coordinate of every Resize of every new input shape: no allocation)
+    Taps ref, got;
     if (identity) {
-      ref[o] = 1.0;
+      ref.add(o, 1.0);
     } else {
       const double x = onnx_coord(c, o, scale, in, out_len);
       const double f = std::floor(x), t = x - f;
       const int64_t x0 = static_cast<int64_t>(f);
-      ref[std::clamp<int64_t>(x0, 0, in - 1)] += 1.0 - t;
-      ref[std::clamp<int64_t>(x0 + 1, 0, in - 1)] += t;
+      ref.add(std::clamp<int64_t>(x0, 0, in - 1), 1.0 - t);
+      ref.add(std::clamp<int64_t>(x0 + 1, 0, in - 1), t);
     }
     const int64_t i0 = std::max<int64_t>(static_cast<int64_t>(s), 0);
     int64_t i1 = 0;
@@ -86,12 +114,9 @@ bool axis_matches(bool linear, Coord c, Rounding r, double scale, double out_len
     i1 = std::min(i1, in - 1);
     if (i0 >= in) return false;
     const float w1 = std::fabs(s - static_cast<float>(i0));
-    got[i0] += 1.0 - static_cast<double>(w1);
-    got[i1] += static_cast<double>(w1);
-    for (auto& [i, w] : ref)
-      if (std::fabs(w - (got.count(i) ? got[i] : 0.0)) > 1e-5) return false;
-    for (auto& [i, w] : got)
-      if (std::fabs(w - (ref.count(i) ? ref[i] : 0.0)) > 1e-5) return false;
+    got.add(i0, 1.0 - static_cast<double>(w1));
+    got.add(i1, static_cast<double>(w1));
+    if (!ref.same(got) || !got.same(ref)) return false;
   }
   return true;
 }
