@@ -31,17 +31,16 @@ Graph::Graph(std::shared_ptr<const ir::Graph> g, const GraphOptions& options)
 
 std::vector<Node*> Graph::consumers(const Edge* e) const {
   if (!readers_built_) {  // one scan for all edges: a pass asks for every node's readers
-    readers_.clear();
+    for (auto& edge : edges_) edge->readers.clear();
     for (auto& n : nodes_)
       for (Edge* in : n->inputs)
         if (in) {
-          auto& r = readers_[in];
+          auto& r = in->readers;
           if (std::find(r.begin(), r.end(), n.get()) == r.end()) r.push_back(n.get());
         }
     readers_built_ = true;
   }
-  auto it = readers_.find(e);
-  std::vector<Node*> out = it == readers_.end() ? std::vector<Node*>{} : it->second;
+  std::vector<Node*> out = e->readers;
 #ifndef NDEBUG  // the index must agree with the graph (Debug and sanitizer builds check)
   std::vector<Node*> scanned, indexed = out;
   for (auto& n : nodes_)
@@ -57,7 +56,7 @@ std::vector<Node*> Graph::consumers(const Edge* e) const {
 void Graph::add_input(Node* n, Edge* e) {
   n->inputs.push_back(e);
   if (!readers_built_ || !e) return;
-  auto& r = readers_[e];
+  auto& r = e->readers;
   if (std::find(r.begin(), r.end(), n) == r.end()) r.push_back(n);
 }
 
@@ -81,8 +80,7 @@ void Graph::absorb(Node* host, Node* absorbed) {
   host->fused.insert(host->fused.end(), absorbed->fused.begin(), absorbed->fused.end());
   if (readers_built_)  // absorbed leaves the graph: it reads nothing any more
     for (Edge* in : absorbed->inputs)
-      if (auto it = readers_.find(in); it != readers_.end())
-        it->second.erase(std::remove(it->second.begin(), it->second.end(), absorbed), it->second.end());
+      if (in) in->readers.erase(std::remove(in->readers.begin(), in->readers.end(), absorbed), in->readers.end());
   std::unique_ptr<Node> keep = std::move(nodes_[static_cast<size_t>(h)]);
   absorbed_.push_back(std::move(nodes_[static_cast<size_t>(a)]));  // callers may still read it
   nodes_[static_cast<size_t>(a)] = std::move(keep);  // host runs where absorbed ran
@@ -95,11 +93,10 @@ Node* Graph::replace(Node* old, std::unique_ptr<Node> fresh) {
   Node* n = fresh.get();
   if (readers_built_) {  // old reads nothing any more, fresh its inputs
     for (Edge* in : old->inputs)
-      if (auto it = readers_.find(in); it != readers_.end())
-        it->second.erase(std::remove(it->second.begin(), it->second.end(), old), it->second.end());
+      if (in) in->readers.erase(std::remove(in->readers.begin(), in->readers.end(), old), in->readers.end());
     for (Edge* in : n->inputs)
       if (in) {
-        auto& r = readers_[in];
+        auto& r = in->readers;
         if (std::find(r.begin(), r.end(), n) == r.end()) r.push_back(n);
       }
   }

@@ -157,9 +157,8 @@ class Graph {
   std::vector<std::unique_ptr<Edge>> edges_;
   std::vector<std::unique_ptr<Node>> nodes_;  // execution order
   std::vector<std::unique_ptr<Node>> absorbed_;  // fused away by absorb(), freed after the passes
-  // consumers()' index: the readers of each edge, built on first use (stage 5), kept by
-  // absorb() and add_input(); stages that rewire inputs otherwise drop it (readers_built_).
-  mutable std::unordered_map<const Edge*, std::vector<Node*>> readers_;
+  // consumers()' index (Edge::readers): built on first use (stage 5), kept by absorb(),
+  // replace() and add_input(); stages that rewire inputs otherwise drop it (readers_built_).
   mutable bool readers_built_ = false;
   std::vector<Edge*> input_edges_, output_edges_;
   std::shared_ptr<Arena> arena_;

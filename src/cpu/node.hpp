@@ -41,11 +41,16 @@ class LayoutDesc {
   std::shared_ptr<const dnnl::memory::desc> p_;  // null: plain row-major
 };
 
+class Node;
+
 struct Edge {
   enum class Kind { arena, constant, input };
   std::string name;
   DType dtype = DType::undefined;
   Shape shape;
+  // Graph::consumers()' index: the nodes that read this edge (valid while the graph's index is
+  // built; kept here rather than in a map from edges, which a new shape's graph filled anew)
+  std::vector<Node*> readers;
   // nullopt: plain row-major (what reference kernels and users see); else a oneDNN
   // layout such as nChw16c chosen by a primitive.
   LayoutDesc blocked;
