@@ -1,6 +1,5 @@
 // Compile stage 4 (cpu/compile_pipeline.hpp): one runtime node per ir node, an Edge per value.
-#include <unordered_map>
-
+#include "core/pointer_map.hpp"
 #include "core/strings.hpp"
 #include "cpu/graph.hpp"
 #include "cpu/nodes/node_factory.hpp"
@@ -8,23 +7,22 @@
 namespace kiln::cpu {
 
 void Graph::lower(const GraphOptions& options) {
-  std::unordered_map<const ir::Value*, Edge*> edge_of;
+  PointerMap<ir::Value, Edge*> edge_of(2 * ir_->num_nodes() + ir_->inputs().size());
   auto edge_for = [&](const ir::Value* v) -> Edge* {
-    auto it = edge_of.find(v);
-    if (it != edge_of.end()) return it->second;
+    if (Edge** e = edge_of.find(v)) return *e;
     KILN_CHECK(v->is_constant(), cat("cpu::Graph: value '", v->name(), "' is used before it is produced"));
     Edge* e = new_edge(v->name(), v->constant().dtype(), v->constant().shape());
     e->kind = Edge::Kind::constant;
     e->constant = v->constant();
     e->data = e->constant.raw();
-    edge_of[v] = e;
+    edge_of.set(v, e);
     return e;
   };
   for (const ir::Value* in : ir_->inputs()) {
     KILN_CHECK(in->type.shape.is_static(), cat("cpu::Graph: input '", in->name(), "' has no static shape"));
     Edge* e = new_edge(in->name(), in->type.dtype, in->type.shape.to_shape());
     e->kind = Edge::Kind::input;
-    edge_of[in] = e;
+    edge_of.set(in, e);
     input_edges_.push_back(e);
   }
   for (const ir::Node* n : ir_->topo_order()) {
@@ -40,7 +38,7 @@ void Graph::lower(const GraphOptions& options) {
       KILN_CHECK(out->type.shape.is_static(),
                  cat(n->describe(), ": output '", out->name(), "' has no static shape ", out->type.shape.to_string()));
       Edge* e = new_edge(out->name(), out->type.dtype, out->type.shape.to_shape());
-      edge_of[out] = e;
+      edge_of.set(out, e);
       node->outputs.push_back(e);
     }
     nodes_.push_back(std::move(node));

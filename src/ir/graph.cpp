@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "core/pointer_map.hpp"
 #include "core/strings.hpp"
 
 namespace kiln::ir {
@@ -344,21 +345,11 @@ std::shared_ptr<Graph> Graph::clone() const {
   g->name = name;
   g->opset_imports = opset_imports;
   g->name_counter_ = name_counter_;
-  // each value's copy, by the original's address: an open-addressed table sized once (no
-  // allocation per value, as a node-based map would make)
-  size_t slots = 16;
-  while (slots < 2 * values_.size()) slots *= 2;
-  std::vector<std::pair<const Value*, Value*>> twins(slots, {nullptr, nullptr});
-  auto slot_of = [&](const Value* v) {
-    size_t i = (reinterpret_cast<uintptr_t>(v) >> 4) * 0x9E3779B97F4A7C15ull >> 20;
-    for (i &= slots - 1; twins[i].first && twins[i].first != v; i = (i + 1) & (slots - 1)) {
-    }
-    return i;
-  };
+  PointerMap<Value, Value*> twins(values_.size());  // each value's copy, by the original
   auto twin = [&](const Value* v) {
-    const auto& e = twins[slot_of(v)];
-    KILN_CHECK(e.first == v, cat("graph '", name, "': clone found a node input that no node or input defines"));
-    return e.second;
+    Value** t = twins.find(v);
+    KILN_CHECK(t, cat("graph '", name, "': clone found a node input that no node or input defines"));
+    return *t;
   };
   g->indexed_ = false;  // the name indexes: built if the copy is ever asked (index())
   auto copy = [&](const Value& v) {
@@ -369,7 +360,7 @@ std::shared_ptr<Graph> Graph::clone() const {
     Value* p = c.get();
     g->values_.push_back(std::move(c));
     p->pos_ = std::prev(g->values_.end());
-    twins[slot_of(&v)] = {&v, p};
+    twins.set(&v, p);
     return p;
   };
   for (Value* in : inputs_) {

@@ -135,13 +135,22 @@ OpRegistry& OpRegistry::instance() {
 
 void OpRegistry::add(OpSchema schema) {
   auto key = std::make_pair(schema.domain, schema.name);
-  ops_[key] = std::move(schema);
+  auto it = ops_.find(key);
+  if (it != ops_.end()) {
+    it->second = std::move(schema);  // the index's entry points at it already
+    return;
+  }
+  it = ops_.emplace(std::move(key), std::move(schema)).first;
+  by_name_[it->first.second].emplace_back(it->first.first, &it->second);
 }
 
 const OpSchema* OpRegistry::find(const std::string& domain, const std::string& name) const {
   const std::string_view d = domain == "ai.onnx" ? std::string_view() : std::string_view(domain);
-  auto it = ops_.find(std::pair<std::string_view, std::string_view>(d, name));
-  return it == ops_.end() ? nullptr : &it->second;
+  auto it = by_name_.find(std::string_view(name));
+  if (it == by_name_.end()) return nullptr;
+  for (const auto& [dom, schema] : it->second)
+    if (dom == d) return schema;
+  return nullptr;
 }
 
 OpSchema* OpRegistry::find_mutable(const std::string& domain, const std::string& name) {

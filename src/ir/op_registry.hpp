@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/strings.hpp"
@@ -151,6 +152,10 @@ class OpRegistry {
     }
   };
   std::map<std::pair<std::string, std::string>, OpSchema, KeyLess> ops_;
+  // find()'s index: the schemas of each op name (views of ops_' keys, stable), one per domain
+  // that has it; a hash and a domain or two compared instead of a walk down the ordered map,
+  // asked for every node of every new input shape's graph
+  std::unordered_map<std::string_view, std::vector<std::pair<std::string_view, const OpSchema*>>> by_name_;
 };
 
 // Default domain: the revisions of `s` kiln implements, oldest first (from

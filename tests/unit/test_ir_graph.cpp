@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 
+#include "core/pointer_map.hpp"
 #include "ir/graph.hpp"
 #include "ir/op_registry.hpp"
 #include "ir/printer.hpp"
@@ -123,6 +125,63 @@ TEST(IrGraph, RemoveDeadDropsUnusedNodesAndConstants) {
   EXPECT_EQ(g.find_node("live"), live);
   EXPECT_EQ(g.find_value("c"), nullptr);
   (void)c;
+}
+
+// A clone builds its name indexes on first use: edits made before any lookup (a node replaced,
+// dead ones removed, nodes added) must show in the lookups after, and leave the original's alone.
+TEST(IrGraph, ACloneFindsNamesAfterEditsMadeBeforeAnyLookup) {
+  auto g = std::make_shared<ir::Graph>();
+  auto* x = g->add_input("x", f32({2}));
+  auto* c = g->add_constant("c", Tensor::from_vector<float>({1, 2}, {2}));
+  auto* act = g->add_node("Relu", {x}, 1, "act");
+  auto* dead = g->add_node("Add", {x, c}, std::vector<std::string>{"dead_out"}, "dead");
+  auto* neg = g->add_node("Neg", {act->output(0)}, 1, "neg");
+  g->add_output(neg->output(0));
+  (void)dead;
+
+  std::shared_ptr<ir::Graph> k = g->clone();
+  ir::Node* kact = nullptr;
+  for (ir::Node* n : k->nodes())
+    if (n->name() == "act") kact = n;
+  ASSERT_NE(kact, nullptr);
+  ir::Node* sig = k->replace_node(kact, "Sigmoid", {k->inputs()[0]});  // before any lookup
+  k->remove_dead();                                                    // drops "dead" and "c"
+  ir::Node* extra = k->add_node("Relu", {k->outputs()[0]}, 1);        // a generated name
+  EXPECT_EQ(k->find_node("act"), sig);
+  EXPECT_EQ(k->find_node("dead"), nullptr);
+  EXPECT_EQ(k->find_value("dead_out"), nullptr);
+  EXPECT_EQ(k->find_value("c"), nullptr);
+  EXPECT_EQ(k->find_node(extra->name()), extra);
+  EXPECT_EQ(k->find_value(extra->output(0)->name()), extra->output(0));
+  EXPECT_EQ(k->find_value("x"), k->inputs()[0]);
+  EXPECT_NE(k->unique_name("act"), "act");
+  EXPECT_THROW(k->add_input("x", f32({2})), Error);  // the name is taken in the copy too
+
+  // the original: its own nodes and values under the same names
+  EXPECT_EQ(g->find_node("act"), act);
+  EXPECT_EQ(g->find_node("dead"), dead);
+  EXPECT_EQ(g->find_value("c"), c);
+  EXPECT_EQ(g->find_node(extra->name()), nullptr);
+  EXPECT_EQ(act->op_type(), "Relu");
+  EXPECT_EQ(g->num_nodes(), 3u);
+}
+
+TEST(PointerMap, FindsEveryKeyAcrossGrowthAndReplacesValues) {
+  std::vector<std::unique_ptr<int>> keys;
+  for (int i = 0; i < 1000; ++i) keys.push_back(std::make_unique<int>(i));
+  PointerMap<int, int> m(2);  // grows many times
+  for (auto& k : keys) m.set(k.get(), *k);
+  EXPECT_EQ(m.size(), 1000u);
+  for (auto& k : keys) {
+    const int* v = m.find(k.get());
+    ASSERT_NE(v, nullptr);
+    EXPECT_EQ(*v, *k);
+  }
+  m.set(keys[7].get(), -7);
+  EXPECT_EQ(*m.find(keys[7].get()), -7);
+  EXPECT_EQ(m.size(), 1000u);
+  int other = 0;
+  EXPECT_EQ(m.find(&other), nullptr);
 }
 
 TEST(IrGraph, SymbolicDimsPropagateThroughInference) {
