@@ -1,5 +1,6 @@
 #include "cpu/fusion_rules.hpp"
 
+#include <string_view>
 #include <algorithm>
 #include <cmath>
 
@@ -220,7 +221,7 @@ bool simple_post_op_kind(const ir::Node& n) {
   if (n.op_type() == "FakeQuantize" && n.domain() == "kiln") return true;
   if (eltwise_spec(n)) return true;
   if (!n.is_onnx_domain()) return false;
-  const std::string& op = n.op_type();
+  const std::string_view op = n.op_type();  // a view: each test below compares the length first
   return op == "HardSigmoid" || op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Max" ||
          op == "Min" || op == "PRelu";
 }
@@ -231,7 +232,7 @@ std::optional<std::vector<PostOp>> simple_post_ops(const ir::Node& n, const std:
   why->clear();
   if (n.num_outputs() != 1 || out.dtype != DType::f32 || from >= inputs.size() || !inputs[from]) return std::nullopt;
   if (auto fq = fake_quantize_post_ops(n, inputs, out, from, channel_axis, why); fq || !why->empty()) return fq;
-  const std::string& op = n.op_type();
+  const std::string_view op = n.op_type();  // a view: each test below compares the length first
   if (eltwise_supports(n)) {  // what the Eltwise node runs, as one eltwise post-op
     if (from != 0) return std::nullopt;
     const EltwiseSpec spec = *eltwise_spec(n);

@@ -24,6 +24,7 @@
 //
 // NaN: Max/Min return the other operand where src0 is NaN (ONNX's numpy reference
 // propagates it); everything else, infinities included, gives ONNX's result.
+#include <string_view>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -74,7 +75,7 @@ Shape pad_rank(const Shape& s, size_t r) {
 
 std::optional<BinarySpec> binary_spec(const ir::Node& n) {
   if (!n.is_onnx_domain()) return std::nullopt;
-  const std::string& op = n.op_type();
+  const std::string_view op = n.op_type();  // a view: each test below compares the length first
   algorithm alg;
   bool commutative = true;
   if (op == "Add") alg = algorithm::binary_add;

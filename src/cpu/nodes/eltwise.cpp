@@ -62,7 +62,7 @@ std::optional<double> constant_scalar(const ir::Value* v) {
 
 // The oneDNN algorithm and parameters computing node n exactly as ONNX specifies, if any.
 std::optional<EltwiseSpec> eltwise_spec(const ir::Node& n) {
-  const std::string& op = n.op_type();
+  const std::string_view op = n.op_type();  // a view: each test below compares the length first
   const std::string& dom = n.domain();
   if (n.num_outputs() != 1) return std::nullopt;
   if (dom == "com.microsoft") {

@@ -16,6 +16,7 @@
 //    Without explicit pads include == exclude, so exclude_padding is used.
 // Without post-ops, a 2-D f32 pooling whose input comes in channel blocks or channels-last runs
 // kiln's kernel (pool_f32.hpp) where the CPU has AVX2: the same geometry, nothing made per shape.
+#include <string_view>
 #include <algorithm>
 #include <optional>
 #include <utility>
@@ -40,7 +41,7 @@ struct PoolGeometry {
 // Resolves the pooling geometry of an ir node with static input/output shapes, or
 // returns false when oneDNN cannot reproduce the ONNX result.
 bool pool_geometry(const ir::Node& n, const Shape& x, const Shape& y, PoolGeometry& g) {
-  const std::string& op = n.op_type();
+  const std::string_view op = n.op_type();  // a view: each test below compares the length first
   const size_t sp = x.size() - 2;
   if (y.size() != x.size() || y[0] != x[0] || y[1] != x[1]) return false;
   const bool global = op == "GlobalAveragePool" || op == "GlobalMaxPool";
@@ -269,7 +270,7 @@ class PoolingNode : public SrcDstPrimitiveNode {
 }  // namespace
 
 bool pooling_supports(const ir::Node& n) {
-  const std::string& op = n.op_type();
+  const std::string_view op = n.op_type();  // a view: each test below compares the length first
   if (!n.is_onnx_domain()) return false;
   if (op != "MaxPool" && op != "AveragePool" && op != "GlobalAveragePool" && op != "GlobalMaxPool") return false;
   if (n.num_inputs() != 1 || n.num_outputs() != 1 || !n.input(0)) return false;  // MaxPool: no Indices

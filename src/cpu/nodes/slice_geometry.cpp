@@ -1,5 +1,6 @@
 #include "cpu/nodes/slice_geometry.hpp"
 
+#include <string_view>
 #include <algorithm>
 
 namespace kiln::cpu {
@@ -80,7 +81,7 @@ std::optional<SliceBox> gather_box(const ir::Node& n, const Shape& in, const Sha
 }  // namespace
 
 std::optional<SliceGeometry> slice_geometry(const ir::Node& n) {
-  const std::string& op = n.op_type();
+  const std::string_view op = n.op_type();  // a view: each test below compares the length first
   if (!n.is_onnx_domain() || (op != "Slice" && op != "Split" && op != "Gather") || !n.input(0)) return std::nullopt;
   const ir::Value* x = n.input(0);
   if (!x->type.shape.is_static() || x->type.dtype == DType::string || x->type.dtype == DType::undefined)

@@ -1,6 +1,8 @@
 // View: Reshape, Flatten, Squeeze, Unsqueeze, Identity and inference-mode Dropout change
 // only the shape of row-major data, so their output shares the input's memory: no copy,
 // no kernel. The graph aliases the output edge to the input's buffer.
+#include <string_view>
+
 #include "cpu/nodes/node_factory.hpp"
 
 namespace kiln::cpu {
@@ -27,10 +29,11 @@ class ViewNode : public Node {
 }  // namespace
 
 bool view_supports(const ir::Node& n) {
-  static const char* ops[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
+  // views (a length compared before the characters: asked of every node of every new shape's graph)
+  static constexpr std::string_view ops[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
   if (!n.is_onnx_domain() || n.num_outputs() != 1 || !n.input(0)) return false;
   bool known = false;
-  for (const char* op : ops) known |= n.op_type() == op;
+  for (std::string_view op : ops) known = known || std::string_view(n.op_type()) == op;
   if (!known) return false;
   if (n.op_type() == "Dropout") {
     // inference only: no training_mode input, or a constant false one
