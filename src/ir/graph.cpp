@@ -10,6 +10,11 @@
 
 namespace kiln::ir {
 
+const AttrMap::Map& AttrMap::none() {
+  static const Map none;
+  return none;
+}
+
 const std::string& SharedName::empty() {
   static const std::string none;
   return none;

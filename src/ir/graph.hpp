@@ -68,6 +68,63 @@ class Value {
   std::list<std::unique_ptr<Value>>::iterator pos_;  // where it sits in its graph's list (O(1) erase)
 };
 
+// A node's attributes: a std::map shared by a graph and its copies until one of them writes.
+// clone() (a new input shape's graph is a copy of the template) copies a pointer; anything
+// that may write (operator[], a non-const iterator, erase, emplace, insert, assignment) takes
+// a private copy first when the map is shared. Read through a const Node it is never copied.
+class AttrMap {
+ public:
+  using Map = std::map<std::string, Attribute>;
+  using iterator = Map::iterator;
+  using const_iterator = Map::const_iterator;
+
+  AttrMap() = default;
+  AttrMap(Map m) : p_(std::make_shared<Map>(std::move(m))) {}  // NOLINT: implicit, as the map
+  AttrMap(std::initializer_list<Map::value_type> l) : p_(std::make_shared<Map>(l)) {}
+  AttrMap& operator=(Map m) {
+    p_ = std::make_shared<Map>(std::move(m));
+    return *this;
+  }
+  operator const Map&() const { return get(); }  // NOLINT: read as the map it is
+  const Map& get() const { return p_ ? *p_ : none(); }
+
+  // reads
+  const_iterator begin() const { return get().begin(); }
+  const_iterator end() const { return get().end(); }
+  const_iterator find(const std::string& k) const { return get().find(k); }
+  size_t count(const std::string& k) const { return get().count(k); }
+  const Attribute& at(const std::string& k) const { return get().at(k); }
+  size_t size() const { return get().size(); }
+  bool empty() const { return get().empty(); }
+
+  // writes (a private copy first when shared)
+  iterator begin() { return own().begin(); }
+  iterator end() { return own().end(); }
+  iterator find(const std::string& k) { return own().find(k); }
+  Attribute& at(const std::string& k) { return own().at(k); }
+  Attribute& operator[](const std::string& k) { return own()[k]; }
+  size_t erase(const std::string& k) { return own().erase(k); }
+  iterator erase(const_iterator it) { return own().erase(it); }
+  template <class... Args>
+  std::pair<iterator, bool> emplace(Args&&... args) {
+    return own().emplace(std::forward<Args>(args)...);
+  }
+  template <class... Args>
+  auto insert(Args&&... args) {
+    return own().insert(std::forward<Args>(args)...);
+  }
+  void clear() { p_.reset(); }
+
+ private:
+  static const Map& none();
+  Map& own() {
+    if (!p_) p_ = std::make_shared<Map>();
+    else if (p_.use_count() > 1) p_ = std::make_shared<Map>(*p_);
+    return *p_;
+  }
+  std::shared_ptr<Map> p_;
+};
+
 class Node {
  public:
   const std::string& name() const { return name_.str(); }
@@ -89,7 +146,7 @@ class Node {
   const std::vector<Value*>& inputs() const { return inputs_; }
   const std::vector<Value*>& outputs() const { return outputs_; }
 
-  std::map<std::string, Attribute> attrs;
+  AttrMap attrs;
   bool has_attr(const std::string& n) const { return attrs.count(n) != 0; }
   // Typed getters: throw kiln::Error naming the node if the attribute is missing
   // (no default given) or has another type.

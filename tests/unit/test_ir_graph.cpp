@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <memory>
+#include <utility>
 
 #include "core/pointer_map.hpp"
 #include "ir/graph.hpp"
@@ -164,6 +165,30 @@ TEST(IrGraph, ACloneFindsNamesAfterEditsMadeBeforeAnyLookup) {
   EXPECT_EQ(g->find_node(extra->name()), nullptr);
   EXPECT_EQ(act->op_type(), "Relu");
   EXPECT_EQ(g->num_nodes(), 3u);
+}
+
+// A clone shares its nodes' attribute maps with the original until either writes.
+TEST(IrGraph, ACloneAndItsOriginalWriteAttributesApart) {
+  auto g = std::make_shared<ir::Graph>();
+  auto* x = g->add_input("x", f32({1, 1, 4, 4}));
+  ir::Node* pool = g->add_node("MaxPool", {x}, 1, "pool");
+  pool->attrs["kernel_shape"] = std::vector<int64_t>{2, 2};
+  g->add_output(pool->output(0));
+  std::shared_ptr<ir::Graph> k = g->clone();
+  ir::Node* kpool = k->find_node("pool");
+  ASSERT_NE(kpool, nullptr);
+  EXPECT_EQ(std::as_const(*kpool).attr_ints("kernel_shape"), (std::vector<int64_t>{2, 2}));
+
+  kpool->attrs["kernel_shape"] = std::vector<int64_t>{3, 3};  // the copy writes
+  kpool->attrs["strides"] = std::vector<int64_t>{2, 2};
+  EXPECT_EQ(pool->attr_ints("kernel_shape"), (std::vector<int64_t>{2, 2}));
+  EXPECT_FALSE(pool->has_attr("strides"));
+
+  std::shared_ptr<ir::Graph> k2 = g->clone();
+  pool->attrs.erase("kernel_shape");  // the original writes
+  EXPECT_EQ(k2->find_node("pool")->attr_ints("kernel_shape"), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(kpool->attr_ints("kernel_shape"), (std::vector<int64_t>{3, 3}));
+  EXPECT_EQ(kpool->attrs.size(), 2u);
 }
 
 TEST(PointerMap, FindsEveryKeyAcrossGrowthAndReplacesValues) {
