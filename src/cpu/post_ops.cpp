@@ -201,7 +201,13 @@ std::optional<PostOpList> PostOpList::with(const std::vector<PostOp>& extra, boo
 bool keeps_jit(PostOpList& trial, PostOpList& current, const std::function<std::string(PostOpList&)>& impl_of,
                const char* primitive, std::string* why, FusionDecisions* decisions, const std::string& host) {
   if (decisions) {
-    const std::string key = cat(primitive, " ", host, ": ", current.describe(), " -> ", trial.describe());
+    // (asked for every post-op a fusion tries on every new shape's graph: one string built)
+    std::string key;
+    key.reserve(64 + host.size() + 24 * (current.ops.size() + trial.ops.size()));
+    key.append(primitive).append(" ").append(host).append(": ");
+    current.describe_into(key);
+    key.append(" -> ");
+    trial.describe_into(key);
     return decisions->decide(key, why, [&](std::string* w) { return keeps_jit(trial, current, impl_of, primitive, w); });
   }
   auto is_ref = [](const std::string& impl) { return impl.rfind("ref", 0) == 0; };
@@ -227,9 +233,13 @@ bool keeps_jit(PostOpList& trial, PostOpList& current, const std::function<std::
 }
 
 std::string PostOpList::describe() const {
-  std::vector<std::string> parts;
-  for (const PostOp& op : ops) parts.push_back(op.from);
-  return join(parts, "+");
+  std::string out;
+  describe_into(out);
+  return out;
+}
+
+void PostOpList::describe_into(std::string& out) const {
+  for (size_t i = 0; i < ops.size(); ++i) out.append(i ? "+" : "").append(ops[i].from);
 }
 
 }  // namespace kiln::cpu

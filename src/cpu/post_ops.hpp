@@ -59,7 +59,8 @@ class PostOpList {
   std::optional<PostOpList> with(const std::vector<PostOp>& extra, bool allow_sum, const char* host,
                                  std::string* why) const;
   // "Relu+Add(sum)+Clip" for diagnostics.
-  std::string describe() const;
+  std::string describe() const;            // the ops' origins, "a+b"
+  void describe_into(std::string& out) const;  // the same, appended
 
  private:
   std::vector<std::pair<int, dnnl::memory>> operands_;  // execution argument -> operand memory
