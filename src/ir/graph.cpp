@@ -39,7 +39,7 @@ std::string Node::describe() const {
 // The attribute `n` if the node has it (one lookup: the fusion rules and shape inference read
 // attributes with defaults for every node of every new input shape), else null.
 template <typename T>
-const T* Node::get_if_present(const std::string& n) const {
+const T* Node::get_if_present(std::string_view n) const {
   auto it = attrs.find(n);
   if (it == attrs.end()) return nullptr;
   const T* v = std::get_if<T>(&it->second.value);
@@ -50,46 +50,46 @@ const T* Node::get_if_present(const std::string& n) const {
 }
 
 template <typename T>
-const T& Node::get(const std::string& n) const {
+const T& Node::get(std::string_view n) const {
   const T* v = get_if_present<T>(n);
   if (!v) throw Error(cat(describe(), ": missing required attribute '", n, "'"));
   return *v;
 }
 
-int64_t Node::attr_i(const std::string& n) const { return get<int64_t>(n); }
-int64_t Node::attr_i(const std::string& n, int64_t def) const {
+int64_t Node::attr_i(std::string_view n) const { return get<int64_t>(n); }
+int64_t Node::attr_i(std::string_view n, int64_t def) const {
   const int64_t* v = get_if_present<int64_t>(n);
   return v ? *v : def;
 }
-float Node::attr_f(const std::string& n) const { return get<float>(n); }
-float Node::attr_f(const std::string& n, float def) const {
+float Node::attr_f(std::string_view n) const { return get<float>(n); }
+float Node::attr_f(std::string_view n, float def) const {
   const float* v = get_if_present<float>(n);
   return v ? *v : def;
 }
-std::string Node::attr_s(const std::string& n) const { return get<std::string>(n); }
-std::string Node::attr_s(const std::string& n, const std::string& def) const {
+std::string Node::attr_s(std::string_view n) const { return get<std::string>(n); }
+std::string Node::attr_s(std::string_view n, const std::string& def) const {
   const std::string* v = get_if_present<std::string>(n);
   return v ? *v : def;
 }
-std::vector<int64_t> Node::attr_ints(const std::string& n) const { return get<std::vector<int64_t>>(n); }
-std::vector<int64_t> Node::attr_ints(const std::string& n, const std::vector<int64_t>& def) const {
+std::vector<int64_t> Node::attr_ints(std::string_view n) const { return get<std::vector<int64_t>>(n); }
+std::vector<int64_t> Node::attr_ints(std::string_view n, const std::vector<int64_t>& def) const {
   const std::vector<int64_t>* v = get_if_present<std::vector<int64_t>>(n);
   return v ? *v : def;
 }
-std::vector<float> Node::attr_floats(const std::string& n) const { return get<std::vector<float>>(n); }
-std::vector<float> Node::attr_floats(const std::string& n, const std::vector<float>& def) const {
+std::vector<float> Node::attr_floats(std::string_view n) const { return get<std::vector<float>>(n); }
+std::vector<float> Node::attr_floats(std::string_view n, const std::vector<float>& def) const {
   const std::vector<float>* v = get_if_present<std::vector<float>>(n);
   return v ? *v : def;
 }
-std::vector<std::string> Node::attr_strings(const std::string& n) const {
+std::vector<std::string> Node::attr_strings(std::string_view n) const {
   return get<std::vector<std::string>>(n);
 }
-const std::vector<int64_t>* Node::find_ints(const std::string& n) const {
+const std::vector<int64_t>* Node::find_ints(std::string_view n) const {
   return get_if_present<std::vector<int64_t>>(n);
 }
-const std::string* Node::find_string(const std::string& n) const { return get_if_present<std::string>(n); }
-const Tensor& Node::attr_tensor(const std::string& n) const { return get<Tensor>(n); }
-std::shared_ptr<Graph> Node::attr_graph(const std::string& n) const { return get<std::shared_ptr<Graph>>(n); }
+const std::string* Node::find_string(std::string_view n) const { return get_if_present<std::string>(n); }
+const Tensor& Node::attr_tensor(std::string_view n) const { return get<Tensor>(n); }
+std::shared_ptr<Graph> Node::attr_graph(std::string_view n) const { return get<std::shared_ptr<Graph>>(n); }
 
 // ---------------- Graph construction ----------------
 

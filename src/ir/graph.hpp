@@ -74,7 +74,7 @@ class Value {
 // a private copy first when the map is shared. Read through a const Node it is never copied.
 class AttrMap {
  public:
-  using Map = std::map<std::string, Attribute>;
+  using Map = std::map<std::string, Attribute, std::less<>>;  // found by string_view too
   using iterator = Map::iterator;
   using const_iterator = Map::const_iterator;
 
@@ -85,14 +85,21 @@ class AttrMap {
     p_ = std::make_shared<Map>(std::move(m));
     return *this;
   }
+  using PlainMap = std::map<std::string, Attribute>;  // as code elsewhere spells an attribute map
+  AttrMap(const PlainMap& m) : p_(std::make_shared<Map>(m.begin(), m.end())) {}  // NOLINT
+  AttrMap& operator=(const PlainMap& m) {
+    p_ = std::make_shared<Map>(m.begin(), m.end());
+    return *this;
+  }
+  explicit operator PlainMap() const { return PlainMap(begin(), end()); }
   operator const Map&() const { return get(); }  // NOLINT: read as the map it is
   const Map& get() const { return p_ ? *p_ : none(); }
 
   // reads
   const_iterator begin() const { return get().begin(); }
   const_iterator end() const { return get().end(); }
-  const_iterator find(const std::string& k) const { return get().find(k); }
-  size_t count(const std::string& k) const { return get().count(k); }
+  const_iterator find(std::string_view k) const { return get().find(k); }
+  size_t count(std::string_view k) const { return get().count(k); }
   const Attribute& at(const std::string& k) const { return get().at(k); }
   size_t size() const { return get().size(); }
   bool empty() const { return get().empty(); }
@@ -147,26 +154,26 @@ class Node {
   const std::vector<Value*>& outputs() const { return outputs_; }
 
   AttrMap attrs;
-  bool has_attr(const std::string& n) const { return attrs.count(n) != 0; }
+  bool has_attr(std::string_view n) const { return attrs.count(n) != 0; }
   // Typed getters: throw kiln::Error naming the node if the attribute is missing
   // (no default given) or has another type.
-  int64_t attr_i(const std::string& n) const;
-  int64_t attr_i(const std::string& n, int64_t def) const;
-  float attr_f(const std::string& n) const;
-  float attr_f(const std::string& n, float def) const;
-  std::string attr_s(const std::string& n) const;
-  std::string attr_s(const std::string& n, const std::string& def) const;
-  std::vector<int64_t> attr_ints(const std::string& n) const;
-  std::vector<int64_t> attr_ints(const std::string& n, const std::vector<int64_t>& def) const;
-  std::vector<float> attr_floats(const std::string& n) const;
-  std::vector<float> attr_floats(const std::string& n, const std::vector<float>& def) const;
-  std::vector<std::string> attr_strings(const std::string& n) const;
+  int64_t attr_i(std::string_view n) const;
+  int64_t attr_i(std::string_view n, int64_t def) const;
+  float attr_f(std::string_view n) const;
+  float attr_f(std::string_view n, float def) const;
+  std::string attr_s(std::string_view n) const;
+  std::string attr_s(std::string_view n, const std::string& def) const;
+  std::vector<int64_t> attr_ints(std::string_view n) const;
+  std::vector<int64_t> attr_ints(std::string_view n, const std::vector<int64_t>& def) const;
+  std::vector<float> attr_floats(std::string_view n) const;
+  std::vector<float> attr_floats(std::string_view n, const std::vector<float>& def) const;
+  std::vector<std::string> attr_strings(std::string_view n) const;
   // The attribute's value in place, or null when absent (throws on another type): for code
   // that reads the same attributes of every node for every new input shape, without a copy
-  const std::vector<int64_t>* find_ints(const std::string& n) const;
-  const std::string* find_string(const std::string& n) const;
-  const Tensor& attr_tensor(const std::string& n) const;
-  std::shared_ptr<Graph> attr_graph(const std::string& n) const;
+  const std::vector<int64_t>* find_ints(std::string_view n) const;
+  const std::string* find_string(std::string_view n) const;
+  const Tensor& attr_tensor(std::string_view n) const;
+  std::shared_ptr<Graph> attr_graph(std::string_view n) const;
 
   // "node 'conv_1' (Conv)" — used as the prefix of every error message about it.
   std::string describe() const;
@@ -174,9 +181,9 @@ class Node {
  private:
   friend class Graph;
   template <typename T>
-  const T& get(const std::string& n) const;
+  const T& get(std::string_view n) const;
   template <typename T>
-  const T* get_if_present(const std::string& n) const;
+  const T* get_if_present(std::string_view n) const;
   SharedName name_;
   std::string op_type_, domain_;
   int opset_ = 0;

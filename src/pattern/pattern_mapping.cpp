@@ -63,7 +63,7 @@ OldNode snapshot(const Match& m, int index) {
   s.op_type = n->op_type();
   s.domain = n->domain();
   s.opset = n->opset();
-  s.attrs = n->attrs;
+  s.attrs = ir::AttrMap::PlainMap(n->attrs);
   for (ir::Value* v : n->inputs()) {
     OldInput in;
     if (v) {
