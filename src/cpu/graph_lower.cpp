@@ -33,6 +33,8 @@ void Graph::lower(const GraphOptions& options) {
     node->shape_agnostic = options.shape_agnostic;
     node->fusion_decisions = options.fusion_decisions;
     node->take_options(options);
+    node->inputs.reserve(n->num_inputs());
+    node->outputs.reserve(n->num_outputs());
     for (const ir::Value* in : n->inputs()) node->inputs.push_back(in ? edge_for(in) : nullptr);
     for (const ir::Value* out : n->outputs()) {
       KILN_CHECK(out->type.shape.is_static(),

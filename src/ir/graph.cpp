@@ -362,6 +362,7 @@ std::shared_ptr<Graph> Graph::clone() const {
     c->name_ = v.name_;
     c->type = v.type;
     c->constant_ = v.constant_;
+    c->uses_.reserve(v.uses_.size());  // filled as the readers are copied: one allocation
     Value* p = c.get();
     g->values_.push_back(std::move(c));
     p->pos_ = std::prev(g->values_.end());
