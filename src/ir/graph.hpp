@@ -111,15 +111,18 @@ class AttrMap {
   Attribute& at(const std::string& k) { return own().at(k); }
   Attribute& operator[](const std::string& k) { return own()[k]; }
   size_t erase(const std::string& k) { return own().erase(k); }
-  iterator erase(const_iterator it) { return own().erase(it); }
+  // by the iterator's key: when the map was shared, own() copies it and `it` points into the
+  // other owner's (still alive: it is shared), not this one's
+  iterator erase(const_iterator it) {
+    const std::string key = it->first;
+    Map& m = own();
+    return m.erase(m.find(key));
+  }
   template <class... Args>
   std::pair<iterator, bool> emplace(Args&&... args) {
     return own().emplace(std::forward<Args>(args)...);
   }
-  template <class... Args>
-  auto insert(Args&&... args) {
-    return own().insert(std::forward<Args>(args)...);
-  }
+  std::pair<iterator, bool> insert(Map::value_type v) { return own().insert(std::move(v)); }
   void clear() { p_.reset(); }
 
  private:

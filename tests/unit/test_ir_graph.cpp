@@ -189,6 +189,14 @@ TEST(IrGraph, ACloneAndItsOriginalWriteAttributesApart) {
   EXPECT_EQ(k2->find_node("pool")->attr_ints("kernel_shape"), (std::vector<int64_t>{2, 2}));
   EXPECT_EQ(kpool->attr_ints("kernel_shape"), (std::vector<int64_t>{3, 3}));
   EXPECT_EQ(kpool->attrs.size(), 2u);
+
+  // erasing by an iterator taken while the map was shared leaves the other owner's whole
+  std::shared_ptr<ir::Graph> k3 = k->clone();
+  ir::Node* k3pool = k3->find_node("pool");
+  const ir::AttrMap& shared = k3pool->attrs;
+  k3pool->attrs.erase(shared.find("strides"));
+  EXPECT_FALSE(k3pool->has_attr("strides"));
+  EXPECT_TRUE(kpool->has_attr("strides"));
 }
 
 TEST(PointerMap, FindsEveryKeyAcrossGrowthAndReplacesValues) {
