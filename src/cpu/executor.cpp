@@ -384,13 +384,12 @@ IrStagesResult Executor::plan_ir_stages(const std::vector<Shape>& shapes, Plan& 
   if (options_.shapes_vary && !template_) {
     template_log_ = model_log_;
     template_ = run_ir_template_stages(*graph_, options_, &template_log_);
+    template_log_head_ = std::make_shared<const transforms::PassLog>(template_log_);
     if (template_->graph) remember_constants(*template_->graph);  // weights it folded are every plan's
   }
   if (template_ && template_->graph) {
     // every plan's log starts with the template's: one shared copy (a copy per plan was
     // about 300 allocations a new shape for mobilenet_v3_small)
-    if (!template_log_head_ || template_log_head_->entries.size() != template_log_.entries.size())
-      template_log_head_ = std::make_shared<const transforms::PassLog>(template_log_);
     plan.log = {};
     plan.log_head = template_log_head_;
     std::optional<IrStagesResult> r;
@@ -421,6 +420,7 @@ IrStagesResult Executor::plan_ir_stages(const std::vector<Shape>& shapes, Plan& 
       }
       // stage 3 once from now on, where the template's Subgraphs are these shapes' own
       tokenize_ir_template(*template_, shapes, *r->graph, options_, &template_log_);
+      template_log_head_ = std::make_shared<const transforms::PassLog>(template_log_);  // later plans' head
       if (template_->tokenized) remember_constants(*template_->tokenized);
     }
     if (r) return std::move(*r);

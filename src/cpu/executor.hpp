@@ -205,7 +205,7 @@ class Executor {
   // options_.shapes_vary: stages 1-2 on symbolic shapes, made with the first plan (mutex_)
   std::optional<IrTemplate> template_;
   transforms::PassLog template_log_;  // model_log_, then what the template's stages did
-  std::shared_ptr<const transforms::PassLog> template_log_head_;  // a copy of it for Plan::log_head
+  std::shared_ptr<const transforms::PassLog> template_log_head_;  // a copy of it, made as it changes: Plan::log_head
   static void join_log(Plan& plan);   // log_head's entries into log (mutex_)
   bool template_checked_ = false;     // compared with the per-shape stages (plan_ir_stages)
   std::shared_ptr<const ir::Graph> graph_;

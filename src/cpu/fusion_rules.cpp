@@ -1,8 +1,8 @@
 #include "cpu/fusion_rules.hpp"
 
-#include <string_view>
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include "core/strings.hpp"
 #include "cpu/nodes/eltwise_spec.hpp"

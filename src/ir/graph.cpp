@@ -262,8 +262,9 @@ void Graph::erase_node(Node* node) {
     if (indexed) value_by_name_.erase(out->name());
     values_.erase(out->pos_);
   }
-  if (auto named = node_names_.find(node->name()); indexed && named != node_names_.end() && --named->second == 0)
-    node_names_.erase(named);
+  if (indexed)
+    if (auto named = node_names_.find(node->name()); named != node_names_.end() && --named->second == 0)
+      node_names_.erase(named);
   nodes_.erase(node->pos_);  // node is freed here
 }
 

@@ -24,9 +24,9 @@
 //
 // NaN: Max/Min return the other operand where src0 is NaN (ONNX's numpy reference
 // propagates it); everything else, infinities included, gives ONNX's result.
-#include <string_view>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "core/strings.hpp"

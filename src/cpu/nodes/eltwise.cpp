@@ -18,7 +18,6 @@
 #include <limits>
 #include <optional>
 #include <string_view>
-#include <unordered_set>
 
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
@@ -72,12 +71,6 @@ std::optional<EltwiseSpec> eltwise_spec(const ir::Node& n) {
     return std::nullopt;
   }
   if (!dom.empty() && dom != "ai.onnx") return std::nullopt;
-  // Asked of every node as it is lowered and by every fusion that looks for a post-op, for
-  // every new input shape: one lookup turns the other ops away before the tests below
-  static const std::unordered_set<std::string_view> kOps = {
-      "Relu", "LeakyRelu", "Elu", "Sigmoid", "Tanh", "Abs", "Sqrt", "Exp", "Log", "Neg",
-      "Round", "HardSwish", "Softplus", "Mish", "Gelu", "Clip", "Pow"};
-  if (!kOps.count(op)) return std::nullopt;
   auto unary = [&](algorithm a, float alpha = 0.0f, float beta = 0.0f) -> std::optional<EltwiseSpec> {
     if (n.num_inputs() != 1) return std::nullopt;
     return EltwiseSpec{a, alpha, beta};

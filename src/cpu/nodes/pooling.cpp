@@ -16,11 +16,11 @@
 //    Without explicit pads include == exclude, so exclude_padding is used.
 // Without post-ops, a 2-D f32 pooling whose input comes in channel blocks or channels-last runs
 // kiln's kernel (pool_f32.hpp) where the CPU has AVX2: the same geometry, nothing made per shape.
-#include <string_view>
 #include <algorithm>
 #include <optional>
-#include <utility>
+#include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"

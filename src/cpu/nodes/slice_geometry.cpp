@@ -1,7 +1,7 @@
 #include "cpu/nodes/slice_geometry.hpp"
 
-#include <string_view>
 #include <algorithm>
+#include <string_view>
 
 namespace kiln::cpu {
 
