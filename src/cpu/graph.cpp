@@ -29,7 +29,9 @@ Graph::Graph(std::shared_ptr<const ir::Graph> g, const GraphOptions& options)
   run_runtime_stages(*this, options);
 }
 
-std::vector<Node*> Graph::consumers(const Edge* e) const {
+std::vector<Node*> Graph::consumers(const Edge* e) const { return readers_of(e); }
+
+const std::vector<Node*>& Graph::readers_of(const Edge* e) const {
   if (!readers_built_) {  // one scan for all edges: a pass asks for every node's readers
     for (auto& edge : edges_) edge->readers.clear();
     for (auto& n : nodes_)
@@ -40,9 +42,8 @@ std::vector<Node*> Graph::consumers(const Edge* e) const {
         }
     readers_built_ = true;
   }
-  std::vector<Node*> out = e->readers;
 #ifndef NDEBUG  // the index must agree with the graph (Debug and sanitizer builds check)
-  std::vector<Node*> scanned, indexed = out;
+  std::vector<Node*> scanned, indexed = e->readers;
   for (auto& n : nodes_)
     if (std::find(n->inputs.begin(), n->inputs.end(), e) != n->inputs.end()) scanned.push_back(n.get());
   std::sort(scanned.begin(), scanned.end());
@@ -50,7 +51,7 @@ std::vector<Node*> Graph::consumers(const Edge* e) const {
   KILN_CHECK(scanned == indexed, cat("cpu::Graph::consumers: the index of '", e->name,
                                      "' is stale (a pass changed node inputs without add_input)"));
 #endif
-  return out;
+  return e->readers;
 }
 
 void Graph::add_input(Node* n, Edge* e) {

@@ -111,6 +111,9 @@ class Graph {
   // Nodes reading e, in the order they were lowered (O(1): from an index that absorb() and
   // add_input() keep; passes change node inputs only through them).
   std::vector<Node*> consumers(const Edge* e) const;
+  // The same list in place, without a copy: valid until the graph's next edit (a reader that
+  // edits the graph while it iterates takes consumers()).
+  const std::vector<Node*>& readers_of(const Edge* e) const;
   // Appends input `e` to `n` (a sum post-op's operand).
   void add_input(Node* n, Edge* e);
   bool is_graph_output(const Edge* e) const;

@@ -50,7 +50,7 @@ void Graph::prepare_all(bool release_packed_sources) {
   for (auto& node : nodes_) {  // Node::output_readers, before the loop below moves nodes_
     node->output_readers.clear();
     if (!node->outputs.empty() && node->outputs[0])
-      for (const Node* r : consumers(node->outputs[0])) node->output_readers.push_back(r);
+      for (const Node* r : readers_of(node->outputs[0])) node->output_readers.push_back(r);
   }
   for (auto& node : nodes_) {
     const std::vector<Edge*> before = node->inputs;

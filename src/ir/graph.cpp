@@ -3,7 +3,6 @@
 #include <kiln/error.hpp>
 
 #include <algorithm>
-#include <unordered_set>
 
 #include "core/pointer_map.hpp"
 #include "core/strings.hpp"
@@ -97,10 +96,8 @@ Value* Graph::new_value(const std::string& name) {
   std::string n = name.empty() ? unique_name("v") : name;
   index();
   KILN_CHECK(!value_by_name_.count(n), cat("graph '", this->name, "': value name '", n, "' defined twice"));
-  auto v = std::make_unique<Value>();
-  v->name_ = std::move(n);
-  Value* p = v.get();
-  values_.push_back(std::move(v));
+  Value* p = &values_.emplace_back();
+  p->name_ = std::move(n);
   p->pos_ = std::prev(values_.end());
   value_by_name_[p->name()] = p;
   return p;
@@ -132,14 +129,13 @@ Value* Graph::add_constant(const std::string& name, Tensor t) {
 Node* Graph::add_node(const std::string& op_type, const std::vector<Value*>& inputs,
                       const std::vector<std::string>& output_names, const std::string& name,
                       const std::string& domain) {
-  auto n = std::make_unique<Node>();
-  n->op_type_ = op_type;
-  n->domain_ = domain;
-  n->name_ = name.empty() ? unique_name(op_type) : name;
-  n->opset_ = opset_for(domain);
-  n->ordinal_ = next_ordinal_++;
-  Node* p = n.get();
-  nodes_.push_back(std::move(n));
+  std::string node_name = name.empty() ? unique_name(op_type) : name;
+  Node* p = &nodes_.emplace_back();
+  p->op_type_ = op_type;
+  p->domain_ = domain;
+  p->name_ = std::move(node_name);
+  p->opset_ = opset_for(domain);
+  p->ordinal_ = next_ordinal_++;
   p->pos_ = std::prev(nodes_.end());
   if (indexed_.load(std::memory_order_relaxed)) ++node_names_[p->name()];  // else index() counts it
   for (Value* v : inputs) append_node_input(p, v);
@@ -171,7 +167,7 @@ int Graph::opset_for(const std::string& domain) const {
 std::vector<Node*> Graph::nodes() const {
   std::vector<Node*> out;
   out.reserve(nodes_.size());
-  for (auto& n : nodes_) out.push_back(n.get());
+  for (Node& n : nodes_) out.push_back(&n);
   return out;
 }
 
@@ -181,12 +177,12 @@ std::vector<Node*> Graph::topo_order() const {
   std::vector<uint32_t> pending(next_ordinal_, 0);
   std::vector<Node*> ready, order, next;
   order.reserve(nodes_.size());
-  for (auto& n : nodes_) {
+  for (Node& n : nodes_) {
     uint32_t deps = 0;
-    for (Value* v : n->inputs_)
+    for (Value* v : n.inputs_)
       if (v && v->producer_) ++deps;
-    pending[n->ordinal_] = deps;
-    if (deps == 0) ready.push_back(n.get());
+    pending[n.ordinal_] = deps;
+    if (deps == 0) ready.push_back(&n);
   }
   std::reverse(ready.begin(), ready.end());
   while (!ready.empty()) {
@@ -200,10 +196,10 @@ std::vector<Node*> Graph::topo_order() const {
     for (auto it = next.rbegin(); it != next.rend(); ++it) ready.push_back(*it);
   }
   if (order.size() != nodes_.size()) {
-    for (auto& n : nodes_)
-      if (pending[n->ordinal_] != 0)
+    for (const Node& n : nodes_)
+      if (pending[n.ordinal_] != 0)
         throw Error(cat("graph '", name, "' has a cycle (or an input produced by a missing node) through ",
-                        n->describe()));
+                        n.describe()));
   }
   return order;
 }
@@ -217,8 +213,8 @@ Value* Graph::find_value(const std::string& n) const {
 Node* Graph::find_node(const std::string& n) const {
   index();
   if (!node_names_.count(n)) return nullptr;  // O(1) for a name no node has (the frontend's check)
-  for (auto& node : nodes_)
-    if (node->name() == n) return node.get();
+  for (Node& node : nodes_)
+    if (node.name() == n) return &node;
   return nullptr;
 }
 
@@ -284,18 +280,20 @@ Node* Graph::replace_node(Node* old, const std::string& op_type, const std::vect
 }
 
 void Graph::remove_dead() {
-  std::unordered_set<const Node*> live;
+  std::vector<char> live(next_ordinal_, 0);  // by Node::ordinal_ (a plan's graph runs this too)
   std::vector<const Value*> stack(outputs_.begin(), outputs_.end());
   while (!stack.empty()) {
     const Value* v = stack.back();
     stack.pop_back();
-    if (v && v->producer_ && live.insert(v->producer_).second)
+    if (v && v->producer_ && !live[v->producer_->ordinal_]) {
+      live[v->producer_->ordinal_] = 1;
       for (Value* in : v->producer_->inputs_) stack.push_back(in);
+    }
   }
   auto order = topo_order();
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     Node* n = *it;
-    if (live.count(n)) continue;
+    if (live[n->ordinal_]) continue;
     for (size_t i = 0; i < n->inputs_.size(); ++i)
       if (n->inputs_[i]) remove_use(n->inputs_[i], n, i);
     n->inputs_.clear();
@@ -304,9 +302,9 @@ void Graph::remove_dead() {
     erase_node(n);
   }
   const bool indexed = indexed_.load(std::memory_order_relaxed);
-  values_.remove_if([&](const std::unique_ptr<Value>& v) {
-    bool dead = v->is_constant() && v->uses_.empty() && !is_output(v.get()) && !v->producer_;
-    if (dead && indexed) value_by_name_.erase(v->name());
+  values_.remove_if([&](const Value& v) {
+    bool dead = v.is_constant() && v.uses_.empty() && !is_output(&v) && !v.producer_;
+    if (dead && indexed) value_by_name_.erase(v.name());
     return dead;
   });
 }
@@ -339,8 +337,8 @@ void Graph::index() const {
   node_names_.clear();
   value_by_name_.reserve(values_.size());
   node_names_.reserve(nodes_.size());
-  for (const auto& v : values_) value_by_name_.emplace(v->name(), v.get());
-  for (const auto& n : nodes_) ++node_names_[n->name()];
+  for (Value& v : values_) value_by_name_.emplace(v.name(), &v);
+  for (const Node& n : nodes_) ++node_names_[n.name()];
   indexed_.store(true, std::memory_order_release);
 }
 
@@ -359,13 +357,11 @@ std::shared_ptr<Graph> Graph::clone() const {
   };
   g->indexed_ = false;  // the name indexes: built if the copy is ever asked (index())
   auto copy = [&](const Value& v) {
-    auto c = std::make_unique<Value>();
-    c->name_ = v.name_;
-    c->type = v.type;
-    c->constant_ = v.constant_;
-    c->uses_.reserve(v.uses_.size());  // filled as the readers are copied: one allocation
-    Value* p = c.get();
-    g->values_.push_back(std::move(c));
+    Value* p = &g->values_.emplace_back();
+    p->name_ = v.name_;
+    p->type = v.type;
+    p->constant_ = v.constant_;
+    p->uses_.reserve(v.uses_.size());  // filled as the readers are copied: one allocation
     p->pos_ = std::prev(g->values_.end());
     twins.set(&v, p);
     return p;
@@ -375,18 +371,16 @@ std::shared_ptr<Graph> Graph::clone() const {
     c->is_input_ = true;
     g->inputs_.push_back(c);
   }
-  for (auto& v : values_)
-    if (v->is_constant() && !v->producer_ && !v->is_input_) copy(*v);
+  for (const Value& v : values_)
+    if (v.is_constant() && !v.producer_ && !v.is_input_) copy(v);
   for (Node* n : topo_order()) {
-    auto c = std::make_unique<Node>();
-    c->name_ = n->name_;
-    c->op_type_ = n->op_type_;
-    c->domain_ = n->domain_;
-    c->opset_ = n->opset_;
-    c->attrs = n->attrs;
-    c->ordinal_ = g->next_ordinal_++;
-    Node* p = c.get();
-    g->nodes_.push_back(std::move(c));
+    Node* p = &g->nodes_.emplace_back();
+    p->name_ = n->name_;
+    p->op_type_ = n->op_type_;
+    p->domain_ = n->domain_;
+    p->opset_ = n->opset_;
+    p->attrs = n->attrs;
+    p->ordinal_ = g->next_ordinal_++;
     p->pos_ = std::prev(g->nodes_.end());
     p->inputs_.reserve(n->inputs_.size());
     for (size_t i = 0; i < n->inputs_.size(); ++i) {

@@ -65,7 +65,7 @@ class Value {
   std::vector<Use> uses_;
   Tensor constant_;
   bool is_input_ = false;
-  std::list<std::unique_ptr<Value>>::iterator pos_;  // where it sits in its graph's list (O(1) erase)
+  std::list<Value>::iterator pos_;  // where it sits in its graph's list (O(1) erase)
 };
 
 // A node's attributes: a std::map shared by a graph and its copies until one of them writes.
@@ -191,7 +191,7 @@ class Node {
   std::string op_type_, domain_;
   int opset_ = 0;
   uint32_t ordinal_ = 0;  // its graph's count of nodes added before it (topo_order's index)
-  std::list<std::unique_ptr<Node>>::iterator pos_;  // where it sits in its graph's list (O(1) erase)
+  std::list<Node>::iterator pos_;  // where it sits in its graph's list (O(1) erase)
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
 };
@@ -259,9 +259,12 @@ class Graph {
  private:
   Value* new_value(const std::string& name);
   static void remove_use(Value* v, Node* node, size_t i);
-  std::list<std::unique_ptr<Node>> nodes_;
+  // Nodes and values live in the lists' own elements (one allocation each, not a list element
+  // and an object: a new input shape's graph is a copy of the template, hundreds of each).
+  // Const queries hand out mutable pointers, as the graph's API always has: mutable.
+  mutable std::list<Node> nodes_;
   uint32_t next_ordinal_ = 0;  // Node::ordinal_ of the next node added
-  std::list<std::unique_ptr<Value>> values_;
+  mutable std::list<Value> values_;
   // The name indexes below, built on first use in a copy made by clone() (a new input shape's
   // graph is specialised and lowered without ever looking a name up). index() builds them;
   // everything that reads or updates them calls it first (const readers may race: the lock).

@@ -74,7 +74,7 @@ size_t fuse_depthwise_block(Graph& g, transforms::PassLog* log) {
     // end the graph)
     Node* expand = producer(g, dw->inputs[0]);
     if (expand && ((!pointwise(*expand) && !windowed(*expand)) || expand->post_ops()->sum_input() >= 0 ||
-                   g.consumers(dw->inputs[0]).size() != 1 || g.is_graph_output(dw->inputs[0])))
+                   g.readers_of(dw->inputs[0]).size() != 1 || g.is_graph_output(dw->inputs[0])))
       expand = nullptr;
     // the 1x1 convolution after, when it alone reads dw's output
     Node* project = passes::sole_reader(g, *dw, [](const Node& r) { return pointwise(r); });

@@ -53,7 +53,7 @@ std::string sum_target_problem(Graph& g, const Node& host, const Node& add, cons
   for (const Edge* in : host.inputs)
     if (in == &other) return cat("the convolution itself reads '", other.name, "'");
   const int add_pos = g.position(&add);
-  for (Node* r : g.consumers(&other))
+  for (Node* r : g.readers_of(&other))
     if (r != &add && g.position(r) > add_pos) return cat("the other input is still read by node ", r->name);
   return "";
 }
@@ -88,7 +88,7 @@ std::vector<Node*> nodes_of_kind(Graph& g, NodeKind kind) {
 }
 
 Node* sole_reader(Graph& g, const Node& host, bool (*accept)(const Node&)) {
-  auto readers = g.consumers(host.outputs.at(0));
+  const std::vector<Node*>& readers = g.readers_of(host.outputs.at(0));
   return readers.size() == 1 && accept(*readers[0]) ? readers[0] : nullptr;
 }
 
@@ -110,8 +110,8 @@ std::pair<Node*, Node*> swish_pair(const Graph& g, const Edge* x, const std::vec
       continue;
     const Edge* so = sig->outputs[0];
     const bool wired = (mul->inputs[0] == x && mul->inputs[1] == so) || (mul->inputs[0] == so && mul->inputs[1] == x);
-    auto so_readers = g.consumers(so);
-    if (!wired || so_readers.size() != 1 || g.is_graph_output(so) || mul->outputs[0]->shape != x->shape) continue;
+    const size_t so_readers = g.readers_of(so).size();
+    if (!wired || so_readers != 1 || g.is_graph_output(so) || mul->outputs[0]->shape != x->shape) continue;
     return {sig, mul};
   }
   return {nullptr, nullptr};
@@ -125,7 +125,7 @@ size_t fuse_simple_chain(Graph& g, Node* host, const char* pass, int channel_axi
   for (;;) {
     if (host->outputs.size() != 1) break;
     Edge* out = host->outputs[0];
-    auto readers = g.consumers(out);
+    const std::vector<Node*>& readers = g.readers_of(out);  // not read after an absorb() below
     if (readers.empty()) break;
     if (auto [sig, mul] = swish_pair(g, out, readers); sig && !g.is_graph_output(out)) {
       // x * sigmoid(x): one swish post-op for both nodes
