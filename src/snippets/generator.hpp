@@ -108,7 +108,8 @@ class Kernel {
 
  private:
   friend std::unique_ptr<Kernel> compile(const ir::Graph&, const KernelShapes&, const CompileOptions&);
-  friend std::shared_ptr<const Kernel> compile_cached(const ir::Graph&, const KernelShapes&, const CompileOptions&);
+  friend std::shared_ptr<const Kernel> compile_cached_as(const ir::Graph&, const std::string&, const KernelShapes&,
+                                                        const CompileOptions&);
   Kernel() = default;
   Schedule schedule_;
   size_t num_outputs_ = 0;
@@ -132,6 +133,10 @@ std::unique_ptr<Kernel> compile(const ir::Graph& body, const KernelShapes& shape
 // once while any of them holds it; and one of other shapes with the same [rows, inner]
 // schedule but for its row count takes that kernel's machine code (KernelCacheStats::code_shared).
 std::shared_ptr<const Kernel> compile_cached(const ir::Graph& body, const KernelShapes& shapes,
+                                             const CompileOptions& options = {});
+// The same for a body held by a shared_ptr (a Subgraph node's): the body's part of the key is
+// computed once while the body lives, not for every new input shape.
+std::shared_ptr<const Kernel> compile_cached(const std::shared_ptr<const ir::Graph>& body, const KernelShapes& shapes,
                                              const CompileOptions& options = {});
 struct KernelCacheStats {
   size_t hits = 0, misses = 0, live = 0;  // live: kernels some caller still holds

@@ -1,6 +1,8 @@
 #include "snippets/subgraph_op.hpp"
 
+#include <algorithm>
 #include <limits>
+#include <memory>
 #include <string>
 #include <unordered_map>
 
@@ -24,6 +26,31 @@ void check_body(const ir::Node& n) {
     if (!n.has_input(i)) throw Error(cat(n.describe(), ": input ", i, " is missing (every body input needs one)"));
 }
 
+// The copy of `body` this thread infers shapes on, made once per body rather than for every
+// new input shape (2.8% of a mobilenet_v3_small plan): the body itself is shared by a graph
+// and its copies and never changes, and inference writes every type it reads after the
+// inputs', so a copy's types from an earlier inference are all written over. The weak_ptr
+// keeps the body's control block, so no other body takes its address meanwhile.
+std::shared_ptr<ir::Graph> inference_copy(const std::shared_ptr<ir::Graph>& body) {
+  struct Entry {
+    std::weak_ptr<ir::Graph> body;
+    std::shared_ptr<ir::Graph> copy;
+  };
+  thread_local std::unordered_map<const ir::Graph*, Entry> copies;
+  thread_local size_t prune_at = 64;
+  if (auto it = copies.find(body.get()); it != copies.end()) {
+    const Entry& e = it->second;
+    if (!e.body.expired() && !e.body.owner_before(body) && !body.owner_before(e.body)) return e.copy;
+  }
+  if (copies.size() >= prune_at) {  // bodies of graphs gone
+    for (auto it = copies.begin(); it != copies.end();) it = it->second.body.expired() ? copies.erase(it) : std::next(it);
+    prune_at = std::max<size_t>(64, 2 * copies.size());
+  }
+  std::shared_ptr<ir::Graph> copy = body->clone();
+  copies[body.get()] = {body, copy};
+  return copy;
+}
+
 }  // namespace
 
 bool is_subgraph(const ir::Node& n) { return n.op_type() == kSubgraphOp && n.domain() == kSubgraphDomain; }
@@ -40,7 +67,7 @@ void register_subgraph_op(ir::OpRegistry& r) {
   s.validate = check_body;
   s.infer = [](ir::InferContext& ctx) {
     // The body is shared (clones of the outer graph share it): infer a copy.
-    auto body = ctx.node().attr_graph(kBodyAttr)->clone();
+    const std::shared_ptr<ir::Graph> body = inference_copy(ctx.node().attr_graph(kBodyAttr));
     for (size_t i = 0; i < body->inputs().size(); ++i) body->inputs()[i]->type = ctx.input_type(i);
     for (ir::Value* o : body->outputs())
       if (o->producer()) o->type = ir::ValueType{};  // no stale declared types

@@ -492,6 +492,33 @@ TEST(SnippetsKernelCache, SameBodyAndShapesCompileOnce) {
   EXPECT_EQ(snippets::kernel_cache_stats().live, live - 1);  // released kernels leave the cache
 }
 
+TEST(SnippetsKernelCache, ASharedBodyKeepsItsKeyAndAnotherBodyGetsItsOwn) {
+  // compile_cached on a body held by a shared_ptr keeps the body's key while the body lives:
+  // the same kernel as for a copy of that body; a body with another constant, made after the
+  // first is gone, gets its own kernel (it cannot inherit the key by taking the address)
+  KILN_SKIP_WITHOUT_SNIPPETS_TARGET();
+  const snippets::KernelShapes ks{{{4, 40}}, {4, 40}};
+  auto run = [&](const snippets::Kernel& k) {
+    Tensor x(DType::f32, {4, 40}), y(DType::f32, {4, 40});
+    for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = static_cast<float>(i % 7) - 3.0f;
+    k.run({x.data<float>()}, {y.data<float>()}, 0, k.rows());
+    return y;
+  };
+  std::shared_ptr<const ir::Graph> two = relu_mul_body(2.0f);
+  auto a = snippets::compile_cached(two, ks, best_target_options());
+  auto again = snippets::compile_cached(two, ks, best_target_options());
+  auto copy = snippets::compile_cached(*relu_mul_body(2.0f), ks, best_target_options());
+  EXPECT_EQ(a.get(), again.get());
+  EXPECT_EQ(a.get(), copy.get());
+  EXPECT_FLOAT_EQ(run(*a).data<float>()[3], 0.0f * 2.0f);
+  EXPECT_FLOAT_EQ(run(*a).data<float>()[6], 3.0f * 2.0f);
+  two.reset();
+  std::shared_ptr<const ir::Graph> three = relu_mul_body(3.0f);
+  auto b = snippets::compile_cached(three, ks, best_target_options());
+  EXPECT_NE(a.get(), b.get());
+  EXPECT_FLOAT_EQ(run(*b).data<float>()[6], 3.0f * 3.0f);
+}
+
 // compile_cached's kernel for `body` on `inputs`, checked against the reference executor.
 std::shared_ptr<const snippets::Kernel> cached_against_reference(const std::shared_ptr<ir::Graph>& body,
                                                                  const std::vector<Tensor>& inputs) {

@@ -406,6 +406,24 @@ TEST(SnippetsTokenizerSubgraphOp, ShapeInferenceWithSymbolicDims) {
   EXPECT_EQ(sg->output(1)->type.shape.to_string(), "[batch,seq,4]");
   EXPECT_EQ(a->type.shape.to_string(), "[n,4]");  // inferred on a copy: the body is untouched
 
+  // again at other shapes, of another rank (the copy is kept per body between inferences:
+  // nothing of the first shapes may stay), then with an input whose last dim does not broadcast
+  x->type = f32_type({5, 4});
+  y->type = f32_type({4});
+  ir::infer_shapes(*g);
+  EXPECT_EQ(sg->output(0)->type.shape.to_string(), "[5,4]");
+  EXPECT_EQ(sg->output(1)->type.shape.to_string(), "[5,4]");
+  x->type = f32_type({2, 7, 3, 4});
+  ir::infer_shapes(*g);
+  EXPECT_EQ(sg->output(1)->type.shape.to_string(), "[2,7,3,4]");
+  x->type = f32_type({2, 3});
+  EXPECT_THROW(ir::infer_shapes(*g), Error);
+  x->type = f32_type({ir::Dim::sym("batch"), ir::Dim::sym("seq"), 4});
+  y->type = f32_type({1, 4});
+  ir::infer_shapes(*g);
+  EXPECT_EQ(sg->output(1)->type.shape.to_string(), "[batch,seq,4]");
+  EXPECT_EQ(a->type.shape.to_string(), "[n,4]");
+
   // the reference kernel runs the body
   runtime::ReferenceExecutor ex(g);
   Tensor tx = rand_f32({2, 3, 4}, 60), ty = rand_f32({1, 4}, 61);

@@ -248,7 +248,8 @@ class SubgraphNode : public Node {
   NodeKind kind() const override { return NodeKind::Subgraph; }
 
   std::vector<InputLayout> prepare() override {
-    const ir::Graph& body = *source->attr_graph(snippets::kBodyAttr);
+    const std::shared_ptr<const ir::Graph> shared_body = source->attr_graph(snippets::kBodyAttr);
+    const ir::Graph& body = *shared_body;
     snippets::KernelShapes shapes;
     for (Edge* e : inputs) shapes.inputs.push_back(e->shape);
     shapes.output = outputs[0]->shape;
@@ -349,10 +350,10 @@ class SubgraphNode : public Node {
             snippets::KernelShapes small = shapes;
             for (auto& in : small.inputs) in = Shape{kSmallChunk};
             small.output = Shape{kSmallChunk};
-            small_kernel_ = tail_ > 0 || chunks_ == 0 ? snippets::compile_cached(body, small, opt) : nullptr;
-            kernel_ = chunks_ > 0 ? snippets::compile_cached(body, shapes, opt) : small_kernel_;
+            small_kernel_ = tail_ > 0 || chunks_ == 0 ? snippets::compile_cached(shared_body, small, opt) : nullptr;
+            kernel_ = chunks_ > 0 ? snippets::compile_cached(shared_body, shapes, opt) : small_kernel_;
           } else {
-            kernel_ = snippets::compile_cached(body, shapes, opt);
+            kernel_ = snippets::compile_cached(shared_body, shapes, opt);
           }
           break;
         } catch (const Error&) {
