@@ -109,7 +109,8 @@ IrTemplate run_ir_template_stages(const ir::Graph& model, const GraphOptions& op
 IrStagesResult instantiate_ir_template(const IrTemplate& t, const std::vector<Shape>& input_shapes,
                                        const GraphOptions& options, transforms::PassLog* log) {
   IrStagesResult r;
-  r.graph = (t.tokenized ? *t.tokenized : *t.graph).clone();
+  // (stage 1 infers every computed value's shape: the template's symbolic ones are not copied)
+  r.graph = (t.tokenized ? *t.tokenized : *t.graph).clone(ir::Graph::Shapes::inputs_and_constants);
   transforms::SpecializeOptions so;
   so.nodes_validated = true;  // when the template was made
   const transforms::SpecializeResult s = transforms::specialize_shapes(*r.graph, input_shapes, so);  // 1

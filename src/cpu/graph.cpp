@@ -16,12 +16,13 @@
 namespace kiln::cpu {
 
 Edge* Graph::new_edge(const std::string& name, DType dtype, Shape shape) {
-  auto e = std::make_unique<Edge>();
+  if (edges_.size() == edge_chunks_.size() * kEdgeChunk) edge_chunks_.push_back(std::make_unique<Edge[]>(kEdgeChunk));
+  Edge* e = &edge_chunks_.back()[edges_.size() % kEdgeChunk];
   e->name = name;
   e->dtype = dtype;
   e->shape = std::move(shape);
-  edges_.push_back(std::move(e));
-  return edges_.back().get();
+  edges_.push_back(e);
+  return e;
 }
 
 Graph::Graph(std::shared_ptr<const ir::Graph> g, const GraphOptions& options)
@@ -33,7 +34,7 @@ std::vector<Node*> Graph::consumers(const Edge* e) const { return readers_of(e);
 
 const std::vector<Node*>& Graph::readers_of(const Edge* e) const {
   if (!readers_built_) {  // one scan for all edges: a pass asks for every node's readers
-    for (auto& edge : edges_) edge->readers.clear();
+    for (Edge* edge : edges_) edge->readers.clear();
     for (auto& n : nodes_)
       for (Edge* in : n->inputs)
         if (in) {

@@ -157,7 +157,11 @@ class Graph {
 
   std::shared_ptr<const ir::Graph> ir_;
   uint64_t max_arena_bytes_ = UINT64_MAX;  // kiln_max_tensor_bytes (set by run_runtime_stages)
-  std::vector<std::unique_ptr<Edge>> edges_;
+  std::vector<Edge*> edges_;  // every edge made, in order, in the chunks below
+  // Edges are made in chunks of kEdgeChunk (one allocation each, not one an edge: every new
+  // input shape's graph makes hundreds) and never move.
+  static constexpr size_t kEdgeChunk = 32;
+  std::vector<std::unique_ptr<Edge[]>> edge_chunks_;
   std::vector<std::unique_ptr<Node>> nodes_;  // execution order
   std::vector<std::unique_ptr<Node>> absorbed_;  // fused away by absorb(), freed after the passes
   // consumers()' index (Edge::readers): built on first use (stage 5), kept by absorb(),

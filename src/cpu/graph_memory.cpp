@@ -145,7 +145,7 @@ void Graph::plan_memory() {
                  "kiln_max_tensor_bytes = ", max_arena_bytes_, " (the machine's memory unless set)"));
   if (!arena_) arena_ = std::make_shared<Arena>();
   bind_arena(arena_->reserve(arena_bytes_));
-  for (auto& e : edges_) e->bind_memory();
+  for (Edge* e : edges_) e->bind_memory();
 }
 
 void Graph::bind_arena(void* base) {
@@ -184,12 +184,12 @@ void Graph::plan_in_place() {
 }
 
 void Graph::bind_views() {
-  for (auto& e : edges_) {
+  for (Edge* e : edges_) {
     if (!e->alias_of) continue;
-    char* root = static_cast<char*>(root_of(e.get())->data);  // null before an arena is bound
-    e->data = root ? root + offset_in_root(e.get()) : nullptr;
+    char* root = static_cast<char*>(root_of(e)->data);  // null before an arena is bound
+    e->data = root ? root + offset_in_root(e) : nullptr;
   }
-  for (auto& e : edges_) e->rebind_data();
+  for (Edge* e : edges_) e->rebind_data();
 }
 
 }  // namespace kiln::cpu

@@ -342,7 +342,7 @@ void Graph::index() const {
   indexed_.store(true, std::memory_order_release);
 }
 
-std::shared_ptr<Graph> Graph::clone() const {
+std::shared_ptr<Graph> Graph::clone(Shapes shapes) const {
   // Built directly rather than through add_input / add_node: the names are this graph's, unique
   // already, and every new input shape of a model whose shapes vary clones its template.
   auto g = std::make_shared<Graph>();
@@ -359,7 +359,13 @@ std::shared_ptr<Graph> Graph::clone() const {
   auto copy = [&](const Value& v) {
     Value* p = &g->values_.emplace_back();
     p->name_ = v.name_;
-    p->type = v.type;
+    if (shapes == Shapes::all || !v.producer_) {
+      p->type = v.type;
+    } else {
+      p->type.dtype = v.type.dtype;
+      p->type.kind = v.type.kind;
+      p->type.elem_kind = v.type.elem_kind;  // the shape stays unknown until inferred
+    }
     p->constant_ = v.constant_;
     p->uses_.reserve(v.uses_.size());  // filled as the readers are copied: one allocation
     p->pos_ = std::prev(g->values_.end());

@@ -220,7 +220,11 @@ class Graph {
 
   // Deep copy of the structure (nodes, values, types, attributes). Constant tensors and
   // subgraph bodies are shared with the original (both are treated as immutable).
-  std::shared_ptr<Graph> clone() const;
+  // Shapes::inputs_and_constants leaves the shapes of computed values unknown (rank too):
+  // for a copy whose shapes inference computes again right away (a new input shape's copy of
+  // the template), where copying the symbolic ones would be thrown away.
+  enum class Shapes { all, inputs_and_constants };
+  std::shared_ptr<Graph> clone(Shapes shapes = Shapes::all) const;
 
   // --- queries ---
   const std::vector<Value*>& inputs() const { return inputs_; }
