@@ -409,11 +409,13 @@ TEST(CpuDynamicShapes, AGroupedConvolutionWhosePaddingExceedsItsWindow) {
   run_stream(g, {{{1, 16, 1, 1}}, {{2, 16, 3, 9}}, {{1, 16, 8, 17}}}, {"Convolution"});
 }
 
-TEST(CpuDynamicShapes, AnAtrousConvolutionOverAMapSmallerThanItsDilationIsItsCentreTap) {
+TEST(CpuDynamicShapes, AnAtrousConvolutionOverASmallMapRunsTheGemmsOfTheTapsThatReadIt) {
   // DeepLab's atrous pyramid: 3x3 convolutions of dilation 12 and 24 (pads equal) beside a 1x1
   // one, concatenated. Where the map is no larger than the dilation along both axes, every tap
   // but the centre reads padding only: kiln's GEMM runs the centre weights as a 1x1
-  // convolution; elsewhere oneDNN's kernel runs the whole window. Against the reference either way
+  // convolution. Where the taps that read the input read at most 3 times the map's pixels,
+  // kiln's GEMM runs each of them (conv_taps_f32); elsewhere oneDNN's kernel runs the whole
+  // window. Against the reference every way
   auto g = make_graph();
   auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 16, Dim::sym("h"), Dim::sym("w")})});
   auto* a = g->add_node("Relu", {conv(*g, x, 16, 16, 1, "c1")}, 1, "r1")->output(0);
@@ -429,21 +431,37 @@ TEST(CpuDynamicShapes, AnAtrousConvolutionOverAMapSmallerThanItsDilationIsItsCen
   auto* cat_node = g->add_node("Concat", branches, 1, "pyramid");
   cat_node->attrs["axis"] = int64_t(1);
   g->add_output(cat_node->output(0));
-  // 8x8 and 8x12: both one tap; 16x40, 8x24: dilation 12 not (24 yes at 16x24, not at 16x40)
+  // 8x8 and 8x12: both one tap; 8x24 and 16x8 at dilation 12 and 16x40 at 24: the taps; 16x40
+  // at dilation 12: the whole window
   auto ex = run_stream(g, image_stream(16), {"Convolution"});
+  size_t taps = 0, whole = 0;
   for (const auto& s : image_stream(16)) {
     const auto& plan = ex->plan_for(s);
     ASSERT_TRUE(plan.cpu);
     for (const auto& n : plan.cpu->nodes()) {
       if (n->name.rfind("atrous", 0) != 0 || n->kind() != cpu::NodeKind::Convolution) continue;
-      const int64_t d = n->name == "atrous12" ? 12 : 24;
-      const bool centre = s[0][2] <= d && s[0][3] <= d;
+      const int64_t d = n->name == "atrous12" ? 12 : 24, h = s[0][2], w = s[0][3];
+      const bool centre = h <= d && w <= d;
+      // the live taps are the pairs of a live row tap and a live column tap: the side taps of
+      // an axis read its size less the dilation, where that is positive
+      const int64_t live = (h + 2 * std::max<int64_t>(0, h - d)) * (w + 2 * std::max<int64_t>(0, w - d));
       SCOPED_TRACE(cat(shape_to_string(s[0]), " ", n->name, ": ", n->impl));
-      if (centre && cpu::gemm_f32::available())
-        EXPECT_EQ(n->impl, cpu::gemm_f32::impl_name());
-      else
+      if (!cpu::gemm_f32::available()) {
         EXPECT_EQ(n->impl.find("kiln"), std::string::npos);
+      } else if (centre) {
+        EXPECT_EQ(n->impl, cpu::gemm_f32::impl_name());
+      } else if (live <= 3 * h * w) {
+        EXPECT_EQ(n->impl, cat("kiln_taps_", cpu::gemm_f32::impl_name() + 5));
+        ++taps;
+      } else {
+        EXPECT_EQ(n->impl.find("kiln"), std::string::npos);
+        ++whole;
+      }
     }
+  }
+  if (cpu::gemm_f32::available()) {
+    EXPECT_GT(taps, 0u);
+    EXPECT_GT(whole, 0u);
   }
 }
 

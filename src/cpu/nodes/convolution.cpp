@@ -11,8 +11,9 @@
 // arena (Node::scratch_bytes), not oneDNN's per-thread one: that one is made again at the
 // size of each larger primitive, so a stream of growing shapes faulted in fresh pages of
 // Winograd's transformed tiles (11 MB for a recogniser width) on every new shape.
-// Where the model's input shapes vary, 1x1 convolutions and windows over few channels (stems) run
-// kiln's GEMM instead (kiln_gemm_conv): nothing is made per shape.
+// Where the model's input shapes vary, 1x1 convolutions, windows over few channels (stems) and
+// windows that mostly read padding (conv_taps_f32.hpp) run kiln's GEMM instead (kiln_gemm_conv):
+// nothing is made per shape.
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -22,6 +23,7 @@
 
 #include "core/strings.hpp"
 #include "cpu/arena.hpp"
+#include "cpu/conv_taps_f32.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/gemm_f32.hpp"
 #include "cpu/grouped_conv_f32.hpp"
@@ -109,6 +111,7 @@ class ConvolutionNode : public Node {
   size_t scratch_bytes() const override {
     if (grouped_) return Arena::aligned(static_cast<size_t>(grouped_conv_f32::scratch_floats(*grouped_)) * sizeof(float)) *
                          static_cast<size_t>(grouped_threads_);
+    if (gemm_ && gemm_->taps) return Arena::aligned(static_cast<size_t>(conv_taps_f32::scratch_floats(*gemm_->taps)) * sizeof(float));
     if (gemm_) return gemm_->pointwise ? 0 : Arena::aligned(gemm_->scratch_floats() * sizeof(float)) * gemm_->threads;
     return wino_ ? winograd_f32::scratch_bytes(*wino_, wino_threads_) : pd_.scratchpad_desc().get_size();
   }
@@ -156,6 +159,7 @@ class ConvolutionNode : public Node {
     bool pointwise = true;
     bool strided = false;      // a strided 1x1 window: A gathered from x channels-last (strided_pixels)
     int64_t tap = -1;          // a window whose other taps all read padding: this one's offset (kh * KW + kw)
+    std::optional<conv_taps_f32::Plan> taps;  // a window that mostly reads padding: a GEMM per live tap
     im2col_f32::Geometry geo;  // im2col
     int64_t K = 0, N = 0;
     int threads = 1;
@@ -188,7 +192,10 @@ class ConvolutionNode : public Node {
         k.strided = true;
       }
     }
-    if (!k.pointwise && !k.strided && k.K > im2col_f32::kMaxColumns) return std::nullopt;
+    if (!k.pointwise && !k.strided && k.K > im2col_f32::kMaxColumns) {
+      k.taps = conv_taps_f32::plan(g, x[0], k.N);  // (DeepLab's atrous pyramid over a small map)
+      if (!k.taps) return std::nullopt;
+    }
     k.rows = std::max<int64_t>(1, std::min<int64_t>((48 + g.ow - 1) / g.ow, g.oh));  // 8 blocks of 6 rows of A
     return k;
   }
@@ -220,7 +227,9 @@ class ConvolutionNode : public Node {
     gemm_ = k;
     quick_impl = false;
     impl = k.pointwise || k.strided ? std::string(gemm_f32::impl_name())
+           : k.taps                 ? cat("kiln_taps_", gemm_f32::impl_name() + 5)     // kiln_taps_gemm:...
                                     : cat("kiln_im2col_", gemm_f32::impl_name() + 5);  // kiln_im2col_gemm:...
+    if (k.taps) return prepare_kiln_taps(*k.taps);
     const memory::desc packed({gemm_f32::packed_size(k.K, k.N)}, memory::data_type::f32, tag::a);
     // B(k, n) = W[n][k], k over (in channel, kernel row, kernel column); with a lone live tap,
     // B(c, n) = W[n][c][tap]: every window-th float from the tap's
@@ -247,12 +256,38 @@ class ConvolutionNode : public Node {
     return req;
   }
 
+  // kiln_gemm_conv's `taps` (conv_taps_f32.hpp): every tap's weights packed once, channels-last
+  // in and out, the epilogue split between the first GEMM and the end.
+  std::vector<InputLayout> prepare_kiln_taps(const conv_taps_f32::Plan& p) {
+    const memory::desc packed({conv_taps_f32::packed_floats(p.c, p.m, p.window)}, memory::data_type::f32, tag::a);
+    weights_ = pack_weights(inputs[1]->constant, cat("conv/kiln_taps/", gemm_f32::impl_name()), packed, [&](memory& dst) {
+      conv_taps_f32::pack(static_cast<const float*>(inputs[1]->data), p.c, p.m, p.window,
+                          static_cast<float*>(dst.get_data_handle()));
+    });
+    const int sum = post_ops_.sum_input();
+    gemm_f32::Epilogue ep;
+    ep.bias = has_bias() ? static_cast<const float*>(inputs[2]->data) : nullptr;
+    ep.accumulate = sum >= 0;  // execute() starts the output from the summand
+    to_gemm_epilogue_per_channel(post_ops_, sum >= 0 ? 1 : 0, p.m, ep, nullptr);
+    conv_taps_f32::split_epilogue(p, ep, &gemm_ep_, &taps_last_);
+    const memory::desc out_nhwc(to_dims(outputs[0]->shape), memory::data_type::f32, tag::nhwc);
+    outputs[0]->set_layout(out_nhwc);
+    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
+    req[0] = InputLayout::exact(memory::desc(to_dims(inputs[0]->shape), memory::data_type::f32, tag::nhwc));
+    if (sum >= 0) req[static_cast<size_t>(sum)] = InputLayout::exact(out_nhwc);
+    return req;
+  }
+
   void run_kiln_gemm() {
     const KilnGemm& k = *gemm_;
     const float* x = static_cast<const float*>(inputs[0]->data);
     float* y = static_cast<float*>(outputs[0]->data);
     const float* w = static_cast<const float*>(weights_.get_data_handle());
     const im2col_f32::Geometry& g = k.geo;
+    if (k.taps) {
+      conv_taps_f32::run(*k.taps, x, w, y, gemm_ep_, taps_last_, static_cast<float*>(scratch), k.threads);
+      return;
+    }
     if (k.pointwise) {
       gemm_f32::run(x, inputs[0]->shape[0] * g.h * g.w, k.K, k.K, w, k.N, y, k.N, gemm_ep_);
       return;
@@ -533,6 +568,7 @@ class ConvolutionNode : public Node {
   std::optional<grouped_conv_f32::Geometry> grouped_;  // kiln's grouped convolution runs the node
   int grouped_threads_ = 1;
   gemm_f32::Epilogue gemm_ep_;
+  gemm_f32::Epilogue taps_last_;  // gemm_->taps: the ops after the last tap (conv_taps_f32::split_epilogue)
   int wino_threads_ = 1;
 };
 
