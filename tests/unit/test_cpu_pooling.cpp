@@ -8,10 +8,12 @@
 #include <cmath>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <random>
 
 #include "cpu/graph.hpp"
 #include "cpu/pool_f32.hpp"
+#include "cpu/resize_f32.hpp"
 #include "ir/op_registry.hpp"
 #include "runtime/reference_executor.hpp"
 #include "transforms/specialize_shapes.hpp"
@@ -526,7 +528,10 @@ struct ResizeCase {
 
 }  // namespace
 
-TEST(CpuResize, MatchesReferenceWhereOneDnnReproducesIt) {
+TEST(CpuResize, MatchesReferenceOnKilnsKernelOrWhereOneDnnReproducesIt) {
+  // Each resize is the graph's output: kiln's kernel takes every 4-D nearest / linear one of the
+  // two last dims where the CPU has AVX2 (whatever oneDNN would do: no Reorder after it); the
+  // others oneDNN where it reproduces the reference, else the reference
   std::vector<ResizeCase> cases = {
       {"nearest asymmetric floor x2", {1, 3, 7, 9}, {1, 1, 2, 2}, {}, "nearest", "asymmetric", "floor", true},
       {"nearest asymmetric floor x2 blocked", {1, 17, 5, 6}, {1, 1, 2, 2}, {}, "nearest", "asymmetric", "floor", true, true},
@@ -555,6 +560,12 @@ TEST(CpuResize, MatchesReferenceWhereOneDnnReproducesIt) {
       {"linear scale != out/in", {1, 3, 5, 5}, {1, 1, 1.7f, 1.7f}, {}, "linear", "half_pixel", "", false},
       {"cubic", {1, 3, 4, 4}, {1, 1, 2, 2}, {}, "cubic", "half_pixel", "", false},
       {"channels resized", {1, 3, 4, 4}, {1, 2, 2, 2}, {}, "nearest", "asymmetric", "floor", false},
+      {"linear align_corners sizes 5x7 -> 19x30", {2, 3, 5, 7}, {}, {2, 3, 19, 30}, "linear", "align_corners", "", false},
+      {"linear half_pixel_symmetric x1.7", {1, 3, 5, 6}, {1, 1, 1.7f, 1.7f}, {}, "linear", "half_pixel_symmetric", "", false,
+       false, "Resize", 19},
+      {"nearest tf_half_pixel_for_nn x2.5", {1, 2, 4, 6}, {1, 1, 2.5f, 2.5f}, {}, "nearest", "tf_half_pixel_for_nn",
+       "round_prefer_ceil", false},
+      {"linear align_corners to one row", {1, 2, 6, 9}, {}, {1, 2, 1, 17}, "linear", "align_corners", "", false},
   };
   uint32_t seed = 400;
   for (const auto& c : cases) {
@@ -579,8 +590,49 @@ TEST(CpuResize, MatchesReferenceWhereOneDnnReproducesIt) {
     n->attrs["mode"] = c.mode;
     g->add_output(n->output(0));
     auto cg = compare_with_reference(g, {pool_random(c.x, seed++)});
+    const bool channels = c.scales.empty() ? c.sizes[1] != c.x[1] : c.scales[1] != 1.0f;
+    if (cpu::resize_f32::available() && c.x.size() == 4 && c.mode != "cubic" && !channels) {
+      ASSERT_EQ(count_type(*cg, "Resize"), 1u) << cg->describe();
+      EXPECT_EQ(pool_find(*cg, "Resize")->impl, cpu::resize_f32::impl_name()) << cg->describe();
+      continue;
+    }
     ASSERT_EQ(count_type(*cg, "Resize"), c.expect_onednn ? 1u : 0u) << cg->describe();
     if (c.expect_onednn) expect_jit(*cg, "Resize");
+  }
+}
+
+TEST(CpuResize, KilnsKernelLeavesOutTapsOfWeightZeroAsTheReference) {
+  // infinities and NaN in the input: at an output pixel on an input pixel (weight 1 and 0) the
+  // reference takes that pixel alone, where 0 * inf would be NaN
+  if (!cpu::resize_f32::available()) GTEST_SKIP() << "kiln's resize needs AVX2";
+  for (const std::string mode : {"linear", "nearest"}) {
+    SCOPED_TRACE(mode);
+    auto g = make_graph(13);
+    auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 2, 5, 11})});
+    auto* n = g->add_node("Resize", {x, nullptr, nullptr, g->add_constant("sizes", Tensor::from_vector<int64_t>({1, 2, 9, 21}, {4}))},
+                          1, "resize");
+    n->attrs["mode"] = mode;
+    n->attrs["coordinate_transformation_mode"] = std::string("align_corners");
+    g->add_output(n->output(0));
+    Tensor in = pool_random({1, 2, 5, 11}, 77);
+    in.data<float>()[3] = std::numeric_limits<float>::infinity();
+    in.data<float>()[11 + 4] = -std::numeric_limits<float>::infinity();
+    in.data<float>()[55 + 22 + 6] = std::numeric_limits<float>::quiet_NaN();
+    ir::infer_shapes(*g);
+    runtime::ReferenceExecutor ref(g);
+    const Tensor want = ref.run({in})[0];
+    cpu::Graph cg(g);
+    ASSERT_EQ(pool_find(cg, "Resize")->impl, cpu::resize_f32::impl_name()) << cg.describe();
+    const Tensor got = cg.run({in})[0];
+    size_t infinite = 0;
+    for (int64_t i = 0; i < want.size(); ++i) {
+      const float a = got.data<float>()[i], b = want.data<float>()[i];
+      infinite += std::isinf(b);
+      if (std::isnan(b)) EXPECT_TRUE(std::isnan(a)) << i;
+      else if (std::isinf(b)) EXPECT_EQ(a, b) << i;
+      else EXPECT_NEAR(a, b, 1e-5f * (1 + std::fabs(b))) << i;
+    }
+    EXPECT_GT(infinite, 0u);
   }
 }
 
@@ -626,9 +678,12 @@ TEST(CpuLayouts, PoolNormConcatLrnResizeRunOnChannelBlockedInputs) {
          return n->output(0);
        }},
       {"Resize", [](ir::Graph& g, ir::Value* in) {
+         // read by another node (a graph output would take kiln's kernel, plain)
          auto* n = g.add_node("Resize", {in, nullptr, g.add_constant("sc", Tensor::from_vector<float>({1, 1, 2, 2}, {4}))}, 1, "op");
          n->attrs["mode"] = std::string("linear");
-         return n->output(0);
+         auto* reader = g.add_node("Concat", {n->output(0), n->output(0)}, 1, "reader");
+         reader->attrs["axis"] = int64_t(1);
+         return reader->output(0);
        }},
   };
   uint32_t seed = 500;

@@ -6,13 +6,21 @@
 // the reference kernel and of oneDNN for every output coordinate and accepts the node
 // only where they agree: e.g. nearest asymmetric/floor or half_pixel at integer
 // upscales, linear half_pixel / pytorch_half_pixel whenever scale == out / in.
-// Everything else (cubic, align_corners at most sizes, tf_crop_and_resize, ...) stays
-// on Reference.
+// Where oneDNN does not agree (align_corners at most sizes, half_pixel_symmetric, scales
+// other than out / in), and where the input is plain or the output leaves the graph (a
+// segmentation model's last upsampling: no Reorder after it), 4-D plain tensors take kiln's
+// kernel (cpu/resize_f32.hpp) with the reference's own taps, when the CPU has AVX2. Cubic,
+// tf_crop_and_resize and antialias stay on Reference.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "core/strings.hpp"
+#include "cpu/arena.hpp"
 #include "cpu/dnnl_util.hpp"
+#include "cpu/resize_f32.hpp"
 #include "cpu/nodes/node_factory.hpp"
 
 namespace kiln::cpu {
@@ -21,14 +29,18 @@ namespace {
 
 using dnnl::memory;
 
-enum class Coord { half_pixel, pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn };
+enum class Coord { half_pixel, half_pixel_symmetric, pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn };
 enum class Rounding { round_prefer_floor, round_prefer_ceil, floor, ceil, simple };
 
-// ONNX reference (src/ops/shape_resize.cpp): input coordinate of output coordinate o.
-double onnx_coord(Coord c, int64_t o, double scale, int64_t in, double out_len) {
+// ONNX reference (src/ops/shape_resize.cpp): input coordinate of output coordinate o of `out`.
+double onnx_coord(Coord c, int64_t o, double scale, int64_t in, int64_t out, double out_len) {
   const double x = static_cast<double>(o);
   switch (c) {
     case Coord::half_pixel: return (x + 0.5) / scale - 0.5;
+    case Coord::half_pixel_symmetric: {
+      const double adjustment = static_cast<double>(out) / out_len, center = static_cast<double>(in) / 2;
+      return center * (1 - adjustment) + (x + 0.5) / scale - 0.5;
+    }
     case Coord::pytorch_half_pixel: return out_len > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
     case Coord::align_corners: return out_len == 1 ? 0.0 : x * static_cast<double>(in - 1) / (out_len - 1);
     case Coord::asymmetric: return x / scale;
@@ -89,7 +101,7 @@ bool axis_matches(bool linear, Coord c, Rounding r, double scale, double out_len
     if (!linear) {
       const int64_t d = static_cast<int64_t>(std::roundf(s));
       int64_t want = o;
-      if (!identity) want = std::clamp<int64_t>(onnx_nearest(r, onnx_coord(c, o, scale, in, out_len), scale), 0, in - 1);
+      if (!identity) want = std::clamp<int64_t>(onnx_nearest(r, onnx_coord(c, o, scale, in, out, out_len), scale), 0, in - 1);
       if (d != want) return false;
       continue;
     }
@@ -99,7 +111,7 @@ bool axis_matches(bool linear, Coord c, Rounding r, double scale, double out_len
     if (identity) {
       ref.add(o, 1.0);
     } else {
-      const double x = onnx_coord(c, o, scale, in, out_len);
+      const double x = onnx_coord(c, o, scale, in, out, out_len);
       const double f = std::floor(x), t = x - f;
       const int64_t x0 = static_cast<int64_t>(f);
       ref.add(std::clamp<int64_t>(x0, 0, in - 1), 1.0 - t);
@@ -121,43 +133,76 @@ bool axis_matches(bool linear, Coord c, Rounding r, double scale, double out_len
   return true;
 }
 
-// The oneDNN algorithm for a Resize/Upsample node, if it reproduces the reference.
-bool resize_algorithm(const ir::Node& n, dnnl::algorithm& alg) {
-  const bool upsample = n.op_type() == "Upsample";
-  const ir::Value *x = n.input(0), *y = n.output(0);
-  if (!x || x->type.dtype != DType::f32 || y->type.dtype != DType::f32) return false;
-  if (!x->type.shape.is_static() || !y->type.shape.is_static()) return false;
-  const Shape xs = x->type.shape.to_shape(), ys = y->type.shape.to_shape();
-  const size_t rank = xs.size();
-  if (rank < 3 || rank > 5 || ys.size() != rank || shape_size(xs) == 0 || shape_size(ys) == 0) return false;
-
-  const std::string mode = n.attr_s("mode", "nearest");
-  bool linear;
-  if (mode == "nearest") linear = false;
-  else if (mode == "linear" || mode == "bilinear") linear = true;
-  else return false;
+// What the reference computes for a Resize/Upsample node that kiln can run: f32, rank 3-5,
+// nearest or linear over the spatial dims, the scales of every axis (given, or out / in).
+struct ResizeSpec {
+  Shape xs, ys;
+  bool linear = false;
   Coord coord = Coord::asymmetric;
   Rounding rounding = Rounding::simple;
+  std::vector<double> scales, out_len;
+  // the taps of one output coordinate along axis k (a spatial one)
+  Taps taps(size_t k, int64_t o) const {
+    Taps t;
+    const int64_t in = xs[k], out = ys[k];
+    if (in == out && scales[k] == 1.0) {  // the reference skips the axis
+      t.add(o, 1.0);
+      return t;
+    }
+    const double x = onnx_coord(coord, o, scales[k], in, out, out_len[k]);
+    if (!linear) {
+      t.add(std::clamp<int64_t>(onnx_nearest(rounding, x, scales[k]), 0, in - 1), 1.0);
+      return t;
+    }
+    const double f = std::floor(x), w = x - f;
+    const int64_t x0 = static_cast<int64_t>(f);
+    t.index[0] = std::clamp<int64_t>(x0, 0, in - 1), t.weight[0] = 1.0 - w;  // kept apart, as the reference
+    t.index[1] = std::clamp<int64_t>(x0 + 1, 0, in - 1), t.weight[1] = w;    // keeps them
+    t.n = 2;
+    return t;
+  }
+};
+
+std::optional<ResizeSpec> resize_spec(const ir::Node& n) {
+  const bool upsample = n.op_type() == "Upsample";
+  const ir::Value *x = n.input(0), *y = n.output(0);
+  if (!x || x->type.dtype != DType::f32 || y->type.dtype != DType::f32) return std::nullopt;
+  if (!x->type.shape.is_static() || !y->type.shape.is_static()) return std::nullopt;
+  ResizeSpec r;
+  r.xs = x->type.shape.to_shape(), r.ys = y->type.shape.to_shape();
+  const Shape &xs = r.xs, &ys = r.ys;
+  const size_t rank = xs.size();
+  if (rank < 3 || rank > 5 || ys.size() != rank || shape_size(xs) == 0 || shape_size(ys) == 0) return std::nullopt;
+
+  const std::string mode = n.attr_s("mode", "nearest");
+  bool& linear = r.linear;
+  if (mode == "nearest") linear = false;
+  else if (mode == "linear" || mode == "bilinear") linear = true;
+  else return std::nullopt;
+  Coord& coord = r.coord;
+  Rounding& rounding = r.rounding;
   if (!upsample && n.opset() != 10) {
     const std::string c = n.attr_s("coordinate_transformation_mode", "half_pixel");
     if (c == "half_pixel") coord = Coord::half_pixel;
+    else if (c == "half_pixel_symmetric") coord = Coord::half_pixel_symmetric;
     else if (c == "pytorch_half_pixel") coord = Coord::pytorch_half_pixel;
     else if (c == "align_corners") coord = Coord::align_corners;
     else if (c == "asymmetric") coord = Coord::asymmetric;
     else if (c == "tf_half_pixel_for_nn") coord = Coord::tf_half_pixel_for_nn;
-    else return false;  // tf_crop_and_resize: roi, extrapolation
+    else return std::nullopt;  // tf_crop_and_resize: roi, extrapolation
     const std::string r = n.attr_s("nearest_mode", "round_prefer_floor");
     if (r == "round_prefer_floor") rounding = Rounding::round_prefer_floor;
     else if (r == "round_prefer_ceil") rounding = Rounding::round_prefer_ceil;
     else if (r == "floor") rounding = Rounding::floor;
     else if (r == "ceil") rounding = Rounding::ceil;
-    else return false;
-    if (n.attr_i("antialias", 0) != 0 || n.has_attr("axes")) return false;
-    if (n.attr_s("keep_aspect_ratio_policy", "stretch") != "stretch") return false;
+    else return std::nullopt;
+    if (n.attr_i("antialias", 0) != 0 || n.has_attr("axes")) return std::nullopt;
+    if (n.attr_s("keep_aspect_ratio_policy", "stretch") != "stretch") return std::nullopt;
   }
 
   // the scales the reference uses (given, or out / in when sizes are given)
-  std::vector<double> scales, out_len;
+  std::vector<double>& scales = r.scales;
+  std::vector<double>& out_len = r.out_len;
   // an optional input: absent (nullptr), a constant, or present but computed (reject)
   bool computed = false;
   auto constant_of = [&](size_t i) -> const Tensor* {
@@ -170,41 +215,74 @@ bool resize_algorithm(const ir::Node& n, dnnl::algorithm& alg) {
   if (upsample) {
     sc = constant_of(1);
     if (!sc && !computed) {
-      if (!n.has_attr("scales")) return false;
+      if (!n.has_attr("scales")) return std::nullopt;
       for (float f : n.attr_floats("scales")) scales.push_back(f);
     }
   } else {
     sc = constant_of(2);
     sz = constant_of(3);
-    if ((sc != nullptr) == (sz != nullptr)) return false;
+    if ((sc != nullptr) == (sz != nullptr)) return std::nullopt;
   }
-  if (computed) return false;
+  if (computed) return std::nullopt;
   if (sz) {
-    if (sz->dtype() != DType::i64 || static_cast<size_t>(sz->size()) != rank) return false;
+    if (sz->dtype() != DType::i64 || static_cast<size_t>(sz->size()) != rank) return std::nullopt;
     const auto sizes = sz->to_i64();
     for (size_t k = 0; k < rank; ++k) {
-      if (sizes[k] != ys[k]) return false;
+      if (sizes[k] != ys[k]) return std::nullopt;
       scales.push_back(static_cast<double>(ys[k]) / static_cast<double>(xs[k]));
       out_len.push_back(static_cast<double>(ys[k]));
     }
   } else {
     if (sc) {
-      if (!is_floating(sc->dtype())) return false;
+      if (!is_floating(sc->dtype())) return std::nullopt;
       scales = sc->to_f64();
     }
-    if (scales.size() != rank) return false;
+    if (scales.size() != rank) return std::nullopt;
     for (size_t k = 0; k < rank; ++k) {
-      if (!(scales[k] > 0) || !std::isfinite(scales[k])) return false;
+      if (!(scales[k] > 0) || !std::isfinite(scales[k])) return std::nullopt;
       out_len.push_back(static_cast<double>(xs[k]) * scales[k]);
     }
   }
-  if (ys[0] != xs[0] || ys[1] != xs[1] || scales[0] != 1.0 || scales[1] != 1.0) return false;
-  for (size_t k = 2; k < rank; ++k) {
-    const bool identity = xs[k] == ys[k] && scales[k] == 1.0;  // the reference skips the axis
-    if (!axis_matches(linear, coord, rounding, scales[k], out_len[k], xs[k], ys[k], identity)) return false;
+  if (ys[0] != xs[0] || ys[1] != xs[1] || scales[0] != 1.0 || scales[1] != 1.0) return std::nullopt;
+  return r;
+}
+
+// The oneDNN algorithm for a Resize/Upsample node, if it reproduces the reference.
+bool resize_algorithm(const ResizeSpec& r, dnnl::algorithm& alg) {
+  if (r.coord == Coord::half_pixel_symmetric) return false;  // not in axis_matches' table
+  for (size_t k = 2; k < r.xs.size(); ++k) {
+    const bool identity = r.xs[k] == r.ys[k] && r.scales[k] == 1.0;  // the reference skips the axis
+    if (!axis_matches(r.linear, r.coord, r.rounding, r.scales[k], r.out_len[k], r.xs[k], r.ys[k], identity)) return false;
   }
-  alg = linear ? dnnl::algorithm::resampling_linear : dnnl::algorithm::resampling_nearest;
+  alg = r.linear ? dnnl::algorithm::resampling_linear : dnnl::algorithm::resampling_nearest;
   return true;
+}
+
+// Whether kiln's kernel runs it: 4-D (the two last dims resized), AVX2, sizes an int32 indexes.
+bool kiln_runs(const ResizeSpec& r) {
+  return resize_f32::available() && r.xs.size() == 4 && r.xs[2] < INT32_MAX && r.xs[3] < INT32_MAX;
+}
+
+// kiln's kernel's geometry: the reference's taps of each output row and column.
+resize_f32::Geometry kiln_geometry(const ResizeSpec& r) {
+  resize_f32::Geometry g;
+  g.planes = r.xs[0] * r.xs[1];
+  g.ih = r.xs[2], g.iw = r.xs[3], g.oh = r.ys[2], g.ow = r.ys[3];
+  g.linear = r.linear;
+  auto fill = [&](size_t k, resize_f32::Axis& a) {
+    const size_t n = static_cast<size_t>(r.ys[k]);
+    a.i0.resize(n), a.i1.resize(n), a.w0.resize(n), a.w1.resize(n);
+    for (size_t o = 0; o < n; ++o) {
+      const Taps t = r.taps(k, static_cast<int64_t>(o));
+      a.i0[o] = static_cast<int32_t>(t.index[0]);
+      a.w0[o] = static_cast<float>(t.weight[0]);
+      a.i1[o] = static_cast<int32_t>(t.n > 1 ? t.index[1] : t.index[0]);
+      a.w1[o] = t.n > 1 ? static_cast<float>(t.weight[1]) : 0.0f;
+    }
+  };
+  fill(2, g.h);
+  fill(3, g.w);
+  return g;
 }
 
 class ResizeNode : public SrcDstPrimitiveNode {
@@ -214,8 +292,23 @@ class ResizeNode : public SrcDstPrimitiveNode {
   NodeKind kind() const override { return NodeKind::Resize; }
 
   std::vector<InputLayout> prepare() override {
+    kiln_.reset();
+    const std::optional<ResizeSpec> spec = resize_spec(*source);
+    KILN_CHECK(spec, cat(source->describe(), ": not a resize kiln runs"));
     dnnl::algorithm alg;
-    KILN_CHECK(resize_algorithm(*source, alg), cat(source->describe(), ": not reproducible by oneDNN resampling"));
+    const bool dnnl_agrees = resize_algorithm(*spec, alg);
+    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
+    // kiln's kernel where oneDNN does not agree, and where it costs no Reorder: a plain input,
+    // or an output that leaves the graph (oneDNN writes the input's blocked layout)
+    if (kiln_runs(*spec) && (!dnnl_agrees || inputs[0]->is_plain() || output_readers.empty())) {
+      kiln_ = kiln_geometry(*spec);
+      threads_ = omp_get_max_threads();
+      impl = resize_f32::impl_name();
+      outputs[0]->blocked.reset();
+      req[0] = InputLayout::plain();
+      return req;
+    }
+    KILN_CHECK(dnnl_agrees, cat(source->describe(), ": not reproducible by oneDNN resampling"));
     Edge* out = outputs[0];
     memory::desc dst_any(to_dims(out->shape), memory::data_type::f32, memory::format_tag::any);
     dnnl::resampling_forward::desc d(dnnl::prop_kind::forward_inference, alg, inputs[0]->desc(), dst_any);
@@ -223,13 +316,26 @@ class ResizeNode : public SrcDstPrimitiveNode {
     prim_ = dnnl::resampling_forward(pd_);
     impl = pd_.impl_info_str();
     out->set_layout(pd_.dst_desc());
-    std::vector<InputLayout> req(inputs.size(), InputLayout::any());
     return req;
   }
 
+  size_t scratch_bytes() const override {
+    return kiln_ ? Arena::aligned(static_cast<size_t>(resize_f32::scratch_floats(*kiln_, threads_)) * sizeof(float)) : 0;
+  }
+
+  void execute(dnnl::stream& stream) override {
+    if (!kiln_) {
+      SrcDstPrimitiveNode::execute(stream);
+      return;
+    }
+    resize_f32::run(*kiln_, static_cast<const float*>(inputs[0]->data), static_cast<float*>(outputs[0]->data),
+                    static_cast<float*>(scratch), threads_);
+  }
 
  private:
   dnnl::resampling_forward::primitive_desc pd_;
+  std::optional<resize_f32::Geometry> kiln_;  // kiln's kernel runs the node
+  int threads_ = 1;
 };
 
 }  // namespace
@@ -237,8 +343,9 @@ class ResizeNode : public SrcDstPrimitiveNode {
 bool resize_supports(const ir::Node& n) {
   if ((n.op_type() != "Resize" && n.op_type() != "Upsample") || !n.is_onnx_domain()) return false;
   if (n.num_outputs() != 1 || n.num_inputs() < 1) return false;
+  const std::optional<ResizeSpec> spec = resize_spec(n);
   dnnl::algorithm alg;
-  return resize_algorithm(n, alg);
+  return spec && (kiln_runs(*spec) || resize_algorithm(*spec, alg));
 }
 
 std::unique_ptr<Node> make_resize_node(const ir::Node& n) { return std::make_unique<ResizeNode>(n); }
