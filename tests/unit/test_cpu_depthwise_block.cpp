@@ -24,7 +24,7 @@ namespace {
 
 struct Block {
   int64_t n = 1, cin = 16, ce = 48, cout = 16, h = 10, w = 12;
-  int64_t k = 3, stride = 1;
+  int64_t k = 3, stride = 1, dil = 1;  // the depthwise window, its stride and dilation (pads dil * k / 2)
   bool expand = true, project = true, residual = true;
   bool clip = true;  // Clip(0, 6) after the expansion and the depthwise convolution (else Relu)
   int64_t ek = 1, estride = 1;  // the expansion's window (pads ek / 2) and stride: 1x1, or an image stem's
@@ -59,9 +59,10 @@ std::shared_ptr<ir::Graph> block_graph(const Block& b) {
                                  g->add_constant("b2", random_tensor({b.ce}, 4, 0.2f))},
                         1, "dw");
   d->attrs["group"] = b.ce;
-  const int64_t p = b.k / 2;
+  const int64_t p = b.dil * (b.k / 2);
   d->attrs["pads"] = std::vector<int64_t>{p, p, p, p};
   d->attrs["strides"] = std::vector<int64_t>{b.stride, b.stride};
+  if (b.dil > 1) d->attrs["dilations"] = std::vector<int64_t>{b.dil, b.dil};
   ir::Value* y = act(d->output(0), "act2");
   if (b.project)
     y = g->add_node("Conv", {y, g->add_constant("w3", random_tensor({b.cout, b.ce, 1, 1}, 5, 0.4f)),
@@ -211,6 +212,23 @@ TEST(CpuFuseDepthwiseBlock, AnInvertedResidualIsOneNodeMatchingTheReference) {
   window_residual.cin = 4, window_residual.ce = 24, window_residual.cout = 4, window_residual.ek = 3;
   window_residual.h = 9, window_residual.w = 11, window_residual.n = 2;
   cases.push_back({"3x3 stride 1 window expansion with the residual", window_residual});
+  // dilated (DeepLab's backbone: 5x5 at dilation 2): each phase of the columns mod the
+  // dilation an undilated row, the window's rows dil apart in the ring
+  Block dil5;
+  dil5.k = 5, dil5.dil = 2, dil5.h = 13, dil5.w = 11, dil5.ce = 40;
+  cases.push_back({"5x5 dilation 2 with the residual", dil5});
+  Block dil_batch;
+  dil_batch.dil = 3, dil_batch.n = 3, dil_batch.h = 7, dil_batch.w = 8, dil_batch.ce = 24;
+  cases.push_back({"3x3 dilation 3, batch of 3: the third image by channels", dil_batch});
+  Block dil_narrow;
+  dil_narrow.dil = 4, dil_narrow.h = 6, dil_narrow.w = 3, dil_narrow.residual = false, dil_narrow.cout = 8;
+  cases.push_back({"3x3 dilation 4 over a map narrower than it", dil_narrow});
+  Block dil_bands;
+  dil_bands.k = 5, dil_bands.dil = 2, dil_bands.h = 60, dil_bands.w = 20, dil_bands.ce = 32, dil_bands.residual = false;
+  cases.push_back({"5x5 dilation 2, one image in row bands: the ring holds the dilated window", dil_bands});
+  Block dil_alone;
+  dil_alone.dil = 2, dil_alone.expand = false, dil_alone.project = false, dil_alone.residual = false, dil_alone.ce = 19;
+  cases.push_back({"dilation 2 alone, channel tails", dil_alone});
   for (const auto& [what, b] : cases) {
     SCOPED_TRACE(what);
     transforms::PassLog log;
@@ -256,14 +274,23 @@ TEST(CpuFuseDepthwiseBlock, OnlyWhereShapesVaryAndNotForWhatItsKernelsLack) {
     EXPECT_EQ(count_type(*cg, "DepthwiseBlock"), 0u);
     EXPECT_EQ(count_type(*cg, "Convolution"), 3u);
   }
-  {  // a dilated depthwise convolution: no kernel of kiln's
-    auto g = block_graph(b);
-    for (ir::Node* n : g->nodes())
-      if (n->name() == "dw") n->attrs["dilations"] = std::vector<int64_t>{2, 2}, n->attrs["pads"] = std::vector<int64_t>{2, 2, 2, 2};
-    transforms::PassLog log;
-    auto cg = compare_with_reference(g, {random_tensor({1, 16, 10, 12}, 7)}, agnostic(&log));
-    EXPECT_EQ(count_type(*cg, "DepthwiseBlock"), 0u);
-    EXPECT_TRUE(log_has(log, false, "expand -> project: not one DepthwiseBlock: dw is dilated")) << explain(log);
+  {  // dilated and strided, or dilated with padding not a multiple of the dilation: no phases
+    for (auto [stride, pad, why] : {std::tuple{int64_t(2), int64_t(2), "dw is dilated and strided"},
+                                    std::tuple{int64_t(1), int64_t(1), "dw's padding is not a multiple of its dilation"}}) {
+      Block r = b;
+      r.residual = false;  // (the output's shape changes)
+      auto g = block_graph(r);
+      for (ir::Node* n : g->nodes())
+        if (n->name() == "dw") {
+          n->attrs["dilations"] = std::vector<int64_t>{2, 2};
+          n->attrs["pads"] = std::vector<int64_t>{pad, pad, pad, pad};
+          n->attrs["strides"] = std::vector<int64_t>{stride, stride};
+        }
+      transforms::PassLog log;
+      auto cg = compare_with_reference(g, {random_tensor({1, 16, 10, 12}, 7)}, agnostic(&log));
+      EXPECT_EQ(count_type(*cg, "DepthwiseBlock"), 0u);
+      EXPECT_TRUE(log_has(log, false, cat("expand -> project: not one DepthwiseBlock: ", why))) << explain(log);
+    }
   }
   {  // a 7x7 window
     Block k7 = b;

@@ -67,6 +67,7 @@ class DepthwiseBlockNode : public Node {
     }
     k_ = dw.inputs[1]->shape[2];
     stride_ = dw.source->attr_ints("strides", {1, 1})[0];
+    dil_ = dw.source->attr_ints("dilations", {1, 1})[0];
     dw_source_ = dw.source;
   }
   const char* type() const override { return "DepthwiseBlock"; }
@@ -186,7 +187,7 @@ class DepthwiseBlockNode : public Node {
       for (int64_t i = 0; i < m; ++i) {
         const int64_t top = (o + i) * stride_ - pad_t_;  // the window's first input row
         if (expand) {
-          const int64_t need = std::min(h_, top + k_);
+          const int64_t need = std::min(h_, top + span());
           if (need > done) {  // a GEMM over expand_rows_ rows at least (fewer at the image's end)
             const int64_t from = std::max(done, std::max<int64_t>(top, 0));
             const int64_t to = std::min(h_, std::max(need, from + expand_rows_));
@@ -205,10 +206,10 @@ class DepthwiseBlockNode : public Node {
           }
         }
         for (int64_t j = 0; j < k_; ++j) {
-          const int64_t h = top + j;
+          const int64_t h = top + j * dil_;
           rows[j] = h < 0 || h >= h_ ? nullptr : expand ? ring + h % ring_rows_ * e_row : x_img + h * e_row;
         }
-        depthwise_f32::row(g, rows, w2, bias_of(kB2), dst + i * wo_ * ce_);
+        dw_row(g, rows, w2, bias_of(kB2), dst + i * wo_ * ce_);
       }
       gemm_f32::apply_epilogue(dst, m * wo_, ce_, ce_, ep2_);  // what the clamp did not (usually nothing)
       if (!inputs[kW3]) continue;
@@ -243,10 +244,10 @@ class DepthwiseBlockNode : public Node {
       const float* rows[5] = {};
       for (int64_t o = 0; o < ho_; ++o) {
         for (int64_t j = 0; j < k_; ++j) {
-          const int64_t h = o * stride_ - pad_t_ + j;
+          const int64_t h = o * stride_ - pad_t_ + j * dil_;
           rows[j] = h < 0 || h >= h_ ? nullptr : src + h * w_ * ce_ + c0;
         }
-        depthwise_f32::row(g, rows, w2, b2, dst + o * wo_ * ce_ + c0);
+        dw_row(g, rows, w2, b2, dst + o * wo_ * ce_ + c0);
       }
       gemm_f32::apply_epilogue(dst + c0, ho_ * wo_, c1 - c0, ce_, shifted(ep2_, c0));
     }
@@ -269,6 +270,30 @@ class DepthwiseBlockNode : public Node {
     return s;
   }
 
+  // Rows of the window taken `dil_` apart (the kernel's rows are the caller's to pick).
+  int64_t span() const { return (k_ - 1) * dil_ + 1; }
+
+  // One output row. Dilated (stride 1, the left padding a multiple of the dilation: refuses()
+  // says so), the columns of each phase mod the dilation are an undilated convolution of the
+  // input's columns of that phase: pixels dil_ apart in the rows and in the output.
+  void dw_row(const depthwise_f32::Row& g, const float* const* rows, const float* w2, const float* b2, float* out) const {
+    if (dil_ == 1) {
+      depthwise_f32::row(g, rows, w2, b2, out);
+      return;
+    }
+    const int64_t px = g.pixels_apart();
+    const float* phase_rows[5] = {};
+    for (int64_t phase = 0; phase < std::min(dil_, g.out_width); ++phase) {
+      depthwise_f32::Row v = g;
+      v.pixel_stride = px * dil_;
+      v.in_width = (g.in_width - phase + dil_ - 1) / dil_;
+      v.out_width = (g.out_width - phase + dil_ - 1) / dil_;
+      v.pad_left = g.pad_left / dil_;
+      for (int64_t j = 0; j < k_; ++j) phase_rows[j] = rows[j] ? rows[j] + phase * px : nullptr;
+      depthwise_f32::row(v, phase_rows, w2, b2, out + phase * px);
+    }
+  }
+
   depthwise_f32::Row row_geometry() const {
     depthwise_f32::Row g;
     g.channels = ce_, g.in_width = w_, g.out_width = wo_, g.k = k_, g.stride = stride_, g.pad_left = pad_l_;
@@ -288,7 +313,7 @@ class DepthwiseBlockNode : public Node {
     // 1.3-3x faster on MobileNet-v2's layers at batch 1 (whole GEMM panels split unevenly, E
     // written and read across the whole image instead of a ring in L1 / L2).
     // (a window expansion's im2col goes by rows: bands)
-    const bool halo = (k_ - stride_) * (threads_ - 1) * 5 > h_;
+    const bool halo = (span() - stride_) * (threads_ - 1) * 5 > h_;
     split_channels_ = n_ % threads_ != 0 && halo && !window_ &&
                       (inputs[kW1] ? e_image : 0) + d_image <= kSharedBytes * threads_;
     shared_e_bytes_ = split_channels_ && inputs[kW1] ? Arena::aligned(static_cast<size_t>(e_image)) : 0;
@@ -297,7 +322,7 @@ class DepthwiseBlockNode : public Node {
     expand_rows_ = std::max<int64_t>(1, std::min<int64_t>((kGemmPixels + w_ - 1) / w_, h_));
     // the ring holds a window (k rows) and a GEMM's new rows: a window may start before the
     // rows a GEMM adds, which then take the slots of rows no later window reads
-    ring_rows_ = inputs[kW1] ? std::min<int64_t>(h_, k_ + expand_rows_) : 0;
+    ring_rows_ = inputs[kW1] ? std::min<int64_t>(h_, span() + expand_rows_) : 0;
     ring_bytes_ = Arena::aligned(static_cast<size_t>(ring_rows_ * w_ * ce_) * sizeof(float));
     d_bytes_ = inputs[kW3] ? Arena::aligned(static_cast<size_t>(batch_rows_ * wo_ * ce_) * sizeof(float)) : 0;
     // a GEMM's new rows never pass the ring's end (run_band splits them there)
@@ -325,7 +350,7 @@ class DepthwiseBlockNode : public Node {
   bool window_ = false;      // the expansion is a window convolution (im2col_), else 1x1
   im2col_f32::Geometry im2col_;
   int64_t k1_ = 0, x_image_ = 0;  // the expansion's K (columns); floats of an image of x
-  int64_t k_ = 3, stride_ = 1;
+  int64_t k_ = 3, stride_ = 1, dil_ = 1;
   int64_t n_ = 0, h_ = 0, w_ = 0, cin_ = 0, ce_ = 0, ho_ = 0, wo_ = 0, cout_ = 0, pad_t_ = 0, pad_l_ = 0;
   int threads_ = 1;
   memory w1_, w2_, w3_;
@@ -348,12 +373,19 @@ std::string depthwise_block_refuses(const Node* expand, const Node& dw, const No
   const auto strides = s.attr_ints("strides", {1, 1});
   if (strides.size() != 2 || strides[0] != strides[1] || !depthwise_f32::supports(wd[2], strides[0]))
     return cat(dw.name, ": kiln's depthwise kernel takes 3x3 or 5x5 windows at stride 1 or 2 both ways");
-  for (int64_t d : s.attr_ints("dilations", {1, 1}))
-    if (d != 1) return cat(dw.name, " is dilated");
+  // dilated: at stride 1, the same both ways, the left and top padding a multiple of it (each
+  // phase of the columns is then an undilated convolution: DepthwiseBlockNode::dw_row)
+  const auto dilations = s.attr_ints("dilations", {1, 1});
+  if (dilations.size() != 2 || dilations[0] != dilations[1] || dilations[0] < 1)
+    return cat(dw.name, "'s dilations differ between the axes");
+  const int64_t dil = dilations[0], span = (wd[2] - 1) * dil + 1;
+  if (dil > 1 && strides[0] != 1) return cat(dw.name, " is dilated and strided");
   const ConvGeometry geo = conv_geometry(s, dw.inputs[0]->shape, wd, dw.outputs[0]->shape);
   for (size_t i = 0; i < 2; ++i)
-    if (geo.pad_l[i] < 0 || geo.pad_l[i] >= wd[2] || geo.pad_r[i] < 0 || geo.pad_r[i] >= wd[2])
+    if (geo.pad_l[i] < 0 || geo.pad_l[i] >= span || geo.pad_r[i] < 0 || geo.pad_r[i] >= span)
       return cat(dw.name, "'s padding is not under its window");
+  if (geo.pad_l[0] % dil != 0 || geo.pad_l[1] % dil != 0)
+    return cat(dw.name, "'s padding is not a multiple of its dilation");
   std::string why;
   gemm_f32::Epilogue e;
   auto& self = const_cast<Node&>(dw);  // post_ops() is not const; nothing changes
