@@ -190,12 +190,14 @@ std::optional<ResizeSpec> resize_spec(const ir::Node& n) {
     else if (c == "asymmetric") coord = Coord::asymmetric;
     else if (c == "tf_half_pixel_for_nn") coord = Coord::tf_half_pixel_for_nn;
     else return std::nullopt;  // tf_crop_and_resize: roi, extrapolation
-    const std::string r = n.attr_s("nearest_mode", "round_prefer_floor");
-    if (r == "round_prefer_floor") rounding = Rounding::round_prefer_floor;
-    else if (r == "round_prefer_ceil") rounding = Rounding::round_prefer_ceil;
-    else if (r == "floor") rounding = Rounding::floor;
-    else if (r == "ceil") rounding = Rounding::ceil;
+    const std::string nm = n.attr_s("nearest_mode", "round_prefer_floor");
+    if (nm == "round_prefer_floor") rounding = Rounding::round_prefer_floor;
+    else if (nm == "round_prefer_ceil") rounding = Rounding::round_prefer_ceil;
+    else if (nm == "floor") rounding = Rounding::floor;
+    else if (nm == "ceil") rounding = Rounding::ceil;
     else return std::nullopt;
+    // (exclude_outside changes nothing here: a linear tap outside the input is clamped onto
+    // its neighbour's index, whose weight the normalisation then gives it)
     if (n.attr_i("antialias", 0) != 0 || n.has_attr("axes")) return std::nullopt;
     if (n.attr_s("keep_aspect_ratio_policy", "stretch") != "stretch") return std::nullopt;
   }
