@@ -3,7 +3,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <vector>
 
 #include "cpu/gemm_f32.hpp"
 #include "cpu/isa.hpp"
@@ -184,17 +183,21 @@ size_t weights_floats(int64_t ic, int64_t oc) {
 
 void transform_weights(const float* w, int64_t ic, int64_t oc, float* out) {
   const int64_t icp = round8(ic), ocp = round8(oc);
-  // U = G g G^T per (oc, ic), into [36][icp][ocp] (padded channels 0), then each of the 36 packed
+  const int64_t packed = gemm_f32::packed_size(icp, ocp), width = gemm_f32::group_width();
+  // U = G g G^T per (oc, ic), each of its 36 values written straight where gemm_f32::pack_b puts
+  // element (ic, oc) of its plane, the padding zeros first. (Through a [36][icp][ocp] copy packed
+  // afterwards it took 13 ms for a 256 x 256 layer, the copy's 9.4 MB faulted in and zeroed,
+  // paid by the first shape that takes Winograd for the layer; by output channel first, the
+  // writes went 36 planes apart one float at a time: 25 ms.)
   static const double G[6][3] = {{1.0 / 4, 0, 0},
                                  {-1.0 / 6, -1.0 / 6, -1.0 / 6},
                                  {-1.0 / 6, 1.0 / 6, -1.0 / 6},
                                  {1.0 / 24, 1.0 / 12, 1.0 / 6},
                                  {1.0 / 24, -1.0 / 12, 1.0 / 6},
                                  {0, 0, 1}};
-  // Input channels shared by the team, output channels inner: each of the 36 planes is written
-  // in order (by output channel first, the writes went 36 planes apart one float at a time:
-  // 25 ms for a 256 x 256 layer, paid by the first shape that takes Winograd for it)
-  std::vector<float> u(static_cast<size_t>(36 * icp * ocp), 0.0f);
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < 36; ++k) std::fill(out + k * packed, out + (k + 1) * packed, 0.0f);
+  // input channels shared by the team, output channels inner: runs of a group's width in each plane
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < ic; ++i)
     for (int64_t o = 0; o < oc; ++o) {
@@ -202,14 +205,11 @@ void transform_weights(const float* w, int64_t ic, int64_t oc, float* out) {
       double gk[6][3];  // G g
       for (int r = 0; r < 6; ++r)
         for (int c = 0; c < 3; ++c) gk[r][c] = G[r][0] * k[c] + G[r][1] * k[3 + c] + G[r][2] * k[6 + c];
+      float* at = out + gemm_f32::packed_offset(icp, i, o, width);
       for (int r = 0; r < 6; ++r)
         for (int c = 0; c < 6; ++c)
-          u[static_cast<size_t>(((r * 6 + c) * icp + i) * ocp + o)] =
-              static_cast<float>(gk[r][0] * G[c][0] + gk[r][1] * G[c][1] + gk[r][2] * G[c][2]);
+          at[(r * 6 + c) * packed] = static_cast<float>(gk[r][0] * G[c][0] + gk[r][1] * G[c][1] + gk[r][2] * G[c][2]);
     }
-  const int64_t packed = gemm_f32::packed_size(icp, ocp);
-#pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < 36; ++k) gemm_f32::pack_b(u.data() + k * icp * ocp, icp, ocp, ocp, 1, 1.0f, out + k * packed);
 }
 
 size_t scratch_bytes(const Geometry& g, int threads) {
