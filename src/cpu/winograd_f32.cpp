@@ -169,11 +169,13 @@ bool pays(const Geometry& g) {
   // threads, the recogniser's layers, medians of 3-4 `-pc` runs): 128 -> 128 and 128 -> 256
   // channels 0.92-0.98 of its time at 26-264 tiles; 64 -> 128 1.07 at 150 tiles (about 1.4 at
   // 40), 0.98 at 264; 32 -> 64 1.19 at 150, 0.94-0.95 at 600-1050: the transforms, on 8 lanes,
-  // weigh more with fewer channels.
+  // weigh more with fewer channels. DeepLab's 256 -> 256 over 10 x 16 (12 tiles): 0.52 ms
+  // against oneDNN's 2x3 0.45-0.50, which besides is made for every new shape and packs the
+  // weights in a layout of its own (4 MB, 6.6 ms at the first shape): taken from 12 tiles.
   const int64_t tiles = tile_count(g), fewer = std::min(g.ic, g.oc);
   if (g.ic < 32 || g.oc < 32) return false;
   if (g.block == 16)  // AVX-512, against oneDNN's Winograd made for the shape (winograd_f32.hpp)
-    return (tiles >= 16 && fewer >= 128) || tiles >= 250;
+    return (tiles >= 12 && fewer >= 128) || tiles >= 250;
   return tiles >= 100 || (tiles >= 40 && g.ic >= 64) || (tiles >= 16 && fewer >= 256);
 }
 
