@@ -93,46 +93,6 @@ struct Taps {
   }
 };
 
-// Does oneDNN reproduce the reference along one axis?
-bool axis_matches(bool linear, Coord c, Rounding r, double scale, double out_len, int64_t in, int64_t out,
-                  bool identity) {
-  for (int64_t o = 0; o < out; ++o) {
-    const float s = dnnl_coord(o, out, in);
-    if (!linear) {
-      const int64_t d = static_cast<int64_t>(std::roundf(s));
-      int64_t want = o;
-      if (!identity) want = std::clamp<int64_t>(onnx_nearest(r, onnx_coord(c, o, scale, in, out, out_len), scale), 0, in - 1);
-      if (d != want) return false;
-      continue;
-    }
-    // each side's taps: at most two (index, weight) pairs, an index listed once (asked for
-    // every output coordinate of every Resize of every new input shape: no allocation)
-    Taps ref, got;
-    if (identity) {
-      ref.add(o, 1.0);
-    } else {
-      const double x = onnx_coord(c, o, scale, in, out, out_len);
-      const double f = std::floor(x), t = x - f;
-      const int64_t x0 = static_cast<int64_t>(f);
-      ref.add(std::clamp<int64_t>(x0, 0, in - 1), 1.0 - t);
-      ref.add(std::clamp<int64_t>(x0 + 1, 0, in - 1), t);
-    }
-    const int64_t i0 = std::max<int64_t>(static_cast<int64_t>(s), 0);
-    int64_t i1 = 0;
-    if (s >= 0) {
-      const int64_t tr = static_cast<int64_t>(s);
-      i1 = static_cast<float>(tr) == s ? tr : tr + 1;
-    }
-    i1 = std::min(i1, in - 1);
-    if (i0 >= in) return false;
-    const float w1 = std::fabs(s - static_cast<float>(i0));
-    got.add(i0, 1.0 - static_cast<double>(w1));
-    got.add(i1, static_cast<double>(w1));
-    if (!ref.same(got) || !got.same(ref)) return false;
-  }
-  return true;
-}
-
 // What the reference computes for a Resize/Upsample node that kiln can run: f32, rank 3-5,
 // nearest or linear over the spatial dims, the scales of every axis (given, or out / in).
 struct ResizeSpec {
@@ -249,13 +209,43 @@ std::optional<ResizeSpec> resize_spec(const ir::Node& n) {
   return r;
 }
 
+// Does oneDNN reproduce the reference along axis k (a spatial one)?
+bool axis_matches(const ResizeSpec& r, size_t k) {
+  const int64_t in = r.xs[k], out = r.ys[k];
+  for (int64_t o = 0; o < out; ++o) {
+    const float s = dnnl_coord(o, out, in);
+    const Taps want = r.taps(k, o);  // the reference's
+    if (!r.linear) {
+      if (static_cast<int64_t>(std::roundf(s)) != want.index[0]) return false;
+      continue;
+    }
+    // each side's taps: at most two (index, weight) pairs, an index listed once (asked for
+    // every output coordinate of every Resize of every new input shape: no allocation)
+    Taps ref, got;
+    for (int t = 0; t < want.n; ++t) ref.add(want.index[t], want.weight[t]);
+    const int64_t i0 = std::max<int64_t>(static_cast<int64_t>(s), 0);
+    int64_t i1 = 0;
+    if (s >= 0) {
+      const int64_t tr = static_cast<int64_t>(s);
+      i1 = static_cast<float>(tr) == s ? tr : tr + 1;
+    }
+    i1 = std::min(i1, in - 1);
+    if (i0 >= in) return false;
+    const float w1 = std::fabs(s - static_cast<float>(i0));
+    got.add(i0, 1.0 - static_cast<double>(w1));
+    got.add(i1, static_cast<double>(w1));
+    if (!ref.same(got) || !got.same(ref)) return false;
+  }
+  return true;
+}
+
 // The oneDNN algorithm for a Resize/Upsample node, if it reproduces the reference.
 bool resize_algorithm(const ResizeSpec& r, dnnl::algorithm& alg) {
-  if (r.coord == Coord::half_pixel_symmetric) return false;  // not in axis_matches' table
-  for (size_t k = 2; k < r.xs.size(); ++k) {
-    const bool identity = r.xs[k] == r.ys[k] && r.scales[k] == 1.0;  // the reference skips the axis
-    if (!axis_matches(r.linear, r.coord, r.rounding, r.scales[k], r.out_len[k], r.xs[k], r.ys[k], identity)) return false;
-  }
+  // (half_pixel_symmetric, opset 19, goes to kiln's kernel or the reference: oneDNN's resampling
+  // is not taken for it)
+  if (r.coord == Coord::half_pixel_symmetric) return false;
+  for (size_t k = 2; k < r.xs.size(); ++k)
+    if (!axis_matches(r, k)) return false;
   alg = r.linear ? dnnl::algorithm::resampling_linear : dnnl::algorithm::resampling_nearest;
   return true;
 }
