@@ -13,6 +13,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "core/address_memo.hpp"
 #include "core/strings.hpp"
 #include "ir/graph.hpp"
 #include "ir/infer_util.hpp"
@@ -531,30 +532,20 @@ std::string kernel_cache_key(const ir::Graph& body, const KernelShapes& shapes, 
 
 namespace {
 
-// graph_key of a body held by a shared_ptr, kept while the body lives: a body does not change
-// once made (ir::Graph::clone shares it between a graph and its copies), and every new input
-// shape's plan asks again for each of its Subgraphs (2.5% of a mobilenet_v3_small plan). The
-// weak_ptr keeps the body's control block, so no other graph takes its address meanwhile.
+// graph_key of a body held by a shared_ptr, kept while the body lives (AddressMemo): a body
+// does not change once made (ir::Graph::clone shares it between a graph and its copies), and
+// every new input shape's plan asks again for each of its Subgraphs (2.5% of a
+// mobilenet_v3_small plan).
 std::shared_ptr<const std::string> shared_graph_key(const std::shared_ptr<const ir::Graph>& body) {
-  struct Entry {
-    std::weak_ptr<const ir::Graph> body;
-    std::shared_ptr<const std::string> key;
-  };
   static std::mutex mu;
-  static std::unordered_map<const ir::Graph*, Entry> keys;
-  static size_t prune_at = 64;
-  auto same = [&](const Entry& e) { return !e.body.expired() && !e.body.owner_before(body) && !body.owner_before(e.body); };
+  static AddressMemo<const ir::Graph, std::shared_ptr<const std::string>> keys;
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (auto it = keys.find(body.get()); it != keys.end() && same(it->second)) return it->second.key;
+    if (const std::shared_ptr<const std::string>* key = keys.find(body)) return *key;
   }
   auto key = std::make_shared<const std::string>(graph_key(*body));
   std::lock_guard<std::mutex> lock(mu);
-  if (keys.size() >= prune_at) {  // bodies of models gone
-    for (auto it = keys.begin(); it != keys.end();) it = it->second.body.expired() ? keys.erase(it) : std::next(it);
-    prune_at = std::max<size_t>(64, 2 * keys.size());
-  }
-  keys[body.get()] = {body, key};
+  keys.insert(body, key);
   return key;
 }
 
