@@ -135,6 +135,9 @@ struct InferRequest::Impl {
   std::exception_ptr error;    // of the last run (a kiln::Error)
   std::vector<Tensor> outputs;
   std::vector<ProfilingInfo> profile;  // of the last run (enable_profiling)
+  // The outputs' buffers, kept from run to run (cpu::output_in_buffer); only execute() touches
+  // them, while the request is busy.
+  std::vector<Tensor> output_buffers;
 };
 
 namespace {
@@ -148,17 +151,16 @@ void execute(const std::shared_ptr<InferRequest::Impl>& self, const std::vector<
   std::vector<Tensor> outputs;
   std::vector<ProfilingInfo> profile;
   std::exception_ptr error;
-  std::vector<Tensor> previous;  // the last outputs: their buffers are reused when the user holds none
   {
     std::lock_guard<std::mutex> lock(self->mutex);
-    previous = std::move(self->outputs);
+    self->outputs.clear();  // the request's hold on the last outputs: their buffers are reused unless the user holds them
   }
   try {
     if (!c.streams) omp_set_num_threads(c.layout.threads_per_stream);  // the caller's team (0 streams)
     std::unique_lock<std::mutex> exclusive;
     if (c.settings.exclusive) exclusive = std::unique_lock<std::mutex>(cpu::exclusive_requests_mutex());
     auto* prof = c.settings.profiling ? &profile : nullptr;
-    outputs = c.reference ? c.reference->run(inputs, nullptr, prof) : c.fast->run(inputs, prof, &previous);
+    outputs = c.reference ? c.reference->run(inputs, nullptr, prof) : c.fast->run(inputs, prof, &self->output_buffers);
   } catch (...) {
     error = as_kiln_error(std::current_exception());
   }

@@ -528,7 +528,7 @@ size_t Executor::cached_plans() const {
 }
 
 std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile,
-                                  std::vector<Tensor>* reuse) {
+                                  std::vector<Tensor>* buffers) {
   const auto& gin = graph_->inputs();
   KILN_CHECK(inputs.size() == gin.size(),
              "graph '" + graph_->name + "' expects " + std::to_string(gin.size()) + " inputs, got " +
@@ -553,17 +553,17 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, std::vector
                                "for other shapes; compile it again (without cache_dir) to run these"));
     return reference_->run(inputs, nullptr, profile);
   }
-  return run_measured(plan, shapes, inputs, profile, reuse);
+  return run_measured(plan, shapes, inputs, profile, buffers);
 }
 
 std::vector<Tensor> Executor::run_measured(const std::shared_ptr<Plan>& plan, const std::vector<Shape>& shapes,
                                            const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile,
-                                           std::vector<Tensor>* reuse) {
+                                           std::vector<Tensor>* buffers) {
   UntilHotSample sample;
   Graph& g = thread_graph(plan, shapes, /*count_run=*/true, &sample);
-  if (!sample.taken) return g.run(inputs, profile, reuse);
+  if (!sample.taken) return g.run(inputs, profile, buffers);
   const auto start = std::chrono::steady_clock::now();
-  std::vector<Tensor> out = g.run(inputs, profile, reuse);
+  std::vector<Tensor> out = g.run(inputs, profile, buffers);
   until_hot_.record(sample.f32, sample.build_ms, ms_since(start), sample.elements);
   return out;
 }

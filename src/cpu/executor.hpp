@@ -67,9 +67,10 @@ class Executor {
 
   // `profile`: see Graph::run (rows from the reference executor when the plan falls back).
   // Thread-safe (see above).
-  // `reuse`: the previous outputs, written over where no one else holds them (Graph::run).
+  // `buffers`: the caller's output buffers, kept from run to run (Graph::run; the reference
+  // executor's runs leave them alone).
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile = nullptr,
-                          std::vector<Tensor>* reuse = nullptr);
+                          std::vector<Tensor>* buffers = nullptr);
 
   // Compiles ahead of the first run (compile_model for static shapes): makes the plan for
   // `shapes` and builds the calling thread's graph of it, so a run() of these shapes on this
@@ -179,7 +180,7 @@ class Executor {
   // shape's graph with kiln_convolutions_until_hot = auto is measured (until_hot_).
   std::vector<Tensor> run_measured(const std::shared_ptr<Plan>& plan, const std::vector<Shape>& shapes,
                                    const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile,
-                                   std::vector<Tensor>* reuse);
+                                   std::vector<Tensor>* buffers);
   // mutex_ not held; `arena`: the calling thread's for this executor (null: the graph's own);
   // `hot`: the shape is frequent, take the fastest implementations however long they take to create
   // `f32_until_hot` (not hot, kiln_convolutions_until_hot = auto): this new shape's convolutions

@@ -116,8 +116,21 @@ static std::string exec_type_of(const Node& n) {
   return cat(t, "_", dtype_name(dt));
 }
 
+Tensor output_in_buffer(Tensor& buffer, DType dtype, const Shape& shape) {
+  if (dtype == DType::string) return Tensor::uninitialized(dtype, shape);  // objects, not bytes
+  const size_t bytes = static_cast<size_t>(shape_size(shape)) * dtype_size(dtype);
+  if (!buffer.defined() || buffer.use_count() != 1 || buffer.byte_size() < bytes) {
+    // Grown by a quarter at least: a stream of slowly growing outputs reallocates a logarithmic
+    // number of times. A buffer someone still holds is left to them.
+    const size_t grown = buffer.defined() && buffer.use_count() == 1 ? buffer.byte_size() + buffer.byte_size() / 4 : 0;
+    buffer = Tensor::uninitialized(DType::u8, Shape{static_cast<int64_t>(std::max(bytes, grown))});
+  }
+  // The output holds the buffer (its owner is a copy of it) for as long as anyone holds the output.
+  return Tensor::adopt(dtype, shape, std::make_shared<Tensor>(buffer), buffer.raw());
+}
+
 std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile,
-                               std::vector<Tensor>* reuse) {
+                               std::vector<Tensor>* buffers) {
   KILN_CHECK(inputs.size() == input_edges_.size(),
              cat("cpu::Graph: ", inputs.size(), " inputs given, ", input_edges_.size(), " expected"));
   ir::TensorLimit limit(max_arena_bytes_);  // for nodes that run a reference kernel (Loop, ...)
@@ -131,16 +144,14 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& inputs, std::vector<Pr
   }
   // the arena may have grown (and moved) for another graph sharing it
   if (void* base = arena_->reserve(arena_bytes_); base != arena_base_) bind_arena(base);
-  // Outputs: written in place into the returned tensors where the plan allows (the previous
-  // run's when the caller holds none), else copied out of the arena after the run.
+  // Outputs: written in place into the returned tensors where the plan allows, else copied out
+  // of the arena after the run; with `buffers`, into the caller's buffers (output_in_buffer).
   std::vector<Tensor> out(output_edges_.size());
+  if (buffers && buffers->size() < output_edges_.size()) buffers->resize(output_edges_.size());
   for (size_t i = 0; i < output_edges_.size(); ++i) {
     Edge* e = output_edges_[i];
-    if (reuse && i < reuse->size()) {
-      Tensor& old = (*reuse)[i];
-      if (old.use_count() == 1 && old.dtype() == e->dtype && old.shape() == e->shape) out[i] = std::move(old);
-    }
-    if (!out[i].defined()) out[i] = Tensor::uninitialized(e->dtype, e->shape);  // written whole
+    out[i] = buffers ? output_in_buffer((*buffers)[i], e->dtype, e->shape)
+                     : Tensor::uninitialized(e->dtype, e->shape);  // written whole
     if (output_direct_[i]) e->data = out[i].raw();
   }
   bind_views();  // views of inputs and outputs follow the user's buffers

@@ -82,6 +82,13 @@ struct GraphOptions {
   bool release_packed_sources = false;
 };
 
+// An output of `dtype` and `shape` over `buffer` (bytes, kept by the caller from run to run),
+// which is replaced by a larger one (by a quarter at least) when it is too small, and by a new
+// one when anyone still holds an output over it: a new input shape's output faults in no fresh
+// pages where the last output's buffer is large enough and no one kept it (a segmentation
+// model's output is megabytes). The output holds the buffer while anyone holds the output.
+Tensor output_in_buffer(Tensor& buffer, DType dtype, const Shape& shape);
+
 class Graph {
  public:
   // `g` must have static shapes everywhere; it must outlive this object. Runs stages 4-8
@@ -99,10 +106,10 @@ class Graph {
 
   // Inputs in graph input order (already checked against the declared types).
   // `profile`, when given, gets one row per runtime node of this run.
-  // `reuse` (may be null): the previous outputs; one of the right dtype and shape that no one
-  // else holds (use_count 1) is written over instead of allocating a new tensor.
+  // `buffers` (may be null): the caller's output buffers, one per output, kept from run to run
+  // (output_in_buffer): the outputs are written into them.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, std::vector<ProfilingInfo>* profile = nullptr,
-                          std::vector<Tensor>* reuse = nullptr);
+                          std::vector<Tensor>* buffers = nullptr);
 
   const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
   const std::vector<Edge*>& output_edges() const { return output_edges_; }
