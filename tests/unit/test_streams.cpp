@@ -354,8 +354,9 @@ TEST(StreamsAsync, CompileModelCompilesStaticShapesForEveryStream) {
   EXPECT_TRUE(same_bits(reqs[0].get_output_tensor(), reqs[1].get_output_tensor()));
   EXPECT_EQ(cm.get_property("kiln_plan_cache_hits"), "2");
   EXPECT_EQ(cm.get_property("kiln_plan_cache_misses"), "0");
-  // dynamic dims: compiled at a probe shape (a leading dim 1, the others 64, one value per
-  // symbol), so what no shape changes is done here and not by the first inference
+  // dynamic dims: compiled at a probe shape (a leading dim 1, the others 64 but an image's
+  // height and width, one value per symbol), so what no shape changes is done here and not by
+  // the first inference
   auto g = make_graph();
   ir::Value* x = g->add_input("x", {DType::f32, ir::PartialShape(std::vector<ir::Dim>{ir::Dim::sym("n"), ir::Dim(4), ir::Dim::sym("w")})});
   ir::Value* y = g->add_input("y", {DType::f32, ir::PartialShape(std::vector<ir::Dim>{ir::Dim::sym("w")})});
@@ -390,6 +391,28 @@ TEST(StreamsAsync, CompileModelCompilesStaticShapesForEveryStream) {
   ir::infer_shapes(*big);
   CompiledModel large = core.compile_model(std::make_shared<Model>(big), f32_properties({{"num_streams", "1"}}));
   EXPECT_EQ(large.get_property("kiln_plan_cache_size"), "0");
+  // an image's height and width (a 4-D input's last two dims) are probed at 224, where the
+  // kernels chosen by a feature map's size are a real image's; at 64 where 224 would be large
+  auto image_model = [&](int64_t channels) {
+    auto im = make_graph();
+    ir::Value* in = im->add_input("i", {DType::f32, ir::PartialShape(std::vector<ir::Dim>{
+                                                        ir::Dim::sym("n"), ir::Dim(channels), ir::Dim::sym("h"), ir::Dim::sym("w")})});
+    im->add_output(im->add_node("Relu", {in}, 1, "relu")->output(0));
+    ir::infer_shapes(*im);
+    return core.compile_model(std::make_shared<Model>(im), f32_properties({{"num_streams", "1"}}));
+  };
+  auto hits_at = [](CompiledModel& m, const Shape& shape) {
+    InferRequest q = m.create_infer_request();
+    q.set_input_tensor(random_tensor(shape, 7));
+    q.infer();
+    return m.get_property("kiln_plan_cache_hits") == "1" && m.get_property("kiln_plan_cache_misses") == "0";
+  };
+  CompiledModel rgb = image_model(3);
+  EXPECT_EQ(rgb.get_property("kiln_plan_cache_size"), "1");
+  EXPECT_TRUE(hits_at(rgb, {1, 3, 224, 224}));
+  CompiledModel wide = image_model(32);  // [1, 32, 224, 224]: 1.6M elements
+  EXPECT_EQ(wide.get_property("kiln_plan_cache_size"), "1");
+  EXPECT_TRUE(hits_at(wide, {1, 32, 64, 64}));
 }
 
 TEST(StreamsAsync, WaitForTimesOutOnALongRequest) {
