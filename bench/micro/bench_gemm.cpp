@@ -179,6 +179,9 @@ BENCHMARK(BM_GemmKilnCold)->Args({8, 384, 1536})->Args({24, 384, 1536})->Args({2
 BENCHMARK(BM_GemmKiln)->Args({8, 384, 1536})->Args({24, 384, 1536})->Args({24, 1536, 384})->Args({24, 384, 384})->Unit(benchmark::kMicrosecond);
 // BERT-6's query, key and value projections at [8, 126]: three products of 384 columns, or one of 1152
 BENCHMARK(BM_GemmKiln)->Args({1008, 384, 384})->Args({1008, 384, 1152})->Unit(benchmark::kMicrosecond);
+// an expand 1x1 convolution with few input channels (EfficientNet-B0 features.2.0: 16 -> 96 over
+// 2 x 104 x 100 pixels): 64 MFLOP, 8 MB written, bound by the stores
+BENCHMARK(BM_GemmKiln)->Args({20800, 16, 96})->Args({20800, 24, 144})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_GemmKilnGelu)->Args({3136, 96, 384})->Args({784, 192, 768})->Args({196, 384, 1536})->Args({64, 384, 1536})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_GemmKilnSerialClip)

@@ -484,12 +484,21 @@ std::string graph_key(const ir::Graph& body) {
 }
 
 // The body's key (graph_key) and the options that change the code.
+// (Appended, not streamed: asked for each Subgraph of every new input shape's plan, 7% of an
+// EfficientNet-B0 plan's instructions when it built an ostringstream.)
 std::string body_key(const std::string& graph, const CompileOptions& options) {
-  std::ostringstream k;
-  k << graph << "|target " << (options.target ? options.target->name() : "none") << " fma " << options.fuse_fma << " swish " << options.fuse_swish << " unroll " << options.unroll << " detector "
-    << segfault_detector_on(options) << " buffers " << options.optimize_buffers
-    << " bf16_out " << options.bf16_outputs;
-  return k.str();
+  const std::string target = options.target ? options.target->name() : "none";
+  std::string k;
+  k.reserve(graph.size() + target.size() + 96);
+  auto flag = [&](const char* name, bool on) { k.append(name).append(on ? "1" : "0"); };
+  k.append(graph).append("|target ").append(target);
+  flag(" fma ", options.fuse_fma);
+  flag(" swish ", options.fuse_swish);
+  k.append(" unroll ").append(std::to_string(options.unroll));
+  flag(" detector ", segfault_detector_on(options));
+  flag(" buffers ", options.optimize_buffers);
+  flag(" bf16_out ", options.bf16_outputs);
+  return k;
 }
 
 // What a kernel's machine code is made from besides the body: the schedule's [rows, inner]
