@@ -94,6 +94,14 @@ std::shared_ptr<Graph> Node::attr_graph(std::string_view n) const { return get<s
 
 Value* Graph::new_value(const std::string& name) {
   std::string n = name.empty() ? unique_name("v") : name;
+  names_changed();
+  if (!indexed_.load(std::memory_order_relaxed) && inherited_names_ && !name_taken_in_sets(n)) {
+    added_names_.insert(n);  // new to the copy: no index needed to know it
+    Value* p = &values_.emplace_back();
+    p->name_ = std::move(n);
+    p->pos_ = std::prev(values_.end());
+    return p;
+  }
   index();
   KILN_CHECK(!value_by_name_.count(n), cat("graph '", this->name, "': value name '", n, "' defined twice"));
   Value* p = &values_.emplace_back();
@@ -104,12 +112,30 @@ Value* Graph::new_value(const std::string& name) {
 }
 
 std::string Graph::unique_name(const std::string& prefix) {
-  index();
   std::string n;
+  if (!indexed_.load(std::memory_order_relaxed) && inherited_names_) {
+    do {
+      n = cat(prefix, "_", name_counter_++);
+    } while (name_taken_in_sets(n));
+    return n;
+  }
+  index();
   do {
     n = cat(prefix, "_", name_counter_++);
   } while (value_by_name_.count(n) || node_names_.count(n));
   return n;
+}
+
+std::shared_ptr<const Graph::NameSet> Graph::name_set() const {
+  std::lock_guard<std::mutex> lock(index_mutex_);
+  if (!name_set_) {
+    auto names = std::make_shared<NameSet>();
+    names->reserve(values_.size() + nodes_.size());
+    for (const Value& v : values_) names->insert(v.name());
+    for (const Node& n : nodes_) names->insert(n.name());
+    name_set_ = std::move(names);
+  }
+  return name_set_;
 }
 
 Value* Graph::add_input(const std::string& name, ValueType type) {
@@ -137,7 +163,9 @@ Node* Graph::add_node(const std::string& op_type, const std::vector<Value*>& inp
   p->opset_ = opset_for(domain);
   p->ordinal_ = next_ordinal_++;
   p->pos_ = std::prev(nodes_.end());
+  names_changed();
   if (indexed_.load(std::memory_order_relaxed)) ++node_names_[p->name()];  // else index() counts it
+  else if (inherited_names_) added_names_.insert(p->name());
   for (Value* v : inputs) append_node_input(p, v);
   for (size_t i = 0; i < output_names.size(); ++i) {
     Value* v = new_value(output_names[i]);
@@ -253,6 +281,7 @@ void Graph::erase_node(Node* node) {
   }
   for (size_t i = 0; i < node->inputs_.size(); ++i)
     if (node->inputs_[i]) remove_use(node->inputs_[i], node, i);
+  names_changed();
   const bool indexed = indexed_.load(std::memory_order_relaxed);  // else index() starts afresh
   for (Value* out : node->outputs_) {
     if (indexed) value_by_name_.erase(out->name());
@@ -301,6 +330,7 @@ void Graph::remove_dead() {
     // outputs of dead nodes may only be used by other dead nodes, already detached
     erase_node(n);
   }
+  names_changed();
   const bool indexed = indexed_.load(std::memory_order_relaxed);
   values_.remove_if([&](const Value& v) {
     bool dead = v.is_constant() && v.uses_.empty() && !is_output(&v) && !v.producer_;
@@ -339,6 +369,8 @@ void Graph::index() const {
   node_names_.reserve(nodes_.size());
   for (Value& v : values_) value_by_name_.emplace(v.name(), &v);
   for (const Node& n : nodes_) ++node_names_[n.name()];
+  inherited_names_.reset();  // the indexes know every name from now on
+  added_names_.clear();
   indexed_.store(true, std::memory_order_release);
 }
 
@@ -356,6 +388,7 @@ std::shared_ptr<Graph> Graph::clone(Shapes shapes) const {
     return *t;
   };
   g->indexed_ = false;  // the name indexes: built if the copy is ever asked (index())
+  g->inherited_names_ = name_set();  // what unique_name and new_value check meanwhile
   auto copy = [&](const Value& v) {
     Value* p = &g->values_.emplace_back();
     p->name_ = v.name_;

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <memory>
+#include <set>
 #include <utility>
 
 #include "core/pointer_map.hpp"
@@ -165,6 +166,48 @@ TEST(IrGraph, ACloneFindsNamesAfterEditsMadeBeforeAnyLookup) {
   EXPECT_EQ(g->find_node(extra->name()), nullptr);
   EXPECT_EQ(act->op_type(), "Relu");
   EXPECT_EQ(g->num_nodes(), 3u);
+}
+
+// A clone checks new names against the names it was made with and those added since, without
+// building its name indexes (a new input shape's plan folds constants into a copy of the
+// template); the answers are the indexed graph's.
+TEST(IrGraph, ACloneNamesNewValuesWithoutItsIndexesAsWithThem) {
+  auto g = std::make_shared<ir::Graph>();
+  auto* x = g->add_input("x", f32({2}));
+  auto* c = g->add_constant("c", Tensor::from_vector<float>({1, 2}, {2}));
+  auto* add = g->add_node("Add", {x, c}, std::vector<std::string>{"sum_0"}, "add");
+  auto* unused = g->add_constant("unused", Tensor::from_vector<float>({3}, {1}));
+  g->add_output(add->output(0));
+  (void)unused;
+
+  std::shared_ptr<ir::Graph> k = g->clone();
+  k->remove_dead();  // drops "unused"
+  std::set<std::string> given;
+  for (int i = 0; i < 4; ++i) {
+    const std::string n = k->unique_name("sum");  // "sum_0" is the template's: never handed out
+    EXPECT_NE(n, "sum_0");
+    EXPECT_TRUE(given.insert(n).second) << n;
+    k->add_constant(n, Tensor::from_vector<float>({float(i)}, {1}));
+  }
+  EXPECT_THROW(k->add_constant("x", Tensor::from_vector<float>({1}, {1})), Error);  // the copy's own
+  EXPECT_THROW(k->add_constant(*given.begin(), Tensor::from_vector<float>({1}, {1})), Error);  // added since
+  ir::Value* again = k->add_constant("unused", Tensor::from_vector<float>({4}, {1}));  // gone from the copy: free
+  ir::Node* n = k->add_node("Neg", {k->outputs()[0]}, 1);
+  EXPECT_EQ(k->find_value("unused"), again);
+  EXPECT_EQ(k->find_node(n->name()), n);
+  for (const std::string& name : given) EXPECT_NE(k->find_value(name), nullptr) << name;
+  EXPECT_NE(k->find_value("sum_0"), nullptr);
+
+  // a copy of the copy takes its names, added ones included
+  std::shared_ptr<ir::Graph> kk = k->clone();
+  EXPECT_THROW(kk->add_constant(*given.rbegin(), Tensor::from_vector<float>({1}, {1})), Error);
+  EXPECT_EQ(given.count(kk->unique_name("sum")), 0u);
+
+  // a name the original gains after a first copy is taken in the next copy
+  g->add_constant("late", Tensor::from_vector<float>({5}, {1}));
+  std::shared_ptr<ir::Graph> k2 = g->clone();
+  EXPECT_THROW(k2->add_constant("late", Tensor::from_vector<float>({1}, {1})), Error);
+  EXPECT_EQ(g->find_value("c"), c);
 }
 
 // A clone shares its nodes' attribute maps with the original until either writes.
