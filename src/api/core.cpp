@@ -226,7 +226,8 @@ static std::optional<std::vector<Shape>> declared_static_shapes(const Model& m) 
 // trained and served at, so that the kernels chosen by the size of a feature map (Winograd,
 // the taps kernel), and the weights they pack, are a real image's (DeepLabV3's first image
 // packed 15 ms of weights for them when the probe was 64x64); any other dim 64. A symbol has
-// one value everywhere. None when an input is not a tensor of known rank, or when an input
+// one value everywhere (compile_ahead falls back to all 64s where the model does not take 224).
+// None when an input is not a tensor of known rank, or when an input
 // would hold more than 2^20 elements even with every dim but the batch at 64 (a probe that
 // large could grow the arenas beyond what the user's shapes need, and they keep their largest
 // size).
@@ -291,6 +292,14 @@ static void compile_ahead(CompiledModel::Impl& c) {
     try {
       compile_ahead_at(c, *probe);
     } catch (...) {  // the first inference of a shape the model takes meets what fails here, if anything
+      // an image size the model does not take (a multiple of 64, say): the 64s it took before
+      const std::optional<std::vector<Shape>> plain = probe_shapes(*c.model, /*image_sizes=*/false);
+      if (plain && *plain != *probe) {
+        try {
+          compile_ahead_at(c, *plain);
+        } catch (...) {
+        }
+      }
     }
   }
 }

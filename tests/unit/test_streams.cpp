@@ -413,6 +413,16 @@ TEST(StreamsAsync, CompileModelCompilesStaticShapesForEveryStream) {
   CompiledModel wide = image_model(32);  // [1, 32, 224, 224]: 1.6M elements
   EXPECT_EQ(wide.get_property("kiln_plan_cache_size"), "1");
   EXPECT_TRUE(hits_at(wide, {1, 32, 64, 64}));
+  // a model that does not take 224 (its width must split into 64-wide blocks) is compiled at 64
+  auto blocks = make_graph();
+  ir::Value* bi = blocks->add_input("i", {DType::f32, ir::PartialShape(std::vector<ir::Dim>{
+                                                      ir::Dim::sym("n"), ir::Dim(3), ir::Dim::sym("h"), ir::Dim::sym("w")})});
+  ir::Value* shape = blocks->add_constant("s", Tensor::from_vector<int64_t>({0, 0, 0, -1, 64}, {5}));
+  auto* rs = blocks->add_node("Reshape", {bi, shape}, 1, "split_w");
+  blocks->add_output(blocks->add_node("Relu", {rs->output(0)}, 1, "relu")->output(0));
+  ir::infer_shapes(*blocks);
+  CompiledModel sixty_four = core.compile_model(std::make_shared<Model>(blocks), f32_properties({{"num_streams", "1"}}));
+  EXPECT_TRUE(hits_at(sixty_four, {1, 3, 64, 64}));
 }
 
 TEST(StreamsAsync, WaitForTimesOutOnALongRequest) {
