@@ -171,7 +171,9 @@ class InferRequest {
   // may read outputs and start_async() again. It must not wait() for other requests.
   void set_callback(std::function<void(std::exception_ptr)> callback);
   // The last run's output (shares the request's buffer). A tensor you still hold keeps its
-  // values; once you drop it the next run writes its output into the same buffer.
+  // values; once you drop it the next run writes its output into the same buffer, also for
+  // other input shapes while it is large enough (a request keeps, per output, a buffer of its
+  // largest output so far, a quarter larger when it had to grow).
   Tensor get_output_tensor(size_t index = 0) const;
   Tensor get_tensor(const std::string& name) const;  // an output by name
   // Per-node times of the last run; throws unless the model was compiled with
