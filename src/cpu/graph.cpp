@@ -119,10 +119,11 @@ static std::string exec_type_of(const Node& n) {
 Tensor output_in_buffer(Tensor& buffer, DType dtype, const Shape& shape) {
   if (dtype == DType::string) return Tensor::uninitialized(dtype, shape);  // objects, not bytes
   const size_t bytes = static_cast<size_t>(shape_size(shape)) * dtype_size(dtype);
-  if (!buffer.defined() || buffer.use_count() != 1 || buffer.byte_size() < bytes) {
+  const bool ours = buffer.defined() && buffer.use_count() == 1;  // else someone holds it: theirs
+  if (!ours || buffer.byte_size() < bytes) {
     // Grown by a quarter at least: a stream of slowly growing outputs reallocates a logarithmic
-    // number of times. A buffer someone still holds is left to them.
-    const size_t grown = buffer.defined() && buffer.use_count() == 1 ? buffer.byte_size() + buffer.byte_size() / 4 : 0;
+    // number of times.
+    const size_t grown = ours ? buffer.byte_size() + buffer.byte_size() / 4 : 0;
     buffer = Tensor::uninitialized(DType::u8, Shape{static_cast<int64_t>(std::max(bytes, grown))});
   }
   // The output holds the buffer (its owner is a copy of it) for as long as anyone holds the output.

@@ -95,34 +95,27 @@ std::shared_ptr<Graph> Node::attr_graph(std::string_view n) const { return get<s
 Value* Graph::new_value(const std::string& name) {
   std::string n = name.empty() ? unique_name("v") : name;
   names_changed();
-  if (!indexed_.load(std::memory_order_relaxed) && inherited_names_ && !name_taken_in_sets(n)) {
-    added_names_.insert(n);  // new to the copy: no index needed to know it
-    Value* p = &values_.emplace_back();
-    p->name_ = std::move(n);
-    p->pos_ = std::prev(values_.end());
-    return p;
+  // a copy that has no indexes yet knows a name is new when its name sets lack it
+  const bool new_to_sets = !indexed_.load(std::memory_order_relaxed) && inherited_names_ && !name_taken_in_sets(n);
+  if (!new_to_sets) {
+    index();
+    KILN_CHECK(!value_by_name_.count(n), cat("graph '", this->name, "': value name '", n, "' defined twice"));
   }
-  index();
-  KILN_CHECK(!value_by_name_.count(n), cat("graph '", this->name, "': value name '", n, "' defined twice"));
   Value* p = &values_.emplace_back();
   p->name_ = std::move(n);
   p->pos_ = std::prev(values_.end());
-  value_by_name_[p->name()] = p;
+  if (new_to_sets) added_names_.insert(p->name());
+  else value_by_name_[p->name()] = p;
   return p;
 }
 
 std::string Graph::unique_name(const std::string& prefix) {
+  const bool by_sets = !indexed_.load(std::memory_order_relaxed) && inherited_names_;  // a copy without indexes
+  if (!by_sets) index();
   std::string n;
-  if (!indexed_.load(std::memory_order_relaxed) && inherited_names_) {
-    do {
-      n = cat(prefix, "_", name_counter_++);
-    } while (name_taken_in_sets(n));
-    return n;
-  }
-  index();
   do {
     n = cat(prefix, "_", name_counter_++);
-  } while (value_by_name_.count(n) || node_names_.count(n));
+  } while (by_sets ? name_taken_in_sets(n) : value_by_name_.count(n) || node_names_.count(n));
   return n;
 }
 
