@@ -5,6 +5,19 @@
 
 namespace kiln {
 
+namespace {
+
+// The last block of this thread's latest reservation, held until the next one: while it is
+// allocated the other blocks, freed, stay a free chunk below it instead of joining the heap's
+// top, which glibc would hand back to the system (and with it the pages populated below).
+struct Keeper {
+  void* block = nullptr;
+  ~Keeper() { std::free(block); }
+};
+thread_local Keeper t_keeper;
+
+}  // namespace
+
 void reserve_heap_headroom(size_t bytes) {
   std::vector<void*> blocks;
   blocks.reserve((bytes + kHeadroomBlock - 1) / kHeadroomBlock);
@@ -13,8 +26,10 @@ void reserve_heap_headroom(size_t bytes) {
     if (!p) break;  // no memory to spare: the allocations after make do without
     blocks.push_back(p);
   }
-  // in allocation order: each block but the last joins its free neighbours, not the heap's
-  // top, so the top (and a trim of it) grows once
+  if (blocks.empty()) return;
+  std::free(t_keeper.block);
+  t_keeper.block = blocks.back();
+  blocks.pop_back();
   for (void* p : blocks) std::free(p);
 }
 
