@@ -1,8 +1,10 @@
 // reserve_heap_headroom (core/heap_headroom.hpp): on glibc, a thread's heap is writable far
 // enough ahead after it that the allocations that follow need no growth of the mapping.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -40,17 +42,17 @@ bool sanitizer_allocator() {
 
 }  // namespace
 
-TEST(HeapHeadroom, LeavesTheThreadsHeapWritableAheadOfWhatFollows) {
-#ifndef __GLIBC__
-  GTEST_SKIP() << "how the heap grows is glibc's";
-#endif
-  if (sanitizer_allocator()) GTEST_SKIP() << "a sanitizer's allocator replaces glibc's heap";
+// In a thread of its own, in a process of its own (a death test's, re-executed: in this one
+// the earlier tests' threads have made every arena glibc allows, and a new thread shares one
+// they grew): exits 0 when the reservation left the heap writable ahead of the allocations that
+// follow, 1 when not, 3 when the thread still got an arena other threads grew.
+[[noreturn]] void reserve_in_a_fresh_thread() {
   size_t before = 0, after = 0, used = 0;
   bool fresh = true;
-  std::thread t([&] {  // a thread of its own: its own arena (glibc makes up to 8 per core)
+  std::thread t([&] {
     void* first = std::malloc(64);
     before = writable_mapping_bytes(first);
-    if (before == 0 || before > (size_t{256} << 10)) {  // shares a grown arena (or the main one)
+    if (before == 0 || before > (size_t{256} << 10)) {
       fresh = false;
       std::free(first);
       return;
@@ -64,7 +66,25 @@ TEST(HeapHeadroom, LeavesTheThreadsHeapWritableAheadOfWhatFollows) {
     std::free(first);
   });
   t.join();
-  if (!fresh) GTEST_SKIP() << "the test thread got an arena other threads grew";
-  EXPECT_GE(after, before + (size_t{900} << 10)) << "the reservation moved the writable end ahead";
-  EXPECT_EQ(used, after) << "the allocations after it grew nothing";
+  if (!fresh) std::_Exit(3);
+  if (after < before + (size_t{900} << 10)) {
+    std::fprintf(stderr, "the reservation left %zu writable bytes, %zu before\n", after, before);
+    std::_Exit(1);
+  }
+  if (used != after) {
+    std::fprintf(stderr, "the allocations after it grew the heap from %zu to %zu bytes\n", after, used);
+    std::_Exit(1);
+  }
+  std::_Exit(0);
+}
+
+TEST(HeapHeadroomDeathTest, LeavesTheThreadsHeapWritableAheadOfWhatFollows) {
+#ifndef __GLIBC__
+  GTEST_SKIP() << "how the heap grows is glibc's";
+#endif
+  if (sanitizer_allocator()) GTEST_SKIP() << "a sanitizer's allocator replaces glibc's heap";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // the child runs this test alone, from the start
+  EXPECT_EXIT(reserve_in_a_fresh_thread(), [](int status) {
+    return WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3);
+  }, "");
 }
