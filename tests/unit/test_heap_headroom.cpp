@@ -14,6 +14,8 @@
 
 #include "core/heap_headroom.hpp"
 
+namespace test_heap_headroom {
+
 namespace {
 
 // Bytes of the readable and writable mapping that holds `p` (/proc/self/maps), 0 if none.
@@ -39,8 +41,6 @@ bool sanitizer_allocator() {
   return false;
 #endif
 }
-
-}  // namespace
 
 // In a thread of its own, in a process of its own (a death test's, re-executed: in this one
 // the earlier tests' threads have made every arena glibc allows, and a new thread shares one
@@ -78,6 +78,8 @@ bool sanitizer_allocator() {
   std::_Exit(0);
 }
 
+}  // namespace
+
 TEST(HeapHeadroomDeathTest, LeavesTheThreadsHeapWritableAheadOfWhatFollows) {
 #ifndef __GLIBC__
   GTEST_SKIP() << "how the heap grows is glibc's";
@@ -88,3 +90,5 @@ TEST(HeapHeadroomDeathTest, LeavesTheThreadsHeapWritableAheadOfWhatFollows) {
     return WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3);
   }, "");
 }
+
+}  // namespace test_heap_headroom
