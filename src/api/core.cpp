@@ -468,6 +468,7 @@ std::string CompiledModel::get_property(const std::string& key) const {
   if (k == "kiln_plan_cache_size") return std::to_string(c.fast ? c.fast->cached_plans() : 0);
   if (k == "kiln_plan_cache_hits") return std::to_string(c.fast ? c.fast->plan_hits() : 0);
   if (k == "kiln_plan_cache_misses") return std::to_string(c.fast ? c.fast->plan_misses() : 0);
+  if (k == "kiln_plan_compile_ms") return cat(c.fast ? c.fast->plan_compile_ms() : 0.0);
   // kiln_convolutions_until_hot = auto: what was measured and chosen ("" when there is nothing to choose)
   if (k == "kiln_convolutions_until_hot_choice") return c.fast ? c.fast->until_hot_choice() : "";
   if (k == "kiln_model_cache") return c.cache_status;

@@ -62,6 +62,7 @@ const std::vector<Key>& keys() {
       {"kiln_plan_cache_size", nullptr, "", true},
       {"kiln_plan_cache_hits", nullptr, "", true},
       {"kiln_plan_cache_misses", nullptr, "", true},
+      {"kiln_plan_compile_ms", nullptr, "", true},
       {"kiln_convolutions_until_hot_choice", nullptr, "", true},
   };
   return k;

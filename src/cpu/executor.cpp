@@ -554,10 +554,12 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, std::vector
   }
   std::shared_ptr<Plan> plan;  // held for the run: the cache may drop it meanwhile
   {
+    const auto start = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(mutex_);
     bool hit = false;
     plan = plan_locked(shapes, &hit);
     (hit ? plan_hits_ : plan_misses_).fetch_add(1);
+    if (!hit) add_compile_time(start);
   }
   if (plan->split) return run_split(plan, shapes, inputs, profile);
   if (!plan->fast) {
@@ -627,6 +629,7 @@ Graph& Executor::thread_graph(const std::shared_ptr<Plan>& plan, const std::vect
     const auto start = std::chrono::steady_clock::now();
     g.graph = build_graph(*plan, mine.arena, /*hot=*/false, f32, /*logged=*/false);
     if (measure) *sample = {true, f32, ms_since(start), elements};
+    if (count_run) add_compile_time(start);
     g.evicted = plan->evicted;
     g.runs = 0;
     g.hot = false;
@@ -634,7 +637,9 @@ Graph& Executor::thread_graph(const std::shared_ptr<Plan>& plan, const std::vect
   } else if (count_run && ++g.runs == kHotRuns && g.graph->quick_nodes() > 0) {
     // a frequent shape: worth a second compile with the implementations that run fastest
     g.graph.reset();
+    const auto start = std::chrono::steady_clock::now();
     g.graph = build_graph(*plan, mine.arena, /*hot=*/true, /*f32_until_hot=*/false, /*logged=*/false);
+    add_compile_time(start);
     g.hot = true;
     graphs_built_.fetch_add(1);
     hot_rebuilds_.fetch_add(1);

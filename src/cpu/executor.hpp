@@ -25,6 +25,7 @@
 #include <kiln/tensor.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -140,6 +141,10 @@ class Executor {
   // run()s that found their input shapes' plan cached / had to make it.
   size_t plan_hits() const { return plan_hits_.load(); }
   size_t plan_misses() const { return plan_misses_.load(); }
+  // Milliseconds run()s spent compiling: a new input shape's plan (stages 1-3) and the runtime
+  // graphs their threads built for plans (stages 4-8, hot rebuilds included), summed over
+  // threads. What a first-seen shape pays besides its inference (kiln_plan_compile_ms).
+  double plan_compile_ms() const { return static_cast<double>(plan_compile_ns_.load()) / 1e6; }
   const WeightsCache& weights() const { return *weights_; }
   // The fusion answers its plans share when the input shapes vary (fusion_decisions.hpp).
   const FusionDecisions& fusion_decisions() const { return fusion_decisions_; }
@@ -158,6 +163,11 @@ class Executor {
   std::string tokenize_once_reason() const;
 
  private:
+  // plan_compile_ms() += the time since `start`
+  void add_compile_time(std::chrono::steady_clock::time_point start) {
+    plan_compile_ns_.fetch_add(static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count()));
+  }
   // mutex_ held; `hit` (may be null): whether the plan was cached
   std::shared_ptr<Plan> plan_locked(const std::vector<Shape>& shapes, bool* hit = nullptr);
   // mutex_ held: constants the plan's passes computed (folded weights) that equal one an
@@ -236,6 +246,7 @@ class Executor {
   bool measure_until_hot_ = false;    // kiln_convolutions_until_hot = auto applies (init_options)
   UntilHotChooser until_hot_;
   std::atomic<size_t> plan_hits_{0}, plan_misses_{0};
+  std::atomic<uint64_t> plan_compile_ns_{0};  // plan_compile_ms()
 };
 
 }  // namespace kiln::cpu

@@ -465,6 +465,9 @@ int cmd_benchmark(const BenchmarkOptions& given) {
               << compiled.get_property("kiln_plan_cache_capacity") << " plans kept, "
               << compiled.get_property("kiln_plan_cache_hits") << " hits, "
               << compiled.get_property("kiln_plan_cache_misses") << " misses\n";
+    // what the first-seen latencies paid for compiling (the new shapes' plans and their graphs)
+    std::cout << "compiling   " << fmt_ms(std::stod(compiled.get_property("kiln_plan_compile_ms")))
+              << " of the inferences' time went to compiling plans for new input shapes\n";
     if (const std::string c = compiled.get_property("kiln_convolutions_until_hot_choice"); !c.empty())
       std::cout << "new shapes  convolutions until hot in " << c << "\n";
   }
@@ -593,7 +596,8 @@ int cmd_benchmark(const BenchmarkOptions& given) {
                          {"plan_cache", {{"size", std::stoul(compiled.get_property("kiln_plan_cache_size"))},
                                          {"capacity", std::stoul(compiled.get_property("kiln_plan_cache_capacity"))},
                                          {"hits", std::stoul(compiled.get_property("kiln_plan_cache_hits"))},
-                                         {"misses", std::stoul(compiled.get_property("kiln_plan_cache_misses"))}}}};
+                                         {"misses", std::stoul(compiled.get_property("kiln_plan_cache_misses"))}}},
+                         {"plan_compile_ms", round3(std::stod(compiled.get_property("kiln_plan_compile_ms")))}};
       if (const std::string c = compiled.get_property("kiln_convolutions_until_hot_choice"); !c.empty())
         j["data_shape"]["convolutions_until_hot"] = c;
     }

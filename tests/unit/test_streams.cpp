@@ -283,6 +283,27 @@ TEST(StreamsSettings, PlanCacheCapacity) {
   EXPECT_CONTAINS(error_of([&] { core.compile_model(model, {{"kiln_plan_cache_hits", "1"}}); }), "unknown property");
 }
 
+TEST(StreamsSettings, PlanCompileTimeCountsWhatNewShapesCompiledDuringInferences) {
+  Core core;
+  auto model = mlp_model();
+  CompiledModel cm = core.compile_model(model);  // batch 1 compiled here (the probe): not in the count
+  auto compile_ms = [&] { return std::stod(cm.get_property("kiln_plan_compile_ms")); };
+  InferRequest req = cm.create_infer_request();
+  req.set_input_tensor(Tensor(DType::f32, {1, 32}));
+  req.infer();
+  EXPECT_EQ(compile_ms(), 0.0) << "a cached plan compiles nothing";
+  req.set_input_tensor(Tensor(DType::f32, {2, 32}));
+  req.infer();
+  const double after_new = compile_ms();
+  EXPECT_GT(after_new, 0.0) << "batch 2's plan and graph were made by this inference";
+  req.infer();
+  EXPECT_EQ(compile_ms(), after_new) << "batch 2 again: nothing more";
+  req.set_input_tensor(Tensor(DType::f32, {3, 32}));
+  req.infer();
+  EXPECT_GT(compile_ms(), after_new);
+  EXPECT_CONTAINS(error_of([&] { core.compile_model(model, {{"kiln_plan_compile_ms", "1"}}); }), "unknown property");
+}
+
 TEST(StreamsSettings, RuntimeCacheCapacity) {
   // oneDNN's primitive cache, process-wide: set by the compile that gives it, reported by all
   Core core;
