@@ -9,7 +9,7 @@ namespace {
 
 // The last block of this thread's latest reservation, held until the next one: while it is
 // allocated the other blocks, freed, stay a free chunk below it instead of joining the heap's
-// top, which glibc would hand back to the system (and with it the pages populated below).
+// top, which glibc would hand back to the system (and with it the pages they had mapped).
 struct Keeper {
   void* block = nullptr;
   ~Keeper() { std::free(block); }

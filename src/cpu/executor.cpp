@@ -266,7 +266,6 @@ std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& 
     return plans_[shapes] = std::move(plan);
   }
   reserve_heap_headroom(kPlanHeadroom);
-  t_plan_headroom = true;
   IrStagesResult r = plan_ir_stages(shapes, *plan);
   plan->graph = r.graph;
   if (r.all_static) {
@@ -280,6 +279,7 @@ std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& 
     plan->fallback_reason = "the shape of '" + r.first_dynamic + "' depends on data";
   }
   plan->ir_log_entries = (plan->log_head ? plan->log_head->entries.size() : 0) + plan->log.entries.size();
+  t_plan_headroom = plan->runs_graph();  // room left for the graph this thread builds of it next
   return plans_[shapes] = std::move(plan);
 }
 
@@ -554,8 +554,8 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, std::vector
   }
   std::shared_ptr<Plan> plan;  // held for the run: the cache may drop it meanwhile
   {
-    const auto start = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(mutex_);
+    const auto start = std::chrono::steady_clock::now();  // not the wait for another thread's compile
     bool hit = false;
     plan = plan_locked(shapes, &hit);
     (hit ? plan_hits_ : plan_misses_).fetch_add(1);
