@@ -8,7 +8,6 @@
 #include <utility>
 
 #include "core/heap_headroom.hpp"
-#include "cpu/headroom_faulting.hpp"
 #include "core/strings.hpp"
 #include "cpu/compile_pipeline.hpp"
 #include "cpu/model_cache.hpp"
@@ -33,8 +32,6 @@ struct ThreadGraph {
 // steps (core/heap_headroom.hpp). A plan keeps 0.3-0.7 MiB (mobilenet_v3_small, EfficientNet-B0);
 // making room took a new shape of those 0.81 -> 0.71 and 1.86 -> 1.73 ms (stages 1-8, medians
 // of 10 and 6 interleaved runs of 60 shapes), 88 and 161 mprotect calls a plan down to 8 and 17.
-// Its pages are faulted in by the team's second thread while the plan is built
-// (cpu/headroom_faulting.hpp).
 constexpr size_t kPlanHeadroom = size_t{1} << 20;
 // Set by plan_locked's room, taken by the graph this thread builds next (no second reservation).
 thread_local bool t_plan_headroom = false;
@@ -269,11 +266,7 @@ std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& 
     return plans_[shapes] = std::move(plan);
   }
   reserve_heap_headroom(kPlanHeadroom);
-  IrStagesResult r;
-  if (hit)  // at an inference: no weights to pack in parallel (compile_model packed them)
-    run_while_faulting_in_headroom([&] { r = plan_ir_stages(shapes, *plan); });
-  else
-    r = plan_ir_stages(shapes, *plan);
+  IrStagesResult r = plan_ir_stages(shapes, *plan);
   plan->graph = r.graph;
   if (r.all_static) {
     share_folded_constants(*plan->graph);
@@ -634,11 +627,7 @@ Graph& Executor::thread_graph(const std::shared_ptr<Plan>& plan, const std::vect
     }
     if (!std::exchange(t_plan_headroom, false)) reserve_heap_headroom(kPlanHeadroom);  // another thread's plan
     const auto start = std::chrono::steady_clock::now();
-    auto build = [&] { g.graph = build_graph(*plan, mine.arena, /*hot=*/false, f32, /*logged=*/false); };
-    if (count_run)  // an inference's (compile_model's packs the weights on the whole team)
-      run_while_faulting_in_headroom(build);
-    else
-      build();
+    g.graph = build_graph(*plan, mine.arena, /*hot=*/false, f32, /*logged=*/false);
     if (measure) *sample = {true, f32, ms_since(start), elements};
     if (count_run) add_compile_time(start);
     g.evicted = plan->evicted;
