@@ -1,5 +1,11 @@
 #include "core/heap_headroom.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <vector>
 
@@ -15,6 +21,38 @@ struct Keeper {
   ~Keeper() { std::free(block); }
 };
 thread_local Keeper t_keeper;
+thread_local HeadroomPages t_pages;
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+std::atomic<bool> g_populate_refused{false};  // the kernel does not know MADV_POPULATE_WRITE
+
+uintptr_t page_size() {
+  static const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+// Whole pages inside the blocks (each kHeadroomBlock bytes), blocks that follow each other
+// (a chunk header apart) one range.
+std::vector<std::pair<uintptr_t, uintptr_t>> pages_of(std::vector<void*> blocks) {
+  std::sort(blocks.begin(), blocks.end());
+  std::vector<std::pair<uintptr_t, uintptr_t>> spans;
+  for (void* b : blocks) {
+    const auto lo = reinterpret_cast<uintptr_t>(b), hi = lo + kHeadroomBlock;
+    if (!spans.empty() && lo - spans.back().second <= 64)  // the allocator's header between them
+      spans.back().second = hi;
+    else
+      spans.emplace_back(lo, hi);
+  }
+  const uintptr_t page = page_size();
+  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
+  for (auto [lo, hi] : spans) {
+    const uintptr_t begin = (lo + page - 1) / page * page, end = hi / page * page;
+    if (begin < end) ranges.emplace_back(begin, end);
+  }
+  return ranges;
+}
 
 }  // namespace
 
@@ -30,7 +68,38 @@ void reserve_heap_headroom(size_t bytes) {
   std::free(t_keeper.block);
   t_keeper.block = blocks.back();
   blocks.pop_back();
+  t_pages = HeadroomPages(pages_of(blocks));  // their addresses only: the blocks are freed next
   for (void* p : blocks) std::free(p);
 }
+
+bool HeadroomPages::fault_in_next(size_t bytes) {
+  if (g_populate_refused.load(std::memory_order_relaxed)) return false;
+  const uintptr_t page = page_size();
+  while (next_ < ranges_.size()) {
+    const auto [begin, end] = ranges_[next_];
+    const uintptr_t from = std::max(at_, begin);
+    if (from >= end) {
+      ++next_, at_ = 0;
+      continue;
+    }
+    const uintptr_t to = std::min(end, from + std::max<uintptr_t>(bytes / page, 1) * page);
+    at_ = to;
+    if (::madvise(reinterpret_cast<void*>(from), to - from, MADV_POPULATE_WRITE) != 0 && errno == EINVAL) {
+      g_populate_refused.store(true, std::memory_order_relaxed);  // an older kernel: stop asking
+      return false;
+    }
+    return true;  // (another error, such as no memory: those pages fault in when touched)
+  }
+  return false;
+}
+
+size_t HeadroomPages::left() const {
+  size_t n = 0;
+  for (size_t i = next_; i < ranges_.size(); ++i)
+    n += ranges_[i].second - std::max(i == next_ ? at_ : 0, ranges_[i].first);
+  return n;
+}
+
+HeadroomPages& headroom_pages() { return t_pages; }
 
 }  // namespace kiln

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/heap_headroom.hpp"
+#include "cpu/headroom_faulting.hpp"
 #include "core/strings.hpp"
 #include "cpu/compile_pipeline.hpp"
 #include "cpu/model_cache.hpp"
@@ -266,7 +267,12 @@ std::shared_ptr<Executor::Plan> Executor::plan_locked(const std::vector<Shape>& 
     return plans_[shapes] = std::move(plan);
   }
   reserve_heap_headroom(kPlanHeadroom);
-  IrStagesResult r = plan_ir_stages(shapes, *plan);
+  IrStagesResult r;
+  if (hit)  // at an inference (compile_model's builds keep the whole team for their own work):
+            // the room's pages faulted in beside stages 1-3, which make no oneDNN primitives
+    run_while_faulting_in_headroom([&] { r = plan_ir_stages(shapes, *plan); });
+  else
+    r = plan_ir_stages(shapes, *plan);
   plan->graph = r.graph;
   if (r.all_static) {
     share_folded_constants(*plan->graph);

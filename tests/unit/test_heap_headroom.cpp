@@ -1,11 +1,15 @@
 // reserve_heap_headroom (core/heap_headroom.hpp): on glibc, a thread's heap is writable far
-// enough ahead after it that the allocations that follow need no growth of the mapping.
+// enough ahead after it that the allocations that follow need no growth of the mapping; its
+// pages (HeadroomPages) fault in a step at a time, in order, without changing what they hold.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -89,6 +93,73 @@ TEST(HeapHeadroomDeathTest, LeavesTheThreadsHeapWritableAheadOfWhatFollows) {
   EXPECT_EXIT(reserve_in_a_fresh_thread(), [](int status) {
     return WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3);
   }, "");
+}
+
+namespace {
+
+// Which of the `pages` pages from `base` are in memory (mincore).
+std::vector<bool> resident(const char* base, size_t pages) {
+  std::vector<unsigned char> v(pages);
+  EXPECT_EQ(::mincore(const_cast<char*>(base), pages * static_cast<size_t>(::sysconf(_SC_PAGESIZE)), v.data()), 0);
+  std::vector<bool> out(pages);
+  for (size_t i = 0; i < pages; ++i) out[i] = v[i] & 1;
+  return out;
+}
+
+}  // namespace
+
+TEST(HeapHeadroom, PagesFaultInAStepAtATimeInOrderAndKeepWhatTheyHold) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE)), n = 32;
+  // an anonymous mapping never touched but for one page that holds data already
+  char* base = static_cast<char*>(::mmap(nullptr, n * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(base, MAP_FAILED);
+  std::memset(base + 5 * page, 0x5a, page);
+  ASSERT_FALSE(resident(base, n)[0]);
+  const auto b = reinterpret_cast<uintptr_t>(base);
+  kiln::HeadroomPages pages({{b, b + 16 * page}, {b + 20 * page, b + 30 * page}});
+  EXPECT_EQ(pages.left(), 26 * page);
+  if (!pages.fault_in_next(4 * page)) {
+    ::munmap(base, n * page);
+    GTEST_SKIP() << "this kernel has no MADV_POPULATE_WRITE (Linux 5.14)";
+  }
+  std::vector<bool> r = resident(base, n);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(r[i], i < 4 || i == 5) << "page " << i;
+  EXPECT_EQ(pages.left(), 22 * page);
+  size_t steps = 1;
+  while (pages.fault_in_next(4 * page)) ++steps;
+  EXPECT_EQ(steps, 4u + 3u);  // 16 pages, then 10, 4 at a time
+  EXPECT_EQ(pages.left(), 0u);
+  EXPECT_FALSE(pages.fault_in_next(4 * page));
+  r = resident(base, n);
+  for (size_t i = 0; i < n; ++i) EXPECT_EQ(r[i], i < 16 || (i >= 20 && i < 30)) << "page " << i;
+  for (size_t i = 0; i < page; ++i) ASSERT_EQ(static_cast<unsigned char>(base[5 * page + i]), 0x5a);
+  EXPECT_EQ(base[page], 0);
+  ::munmap(base, n * page);
+}
+
+TEST(HeapHeadroom, AReservationsPagesAreTheFreedBlocksWholePages) {
+  std::thread t([] {
+    kiln::reserve_heap_headroom(size_t{1} << 20);
+    const kiln::HeadroomPages& pages = kiln::headroom_pages();
+    const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    ASSERT_FALSE(pages.ranges().empty());
+    size_t total = 0;
+    for (auto [begin, end] : pages.ranges()) {
+      EXPECT_EQ(begin % page, 0u);
+      EXPECT_EQ(end % page, 0u);
+      EXPECT_LT(begin, end);
+      total += end - begin;
+    }
+    // eleven blocks of 96 KiB, ten of them freed (whole pages inside them; neighbours merged)
+    EXPECT_LE(total, 10 * kiln::kHeadroomBlock);
+    EXPECT_GE(total, 10 * (kiln::kHeadroomBlock - 2 * page));
+    EXPECT_EQ(pages.left(), total);
+    // what the thread allocates next may take them: memory it can use
+    std::vector<void*> small;
+    for (int i = 0; i < 4096; ++i) small.push_back(std::malloc(64));
+    for (void* p : small) std::free(p);
+  });
+  t.join();
 }
 
 }  // namespace test_heap_headroom
