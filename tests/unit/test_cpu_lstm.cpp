@@ -102,3 +102,24 @@ TEST(CpuLstm, FormsOneDnnDoesNotComputeStayOnTheReferenceKernel) {
 }
 
 }  // namespace test_cpu_lstm
+
+namespace test_cpu_lstm {
+
+// An inference called from inside the caller's own parallel region (a team of two, the call on
+// one of its threads): a parallel region the kernels open there runs on that one thread, and
+// both directions must still be computed.
+TEST(CpuLstm, BothDirectionsInsideTheCallersParallelRegion) {
+  if (omp_get_max_threads() < 2) GTEST_SKIP() << "a team of one thread: no parallel region to be in";
+  uint32_t seed = 300;
+  for (const LstmCase& c : {LstmCase{4, 1, 9, 12, "bidirectional"}, LstmCase{7, 3, 6, 10, "bidirectional"}}) {
+    SCOPED_TRACE(cat("T ", c.T, " N ", c.N, " ", c.direction));
+    auto [g, feeds] = lstm_graph(c, seed);
+    seed += 10;
+#pragma omp parallel num_threads(2)
+    {
+      if (omp_get_thread_num() == 0) compare_with_reference(g, feeds, 1e-4, 1e-5);
+    }
+  }
+}
+
+}  // namespace test_cpu_lstm

@@ -109,10 +109,11 @@ class LstmNode : public Node {
     stream.wait();  // what came before is done
 #pragma omp parallel num_threads(2)
     {
-      // oneDNN runs a primitive called inside a parallel region on the calling thread alone
-      const int t = omp_get_thread_num();
+      // oneDNN runs a primitive called inside a parallel region on the calling thread alone;
+      // a team of one (the caller inside a parallel region already) runs both parts
+      const int t = omp_get_thread_num(), team = omp_get_num_threads();
       dnnl::stream own(cpu_engine());
-      run_part(parts_[static_cast<size_t>(t)], own, &pads[t]);
+      for (int part = t; part < 2; part += team) run_part(parts_[static_cast<size_t>(part)], own, &pads[part]);
       own.wait();
     }
   }
