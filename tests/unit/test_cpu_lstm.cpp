@@ -113,7 +113,9 @@ TEST(CpuLstm, BothDirectionsInsideTheCallersParallelRegion) {
   uint32_t seed = 300;
   for (const LstmCase& c : {LstmCase{4, 1, 9, 12, "bidirectional"}, LstmCase{7, 3, 6, 10, "bidirectional"}}) {
     SCOPED_TRACE(cat("T ", c.T, " N ", c.N, " ", c.direction));
-    auto [g, feeds] = lstm_graph(c, seed);
+    const auto made = lstm_graph(c, seed);  // (no structured binding: clang's regions cannot capture one)
+    const std::shared_ptr<ir::Graph>& g = made.first;
+    const std::vector<Tensor>& feeds = made.second;
     seed += 10;
 #pragma omp parallel num_threads(2)
     {
