@@ -2,7 +2,8 @@
 // How kiln's recurrent kernels (lstm_f32, gru_f32) run a layer's directions: with two directions
 // and two threads or more, one thread each at once (a direction's steps depend on each other, so
 // splitting one step over the team would cost a barrier per step); otherwise one after the
-// other, each with the whole team for its input projection.
+// other, each with the whole team for its input projection. Called from inside a parallel
+// region (a caller's own), the region of two gets one thread, which runs both.
 #include <omp.h>
 
 #include <cstdint>
