@@ -8,9 +8,9 @@
 #include <utility>
 
 #include "core/heap_headroom.hpp"
-#include "cpu/headroom_faulting.hpp"
 #include "core/strings.hpp"
 #include "cpu/compile_pipeline.hpp"
+#include "cpu/headroom_faulting.hpp"
 #include "cpu/model_cache.hpp"
 #include "transforms/compute_fp16_in_f32.hpp"
 #include "transforms/split_at_data_dependent.hpp"

@@ -17,14 +17,10 @@ void for_each_direction(int64_t D, bool reverse_one, int threads, F&& direction)
   if (D == 2 && threads >= 2 && omp_get_max_threads() >= 2) {
 #pragma omp parallel num_threads(2)
     {
-      // a team of one where the caller is inside a parallel region already (a nested region
-      // gets one thread): that thread runs both directions
-      if (omp_get_num_threads() == 2) {
-        const int64_t d = omp_get_thread_num();
+      // a direction a thread; a team of one (the caller inside a parallel region already: a
+      // nested region gets one thread) runs both, as LstmNode's split parts do
+      for (int64_t d = omp_get_thread_num(); d < 2; d += omp_get_num_threads())
         direction(d, d == 1, /*parallel=*/false);
-      } else {
-        for (int64_t d = 0; d < 2; ++d) direction(d, d == 1, /*parallel=*/false);
-      }
     }
     return;
   }
