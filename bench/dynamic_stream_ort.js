@@ -6,7 +6,7 @@
 //
 // usage: node bench/dynamic_stream_ort.js MODEL.onnx --shapes SPEC [--threads 2] [--passes 3]
 //                                         [--dump DIR]
-//        node bench/dynamic_stream_ort.js --gen crnn|bert|bert-batch|mnv2-batch      (prints a SPEC)
+//        node bench/dynamic_stream_ort.js --gen crnn|bert|bert-batch|mnv2-batch|hw|hw60   (prints a SPEC)
 //
 // SPEC is benchmark_app's data_shape syntax: `x[1,3,48,96][1,3,48,120]`, or for several inputs
 // `input_ids[1,8][1,12],attention_mask[1,8][1,12]`; the i-th shape of every input makes the i-th
@@ -50,7 +50,11 @@ function genSpec(kind) {
   }
   if (kind === 'mnv2-batch')  // batches 1-8 x heights 160-256 x widths height + 0-96 (every group distinct)
     return fmt('x', idx.map(i => { const h = 160 + 32 * ((i >> 2) % 4); return [[1, 2, 4, 8][i % 4], 3, h, h + 32 * (i >> 4)]; }));
-  throw new Error(`--gen: unknown kind ${kind} (crnn, bert, bert-batch, mnv2-batch)`);
+  // images of every aspect: batch 1 and 2 alternating, height up and width down by a step
+  // (make_dynamic_models.py's *_hw networks): 12 groups 8 pixels apart, or 60 groups 2 apart
+  if (kind === 'hw') return fmt('x', [...Array(12).keys()].map(i => [1 + i % 2, 3, 160 + 8 * i, 248 - 8 * i]));
+  if (kind === 'hw60') return fmt('x', [...Array(60).keys()].map(i => [1 + i % 2, 3, 160 + 2 * i, 248 - 2 * i]));
+  throw new Error(`--gen: unknown kind ${kind} (crnn, bert, bert-batch, mnv2-batch, hw, hw60)`);
 }
 
 // 'a[1,2][3,4],b[5]' -> [{a: [1,2], b: [5]}, {a: [3,4], b: [5]}]

@@ -9,6 +9,11 @@ inputs whose shape changes from one inference to the next (bench/dynamic_stream_
              bidirectional LSTM (hidden 128), Linear to 97 classes.
   mnv2_dyn   MobileNet-v2 (torchvision's, random weights, BatchNorm statistics from random
              batches).  x float32 [batch, 3, height, width] -> logits [batch, 1000].
+  mnv3s_hw, effb0_hw, regnet_hw, resnext_hw
+             torchvision's mobilenet_v3_small, efficientnet_b0, regnet_y_400mf, resnext50_32x4d
+             the same way.  x float32 [batch, 3, height, width] -> y [batch, 1000].
+  deeplab_hw torchvision's deeplabv3_mobilenet_v3_large the same way (its "out" only).
+             x float32 [batch, 3, height, width] -> y [batch, 21, height, width].
   bert6_dyn  BERT encoder: 6 layers, hidden 384, 6 heads, FFN 1536, vocab 30522, 512 positions,
              erf GELU, LayerNorm eps 1e-12, HF-style additive mask (1 - mask) * finfo(f32).min.
              input_ids, attention_mask int64 [batch, sequence] -> last_hidden_state
@@ -22,7 +27,7 @@ size that only the trace-time shape would give), and, unless --no-verify, ONNX R
 (dynamic_stream_ort.js --dump, via node) runs two other shapes and is compared with torch.
 
 Run with /usr/bin/python3 (torch, onnx, numpy).
-usage: make_dynamic_models.py [--only crnn_dyn,bert6_dyn,mnv2_dyn] [--force] [--no-verify]
+usage: make_dynamic_models.py [--only crnn_dyn,bert6_dyn,...] [--force] [--no-verify]   (default: all)
 """
 import argparse
 import inspect
@@ -227,7 +232,71 @@ def mobilenet_spec():
     }
 
 
-SPECS = {"crnn_dyn": crnn_spec, "bert6_dyn": bert_spec, "mnv2_dyn": mobilenet_spec}
+# ---------------------------------------------------------------------------------------------
+# mnv3s_hw, effb0_hw, regnet_hw, resnext_hw, deeplab_hw: torchvision's networks with batch,
+# height and width dynamic (the "CNN with dynamic H/W" of the streams `<name>-hw`)
+
+TORCHVISION_HW = {  # model name -> (torchvision constructor, seed offset)
+    "mnv3s_hw": ("mobilenet_v3_small", 10),
+    "effb0_hw": ("efficientnet_b0", 11),
+    "regnet_hw": ("regnet_y_400mf", 12),
+    "resnext_hw": ("resnext50_32x4d", 13),
+    "deeplab_hw": ("deeplabv3_mobilenet_v3_large", 14),
+}
+
+
+class SegmentationOut(nn.Module):
+    """torchvision's segmentation models return a dict: its "out" as the one output."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        return self.m(x)["out"]
+
+
+def init_torchvision(name):
+    import torchvision
+    ctor, offset = TORCHVISION_HW[name]
+    torch.manual_seed(SEED + offset)  # torchvision initialises its layers from the global generator
+    if ctor.startswith("deeplab"):
+        m = SegmentationOut(getattr(torchvision.models.segmentation, ctor)(weights=None, weights_backbone=None,
+                                                                           aux_loss=False))
+    else:
+        m = getattr(torchvision.models, ctor)(weights=None)
+    # Linear layers as PyTorch initialises them (torchvision draws some from N(0, 0.01)), and
+    # BatchNorm running statistics from random batches: with the initial ones (the identity) a
+    # deep network's outputs shrink to about 1e-9 and any error passes an absolute tolerance
+    for layer in m.modules():
+        if isinstance(layer, nn.Linear):
+            layer.reset_parameters()
+    m.train()
+    g = torch.Generator().manual_seed(SEED + 100 + offset)
+    with torch.no_grad():
+        for size in (160, 224):
+            m(torch.rand(4, 3, size, size, generator=g) * 2 - 1)
+    m.eval()
+    return m
+
+
+def torchvision_spec(name):
+    segmentation = name == "deeplab_hw"
+    return {
+        "model": init_torchvision(name),
+        "inputs": {"x": ("float32", ["batch", 3, "height", "width"])},
+        # (the exporter names the classes dim of the segmentation's Resize instead of giving 21)
+        "outputs": {"y": ["batch", None, "height", "width"] if segmentation else ["batch", 1000]},
+        # the trace shape, and the sizes only it would give (11; 216 and 280 halved 1-5 times:
+        # none is a channel count of these networks, which mnv2_dyn's 240 is)
+        "trace": {"x": [11, 3, 216, 280]},
+        "trace_only_dims": [11, 216, 108, 54, 27, 14, 7, 280, 140, 70, 35, 18, 9],
+        "verify": [{"x": [1, 3, 224, 224]}, {"x": [2, 3, 160, 288]}],
+    }
+
+
+SPECS = {"crnn_dyn": crnn_spec, "bert6_dyn": bert_spec, "mnv2_dyn": mobilenet_spec,
+         **{name: (lambda n=name: torchvision_spec(n)) for name in TORCHVISION_HW}}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -278,7 +347,8 @@ def check(spec, path):
     problems = []
     for vi in list(inf.graph.input) + list(inf.graph.output):
         want = spec["inputs"][vi.name][1] if vi.name in spec["inputs"] else spec["outputs"][vi.name]
-        if dims_of(vi) != want:
+        got = dims_of(vi)
+        if len(got) != len(want) or any(w is not None and g != w for g, w in zip(got, want)):  # None: any dim
             problems.append(f"{vi.name}: dims {dims_of(vi)}, expected {want}")
     # a value sized by the trace shape alone would show a trace-only number among its dims
     baked = [(vi.name, dims_of(vi)) for vi in inf.graph.value_info
