@@ -65,8 +65,8 @@ void Graph::prepare_all(bool release_packed_sources) {
         const InputLayout& r = reqs[i];
         if (r.kind == InputLayout::Kind::plain && !e->is_plain()) {
           node->inputs[i] = convert(e, *plain_desc(e->shape, e->dtype), "plain");
-        } else if (r.kind == InputLayout::Kind::exact && !(e->desc() == r.desc)) {
-          node->inputs[i] = convert(e, r.desc, desc_key(r.desc));
+        } else if (r.kind == InputLayout::Kind::exact && !(e->desc() == *r.desc)) {
+          node->inputs[i] = convert(e, *r.desc, desc_key(*r.desc));
         }
         converted[i] = node->inputs[i] != e;
       }

@@ -86,10 +86,13 @@ struct Edge {
 // What a node needs an input to look like.
 struct InputLayout {
   enum class Kind { any, plain, exact } kind = Kind::any;
-  dnnl::memory::desc desc;  // Kind::exact
+  // Kind::exact. By pointer, as an Edge's: every node's prepare() returns one per input, most of
+  // them any or plain, for every new input shape's plan (a vector of them with the descriptor
+  // inline was 3% of a mobilenet_v3_small plan, its bytes allocated and copied)
+  LayoutDesc desc;
   static InputLayout any() { return {}; }
   static InputLayout plain() { return {Kind::plain, {}}; }
-  static InputLayout exact(dnnl::memory::desc d) { return {Kind::exact, std::move(d)}; }
+  static InputLayout exact(const dnnl::memory::desc& d) { return {Kind::exact, LayoutDesc(d)}; }
 };
 
 // The runtime node kinds (one file each under src/cpu/nodes/), for the decisions of the passes;

@@ -421,8 +421,8 @@ NodeRun run_single_node(const std::shared_ptr<ir::Graph>& g, const std::vector<T
     if (reqs[i].kind == cpu::InputLayout::Kind::plain && !e->is_plain()) {
       edges.push_back(to_layout(*e, *cpu::plain_desc(e->shape, e->dtype)));
       node->inputs[i] = edges.back().get();
-    } else if (reqs[i].kind == cpu::InputLayout::Kind::exact && !(e->desc() == reqs[i].desc)) {
-      edges.push_back(to_layout(*e, reqs[i].desc));
+    } else if (reqs[i].kind == cpu::InputLayout::Kind::exact && !(e->desc() == *reqs[i].desc)) {
+      edges.push_back(to_layout(*e, *reqs[i].desc));
       node->inputs[i] = edges.back().get();
     }
   }
