@@ -1,13 +1,12 @@
 #include "core/heap_headroom.hpp"
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
 #include <cstdlib>
 #include <vector>
+
+#include "core/populate_pages.hpp"
 
 namespace kiln {
 
@@ -22,11 +21,6 @@ struct Keeper {
 };
 thread_local Keeper t_keeper;
 thread_local HeadroomPages t_pages;
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23  // Linux 5.14
-#endif
-std::atomic<bool> g_populate_refused{false};  // the kernel does not know MADV_POPULATE_WRITE
 
 uintptr_t page_size() {
   static const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
@@ -73,7 +67,6 @@ void reserve_heap_headroom(size_t bytes) {
 }
 
 bool HeadroomPages::fault_in_next(size_t bytes) {
-  if (g_populate_refused.load(std::memory_order_relaxed)) return false;
   const uintptr_t page = page_size();
   while (next_ < ranges_.size()) {
     const auto [begin, end] = ranges_[next_];
@@ -84,11 +77,8 @@ bool HeadroomPages::fault_in_next(size_t bytes) {
     }
     const uintptr_t to = std::min(end, from + std::max<uintptr_t>(bytes / page, 1) * page);
     at_ = to;
-    if (::madvise(reinterpret_cast<void*>(from), to - from, MADV_POPULATE_WRITE) != 0 && errno == EINVAL) {
-      g_populate_refused.store(true, std::memory_order_relaxed);  // an older kernel: stop asking
-      return false;
-    }
-    return true;  // (another error, such as no memory: those pages fault in when touched)
+    // (after another error, such as no memory, those pages fault in when touched)
+    return populate_pages(reinterpret_cast<const void*>(from), to - from);
   }
   return false;
 }

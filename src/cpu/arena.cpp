@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "core/populate_pages.hpp"
 #include "core/strings.hpp"
 
 namespace kiln::cpu {
@@ -92,6 +93,10 @@ void* Arena::reserve(size_t bytes) {
                     static_cast<double>(bytes) / double(1ull << 30), " GiB), which the machine cannot allocate"));
   ++reallocations_;
   return data_;
+}
+
+void Arena::populate() {
+  if (data_) populate_pages(data_, capacity_);
 }
 
 Arena::~Arena() { release(); }

@@ -527,10 +527,15 @@ std::shared_ptr<const Executor::Plan> Executor::find_plan(const std::vector<Shap
   return it == plans_.end() ? nullptr : it->second;
 }
 
-size_t Executor::thread_arena_bytes() const {
-  if (!t_registry_touched || !t_registry_alive) return 0;
+const Arena* Executor::thread_arena() const {
+  if (!t_registry_touched || !t_registry_alive) return nullptr;
   auto it = t_registry.by_executor.find(id_);
-  return it == t_registry.by_executor.end() ? 0 : it->second.arena->capacity();
+  return it == t_registry.by_executor.end() ? nullptr : it->second.arena.get();
+}
+
+size_t Executor::thread_arena_bytes() const {
+  const Arena* a = thread_arena();
+  return a ? a->capacity() : 0;
 }
 
 size_t Executor::arena_bytes() const {
@@ -599,7 +604,11 @@ void Executor::prepare(const std::vector<Shape>& shapes) {
     std::lock_guard<std::mutex> lock(mutex_);
     plan = plan_locked(shapes);
   }
-  if (plan->runs_graph()) thread_graph(plan, shapes, /*count_run=*/false);
+  if (!plan->runs_graph()) return;
+  thread_graph(plan, shapes, /*count_run=*/false);
+  // ahead of time (compile_model): the arena's pages now, not at the first inference's touch
+  if (ThreadRegistry* reg = registry())
+    if (auto it = reg->by_executor.find(id_); it != reg->by_executor.end()) it->second.arena->populate();
 }
 
 Graph& Executor::thread_graph(const std::shared_ptr<Plan>& plan, const std::vector<Shape>& shapes, bool count_run,

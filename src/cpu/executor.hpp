@@ -150,6 +150,8 @@ class Executor {
   const FusionDecisions& fusion_decisions() const { return fusion_decisions_; }
   // The bytes of the calling thread's arena for this executor (0 before its first fast run).
   size_t thread_arena_bytes() const;
+  // That arena (null before the thread's first graph of this executor).
+  const Arena* thread_arena() const;
   // The bytes of every live thread's arena for this executor (the intermediate tensors).
   size_t arena_bytes() const;
   size_t shared_constants() const;  // distinct folded constants the plans share now
