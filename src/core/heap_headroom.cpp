@@ -1,12 +1,10 @@
 #include "core/heap_headroom.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <vector>
 
-#include "core/populate_pages.hpp"
+#include "core/pages.hpp"
 
 namespace kiln {
 
@@ -22,11 +20,6 @@ struct Keeper {
 thread_local Keeper t_keeper;
 thread_local HeadroomPages t_pages;
 
-uintptr_t page_size() {
-  static const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  return page;
-}
-
 // Whole pages inside the blocks (each kHeadroomBlock bytes), blocks that follow each other
 // (a chunk header apart) one range.
 std::vector<std::pair<uintptr_t, uintptr_t>> pages_of(std::vector<void*> blocks) {
@@ -39,12 +32,9 @@ std::vector<std::pair<uintptr_t, uintptr_t>> pages_of(std::vector<void*> blocks)
     else
       spans.emplace_back(lo, hi);
   }
-  const uintptr_t page = page_size();
   std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
-  for (auto [lo, hi] : spans) {
-    const uintptr_t begin = (lo + page - 1) / page * page, end = hi / page * page;
-    if (begin < end) ranges.emplace_back(begin, end);
-  }
+  for (auto [lo, hi] : spans)
+    if (const PageSpan s = whole_pages(lo, hi); !s.empty()) ranges.emplace_back(s.begin, s.end);
   return ranges;
 }
 
@@ -67,7 +57,7 @@ void reserve_heap_headroom(size_t bytes) {
 }
 
 bool HeadroomPages::fault_in_next(size_t bytes) {
-  const uintptr_t page = page_size();
+  const uintptr_t page = page_bytes();
   while (next_ < ranges_.size()) {
     const auto [begin, end] = ranges_[next_];
     const uintptr_t from = std::max(at_, begin);

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "core/populate_pages.hpp"
+#include "core/pages.hpp"
 #include "core/strings.hpp"
 
 namespace kiln::cpu {

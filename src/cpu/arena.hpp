@@ -26,7 +26,7 @@ class Arena {
   // Throws kiln::Error when the memory cannot be had.
   void* reserve(size_t bytes);
   // Brings the arena's pages into memory now rather than at the first run's touch of each
-  // (core/populate_pages.hpp): compile_model's, so that the first inference does not pay them
+  // (core/pages.hpp): compile_model's, so that the first inference does not pay them
   // (ResNet-50's first inference faulted in its 20 MiB arena there).
   void populate();
   size_t capacity() const { return capacity_.load(std::memory_order_relaxed); }  // any thread may ask

@@ -527,11 +527,13 @@ std::shared_ptr<const Executor::Plan> Executor::find_plan(const std::vector<Shap
   return it == plans_.end() ? nullptr : it->second;
 }
 
-const Arena* Executor::thread_arena() const {
+Arena* Executor::calling_thread_arena() const {
   if (!t_registry_touched || !t_registry_alive) return nullptr;
   auto it = t_registry.by_executor.find(id_);
   return it == t_registry.by_executor.end() ? nullptr : it->second.arena.get();
 }
+
+const Arena* Executor::thread_arena() const { return calling_thread_arena(); }
 
 size_t Executor::thread_arena_bytes() const {
   const Arena* a = thread_arena();
@@ -607,8 +609,7 @@ void Executor::prepare(const std::vector<Shape>& shapes) {
   if (!plan->runs_graph()) return;
   thread_graph(plan, shapes, /*count_run=*/false);
   // ahead of time (compile_model): the arena's pages now, not at the first inference's touch
-  if (ThreadRegistry* reg = registry())
-    if (auto it = reg->by_executor.find(id_); it != reg->by_executor.end()) it->second.arena->populate();
+  if (Arena* arena = calling_thread_arena()) arena->populate();
 }
 
 Graph& Executor::thread_graph(const std::shared_ptr<Plan>& plan, const std::vector<Shape>& shapes, bool count_run,

@@ -183,6 +183,7 @@ class Executor {
   // mutex_ held: stages 1-3 of a new plan, from the template when there is one (made now on
   // first use), else from the model; the plan's log gets what they did.
   IrStagesResult plan_ir_stages(const std::vector<Shape>& shapes, Plan& plan);
+  Arena* calling_thread_arena() const;  // thread_arena(), to populate
   // mutex_ held: `r` left shapes that depend on data: the plan becomes a head, a cut and a
   // tail (Plan::split); false when the graph cannot be cut (the reference executor runs it)
   bool plan_split(const IrStagesResult& r, Plan& plan);

@@ -1,10 +1,10 @@
 #include "cpu/weights_cache.hpp"
 
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 
+#include "core/pages.hpp"
 #include "core/strings.hpp"
 #include "cpu/dnnl_util.hpp"
 
@@ -18,12 +18,9 @@ thread_local PackRecorder* g_recorder = nullptr;
 // address), its pages go back to the system and read as zeros if touched again. Returns the
 // bytes given back.
 size_t drop_pages(const void* p, size_t n) {
-  static const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto a = reinterpret_cast<uintptr_t>(p);
-  const uintptr_t begin = (a + page - 1) / page * page, end = (a + n) / page * page;
-  if (end <= begin) return 0;
-  if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED) != 0) return 0;
-  return end - begin;
+  const PageSpan s = whole_pages(p, n);
+  if (s.empty() || ::madvise(reinterpret_cast<void*>(s.begin), s.bytes(), MADV_DONTNEED) != 0) return 0;
+  return s.bytes();
 }
 }  // namespace
 

@@ -9,9 +9,7 @@
 #include <random>
 #include <thread>
 
-#include <sys/mman.h>
 #include <unistd.h>
-#include "core/populate_pages.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/executor.hpp"
 #include "cpu/graph.hpp"
@@ -21,6 +19,7 @@
 #include "transforms/specialize_shapes.hpp"
 
 #include "cpu_test_util.hpp"
+#include "page_test_util.hpp"
 
 namespace test_cpu_graph {
 
@@ -245,44 +244,16 @@ TEST(CpuArena, ALargeArenaGrowsIntoThePagesItHad) {
   EXPECT_EQ(q[16 * mib - 1], 7);
 }
 
-namespace {
-
-// How many of the whole pages in [p, p + bytes) are in memory (mincore).
-size_t resident_pages(const void* p, size_t bytes) {
-  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page,
-                  hi = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
-  if (lo >= hi) return 0;
-  std::vector<unsigned char> v((hi - lo) / page);
-  EXPECT_EQ(::mincore(reinterpret_cast<void*>(lo), hi - lo, v.data()), 0);
-  size_t n = 0;
-  for (unsigned char c : v) n += c & 1;
-  return n;
-}
-
-// Whether this kernel populates pages ahead (MADV_POPULATE_WRITE, Linux 5.14), asked of a
-// mapping of its own.
-bool system_populates() {
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  void* m = ::mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) return false;
-  const bool yes = kiln::populate_pages(m, 4 * page) && resident_pages(m, 4 * page) == 4;
-  ::munmap(m, 4 * page);
-  return yes;
-}
-
-}  // namespace
-
 TEST(CpuArena, PopulateBringsEveryPageInAndKeepsWhatItHolds) {
-  if (!system_populates()) GTEST_SKIP() << "the kernel has no MADV_POPULATE_WRITE (before Linux 5.14)";
+  if (!kiln::test::system_populates()) GTEST_SKIP() << "the kernel has no MADV_POPULATE_WRITE (before Linux 5.14)";
   cpu::Arena a;
   const size_t mib = size_t{1} << 20;
   auto* p = static_cast<unsigned char*>(a.reserve(8 * mib));  // fresh mapped pages, untouched
   const size_t pages = a.capacity() / static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   p[0] = 42;  // one page holds something already
-  EXPECT_LT(resident_pages(p, a.capacity()), pages / 2);
+  EXPECT_LT(kiln::test::resident_pages(p, a.capacity()), pages / 2);
   a.populate();
-  EXPECT_EQ(resident_pages(p, a.capacity()), pages);
+  EXPECT_EQ(kiln::test::resident_pages(p, a.capacity()), pages);
   EXPECT_EQ(p[0], 42);
   EXPECT_EQ(a.data(), p);
   EXPECT_EQ(a.reallocations(), 1u);
@@ -291,7 +262,7 @@ TEST(CpuArena, PopulateBringsEveryPageInAndKeepsWhatItHolds) {
 // compile_model prepares its first plan ahead (Executor::prepare): the thread's arena is then in
 // memory, and the first inference faults none of it in.
 TEST(CpuExecutor, PreparingAPlanBringsTheThreadsArenaIn) {
-  if (!system_populates()) GTEST_SKIP() << "the kernel has no MADV_POPULATE_WRITE (before Linux 5.14)";
+  if (!kiln::test::system_populates()) GTEST_SKIP() << "the kernel has no MADV_POPULATE_WRITE (before Linux 5.14)";
   auto g = std::make_shared<ir::Graph>();
   g->opset_imports[""] = 13;
   auto* x = g->add_input("x", {DType::f32, ir::PartialShape(std::vector<ir::Dim>{1, 8, 128, 128})});
@@ -310,7 +281,7 @@ TEST(CpuExecutor, PreparingAPlanBringsTheThreadsArenaIn) {
   ASSERT_NE(arena, nullptr);
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   ASSERT_GE(arena->capacity(), 2 * size_t{32 * 128 * 128 * 4});  // two 2 MiB intermediates at least
-  EXPECT_GE(resident_pages(arena->data(), arena->capacity()), arena->capacity() / page - 1);
+  EXPECT_GE(kiln::test::resident_pages(arena->data(), arena->capacity()), arena->capacity() / page - 1);
   // and the inference runs right on those pages
   runtime::ReferenceExecutor ref(g);
   Tensor in = random_tensor({1, 8, 128, 128}, 3);

@@ -14,6 +14,7 @@
 
 #include "core/heap_headroom.hpp"
 #include "cpu/headroom_faulting.hpp"
+#include "page_test_util.hpp"
 
 namespace test_headroom_faulting {
 
@@ -35,25 +36,13 @@ struct UntouchedPages {
     kiln::headroom_pages() = kiln::HeadroomPages();
     ::munmap(base, pages * kPage);
   }
-  size_t in_memory() const {
-    std::vector<unsigned char> v(pages);
-    if (::mincore(base, pages * kPage, v.data()) != 0) return 0;
-    size_t n = 0;
-    for (unsigned char c : v) n += c & 1;
-    return n;
-  }
+  size_t in_memory() const { return kiln::test::resident_pages(base, pages * kPage); }
 };
-
-// Whether this kernel populates pages (MADV_POPULATE_WRITE, Linux 5.14)
-bool kernel_populates() {
-  UntouchedPages probe(1);
-  return kiln::headroom_pages().fault_in_next(kPage) && probe.in_memory() == 1;
-}
 
 }  // namespace
 
 TEST(HeadroomFaulting, TheSecondThreadFaultsInThePagesWhileTheBuildRuns) {
-  if (!kernel_populates()) GTEST_SKIP() << "this kernel has no MADV_POPULATE_WRITE";
+  if (!kiln::test::system_populates()) GTEST_SKIP() << "this kernel has no MADV_POPULATE_WRITE";
   if (omp_get_max_threads() < 2) GTEST_SKIP() << "a team of one thread: no second thread to do it";
   UntouchedPages room(256);  // 1 MiB
   ASSERT_EQ(room.in_memory(), 0u);
@@ -76,7 +65,7 @@ TEST(HeadroomFaulting, TheSecondThreadFaultsInThePagesWhileTheBuildRuns) {
 }
 
 TEST(HeadroomFaulting, TheHelperStopsWhenTheBuildIsDoneAndTheRestWaitsForTheNextBuild) {
-  if (!kernel_populates()) GTEST_SKIP() << "this kernel has no MADV_POPULATE_WRITE";
+  if (!kiln::test::system_populates()) GTEST_SKIP() << "this kernel has no MADV_POPULATE_WRITE";
   UntouchedPages room(4096);  // 16 MiB: likely more than a build that returns at once leaves time for
   kiln::cpu::run_while_faulting_in_headroom([] {});
   const size_t left = kiln::headroom_pages().left(), in = room.in_memory();

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/heap_headroom.hpp"
+#include "page_test_util.hpp"
 
 namespace test_heap_headroom {
 
@@ -95,26 +96,13 @@ TEST(HeapHeadroomDeathTest, LeavesTheThreadsHeapWritableAheadOfWhatFollows) {
   }, "");
 }
 
-namespace {
-
-// Which of the `pages` pages from `base` are in memory (mincore).
-std::vector<bool> resident(const char* base, size_t pages) {
-  std::vector<unsigned char> v(pages);
-  EXPECT_EQ(::mincore(const_cast<char*>(base), pages * static_cast<size_t>(::sysconf(_SC_PAGESIZE)), v.data()), 0);
-  std::vector<bool> out(pages);
-  for (size_t i = 0; i < pages; ++i) out[i] = v[i] & 1;
-  return out;
-}
-
-}  // namespace
-
 TEST(HeapHeadroom, PagesFaultInAStepAtATimeInOrderAndKeepWhatTheyHold) {
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE)), n = 32;
   // an anonymous mapping never touched but for one page that holds data already
   char* base = static_cast<char*>(::mmap(nullptr, n * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(base, MAP_FAILED);
   std::memset(base + 5 * page, 0x5a, page);
-  ASSERT_FALSE(resident(base, n)[0]);
+  ASSERT_FALSE(kiln::test::resident(base, n * page)[0]);
   const auto b = reinterpret_cast<uintptr_t>(base);
   kiln::HeadroomPages pages({{b, b + 16 * page}, {b + 20 * page, b + 30 * page}});
   EXPECT_EQ(pages.left(), 26 * page);
@@ -122,7 +110,7 @@ TEST(HeapHeadroom, PagesFaultInAStepAtATimeInOrderAndKeepWhatTheyHold) {
     ::munmap(base, n * page);
     GTEST_SKIP() << "this kernel has no MADV_POPULATE_WRITE (Linux 5.14)";
   }
-  std::vector<bool> r = resident(base, n);
+  std::vector<bool> r = kiln::test::resident(base, n * page);
   for (size_t i = 0; i < 8; ++i) EXPECT_EQ(r[i], i < 4 || i == 5) << "page " << i;
   EXPECT_EQ(pages.left(), 22 * page);
   size_t steps = 1;
@@ -130,7 +118,7 @@ TEST(HeapHeadroom, PagesFaultInAStepAtATimeInOrderAndKeepWhatTheyHold) {
   EXPECT_EQ(steps, 4u + 3u);  // 16 pages, then 10, 4 at a time
   EXPECT_EQ(pages.left(), 0u);
   EXPECT_FALSE(pages.fault_in_next(4 * page));
-  r = resident(base, n);
+  r = kiln::test::resident(base, n * page);
   for (size_t i = 0; i < n; ++i) EXPECT_EQ(r[i], i < 16 || (i >= 20 && i < 30)) << "page " << i;
   for (size_t i = 0; i < page; ++i) ASSERT_EQ(static_cast<unsigned char>(base[5 * page + i]), 0x5a);
   EXPECT_EQ(base[page], 0);

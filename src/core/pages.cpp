@@ -1,11 +1,10 @@
-#include "core/populate_pages.hpp"
+#include "core/pages.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
-#include <cstdint>
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14
@@ -17,12 +16,20 @@ namespace {
 std::atomic<bool> g_refused{false};  // the kernel does not know MADV_POPULATE_WRITE
 }  // namespace
 
+size_t page_bytes() {
+  static const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+PageSpan whole_pages(uintptr_t lo, uintptr_t hi) {
+  const uintptr_t page = page_bytes();
+  return {(lo + page - 1) / page * page, hi / page * page};
+}
+
 bool populate_pages(const void* begin, size_t bytes) {
   if (g_refused.load(std::memory_order_relaxed)) return false;
-  static const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto lo = reinterpret_cast<uintptr_t>(begin), hi = lo + bytes;
-  const uintptr_t from = (lo + page - 1) / page * page, to = hi / page * page;
-  if (from < to && ::madvise(reinterpret_cast<void*>(from), to - from, MADV_POPULATE_WRITE) != 0 && errno == EINVAL) {
+  const PageSpan s = whole_pages(begin, bytes);
+  if (!s.empty() && ::madvise(reinterpret_cast<void*>(s.begin), s.bytes(), MADV_POPULATE_WRITE) != 0 && errno == EINVAL) {
     g_refused.store(true, std::memory_order_relaxed);  // an older kernel: stop asking
     return false;
   }
