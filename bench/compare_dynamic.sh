@@ -6,7 +6,8 @@
 # then, per stream, the median of each ratio over the rounds and its range.
 #
 # env: STREAMS="crnn bert bert-batch mnv2-batch" (also mnv3s-hw, mnv3s-hw60, effb0-hw, regnet-hw,
-#      resnext-hw, deeplab-hw)  THREADS=2  PASSES=3  REPEAT=2  KILN=build/kiln
+#      resnext-hw, deeplab-hw; the list: dynamic_stream_ort.js)  THREADS=2  PASSES=3 (>= 2)  REPEAT=2
+#      KILN=build/kiln
 #      KILN_ARGS (default: --property inference_precision=f32; the plan cache keeps its default, 64)
 #      KILN_BENCH_CACHE (default ~/.cache/kiln-bench)
 set -euo pipefail
@@ -15,25 +16,16 @@ NAME=compare_dynamic
 source "$(cd "$(dirname "$0")" && pwd)/compare_common.sh"
 STREAMS="${STREAMS:-crnn bert bert-batch mnv2-batch}"
 ORT_JS="$HERE/dynamic_stream_ort.js"
+[ "$PASSES" -ge 2 ] || { echo "compare_dynamic: PASSES=$PASSES, at least 2 (the first pass, then later ones)" >&2; exit 2; }
 
-# A stream: its model (make_dynamic_models.py) and its shapes (dynamic_stream_ort.js --gen).
-# NAME-hw / NAME-hw60: the network NAME_hw (mnv3s, effb0, regnet, resnext, deeplab) on images
-# of 12 / 60 aspects.
-model_of() {
-  case "$1" in
-    crnn) echo crnn_dyn ;; bert|bert-batch) echo bert6_dyn ;; mnv2-batch) echo mnv2_dyn ;;
-    *-hw|*-hw60) echo "${1%-hw*}_hw" ;;
-    *) echo "unknown stream $1" >&2; exit 2 ;;
-  esac
-}
-shapes_of() { case "$1" in *-hw) echo hw ;; *-hw60) echo hw60 ;; *) echo "$1" ;; esac; }
-
+# A stream's model and shapes: dynamic_stream_ort.js holds the list (--model-of, --gen).
 printf '| stream | round | kiln first pass ms | ORT first pass ms | ratio | kiln later pass ms | ORT later pass ms | ratio | kiln peak MiB | ORT peak MiB | ratio |\n'
 printf '|---|---|---|---|---|---|---|---|---|---|---|\n'
 for stream in $STREAMS; do
-  model="$CACHE/models/$(model_of "$stream")/model.onnx"
-  [ -f "$model" ] || /usr/bin/python3 "$HERE/make_dynamic_models.py" --only "$(model_of "$stream")" > "$TMP/make.log"
-  spec="$(node "$ORT_JS" --gen "$(shapes_of "$stream")")"
+  name="$(node "$ORT_JS" --model-of "$stream")"
+  model="$CACHE/models/$name/model.onnx"
+  [ -f "$model" ] || /usr/bin/python3 "$HERE/make_dynamic_models.py" --only "$name" > "$TMP/make.log"
+  spec="$(node "$ORT_JS" --gen "$stream")"
   # shapes per input: "]," only separates inputs
   groups=$(node -e 'const s=process.argv[1].split("],")[0]; console.log((s.match(/\[/g)||[]).length)' "$spec")
   for round in $(seq 1 "$REPEAT"); do

@@ -6,7 +6,18 @@
 //
 // usage: node bench/dynamic_stream_ort.js MODEL.onnx --shapes SPEC [--threads 2] [--passes 3]
 //                                         [--dump DIR]
-//        node bench/dynamic_stream_ort.js --gen crnn|bert|bert-batch|mnv2-batch|hw|hw60   (prints a SPEC)
+//        node bench/dynamic_stream_ort.js --gen STREAM        (prints the stream's SPEC)
+//        node bench/dynamic_stream_ort.js --model-of STREAM   (prints the name of its model in the
+//                                                              bench cache, make_dynamic_models.py)
+//
+// The streams (this file is their one list; compare_dynamic.sh and verify_streams.py ask it):
+//   crnn        crnn_dyn, x [1, 3, 48, W], W = 96, 120, ..., 1608
+//   bert        bert6_dyn, [1, L], L = 8, 10, ..., 134
+//   bert-batch  bert6_dyn, [B, L], B = 1, 2, 4, 8 in turn, L as bert
+//   mnv2-batch  mnv2_dyn, [B, 3, H, W], B = 1, 2, 4, 8 in turn, H = 160-256, W = H + 0-96
+//   NAME-hw     NAME_hw (mnv3s, effb0, regnet, resnext, deeplab), 12 images [1 + i % 2, 3, 160 + 8i, 248 - 8i]
+//   NAME-hw60   the same network, 60 images two pixels apart
+//   (hw, hw60: the image shapes alone, for --gen)
 //
 // SPEC is benchmark_app's data_shape syntax: `x[1,3,48,96][1,3,48,120]`, or for several inputs
 // `input_ids[1,8][1,12],attention_mask[1,8][1,12]`; the i-th shape of every input makes the i-th
@@ -39,7 +50,17 @@ function usage(code) {
 
 // --- shape specs ----------------------------------------------------------------------------
 
-function genSpec(kind) {
+// A stream's model (its directory in the bench cache) and its shapes' kind, or null.
+function streamOf(stream) {
+  const fixed = { crnn: 'crnn_dyn', bert: 'bert6_dyn', 'bert-batch': 'bert6_dyn', 'mnv2-batch': 'mnv2_dyn' };
+  if (fixed[stream]) return { model: fixed[stream], kind: stream };
+  const m = /^(.+)-(hw|hw60)$/.exec(stream);
+  return m ? { model: `${m[1]}_hw`, kind: m[2] } : null;
+}
+
+function genSpec(stream) {
+  const named = streamOf(stream);
+  const kind = named ? named.kind : stream;
   const n = 64;
   const fmt = (name, shapes) => name + shapes.map(s => `[${s.join(',')}]`).join('');
   const idx = [...Array(n).keys()];
@@ -54,7 +75,7 @@ function genSpec(kind) {
   // (make_dynamic_models.py's *_hw networks): 12 groups 8 pixels apart, or 60 groups 2 apart
   if (kind === 'hw') return fmt('x', [...Array(12).keys()].map(i => [1 + i % 2, 3, 160 + 8 * i, 248 - 8 * i]));
   if (kind === 'hw60') return fmt('x', [...Array(60).keys()].map(i => [1 + i % 2, 3, 160 + 2 * i, 248 - 2 * i]));
-  throw new Error(`--gen: unknown kind ${kind} (crnn, bert, bert-batch, mnv2-batch, hw, hw60)`);
+  throw new Error(`--gen: unknown stream ${stream} (crnn, bert, bert-batch, mnv2-batch, NAME-hw, NAME-hw60, hw, hw60)`);
 }
 
 // 'a[1,2][3,4],b[5]' -> [{a: [1,2], b: [5]}, {a: [3,4], b: [5]}]
@@ -138,7 +159,7 @@ function writeNpy(file, tensor) {
 // --- main -----------------------------------------------------------------------------------
 
 function parseArgs(argv) {
-  const a = { model: null, shapes: null, threads: 2, passes: 3, dump: null, gen: null };
+  const a = { model: null, shapes: null, threads: 2, passes: 3, dump: null, gen: null, modelOf: null };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const v = () => { if (i + 1 >= argv.length) throw new Error(`${k} needs a value`); return argv[++i]; };
@@ -147,11 +168,12 @@ function parseArgs(argv) {
     else if (k === '--passes') a.passes = parseInt(v(), 10);
     else if (k === '--dump') a.dump = v();
     else if (k === '--gen') a.gen = v();
+    else if (k === '--model-of') a.modelOf = v();
     else if (k === '-h' || k === '--help') usage(0);
     else if (!a.model && !k.startsWith('--')) a.model = k;
     else throw new Error(`unexpected argument ${k}`);
   }
-  if (!a.gen && (!a.model || !a.shapes)) usage(2);
+  if (!a.gen && !a.modelOf && (!a.model || !a.shapes)) usage(2);
   if (!(a.threads >= 1) || !(a.passes >= 1)) throw new Error('--threads and --passes must be >= 1');
   return a;
 }
@@ -167,6 +189,12 @@ function median(xs) {
 async function main() {
   const a = parseArgs(process.argv.slice(2));
   if (a.gen) { console.log(genSpec(a.gen)); return; }
+  if (a.modelOf) {
+    const named = streamOf(a.modelOf);
+    if (!named) throw new Error(`--model-of: unknown stream ${a.modelOf} (crnn, bert, bert-batch, mnv2-batch, NAME-hw, NAME-hw60)`);
+    console.log(named.model);
+    return;
+  }
   const groups = parseSpec(a.shapes);
 
   const ort = require(path.join(CACHE, 'node_modules', 'onnxruntime-node'));

@@ -18,7 +18,6 @@ output of any group differs.
 import argparse
 import glob
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -30,15 +29,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_STREAMS = "crnn bert bert-batch mnv2-batch mnv3s-hw effb0-hw regnet-hw resnext-hw deeplab-hw"
 
 
-def model_of(stream):
-    """compare_dynamic.sh's model_of and shapes_of: (model name, --gen kind)."""
-    fixed = {"crnn": "crnn_dyn", "bert": "bert6_dyn", "bert-batch": "bert6_dyn", "mnv2-batch": "mnv2_dyn"}
-    if stream in fixed:
-        return fixed[stream], stream
-    m = re.fullmatch(r"(.+)-(hw|hw60)", stream)
-    if not m:
-        raise SystemExit(f"verify_streams: unknown stream {stream}")
-    return m.group(1) + "_hw", m.group(2)
+def node_js(*args):
+    """dynamic_stream_ort.js's answer (it holds the list of streams: their models and shapes)."""
+    r = subprocess.run(["node", os.path.join(HERE, "dynamic_stream_ort.js"), *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"verify_streams: {' '.join(args)}: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else 'failed'}")
+    return r.stdout.strip()
 
 
 def dumped(d, group, kind):
@@ -98,13 +94,12 @@ def main():
     cache = os.path.join(os.environ.get("KILN_BENCH_CACHE", os.path.expanduser("~/.cache/kiln-bench")), "models")
     failures = 0
     for stream in a.streams.split():
-        name, kind = model_of(stream)
+        name = node_js("--model-of", stream)
         model = os.path.join(cache, name, "model.onnx")
         if not os.path.exists(model):
             subprocess.run([sys.executable, os.path.join(HERE, "make_dynamic_models.py"), "--only", name], check=True,
                            stdout=subprocess.DEVNULL)
-        spec = subprocess.run(["node", os.path.join(HERE, "dynamic_stream_ort.js"), "--gen", kind], check=True,
-                              capture_output=True, text=True).stdout.strip()
+        spec = node_js("--gen", stream)
         if a.keep:
             dump = os.path.join(a.keep, stream)
             shutil.rmtree(dump, ignore_errors=True)
