@@ -284,6 +284,64 @@ std::vector<const ir::Graph*> subgraph_bodies(const ir::Graph& g) {
   return bodies;
 }
 
+// A Subgraph node of x [N, 8, H, W] and a per-image scale s [N, 8, 1, 1] whose body,
+// Sigmoid(x * s) and Relu(x), is typed `body_x`, `body_s` (as the tokenizer leaves it: the
+// template's symbols, or one shape's numbers), with `out0` declared for its first output.
+std::shared_ptr<ir::Graph> scaled_subgraph(std::vector<Dim> body_x, std::vector<Dim> body_s, std::vector<Dim> out0) {
+  auto body = make_graph(13);
+  auto* bx = body->add_input("bx", f32_type(std::move(body_x)));
+  auto* bs = body->add_input("bs", f32_type(std::move(body_s)));
+  auto* m = body->add_node("Mul", {bx, bs}, 1, "mul")->output(0);
+  auto* y = body->add_node("Sigmoid", {m}, 1, "sig")->output(0);
+  y->type = f32_type(std::move(out0));
+  body->add_output(y);
+  auto* r = body->add_node("Relu", {bx}, 1, "relu")->output(0);
+  r->type = bx->type;
+  body->add_output(r);
+  auto g = make_graph(13);
+  g->opset_imports["kiln"] = 1;
+  auto* x = g->add_input("x", f32_type({Dim::sym("N"), 8, Dim::sym("H"), Dim::sym("W")}));
+  auto* s = g->add_input("s", f32_type({Dim::sym("N"), 8, 1, 1}));
+  ir::Node* n = g->add_node(snippets::kSubgraphOp, {x, s}, 2, "sub", snippets::kSubgraphDomain);
+  n->attrs[snippets::kBodyAttr] = ir::Attribute(body);
+  g->add_output(n->output(0));
+  g->add_output(n->output(1));
+  return g;
+}
+
+// The output types `g`'s inference gives for inputs x and s of these shapes.
+std::vector<std::string> subgraph_output_types(const std::shared_ptr<ir::Graph>& g, const Shape& x, const Shape& s) {
+  auto c = g->clone();
+  c->inputs()[0]->type = {DType::f32, ir::PartialShape(x)};
+  c->inputs()[1]->type = {DType::f32, ir::PartialShape(s)};
+  ir::infer_shapes(*c);
+  return {c->outputs()[0]->type.to_string(), c->outputs()[1]->type.to_string()};
+}
+
+TEST(SpecializeSymbolic, ASubgraphsOutputTypesAreRightForEveryShape) {
+  // A new input shape's plan reads a template Subgraph's output shapes off its body's symbols;
+  // where they do not say (another broadcast, a body of one static shape, a dim inference could
+  // not name) the body is inferred: the types are the same either way.
+  const Dim N = Dim::sym("N"), H = Dim::sym("H"), W = Dim::sym("W");
+  auto symbolic = scaled_subgraph({N, 8, H, W}, {N, 8, 1, 1}, {N, 8, H, W});
+  using V = std::vector<std::string>;
+  EXPECT_EQ(subgraph_output_types(symbolic, {2, 8, 5, 7}, {2, 8, 1, 1}), (V{"f32[2,8,5,7]", "f32[2,8,5,7]"}));
+  EXPECT_EQ(subgraph_output_types(symbolic, {1, 8, 30, 3}, {1, 8, 1, 1}), (V{"f32[1,8,30,3]", "f32[1,8,30,3]"}));
+  // N broadcast from 1 in s: the body's N no longer one value
+  EXPECT_EQ(subgraph_output_types(symbolic, {3, 8, 4, 4}, {1, 8, 1, 1}), (V{"f32[3,8,4,4]", "f32[3,8,4,4]"}));
+  // a body typed for [1, 8, 4, 4] (one shape's tokenization), given [1, 8, 6, 6] and its own shape
+  auto fixed = scaled_subgraph({1, 8, 4, 4}, {1, 8, 1, 1}, {1, 8, 4, 4});
+  EXPECT_EQ(subgraph_output_types(fixed, {1, 8, 6, 6}, {1, 8, 1, 1}), (V{"f32[1,8,6,6]", "f32[1,8,6,6]"}));
+  EXPECT_EQ(subgraph_output_types(fixed, {1, 8, 4, 4}, {1, 8, 1, 1}), (V{"f32[1,8,4,4]", "f32[1,8,4,4]"}));
+  // an output dim of a symbol no input has (a dim inference could not compute)
+  auto unnamed = scaled_subgraph({N, 8, H, W}, {N, 8, 1, 1}, {N, 8, Dim::sym("?1"), W});
+  EXPECT_EQ(subgraph_output_types(unnamed, {2, 8, 9, 5}, {2, 8, 1, 1}), (V{"f32[2,8,9,5]", "f32[2,8,9,5]"}));
+  // the template itself (symbolic inputs) is inferred as before
+  auto t = symbolic->clone();
+  ir::infer_shapes(*t);
+  EXPECT_EQ(t->outputs()[0]->type.to_string(), "f32[N,8,H,W]");
+}
+
 TEST(SpecializeSymbolic, TheTemplateIsTokenizedOnceForEveryShape) {
   // Tanh(Sigmoid(x + y)) is a Subgraph; the MatMul's bias Add and Relu are its post-ops, which
   // MarkSkipped keeps out of Subgraphs (answered at the first shapes, where shapes are static).
