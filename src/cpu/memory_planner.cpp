@@ -19,9 +19,11 @@ MemoryPlan plan_memory(const std::vector<BufferRequest>& req) {
     int first, last;
   };
   std::vector<Placed> placed;
+  placed.reserve(req.size());
+  std::vector<std::pair<size_t, size_t>> busy;  // (one vector for all: a plan per new input shape runs this)
   for (size_t i : order) {
     size_t size = (req[i].bytes + A - 1) / A * A;
-    std::vector<std::pair<size_t, size_t>> busy;
+    busy.clear();
     for (auto& p : placed)
       if (p.first <= req[i].last && req[i].first <= p.last) busy.emplace_back(p.off, p.end);
     std::sort(busy.begin(), busy.end());
