@@ -50,6 +50,8 @@ function usage(code) {
 
 // --- shape specs ----------------------------------------------------------------------------
 
+const STREAMS = 'crnn, bert, bert-batch, mnv2-batch, NAME-hw, NAME-hw60';  // for the errors
+
 // A stream's model (its directory in the bench cache) and its shapes' kind, or null.
 function streamOf(stream) {
   const fixed = { crnn: 'crnn_dyn', bert: 'bert6_dyn', 'bert-batch': 'bert6_dyn', 'mnv2-batch': 'mnv2_dyn' };
@@ -75,7 +77,7 @@ function genSpec(stream) {
   // (make_dynamic_models.py's *_hw networks): 12 groups 8 pixels apart, or 60 groups 2 apart
   if (kind === 'hw') return fmt('x', [...Array(12).keys()].map(i => [1 + i % 2, 3, 160 + 8 * i, 248 - 8 * i]));
   if (kind === 'hw60') return fmt('x', [...Array(60).keys()].map(i => [1 + i % 2, 3, 160 + 2 * i, 248 - 2 * i]));
-  throw new Error(`--gen: unknown stream ${stream} (crnn, bert, bert-batch, mnv2-batch, NAME-hw, NAME-hw60, hw, hw60)`);
+  throw new Error(`--gen: unknown stream ${stream} (${STREAMS}, or the image shapes alone: hw, hw60)`);
 }
 
 // 'a[1,2][3,4],b[5]' -> [{a: [1,2], b: [5]}, {a: [3,4], b: [5]}]
@@ -191,7 +193,7 @@ async function main() {
   if (a.gen) { console.log(genSpec(a.gen)); return; }
   if (a.modelOf) {
     const named = streamOf(a.modelOf);
-    if (!named) throw new Error(`--model-of: unknown stream ${a.modelOf} (crnn, bert, bert-batch, mnv2-batch, NAME-hw, NAME-hw60)`);
+    if (!named) throw new Error(`--model-of: unknown stream ${a.modelOf} (${STREAMS})`);
     console.log(named.model);
     return;
   }

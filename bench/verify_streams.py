@@ -26,12 +26,13 @@ import tempfile
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ORT_JS = os.path.join(HERE, "dynamic_stream_ort.js")  # ORT's side, and the list of streams
 DEFAULT_STREAMS = "crnn bert bert-batch mnv2-batch mnv3s-hw effb0-hw regnet-hw resnext-hw deeplab-hw"
 
 
 def node_js(*args):
     """dynamic_stream_ort.js's answer (it holds the list of streams: their models and shapes)."""
-    r = subprocess.run(["node", os.path.join(HERE, "dynamic_stream_ort.js"), *args], capture_output=True, text=True)
+    r = subprocess.run(["node", ORT_JS, *args], capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"verify_streams: {' '.join(args)}: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else 'failed'}")
     return r.stdout.strip()
@@ -44,8 +45,8 @@ def dumped(d, group, kind):
 
 
 def check_stream(kiln, stream, model, spec, passes, dump):
-    p = subprocess.run(["node", os.path.join(HERE, "dynamic_stream_ort.js"), model, "--shapes", spec, "--threads", "2",
-                        "--passes", "1", "--dump", dump], capture_output=True, text=True)
+    p = subprocess.run(["node", ORT_JS, model, "--shapes", spec, "--threads", "2", "--passes", "1", "--dump", dump],
+                       capture_output=True, text=True)
     if p.returncode != 0:
         raise SystemExit(f"verify_streams: ORT failed on {stream}:\n{p.stderr}")
     groups = sorted({int(os.path.basename(f).split("_")[0]) for f in glob.glob(os.path.join(dump, "*_in_*.npy"))})

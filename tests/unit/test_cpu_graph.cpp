@@ -9,7 +9,6 @@
 #include <random>
 #include <thread>
 
-#include <unistd.h>
 #include "cpu/dnnl_util.hpp"
 #include "cpu/executor.hpp"
 #include "cpu/graph.hpp"
@@ -249,7 +248,7 @@ TEST(CpuArena, PopulateBringsEveryPageInAndKeepsWhatItHolds) {
   cpu::Arena a;
   const size_t mib = size_t{1} << 20;
   auto* p = static_cast<unsigned char*>(a.reserve(8 * mib));  // fresh mapped pages, untouched
-  const size_t pages = a.capacity() / static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t pages = a.capacity() / kiln::page_bytes();
   p[0] = 42;  // one page holds something already
   EXPECT_LT(kiln::test::resident_pages(p, a.capacity()), pages / 2);
   a.populate();
@@ -279,7 +278,7 @@ TEST(CpuExecutor, PreparingAPlanBringsTheThreadsArenaIn) {
   ex.prepare({{1, 8, 128, 128}});
   const cpu::Arena* arena = ex.thread_arena();
   ASSERT_NE(arena, nullptr);
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t page = kiln::page_bytes();
   ASSERT_GE(arena->capacity(), 2 * size_t{32 * 128 * 128 * 4});  // two 2 MiB intermediates at least
   EXPECT_GE(kiln::test::resident_pages(arena->data(), arena->capacity()), arena->capacity() / page - 1);
   // and the inference runs right on those pages
