@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "core/strings.hpp"
+#include "cpu/im2col_f32.hpp"
 #include "cpu/nodes/eltwise_spec.hpp"
 #include "cpu/nodes/node_factory.hpp"
 
@@ -297,7 +298,7 @@ bool sum_operand_ok(const ir::Node& add, const TensorFacts& host_out, const Tens
   return true;
 }
 
-bool swish_leaves_convolution(const FusionTarget& target, int64_t output_elements) {
+bool swish_leaves_convolution(const FusionTarget& target, int64_t output_elements, bool kiln_kernels) {
   // oneDNN 2.6's swish post-op costs about as much whatever the convolution: 0.21-0.29 ms per
   // million outputs in isolation (1x1 16 -> 96 at 112x112 to 3x3 128 -> 128 at 28x28; AMD Zen 4,
   // 2 threads), and 0.36 inside EfficientNet-B0, whose 49 Swishes cover 6.2 million outputs: its
@@ -315,7 +316,24 @@ bool swish_leaves_convolution(const FusionTarget& target, int64_t output_element
   // (3-4 us) is not. EfficientNet-B0's 16 squeeze-and-excitation convolutions ([1, 8..80, 1,
   // 1]) each ran their Swish as a 4 us node.
   if (output_elements >= 0 && output_elements < 4096) return false;
+  // kiln's GEMM and depthwise kernels: the epilogue's Swish (simd v_swish, the snippets
+  // kernel's 17 operations) on the block in registers. EfficientNet-B0, f32, 2 threads
+  // (2026-12-05, AMD Zen 4, interleaved runs): 8.5-8.6 ms against 9.5-9.6 ms a request at
+  // [1, 3, 224, 184], 14.5-14.9 against 15.4-15.6 at [2, 3, 200, 208]; at
+  // KILN_MAX_CPU_ISA=AVX2 9.1-9.4 against 9.7-9.8 and 16.0-16.1 against 16.4-16.8. Each
+  // expansion's Swish, the depthwise convolution and its Swish then make one DepthwiseBlock.
+  if (kiln_kernels) return false;
   return !target.bf16 && target.snippets_isa.has_value();
+}
+
+bool kiln_convolution(const ir::Node& conv) {
+  if (conv.op_type() != "Conv" || !conv.is_onnx_domain() || conv.num_inputs() < 2) return false;
+  const ir::Value* w = conv.input(1);
+  if (!w->is_constant() || !w->type.shape.is_static() || w->type.shape.rank() != 4) return false;
+  const Shape ws = w->type.shape.to_shape();
+  const int64_t group = conv.attr_i("group", 1);
+  if (group == 1) return (ws[2] == 1 && ws[3] == 1) || ws[1] * ws[2] * ws[3] <= im2col_f32::kMaxColumns;
+  return ws[1] == 1 && ws[0] == group;  // depthwise (FuseDepthwiseBlock checks the input's channels)
 }
 
 }  // namespace kiln::cpu

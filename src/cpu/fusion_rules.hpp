@@ -33,15 +33,29 @@ TensorFacts facts_of(const Edge& e);
 struct FusionTarget {
   bool bf16 = false;                         // inference_precision = bf16
   std::optional<snippets::Isa> snippets_isa;  // resolved (never Auto)
+  // The convolutions kiln_convolution() names run on kiln's own kernels (gemm_f32, DepthwiseBlock):
+  // a model whose input shapes vary (GraphOptions::shapes_vary / shape_agnostic), in f32, on
+  // AVX2 or better (gemm_f32::available()).
+  bool kiln_convolutions = false;
 };
+
+// A Convolution kiln's kernels compute where FusionTarget::kiln_convolutions holds: constant
+// 4-D weights, and 1x1 with group 1 (gemm_f32), depthwise (group = input = output channels:
+// DepthwiseBlock), or group 1 with at most im2col_f32::kMaxColumns weights per output (an image
+// stem: gemm_f32 on im2col rows). (ConvolutionNode::kiln_gemm_conv and FuseDepthwiseBlock decide
+// at the shape; what they refuse there, a padded 1x1 among them, keeps oneDNN's kernels.)
+bool kiln_convolution(const ir::Node& conv);
 
 // A written-out Swish (x * Sigmoid(x)) after a Convolution runs in a snippets kernel of its
 // own rather than as the convolution's swish post-op: where the convolutions compute in f32
 // and snippets kernels run (AVX-512 or AVX2), unless the output is small (`output_elements`
 // known and below 4096: a squeeze-and-excitation's [1, C, 1, 1]), where the post-op costs
-// less than a node of its own. Otherwise (and wherever no snippets kernel takes it) it is the
-// post-op. `output_elements` -1: not known (symbolic shapes).
-bool swish_leaves_convolution(const FusionTarget& target, int64_t output_elements);
+// less than a node of its own, or the convolution runs on kiln's kernels (`kiln_kernels`:
+// target.kiln_convolutions and kiln_convolution()), whose epilogue computes the Swish as the
+// snippets kernel does, and in a DepthwiseBlock without the expanded tensor going to memory.
+// Otherwise (and wherever no snippets kernel takes it) it is the post-op. `output_elements`
+// -1: not known (symbolic shapes).
+bool swish_leaves_convolution(const FusionTarget& target, int64_t output_elements, bool kiln_kernels = false);
 
 // A node that takes post-ops: its output's channels are along `channel_axis`.
 struct PostOpHost {

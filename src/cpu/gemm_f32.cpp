@@ -54,7 +54,14 @@ KILN_AVX512 void eltwise16_n(__m512* v, int n, const EpilogueOp& op) {
                                                                   _mm512_mul_ps(x, x), x))))));
     case A::eltwise_logistic: KILN_EACH(v_logistic(x));
     case A::eltwise_tanh: KILN_EACH(v_tanh(x));
-    case A::eltwise_swish: KILN_EACH(_mm512_mul_ps(x, v_logistic(_mm512_mul_ps(alpha, x))));
+    case A::eltwise_swish:  // alpha 1 (SiLU, ONNX Swish's default): v_swish, no division
+      if (op.alpha == 1.0f) {
+        int i = 0;
+        for (; i + 4 <= n; i += 4) v_swish_n<4>(v + i);
+        for (; i < n; ++i) v_swish_n<1>(v + i);
+        return;
+      }
+      KILN_EACH(_mm512_mul_ps(x, v_logistic(_mm512_mul_ps(alpha, x))));
     case A::eltwise_hardswish:  // x * clamp(alpha x + beta, 0, 1): ONNX HardSwish (1/6, 1/2)
       KILN_EACH(_mm512_mul_ps(x, _mm512_min_ps(_mm512_max_ps(_mm512_fmadd_ps(x, alpha, beta), zero), one)));
     case A::eltwise_abs: KILN_EACH(v_abs(x));
@@ -279,7 +286,14 @@ KILN_AVX2 void eltwise8_n(__m256* v, int n, const EpilogueOp& op) {
                                                                                       _mm256_mul_ps(x, x), x))))));
     case A::eltwise_logistic: KILN_EACH(v_logistic8(x));
     case A::eltwise_tanh: KILN_EACH(v_tanh8(x));
-    case A::eltwise_swish: KILN_EACH(_mm256_mul_ps(x, v_logistic8(_mm256_mul_ps(alpha, x))));
+    case A::eltwise_swish:
+      if (op.alpha == 1.0f) {
+        int i = 0;
+        for (; i + 2 <= n; i += 2) v_swish8_n<2>(v + i);
+        for (; i < n; ++i) v_swish8_n<1>(v + i);
+        return;
+      }
+      KILN_EACH(_mm256_mul_ps(x, v_logistic8(_mm256_mul_ps(alpha, x))));
     case A::eltwise_hardswish:
       KILN_EACH(_mm256_mul_ps(x, _mm256_min_ps(_mm256_max_ps(_mm256_fmadd_ps(x, alpha, beta), zero), one)));
     case A::eltwise_abs: KILN_EACH(v_abs8(x));
@@ -696,37 +710,52 @@ bool supports_binary(dnnl::algorithm alg) {
 
 namespace {
 
+// A row's vectors at a time (at most kChunk), each op over all of them: eltwise16_n picks the
+// algorithm once and overlaps the vectors' long chains, where a call per vector paid its setup
+// and its chain's latency for each (DepthwiseBlock's Swish after the depthwise rows).
+constexpr int kChunk = 16;
+
 KILN_AVX512 void apply_epilogue_avx512(float* c, int64_t rows, int64_t ncols, int64_t ldc, const Epilogue& ep) {
+  __m512 v[kChunk];
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t col = 0; col < ncols; col += 16) {
-      const __mmask16 m = tail_mask(ncols - col);
-      float* p = c + r * ldc + col;
-      __m512 v = _mm512_maskz_loadu_ps(m, p);
-      if (ep.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, ep.bias + col));
-      for (const EpilogueOp& op : ep.ops) {
-        if (op.kind == EpilogueOp::Kind::eltwise)
-          eltwise16_n(&v, 1, op);
-        else
-          v = v_binary(v, op, col, m);
+    for (int64_t c0 = 0; c0 < ncols; c0 += kChunk * 16) {
+      const int n = static_cast<int>(std::min<int64_t>(kChunk, (ncols - c0 + 15) / 16));
+      float* p = c + r * ldc + c0;
+      for (int i = 0; i < n; ++i) {
+        const __mmask16 m = tail_mask(ncols - c0 - i * 16);
+        v[i] = _mm512_maskz_loadu_ps(m, p + i * 16);
+        if (ep.bias) v[i] = _mm512_add_ps(v[i], _mm512_maskz_loadu_ps(m, ep.bias + c0 + i * 16));
       }
-      _mm512_mask_storeu_ps(p, m, v);
+      for (const EpilogueOp& op : ep.ops) {
+        if (op.kind == EpilogueOp::Kind::eltwise) {
+          eltwise16_n(v, n, op);
+          continue;
+        }
+        for (int i = 0; i < n; ++i) v[i] = v_binary(v[i], op, c0 + i * 16, tail_mask(ncols - c0 - i * 16));
+      }
+      for (int i = 0; i < n; ++i) _mm512_mask_storeu_ps(p + i * 16, tail_mask(ncols - c0 - i * 16), v[i]);
     }
 }
 
 KILN_AVX2 void apply_epilogue_avx2(float* c, int64_t rows, int64_t ncols, int64_t ldc, const Epilogue& ep) {
+  __m256 v[kChunk];
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t col = 0; col < ncols; col += 8) {
-      const int64_t left = ncols - col;
-      float* p = c + r * ldc + col;
-      __m256 v = simd::v_load8(p, left);
-      if (ep.bias) v = _mm256_add_ps(v, simd::v_load8(ep.bias + col, left));
-      for (const EpilogueOp& op : ep.ops) {
-        if (op.kind == EpilogueOp::Kind::eltwise)
-          eltwise8_n(&v, 1, op);
-        else
-          v = v_binary8(v, op, col, left);
+    for (int64_t c0 = 0; c0 < ncols; c0 += kChunk * 8) {
+      const int n = static_cast<int>(std::min<int64_t>(kChunk, (ncols - c0 + 7) / 8));
+      float* p = c + r * ldc + c0;
+      for (int i = 0; i < n; ++i) {
+        const int64_t left = ncols - c0 - i * 8;
+        v[i] = simd::v_load8(p + i * 8, left);
+        if (ep.bias) v[i] = _mm256_add_ps(v[i], simd::v_load8(ep.bias + c0 + i * 8, left));
       }
-      simd::v_store8(p, left, v);
+      for (const EpilogueOp& op : ep.ops) {
+        if (op.kind == EpilogueOp::Kind::eltwise) {
+          eltwise8_n(v, n, op);
+          continue;
+        }
+        for (int i = 0; i < n; ++i) v[i] = v_binary8(v[i], op, c0 + i * 8, ncols - c0 - i * 8);
+      }
+      for (int i = 0; i < n; ++i) simd::v_store8(p + i * 8, ncols - c0 - i * 8, v[i]);
     }
 }
 

@@ -1,6 +1,7 @@
 #include "cpu/graph_optimizer.hpp"
 
 #include "core/strings.hpp"
+#include "cpu/gemm_f32.hpp"
 #include "cpu/isa.hpp"
 #include "cpu/mark_skipped.hpp"
 #include "cpu/nodes/int8_util.hpp"
@@ -118,6 +119,7 @@ FusionTarget fusion_target(const GraphOptions& options) {
   FusionTarget t;
   t.bf16 = options.bf16;
   t.snippets_isa = options.snippets_isa == snippets::Isa::Auto ? x64::best_isa() : options.snippets_isa;
+  t.kiln_convolutions = (options.shapes_vary || options.shape_agnostic) && !options.bf16 && gemm_f32::available();
   return t;
 }
 

@@ -87,7 +87,8 @@ snippets::SkippedNodes mark_skipped(const ir::Graph& g, transforms::PassLog* log
       if (const ir::Node* mul = swish_mul(g, cur); mul && !skipped.count(mul)) {
         const ir::Node* sig = mul->input(0) == cur ? mul->input(1)->producer() : mul->input(0)->producer();
         const int64_t elements = cur->type.shape.is_static() ? cur->type.shape.elements() : -1;
-        if (h->convolution && swish_leaves_convolution(target, elements)) {
+        const bool kiln_kernels = h->convolution && target.kiln_convolutions && kiln_convolution(*n);
+        if (h->convolution && swish_leaves_convolution(target, elements, kiln_kernels)) {
           if (log)
             log->skipped(kMarkSkippedPass, cat(prev->name(), " -> ", mul->name()),
                          cat("Swish (", sig->name(), ", ", mul->name(), ") left to the snippets: cheaper than ", n->name(),

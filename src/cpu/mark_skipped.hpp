@@ -6,7 +6,8 @@
 // CPU passes apply (cpu/fusion_rules.hpp) of the ir::Graph, before lowering. From each host,
 // the chain of single-consumer (and not graph-output) simple layers, a written-out Swish, and
 // after a Conv, once, the residual Add it accumulates into ("conv + sum"). A Swish after a
-// Conv stays with the snippets where swish_leaves_convolution(target, its output's size) says so.
+// Conv stays with the snippets where swish_leaves_convolution(target, its output's size, whether
+// kiln's kernels compute the Conv) says so.
 //
 // The marks are a set of nodes handed to snippets::tokenize (not node attributes: every
 // attribute must be declared by the op's schema, so a tag attribute would make the graph fail

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "cpu/erf_rational.hpp"
+#include "cpu/exp_poly.hpp"
 
 #define KILN_AVX2 __attribute__((target("avx2,fma")))
 
@@ -132,6 +133,41 @@ KILN_AVX2 inline __m256 v_logistic8(__m256 x) {
   const __m256 one = _mm256_set1_ps(1.0f);
   const __m256 r = _mm256_div_ps(one, _mm256_add_ps(one, v_exp8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
   return _mm256_and_ps(r, _mm256_cmp_ps(r, _mm256_set1_ps(1.17549435e-38f), _CMP_GE_OQ));  // no denormals
+}
+
+// Swish(x) = x / (1 + e^-x): v_swish_n (simd_avx512.hpp) on 8 lanes, U vectors' chains
+// interleaved; e^-x's argument clamped at kSwishExpHighAvx2 so that n is in [-125, 126] and 2^n
+// is built from its exponent bits.
+template <int U>
+KILN_AVX2 inline __attribute__((always_inline)) void v_swish8_n(__m256* v) {
+  __m256 xc[U], n[U], s[U], p[U];
+#pragma GCC unroll 4
+  for (int i = 0; i < U; ++i) {
+    xc[i] = _mm256_max_ps(_mm256_set1_ps(kSwishLow), v[i]);
+    s[i] = _mm256_min_ps(_mm256_set1_ps(kSwishExpHighAvx2), xc[i]);
+    n[i] = _mm256_round_ps(_mm256_mul_ps(s[i], _mm256_set1_ps(-kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < U; ++i) s[i] = _mm256_fmadd_ps(n[i], _mm256_set1_ps(kLn2Hi), s[i]);
+#pragma GCC unroll 4
+  for (int i = 0; i < U; ++i) s[i] = _mm256_fmadd_ps(n[i], _mm256_set1_ps(kLn2Lo), s[i]);
+#pragma GCC unroll 4
+  for (int i = 0; i < U; ++i) p[i] = _mm256_fmadd_ps(_mm256_set1_ps(exp_poly_negated(0)), s[i], _mm256_set1_ps(exp_poly_negated(1)));
+#pragma GCC unroll 4
+  for (int k = 2; k <= kExpDegree; ++k)
+#pragma GCC unroll 4
+    for (int i = 0; i < U; ++i) p[i] = _mm256_fmadd_ps(p[i], s[i], _mm256_set1_ps(exp_poly_negated(k)));
+#pragma GCC unroll 4
+  for (int i = 0; i < U; ++i) {
+    const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n[i]), _mm256_set1_epi32(127)), 23);
+    const __m256 q = _mm256_add_ps(_mm256_mul_ps(p[i], _mm256_castsi256_ps(bits)), _mm256_set1_ps(1.0f));  // 1 + e^-x
+    const __m256 r0 = _mm256_rcp_ps(q);
+    v[i] = _mm256_mul_ps(xc[i], _mm256_fmadd_ps(r0, _mm256_fnmadd_ps(q, r0, _mm256_set1_ps(1.0f)), r0));
+  }
+}
+KILN_AVX2 inline __m256 v_swish8(__m256 x) {
+  v_swish8_n<1>(&x);
+  return x;
 }
 
 }  // namespace kiln::cpu::simd

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "cpu/erf_rational.hpp"
+#include "cpu/exp_poly.hpp"
 
 #define KILN_AVX512 __attribute__((target("avx512f,avx512dq,fma")))
 #if defined(__GNUC__) && !defined(__clang__)
@@ -109,6 +110,46 @@ KILN_AVX512 inline __m512 v_logistic(__m512 x) {
   const __m512 r = _mm512_div_ps(one, _mm512_add_ps(one, v_exp(_mm512_sub_ps(_mm512_setzero_ps(), x))));
   // below about -87 the quotient is a denormal: 0 instead (see v_exp)
   return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(r, _mm512_set1_ps(1.17549435e-38f), _CMP_GE_OQ), r);
+}
+
+// Swish(x) = x / (1 + e^-x), the snippets' emit_swish in intrinsics (the same clamps, polynomial
+// and results): x clamped below at kSwishLow (NaN kept: max / min return their second operand
+// then), e^-x as 2^n e^-s with n = round(-x log2 e), s = x + n ln2, by kExpPoly at -s, and
+// 1 / (1 + e^-x) from the reciprocal estimate and a Newton step. 17 vector operations, no
+// division, where v_logistic and a multiply take 23, a division among them, and on a CPU that runs 512-bit
+// operations as two halves (AMD Zen 4) the FMA pipes bound both (gemm_f32's epilogue after
+// EfficientNet's expansions, where K is 16-40 and the Swish costs as much as the product).
+// v_swish on v[0, U) in place, the vectors' chains interleaved step by step: one vector at a
+// time, its 17 dependent operations filled the scheduler before the next vector's could start.
+template <int U>
+KILN_AVX512 inline __attribute__((always_inline)) void v_swish_n(__m512* v) {
+  __m512 xc[U], n[U], s[U], p[U];
+#pragma GCC unroll 8
+  for (int i = 0; i < U; ++i) {
+    xc[i] = _mm512_max_ps(_mm512_set1_ps(kSwishLow), v[i]);
+    s[i] = _mm512_min_ps(_mm512_set1_ps(kSwishExpHigh), xc[i]);
+    n[i] = _mm512_roundscale_ps(_mm512_mul_ps(s[i], _mm512_set1_ps(-kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < U; ++i) s[i] = _mm512_fmadd_ps(n[i], _mm512_set1_ps(kLn2Hi), s[i]);
+#pragma GCC unroll 8
+  for (int i = 0; i < U; ++i) s[i] = _mm512_fmadd_ps(n[i], _mm512_set1_ps(kLn2Lo), s[i]);
+#pragma GCC unroll 8
+  for (int i = 0; i < U; ++i) p[i] = _mm512_fmadd_ps(_mm512_set1_ps(exp_poly_negated(0)), s[i], _mm512_set1_ps(exp_poly_negated(1)));
+#pragma GCC unroll 8
+  for (int k = 2; k <= kExpDegree; ++k)
+#pragma GCC unroll 8
+    for (int i = 0; i < U; ++i) p[i] = _mm512_fmadd_ps(p[i], s[i], _mm512_set1_ps(exp_poly_negated(k)));
+#pragma GCC unroll 8
+  for (int i = 0; i < U; ++i) {
+    const __m512 q = _mm512_add_ps(_mm512_scalef_ps(p[i], n[i]), _mm512_set1_ps(1.0f));  // 1 + e^-x
+    const __m512 r0 = _mm512_rcp14_ps(q);
+    v[i] = _mm512_mul_ps(xc[i], _mm512_fmadd_ps(r0, _mm512_fnmadd_ps(q, r0, _mm512_set1_ps(1.0f)), r0));
+  }
+}
+KILN_AVX512 inline __m512 v_swish(__m512 x) {
+  v_swish_n<1>(&x);
+  return x;
 }
 
 }  // namespace kiln::cpu::simd

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <set>
 
 #include "cpu/attention_f32.hpp"
 #include "cpu/depthwise_f32.hpp"
@@ -202,6 +203,38 @@ TEST(CpuDynamicShapes, AStemAsItsFirstBlocksExpansionOverEveryShapeAndBatch) {
   for (const auto& s : image_stream(3)) {
     EXPECT_EQ(count_kind(*ex, s, cpu::NodeKind::DepthwiseBlock), kiln ? 1u : 0u) << shape_to_string(s[0]);
     EXPECT_EQ(count_kind(*ex, s, cpu::NodeKind::Convolution), kiln ? 0u : 3u) << shape_to_string(s[0]);
+  }
+}
+
+TEST(CpuDynamicShapes, EfficientNetBlocksTakeTheirSwishesIntoKilnsKernelsAtEveryShapeAndBatch) {
+  // EfficientNet's stem (3x3 stride 2 over 3 channels) and an MBConv block (expansion, 3x3
+  // depthwise, projection, a residual sum), each convolution but the projection followed by a
+  // written-out Swish (Sigmoid, Mul): where kiln's kernels run (AVX2), the stem a Convolution
+  // and the block a DepthwiseBlock, every Swish in their epilogues, no Subgraph; elsewhere
+  // oneDNN's convolutions with swish post-ops (no snippets target either). Images large enough
+  // that a Swish would otherwise leave for the snippets (an output of 4096 values or more).
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 3, Dim::sym("h"), Dim::sym("w")})});
+  auto swish = [&](ir::Value* v, const std::string& n) {
+    return g->add_node("Mul", {v, g->add_node("Sigmoid", {v}, 1, n + "_sig")->output(0)}, 1, n)->output(0);
+  };
+  auto* stem = swish(conv(*g, x, 3, 16, 3, 2, 1, 1, "stem"), "stem_swish");
+  auto* e = swish(conv(*g, stem, 16, 64, 1, 1, 1, 3, "expand"), "expand_swish");
+  auto* d = swish(conv(*g, e, 64, 64, 3, 1, 64, 5, "dw"), "dw_swish");
+  g->add_output(g->add_node("Add", {conv(*g, d, 64, 16, 1, 1, 1, 7, "project"), stem}, 1, "sum")->output(0));
+  const std::vector<std::vector<Shape>> stream = {{{1, 3, 64, 64}}, {{2, 3, 48, 80}}, {{1, 3, 96, 40}},
+                                                  {{3, 3, 40, 56}}, {{1, 3, 64, 64}}};
+  const bool kiln = cpu::depthwise_f32::available() && cpu::gemm_f32::available();
+  auto ex = run_stream(g, stream, kiln ? std::vector<std::string>{"DepthwiseBlock"} : std::vector<std::string>{});
+  for (const auto& s : stream) {
+    SCOPED_TRACE(shape_to_string(s[0]));
+    EXPECT_EQ(count_kind(*ex, s, cpu::NodeKind::Subgraph), 0u);
+    EXPECT_EQ(count_kind(*ex, s, cpu::NodeKind::DepthwiseBlock), kiln ? 1u : 0u);
+    const auto& plan = ex->plan_for(s);
+    ASSERT_TRUE(plan.cpu) << plan.fallback_reason;
+    std::set<std::string> fused;
+    for (const auto& n : plan.cpu->nodes()) fused.insert(n->fused.begin(), n->fused.end());
+    for (const char* m : {"stem_swish", "expand_swish", "dw_swish"}) EXPECT_EQ(fused.count(m), 1u) << m << "\n" << plan.cpu->describe();
   }
 }
 

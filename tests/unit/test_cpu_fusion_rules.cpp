@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "cpu/executor.hpp"
+#include "cpu/gemm_f32.hpp"
 #include "cpu/graph.hpp"
 #include "cpu/graph_optimizer.hpp"
 #include "cpu/mark_skipped.hpp"
@@ -208,6 +209,42 @@ TEST(CpuFusionRules, SwishAfterAConvolutionIsAPostOpUnlessF32WithSnippetsAndLarg
         subgraph_took_it |= std::count(n->fused.begin(), n->fused.end(), "swish") == 1;
     EXPECT_EQ(subgraph_took_it, leaves) << plan.cpu->describe();
   }
+}
+
+// Where kiln's own kernels compute a convolution (a model whose input shapes vary, f32, AVX2 or
+// better), its Swish is its post-op whatever the output's size: the GEMM's or the depthwise
+// kernel's epilogue computes it as the snippets kernel would, without another pass over the
+// tensor. kiln_convolution() names the convolutions those kernels take.
+TEST(CpuFusionRules, ASwishStaysWithAConvolutionThatKilnsKernelsCompute) {
+  using snippets::Isa;
+  EXPECT_TRUE(cpu::swish_leaves_convolution({false, Isa::Avx512, true}, 4096, false));
+  EXPECT_FALSE(cpu::swish_leaves_convolution({false, Isa::Avx512, true}, 4096, true));
+  EXPECT_FALSE(cpu::swish_leaves_convolution({false, Isa::Avx2, true}, -1, true));
+
+  auto g = make_graph(13);
+  auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{1, 16, 8, 8})});
+  auto* rgb = g->add_input("rgb", {DType::f32, ir::PartialShape(Shape{1, 3, 16, 16})});
+  auto conv_node = [&](ir::Value* in, int64_t co, int64_t ci_per_group, int64_t k, int64_t group, const std::string& n) {
+    auto* c = g->add_node("Conv", {in, g->add_constant(n + "_w", random_tensor({co, ci_per_group, k, k}, 1, 0.3f))}, 1, n);
+    c->attrs["group"] = group;
+    c->attrs["pads"] = std::vector<int64_t>(4, k / 2);
+    return c;
+  };
+  EXPECT_TRUE(cpu::kiln_convolution(*conv_node(x, 32, 16, 1, 1, "pointwise")));
+  EXPECT_TRUE(cpu::kiln_convolution(*conv_node(x, 16, 1, 3, 16, "depthwise")));
+  EXPECT_TRUE(cpu::kiln_convolution(*conv_node(x, 16, 1, 5, 16, "depthwise5")));
+  EXPECT_TRUE(cpu::kiln_convolution(*conv_node(rgb, 16, 3, 3, 1, "stem")));  // 27 weights an output
+  EXPECT_FALSE(cpu::kiln_convolution(*conv_node(x, 16, 16, 3, 1, "dense")));  // 144: oneDNN or Winograd
+  EXPECT_FALSE(cpu::kiln_convolution(*conv_node(x, 16, 4, 3, 4, "grouped")));
+  auto* w = g->add_input("w", {DType::f32, ir::PartialShape(Shape{32, 16, 1, 1})});
+  EXPECT_FALSE(cpu::kiln_convolution(*g->add_node("Conv", {x, w}, 1, "weights_as_input")));
+
+  cpu::GraphOptions options;
+  EXPECT_FALSE(cpu::fusion_target(options).kiln_convolutions);  // static shapes: oneDNN's kernels
+  options.shapes_vary = true;
+  EXPECT_EQ(cpu::fusion_target(options).kiln_convolutions, cpu::gemm_f32::available());
+  options.bf16 = true;
+  EXPECT_FALSE(cpu::fusion_target(options).kiln_convolutions);
 }
 
 }  // namespace test_cpu_fusion_rules

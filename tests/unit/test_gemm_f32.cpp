@@ -264,6 +264,7 @@ TEST(GemmF32, EveryEpilogueOpMatchesItsDefinition) {
       {A::eltwise_logistic, 0, 0, [](double x, double, double) { return logistic(x); }},
       {A::eltwise_tanh, 0, 0, [](double x, double, double) { return std::tanh(x); }},
       {A::eltwise_swish, 1.7f, 0, [](double x, double a, double) { return x * logistic(a * x); }},
+      {A::eltwise_swish, 1.0f, 0, [](double x, double, double) { return x * logistic(x); }},  // simd v_swish
       {A::eltwise_abs, 0, 0, [](double x, double, double) { return std::fabs(x); }},
       {A::eltwise_square, 0, 0, [](double x, double, double) { return x * x; }},
       {A::eltwise_exp, 0, 0, [](double x, double, double) { return std::exp(x); }},
@@ -278,14 +279,19 @@ TEST(GemmF32, EveryEpilogueOpMatchesItsDefinition) {
   for (int64_t j = 0; j < N; ++j) bias[j] = -2.0f + 4.0f * static_cast<float>(j) / (N - 1) + (j == 16 ? 1e-3f : 0.0f);
   std::vector<float> packed(static_cast<size_t>(gemm::packed_size(K, N)));
   gemm::pack_b(b.data(), K, N, N, 1, 1.0f, packed.data());
+  // through the GEMM, and through apply_epilogue on C already holding the products
   auto check = [&](const gemm::Epilogue& ep, const std::function<double(double, int64_t)>& f) {
-    std::vector<float> c(static_cast<size_t>(M * N));
+    std::vector<float> c(static_cast<size_t>(M * N)), applied(static_cast<size_t>(M * N));
     gemm::run(a.data(), M, K, K, packed.data(), N, c.data(), N, ep);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) applied[i * N + j] = a[i];
+    gemm::apply_epilogue(applied.data(), M, N, N, ep);
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
         const double x = static_cast<double>(a[i]) + bias[j];
         const double want = f(x, j);
         ASSERT_NEAR(c[i * N + j], want, 2e-6 * (1.0 + std::fabs(want))) << "x = " << x;
+        ASSERT_NEAR(applied[i * N + j], want, 2e-6 * (1.0 + std::fabs(want))) << "apply_epilogue, x = " << x;
       }
   };
   for (const Case& k : eltwise) {
@@ -326,6 +332,45 @@ TEST(GemmF32, EveryEpilogueOpMatchesItsDefinition) {
     }
   EXPECT_FALSE(gemm::supports_eltwise(dnnl::algorithm::eltwise_log));
   EXPECT_FALSE(gemm::supports_binary(dnnl::algorithm::binary_ge));
+}
+
+// apply_epilogue over rows wider than the vectors it takes at a time (16 of 16 or 8 lanes),
+// rows apart by more than their width: every column once, with its own bias and operand, and
+// the floats between the rows left as they were.
+TEST(GemmF32, ApplyEpilogueTakesWideRowsAChunkAtATimeAndLeavesTheGapsBetweenRows) {
+  if (!gemm::available()) GTEST_SKIP() << "no AVX2: the kernel does not run (see BlocksAndTails...)";
+  using A = dnnl::algorithm;
+  for (const int64_t ncols : {1, 15, 16, 17, 129, 256, 300}) {
+    SCOPED_TRACE(ncols);
+    const int64_t rows = 3, ldc = ncols + 11;
+    const std::vector<float> bias = random_floats(static_cast<size_t>(ncols), 11, -1.0f, 1.0f);
+    const std::vector<float> scale = random_floats(static_cast<size_t>(ncols), 12, 0.5f, 2.0f);
+    std::vector<float> c = random_floats(static_cast<size_t>(rows * ldc), 13, -8.0f, 8.0f);
+    const std::vector<float> before = c;
+    gemm::Epilogue ep;
+    ep.bias = bias.data();
+    gemm::EpilogueOp swish;
+    swish.alg = A::eltwise_swish;
+    swish.alpha = 1.0f;
+    ep.ops.push_back(swish);
+    gemm::EpilogueOp mul;
+    mul.kind = gemm::EpilogueOp::Kind::binary;
+    mul.alg = A::binary_mul;
+    mul.set_operand(Tensor::from_vector<float>(scale, {ncols}));
+    ep.ops.push_back(mul);
+    gemm::apply_epilogue(c.data(), rows, ncols, ldc, ep);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < ldc; ++j) {
+        const size_t i = static_cast<size_t>(r * ldc + j);
+        if (j >= ncols) {
+          ASSERT_EQ(c[i], before[i]) << "row " << r << ", gap column " << j;
+          continue;
+        }
+        const double x = static_cast<double>(before[i]) + bias[j];
+        const double want = x * logistic(x) * scale[j];
+        ASSERT_NEAR(c[i], want, 2e-6 * (1.0 + std::fabs(want))) << "row " << r << ", column " << j;
+      }
+  }
 }
 
 TEST(GemmF32, TwoThreadsGiveTheBitsOfOne) {

@@ -2,6 +2,7 @@
 // constant is a memory operand from the kernel's constant table, and divisions are a
 // reciprocal estimate refined by one Newton step (KernelEmitter::reciprocal).
 #include "cpu/emitters/x64/kernel_emitter.hpp"
+#include "cpu/exp_poly.hpp"
 
 #include <cmath>
 
@@ -9,16 +10,11 @@ namespace kiln::cpu::x64 {
 
 using namespace Xbyak;
 
-namespace {
-// e^x = 2^n e^r: n = round(x log2 e), r = x - n ln2 with ln2 in two parts (the high one has
-// few enough bits that n ln2_hi is exact), e^r on |r| <= ln2/2 by kExpPoly, highest degree
-// first: c5 .. c0 (emit_exp_core; emit_swish evaluates it at -r).
-constexpr float kLog2e = 1.44269504088896341f;
-constexpr float kLn2Hi = 0.693359375f;
-constexpr float kLn2Lo = -2.12194440e-4f;
-constexpr float kExpPoly[] = {0.0082903147f, 0.041897930f, 0.16667636f, 0.49999150f, 0.99999971f, 1.0f};
-constexpr int kExpDegree = 5;
-}  // namespace
+using simd::kExpDegree;
+using simd::kExpPoly;
+using simd::kLn2Hi;
+using simd::kLn2Lo;
+using simd::kLog2e;
 
 // dst = e^src; src and dst distinct from each other and from a, b, c (scratch). x is
 // clamped (NaN kept: min/max return their second operand then; the upper clamp left out
@@ -144,9 +140,9 @@ void emit_sigmoid(KernelEmitter& h, const Expression& e) {
 void emit_swish(KernelEmitter& h, const Expression& e) {
   const Xmm x = h.vin(e, 0);
   const Xmm xc = h.tmp(0), xe = h.tmp(1), n = h.tmp(2), s = h.tmp(3), p = h.tmp(4), t = h.tmp(5);
-  h.vmovups(xc, h.cst(-87.0f));
+  h.vmovups(xc, h.cst(simd::kSwishLow));
   h.vmaxps(xc, xc, x);
-  h.vmovups(xe, h.cst(h.avx512() ? 104.0f : 86.5f));
+  h.vmovups(xe, h.cst(h.avx512() ? simd::kSwishExpHigh : simd::kSwishExpHighAvx2));
   h.vminps(xe, xe, xc);
   h.vmulps(n, xe, h.cst(-kLog2e));
   h.vround(n, n, 0);
@@ -154,9 +150,8 @@ void emit_swish(KernelEmitter& h, const Expression& e) {
   h.vfmadd231ps(s, n, h.cst(kLn2Hi));
   h.vfmadd231ps(s, n, h.cst(kLn2Lo));
   // kExpPoly at -s: the coefficients of odd degree negated
-  auto coefficient = [](int i) { return (kExpDegree - i) % 2 ? -kExpPoly[i] : kExpPoly[i]; };
-  h.vmovups(p, h.cst(coefficient(0)));
-  for (int i = 1; i <= kExpDegree; ++i) h.vfmadd213ps(p, s, h.cst(coefficient(i)));
+  h.vmovups(p, h.cst(simd::exp_poly_negated(0)));
+  for (int i = 1; i <= kExpDegree; ++i) h.vfmadd213ps(p, s, h.cst(simd::exp_poly_negated(i)));
   h.scale_pow2(n, p, n, t);  // e^-x
   h.vaddps(n, n, h.cst(1.0f));
   h.reciprocal(p, n, t);
