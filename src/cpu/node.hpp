@@ -97,7 +97,7 @@ struct InputLayout {
 
 // The runtime node kinds (one file each under src/cpu/nodes/), for the decisions of the passes;
 // type() is the name the counters and describe() show.
-enum class NodeKind { Attention, BatchNorm, Binary, Cast, Concat, ConvInteger, Convolution, Deconvolution, DepthwiseBlock, Dequantize, DynamicQuantize, Eltwise, FakeQuantize, If, FullyConnected, GRU, InstanceNorm, LRN, LSTM, LayerNorm, MatMul, MatMulInteger, Pooling, Quantize, QuantizedConvolution, Reduce, Reference, Reorder, Resize, SliceCopy, SliceView, Softmax, Subgraph, Transpose, View };
+enum class NodeKind { Attention, BatchNorm, Binary, Cast, Concat, ConvInteger, Convolution, Deconvolution, DepthwiseBlock, Dequantize, DynamicQuantize, Eltwise, FakeQuantize, If, FullyConnected, GRU, InstanceNorm, LRN, LSTM, LayerNorm, MatMul, MatMulInteger, Pooling, Quantize, QuantizedConvolution, Reduce, Reference, Reorder, Resize, SliceCopy, SliceView, Softmax, SqueezeExcite, Subgraph, Transpose, View };
 
 class Node {
  public:

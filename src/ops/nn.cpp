@@ -235,6 +235,7 @@ void register_nn_ops(ir::OpRegistry& r) {
   nn::register_norm_ops(r);
   nn::register_attention_ops(r);
   nn::register_attention23_ops(r);
+  nn::register_squeeze_excite_ops(r);
   register_dropout(r);
   register_identity(r);
 }

@@ -16,6 +16,7 @@ void register_conv_ops(ir::OpRegistry& r);  // nn_conv.cpp
 void register_pool_ops(ir::OpRegistry& r);  // nn_pool.cpp
 void register_norm_ops(ir::OpRegistry& r);  // nn_norm.cpp
 void register_attention_ops(ir::OpRegistry& r);  // nn_attention.cpp: kiln MultiHeadAttention
+void register_squeeze_excite_ops(ir::OpRegistry& r);  // nn_squeeze_excite.cpp: kiln SqueezeExcite
 void register_attention23_ops(ir::OpRegistry& r);  // nn_attention23.cpp: Attention, RotaryEmbedding (opset 23)
 
 // Window attributes of a Conv / pool node for `nsp` spatial dims.

@@ -4,6 +4,7 @@
 #include "transforms/fold_batch_norm.hpp"
 #include "transforms/fold_pad.hpp"
 #include "transforms/fuse_matmul_integer_to_float.hpp"
+#include "transforms/fuse_squeeze_excite.hpp"
 #include "transforms/merge_group_convolution.hpp"
 #include "transforms/qdq_to_fake_quantize.hpp"
 #include "transforms/reduce_to_global_pooling.hpp"
@@ -30,6 +31,7 @@ const std::vector<Pass>& passes() {
       {kMergeGroupConvolution, merge_group_convolution},
       {kFoldBatchNormalization, fold_batch_norm},
       {kReduceToGlobalPooling, reduce_to_global_pooling},
+      {kFuseSqueezeExcite, fuse_squeeze_excite},  // after the above: its pool may be a ReduceMean
       {kScatterRowsToScatterND, scatter_rows_to_scatter_nd},
   };
   return all;

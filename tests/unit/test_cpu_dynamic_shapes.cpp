@@ -238,6 +238,25 @@ TEST(CpuDynamicShapes, EfficientNetBlocksTakeTheirSwishesIntoKilnsKernelsAtEvery
   }
 }
 
+TEST(CpuDynamicShapes, SqueezeExciteBlocksOverEveryShapeAndBatch) {
+  // MobileNet-v3's squeeze-and-excitation (pool, 1x1 + Relu, 1x1 + HardSigmoid, Mul) between an
+  // expansion and a projection: one SqueezeExcite node (FuseSqueezeExcite) in every plan
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 8, Dim::sym("h"), Dim::sym("w")})});
+  auto* e = g->add_node("Relu", {conv(*g, x, 8, 24, 1, 1, 1, 1, "expand")}, 1, "expand_relu")->output(0);
+  auto* p = g->add_node("GlobalAveragePool", {e}, 1, "pool")->output(0);
+  auto* h = g->add_node("Relu", {conv(*g, p, 24, 8, 1, 1, 1, 3, "fc1")}, 1, "fc1_relu")->output(0);
+  auto* gate = g->add_node("HardSigmoid", {conv(*g, h, 8, 24, 1, 1, 1, 5, "fc2")}, 1, "gate");
+  gate->attrs["alpha"] = 1.0f / 6;
+  auto* scaled = g->add_node("Mul", {e, gate->output(0)}, 1, "scale")->output(0);
+  g->add_output(conv(*g, scaled, 24, 8, 1, 1, 1, 7, "project"));
+  auto ex = run_stream(g, image_stream(8), {"SqueezeExcite"});
+  for (const auto& s : image_stream(8)) {
+    EXPECT_EQ(count_kind(*ex, s, cpu::NodeKind::SqueezeExcite), 1u) << shape_to_string(s[0]);
+    EXPECT_EQ(count_kind(*ex, s, cpu::NodeKind::Pooling), 0u) << shape_to_string(s[0]);
+  }
+}
+
 TEST(CpuDynamicShapes, StemsAndPointwiseConvolutionsOnKilnsGemm) {
   // an image stem (3 channels, 3x3, stride 2: im2col rows), an odd small window (2x3, strides 2
   // and 1, dilated columns, uneven pads), a 1x1 convolution with a residual sum: kiln's GEMM

@@ -20,6 +20,7 @@ std::unique_ptr<Node> make_node(const ir::Node& n) {
   if (cast_supports(n)) return make_cast_node(n);
   if (transpose_supports(n)) return make_transpose_node(n);
   if (pooling_supports(n)) return make_pooling_node(n);
+  if (squeeze_excite_supports(n)) return make_squeeze_excite_node(n);
   if (batch_norm_supports(n)) return make_batch_norm_node(n);
   if (concat_supports(n)) return make_concat_node(n);
   if (lrn_supports(n)) return make_lrn_node(n);

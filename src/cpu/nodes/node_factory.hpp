@@ -56,6 +56,8 @@ bool matmul_integer_to_float_supports(const ir::Node& n);  // com.microsoft MatM
 std::unique_ptr<Node> make_matmul_integer_node(const ir::Node& n);  // MatMulInteger, QLinearMatMul, MatMulIntegerToFloat
 bool if_supports(const ir::Node& n);
 std::unique_ptr<Node> make_if_node(const ir::Node& n);
+bool squeeze_excite_supports(const ir::Node& n);  // kiln SqueezeExcite (FuseSqueezeExcite)
+std::unique_ptr<Node> make_squeeze_excite_node(const ir::Node& n);
 bool pooling_supports(const ir::Node& n);
 std::unique_ptr<Node> make_pooling_node(const ir::Node& n);
 bool batch_norm_supports(const ir::Node& n);
