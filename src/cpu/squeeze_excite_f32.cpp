@@ -23,6 +23,14 @@ inline __attribute__((always_inline)) void for_pixels(const Geometry& g, int64_t
 
 inline float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
+// bias + row . v over n values (a layer's output), vectorised for the caller's target.
+inline __attribute__((always_inline)) float affine(const float* row, const float* v, int64_t n, float bias) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) sum += row[i] * v[i];
+  return sum + bias;
+}
+
 // The kernel for thread t of a team of nt (the barriers between its steps are the team's);
 // inlined into a function per instruction set, whose target the loops are vectorised for (the
 // parallel region stays in run(): OpenMP outlines a region's body into a function of its own,
@@ -85,11 +93,7 @@ inline __attribute__((always_inline)) void body(const Geometry& g, int threads, 
     for (int64_t n = 0; n < g.batch; ++n) {
       const float* m = s + n * padded;
       for (int64_t j = j0; j < j1; ++j) {
-        const float* row = w1 + j * C;
-        float v = 0.0f;
-#pragma omp simd reduction(+ : v)
-        for (int64_t c = 0; c < C; ++c) v += row[c] * m[c];
-        v += b1[j];
+        const float v = affine(w1 + j * C, m, C, b1[j]);
         hidden[n * R + j] = g.swish ? v * sigmoid(v) : std::max(v, 0.0f);
       }
     }
@@ -97,11 +101,7 @@ inline __attribute__((always_inline)) void body(const Geometry& g, int threads, 
     for (int64_t n = 0; n < g.batch; ++n) {
       const float* h = hidden + n * R;
       for (int64_t c = c0; c < c1; ++c) {
-        const float* row = w2 + c * R;
-        float v = 0.0f;
-#pragma omp simd reduction(+ : v)
-        for (int64_t j = 0; j < R; ++j) v += row[j] * h[j];
-        v += b2[c];
+        const float v = affine(w2 + c * R, h, R, b2[c]);
         part[n * padded + c] = g.hard_gate ? std::max(0.0f, std::min(1.0f, g.gate_alpha * v + g.gate_beta)) : sigmoid(v);
       }
       if (t == 0) std::fill(part + n * padded + C, part + (n + 1) * padded, 0.0f);  // padded lanes stay zero
