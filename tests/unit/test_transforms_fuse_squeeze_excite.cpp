@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "cpu/executor.hpp"
 #include "ir/op_registry.hpp"
 #include "runtime/reference_executor.hpp"
 #include "transforms/fuse_squeeze_excite.hpp"
@@ -181,6 +182,29 @@ TEST(SqueezeExciteOp, ComputesTheBlockAndChecksItsInputs) {
   EXPECT_THROW(ir::infer_shapes(*bad), Error);
   n->attrs["activation"] = std::string("Gelu");
   EXPECT_THROW(ir::OpRegistry::instance().find("kiln", "SqueezeExcite")->validate(*n), Error);
+
+  // weights given at run time, their sizes unknown to inference: checked when the node runs
+  auto late = new_graph(13);
+  late->opset_imports["kiln"] = 1;
+  auto sym = [](const char* n) { return ir::Dim::sym(n); };
+  std::vector<ir::Value*> late_in = {late->add_input("x", f32_type({1, 3, 2, 2})), late->add_input("w1", f32_type({sym("r"), sym("c")})),
+                                late->add_input("b1", f32_type({sym("rb")})), late->add_input("w2", f32_type({sym("c2"), sym("r2")})),
+                                late->add_input("b2", f32_type({sym("cb")}))};
+  late->add_output(late->add_node("SqueezeExcite", late_in, 1, "late_se", "kiln")->output(0));
+  ir::infer_shapes(*late);
+  runtime::ReferenceExecutor ref(late);
+  const Tensor x3 = rand_f32({1, 3, 2, 2}, 1);
+  EXPECT_NO_THROW(ref.run({x3, w1, f32_filled({2}, 0), w2, f32_filled({3}, 0)}));
+  try {
+    ref.run({x3, w1, f32_filled({5}, 0), w2, f32_filled({3}, 0)});
+    ADD_FAILURE() << "a B1 of 5 values for 2 outputs ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("late_se"), std::string::npos) << e.what();
+  }
+  // the same through the CPU executor (weights that are not constants: its reference kernel)
+  cpu::Executor ex(late);
+  EXPECT_NO_THROW(ex.run({x3, w1, f32_filled({2}, 0), w2, f32_filled({3}, 0)}));
+  EXPECT_THROW(ex.run({x3, w1, f32_filled({5}, 0), w2, f32_filled({3}, 0)}), Error);
 }
 
 }  // namespace test_transforms_fuse_squeeze_excite
