@@ -316,12 +316,13 @@ bool swish_leaves_convolution(const FusionTarget& target, int64_t output_element
   // (3-4 us) is not. EfficientNet-B0's 16 squeeze-and-excitation convolutions ([1, 8..80, 1,
   // 1]) each ran their Swish as a 4 us node.
   if (output_elements >= 0 && output_elements < 4096) return false;
-  // kiln's GEMM and depthwise kernels: the epilogue's Swish (simd v_swish, the snippets
-  // kernel's 17 operations) on the block in registers. EfficientNet-B0, f32, 2 threads
-  // (2026-12-05, AMD Zen 4, interleaved runs): 8.5-8.6 ms against 9.5-9.6 ms a request at
-  // [1, 3, 224, 184], 14.5-14.9 against 15.4-15.6 at [2, 3, 200, 208]; at
-  // KILN_MAX_CPU_ISA=AVX2 9.1-9.4 against 9.7-9.8 and 16.0-16.1 against 16.4-16.8. Each
-  // expansion's Swish, the depthwise convolution and its Swish then make one DepthwiseBlock.
+  // kiln's GEMM and depthwise kernels: the epilogue's Swish (simd v_swish_n, the snippets
+  // kernel's 17 operations) on each block while it is in cache, and each expansion, its Swish,
+  // the depthwise convolution and its Swish one DepthwiseBlock (the expanded tensor never in
+  // memory). EfficientNet-B0, f32, 2 threads, this rule against the snippets one in adjacent
+  // pairs (2026-12-05, AMD Zen 4): 0.84-0.91 of the time a request at [1, 3, 224, 184] in the
+  // machine's slow phase, 0.98-1.04 in its fast one; 0.90-0.94 at [2, 3, 200, 208]; 0.88-0.95
+  // at KILN_MAX_CPU_ISA=AVX2.
   if (kiln_kernels) return false;
   return !target.bf16 && target.snippets_isa.has_value();
 }
