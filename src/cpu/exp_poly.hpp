@@ -3,8 +3,8 @@
 // high one has few enough bits that n ln2_hi is exact), so |r| <= ln2 / 2, and e^r by kExpPoly, a
 // degree-5 polynomial fitted for relative error on that interval (Lawson's iteration on 4001
 // Chebyshev points): 1.5e-7 in f32 Horner, 2.5 ulp. Shared by the snippets' emitters
-// (emitters/x64/transcendental_emitters.cpp) and the intrinsics' Swish (simd_avx512.hpp v_swish,
-// simd_avx2.hpp v_swish8), so that a Swish computes the same wherever it runs.
+// (emitters/x64/transcendental_emitters.cpp) and the intrinsics' Swish (simd_avx512.hpp v_swish_n,
+// simd_avx2.hpp v_swish8_n), so that a Swish computes the same wherever it runs.
 
 namespace kiln::cpu::simd {
 

@@ -54,7 +54,7 @@ KILN_AVX512 void eltwise16_n(__m512* v, int n, const EpilogueOp& op) {
                                                                   _mm512_mul_ps(x, x), x))))));
     case A::eltwise_logistic: KILN_EACH(v_logistic(x));
     case A::eltwise_tanh: KILN_EACH(v_tanh(x));
-    case A::eltwise_swish:  // alpha 1 (SiLU, ONNX Swish's default): v_swish, no division
+    case A::eltwise_swish:  // alpha 1 (SiLU, ONNX Swish's default): v_swish_n, no division
       if (op.alpha == 1.0f) {
         int i = 0;
         for (; i + 4 <= n; i += 4) v_swish_n<4>(v + i);

@@ -5,6 +5,7 @@
 
 #include "core/strings.hpp"
 #include "cpu/fusion_rules.hpp"
+#include "transforms/graph_edit.hpp"
 
 namespace kiln::cpu {
 
@@ -44,22 +45,6 @@ bool sum_layer(const ir::Graph& g, const ir::Node& r, const ir::Node& host, cons
   return true;
 }
 
-// fuse_simple_chain's Swish: Sigmoid(x) read only by Mul(x, Sigmoid(x)), x read by those two
-// only. Returns the Mul (its Sigmoid is its other input's producer) or null.
-const ir::Node* swish_mul(const ir::Graph& g, const ir::Value* x) {
-  if (x->uses().size() != 2 || x->type.dtype != DType::f32) return nullptr;
-  for (int s = 0; s < 2; ++s) {
-    const ir::Node* sig = x->uses()[static_cast<size_t>(s)].node;
-    const ir::Node* mul = x->uses()[static_cast<size_t>(1 - s)].node;
-    if (sig->op_type() != "Sigmoid" || !sig->is_onnx_domain() || mul->op_type() != "Mul" || !mul->is_onnx_domain()) continue;
-    if (sig->num_inputs() != 1 || sig->num_outputs() != 1 || mul->num_inputs() != 2 || mul->num_outputs() != 1) continue;
-    const ir::Value* so = sig->output(0);
-    const bool wired = (mul->input(0) == x && mul->input(1) == so) || (mul->input(0) == so && mul->input(1) == x);
-    if (wired && so->uses().size() == 1 && !g.is_output(so) && mul->output(0)->type.shape == x->type.shape) return mul;
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 snippets::SkippedNodes mark_skipped(const ir::Graph& g, transforms::PassLog* log, const FusionTarget& target) {
@@ -84,7 +69,7 @@ snippets::SkippedNodes mark_skipped(const ir::Graph& g, transforms::PassLog* log
     const ir::Node* prev = n;
     for (;;) {
       if (g.is_output(cur)) break;
-      if (const ir::Node* mul = swish_mul(g, cur); mul && !skipped.count(mul)) {
+      if (const ir::Node* mul = transforms::written_out_swish(g, cur); mul && !skipped.count(mul)) {
         const ir::Node* sig = mul->input(0) == cur ? mul->input(1)->producer() : mul->input(0)->producer();
         const int64_t elements = cur->type.shape.is_static() ? cur->type.shape.elements() : -1;
         const bool kiln_kernels = h->convolution && target.kiln_convolutions && kiln_convolution(*n);

@@ -165,9 +165,5 @@ KILN_AVX2 inline __attribute__((always_inline)) void v_swish8_n(__m256* v) {
     v[i] = _mm256_mul_ps(xc[i], _mm256_fmadd_ps(r0, _mm256_fnmadd_ps(q, r0, _mm256_set1_ps(1.0f)), r0));
   }
 }
-KILN_AVX2 inline __m256 v_swish8(__m256 x) {
-  v_swish8_n<1>(&x);
-  return x;
-}
 
 }  // namespace kiln::cpu::simd

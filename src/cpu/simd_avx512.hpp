@@ -119,7 +119,7 @@ KILN_AVX512 inline __m512 v_logistic(__m512 x) {
 // division, where v_logistic and a multiply take 23, a division among them, and on a CPU that runs 512-bit
 // operations as two halves (AMD Zen 4) the FMA pipes bound both (gemm_f32's epilogue after
 // EfficientNet's expansions, where K is 16-40 and the Swish costs as much as the product).
-// v_swish on v[0, U) in place, the vectors' chains interleaved step by step: one vector at a
+// On v[0, U) in place, the vectors' chains interleaved step by step: one vector at a
 // time, its 17 dependent operations filled the scheduler before the next vector's could start.
 template <int U>
 KILN_AVX512 inline __attribute__((always_inline)) void v_swish_n(__m512* v) {
@@ -146,10 +146,6 @@ KILN_AVX512 inline __attribute__((always_inline)) void v_swish_n(__m512* v) {
     const __m512 r0 = _mm512_rcp14_ps(q);
     v[i] = _mm512_mul_ps(xc[i], _mm512_fmadd_ps(r0, _mm512_fnmadd_ps(q, r0, _mm512_set1_ps(1.0f)), r0));
   }
-}
-KILN_AVX512 inline __m512 v_swish(__m512 x) {
-  v_swish_n<1>(&x);
-  return x;
 }
 
 }  // namespace kiln::cpu::simd

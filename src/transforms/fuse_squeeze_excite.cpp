@@ -68,22 +68,18 @@ size_t fuse_squeeze_excite(ir::Graph& g, PassLog* log) {
       if (!conv2) continue;
       ir::Value* a = conv2->input(0);
       ir::Node* conv1 = nullptr;
-      std::vector<ir::Node*> act;  // the activation's nodes
       std::string activation;
       if (ir::Node* relu = sole_producer(g, a, "Relu", conv2)) {
         conv1 = sole_producer(g, relu->input(0), "Conv", relu);
-        act = {relu};
         activation = "Relu";
       } else if (ir::Node* m = sole_producer(g, a, "Mul", conv2); m && m->num_inputs() == 2) {
-        // Swish: Mul(v, Sigmoid(v)) with v read by those two only
-        for (int k = 0; k < 2 && !conv1; ++k) {
+        for (int k = 0; k < 2 && !conv1; ++k) {  // Mul(v, Sigmoid(v)), v the first convolution's output
           ir::Value* v = m->input(static_cast<size_t>(k));
-          ir::Node* sig = sole_producer(g, m->input(static_cast<size_t>(1 - k)), "Sigmoid", m);
-          if (!sig || sig->input(0) != v || v->uses().size() != 2 || g.is_output(v)) continue;
           ir::Node* c = v->producer();
-          if (!c || c->op_type() != "Conv" || !c->is_onnx_domain() || c->num_outputs() != 1) continue;
+          if (written_out_swish(g, v) != m || g.is_output(v) || !c || c->op_type() != "Conv" || !c->is_onnx_domain() ||
+              c->num_outputs() != 1)
+            continue;
           conv1 = c;
-          act = {sig, m};
           activation = "Swish";
         }
       }

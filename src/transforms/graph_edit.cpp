@@ -60,6 +60,20 @@ std::string why_not_replaceable(const ir::Graph& g, const ir::Value* from, const
   return "";
 }
 
+const ir::Node* written_out_swish(const ir::Graph& g, const ir::Value* x) {
+  if (x->uses().size() != 2 || x->type.dtype != DType::f32) return nullptr;
+  for (int s = 0; s < 2; ++s) {
+    const ir::Node* sig = x->uses()[static_cast<size_t>(s)].node;
+    const ir::Node* mul = x->uses()[static_cast<size_t>(1 - s)].node;
+    if (sig->op_type() != "Sigmoid" || !sig->is_onnx_domain() || mul->op_type() != "Mul" || !mul->is_onnx_domain()) continue;
+    if (sig->num_inputs() != 1 || sig->num_outputs() != 1 || mul->num_inputs() != 2 || mul->num_outputs() != 1) continue;
+    const ir::Value* so = sig->output(0);
+    const bool wired = (mul->input(0) == x && mul->input(1) == so) || (mul->input(0) == so && mul->input(1) == x);
+    if (wired && so->uses().size() == 1 && !g.is_output(so) && mul->output(0)->type.shape == x->type.shape) return mul;
+  }
+  return nullptr;
+}
+
 std::string other_reader(const ir::Graph& g, const ir::Value* v, const ir::Node* except) {
   for (const ir::Use& u : v->uses())
     if (u.node != except) return u.node->name();

@@ -46,6 +46,12 @@ class GraphEditor {
 // already a graph output itself.
 std::string why_not_replaceable(const ir::Graph& g, const ir::Value* from, const ir::Value* to);
 
+// A written-out Swish on `x` (as fuse_simple_chain fuses it): Sigmoid(x) read only by
+// Mul(x, Sigmoid(x)) (either order), x f32 and read by those two only, the Mul's output of x's
+// shape. Returns the Mul (its Sigmoid is its other input's producer) or null. MarkSkipped and
+// FuseSqueezeExcite ask it.
+const ir::Node* written_out_swish(const ir::Graph& g, const ir::Value* x);
+
 // Who reads `v` besides node `except`: "relu_9", "the graph output 'y'", or "" for no one.
 std::string other_reader(const ir::Graph& g, const ir::Value* v, const ir::Node* except);
 

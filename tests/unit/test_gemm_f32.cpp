@@ -264,7 +264,7 @@ TEST(GemmF32, EveryEpilogueOpMatchesItsDefinition) {
       {A::eltwise_logistic, 0, 0, [](double x, double, double) { return logistic(x); }},
       {A::eltwise_tanh, 0, 0, [](double x, double, double) { return std::tanh(x); }},
       {A::eltwise_swish, 1.7f, 0, [](double x, double a, double) { return x * logistic(a * x); }},
-      {A::eltwise_swish, 1.0f, 0, [](double x, double, double) { return x * logistic(x); }},  // simd v_swish
+      {A::eltwise_swish, 1.0f, 0, [](double x, double, double) { return x * logistic(x); }},  // simd v_swish_n
       {A::eltwise_abs, 0, 0, [](double x, double, double) { return std::fabs(x); }},
       {A::eltwise_square, 0, 0, [](double x, double, double) { return x * x; }},
       {A::eltwise_exp, 0, 0, [](double x, double, double) { return std::exp(x); }},

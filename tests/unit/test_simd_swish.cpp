@@ -24,7 +24,11 @@ KILN_AVX2 void swish8(const float* x, float* y, size_t count) {
     simd::v_swish8_n<U>(v);
     for (int j = 0; j < U; ++j) _mm256_storeu_ps(y + i + j * 8, v[j]);
   }
-  for (; i < count; i += 8) _mm256_storeu_ps(y + i, simd::v_swish8(_mm256_loadu_ps(x + i)));
+  for (; i < count; i += 8) {
+    v[0] = _mm256_loadu_ps(x + i);
+    simd::v_swish8_n<1>(v);
+    _mm256_storeu_ps(y + i, v[0]);
+  }
 }
 template <int U>
 KILN_AVX512 void swish16(const float* x, float* y, size_t count) {
@@ -35,7 +39,11 @@ KILN_AVX512 void swish16(const float* x, float* y, size_t count) {
     simd::v_swish_n<U>(v);
     for (int j = 0; j < U; ++j) _mm512_storeu_ps(y + i + j * 16, v[j]);
   }
-  for (; i < count; i += 16) _mm512_storeu_ps(y + i, simd::v_swish(_mm512_loadu_ps(x + i)));
+  for (; i < count; i += 16) {
+    v[0] = _mm512_loadu_ps(x + i);
+    simd::v_swish_n<1>(v);
+    _mm512_storeu_ps(y + i, v[0]);
+  }
 }
 
 // x / (1 + e^-x) within 4e-7 relative (and 1e-37 absolute, near 0) from kSwishLow on; below

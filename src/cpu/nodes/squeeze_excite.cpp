@@ -40,20 +40,19 @@ class SqueezeExciteNode : public Node {
     // the input's layout when the kernel takes it, else plain
     InputLayout want = InputLayout::any();
     memory::desc layout = *plain_desc(x, DType::f32);
-    bool found = false;
-    if (!inputs[0]->is_plain() && inputs[0]->desc().data_type() == memory::data_type::f32) {
+    g.lanes = 1, g.runs = x[1];  // plain: a run of one lane per channel
+    if (!inputs[0]->is_plain()) {
+      want = InputLayout::plain();
       const memory::desc d = inputs[0]->desc();
       for (const auto& [t, lanes] : {std::pair{tag::nhwc, x[1]}, std::pair{tag::nChw16c, int64_t{16}}, std::pair{tag::nChw8c, int64_t{8}}}) {
         if (d != memory::desc(to_dims(x), memory::data_type::f32, t)) continue;
         g.lanes = lanes;
         g.runs = (x[1] + lanes - 1) / lanes;
         layout = d;
-        found = true;
+        want = InputLayout::any();
         break;
       }
-      if (!found) want = InputLayout::plain();
     }
-    if (!found) g.lanes = 1, g.runs = x[1];
     // oneDNN's strides are the outer dims': dim 1's steps from one block of channels to the next
     const auto& st = layout.data.format_desc.blocking.strides;
     g.n_stride = st[0], g.run_stride = g.runs > 1 ? st[1] : 0, g.h_stride = st[2], g.w_stride = st[3];
