@@ -218,5 +218,13 @@ BENCHMARK(BM_GemmKilnSerialClip)
     ->Args({48, 16, 96})->Args({48, 24, 144})->Args({48, 32, 192})->Args({48, 64, 384})->Args({48, 96, 24})
     ->Args({48, 144, 24})->Args({48, 192, 32})->Args({48, 384, 64})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_GemmOneDnn)->GEMM_SHAPES;
+// ResNeXt-50's first stage as 1x1 convolutions at [2, 3, 208, 200]: 5200 pixels, 64 -> 128 / 256,
+// 128 -> 256, 256 -> 128 / 256 channels
+#define RESNEXT_SHAPES \
+  Args({5200, 64, 128})->Args({5200, 64, 256})->Args({5200, 128, 256})->Args({5200, 256, 128})->Args({5200, 256, 256}) \
+      ->Unit(benchmark::kMicrosecond)
+BENCHMARK(BM_GemmKiln)->RESNEXT_SHAPES;
+BENCHMARK(BM_GemmKilnColdC)->RESNEXT_SHAPES;
+BENCHMARK(BM_GemmOneDnn)->RESNEXT_SHAPES;
 
 }  // namespace

@@ -40,7 +40,13 @@ bool available() { return isa_at_least(Isa::avx2); }
 
 const char* impl_name() { return "kiln_grouped_conv:avx2_f32"; }
 
-bool supports(int64_t in_per_group, int64_t out_per_group) {
+namespace {
+// Groups of 4 input and 4 output channels, taken two at a time (pair_row).
+bool pairs(const Geometry& g) { return g.in_per_group() == 4 && g.out_per_group() == 4; }
+}  // namespace
+
+bool supports(int64_t in_per_group, int64_t out_per_group, int64_t groups) {
+  if (in_per_group == 4 && out_per_group == 4) return groups % 2 == 0;
   return in_per_group > 0 && out_per_group > 0 && out_per_group % 8 == 0 && out_per_group <= 32;
 }
 
@@ -48,6 +54,15 @@ int64_t packed_size(const Geometry& g) { return g.m * g.in_per_group() * g.kh * 
 
 void pack_weights(const Geometry& g, const float* w, float* out) {
   const int64_t cg = g.in_per_group(), og = g.out_per_group(), taps = g.kh * g.kw;
+  if (pairs(g)) {  // [pair][tap][k][8 lanes (h, ci)]: group 2 pair + h's weight from ci to (ci + k) mod 4
+    for (int64_t group = 0; group < g.groups; ++group)
+      for (int64_t k = 0; k < 4; ++k)
+        for (int64_t ci = 0; ci < 4; ++ci)
+          for (int64_t t = 0; t < taps; ++t)
+            out[(((group / 2) * taps + t) * 4 + k) * 8 + (group % 2) * 4 + ci] =
+                w[((group * 4 + (ci + k) % 4) * 4 + ci) * taps + t];
+    return;
+  }
   for (int64_t group = 0; group < g.groups; ++group)
     for (int64_t o = 0; o < og; ++o)
       for (int64_t ci = 0; ci < cg; ++ci)
@@ -58,9 +73,12 @@ void pack_weights(const Geometry& g, const float* w, float* out) {
 int64_t scratch_floats(const Geometry& g) { return g.kh * padded_width(g) * g.c; }
 
 void rows(const Geometry& g, const float* x, const float* packed, int64_t oy0, int64_t oy1, float* y, float* scratch) {
-  KILN_CHECK(available() && supports(g.in_per_group(), g.out_per_group()) && g.groups > 0 && g.c % g.groups == 0,
+  KILN_CHECK(available() && g.groups > 0 && g.c % g.groups == 0 && g.m % g.groups == 0 &&
+                 supports(g.in_per_group(), g.out_per_group(), g.groups),
              "grouped_conv_f32::rows: no kernel for these channels a group on the ISA in use");
-  const RowFn fn = (isa_at_least(Isa::avx512_core) ? v512::kRows : v256::kRows)[g.out_per_group() / 8 - 1];
+  const bool wide = isa_at_least(Isa::avx512_core);
+  const RowFn fn = pairs(g) ? (wide ? v512::pair_row : v256::pair_row)
+                            : (wide ? v512::kRows : v256::kRows)[g.out_per_group() / 8 - 1];
   // a window row's columns: `left` of padding, `inside` of the input, then padding (a crafted
   // padding may exceed the window: any of them may be 0)
   const int64_t wp = padded_width(g), left = std::min(g.pad_l, wp), inside = std::clamp<int64_t>(wp - g.pad_l, 0, g.w);

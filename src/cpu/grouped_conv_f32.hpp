@@ -2,16 +2,20 @@
 // kiln's grouped convolution (group > 1, more than one input channel a group: RegNet's and
 // ResNeXt's 3x3 layers), f32, channels-last, for graphs whose input shapes vary: the sizes are
 // call arguments, so nothing is made per shape (oneDNN 2.6 makes a JIT kernel for every new
-// input shape: RegNet-Y-400MF, 91 of them over 12 shapes, 12.7 ms).
+// input shape: RegNet-Y-400MF, 91 of them over 12 shapes, 12.7 ms), and for groups of 4 channels
+// below AVX-512 whatever the shapes, where oneDNN 2.6 has no JIT kernel.
 //
 // The kernel: for each output row, group and run of P output pixels, the accumulators hold the
 // group's output channels (8 lanes a vector, 1 to 4 vectors) of P pixels; for each tap and
 // input channel of the group, the weights' vectors are loaded once and each pixel's input value
 // broadcast into them (one load and one multiply-add a lane-vector). Where the window reaches
 // into the padding, each input row it reads is copied between zeros first, so that no pixel
-// takes a checked path. 8-lane vectors, on AVX-512 CPUs too (Zen 4 runs two 8-lane multiply-adds
-// a cycle, as many lanes as one of 16), there in AVX-512's 32 registers: runs of up to 24 pixels,
-// against 12 with AVX2 (grouped_conv_f32_row.inc). Below AVX2 (available()) the caller keeps
+// takes a checked path. Groups of 4 channels go two to a vector of input channels, as loaded:
+// four sums per pixel, each pairing input ci with output (ci + k) mod 4, turned into place
+// once per run (pair_pixels). 8-lane vectors, on
+// AVX-512 CPUs too (Zen 4 runs two 8-lane multiply-adds a cycle, as many lanes as one of 16),
+// there in AVX-512's 32 registers: runs of up to 24 pixels, against 12 with AVX2
+// (grouped_conv_f32_row.inc). Below AVX2 (available()) the caller keeps
 // oneDNN's convolution.
 #include <cstdint>
 
@@ -21,9 +25,10 @@ namespace kiln::cpu::grouped_conv_f32 {
 bool available();
 // The implementation name profiles show.
 const char* impl_name();
-// Whether the kernel computes groups of `in_per_group` input channels and `out_per_group` output
-// channels (a multiple of 8, at most 32).
-bool supports(int64_t in_per_group, int64_t out_per_group);
+// Whether the kernel computes `groups` groups of `in_per_group` input channels and `out_per_group`
+// output channels: a multiple of 8 outputs, at most 32; or 4 inputs and 4 outputs, an even number
+// of groups (two to a vector: ResNeXt-50 32x4d's first stage).
+bool supports(int64_t in_per_group, int64_t out_per_group, int64_t groups);
 
 struct Geometry {
   int64_t c = 0, h = 0, w = 0;  // input channels and size
@@ -39,7 +44,9 @@ struct Geometry {
 
 // Floats of the packed weights.
 int64_t packed_size(const Geometry& g);
-// ONNX's weights [m][c / groups][kh][kw] -> the kernel's layout [group][kh][kw][in channel][out channel].
+// ONNX's weights [m][c / groups][kh][kw] -> the kernel's layout [group][kh][kw][in channel][out channel]
+// (groups of 4: [pair of groups][kh][kw][k][the pair's 8 in channels], from in channel ci to out
+// channel (ci + k) mod 4).
 void pack_weights(const Geometry& g, const float* w, float* out);
 
 // Floats of working memory rows() needs (the window's input rows with their padding).

@@ -448,6 +448,74 @@ TEST(CpuDynamicShapes, GroupedConvolutionsOfEveryWidthStrideAndPaddingAtEverySha
   EXPECT_EQ(ex->hot_rebuilds(), cpu::grouped_conv_f32::available() ? 1u : 0u);
 }
 
+namespace {
+
+// ResNeXt-50 32x4d's first-stage block, small: a 1x1 convolution, a grouped 3x3 one of groups
+// of 4 channels (here 8 of them) with a ReLU, a 1x1 convolution; the input [N, 16, H, W].
+std::shared_ptr<ir::Graph> groups_of_four_block(const std::vector<Dim>& in_dims) {
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, dims(in_dims)});
+  auto* a = g->add_node("Relu", {conv(*g, x, 16, 32, 1, "reduce")}, 1, "reduce_relu")->output(0);
+  auto* c = g->add_node("Conv", {a, g->add_constant("gw", random_tensor({32, 4, 3, 3}, 2, 0.5f)),
+                                 g->add_constant("gb", random_tensor({32}, 3))}, 1, "grouped");
+  c->attrs["group"] = int64_t(8);
+  c->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+  auto* r = g->add_node("Relu", {c->output(0)}, 1, "grouped_relu")->output(0);
+  g->add_output(conv(*g, r, 32, 16, 1, "expand"));
+  return g;
+}
+
+const cpu::Node* node_named(const cpu::Graph& graph, const std::string& name) {
+  for (const auto& n : graph.nodes())
+    if (n->name == name) return n.get();
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(CpuDynamicShapes, GroupsOfFourChannelsRunKilnsKernelAtEveryShapeAndWhenHot) {
+  // kiln's kernel takes two groups of 4 to a vector. oneDNN 2.6 has no JIT kernel for such
+  // groups below AVX-512 (its GEMM-based convolution, 3x slower than ONNX Runtime): there the
+  // hot rebuild keeps kiln's kernel and there is nothing to rebuild; on AVX-512 it takes oneDNN's
+  auto g = groups_of_four_block({Dim::sym("n"), 16, Dim::sym("h"), Dim::sym("w")});
+  auto stream = image_stream(16);
+  stream.push_back({{1, 16, 1, 3}});
+  auto ex = run_stream(g, stream, {"Convolution"});
+  const bool kiln = cpu::grouped_conv_f32::available() && cpu::gemm_f32::available();
+  for (const auto& s : stream) {
+    const auto& plan = ex->plan_for(s);
+    ASSERT_TRUE(plan.cpu);
+    const cpu::Node* grouped = node_named(*plan.cpu, "grouped");
+    ASSERT_TRUE(grouped) << plan.cpu->describe();
+    if (kiln) {
+      EXPECT_EQ(grouped->impl, cpu::grouped_conv_f32::impl_name()) << shape_to_string(s[0]);
+    }
+  }
+  runtime::ReferenceExecutor ref(g);
+  const Tensor in = random_tensor({2, 16, 12, 20}, 99);
+  const auto want = ref.run({in});
+  for (size_t r = 0; r <= cpu::Executor::kHotRuns; ++r) expect_close(want[0], ex->run({in})[0], 1e-4, 1e-4);
+  const bool onednn_jit = cpu::isa_at_least(cpu::Isa::avx512_core);
+  EXPECT_EQ(ex->hot_rebuilds(), kiln && onednn_jit ? 1u : 0u);
+}
+
+TEST(CpuDynamicShapes, GroupsOfFourChannelsAtFixedShapesRunKilnsKernelWhereOneDnnHasNoJitKernel) {
+  // fixed shapes: oneDNN's kernel where it has a JIT one (AVX-512), kiln's below it
+  auto g = groups_of_four_block({2, 16, 13, 21});
+  ir::infer_shapes(*g);
+  runtime::ReferenceExecutor ref(g);
+  cpu::Executor ex(g);
+  const Tensor in = random_tensor({2, 16, 13, 21}, 5);
+  expect_close(ref.run({in})[0], ex.run({in})[0], 1e-4, 1e-4);
+  const auto& plan = ex.plan_for({{2, 16, 13, 21}});
+  ASSERT_TRUE(plan.cpu);
+  const cpu::Node* grouped = node_named(*plan.cpu, "grouped");
+  ASSERT_TRUE(grouped) << plan.cpu->describe();
+  const bool kiln = cpu::grouped_conv_f32::available() && cpu::gemm_f32::available() &&
+                    !cpu::isa_at_least(cpu::Isa::avx512_core);
+  EXPECT_EQ(grouped->impl == cpu::grouped_conv_f32::impl_name(), kiln) << grouped->impl;
+}
+
 TEST(CpuDynamicShapes, AGroupedConvolutionWhosePaddingExceedsItsWindow) {
   // pads larger than the window (1x1 at stride 8, 5 columns of padding before: the first
   // output pixel reads padding only), as a crafted model may have: zeros, not a read outside
