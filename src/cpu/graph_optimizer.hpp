@@ -2,6 +2,7 @@
 // The CPU graph optimizer: the fusions of spec/cpu_plugin_fusions.md as passes over a
 // freshly built cpu::Graph (before primitives are created), listed in order in one
 // place (graph_optimizer.cpp). Each pass is its own file under src/cpu/passes/.
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -65,6 +66,16 @@ void optimize_graph(Graph& g, const GraphOptions& options);
 size_t fuse_convolution_and_simple_operation(Graph& g, transforms::PassLog* log);
 size_t fuse_convolution_and_sum(Graph& g, transforms::PassLog* log);
 size_t fuse_depthwise_block(Graph& g, transforms::PassLog* log);
+// What FuseDepthwiseBlock would make of depthwise convolution `dw` as the graph stands: null
+// where dw is not one it takes (not a depthwise Convolution, or shapes fixed); else the 1x1 (or
+// window) convolution it would take before and the 1x1 one after (either null), and why kiln's
+// kernels refuse the block ("" when they take it).
+struct DepthwiseBlockMatch {
+  Node* expand = nullptr;
+  Node* project = nullptr;
+  std::string refused;
+};
+std::optional<DepthwiseBlockMatch> match_depthwise_block(Graph& g, Node& dw);
 size_t fuse_qlinear_conv_and_add(Graph& g, transforms::PassLog* log);
 size_t fuse_qlinear_conv_and_clip(Graph& g, transforms::PassLog* log);
 size_t fuse_convolution_and_dw_convolution(Graph& g, transforms::PassLog* log);

@@ -265,6 +265,23 @@ TEST(CpuFuseDepthwiseBlock, AWindowOverManyChannelsIsNotItsExpansion) {
   EXPECT_TRUE(log_has(log, true, "dw -> project: depthwise 3x3, 1x1 projection")) << explain(log);
 }
 
+TEST(CpuFuseDepthwiseBlock, TakesTheExpansionOneDnnsDepthwisePostOpWouldFuse) {
+  // MobileNet-v2's first strided block (1x1 16 -> 96 at 112x112, Clip, 3x3 depthwise stride 2,
+  // Clip), without its projection: oneDNN 2.6 has a fused JIT kernel for the pair on AVX2
+  // (FuseConvolutionAndDWConvolution), a primitive made per shape. Where shapes vary the block
+  // takes both, on every ISA that runs it, and the other pass says so
+  if (!dw::available()) GTEST_SKIP() << "no AVX2: see ...RefusedBelowAvx2";
+  Block b;
+  b.ce = 96, b.h = b.w = 112, b.stride = 2, b.project = false, b.residual = false;
+  transforms::PassLog log;
+  auto cg = compare_with_reference(block_graph(b), {random_tensor({1, 16, 112, 112}, 7)}, agnostic(&log));
+  EXPECT_EQ(count_type(*cg, "DepthwiseBlock"), 1u) << explain(log) << cg->describe();
+  EXPECT_EQ(count_type(*cg, "Convolution"), 0u) << cg->describe();
+  EXPECT_EQ(log.count_applied("FuseConvolutionAndDWConvolution"), 0u) << explain(log);
+  EXPECT_TRUE(log_has(log, false, "expand -> dw: depthwise convolution not fused: FuseDepthwiseBlock takes both"))
+      << explain(log);
+}
+
 TEST(CpuFuseDepthwiseBlock, OnlyWhereShapesVaryAndNotForWhatItsKernelsLack) {
   if (!dw::available()) GTEST_SKIP() << "no AVX2: see ...RefusedBelowAvx2";
   Block b;

@@ -66,26 +66,35 @@ Node* producer(Graph& g, const Edge* e) {
 
 }  // namespace
 
+std::optional<DepthwiseBlockMatch> match_depthwise_block(Graph& g, Node& dw) {
+  if (!dw.shape_agnostic || !depthwise(dw)) return std::nullopt;
+  DepthwiseBlockMatch m;
+  // the 1x1 (or small window) convolution before, when it alone reads into dw (and does not
+  // end the graph)
+  m.expand = producer(g, dw.inputs[0]);
+  if (m.expand && ((!pointwise(*m.expand) && !windowed(*m.expand)) || m.expand->post_ops()->sum_input() >= 0 ||
+                   g.readers_of(dw.inputs[0]).size() != 1 || g.is_graph_output(dw.inputs[0])))
+    m.expand = nullptr;
+  // the 1x1 convolution after, when it alone reads dw's output
+  m.project = passes::sole_reader(g, dw, [](const Node& r) { return pointwise(r); });
+  if (m.project && (m.project->inputs[0] != dw.outputs[0] || g.is_graph_output(dw.outputs[0]))) m.project = nullptr;
+  m.refused = depthwise_block_refuses(m.expand, dw, m.project);
+  return m;
+}
+
 size_t fuse_depthwise_block(Graph& g, transforms::PassLog* log) {
   size_t fused = 0;
   for (Node* dw : passes::nodes_of_kind(g, NodeKind::Convolution)) {
-    if (!dw->shape_agnostic || !depthwise(*dw)) continue;
-    // the 1x1 (or small window) convolution before, when it alone reads into dw (and does not
-    // end the graph)
-    Node* expand = producer(g, dw->inputs[0]);
-    if (expand && ((!pointwise(*expand) && !windowed(*expand)) || expand->post_ops()->sum_input() >= 0 ||
-                   g.readers_of(dw->inputs[0]).size() != 1 || g.is_graph_output(dw->inputs[0])))
-      expand = nullptr;
-    // the 1x1 convolution after, when it alone reads dw's output
-    Node* project = passes::sole_reader(g, *dw, [](const Node& r) { return pointwise(r); });
-    if (project && (project->inputs[0] != dw->outputs[0] || g.is_graph_output(dw->outputs[0]))) project = nullptr;
+    const std::optional<DepthwiseBlockMatch> m = match_depthwise_block(g, *dw);
+    if (!m) continue;
+    Node *expand = m->expand, *project = m->project;
     Node* first = expand ? expand : dw;
     const std::string where = !log      ? std::string()
                               : project ? passes::arrow(*first, *project)
                               : expand  ? passes::arrow(*first, *dw)
                                         : dw->name;
-    if (std::string why = depthwise_block_refuses(expand, *dw, project); !why.empty()) {
-      if (log) log->skipped(kFuseDepthwiseBlock, where, cat("not one DepthwiseBlock: ", why));
+    if (!m->refused.empty()) {
+      if (log) log->skipped(kFuseDepthwiseBlock, where, cat("not one DepthwiseBlock: ", m->refused));
       continue;
     }
     const std::string expansion = !expand                ? ""
