@@ -440,12 +440,14 @@ TEST(CpuDynamicShapes, GroupedConvolutionsOfEveryWidthStrideAndPaddingAtEverySha
       if (n->impl == cpu::grouped_conv_f32::impl_name()) ++kiln;
     EXPECT_EQ(kiln, cpu::grouped_conv_f32::available() ? layers.size() : 0u) << plan.cpu->describe();
   }
-  // a frequent shape: the hot rebuild takes oneDNN's kernels, with the same results
+  // a frequent shape: with AVX-512 the hot rebuild takes oneDNN's kernels, with the same
+  // results; with AVX2 kiln's kernel stays (faster there: nothing to rebuild)
   runtime::ReferenceExecutor ref(g);
   const Tensor in = random_tensor({2, 16, 12, 20}, 99);
   const auto want = ref.run({in});
   for (size_t r = 0; r <= cpu::Executor::kHotRuns; ++r) expect_close(want[0], ex->run({in})[0], 1e-4, 1e-4);
-  EXPECT_EQ(ex->hot_rebuilds(), cpu::grouped_conv_f32::available() ? 1u : 0u);
+  const bool rebuilt = cpu::grouped_conv_f32::available() && cpu::isa_at_least(cpu::Isa::avx512_core);
+  EXPECT_EQ(ex->hot_rebuilds(), rebuilt ? 1u : 0u);
 }
 
 namespace {

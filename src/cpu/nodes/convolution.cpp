@@ -324,11 +324,8 @@ class ConvolutionNode : public Node {
       return std::nullopt;
     const int64_t group = source->attr_i("group", 1);
     if (group <= 1 || w[1] == 1 || !grouped_conv_f32::supports(w[1], w[0] / group, group)) return std::nullopt;
-    // where shapes vary: nothing made per shape. Else only where oneDNN 2.6 has no JIT kernel
-    // for the groups (below AVX-512, channels a group not a multiple of 8: its GEMM-based
-    // convolution, ResNeXt-50's first stage at [2, 3, 208, 200] 4.7-4.9 ms a layer against ONNX
-    // Runtime's 1.5, AMD EPYC AVX2, 2 threads)
-    if (!(shapes_vary && shape_agnostic) && onednn_grouped_jit()) return std::nullopt;
+    // where shapes vary: nothing made per shape. Else where kiln_grouped_when_fixed() says
+    if (!(shapes_vary && shape_agnostic) && !kiln_grouped_when_fixed()) return std::nullopt;
     gemm_f32::Epilogue probe;
     if (!to_gemm_epilogue_per_channel(post_ops_, 0, w[0], probe, nullptr)) return std::nullopt;
     const im2col_f32::Geometry i = im2col_geometry(*source, x, w, y);
@@ -347,10 +344,25 @@ class ConvolutionNode : public Node {
     return isa_at_least(Isa::avx512_core) || (w[1] % 8 == 0 && (w[0] / group) % 8 == 0);
   }
 
+  // Whether a graph of fixed shapes (a hot rebuild's too) takes kiln's kernel for this grouped
+  // convolution:
+  // - where oneDNN 2.6 has no JIT kernel for the groups (below AVX-512, channels a group not a
+  //   multiple of 8: its GEMM-based convolution, ResNeXt-50's first stage at [2, 3, 208, 200]
+  //   4.7-4.9 ms a layer against ONNX Runtime's 1.5; kiln's 0.9-1.0);
+  // - in the graphs of a model whose shapes vary (shape_agnostic: its 1x1 convolutions on kiln's
+  //   GEMM, channels-last) below AVX-512, where oneDNN's AVX2 kernel for ResNeXt's groups wants
+  //   channel blocks, with Reorders on either side. AMD EPYC (AVX2), 2 threads, a shape run until
+  //   hot, kiln's kernel kept against oneDNN's (adjacent pairs): resnext_hw at [2, 3, 208, 200]
+  //   0.95, regnet_hw at [2, 3, 200, 208] 0.91 of the time. With AVX-512 oneDNN's kernel was
+  //   the faster (RegNet's 16 at [2, 3, 224, 224] 1.8-2.0 ms against kiln's 2.4-2.7, AMD Zen 4).
+  bool kiln_grouped_when_fixed() const {
+    return !onednn_grouped_jit() || (shape_agnostic && !isa_at_least(Isa::avx512_core));
+  }
+
   std::vector<InputLayout> prepare_kiln_grouped(const grouped_conv_f32::Geometry& g) {
     grouped_ = g;
     grouped_threads_ = omp_get_max_threads();
-    quick_impl = onednn_grouped_jit();  // the hot rebuild takes oneDNN's JIT kernel where there is one
+    quick_impl = !kiln_grouped_when_fixed();  // the hot rebuild takes oneDNN's JIT kernel
     impl = grouped_conv_f32::impl_name();
     const memory::desc packed({grouped_conv_f32::packed_size(g)}, memory::data_type::f32, tag::a);
     weights_ = pack_weights(inputs[1]->constant, "conv/kiln_grouped", packed, [&](memory& dst) {
