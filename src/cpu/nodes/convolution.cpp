@@ -311,12 +311,12 @@ class ConvolutionNode : public Node {
 
   // kiln's grouped convolution (grouped_conv_f32.hpp) in the graph of a new input shape of a
   // model whose shapes vary (Node::shapes_vary: nothing made per shape, where oneDNN makes a JIT
-  // kernel for every new one, about 1 ms a shape for RegNet-Y-400MF's 16): f32, 2-D, group > 1
-  // with more than one input channel a group (depthwise ones have kernels of their own), output
-  // channels a group the kernel computes (8, 16, 24 or 32), post-ops the GEMM's epilogue
-  // computes after it (no sum). Channels-last in and out. oneDNN's JIT kernel runs faster
-  // (RegNet's at [2, 3, 224, 224]: 1.8-2.0 ms against 2.4-2.7), so the node counts as a quick
-  // one and a shape's hot rebuild takes oneDNN's.
+  // kernel for every new one, about 1 ms a shape for RegNet-Y-400MF's 16), and in other graphs
+  // where kiln_grouped_when_fixed() says: f32, 2-D, group > 1 with more than one input channel a
+  // group (depthwise ones have kernels of their own), channels a group the kernel computes (8,
+  // 16, 24 or 32 outputs; or 4 in and 4 out), post-ops the GEMM's epilogue computes after it (no
+  // sum). Channels-last in and out. Where a fixed-shape graph would take oneDNN's JIT kernel
+  // instead, the node counts as a quick one and a shape's hot rebuild takes oneDNN's.
   std::optional<grouped_conv_f32::Geometry> kiln_grouped() const {
     const Shape &x = inputs[0]->shape, &w = inputs[1]->shape, &y = outputs[0]->shape;
     if (bf16 || !grouped_conv_f32::available() || !gemm_f32::available() || x.size() != 4 || post_ops_.dw() ||
@@ -351,10 +351,11 @@ class ConvolutionNode : public Node {
   //   4.7-4.9 ms a layer against ONNX Runtime's 1.5; kiln's 0.9-1.0);
   // - in the graphs of a model whose shapes vary (shape_agnostic: its 1x1 convolutions on kiln's
   //   GEMM, channels-last) below AVX-512, where oneDNN's AVX2 kernel for ResNeXt's groups wants
-  //   channel blocks, with Reorders on either side. AMD EPYC (AVX2), 2 threads, a shape run until
-  //   hot, kiln's kernel kept against oneDNN's (adjacent pairs): resnext_hw at [2, 3, 208, 200]
-  //   0.95, regnet_hw at [2, 3, 200, 208] 0.91 of the time. With AVX-512 oneDNN's kernel was
-  //   the faster (RegNet's 16 at [2, 3, 224, 224] 1.8-2.0 ms against kiln's 2.4-2.7, AMD Zen 4).
+  //   channel blocks, with Reorders on either side. AMD EPYC Zen 2 (AVX2), 2 threads, a shape
+  //   run 60 times, kiln's kernel kept against oneDNN's (adjacent pairs): resnext_hw at [2, 3,
+  //   208, 200] 0.96-0.98, regnet_hw at [2, 3, 200, 208] 0.92-0.93 of the time. With AVX-512
+  //   oneDNN's kernel was the faster (RegNet's 16 at [2, 3, 224, 224] 1.8-2.0 ms against kiln's
+  //   2.4-2.7, AMD Zen 4).
   bool kiln_grouped_when_fixed() const {
     return !onednn_grouped_jit() || (shape_agnostic && !isa_at_least(Isa::avx512_core));
   }
