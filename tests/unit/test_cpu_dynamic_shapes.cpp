@@ -402,7 +402,8 @@ TEST(CpuDynamicShapes, GroupedConvolutionsOfEveryWidthStrideAndPaddingAtEverySha
   // Grouped convolutions of 8, 16, 24 and 32 output channels a group (RegNet's, ResNeXt's),
   // 3x3 at strides 1 and 2, a dilated one, asymmetric padding, a 1x3 window, with bias and a
   // ReLU, over maps from 1 pixel high up: kiln's kernel in a new shape's graph where the ISA has
-  // it; then a shape run until hot, rebuilt with oneDNN's JIT kernels. Against the reference
+  // it; then a shape run until hot, rebuilt with oneDNN's JIT kernels with AVX-512 (kiln's kept
+  // below it). Against the reference
   auto g = make_graph();
   auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 16, Dim::sym("h"), Dim::sym("w")})});
   struct Layer {
