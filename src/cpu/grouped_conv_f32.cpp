@@ -77,7 +77,9 @@ void rows(const Geometry& g, const float* x, const float* packed, int64_t oy0, i
                  supports(g.in_per_group(), g.out_per_group(), g.groups),
              "grouped_conv_f32::rows: no kernel for these channels a group on the ISA in use");
   const bool wide = isa_at_least(Isa::avx512_core);
+  const bool s1k3 = !pairs(g) && g.out_per_group() == 8 && g.stride_w == 1 && g.dil_w == 1 && g.kw == 3;
   const RowFn fn = pairs(g) ? (wide ? v512::pair_row : v256::pair_row)
+                   : s1k3   ? (wide ? v512::row_s1k3 : v256::row_s1k3)
                             : (wide ? v512::kRows : v256::kRows)[g.out_per_group() / 8 - 1];
   // a window row's columns: `left` of padding, `inside` of the input, then padding (a crafted
   // padding may exceed the window: any of them may be 0)

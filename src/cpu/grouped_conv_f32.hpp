@@ -12,7 +12,8 @@
 // into the padding, each input row it reads is copied between zeros first, so that no pixel
 // takes a checked path. Groups of 4 channels go two to a vector of input channels, as loaded:
 // four sums per pixel, each pairing input ci with output (ci + k) mod 4, turned into place once
-// per run (pair_pixels). 8-lane vectors, on AVX-512 CPUs too (Zen 4 runs two 8-lane
+// per run (pair_pixels). Groups of 8 at stride 1 over 3 columns broadcast each input value once
+// for the three taps that read it (pixels_s1k3). 8-lane vectors, on AVX-512 CPUs too (Zen 4 runs two 8-lane
 // multiply-adds a cycle, as many lanes as one of 16), there in AVX-512's 32 registers: runs of
 // up to 24 pixels (groups of 4: 6), against 12 (3) with AVX2 (grouped_conv_f32_row.inc). Below
 // AVX2 (available()) the caller keeps oneDNN's convolution.

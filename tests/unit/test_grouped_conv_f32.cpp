@@ -1,6 +1,7 @@
 // kiln's grouped convolution kernel (cpu/grouped_conv_f32.hpp) against a direct loop in double
-// precision: groups of 8 to 32 output channels and groups of 4 (two to a vector), strided,
-// dilated, padded on either side, runs of every length, output rows in parts.
+// precision: groups of 8 to 32 output channels (8 at stride 1 over 3 columns its own loop) and
+// groups of 4 (two to a vector), strided, dilated, padded on either side, runs of every length,
+// output rows in parts.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -93,6 +94,12 @@ TEST(GroupedConvF32, GroupsOfEightToThirtyTwoMatchDirectLoop) {
   check({32, 64, 2, 7, 30, 3, 2, 1, 1, 1});    // 32 outputs a group, stride 2
   check({48, 48, 2, 6, 11, 3, 1, 2, 2, 2});    // 24 a group, dilated
   check({16, 32, 2, 5, 5, 5, 1, 1, 2, 0});     // 16 a group, 5x5, padded above only
+  // 8 a group at stride 1, 3 columns (each input broadcast once for its three taps): runs of
+  // every length up to the longest (12 with AVX2, 24 with AVX-512) and past it, padded or not
+  for (int64_t w : {1, 2, 3, 5, 12, 13, 24, 25, 26})
+    check({16, 16, 2, 3, w, 3, 1, 1, 1, 1});
+  check({24, 24, 3, 6, 20, 3, 1, 1, 0, 0});   // unpadded: read in place
+  check({16, 16, 2, 4, 9, 3, 1, 1, 2, 2});    // padding past a tap: every third column zeros
 }
 
 TEST(GroupedConvF32, GroupsOfFourMatchDirectLoop) {
