@@ -226,5 +226,15 @@ BENCHMARK(BM_GemmOneDnn)->GEMM_SHAPES;
 BENCHMARK(BM_GemmKiln)->RESNEXT_SHAPES;
 BENCHMARK(BM_GemmKilnColdC)->RESNEXT_SHAPES;
 BENCHMARK(BM_GemmOneDnn)->RESNEXT_SHAPES;
+// RegNetY-400MF's first 1x1 convolution of each stage at [2, 3, 200, 208] (20800 pixels 32 -> 48,
+// 5200 48 -> 104, 1300 104 -> 208, 325 208 -> 440) and a stage-2 block's last one (1300, 104 -> 104)
+#define REGNET_SHAPES \
+  Args({20800, 32, 48})->Args({5200, 48, 104})->Args({1300, 104, 208})->Args({325, 208, 440})->Args({1300, 104, 104}) \
+      ->Unit(benchmark::kMicrosecond)
+BENCHMARK(BM_GemmKiln)->REGNET_SHAPES;
+BENCHMARK(BM_GemmKiln)->Args({1302, 32, 48})->Args({324, 32, 48})->Args({1302, 32, 64})->Args({1302, 128, 48})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_GemmOneDnn)->Args({1302, 32, 48})->Args({324, 32, 48})->Args({1302, 32, 64})->Args({1302, 128, 48})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_GemmKilnColdC)->REGNET_SHAPES;
+BENCHMARK(BM_GemmOneDnn)->REGNET_SHAPES;
 
 }  // namespace
