@@ -203,6 +203,8 @@ BENCHMARK(BM_GemmKilnCold)->Args({8, 384, 1536})->Args({24, 384, 1536})->Args({2
 BENCHMARK(BM_GemmKiln)->Args({8, 384, 1536})->Args({24, 384, 1536})->Args({24, 1536, 384})->Args({24, 384, 384})->Unit(benchmark::kMicrosecond);
 // BERT-6's query, key and value projections at [8, 126]: three products of 384 columns, or one of 1152
 BENCHMARK(BM_GemmKiln)->Args({1008, 384, 384})->Args({1008, 384, 1152})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_GemmKilnCold)->Args({1072, 384, 384})->Args({1072, 384, 1536})->Args({1072, 1536, 384})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_GemmKiln)->Args({1072, 384, 384})->Args({1072, 384, 1536})->Args({1072, 1536, 384})->Unit(benchmark::kMicrosecond);
 // an expand 1x1 convolution with few input channels (EfficientNet-B0 features.2.0: 16 -> 96 over
 // 2 x 104 x 100 pixels): 64 MFLOP, 0.28 ms at the FMA peak, 8 MB written. 2026-12-05, 2 threads:
 // 0.35-0.39 ms with C in cache (79% of peak), 1.09 ms with C out of cache (ColdC); with Swish in the
