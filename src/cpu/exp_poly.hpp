@@ -4,7 +4,8 @@
 // degree-5 polynomial fitted for relative error on that interval (Lawson's iteration on 4001
 // Chebyshev points): 1.5e-7 in f32 Horner, 2.5 ulp. Shared by the snippets' emitters
 // (emitters/x64/transcendental_emitters.cpp) and the intrinsics' Swish (simd_avx512.hpp v_swish_n,
-// simd_avx2.hpp v_swish8_n), so that a Swish computes the same wherever it runs.
+// simd_avx2.hpp v_swish8_n), so that a Swish has the same accuracy wherever it runs (AVX2's
+// intrinsics evaluate it by Estrin's scheme and divide: their last bits may differ).
 
 namespace kiln::cpu::simd {
 
