@@ -140,9 +140,9 @@ KILN_AVX2 inline __m256 v_logistic8(__m256 x) {
 // is built from its exponent bits. Its chain of dependent operations is what bounds it (with U =
 // 4, about 60 cycles deep), so it takes the shorter forms: the polynomial by Estrin's scheme,
 // 1 + p 2^n as one multiply-add, and a division where a reciprocal estimate and a Newton step
-// took four operations one after another. Zen 2, one thread, 12 vectors in L1: 12.2 -> 10.3
-// cycles a vector (an EfficientNet expansion's epilogue is mostly this); the largest error
-// against double from kSwishLow to 120, 2.7e-7 -> 2.6e-7 relative.
+// took four operations one after another. Zen 2, one thread, 12 vectors in L1 taken afresh
+// each round: 13.5 -> 11.1 cycles a vector (an EfficientNet expansion's epilogue is mostly
+// this); the largest error against double from kSwishLow to 120, 2.7e-7 -> 2.6e-7 relative.
 template <int U>
 KILN_AVX2 inline __attribute__((always_inline)) void v_swish8_n(__m256* v) {
   __m256 xc[U], n[U], s[U], p[U];
