@@ -24,7 +24,8 @@ constexpr int kPrefetch = 8;     // packed rows of B ahead (AVX-512 block) ...
 // ... but not in a K this short: 1x1 convolutions over 16-32 channels ran 15-30% faster without
 // (the prefetches took load slots from the broadcasts of A, and the panel was in L1 already)
 constexpr int64_t kShortK = 32;
-// Packed B up to this size is read row block by row block from L2 (run_blocks' `rows_first`)
+// Packed B up to this size is read row block by row block from L2 where a band's rows of A pass
+// it (run_blocks' `rows_first`)
 constexpr int64_t kRowsFirstMaxB = 256 << 10;
 
 // `op` on v[0, n): the algorithm chosen once, then a loop over the vectors (a call and a switch
@@ -916,8 +917,11 @@ void run_blocks(const BlockTable& blocks, int64_t width, const float* a, int64_t
   // stage (5200 pixels, K 64-256, N 128-256, A 0.7-2.6 MB a band; Zen 2, 512 KiB of L2 a core):
   // the products with C out of cache 0.92-0.97 of the time, the model 0.989 (6 pairs), RegNet
   // 0.979. Measured on AVX2 only; AVX-512 keeps the panel-major order.
+  // Not where a band's rows of A fit beside B in L2 themselves: BERT-small at [1, 128] (bands of
+  // 64 rows of 256 floats) ran 1.028 of the time with its B of 256 KiB read per row block.
+  const int64_t bytes = static_cast<int64_t>(sizeof(float));
   const bool rows_first = &blocks == &kAvx2Blocks && bands > 1 && panels > 1 &&
-                          K * panels * kPanel * static_cast<int64_t>(sizeof(float)) <= kRowsFirstMaxB;
+                          K * panels * kPanel * bytes <= kRowsFirstMaxB && M / bands * K * bytes > kRowsFirstMaxB;
   if (nthr == 1) {  // in item order, without decoding each item (divisions)
     for (int64_t p = 0; p < panels; ++p)
       for (int64_t rb = 0; rb < row_blocks; ++rb) run_block(p, rb, rb, row_blocks, p + 1 < panels);

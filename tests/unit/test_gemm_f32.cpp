@@ -152,27 +152,29 @@ TEST(GemmF32, RowBandsAndPanelSplitsCoverEveryBlockOnceOverATeam) {
   if (!gemm::available()) GTEST_SKIP() << "below AVX2 the GEMM is not available (BlocksAndTails tests the error)";
   const int before = omp_get_max_threads();
   uint32_t seed = 70;
+  // (2000, 100): bands of 667-1000 rows of A past 256 KiB with B within it, which the AVX2 block
+  // takes row block first (every panel of a row block before the next row block)
+  const std::pair<int64_t, int64_t> sizes[] = {{37, 40}, {37, 600}, {200, 40}, {200, 600}, {2000, 100}};
   for (int threads : {2, 3})
-    for (int64_t M : {37, 200})
-      for (int64_t K : {40, 600})
-        for (int64_t N : {15, 64, 130, 300}) {
-          SCOPED_TRACE(testing::Message() << threads << " threads, M " << M << " K " << K << " N " << N);
-          omp_set_num_threads(threads);
-          Problem p(M, K, N, seed += 5);
-          const std::vector<float> packed = p.packed();
-          std::vector<float> c(static_cast<size_t>(M * p.ldc), 1234.5f);
-          gemm::Epilogue ep;
-          ep.bias = p.bias.data();
-          gemm::run(p.a.data(), M, K, p.lda, packed.data(), N, c.data(), p.ldc, ep);
-          omp_set_num_threads(before);
-          std::vector<double> want, scale;
-          p.reference(want, scale);
-          for (int64_t i = 0; i < M; ++i) {
-            for (int64_t j = 0; j < N; ++j)
-              ASSERT_NEAR(c[i * p.ldc + j], want[i * N + j] + p.bias[j], 1e-6 * scale[i * N + j] + 1e-6) << "at " << i << ", " << j;
-            for (int64_t j = N; j < p.ldc; ++j) ASSERT_EQ(c[i * p.ldc + j], 1234.5f) << "wrote past N at " << i;
-          }
+    for (const auto& [M, K] : sizes)
+      for (int64_t N : {15, 64, 130, 300}) {
+        SCOPED_TRACE(testing::Message() << threads << " threads, M " << M << " K " << K << " N " << N);
+        omp_set_num_threads(threads);
+        Problem p(M, K, N, seed += 5);
+        const std::vector<float> packed = p.packed();
+        std::vector<float> c(static_cast<size_t>(M * p.ldc), 1234.5f);
+        gemm::Epilogue ep;
+        ep.bias = p.bias.data();
+        gemm::run(p.a.data(), M, K, p.lda, packed.data(), N, c.data(), p.ldc, ep);
+        omp_set_num_threads(before);
+        std::vector<double> want, scale;
+        p.reference(want, scale);
+        for (int64_t i = 0; i < M; ++i) {
+          for (int64_t j = 0; j < N; ++j)
+            ASSERT_NEAR(c[i * p.ldc + j], want[i * N + j] + p.bias[j], 1e-6 * scale[i * N + j] + 1e-6) << "at " << i << ", " << j;
+          for (int64_t j = N; j < p.ldc; ++j) ASSERT_EQ(c[i * p.ldc + j], 1234.5f) << "wrote past N at " << i;
         }
+      }
 }
 
 // The packed layout is the ISA's (64-column groups on AVX-512, 16 on AVX2), and packed_offset,
