@@ -214,7 +214,7 @@ BENCHMARK(BM_GemmKiln)->Args({1072, 384, 384})->Args({1072, 384, 1536})->Args({1
 BENCHMARK(BM_GemmKiln)->Args({20800, 16, 96})->Args({20800, 24, 144})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_GemmKilnColdC)->Args({20800, 16, 96})->Args({20800, 24, 144})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_GemmKilnSwish)->Args({20800, 16, 96})->Args({20800, 24, 144})->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_GemmKilnGelu)->Args({3136, 96, 384})->Args({784, 192, 768})->Args({196, 384, 1536})->Args({64, 384, 1536})
+BENCHMARK(BM_GemmKilnGelu)->Args({1072, 384, 1536})->Args({3136, 96, 384})->Args({784, 192, 768})->Args({196, 384, 1536})->Args({64, 384, 1536})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_GemmKilnSerialClip)
     ->Args({48, 16, 96})->Args({48, 24, 144})->Args({48, 32, 192})->Args({48, 64, 384})->Args({48, 96, 24})

@@ -280,8 +280,13 @@ KILN_AVX2 void eltwise8_n(__m256* v, int n, const EpilogueOp& op) {
     case A::eltwise_linear: KILN_EACH(_mm256_fmadd_ps(x, alpha, beta));
     case A::eltwise_clip:
     case A::eltwise_clip_v2: KILN_EACH(_mm256_min_ps(_mm256_max_ps(x, alpha), beta));
-    case A::eltwise_gelu_erf:
-      KILN_EACH(_mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(one, v_erf8(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678f))))));
+    case A::eltwise_gelu_erf: {  // four chains at a time, as the Swish
+      int i = 0;
+      for (; i + 4 <= n; i += 4) v_gelu_erf8_n<4>(v + i);
+      for (; i + 2 <= n; i += 2) v_gelu_erf8_n<2>(v + i);
+      for (; i < n; ++i) v_gelu_erf8_n<1>(v + i);
+      return;
+    }
     case A::eltwise_gelu_tanh:
       KILN_EACH(_mm256_mul_ps(_mm256_mul_ps(half, x),
                               _mm256_add_ps(one, v_tanh8(_mm256_mul_ps(_mm256_set1_ps(0.79788456f),

@@ -114,6 +114,36 @@ KILN_AVX2 inline __m256 v_erf8(__m256 x) {
   return _mm256_div_ps(_mm256_mul_ps(x, p), q);  // Q >= 1
 }
 
+// GELU(x) = x / 2 (1 + erf(x / sqrt 2)) with v_erf8's rational erf, U vectors' chains
+// interleaved (each about 50 cycles deep: on its own a vector waits on it), the last step
+// x / 2 + x / 2 erf as one multiply-add. Zen 2, one thread, 12 vectors in L1: 15.3 cycles a
+// vector one at a time, 12.5 four at a time (BERT's FFN up-projection's epilogue).
+template <int U>
+KILN_AVX2 inline __attribute__((always_inline)) void v_gelu_erf8_n(__m256* v) {
+  __m256 x[U], u[U], p[U], q[U];
+#pragma GCC unroll 4
+  for (int i = 0; i < U; ++i) {
+    const __m256 xs = _mm256_mul_ps(v[i], _mm256_set1_ps(0.70710678f));
+    x[i] = _mm256_max_ps(_mm256_set1_ps(-kErfClamp), _mm256_min_ps(_mm256_set1_ps(kErfClamp), xs));  // NaN passes
+    u[i] = _mm256_mul_ps(x[i], x[i]);
+    p[i] = _mm256_set1_ps(kErfP[0]);
+    q[i] = _mm256_set1_ps(kErfQ[0]);
+  }
+#pragma GCC unroll 5
+  for (int k = 1; k < 6; ++k)
+#pragma GCC unroll 4
+    for (int i = 0; i < U; ++i) {
+      p[i] = _mm256_fmadd_ps(p[i], u[i], _mm256_set1_ps(kErfP[k]));
+      q[i] = _mm256_fmadd_ps(q[i], u[i], _mm256_set1_ps(kErfQ[k]));
+    }
+#pragma GCC unroll 4
+  for (int i = 0; i < U; ++i) {
+    const __m256 erf = _mm256_div_ps(_mm256_mul_ps(x[i], p[i]), q[i]);  // Q >= 1
+    const __m256 h = _mm256_mul_ps(_mm256_set1_ps(0.5f), v[i]);
+    v[i] = _mm256_fmadd_ps(h, erf, h);
+  }
+}
+
 // tanh(x): 1 - 2 / (e^2|x| + 1) with the sign of x; a short series below |x| = 1/16
 KILN_AVX2 inline __m256 v_tanh8(__m256 x) {
   const __m256 ax = v_abs8(x);
