@@ -449,21 +449,79 @@ KILN_AVX2 inline __attribute__((always_inline)) void store_block_avx2(const __m2
   }
 }
 
+// The two asm passes below (pass_6x16_asm, pass_6x8_asm) address a block's 6 rows of A and C
+// from a and c (rows 0-2) and a3 and c3 (rows 3-5), the row strides in bytes (la, lc) as index
+// at scale 1 and 2; K goes in n4 steps of 4, then n1 single steps. Their `flags`: bit 0 adds C,
+// bit 1 starts from the bias, bit 2 clamps from below to lohi[0], bit 3 from above to lohi[1].
+struct AsmBlock {
+  const float* a3;
+  float* c3;
+  int64_t la, lc, n4, n1;
+  AsmBlock(const float* a, int64_t lda, float* c, int64_t ldc, int64_t kc)
+      : a3(a + 3 * lda), c3(c + 3 * ldc), la(lda * 4), lc(ldc * 4), n4(kc / 4), n1(kc % 4) {}
+};
+// asm text shared by the two passes: a register zeroed or copied; six registers, one a row of C
+// (at byte offset OFF), stored there or with C added to them; the clamps (MAXES, MINS: the
+// passes' vmaxps / vminps of every accumulator with ymm14 / ymm15)
+#define KILN_XOR(R) "vxorps %%ymm" #R ", %%ymm" #R ", %%ymm" #R "\n\t"
+#define KILN_COPY(S, R) "vmovaps %%ymm" #S ", %%ymm" #R "\n\t"
+#define KILN_STORE6(OFF, R0, R1, R2, R3, R4, R5)                                                           \
+  "vmovups %%ymm" #R0 ", " #OFF "(%[c])\n\t"                                                               \
+  "vmovups %%ymm" #R1 ", " #OFF "(%[c],%[lc],1)\n\t"                                                       \
+  "vmovups %%ymm" #R2 ", " #OFF "(%[c],%[lc],2)\n\t"                                                       \
+  "vmovups %%ymm" #R3 ", " #OFF "(%[c3])\n\t"                                                              \
+  "vmovups %%ymm" #R4 ", " #OFF "(%[c3],%[lc],1)\n\t"                                                      \
+  "vmovups %%ymm" #R5 ", " #OFF "(%[c3],%[lc],2)\n\t"
+#define KILN_ADD_C6(OFF, R0, R1, R2, R3, R4, R5)                                                           \
+  "vaddps " #OFF "(%[c]), %%ymm" #R0 ", %%ymm" #R0 "\n\t"                                                  \
+  "vaddps " #OFF "(%[c],%[lc],1), %%ymm" #R1 ", %%ymm" #R1 "\n\t"                                          \
+  "vaddps " #OFF "(%[c],%[lc],2), %%ymm" #R2 ", %%ymm" #R2 "\n\t"                                          \
+  "vaddps " #OFF "(%[c3]), %%ymm" #R3 ", %%ymm" #R3 "\n\t"                                                 \
+  "vaddps " #OFF "(%[c3],%[lc],1), %%ymm" #R4 ", %%ymm" #R4 "\n\t"                                         \
+  "vaddps " #OFF "(%[c3],%[lc],2), %%ymm" #R5 ", %%ymm" #R5 "\n\t"
+#define KILN_OP6(OP, S, R0, R1, R2, R3, R4, R5)                                                            \
+  OP " %%ymm" #S ", %%ymm" #R0 ", %%ymm" #R0 "\n\t" OP " %%ymm" #S ", %%ymm" #R1 ", %%ymm" #R1 "\n\t"     \
+  OP " %%ymm" #S ", %%ymm" #R2 ", %%ymm" #R2 "\n\t" OP " %%ymm" #S ", %%ymm" #R3 ", %%ymm" #R3 "\n\t"     \
+  OP " %%ymm" #S ", %%ymm" #R4 ", %%ymm" #R4 "\n\t" OP " %%ymm" #S ", %%ymm" #R5 ", %%ymm" #R5 "\n\t"
+#define KILN_CLAMPS(MAXES, MINS)                                                                           \
+  "test $4, %[fl]\n\t"                                                                                     \
+  "jz 6f\n\t"                                                                                              \
+  "vbroadcastss (%[lohi]), %%ymm14\n\t" MAXES                                                              \
+  "6:\n\t"                                                                                                 \
+  "test $8, %[fl]\n\t"                                                                                     \
+  "jz 7f\n\t"                                                                                              \
+  "vbroadcastss 4(%[lohi]), %%ymm15\n\t" MINS "7:\n\t"
+// the steps of K after the last 4, one at a time (BODY: a step at a, a3 and b)
+#define KILN_STEPS1(BODY)                                                                                  \
+  "test %[n1], %[n1]\n\t"                                                                                 \
+  "jz 4f\n\t"                                                                                              \
+  "3:\n\t" BODY                                                                                            \
+  "add $4, %[a]\n\t"                                                                                       \
+  "add $4, %[a3]\n\t"                                                                                      \
+  "add $64, %[b]\n\t"                                                                                      \
+  "dec %[n1]\n\t"                                                                                          \
+  "jnz 3b\n\t"                                                                                             \
+  "4:\n\t"
+#define KILN_ASM_OPERANDS                                                                                  \
+  : [a] "+r"(a), [a3] "+r"(k.a3), [b] "+r"(b), [n4] "+r"(k.n4), [n1] "+r"(k.n1)                           \
+  : [la] "r"(k.la), [c] "r"(c), [c3] "r"(k.c3), [lc] "r"(k.lc), [bias] "r"(bias), [lohi] "r"(lohi),        \
+    [fl] "r"(flags), [pf] "r"(pf)                                                                          \
+  : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", \
+    "xmm13", "xmm14", "xmm15", "memory", "cc"
+
 // A whole pass of the full AVX2 block (6 rows x 16 columns, every column there, the epilogue in
-// registers) as one asm statement: the accumulators set to the bias from `bias` (bit 1 of
-// `flags`) or zero, K in steps of 4 then 1, C added (bit 0), clamped from below to lohi[0] (bit
-// 2) and from above to lohi[1] (bit 3), stored. The accumulators are ymm0-11 (acc[r][j] in ymm(2r + j)), B in ymm12-13, A in ymm14-15.
-// Where K is short (a 1x1 convolution over 32 channels: 8 iterations of 4 steps), the C++ pass
-// around k4_6x16 spent a fifth of its time outside the products: the 12 rows' C pointers and the
-// pass's state kept on the stack, the accumulators moved in and out of the asm.
+// registers) as one asm statement: the accumulators set to the bias or zero, K in steps of 4
+// then 1, C added, clamped, stored (AsmBlock's flags). The accumulators are ymm0-11 (acc[r][j]
+// in ymm(2r + j)), B in ymm12-13, A in ymm14-15. Where K is short (a 1x1 convolution over 32
+// channels: 8 iterations of 4 steps), the C++ pass around k4_6x16 spent a fifth of its time
+// outside the products: the 12 rows' C pointers and the pass's state kept on the stack, the
+// accumulators moved in and out of the asm. `pf`: two lines prefetched a 4 steps, 128 bytes on
+// each time (the panel's next lines, or B's own).
 KILN_AVX2 inline __attribute__((always_inline)) void pass_6x16_asm(const float* a, int64_t lda, const float* b,
                                                                     int64_t kc, float* c, int64_t ldc,
                                                                     const float* bias, const float* lohi,
                                                                     int64_t flags, const char* pf) {
-  const float* a3 = a + 3 * lda;
-  float* c3 = c + 3 * ldc;
-  const int64_t la = lda * static_cast<int64_t>(sizeof(float)), lc = ldc * static_cast<int64_t>(sizeof(float));
-  int64_t n4 = kc / 4, n1 = kc % 4;
+  AsmBlock k(a, lda, c, ldc, kc);
 #define KILN_STEP(OA, OB)                            \
   "vmovups " #OB "(%[b]), %%ymm12\n\t"               \
   "vmovups " #OB "+32(%[b]), %%ymm13\n\t"            \
@@ -485,104 +543,34 @@ KILN_AVX2 inline __attribute__((always_inline)) void pass_6x16_asm(const float* 
   "vfmadd231ps %%ymm13, %%ymm14, %%ymm9\n\t"         \
   "vfmadd231ps %%ymm12, %%ymm15, %%ymm10\n\t"        \
   "vfmadd231ps %%ymm13, %%ymm15, %%ymm11\n\t"
-  // one vector of row r's accumulators, j: OP (an instruction with a memory source) at C
-#define KILN_ROWS(OP)                                                                   \
-  OP " (%[c]), %%ymm0, %%ymm0\n\t" OP " 32(%[c]), %%ymm1, %%ymm1\n\t"                  \
-  OP " (%[c],%[lc],1), %%ymm2, %%ymm2\n\t" OP " 32(%[c],%[lc],1), %%ymm3, %%ymm3\n\t"   \
-  OP " (%[c],%[lc],2), %%ymm4, %%ymm4\n\t" OP " 32(%[c],%[lc],2), %%ymm5, %%ymm5\n\t"   \
-  OP " (%[c3]), %%ymm6, %%ymm6\n\t" OP " 32(%[c3]), %%ymm7, %%ymm7\n\t"                \
-  OP " (%[c3],%[lc],1), %%ymm8, %%ymm8\n\t" OP " 32(%[c3],%[lc],1), %%ymm9, %%ymm9\n\t" \
-  OP " (%[c3],%[lc],2), %%ymm10, %%ymm10\n\t" OP " 32(%[c3],%[lc],2), %%ymm11, %%ymm11\n\t"
-  // every accumulator of column vector j (0: even, 1: odd) OP'ed with ymm R
-#define KILN_COLS(OP, R)                                                                                    \
-  OP " %%" R ", %%ymm0, %%ymm0\n\t" OP " %%" R ", %%ymm2, %%ymm2\n\t" OP " %%" R ", %%ymm4, %%ymm4\n\t"     \
-  OP " %%" R ", %%ymm6, %%ymm6\n\t" OP " %%" R ", %%ymm8, %%ymm8\n\t" OP " %%" R ", %%ymm10, %%ymm10\n\t"
-#define KILN_COLS_ODD(OP, R)                                                                                \
-  OP " %%" R ", %%ymm1, %%ymm1\n\t" OP " %%" R ", %%ymm3, %%ymm3\n\t" OP " %%" R ", %%ymm5, %%ymm5\n\t"     \
-  OP " %%" R ", %%ymm7, %%ymm7\n\t" OP " %%" R ", %%ymm9, %%ymm9\n\t" OP " %%" R ", %%ymm11, %%ymm11\n\t"
-#define KILN_ALL(OP, R) KILN_COLS(OP, R) KILN_COLS_ODD(OP, R)
   asm volatile(
       "test $2, %[fl]\n\t"
       "jz 8f\n\t"
       "vmovups (%[bias]), %%ymm0\n\t"
-      "vmovups 32(%[bias]), %%ymm1\n\t"
-      "vmovaps %%ymm0, %%ymm2\n\t"
-      "vmovaps %%ymm1, %%ymm3\n\t"
-      "vmovaps %%ymm0, %%ymm4\n\t"
-      "vmovaps %%ymm1, %%ymm5\n\t"
-      "vmovaps %%ymm0, %%ymm6\n\t"
-      "vmovaps %%ymm1, %%ymm7\n\t"
-      "vmovaps %%ymm0, %%ymm8\n\t"
-      "vmovaps %%ymm1, %%ymm9\n\t"
-      "vmovaps %%ymm0, %%ymm10\n\t"
-      "vmovaps %%ymm1, %%ymm11\n\t"
+      "vmovups 32(%[bias]), %%ymm1\n\t" KILN_COPY(0, 2) KILN_COPY(1, 3) KILN_COPY(0, 4) KILN_COPY(1, 5) KILN_COPY(0, 6)
+          KILN_COPY(1, 7) KILN_COPY(0, 8) KILN_COPY(1, 9) KILN_COPY(0, 10) KILN_COPY(1, 11)
       "jmp 9f\n\t"
-      "8:\n\t"
-      "vxorps %%ymm0, %%ymm0, %%ymm0\n\t"
-      "vxorps %%ymm1, %%ymm1, %%ymm1\n\t"
-      "vxorps %%ymm2, %%ymm2, %%ymm2\n\t"
-      "vxorps %%ymm3, %%ymm3, %%ymm3\n\t"
-      "vxorps %%ymm4, %%ymm4, %%ymm4\n\t"
-      "vxorps %%ymm5, %%ymm5, %%ymm5\n\t"
-      "vxorps %%ymm6, %%ymm6, %%ymm6\n\t"
-      "vxorps %%ymm7, %%ymm7, %%ymm7\n\t"
-      "vxorps %%ymm8, %%ymm8, %%ymm8\n\t"
-      "vxorps %%ymm9, %%ymm9, %%ymm9\n\t"
-      "vxorps %%ymm10, %%ymm10, %%ymm10\n\t"
-      "vxorps %%ymm11, %%ymm11, %%ymm11\n\t"
+      "8:\n\t" KILN_XOR(0) KILN_XOR(1) KILN_XOR(2) KILN_XOR(3) KILN_XOR(4) KILN_XOR(5) KILN_XOR(6) KILN_XOR(7)
+          KILN_XOR(8) KILN_XOR(9) KILN_XOR(10) KILN_XOR(11)
       "9:\n\t"
+      "mov %[pf], %%r11\n\t"
       "test %[n4], %[n4]\n\t"
       "jz 2f\n\t"
-      "1:\n\t" KILN_STEP(0, 0) KILN_STEP(4, 64) "prefetcht1 (%[pf])\n\t" KILN_STEP(8, 128) KILN_STEP(12, 192)
-      "prefetcht1 64(%[pf])\n\t"
+      "1:\n\t" KILN_STEP(0, 0) KILN_STEP(4, 64) "prefetcht1 (%%r11)\n\t" KILN_STEP(8, 128) KILN_STEP(12, 192)
+      "prefetcht1 64(%%r11)\n\t"
       "add $16, %[a]\n\t"
       "add $16, %[a3]\n\t"
       "add $256, %[b]\n\t"
-      "add $128, %[pf]\n\t"
+      "add $128, %%r11\n\t"
       "dec %[n4]\n\t"
       "jnz 1b\n\t"
-      "2:\n\t"
-      "test %[n1], %[n1]\n\t"
-      "jz 4f\n\t"
-      "3:\n\t" KILN_STEP(0, 0)
-      "add $4, %[a]\n\t"
-      "add $4, %[a3]\n\t"
-      "add $64, %[b]\n\t"
-      "dec %[n1]\n\t"
-      "jnz 3b\n\t"
-      "4:\n\t"
+      "2:\n\t" KILN_STEPS1(KILN_STEP(0, 0))
       "test $1, %[fl]\n\t"
-      "jz 5f\n\t" KILN_ROWS("vaddps")
-      "5:\n\t"
-      "test $4, %[fl]\n\t"
-      "jz 6f\n\t"
-      "vbroadcastss (%[lohi]), %%ymm14\n\t" KILN_ALL("vmaxps", "ymm14")
-      "6:\n\t"
-      "test $8, %[fl]\n\t"
-      "jz 7f\n\t"
-      "vbroadcastss 4(%[lohi]), %%ymm15\n\t" KILN_ALL("vminps", "ymm15")
-      "7:\n\t"
-      "vmovups %%ymm0, (%[c])\n\t"
-      "vmovups %%ymm1, 32(%[c])\n\t"
-      "vmovups %%ymm2, (%[c],%[lc],1)\n\t"
-      "vmovups %%ymm3, 32(%[c],%[lc],1)\n\t"
-      "vmovups %%ymm4, (%[c],%[lc],2)\n\t"
-      "vmovups %%ymm5, 32(%[c],%[lc],2)\n\t"
-      "vmovups %%ymm6, (%[c3])\n\t"
-      "vmovups %%ymm7, 32(%[c3])\n\t"
-      "vmovups %%ymm8, (%[c3],%[lc],1)\n\t"
-      "vmovups %%ymm9, 32(%[c3],%[lc],1)\n\t"
-      "vmovups %%ymm10, (%[c3],%[lc],2)\n\t"
-      "vmovups %%ymm11, 32(%[c3],%[lc],2)\n\t"
-      : [a] "+r"(a), [a3] "+r"(a3), [b] "+r"(b), [pf] "+r"(pf), [n4] "+r"(n4), [n1] "+r"(n1)
-      : [la] "r"(la), [c] "r"(c), [c3] "r"(c3), [lc] "r"(lc), [bias] "r"(bias), [lohi] "r"(lohi), [fl] "r"(flags)
-      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
-        "xmm13", "xmm14", "xmm15", "memory", "cc");
+      "jz 5f\n\t" KILN_ADD_C6(0, 0, 2, 4, 6, 8, 10) KILN_ADD_C6(32, 1, 3, 5, 7, 9, 11)
+      "5:\n\t" KILN_CLAMPS(KILN_OP6("vmaxps", 14, 0, 2, 4, 6, 8, 10) KILN_OP6("vmaxps", 14, 1, 3, 5, 7, 9, 11),
+                           KILN_OP6("vminps", 15, 0, 2, 4, 6, 8, 10) KILN_OP6("vminps", 15, 1, 3, 5, 7, 9, 11))
+          KILN_STORE6(0, 0, 2, 4, 6, 8, 10) KILN_STORE6(32, 1, 3, 5, 7, 9, 11) KILN_ASM_OPERANDS, "r11");
 #undef KILN_STEP
-#undef KILN_ROWS
-#undef KILN_COLS
-#undef KILN_COLS_ODD
-#undef KILN_ALL
 }
 
 // The same for a last group of 8 columns (a panel of 40, 104 or 440 columns): 6 rows x 8
@@ -593,10 +581,8 @@ KILN_AVX2 inline __attribute__((always_inline)) void pass_6x8_asm(const float* a
                                                                    int64_t kc, float* c, int64_t ldc,
                                                                    const float* bias, const float* lohi,
                                                                    int64_t flags) {
-  const float* a3 = a + 3 * lda;
-  float* c3 = c + 3 * ldc;
-  const int64_t la = lda * static_cast<int64_t>(sizeof(float)), lc = ldc * static_cast<int64_t>(sizeof(float));
-  int64_t n4 = kc / 4, n1 = kc % 4;
+  AsmBlock k(a, lda, c, ldc, kc);
+  const char* pf = nullptr;  // (no prefetch: KILN_ASM_OPERANDS names it)
   // steps k (even, B row in ymm12, into ymm0-5) and k + 1 (odd, ymm13, into ymm6-11) at A
   // offset OA, B offset OB (a row of a group: 64 bytes)
 #define KILN_STEP2(OA, OB)                              \
@@ -626,36 +612,15 @@ KILN_AVX2 inline __attribute__((always_inline)) void pass_6x8_asm(const float* a
   "vbroadcastss " #OA "+4(%[a3],%[la],2), %%ymm15\n\t"  \
   "vfmadd231ps %%ymm12, %%ymm14, %%ymm5\n\t"            \
   "vfmadd231ps %%ymm13, %%ymm15, %%ymm11\n\t"
-#define KILN_ROWS8(OP)                                                                             \
-  OP " (%[c]), %%ymm0, %%ymm0\n\t" OP " (%[c],%[lc],1), %%ymm1, %%ymm1\n\t"                        \
-  OP " (%[c],%[lc],2), %%ymm2, %%ymm2\n\t" OP " (%[c3]), %%ymm3, %%ymm3\n\t"                       \
-  OP " (%[c3],%[lc],1), %%ymm4, %%ymm4\n\t" OP " (%[c3],%[lc],2), %%ymm5, %%ymm5\n\t"
-#define KILN_SIX(OP, R)                                                                            \
-  OP " %%" R ", %%ymm0, %%ymm0\n\t" OP " %%" R ", %%ymm1, %%ymm1\n\t" OP " %%" R ", %%ymm2, %%ymm2\n\t" \
-  OP " %%" R ", %%ymm3, %%ymm3\n\t" OP " %%" R ", %%ymm4, %%ymm4\n\t" OP " %%" R ", %%ymm5, %%ymm5\n\t"
+  // one step k into the even set (the steps after the last 4)
+#define KILN_STEP1(R, ADDR) "vbroadcastss " ADDR ", %%ymm14\n\tvfmadd231ps %%ymm12, %%ymm14, %%ymm" #R "\n\t"
   asm volatile(
-      "vxorps %%ymm6, %%ymm6, %%ymm6\n\t"
-      "vxorps %%ymm7, %%ymm7, %%ymm7\n\t"
-      "vxorps %%ymm8, %%ymm8, %%ymm8\n\t"
-      "vxorps %%ymm9, %%ymm9, %%ymm9\n\t"
-      "vxorps %%ymm10, %%ymm10, %%ymm10\n\t"
-      "vxorps %%ymm11, %%ymm11, %%ymm11\n\t"
+      KILN_XOR(6) KILN_XOR(7) KILN_XOR(8) KILN_XOR(9) KILN_XOR(10) KILN_XOR(11)
       "test $2, %[fl]\n\t"
       "jz 8f\n\t"
-      "vmovups (%[bias]), %%ymm0\n\t"
-      "vmovaps %%ymm0, %%ymm1\n\t"
-      "vmovaps %%ymm0, %%ymm2\n\t"
-      "vmovaps %%ymm0, %%ymm3\n\t"
-      "vmovaps %%ymm0, %%ymm4\n\t"
-      "vmovaps %%ymm0, %%ymm5\n\t"
+      "vmovups (%[bias]), %%ymm0\n\t" KILN_COPY(0, 1) KILN_COPY(0, 2) KILN_COPY(0, 3) KILN_COPY(0, 4) KILN_COPY(0, 5)
       "jmp 9f\n\t"
-      "8:\n\t"
-      "vxorps %%ymm0, %%ymm0, %%ymm0\n\t"
-      "vxorps %%ymm1, %%ymm1, %%ymm1\n\t"
-      "vxorps %%ymm2, %%ymm2, %%ymm2\n\t"
-      "vxorps %%ymm3, %%ymm3, %%ymm3\n\t"
-      "vxorps %%ymm4, %%ymm4, %%ymm4\n\t"
-      "vxorps %%ymm5, %%ymm5, %%ymm5\n\t"
+      "8:\n\t" KILN_XOR(0) KILN_XOR(1) KILN_XOR(2) KILN_XOR(3) KILN_XOR(4) KILN_XOR(5)
       "9:\n\t"
       "test %[n4], %[n4]\n\t"
       "jz 2f\n\t"
@@ -665,29 +630,9 @@ KILN_AVX2 inline __attribute__((always_inline)) void pass_6x8_asm(const float* a
       "add $256, %[b]\n\t"
       "dec %[n4]\n\t"
       "jnz 1b\n\t"
-      "2:\n\t"
-      "test %[n1], %[n1]\n\t"
-      "jz 4f\n\t"
-      "3:\n\t"
-      "vmovups (%[b]), %%ymm12\n\t"
-      "vbroadcastss (%[a]), %%ymm14\n\t"
-      "vfmadd231ps %%ymm12, %%ymm14, %%ymm0\n\t"
-      "vbroadcastss (%[a],%[la],1), %%ymm14\n\t"
-      "vfmadd231ps %%ymm12, %%ymm14, %%ymm1\n\t"
-      "vbroadcastss (%[a],%[la],2), %%ymm14\n\t"
-      "vfmadd231ps %%ymm12, %%ymm14, %%ymm2\n\t"
-      "vbroadcastss (%[a3]), %%ymm14\n\t"
-      "vfmadd231ps %%ymm12, %%ymm14, %%ymm3\n\t"
-      "vbroadcastss (%[a3],%[la],1), %%ymm14\n\t"
-      "vfmadd231ps %%ymm12, %%ymm14, %%ymm4\n\t"
-      "vbroadcastss (%[a3],%[la],2), %%ymm14\n\t"
-      "vfmadd231ps %%ymm12, %%ymm14, %%ymm5\n\t"
-      "add $4, %[a]\n\t"
-      "add $4, %[a3]\n\t"
-      "add $64, %[b]\n\t"
-      "dec %[n1]\n\t"
-      "jnz 3b\n\t"
-      "4:\n\t"
+      "2:\n\t" KILN_STEPS1("vmovups (%[b]), %%ymm12\n\t" KILN_STEP1(0, "(%[a])") KILN_STEP1(1, "(%[a],%[la],1)")
+                                 KILN_STEP1(2, "(%[a],%[la],2)") KILN_STEP1(3, "(%[a3])")
+                                     KILN_STEP1(4, "(%[a3],%[la],1)") KILN_STEP1(5, "(%[a3],%[la],2)"))
       "vaddps %%ymm6, %%ymm0, %%ymm0\n\t"
       "vaddps %%ymm7, %%ymm1, %%ymm1\n\t"
       "vaddps %%ymm8, %%ymm2, %%ymm2\n\t"
@@ -695,30 +640,20 @@ KILN_AVX2 inline __attribute__((always_inline)) void pass_6x8_asm(const float* a
       "vaddps %%ymm10, %%ymm4, %%ymm4\n\t"
       "vaddps %%ymm11, %%ymm5, %%ymm5\n\t"
       "test $1, %[fl]\n\t"
-      "jz 5f\n\t" KILN_ROWS8("vaddps")
-      "5:\n\t"
-      "test $4, %[fl]\n\t"
-      "jz 6f\n\t"
-      "vbroadcastss (%[lohi]), %%ymm14\n\t" KILN_SIX("vmaxps", "ymm14")
-      "6:\n\t"
-      "test $8, %[fl]\n\t"
-      "jz 7f\n\t"
-      "vbroadcastss 4(%[lohi]), %%ymm15\n\t" KILN_SIX("vminps", "ymm15")
-      "7:\n\t"
-      "vmovups %%ymm0, (%[c])\n\t"
-      "vmovups %%ymm1, (%[c],%[lc],1)\n\t"
-      "vmovups %%ymm2, (%[c],%[lc],2)\n\t"
-      "vmovups %%ymm3, (%[c3])\n\t"
-      "vmovups %%ymm4, (%[c3],%[lc],1)\n\t"
-      "vmovups %%ymm5, (%[c3],%[lc],2)\n\t"
-      : [a] "+r"(a), [a3] "+r"(a3), [b] "+r"(b), [n4] "+r"(n4), [n1] "+r"(n1)
-      : [la] "r"(la), [c] "r"(c), [c3] "r"(c3), [lc] "r"(lc), [bias] "r"(bias), [lohi] "r"(lohi), [fl] "r"(flags)
-      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
-        "xmm13", "xmm14", "xmm15", "memory", "cc");
+      "jz 5f\n\t" KILN_ADD_C6(0, 0, 1, 2, 3, 4, 5)
+      "5:\n\t" KILN_CLAMPS(KILN_OP6("vmaxps", 14, 0, 1, 2, 3, 4, 5), KILN_OP6("vminps", 15, 0, 1, 2, 3, 4, 5))
+          KILN_STORE6(0, 0, 1, 2, 3, 4, 5) KILN_ASM_OPERANDS);
 #undef KILN_STEP2
-#undef KILN_ROWS8
-#undef KILN_SIX
+#undef KILN_STEP1
 }
+#undef KILN_XOR
+#undef KILN_COPY
+#undef KILN_STORE6
+#undef KILN_ADD_C6
+#undef KILN_OP6
+#undef KILN_CLAMPS
+#undef KILN_STEPS1
+#undef KILN_ASM_OPERANDS
 
 // Whether the AVX2 block of MR x NV runs the written-out loop (k4_6x16), which prefetches the
 // next panel as it goes: block_avx2 spreads those lines over its passes only for it.
