@@ -1,5 +1,6 @@
 // GELU's erf in gemm_f32's epilogue (cpu/simd_avx2.hpp v_erf8, cpu/simd_avx512.hpp v_erf)
-// against double-precision libm, lane by lane.
+// against double-precision libm, lane by lane; and AVX2's GELU on it (v_gelu_erf8_n), one vector
+// at a time and several interleaved.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -42,6 +43,55 @@ void expect_erf_across_the_line(void (*erf)(const float*, float*), size_t lanes)
     }
     ASSERT_EQ(std::signbit(y[i]), std::signbit(x[i])) << "erf(" << x[i] << ")";
   }
+}
+
+// `count` vectors at x through the U-vector form, then the rest one at a time
+template <int U>
+KILN_AVX2 void gelu8(const float* x, float* y, size_t count) {
+  __m256 v[U];
+  size_t i = 0;
+  for (; i + U * 8 <= count; i += U * 8) {
+    for (int j = 0; j < U; ++j) v[j] = _mm256_loadu_ps(x + i + j * 8);
+    simd::v_gelu_erf8_n<U>(v);
+    for (int j = 0; j < U; ++j) _mm256_storeu_ps(y + i + j * 8, v[j]);
+  }
+  for (; i < count; i += 8) {
+    v[0] = _mm256_loadu_ps(x + i);
+    simd::v_gelu_erf8_n<1>(v);
+    _mm256_storeu_ps(y + i, v[0]);
+  }
+}
+
+// x / 2 (1 + erf(x / sqrt 2)) within erf's 4e-7 times |x| and a rounding of the result; 0 far
+// below 0, x far above; NaN through. (Where 1 + erf cancels, near x = -5, the relative error of
+// the result is large: the bound is on the absolute error, as erf's.)
+void expect_gelu_across_the_line(void (*gelu)(const float*, float*, size_t)) {
+  std::vector<float> x;
+  for (float v = -12.0f; v <= 12.0f; v += 0.000731f) x.push_back(v);
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 5.586f, -5.586f, 1e30f, -1e30f, std::numeric_limits<float>::denorm_min()})
+    x.push_back(v);
+  x.push_back(std::numeric_limits<float>::quiet_NaN());
+  while (x.size() % 8) x.push_back(0.5f);
+  std::vector<float> y(x.size());
+  gelu(x.data(), y.data(), x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double xd = x[i];
+    if (std::isnan(xd)) {
+      EXPECT_TRUE(std::isnan(y[i]));
+      continue;
+    }
+    const double want = 0.5 * xd * (1.0 + std::erf(xd / std::sqrt(2.0)));
+    const double err = std::fabs(y[i] - want);
+    ASSERT_LE(err, 4e-7 * std::fabs(xd) + 2.4e-7 * std::fabs(want) + 1e-37)
+        << "gelu(" << x[i] << ") = " << y[i] << ", want " << want;
+  }
+}
+
+TEST(SimdAvx2, GeluErfMatchesDoubleInEveryGrouping) {
+  if (!isa_at_least(Isa::avx2)) GTEST_SKIP() << "no AVX2 in use";
+  expect_gelu_across_the_line(gelu8<1>);
+  expect_gelu_across_the_line(gelu8<2>);
+  expect_gelu_across_the_line(gelu8<4>);  // gemm_f32's epilogue: four at a time
 }
 
 TEST(SimdAvx2, ErfMatchesDoubleErfAcrossTheLine) {
