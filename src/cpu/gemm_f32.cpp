@@ -509,6 +509,12 @@ struct AsmBlock {
   : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", \
     "xmm13", "xmm14", "xmm15", "memory", "cc"
 
+// The asm passes' `flags` for an epilogue in registers: C added, the bias, and the clamps that
+// [lo, hi] holds (an infinite end clamps nothing)
+inline int64_t asm_flags(bool add_c, bool add_bias, float lo, float hi) {
+  return (add_c ? 1 : 0) | (add_bias ? 2 : 0) | (lo > -INFINITY ? 4 : 0) | (hi < INFINITY ? 8 : 0);
+}
+
 // A whole pass of the full AVX2 block (6 rows x 16 columns, every column there, the epilogue in
 // registers) as one asm statement: the accumulators set to the bias or zero, K in steps of 4
 // then 1, C added, clamped, stored (AsmBlock's flags). The accumulators are ymm0-11 (acc[r][j]
@@ -674,12 +680,11 @@ KILN_AVX2 inline __attribute__((always_inline)) void pass_avx2(const float* a, i
                                                                 const Epilogue& ep, const char* pf, float lo, float hi) {
   if constexpr (kAvx2Full<MR, NV> && IN_REGISTERS) {  // most of the work: the whole pass in one asm
     if (ncols >= 16) {
-      const bool add_c = !first || ep.accumulate, add_bias = last && ep.bias, clamp = last && !ep.ops.empty();
+      // (lo, hi: infinite unless the last slice's ops are clamps)
+      const bool add_bias = last && ep.bias;
       const float lohi[2] = {lo, hi};
       pass_6x16_asm(a, lda, bg, kc, c, ldc, add_bias ? ep.bias + n0 : nullptr, lohi,
-                    (add_c ? 1 : 0) | (add_bias ? 2 : 0) | (clamp && lo > -INFINITY ? 4 : 0) |
-                        (clamp && hi < INFINITY ? 8 : 0),
-                    pf);
+                    asm_flags(!first || ep.accumulate, add_bias, lo, hi), pf);
       return;
     }
   }
@@ -817,8 +822,7 @@ void run_blocks(const BlockTable& blocks, int64_t width, const float* a, int64_t
   } lean;
   if (&blocks == &kAvx2Blocks && K > 0 && K <= kSlice && as_clamp(ep.ops, &lean.lohi[0], &lean.lohi[1])) {
     lean.on = true;
-    lean.flags = (ep.accumulate ? 1 : 0) | (ep.bias ? 2 : 0) | (lean.lohi[0] > -INFINITY ? 4 : 0) |
-                 (lean.lohi[1] < INFINITY ? 8 : 0);
+    lean.flags = asm_flags(ep.accumulate, ep.bias, lean.lohi[0], lean.lohi[1]);
   }
   // band b: row blocks [rb_begin(b), rb_begin(b + 1)); items band-major, then panel-major (a
   // thread's blocks share their panel); `share_end`: the end of the thread's own share
@@ -852,6 +856,11 @@ void run_blocks(const BlockTable& blocks, int64_t width, const float* a, int64_t
                        ldc, ncols, n0, k0 == 0, k0 + kSlice >= K, ep, k0 == 0 ? next : Prefetch{});
     }
   };
+  if (nthr == 1) {  // in item order, without decoding each item (divisions)
+    for (int64_t p = 0; p < panels; ++p)
+      for (int64_t rb = 0; rb < row_blocks; ++rb) run_block(p, rb, rb, row_blocks, p + 1 < panels);
+    return;
+  }
   // A band's items row block first, then panel, where all of B stays in L2 and the band's rows of
   // A (K floats a row) would not: A is then read once, not once per panel. ResNeXt-50's first
   // stage (5200 pixels, K 64-256, N 128-256, A 0.7-2.6 MB a band; Zen 2, 512 KiB of L2 a core):
@@ -862,11 +871,6 @@ void run_blocks(const BlockTable& blocks, int64_t width, const float* a, int64_t
   const int64_t bytes = static_cast<int64_t>(sizeof(float));
   const bool rows_first = &blocks == &kAvx2Blocks && bands > 1 && panels > 1 &&
                           K * panels * kPanel * bytes <= kRowsFirstMaxB && M / bands * K * bytes > kRowsFirstMaxB;
-  if (nthr == 1) {  // in item order, without decoding each item (divisions)
-    for (int64_t p = 0; p < panels; ++p)
-      for (int64_t rb = 0; rb < row_blocks; ++rb) run_block(p, rb, rb, row_blocks, p + 1 < panels);
-    return;
-  }
   auto block = [&](int64_t w, int64_t share_end) {
     int64_t b = 0;
     while (b + 1 < bands && w >= rb_begin(b + 1) * panels) ++b;

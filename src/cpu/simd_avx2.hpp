@@ -96,35 +96,14 @@ KILN_AVX2 inline __m256 v_copysign8(__m256 mag, __m256 sign) {
 // erf(x) = x P(x^2) / Q(x^2) (erf_rational.hpp): at most 3.5e-7 absolute and relative error in
 // float over the whole line, about half the cost of Abramowitz and Stegun 7.1.26 with its
 // exponential (GELU's erf after the GEMM: BERT's FFN up-projection). Odd, so exact in sign and
-// relative error near 0; NaN in, NaN out.
-KILN_AVX2 inline __m256 v_erf8(__m256 x) {
-  x = _mm256_max_ps(_mm256_set1_ps(-kErfClamp), _mm256_min_ps(_mm256_set1_ps(kErfClamp), x));  // NaN passes
-  const __m256 u = _mm256_mul_ps(x, x);
-  __m256 p = _mm256_set1_ps(kErfP[0]), q = _mm256_set1_ps(kErfQ[0]);
-  p = _mm256_fmadd_ps(p, u, _mm256_set1_ps(kErfP[1]));
-  q = _mm256_fmadd_ps(q, u, _mm256_set1_ps(kErfQ[1]));
-  p = _mm256_fmadd_ps(p, u, _mm256_set1_ps(kErfP[2]));
-  q = _mm256_fmadd_ps(q, u, _mm256_set1_ps(kErfQ[2]));
-  p = _mm256_fmadd_ps(p, u, _mm256_set1_ps(kErfP[3]));
-  q = _mm256_fmadd_ps(q, u, _mm256_set1_ps(kErfQ[3]));
-  p = _mm256_fmadd_ps(p, u, _mm256_set1_ps(kErfP[4]));
-  q = _mm256_fmadd_ps(q, u, _mm256_set1_ps(kErfQ[4]));
-  p = _mm256_fmadd_ps(p, u, _mm256_set1_ps(kErfP[5]));
-  q = _mm256_fmadd_ps(q, u, _mm256_set1_ps(kErfQ[5]));
-  return _mm256_div_ps(_mm256_mul_ps(x, p), q);  // Q >= 1
-}
-
-// GELU(x) = x / 2 (1 + erf(x / sqrt 2)) with v_erf8's rational erf, U vectors' chains
-// interleaved (each about 50 cycles deep: on its own a vector waits on it), the last step
-// x / 2 + x / 2 erf as one multiply-add. Zen 2, one thread, 12 vectors in L1: 15.3 cycles a
-// vector one at a time, 12.5 four at a time (BERT's FFN up-projection's epilogue).
+// relative error near 0; NaN in, NaN out. v_erf8_n: U vectors in place, their chains (each
+// about 40 cycles deep) interleaved.
 template <int U>
-KILN_AVX2 inline __attribute__((always_inline)) void v_gelu_erf8_n(__m256* v) {
+KILN_AVX2 inline __attribute__((always_inline)) void v_erf8_n(__m256* v) {
   __m256 x[U], u[U], p[U], q[U];
 #pragma GCC unroll 4
   for (int i = 0; i < U; ++i) {
-    const __m256 xs = _mm256_mul_ps(v[i], _mm256_set1_ps(0.70710678f));
-    x[i] = _mm256_max_ps(_mm256_set1_ps(-kErfClamp), _mm256_min_ps(_mm256_set1_ps(kErfClamp), xs));  // NaN passes
+    x[i] = _mm256_max_ps(_mm256_set1_ps(-kErfClamp), _mm256_min_ps(_mm256_set1_ps(kErfClamp), v[i]));  // NaN passes
     u[i] = _mm256_mul_ps(x[i], x[i]);
     p[i] = _mm256_set1_ps(kErfP[0]);
     q[i] = _mm256_set1_ps(kErfQ[0]);
@@ -137,10 +116,27 @@ KILN_AVX2 inline __attribute__((always_inline)) void v_gelu_erf8_n(__m256* v) {
       q[i] = _mm256_fmadd_ps(q[i], u[i], _mm256_set1_ps(kErfQ[k]));
     }
 #pragma GCC unroll 4
+  for (int i = 0; i < U; ++i) v[i] = _mm256_div_ps(_mm256_mul_ps(x[i], p[i]), q[i]);  // Q >= 1
+}
+KILN_AVX2 inline __m256 v_erf8(__m256 x) {
+  v_erf8_n<1>(&x);
+  return x;
+}
+
+// GELU(x) = x / 2 (1 + erf(x / sqrt 2)) on v_erf8_n, U vectors' chains interleaved (each about
+// 50 cycles deep: on its own a vector waits on it), the last step x / 2 + x / 2 erf as one
+// multiply-add. Zen 2, one thread, 12 vectors in L1: 15.3 cycles a vector one at a time, 12.5
+// four at a time (BERT's FFN up-projection's epilogue).
+template <int U>
+KILN_AVX2 inline __attribute__((always_inline)) void v_gelu_erf8_n(__m256* v) {
+  __m256 e[U];
+#pragma GCC unroll 4
+  for (int i = 0; i < U; ++i) e[i] = _mm256_mul_ps(v[i], _mm256_set1_ps(0.70710678f));
+  v_erf8_n<U>(e);
+#pragma GCC unroll 4
   for (int i = 0; i < U; ++i) {
-    const __m256 erf = _mm256_div_ps(_mm256_mul_ps(x[i], p[i]), q[i]);  // Q >= 1
     const __m256 h = _mm256_mul_ps(_mm256_set1_ps(0.5f), v[i]);
-    v[i] = _mm256_fmadd_ps(h, erf, h);
+    v[i] = _mm256_fmadd_ps(h, e[i], h);
   }
 }
 
