@@ -623,6 +623,27 @@ TEST(CpuDynamicShapes, AStridedPointwiseConvolutionRunsOnTheGemmOfThePixelsItRea
   }
 }
 
+TEST(CpuDynamicShapes, AStridedPointwiseConvolutionWithALargeBGathersForTheTeamInGroups) {
+  // A strided 1x1 whose packed B passes 512 KiB (2048 -> 64 channels) runs one GEMM for the
+  // team on its pixels gathered 4 MiB at a time: 24 x 22 output pixels of 2048 channels are two
+  // groups (23 rows, then 1), and three images of 15 x 15 two groups (34 rows, then 11) whose
+  // boundary falls inside the third image; a small map (4 x 3) one group. Against the reference.
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 2048, Dim::sym("h"), Dim::sym("w")})});
+  auto* shortcut = test_cpu_dynamic_shapes::conv(*g, x, 2048, 64, 1, 2, 1, 5, "shortcut");
+  g->add_output(g->add_node("Relu", {shortcut}, 1, "relu")->output(0));
+  const std::vector<std::vector<Shape>> stream = {{{1, 2048, 48, 44}}, {{3, 2048, 30, 30}}, {{1, 2048, 8, 5}}};
+  auto ex = run_stream(g, stream, {"Convolution"});
+  for (const auto& s : stream) {
+    const auto& plan = ex->plan_for(s);
+    ASSERT_TRUE(plan.cpu);
+    for (const auto& n : plan.cpu->nodes()) {
+      if (n->name != "shortcut" || !cpu::gemm_f32::available()) continue;
+      EXPECT_EQ(n->impl, cpu::gemm_f32::impl_name());
+    }
+  }
+}
+
 TEST(CpuDynamicShapes, DeconvolutionsOverEveryShapeAndBatch) {
   // a 3x3 convolution into blocked channels, then ConvTranspose 2x2 stride 2 (a decoder's
   // upsampling) and a 3x3 stride 1 one with pads: oneDNN's deconvolution made per shape,

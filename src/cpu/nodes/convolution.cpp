@@ -112,7 +112,7 @@ class ConvolutionNode : public Node {
     if (grouped_) return Arena::aligned(static_cast<size_t>(grouped_conv_f32::scratch_floats(*grouped_)) * sizeof(float)) *
                          static_cast<size_t>(grouped_threads_);
     if (gemm_ && gemm_->taps) return Arena::aligned(static_cast<size_t>(conv_taps_f32::scratch_floats(*gemm_->taps)) * sizeof(float));
-    if (gemm_) return gemm_->pointwise ? 0 : Arena::aligned(gemm_->scratch_floats() * sizeof(float)) * gemm_->threads;
+    if (gemm_) return gemm_->scratch_bytes();
     return wino_ ? winograd_f32::scratch_bytes(*wino_, wino_threads_) : pd_.scratchpad_desc().get_size();
   }
 
@@ -149,8 +149,9 @@ class ConvolutionNode : public Node {
   // shape, where oneDNN makes a primitive for every new one): a 1x1 convolution (stride 1,
   // unpadded, group 1) is the GEMM of its channels-last pixels [N*H*W, Cin] by [Cin, Cout]; at a
   // stride (unpadded: a ResNet's downsampling shortcut), of the pixels it reads, gathered from
-  // the channels-last input a few output rows at a time (oneDNN made a brgconv_1x1 primitive
-  // for each new shape: RegNet-Y-400MF, 26 in 12 shapes, 7.3 ms); a
+  // the channels-last input a few output rows at a time per thread, or for the team's GEMM
+  // (kTeamGatherMinB) (oneDNN made a brgconv_1x1 primitive for each new shape: RegNet-Y-400MF,
+  // 26 in 12 shapes, 7.3 ms); a
   // window over few channels (K = Cin * kh * kw up to im2col_f32::kMaxColumns: an image stem,
   // 3 x 3 x 3) the GEMM of its im2col rows, made per thread a few output rows at a time from
   // plain NCHW. f32, 2-D, post-ops the GEMM's epilogue computes (a sum first). Other
@@ -164,9 +165,27 @@ class ConvolutionNode : public Node {
     int64_t K = 0, N = 0;
     int threads = 1;
     int64_t rows = 1;  // output rows per im2col (or gathering) step
+    // strided and team_gather: output rows (of all images, one after another) gathered at a
+    // time, each group then one GEMM for the team; else each thread gathers (or im2col's)
+    // `rows` output rows of an image and runs a GEMM of its own on them
+    bool team_gather = false;
+    int64_t gather_rows = 0;
     int64_t lda() const { return strided ? geo.c : geo.row_stride(); }
-    size_t scratch_floats() const { return static_cast<size_t>(rows * geo.ow * lda()); }
+    size_t scratch_floats() const { return static_cast<size_t>((team_gather ? gather_rows : rows) * geo.ow * lda()); }
+    size_t scratch_bytes() const {
+      if (pointwise) return 0;
+      return Arena::aligned(scratch_floats() * sizeof(float)) * (team_gather ? 1 : static_cast<size_t>(threads));
+    }
   };
+  // A strided 1x1 runs its GEMM for the team, on its pixels gathered kGatherBytes at a time (all
+  // of them at a ResNet's sizes), where the per-thread items would leave a thread idle or each
+  // read a packed B of kTeamGatherMinB or more again: ResNeXt's last downsample at 7 x 7 output
+  // pixels was one item, on one thread (2.7 ms, 1.35 for the team), and its second stage's
+  // items of 2 rows each read B's 512 KiB again (1.27 -> 1.19 ms). RegNet's smaller shortcuts
+  // keep the per-thread items: their gathered rows stay in cache, and the team's split of
+  // N = 440 into 7 panels ran 14% slower.
+  static constexpr size_t kGatherBytes = size_t{4} << 20;
+  static constexpr size_t kTeamGatherMinB = size_t{512} << 10;
 
   std::optional<KilnGemm> kiln_gemm_conv() const {
     const Shape &x = inputs[0]->shape, &w = inputs[1]->shape, &y = outputs[0]->shape;
@@ -197,6 +216,12 @@ class ConvolutionNode : public Node {
       if (!k.taps) return std::nullopt;
     }
     k.rows = std::max<int64_t>(1, std::min<int64_t>((48 + g.ow - 1) / g.ow, g.oh));  // 8 blocks of 6 rows of A
+    const int64_t items = x[0] * ((g.oh + k.rows - 1) / k.rows);
+    k.team_gather = k.strided && (items < k.threads || static_cast<size_t>(gemm_f32::packed_size(k.K, k.N)) *
+                                                               sizeof(float) >= kTeamGatherMinB);
+    if (k.team_gather)
+      k.gather_rows = std::clamp<int64_t>(static_cast<int64_t>(kGatherBytes / (static_cast<size_t>(g.ow * g.c) * sizeof(float))),
+                                          1, x[0] * g.oh);
     return k;
   }
 
@@ -290,6 +315,18 @@ class ConvolutionNode : public Node {
     }
     if (k.pointwise) {
       gemm_f32::run(x, inputs[0]->shape[0] * g.h * g.w, k.K, k.K, w, k.N, y, k.N, gemm_ep_);
+      return;
+    }
+    if (k.team_gather) {
+      float* cols = static_cast<float*>(scratch);
+      const int64_t out_rows = inputs[0]->shape[0] * g.oh;
+      for (int64_t r0 = 0; r0 < out_rows; r0 += k.gather_rows) {
+        const int64_t n = std::min(k.gather_rows, out_rows - r0);
+#pragma omp parallel for num_threads(k.threads) schedule(static)
+        for (int64_t r = r0; r < r0 + n; ++r)
+          im2col_f32::strided_pixels(g, x + r / g.oh * g.c * g.h * g.w, r % g.oh, 1, cols + (r - r0) * g.ow * g.c);
+        gemm_f32::run(cols, n * g.ow, k.K, g.c, w, k.N, y + r0 * g.ow * k.N, k.N, gemm_ep_);
+      }
       return;
     }
     const int64_t chunks = (g.oh + k.rows - 1) / k.rows, items = inputs[0]->shape[0] * chunks;
