@@ -147,7 +147,8 @@ TEST(GemmF32, EveryEpiloguePathWithAndWithoutCMatchesTheReference) {
 
 // Where A has at least as many rows as B has columns, the rows go in bands, one per thread, the
 // panels within each band; otherwise the panels are split. Both ways over teams of 2 and 3 (bands
-// of unequal row blocks, a last band with the 6-row block's tail), K of one and two slices.
+// of unequal row blocks, a last band with the 6-row block's tail), K of one and two slices; and
+// on one thread, which also takes row blocks first at (2000, 100) where B has more than a panel.
 TEST(GemmF32, RowBandsAndPanelSplitsCoverEveryBlockOnceOverATeam) {
   if (!gemm::available()) GTEST_SKIP() << "below AVX2 the GEMM is not available (BlocksAndTails tests the error)";
   const int before = omp_get_max_threads();
@@ -155,7 +156,7 @@ TEST(GemmF32, RowBandsAndPanelSplitsCoverEveryBlockOnceOverATeam) {
   // (2000, 100): bands of 667-1000 rows of A past 256 KiB with B within it, which the AVX2 block
   // takes row block first (every panel of a row block before the next row block)
   const std::pair<int64_t, int64_t> sizes[] = {{37, 40}, {37, 600}, {200, 40}, {200, 600}, {2000, 100}};
-  for (int threads : {2, 3})
+  for (int threads : {1, 2, 3})
     for (const auto& [M, K] : sizes)
       for (int64_t N : {15, 64, 130, 300}) {
         SCOPED_TRACE(testing::Message() << threads << " threads, M " << M << " K " << K << " N " << N);
