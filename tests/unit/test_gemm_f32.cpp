@@ -339,19 +339,21 @@ TEST(GemmF32, EveryEpilogueOpMatchesItsDefinition) {
 
 // apply_epilogue over rows wider than the vectors it takes at a time (16 of 16 or 8 lanes),
 // rows apart by more than their width: every column once, with its own bias and operand, and
-// the floats between the rows left as they were.
+// the floats between the rows left as they were. Also a lone Swish without a bias (a depthwise
+// block's: on AVX2 its own loop, swish_rows_avx2).
 TEST(GemmF32, ApplyEpilogueTakesWideRowsAChunkAtATimeAndLeavesTheGapsBetweenRows) {
   if (!gemm::available()) GTEST_SKIP() << "no AVX2: the kernel does not run (see BlocksAndTails...)";
   using A = dnnl::algorithm;
+  for (const bool lone_swish : {false, true})
   for (const int64_t ncols : {1, 15, 16, 17, 129, 256, 300}) {
-    SCOPED_TRACE(ncols);
+    SCOPED_TRACE(testing::Message() << ncols << (lone_swish ? " lone Swish" : ""));
     const int64_t rows = 3, ldc = ncols + 11;
     const std::vector<float> bias = random_floats(static_cast<size_t>(ncols), 11, -1.0f, 1.0f);
     const std::vector<float> scale = random_floats(static_cast<size_t>(ncols), 12, 0.5f, 2.0f);
     std::vector<float> c = random_floats(static_cast<size_t>(rows * ldc), 13, -8.0f, 8.0f);
     const std::vector<float> before = c;
     gemm::Epilogue ep;
-    ep.bias = bias.data();
+    if (!lone_swish) ep.bias = bias.data();
     gemm::EpilogueOp swish;
     swish.alg = A::eltwise_swish;
     swish.alpha = 1.0f;
@@ -360,7 +362,7 @@ TEST(GemmF32, ApplyEpilogueTakesWideRowsAChunkAtATimeAndLeavesTheGapsBetweenRows
     mul.kind = gemm::EpilogueOp::Kind::binary;
     mul.alg = A::binary_mul;
     mul.set_operand(Tensor::from_vector<float>(scale, {ncols}));
-    ep.ops.push_back(mul);
+    if (!lone_swish) ep.ops.push_back(mul);
     gemm::apply_epilogue(c.data(), rows, ncols, ldc, ep);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t j = 0; j < ldc; ++j) {
@@ -369,8 +371,8 @@ TEST(GemmF32, ApplyEpilogueTakesWideRowsAChunkAtATimeAndLeavesTheGapsBetweenRows
           ASSERT_EQ(c[i], before[i]) << "row " << r << ", gap column " << j;
           continue;
         }
-        const double x = static_cast<double>(before[i]) + bias[j];
-        const double want = x * logistic(x) * scale[j];
+        const double x = static_cast<double>(before[i]) + (lone_swish ? 0.0 : bias[j]);
+        const double want = x * logistic(x) * (lone_swish ? 1.0 : scale[j]);
         ASSERT_NEAR(c[i], want, 2e-6 * (1.0 + std::fabs(want))) << "row " << r << ", column " << j;
       }
   }

@@ -108,6 +108,14 @@ class DepthwiseBlockNode : public Node {
       ep1_ = {};
       ep1_.bias = bias_of(kB1);
       to_gemm_epilogue_per_channel(expand_ops_, 0, ce_, ep1_, nullptr);  // the pass asked refuses() first
+      // AVX2: a lone Swish after the expansion's product, over its rows two vectors at a time
+      // (apply_epilogue), where the product's pass stays the asm pass of bias and store:
+      // EfficientNet-B0 at [1, 3, 200, 208] KILN_SWISH_AFTER_TIME of the time
+      ep1_after_ = {};
+      if (!isa_at_least(Isa::avx512_core) && ep1_.ops.size() == 1 &&
+          ep1_.ops[0].kind == gemm_f32::EpilogueOp::Kind::eltwise && ep1_.ops[0].alg == dnnl::algorithm::eltwise_swish &&
+          ep1_.ops[0].alpha == 1.0f)
+        std::swap(ep1_.ops, ep1_after_.ops);
     }
     w2_ = pack_weights(inputs[kW2]->constant, cat("dwblock/dw/", k_), memory::desc({depthwise_f32::packed_size(ce_, k_)}, memory::data_type::f32, tag::a),
                        [&](memory& dst) {
@@ -200,6 +208,7 @@ class DepthwiseBlockNode : public Node {
               } else {
                 gemm_f32::run_serial(x_img + r * w_ * cin_, run * w_, cin_, cin_, w1(), ce_, e_rows, ce_, ep1_);
               }
+              gemm_f32::apply_epilogue(e_rows, run * w_, ce_, ce_, ep1_after_);
               r += run;
             }
             done = to;
@@ -236,6 +245,7 @@ class DepthwiseBlockNode : public Node {
       if (expand)
         gemm_f32::run_serial(x_img, h_ * w_, cin_, cin_, w1() + c0 / gemm_f32::kPanel * cin_ * gemm_f32::kPanel, c1 - c0,
                              e + c0, ce_, shifted(ep1_, c0));
+      if (expand) gemm_f32::apply_epilogue(e + c0, h_ * w_, c1 - c0, ce_, ep1_after_);
       const float* src = expand ? e : x_img;
       depthwise_f32::Row g = row_geometry();
       g.channels = c1 - c0, g.pixel_stride = ce_, g.weight_stride = depthwise_f32::weight_stride(ce_);
@@ -355,6 +365,7 @@ class DepthwiseBlockNode : public Node {
   int threads_ = 1;
   memory w1_, w2_, w3_;
   gemm_f32::Epilogue ep1_, ep2_, ep3_;
+  gemm_f32::Epilogue ep1_after_;  // ops of ep1_ applied after the product's pass (a lone Swish, AVX2)
   float dw_lo_ = 0.0f, dw_hi_ = 0.0f;  // the depthwise kernel's clamp (ep2_ then holds the rest)
   bool split_channels_ = false;  // images left over go by channels (run_shared), else by rows
   int64_t batch_rows_ = 1, expand_rows_ = 1, ring_rows_ = 0;
