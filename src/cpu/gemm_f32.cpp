@@ -379,25 +379,37 @@ KILN_AVX2 __m256 v_binary8(__m256 x, const EpilogueOp& op, int64_t n0, int64_t l
   }
 }
 
-// Swish (alpha 1) over rows [0, rows) x cols [0, ncols) of c, two vectors at a time, streamed:
-// 3.3 ns a vector where the op loop of apply_epilogue_avx2 takes 4.6 and chunks of 16 vectors
-// through an array 5.8 (Zen 2, 48 x 96 in L1).
-KILN_AVX2 void swish_rows_avx2(float* c, int64_t rows, int64_t ncols, int64_t ldc) {
+// The ops an AVX2 epilogue may apply to stored rows in a loop of their own (stream_rows_avx2).
+enum class Streamed { none, swish, gelu_erf };
+
+// `S` over rows [0, rows) x cols [0, ncols) of c, two vectors at a time, streamed: a Swish 3.3
+// ns a vector where the op loop of apply_epilogue_avx2 takes 4.6 and chunks of 16 vectors through
+// an array 5.8 (Zen 2, 48 x 96 in L1); GELU 4.0 where chunks took 6.2. (Four at a time, from
+// memory, ran 12: the compiler moved the array in halves.)
+template <Streamed S>
+KILN_AVX2 void stream_rows_avx2(float* c, int64_t rows, int64_t ncols, int64_t ldc) {
+  static_assert(S != Streamed::none);
   for (int64_t r = 0; r < rows; ++r) {
     float* p = c + r * ldc;
     int64_t j = 0;
     for (; j + 16 <= ncols; j += 16) {
       __m256 v[2] = {_mm256_loadu_ps(p + j), _mm256_loadu_ps(p + j + 8)};
-      v_swish8_n<2>(v);
+      if constexpr (S == Streamed::swish) v_swish8_n<2>(v);
+      else v_gelu_erf8_n<2>(v);
       _mm256_storeu_ps(p + j, v[0]);
       _mm256_storeu_ps(p + j + 8, v[1]);
     }
     for (; j < ncols; j += 8) {
       __m256 v[1] = {simd::v_load8(p + j, ncols - j)};
-      v_swish8_n<1>(v);
+      if constexpr (S == Streamed::swish) v_swish8_n<1>(v);
+      else v_gelu_erf8_n<1>(v);
       simd::v_store8(p + j, ncols - j, v[0]);
     }
   }
+}
+KILN_AVX2 void stream_rows_avx2(Streamed s, float* c, int64_t rows, int64_t ncols, int64_t ldc) {
+  if (s == Streamed::swish) stream_rows_avx2<Streamed::swish>(c, rows, ncols, ldc);
+  else if (s == Streamed::gelu_erf) stream_rows_avx2<Streamed::gelu_erf>(c, rows, ncols, ldc);
 }
 
 // The epilogue's ops, in order, on U vectors in registers whose first column is `col` (of the
@@ -872,10 +884,13 @@ constexpr BlockTable kAvx2Blocks = {
     {block_avx2<1>, block_avx2<2>, block_avx2<3>, block_avx2<4>, block_avx2<5>, block_avx2<6>},
     {block_avx2<1>, block_avx2<2>, block_avx2<3>, block_avx2<4>, block_avx2<5>, block_avx2<6>}};
 
-// The epilogue's ops are one Swish (alpha 1: SiLU).
-bool lone_swish(const Epilogue& ep) {
-  return ep.ops.size() == 1 && ep.ops[0].kind == EpilogueOp::Kind::eltwise &&
-         ep.ops[0].alg == dnnl::algorithm::eltwise_swish && ep.ops[0].alpha == 1.0f;
+// The epilogue's ops as one op stream_rows_avx2 applies (a Swish of alpha 1, SiLU; GELU by erf),
+// else none.
+Streamed streamed(const Epilogue& ep) {
+  if (ep.ops.size() != 1 || ep.ops[0].kind != EpilogueOp::Kind::eltwise) return Streamed::none;
+  if (ep.ops[0].alg == dnnl::algorithm::eltwise_swish && ep.ops[0].alpha == 1.0f) return Streamed::swish;
+  if (ep.ops[0].alg == dnnl::algorithm::eltwise_gelu_erf) return Streamed::gelu_erf;
+  return Streamed::none;
 }
 
 void run_blocks(const BlockTable& blocks, int64_t width, const float* a, int64_t M, int64_t K, int64_t lda,
@@ -902,23 +917,27 @@ void run_blocks(const BlockTable& blocks, int64_t width, const float* a, int64_t
   // pass, its flags and clamp decided here once (through block_avx2, a 6-row block's setup and
   // the calls around its passes cost a 1x1 convolution over 32 channels a tenth of its time)
   struct {
-    bool on = false, swish = false;
+    bool on = false;
+    Streamed post = Streamed::none;
     int64_t flags = 0;
     float lohi[2] = {-INFINITY, INFINITY};
   } lean;
   if (&blocks == &kAvx2Blocks && K > 0 && K <= kSlice && as_clamp(ep.ops, &lean.lohi[0], &lean.lohi[1])) {
     lean.on = true;
     lean.flags = asm_flags(ep.accumulate, ep.bias, lean.lohi[0], lean.lohi[1]);
-  } else if (&blocks == &kAvx2Blocks && K > 0 && K <= kSlice && lone_swish(ep)) {
-    // a lone Swish over the block's stored rows, two vectors at a time (swish_rows_avx2), after
-    // the asm pass of bias and store (EfficientNet-B0's head and stem: the model 0.99 of the time)
-    lean.on = lean.swish = true;
+  } else if (&blocks == &kAvx2Blocks && K > 0 && K <= kSlice && streamed(ep) != Streamed::none) {
+    // a lone Swish or GELU over the block's stored rows, two vectors at a time
+    // (stream_rows_avx2), after the asm pass of bias and store: EfficientNet-B0's head and stem
+    // the model 0.99 of the time; GELU BM_GemmKilnGelu 3136x96x384 0.84, 1072x384x1536 0.95,
+    // BERT-6 and ConvNeXt-T level
+    lean.on = true;
+    lean.post = streamed(ep);
     lean.flags = asm_flags(ep.accumulate, ep.bias, -INFINITY, INFINITY);
   }
-  Epilogue bare;  // lean.swish: the epilogue without its Swish, for passes the block leaves to `fn`
+  Epilogue bare;  // lean.post: the epilogue without its op, for passes the block leaves to `fn`
   bare.bias = ep.bias;
   bare.accumulate = ep.accumulate;
-  const Epilogue& lean_ep = lean.swish ? bare : ep;
+  const Epilogue& lean_ep = lean.post != Streamed::none ? bare : ep;
   // band b: row blocks [rb_begin(b), rb_begin(b + 1)); items band-major, then panel-major (a
   // thread's blocks share their panel); `share_end`: the end of the thread's own share
   auto rb_begin = [&](int64_t b) { return row_blocks * b / bands; };
@@ -943,7 +962,7 @@ void run_blocks(const BlockTable& blocks, int64_t width, const float* a, int64_t
     if (lean.on && rows == kRows) {
       lean_block_avx2(a + m0 * lda, lda, packed + p * K * kPanel, K * width, K, c + m0 * ldc + n0, ldc, ncols, n0,
                       lean_ep, next, lean.lohi, lean.flags, fn);
-      if (lean.swish) swish_rows_avx2(c + m0 * ldc + n0, kRows, ncols, ldc);
+      if (lean.post != Streamed::none) stream_rows_avx2(lean.post, c + m0 * ldc + n0, kRows, ncols, ldc);
       return;
     }
     for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kSlice) {
@@ -1135,8 +1154,8 @@ KILN_AVX512 void apply_epilogue_avx512(float* c, int64_t rows, int64_t ncols, in
 }
 
 KILN_AVX2 void apply_epilogue_avx2(float* c, int64_t rows, int64_t ncols, int64_t ldc, const Epilogue& ep) {
-  if (!ep.bias && lone_swish(ep)) {
-    swish_rows_avx2(c, rows, ncols, ldc);  // a depthwise block's Swish: without the op loop
+  if (!ep.bias && streamed(ep) != Streamed::none) {
+    stream_rows_avx2(streamed(ep), c, rows, ncols, ldc);  // a depthwise block's Swish: without the op loop
     return;
   }
   for (int64_t r = 0; r < rows; ++r) {  // two vectors at a time, streamed (see eltwise8_u)
