@@ -261,63 +261,6 @@ KILN_AVX512 void block(const float* a, int64_t lda, const float* b, int64_t /*gs
   block_body<MR, NV, true, false>(a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, spread, next, lo, hi);
 }
 
-// `op` on v[0, n): the algorithm chosen once, then a loop over independent vectors whose
-// long chains (GELU: a division and an exponential) overlap in the core. One vector at a time
-// through a call per vector, the accumulators spilled around each, GELU after a K = 96 product
-// cost about as much as the product (BM_GemmKilnGelu).
-KILN_AVX2 void eltwise8_n(__m256* v, int n, const EpilogueOp& op) {
-  using A = dnnl::algorithm;
-  const __m256 alpha = _mm256_set1_ps(op.alpha), beta = _mm256_set1_ps(op.beta);
-  const __m256 zero = _mm256_setzero_ps(), half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
-#define KILN_EACH(expr)             \
-  for (int i = 0; i < n; ++i) {     \
-    const __m256 x = v[i];          \
-    v[i] = (expr);                  \
-  }                                 \
-  return
-  switch (op.alg) {
-    case A::eltwise_relu: KILN_EACH(_mm256_blendv_ps(x, _mm256_mul_ps(x, alpha), _mm256_cmp_ps(x, zero, _CMP_LT_OQ)));
-    case A::eltwise_linear: KILN_EACH(_mm256_fmadd_ps(x, alpha, beta));
-    case A::eltwise_clip:
-    case A::eltwise_clip_v2: KILN_EACH(_mm256_min_ps(_mm256_max_ps(x, alpha), beta));
-    case A::eltwise_gelu_erf: {  // four chains at a time, as the Swish
-      int i = 0;
-      for (; i + 4 <= n; i += 4) v_gelu_erf8_n<4>(v + i);
-      for (; i + 2 <= n; i += 2) v_gelu_erf8_n<2>(v + i);
-      for (; i < n; ++i) v_gelu_erf8_n<1>(v + i);
-      return;
-    }
-    case A::eltwise_gelu_tanh:
-      KILN_EACH(_mm256_mul_ps(_mm256_mul_ps(half, x),
-                              _mm256_add_ps(one, v_tanh8(_mm256_mul_ps(_mm256_set1_ps(0.79788456f),
-                                                                      _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), x),
-                                                                                      _mm256_mul_ps(x, x), x))))));
-    case A::eltwise_logistic: KILN_EACH(v_logistic8(x));
-    case A::eltwise_tanh: KILN_EACH(v_tanh8(x));
-    case A::eltwise_swish:
-      if (op.alpha == 1.0f) {
-        // four chains at a time (its ~65-cycle chain is latency-bound at two): EfficientNet-B0's
-        // stem block 0.93, the model at [2, 3, 168, 240] 0.95 of the time with two (AMD EPYC,
-        // AVX2, 2 threads, adjacent pairs), though the constants no longer all fit the registers
-        int i = 0;
-        for (; i + 4 <= n; i += 4) v_swish8_n<4>(v + i);
-        for (; i + 2 <= n; i += 2) v_swish8_n<2>(v + i);
-        for (; i < n; ++i) v_swish8_n<1>(v + i);
-        return;
-      }
-      KILN_EACH(_mm256_mul_ps(x, v_logistic8(_mm256_mul_ps(alpha, x))));
-    case A::eltwise_hardswish:
-      KILN_EACH(_mm256_mul_ps(x, _mm256_min_ps(_mm256_max_ps(_mm256_fmadd_ps(x, alpha, beta), zero), one)));
-    case A::eltwise_abs: KILN_EACH(v_abs8(x));
-    case A::eltwise_square: KILN_EACH(_mm256_mul_ps(x, x));
-    case A::eltwise_exp: KILN_EACH(v_exp8(x));
-    case A::eltwise_elu:
-      KILN_EACH(_mm256_blendv_ps(x, _mm256_mul_ps(alpha, _mm256_sub_ps(v_exp8(x), one)), _mm256_cmp_ps(x, zero, _CMP_LE_OQ)));
-    default: return;  // not reached: supports_eltwise() filtered the list
-  }
-#undef KILN_EACH
-}
-
 // `op` on the U vectors v[0, U), which the caller holds in registers (inlined: a call through
 // memory, with the vectors in an array, cost the Swish 5.7 ns a vector where streaming two at
 // a time from C and back costs 3.3: Zen 2, 48 x 96 in L1). The multi-vector forms of the long
@@ -362,6 +305,20 @@ KILN_AVX2 inline __attribute__((always_inline)) void eltwise8_u(__m256* v, const
     default: return;  // not reached: supports_eltwise() filtered the list
   }
 #undef KILN_EACH
+}
+
+// `op` on v[0, n) (an array: the GEMM block's products where its epilogue is not streamed):
+// the long chains (Swish, GELU) four vectors at a time, whose chains overlap in the core (one at
+// a time through a call each, GELU after a K = 96 product cost about as much as the product,
+// BM_GemmKilnGelu; Swish four at a time: EfficientNet-B0's stem block 0.93 of two at a time),
+// the other ops one at a time.
+KILN_AVX2 void eltwise8_n(__m256* v, int n, const EpilogueOp& op) {
+  int i = 0;
+  if (op.alg == dnnl::algorithm::eltwise_gelu_erf || (op.alg == dnnl::algorithm::eltwise_swish && op.alpha == 1.0f)) {
+    for (; i + 4 <= n; i += 4) eltwise8_u<4>(v + i, op);
+    for (; i + 2 <= n; i += 2) eltwise8_u<2>(v + i, op);
+  }
+  for (; i < n; ++i) eltwise8_u<1>(v + i, op);
 }
 
 // `left`: the columns from n0 on (the lanes past them are not stored)
