@@ -339,34 +339,52 @@ KILN_AVX2 __m256 v_binary8(__m256 x, const EpilogueOp& op, int64_t n0, int64_t l
 // The ops an AVX2 epilogue may apply to stored rows in a loop of their own (stream_rows_avx2).
 enum class Streamed { none, swish, gelu_erf };
 
-// `S` over rows [0, rows) x cols [0, ncols) of c, two vectors at a time, streamed: a Swish 3.3
-// ns a vector where the op loop of apply_epilogue_avx2 takes 4.6 and chunks of 16 vectors through
-// an array 5.8 (Zen 2, 48 x 96 in L1); GELU 4.0 where chunks took 6.2. (Four at a time, from
-// memory, ran 12: the compiler moved the array in halves.)
-template <Streamed S>
-KILN_AVX2 void stream_rows_avx2(float* c, int64_t rows, int64_t ncols, int64_t ldc) {
-  static_assert(S != Streamed::none);
+// Rows [0, rows) x cols [0, ncols) of c (ldc apart), two vectors at a time, then one: loaded,
+// the bias added (when given), `f.apply<U>(v, column, columns left)` on the U vectors in
+// registers, stored back.
+template <class F>
+KILN_AVX2 inline __attribute__((always_inline)) void rows_by_two_avx2(float* c, int64_t rows, int64_t ncols, int64_t ldc,
+                                                                      const float* bias, const F& f) {
   for (int64_t r = 0; r < rows; ++r) {
     float* p = c + r * ldc;
     int64_t j = 0;
     for (; j + 16 <= ncols; j += 16) {
       __m256 v[2] = {_mm256_loadu_ps(p + j), _mm256_loadu_ps(p + j + 8)};
-      if constexpr (S == Streamed::swish) v_swish8_n<2>(v);
-      else v_gelu_erf8_n<2>(v);
+      if (bias) {
+        v[0] = _mm256_add_ps(v[0], _mm256_loadu_ps(bias + j));
+        v[1] = _mm256_add_ps(v[1], _mm256_loadu_ps(bias + j + 8));
+      }
+      f.template apply<2>(v, j, ncols - j);
       _mm256_storeu_ps(p + j, v[0]);
       _mm256_storeu_ps(p + j + 8, v[1]);
     }
     for (; j < ncols; j += 8) {
       __m256 v[1] = {simd::v_load8(p + j, ncols - j)};
-      if constexpr (S == Streamed::swish) v_swish8_n<1>(v);
-      else v_gelu_erf8_n<1>(v);
+      if (bias) v[0] = _mm256_add_ps(v[0], simd::v_load8(bias + j, ncols - j));
+      f.template apply<1>(v, j, ncols - j);
       simd::v_store8(p + j, ncols - j, v[0]);
     }
   }
 }
+
+// `S` on U vectors (rows_by_two_avx2's `f`).
+template <Streamed S>
+struct StreamedOp {
+  template <int U>
+  KILN_AVX2 inline __attribute__((always_inline)) void apply(__m256* v, int64_t, int64_t) const {
+    static_assert(S != Streamed::none);
+    if constexpr (S == Streamed::swish) v_swish8_n<U>(v);
+    else v_gelu_erf8_n<U>(v);
+  }
+};
+
+// `S` over rows [0, rows) x cols [0, ncols) of c, two vectors at a time, streamed: a Swish 3.3
+// ns a vector where the op loop of apply_epilogue_avx2 takes 4.6 and chunks of 16 vectors through
+// an array 5.8 (Zen 2, 48 x 96 in L1); GELU 4.0 where chunks took 6.2. (Four at a time, from
+// memory, ran 12: the compiler moved the array in halves.)
 KILN_AVX2 void stream_rows_avx2(Streamed s, float* c, int64_t rows, int64_t ncols, int64_t ldc) {
-  if (s == Streamed::swish) stream_rows_avx2<Streamed::swish>(c, rows, ncols, ldc);
-  else if (s == Streamed::gelu_erf) stream_rows_avx2<Streamed::gelu_erf>(c, rows, ncols, ldc);
+  if (s == Streamed::swish) rows_by_two_avx2(c, rows, ncols, ldc, nullptr, StreamedOp<Streamed::swish>{});
+  else if (s == Streamed::gelu_erf) rows_by_two_avx2(c, rows, ncols, ldc, nullptr, StreamedOp<Streamed::gelu_erf>{});
 }
 
 // The epilogue's ops, in order, on U vectors in registers whose first column is `col` (of the
@@ -381,6 +399,14 @@ KILN_AVX2 inline __attribute__((always_inline)) void ops8_u(__m256* v, const Epi
     for (int i = 0; i < U; ++i) v[i] = v_binary8(v[i], op, col + 8 * i, left - 8 * i);
   }
 }
+// The epilogue's ops (rows_by_two_avx2's `f`).
+struct EpilogueOps {
+  const Epilogue& ep;
+  template <int U>
+  KILN_AVX2 inline __attribute__((always_inline)) void apply(__m256* v, int64_t col, int64_t left) const {
+    ops8_u<U>(v, ep, col, left);
+  }
+};
 
 // One step of K for the AVX2 block: a row of the pass's NV vectors of B (`bk`, groups `gstride`
 // floats apart) times the element of A at `ak` in each of the MR rows (lda apart), into the
@@ -844,9 +870,9 @@ constexpr BlockTable kAvx2Blocks = {
 // The epilogue's ops as one op stream_rows_avx2 applies (a Swish of alpha 1, SiLU; GELU by erf),
 // else none.
 Streamed streamed(const Epilogue& ep) {
-  if (ep.ops.size() != 1 || ep.ops[0].kind != EpilogueOp::Kind::eltwise) return Streamed::none;
-  if (ep.ops[0].alg == dnnl::algorithm::eltwise_swish && ep.ops[0].alpha == 1.0f) return Streamed::swish;
-  if (ep.ops[0].alg == dnnl::algorithm::eltwise_gelu_erf) return Streamed::gelu_erf;
+  if (is_lone_swish(ep.ops)) return Streamed::swish;
+  if (ep.ops.size() == 1 && ep.ops[0].kind == EpilogueOp::Kind::eltwise && ep.ops[0].alg == dnnl::algorithm::eltwise_gelu_erf)
+    return Streamed::gelu_erf;
   return Streamed::none;
 }
 
@@ -879,17 +905,17 @@ void run_blocks(const BlockTable& blocks, int64_t width, const float* a, int64_t
     int64_t flags = 0;
     float lohi[2] = {-INFINITY, INFINITY};
   } lean;
-  if (&blocks == &kAvx2Blocks && K > 0 && K <= kSlice && as_clamp(ep.ops, &lean.lohi[0], &lean.lohi[1])) {
-    lean.on = true;
-    lean.flags = asm_flags(ep.accumulate, ep.bias, lean.lohi[0], lean.lohi[1]);
-  } else if (&blocks == &kAvx2Blocks && K > 0 && K <= kSlice && streamed(ep) != Streamed::none) {
-    // a lone Swish or GELU over the block's stored rows, two vectors at a time
-    // (stream_rows_avx2), after the asm pass of bias and store: EfficientNet-B0's head and stem
-    // the model 0.99 of the time; GELU BM_GemmKilnGelu 3136x96x384 0.84, 1072x384x1536 0.95,
-    // BERT-6 and ConvNeXt-T level
-    lean.on = true;
-    lean.post = streamed(ep);
-    lean.flags = asm_flags(ep.accumulate, ep.bias, -INFINITY, INFINITY);
+  if (&blocks == &kAvx2Blocks && K > 0 && K <= kSlice) {
+    if (as_clamp(ep.ops, &lean.lohi[0], &lean.lohi[1])) {
+      lean.on = true;
+    } else if ((lean.post = streamed(ep)) != Streamed::none) {
+      // a lone Swish or GELU over the block's stored rows, two vectors at a time
+      // (stream_rows_avx2), after the asm pass of bias and store: EfficientNet-B0's head and stem
+      // the model 0.99 of the time; GELU BM_GemmKilnGelu 3136x96x384 0.84, 1072x384x1536 0.95,
+      // BERT-6 and ConvNeXt-T level (lohi stays infinite: no clamp)
+      lean.on = true;
+    }
+    if (lean.on) lean.flags = asm_flags(ep.accumulate, ep.bias, lean.lohi[0], lean.lohi[1]);
   }
   Epilogue bare;  // lean.post: the epilogue without its op, for passes the block leaves to `fn`
   bare.bias = ep.bias;
@@ -928,12 +954,19 @@ void run_blocks(const BlockTable& blocks, int64_t width, const float* a, int64_t
                        ldc, ncols, n0, k0 == 0, k0 + kSlice >= K, ep, k0 == 0 ? next : Prefetch{});
     }
   };
+  // A band's items row block first, then panel, where all of B stays in L2 and the band's rows of
+  // A (K floats a row) would not: A is then read once, not once per panel. ResNeXt-50's first
+  // stage (5200 pixels, K 64-256, N 128-256, A 0.7-2.6 MB a band; Zen 2, 512 KiB of L2 a core):
+  // the products with C out of cache 0.92-0.97 of the time, the model 0.989 (6 pairs), RegNet
+  // 0.979; one thread (one band of all the rows), 5200 x 256 x 256 65 -> 87 GFLOP/s. Measured on
+  // AVX2 only; AVX-512 keeps the panel-major order. Not where a band's rows of A fit beside B in
+  // L2 themselves: BERT-small at [1, 128] (bands of 64 rows of 256 floats) ran 1.028 of the time
+  // with its B of 256 KiB read per row block. (A team split by panels, bands == 1, keeps them.)
   const int64_t bytes = static_cast<int64_t>(sizeof(float));
+  const bool rows_first = &blocks == &kAvx2Blocks && (nthr == 1 || bands > 1) && panels > 1 &&
+                          K * panels * kPanel * bytes <= kRowsFirstMaxB && M / bands * K * bytes > kRowsFirstMaxB;
   if (nthr == 1) {  // in item order, without decoding each item (divisions)
-    // row block first where B fits in L2 and A does not, as the team's bands below (one thread:
-    // ResNeXt's 5200 x 256 x 256 ran at 65 GFLOP/s reading A from L3 once per panel)
-    if (&blocks == &kAvx2Blocks && panels > 1 && K * panels * kPanel * bytes <= kRowsFirstMaxB &&
-        M * K * bytes > kRowsFirstMaxB) {
+    if (rows_first) {
       for (int64_t rb = 0; rb < row_blocks; ++rb)
         for (int64_t p = 0; p < panels; ++p) run_block(p, rb, rb, row_blocks, false);
       return;
@@ -942,15 +975,6 @@ void run_blocks(const BlockTable& blocks, int64_t width, const float* a, int64_t
       for (int64_t rb = 0; rb < row_blocks; ++rb) run_block(p, rb, rb, row_blocks, p + 1 < panels);
     return;
   }
-  // A band's items row block first, then panel, where all of B stays in L2 and the band's rows of
-  // A (K floats a row) would not: A is then read once, not once per panel. ResNeXt-50's first
-  // stage (5200 pixels, K 64-256, N 128-256, A 0.7-2.6 MB a band; Zen 2, 512 KiB of L2 a core):
-  // the products with C out of cache 0.92-0.97 of the time, the model 0.989 (6 pairs), RegNet
-  // 0.979. Measured on AVX2 only; AVX-512 keeps the panel-major order.
-  // Not where a band's rows of A fit beside B in L2 themselves: BERT-small at [1, 128] (bands of
-  // 64 rows of 256 floats) ran 1.028 of the time with its B of 256 KiB read per row block.
-  const bool rows_first = &blocks == &kAvx2Blocks && bands > 1 && panels > 1 &&
-                          K * panels * kPanel * bytes <= kRowsFirstMaxB && M / bands * K * bytes > kRowsFirstMaxB;
   auto block = [&](int64_t w, int64_t share_end) {
     int64_t b = 0;
     while (b + 1 < bands && w >= rb_begin(b + 1) * panels) ++b;
@@ -1071,6 +1095,11 @@ bool as_clamp(const std::vector<EpilogueOp>& ops, float* lo, float* hi) {
   return true;
 }
 
+bool is_lone_swish(const std::vector<EpilogueOp>& ops) {
+  return ops.size() == 1 && ops[0].kind == EpilogueOp::Kind::eltwise && ops[0].alg == dnnl::algorithm::eltwise_swish &&
+         ops[0].alpha == 1.0f;
+}
+
 bool supports_binary(dnnl::algorithm alg) {
   using A = dnnl::algorithm;
   switch (alg) {
@@ -1111,30 +1140,11 @@ KILN_AVX512 void apply_epilogue_avx512(float* c, int64_t rows, int64_t ncols, in
 }
 
 KILN_AVX2 void apply_epilogue_avx2(float* c, int64_t rows, int64_t ncols, int64_t ldc, const Epilogue& ep) {
-  if (!ep.bias && streamed(ep) != Streamed::none) {
-    stream_rows_avx2(streamed(ep), c, rows, ncols, ldc);  // a depthwise block's Swish: without the op loop
+  if (const Streamed s = ep.bias ? Streamed::none : streamed(ep); s != Streamed::none) {
+    stream_rows_avx2(s, c, rows, ncols, ldc);  // a depthwise block's Swish: without the op loop
     return;
   }
-  for (int64_t r = 0; r < rows; ++r) {  // two vectors at a time, streamed (see eltwise8_u)
-    float* p = c + r * ldc;
-    int64_t j = 0;
-    for (; j + 16 <= ncols; j += 16) {
-      __m256 v[2] = {_mm256_loadu_ps(p + j), _mm256_loadu_ps(p + j + 8)};
-      if (ep.bias) {
-        v[0] = _mm256_add_ps(v[0], _mm256_loadu_ps(ep.bias + j));
-        v[1] = _mm256_add_ps(v[1], _mm256_loadu_ps(ep.bias + j + 8));
-      }
-      ops8_u<2>(v, ep, j, ncols - j);
-      _mm256_storeu_ps(p + j, v[0]);
-      _mm256_storeu_ps(p + j + 8, v[1]);
-    }
-    for (; j < ncols; j += 8) {
-      __m256 v[1] = {simd::v_load8(p + j, ncols - j)};
-      if (ep.bias) v[0] = _mm256_add_ps(v[0], simd::v_load8(ep.bias + j, ncols - j));
-      ops8_u<1>(v, ep, j, ncols - j);
-      simd::v_store8(p + j, ncols - j, v[0]);
-    }
-  }
+  rows_by_two_avx2(c, rows, ncols, ldc, ep.bias, EpilogueOps{ep});  // streamed (see eltwise8_u)
 }
 
 }  // namespace

@@ -73,6 +73,9 @@ bool supports_binary(dnnl::algorithm alg);
 // Whether `ops` are all ReLUs without slope and Clips, and then, as one clamp, to [*lo, *hi]
 // (none: -inf, +inf): what the blocks apply in registers, and the depthwise kernel as it stores.
 bool as_clamp(const std::vector<EpilogueOp>& ops, float* lo, float* hi);
+// Whether `ops` are one Swish of alpha 1 (SiLU), which the AVX2 epilogue applies over stored rows
+// in a loop of its own (after the asm passes of bias and store, or in apply_epilogue).
+bool is_lone_swish(const std::vector<EpilogueOp>& ops);
 
 struct Epilogue {
   const float* bias = nullptr;  // [N] or null

@@ -113,10 +113,7 @@ class DepthwiseBlockNode : public Node {
       // EfficientNet-B0 at [1, 3, 200, 208] 0.95 of the time (6 pairs); over each 6-row tile
       // as the GEMM stores it (run_blocks' lean Swish) 1.01 against this
       ep1_after_ = {};
-      if (!isa_at_least(Isa::avx512_core) && ep1_.ops.size() == 1 &&
-          ep1_.ops[0].kind == gemm_f32::EpilogueOp::Kind::eltwise && ep1_.ops[0].alg == dnnl::algorithm::eltwise_swish &&
-          ep1_.ops[0].alpha == 1.0f)
-        std::swap(ep1_.ops, ep1_after_.ops);
+      if (!isa_at_least(Isa::avx512_core) && gemm_f32::is_lone_swish(ep1_.ops)) std::swap(ep1_.ops, ep1_after_.ops);
     }
     w2_ = pack_weights(inputs[kW2]->constant, cat("dwblock/dw/", k_), memory::desc({depthwise_f32::packed_size(ce_, k_)}, memory::data_type::f32, tag::a),
                        [&](memory& dst) {
