@@ -10,6 +10,7 @@
 #include "cpu/isa.hpp"
 #include "cpu/simd_avx2.hpp"
 #include "cpu/simd_avx512.hpp"
+#include "simd_groups_util.hpp"
 
 namespace test_simd_erf {
 
@@ -45,22 +46,15 @@ void expect_erf_across_the_line(void (*erf)(const float*, float*), size_t lanes)
   }
 }
 
-// `count` vectors at x through the U-vector form, then the rest one at a time
-template <int U>
-KILN_AVX2 void gelu8(const float* x, float* y, size_t count) {
-  __m256 v[U];
-  size_t i = 0;
-  for (; i + U * 8 <= count; i += U * 8) {
-    for (int j = 0; j < U; ++j) v[j] = _mm256_loadu_ps(x + i + j * 8);
+// GELU's U-vector form (kiln::test::by_groups8's Op)
+struct Gelu8 {
+  template <int U>
+  KILN_AVX2 static void apply8(__m256* v) {
     simd::v_gelu_erf8_n<U>(v);
-    for (int j = 0; j < U; ++j) _mm256_storeu_ps(y + i + j * 8, v[j]);
   }
-  for (; i < count; i += 8) {
-    v[0] = _mm256_loadu_ps(x + i);
-    simd::v_gelu_erf8_n<1>(v);
-    _mm256_storeu_ps(y + i, v[0]);
-  }
-}
+};
+template <int U>
+constexpr auto gelu8 = kiln::test::by_groups8<U, Gelu8>;
 
 // x / 2 (1 + erf(x / sqrt 2)) within erf's 4e-7 times |x| and a rounding of the result; 0 far
 // below 0, x far above; NaN through. (Where 1 + erf cancels, near x = -5, the relative error of

@@ -9,27 +9,21 @@
 #include "cpu/isa.hpp"
 #include "cpu/simd_avx2.hpp"
 #include "cpu/simd_avx512.hpp"
+#include "simd_groups_util.hpp"
 
 namespace test_simd_swish {
 
 using namespace kiln::cpu;
 
-// `count` vectors at x through the U-vector form, then the rest one at a time
-template <int U>
-KILN_AVX2 void swish8(const float* x, float* y, size_t count) {
-  __m256 v[U];
-  size_t i = 0;
-  for (; i + U * 8 <= count; i += U * 8) {
-    for (int j = 0; j < U; ++j) v[j] = _mm256_loadu_ps(x + i + j * 8);
+// Swish's U-vector form (kiln::test::by_groups8's Op)
+struct Swish8 {
+  template <int U>
+  KILN_AVX2 static void apply8(__m256* v) {
     simd::v_swish8_n<U>(v);
-    for (int j = 0; j < U; ++j) _mm256_storeu_ps(y + i + j * 8, v[j]);
   }
-  for (; i < count; i += 8) {
-    v[0] = _mm256_loadu_ps(x + i);
-    simd::v_swish8_n<1>(v);
-    _mm256_storeu_ps(y + i, v[0]);
-  }
-}
+};
+template <int U>
+constexpr auto swish8 = kiln::test::by_groups8<U, Swish8>;
 template <int U>
 KILN_AVX512 void swish16(const float* x, float* y, size_t count) {
   __m512 v[U];
