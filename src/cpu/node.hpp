@@ -158,6 +158,14 @@ class Node {
   // the layout of every output edge, creates primitives, and says which layout each
   // input must have (the graph inserts a Reorder where an input does not match).
   virtual std::vector<InputLayout> prepare() = 0;
+  // The layout prepare() will ask of input `i` at the current shapes, asked before it runs (its
+  // producer is being prepared: a Concat, which can write several layouts, writes the one its
+  // readers take, and no Reorder follows it). any() where the node takes what it is given or
+  // decides only in prepare().
+  virtual InputLayout expected_input_layout(size_t i) const {
+    (void)i;
+    return InputLayout::any();
+  }
   virtual void execute(dnnl::stream& stream) = 0;
   // >= 0: output 0 is a view of that input's memory (no copy; the graph aliases them).
   virtual int output_aliases_input() const { return -1; }

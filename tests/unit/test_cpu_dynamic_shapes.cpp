@@ -294,6 +294,89 @@ TEST(CpuDynamicShapes, HardSwishConvolutionsOnKilnsGemm) {
     EXPECT_NE(n->type(), std::string("Eltwise")) << n->name << ": HardSwish not fused";
 }
 
+namespace {
+
+// BatchNormalization of `c` channels (random scale and shift, mean, positive variance) and a Relu
+ir::Value* bn_relu(ir::Graph& g, ir::Value* v, int64_t c, uint32_t seed, const std::string& n) {
+  auto* bn = g.add_node("BatchNormalization",
+                        {v, g.add_constant(n + "_s", random_tensor({c}, seed, 0.5f)), g.add_constant(n + "_t", random_tensor({c}, seed + 1, 0.2f)),
+                         g.add_constant(n + "_m", random_tensor({c}, seed + 2, 0.2f)),
+                         g.add_constant(n + "_v", random_tensor({c}, seed + 3, 0.5f, 1.5f))},
+                        1, n);
+  return g.add_node("Relu", {bn->output(0)}, 1, n + "_relu")->output(0);
+}
+
+ir::Value* pointwise(ir::Graph& g, ir::Value* v, int64_t ci, int64_t co, uint32_t seed, const std::string& n) {
+  return g.add_node("Conv", {v, g.add_constant(n + "_w", random_tensor({co, ci, 1, 1}, seed, 0.3f)),
+                             g.add_constant(n + "_b", random_tensor({co}, seed + 1, 0.2f))}, 1, n)->output(0);
+}
+
+// The node that writes `e` in `g`, or null (a graph input).
+const cpu::Node* producer(const cpu::Graph& g, const cpu::Edge* e) {
+  for (const auto& n : g.nodes())
+    for (const cpu::Edge* o : n->outputs)
+      if (o == e) return n.get();
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(CpuDynamicShapes, DenseBlocksKeepChannelBlocksThroughPointwiseConvolutionsAndConcats) {
+  // DenseNet's layers: BatchNorm + Relu -> 1x1 -> BatchNorm + Relu -> 3x3, its output
+  // concatenated to the layer's input; and a ResNet tail, a 1x1 onto a residual sum. The 3x3
+  // convolutions write channel blocks; kiln's 1x1 convolutions take them as they are (gathered
+  // into rows per thread, or for the team on the small maps), so no Reorder sits before one and
+  // every Concat copies rows. Channels multiples of 16 (AVX-512's blocks).
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 16, Dim::sym("h"), Dim::sym("w")})});
+  std::vector<ir::Value*> features = {conv3x3(*g, x, 16, 32, 1, "stem", 0.2f)};
+  int64_t c = 32;
+  for (int layer = 0; layer < 4; ++layer) {  // each layer reads the concatenation of all before it
+    const std::string n = cat("l", layer);
+    const uint32_t seed = 10u + 10u * static_cast<uint32_t>(layer);
+    ir::Value* in = features[0];
+    if (features.size() > 1) {
+      auto* cat_ = g->add_node("Concat", features, 1, n + "_cat");
+      cat_->attrs["axis"] = int64_t(1);
+      in = cat_->output(0);
+    }
+    ir::Value* y = pointwise(*g, bn_relu(*g, in, c, seed, n + "_bn1"), c, 48, seed + 4, n + "_conv1");
+    features.push_back(conv3x3(*g, bn_relu(*g, y, 48, seed + 6, n + "_bn2"), 48, 16, seed + 8, n + "_conv2", 0.15f));
+    c += 16;
+  }
+  auto* all = g->add_node("Concat", features, 1, "all");
+  all->attrs["axis"] = int64_t(1);
+  ir::Value* t = conv3x3(*g, all->output(0), c, 32, 60, "t3x3", 0.1f);
+  ir::Value* sum = g->add_node("Add", {pointwise(*g, t, 32, 32, 62, "t1x1"), t}, 1, "t_sum")->output(0);
+  g->add_output(g->add_node("Relu", {sum}, 1, "t_relu")->output(0));
+  // small maps (the team's GEMM) and a large one (rows per thread), batch 1 and more
+  const std::vector<std::vector<Shape>> stream = {{{1, 16, 8, 8}},  {{1, 16, 40, 48}}, {{2, 16, 8, 24}},
+                                                  {{1, 16, 12, 8}}, {{2, 16, 40, 48}}, {{1, 16, 8, 8}}};
+  // whole-network tolerance: Winograd's rounding at the large map, four layers deep
+  auto ex = run_stream(g, stream, {"Convolution", "Concat"},
+                       [](const Tensor& want, const Tensor& got) { expect_close(want, got, 1e-3, 1e-4); });
+  if (!cpu::gemm_f32::available()) return;  // oneDNN's 1x1 convolutions below AVX2
+  for (const auto& s : stream) {
+    const auto& plan = ex->plan_for(s);
+    ASSERT_TRUE(plan.cpu);
+    size_t pointwise_seen = 0;
+    for (const auto& n : plan.cpu->nodes()) {
+      if (n->kind() == cpu::NodeKind::Concat) {  // copied by rows, or written in place: not oneDNN's
+        EXPECT_TRUE(n->impl.rfind("rows", 0) == 0 || n->impl == "in_place") << n->name << ": " << n->impl;
+      }
+      if (n->kind() != cpu::NodeKind::Convolution || n->name.find("conv1") == std::string::npos) continue;
+      ++pointwise_seen;
+      EXPECT_EQ(n->impl.rfind("kiln_gemm", 0), 0u) << n->name << ": " << n->impl;
+      const cpu::Node* p = producer(*plan.cpu, n->inputs[0]);
+      ASSERT_NE(p, nullptr);
+      EXPECT_NE(p->kind(), cpu::NodeKind::Reorder) << n->name << " reads a Reorder\n" << plan.cpu->describe();
+      EXPECT_FALSE(n->outputs[0]->is_plain()) << n->name;
+      EXPECT_EQ(n->outputs[0]->layout_name(), n->inputs[0]->layout_name()) << n->name;
+    }
+    EXPECT_EQ(pointwise_seen, 4u);
+  }
+}
+
 TEST(CpuDynamicShapes, ElementwiseBinaryResizeAndLrn) {
   // a broadcast binary, an elementwise chain (a snippets kernel), nearest upsampling, LRN, BatchNorm alone
   auto g = make_graph();

@@ -67,8 +67,19 @@ int tag_of(const Edge& e) {
       {}};
   const size_t r = e.shape.size();
   if (r < 1 || r > 6) return -1;
-  for (tag t : by_rank[r - 1])
-    if (memory::desc(to_dims(e.shape), *dnnl_type(e.dtype), t) == *e.blocked) return static_cast<int>(t);
+  // the one candidate the blocking can be (channels-last: no inner block; else one block of the
+  // channels), compared in full: a Concat of dozens of sources asked this of each several times,
+  // and every candidate made cost a descriptor (DenseNet-121: about 1 ms of a new shape's plan)
+  const auto& blk = e.blocked->data.format_desc.blocking;
+  if (e.blocked->data.format_kind != dnnl_blocked) return -1;
+  int64_t want = 0;  // 0: channels-last, else the block
+  if (blk.inner_nblks == 1 && blk.inner_idxs[0] == 1) want = blk.inner_blks[0];
+  else if (blk.inner_nblks != 0) return -1;
+  for (tag t : by_rank[r - 1]) {
+    const int64_t block = t == by_rank[r - 1][0] ? 0 : t == by_rank[r - 1][1] ? 16 : t == by_rank[r - 1][2] ? 8 : 4;
+    if (block == want)
+      return memory::desc(to_dims(e.shape), *dnnl_type(e.dtype), t) == *e.blocked ? static_cast<int>(t) : -1;
+  }
   return -1;
 }
 
@@ -247,6 +258,7 @@ class ConcatNode : public Node {
       for (auto& [t, w] : weight)
         if (w > best) target = t, best = w;
     }
+    if (const std::optional<int> wanted = readers_layout(out->shape)) target = *wanted;
     if (affine_ && target < 0) target = ptag;  // the affine runs on the layouts it knows (apply_affine)
     const memory::desc plain = *plain_desc(out->shape, out->dtype);
     std::vector<memory::desc> srcs;
@@ -262,34 +274,76 @@ class ConcatNode : public Node {
         req[i] = InputLayout::exact(srcs[i]);
       }
     }
-    bool made = false;
-    if (target != ptag) {
+    // Every source in the destination's layout, as this node reads it (a source converted by a
+    // shared Reorder in the destination's): copy the rows ourselves (see the top); sources in
+    // another layout each by a reorder into their slice. DenseNet-121 in the graphs of a model
+    // whose shapes vary (its block inputs channels-last from kiln's 1x1 convolutions, its layers'
+    // outputs in channel blocks from Winograd): 51 of its 58 Concats went to oneDNN's concat for
+    // a converted source, 20.6 ms of a 66 ms inference at [1, 3, 224, 224].
+    auto try_rows = [&] {
+      std::vector<Edge> converted(n);
+      std::vector<Edge*> as_read(inputs.begin(), inputs.end());
+      for (size_t i = 0; i < n; ++i)
+        if (req[i].kind == InputLayout::Kind::exact) {
+          converted[i].dtype = inputs[i]->dtype;
+          converted[i].shape = inputs[i]->shape;
+          converted[i].blocked = req[i].desc;
+          as_read[i] = &converted[i];
+        }
+      foreign_.clear();
+      rows_ = row_copy(as_read, *out, axis);
+      if (!rows_) return;
+      const memory::desc dst = out->desc();
+      memory::dims offsets(out->shape.size(), 0);
       try {
-        if (target >= 0)
-          pd_ = dnnl::concat::primitive_desc(
-              memory::desc(to_dims(out->shape), dt, static_cast<tag>(target)), axis, srcs,
-              cpu_engine());
-        else
-          pd_ = dnnl::concat::primitive_desc(axis, srcs, cpu_engine());  // oneDNN's choice
-        made = true;
-      } catch (const dnnl::error&) {
-        // no implementation for that destination layout: plain below
+        for (size_t i = 0; i < n; ++i) {
+          if (rows_->foreign[i]) {
+            const memory::desc slice = dst.submemory_desc(to_dims(inputs[i]->shape), offsets);
+            foreign_.push_back({i, dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), inputs[i]->desc(),
+                                                                                cpu_engine(), slice)),
+                                slice, {}, nullptr});
+          }
+          offsets[static_cast<size_t>(axis)] += inputs[i]->shape[static_cast<size_t>(axis)];
+        }
+      } catch (const dnnl::error&) {  // no reorder into such a slice: oneDNN's concat does it all
+        rows_.reset();
+        foreign_.clear();
       }
-    }
-    if (!made) {
-      for (size_t i = 0; i < n; ++i) srcs[i] = inputs[i]->desc();
-      req.assign(n, InputLayout::any());
-      pd_ = dnnl::concat::primitive_desc(plain, axis, srcs, cpu_engine());
-    }
-    impl = cat(pd_.impl_info_str(), affine_ ? "+affine" : "");
-    if (pd_.dst_desc() == plain) out->blocked.reset();
-    else out->blocked = pd_.dst_desc();
-    // every source already in that layout: copy the rows ourselves (see the top)
-    bool converted = false;
-    for (const InputLayout& r : req) converted |= r.kind != InputLayout::Kind::any;
+    };
+    // A destination layout known without oneDNN (plain, channels-last, channel blocks) is tried
+    // by rows first: oneDNN's concat descriptor, 50 us for a DenseNet Concat of dozens of
+    // sources, 2.9 of the 7.4 ms a new shape's plan took, is made only where oneDNN copies.
     rows_.reset();
     foreign_.clear();
-    if (!converted) rows_ = row_copy(inputs, *out, axis);
+    pd_ = {};
+    if (target == ptag || target >= 0) {
+      out->set_layout(target == ptag ? plain : memory::desc(to_dims(out->shape), dt, static_cast<tag>(target)));
+      try_rows();
+    }
+    if (!rows_) {
+      bool made = false;
+      if (target != ptag) {
+        try {
+          if (target >= 0)
+            pd_ = dnnl::concat::primitive_desc(memory::desc(to_dims(out->shape), dt, static_cast<tag>(target)), axis,
+                                               srcs, cpu_engine());
+          else
+            pd_ = dnnl::concat::primitive_desc(axis, srcs, cpu_engine());  // oneDNN's choice
+          made = true;
+        } catch (const dnnl::error&) {
+          // no implementation for that destination layout: plain below
+        }
+      }
+      if (!made) {
+        for (size_t i = 0; i < n; ++i) srcs[i] = inputs[i]->desc();
+        req.assign(n, InputLayout::any());
+        pd_ = dnnl::concat::primitive_desc(plain, axis, srcs, cpu_engine());
+      }
+      out->set_layout(pd_.dst_desc());
+      if (target < 0 || !made) try_rows();  // a layout only oneDNN's descriptor told
+    }
+    if (rows_) impl = cat("rows", foreign_.empty() ? "" : "_reorders", affine_ ? "_affine" : "");
+    else impl = cat(pd_.impl_info_str(), affine_ ? "+affine" : "");
     if (affine_) {  // the output's layout, for the affine in place
       const int t = tag_of(*out);
       block_ = 0;
@@ -306,32 +360,38 @@ class ConcatNode : public Node {
         padded_shift_.resize(padded, 0.0f);
       }
     }
-    if (rows_) {
-      impl = affine_ ? "rows_affine" : "rows";
-      const memory::desc dst = out->desc();
-      memory::dims offsets(out->shape.size(), 0);
-      try {
-        for (size_t i = 0; i < n; ++i) {
-          if (rows_->foreign[i]) {
-            const memory::desc slice = dst.submemory_desc(to_dims(inputs[i]->shape), offsets);
-            foreign_.push_back({i, dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), inputs[i]->desc(),
-                                                                                cpu_engine(), slice)),
-                                slice, {}, nullptr});
-          }
-          offsets[static_cast<size_t>(axis)] += inputs[i]->shape[static_cast<size_t>(axis)];
-        }
-        if (!foreign_.empty()) impl = affine_ ? "rows_reorders_affine" : "rows_reorders";
-      } catch (const dnnl::error&) {  // no reorder into such a slice: oneDNN's concat does it all
-        rows_.reset();
-        foreign_.clear();
-        impl = cat(pd_.impl_info_str(), affine_ ? "+affine" : "");
-      }
-    }
     // oneDNN's primitive only where it copies: made with the rows copied too, it cost a new
     // shape's graph 0.25 ms for DeepLab-v3's pyramid (a reference concat of mixed layouts,
     // which makes a reorder per source) and never ran
     prim_ = rows_ ? dnnl::concat() : dnnl::concat(pd_);
     return req;
+  }
+
+  // The layout every reader of the output will ask for (Node::expected_input_layout) as a format
+  // tag, when they agree on one this node writes (plain, channels-last, channel blocks), else
+  // nullopt: DenseNet-121's Concats feed kiln's 1x1 convolutions, channels-last, in the graphs of
+  // a model whose shapes vary, and their output in the channel blocks of most of their sources
+  // was reordered again for each (7 ms of 46 at [1, 3, 224, 224]).
+  std::optional<int> readers_layout(const Shape& shape) const {
+    std::optional<int> agreed;
+    for (const Node* r : output_readers)
+      for (size_t j = 0; j < r->inputs.size(); ++j) {
+        if (r->inputs[j] != outputs[0]) continue;
+        const InputLayout want = r->expected_input_layout(j);
+        int t = -1;
+        if (want.kind == InputLayout::Kind::plain) {
+          t = static_cast<int>(plain_tag(shape.size()));
+        } else if (want.kind == InputLayout::Kind::exact) {
+          Edge as_wanted;
+          as_wanted.dtype = outputs[0]->dtype;
+          as_wanted.shape = shape;
+          as_wanted.set_layout(*want.desc);
+          t = as_wanted.is_plain() ? static_cast<int>(plain_tag(shape.size())) : tag_of(as_wanted);
+        }
+        if (t < 0 || (agreed && *agreed != t)) return std::nullopt;
+        agreed = t;
+      }
+    return agreed;
   }
 
   void execute(dnnl::stream& stream) override {

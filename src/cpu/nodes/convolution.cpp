@@ -108,6 +108,27 @@ class ConvolutionNode : public Node {
     return req;
   }
 
+  // kiln's kernels take channels-last (an im2col stem plain NCHW; a 1x1 its producer's channel
+  // blocks too); oneDNN's decide in prepare(). A summand: the output's layout as the node would
+  // choose it with the edges as they are.
+  InputLayout expected_input_layout(size_t i) const override {
+    const int sum = post_ops_.sum_input();
+    if (i != 0 && static_cast<int>(i) != sum) return InputLayout::any();
+    const memory::desc nhwc(to_dims(inputs[i]->shape), memory::data_type::f32, tag::nhwc);
+    if (const std::optional<KilnGemm> k = kiln_gemm_conv(false)) {
+      if (static_cast<int>(i) == sum)
+        return InputLayout::exact(k->block ? memory::desc(to_dims(outputs[0]->shape), memory::data_type::f32,
+                                                          k->block == 8 ? tag::nChw8c : tag::nChw16c)
+                                           : nhwc);
+      // a pointwise one runs on its producer's channel blocks too (KilnGemm::block)
+      const int64_t b = isa_at_least(Isa::avx512_core) ? 16 : 8;
+      if (k->pointwise && k->tap < 0 && k->K % b == 0 && k->N % b == 0) return InputLayout::any();
+      return k->pointwise || k->strided || k->taps ? InputLayout::exact(nhwc) : InputLayout::plain();
+    }
+    if (i == 0 && kiln_grouped()) return InputLayout::exact(nhwc);
+    return InputLayout::any();
+  }
+
   size_t scratch_bytes() const override {
     if (grouped_) return Arena::aligned(static_cast<size_t>(grouped_conv_f32::scratch_floats(*grouped_)) * sizeof(float)) *
                          static_cast<size_t>(grouped_threads_);
@@ -170,11 +191,22 @@ class ConvolutionNode : public Node {
     // `rows` output rows of an image and runs a GEMM of its own on them
     bool team_gather = false;
     int64_t gather_rows = 0;
+    // pointwise on channel blocks of `block` (nChw8c / nChw16c in and out, where the producer
+    // wrote them), else 0 (channels-last): pixels of an image gathered `block_rows` at a time
+    // into channels-last rows of A, their product's rows scattered back into blocks, each
+    // thread its own; or, with fewer such items than twice the team (a 7 x 7 map), all pixels
+    // gathered at once for the team's GEMM (`block_team`)
+    int64_t block = 0;
+    int64_t block_rows = 0;
+    bool block_team = false;
     int64_t lda() const { return strided ? geo.c : geo.row_stride(); }
-    size_t scratch_floats() const { return static_cast<size_t>((team_gather ? gather_rows : rows) * geo.ow * lda()); }
+    size_t scratch_floats() const {
+      if (block) return static_cast<size_t>(block_rows * (K + N));
+      return static_cast<size_t>((team_gather ? gather_rows : rows) * geo.ow * lda());
+    }
     size_t scratch_bytes() const {
-      if (pointwise) return 0;
-      return Arena::aligned(scratch_floats() * sizeof(float)) * (team_gather ? 1 : static_cast<size_t>(threads));
+      if (pointwise && !block) return 0;
+      return Arena::aligned(scratch_floats() * sizeof(float)) * (team_gather || block_team ? 1 : static_cast<size_t>(threads));
     }
   };
   // A strided 1x1 runs its GEMM for the team, on its pixels gathered kGatherBytes at a time (all
@@ -187,7 +219,9 @@ class ConvolutionNode : public Node {
   static constexpr size_t kGatherBytes = size_t{4} << 20;
   static constexpr size_t kTeamGatherMinB = size_t{512} << 10;
 
-  std::optional<KilnGemm> kiln_gemm_conv() const {
+  // `with_readers`: the channel blocks only where the output's readers take them (readers_take);
+  // without, as the edges alone allow (what expected_input_layout answers: no asking further on)
+  std::optional<KilnGemm> kiln_gemm_conv(bool with_readers = true) const {
     const Shape &x = inputs[0]->shape, &w = inputs[1]->shape, &y = outputs[0]->shape;
     if (!shape_agnostic || bf16 || !gemm_f32::available() || x.size() != 4 || post_ops_.dw()) return std::nullopt;
     if (source->attr_i("group", 1) != 1) return std::nullopt;
@@ -222,7 +256,43 @@ class ConvolutionNode : public Node {
     if (k.team_gather)
       k.gather_rows = std::clamp<int64_t>(static_cast<int64_t>(kGatherBytes / (static_cast<size_t>(g.ow * g.c) * sizeof(float))),
                                           1, x[0] * g.oh);
+    if (const int64_t b = channel_block(*inputs[0]);
+        b > 0 && k.pointwise && k.tap < 0 && k.K % b == 0 && k.N % b == 0 && (sum < 0 || channel_block(*inputs[sum]) == b) &&
+        (!with_readers || readers_take(memory::desc(to_dims(y), memory::data_type::f32, b == 8 ? tag::nChw8c : tag::nChw16c)))) {
+      k.block = b;
+      const int64_t pixels = g.h * g.w;
+      // A's rows in about 128 KiB, a multiple of the GEMM's 6-row blocks
+      k.block_rows = std::min(pixels, std::clamp<int64_t>((int64_t{32} << 10) / k.K / 6 * 6, 24, 240));
+      const int64_t items = x[0] * ((pixels + k.block_rows - 1) / k.block_rows);
+      k.block_team = items < 2 * k.threads;
+      if (k.block_team) k.block_rows = x[0] * pixels;
+    }
     return k;
+  }
+
+  // Whether every reader of the output takes it in layout `d` (Node::expected_input_layout): a
+  // 1x1 convolution keeps its input's channel blocks only where no reader would reorder its
+  // output (ResNeXt's first 1x1s after the pool read by kiln's channels-last grouped
+  // convolution: one Reorder of the pool's 64 channels, not two of their 128 and 256).
+  bool readers_take(const memory::desc& d) const {
+    for (const Node* r : output_readers)
+      for (size_t j = 0; j < r->inputs.size(); ++j) {
+        if (r->inputs[j] != outputs[0]) continue;
+        const InputLayout want = r->expected_input_layout(j);
+        if (want.kind == InputLayout::Kind::plain || (want.kind == InputLayout::Kind::exact && !(*want.desc == d)))
+          return false;
+      }
+    return true;
+  }
+
+  // The channel block of an edge in nChw8c / nChw16c (one inner block, of the channels), else 0.
+  static int64_t channel_block(const Edge& e) {
+    if (e.is_plain() || e.shape.size() != 4 || e.dtype != DType::f32) return 0;
+    const auto& blk = e.blocked->data.format_desc.blocking;
+    if (blk.inner_nblks != 1 || blk.inner_idxs[0] != 1 || (blk.inner_blks[0] != 8 && blk.inner_blks[0] != 16)) return 0;
+    const int64_t b = blk.inner_blks[0];
+    const memory::desc want(to_dims(e.shape), memory::data_type::f32, b == 8 ? tag::nChw8c : tag::nChw16c);
+    return want == *e.blocked ? b : 0;
   }
 
   // A dilated window over a map smaller than its dilation (DeepLab's atrous pyramid: dilations
@@ -272,12 +342,13 @@ class ConvolutionNode : public Node {
     gemm_ep_.accumulate = sum >= 0;  // execute() starts the output from the summand
     to_gemm_epilogue_per_channel(post_ops_, sum >= 0 ? 1 : 0, k.N, gemm_ep_, nullptr);
     const Shape &x = inputs[0]->shape, &y = outputs[0]->shape;
-    const memory::desc out_nhwc(to_dims(y), memory::data_type::f32, tag::nhwc);
-    outputs[0]->set_layout(out_nhwc);
+    const tag layout = k.block == 16 ? tag::nChw16c : k.block == 8 ? tag::nChw8c : tag::nhwc;
+    const memory::desc out_desc(to_dims(y), memory::data_type::f32, layout);
+    outputs[0]->set_layout(out_desc);
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
-    req[0] = k.pointwise || k.strided ? InputLayout::exact(memory::desc(to_dims(x), memory::data_type::f32, tag::nhwc))
+    req[0] = k.pointwise || k.strided ? InputLayout::exact(memory::desc(to_dims(x), memory::data_type::f32, layout))
                                       : InputLayout::plain();
-    if (sum >= 0) req[static_cast<size_t>(sum)] = InputLayout::exact(out_nhwc);
+    if (sum >= 0) req[static_cast<size_t>(sum)] = InputLayout::exact(out_desc);
     return req;
   }
 
@@ -313,6 +384,10 @@ class ConvolutionNode : public Node {
       conv_taps_f32::run(*k.taps, x, w, y, gemm_ep_, taps_last_, static_cast<float*>(scratch), k.threads);
       return;
     }
+    if (k.block) {
+      run_kiln_gemm_blocked(x, w, y);
+      return;
+    }
     if (k.pointwise) {
       gemm_f32::run(x, inputs[0]->shape[0] * g.h * g.w, k.K, k.K, w, k.N, y, k.N, gemm_ep_);
       return;
@@ -342,6 +417,60 @@ class ConvolutionNode : public Node {
         else
           im2col_f32::rows(g, x + img * g.c * g.h * g.w, oh0, rows, cols);
         gemm_f32::run_serial(cols, rows * g.ow, k.K, k.lda(), w, k.N, y + (img * g.oh + oh0) * g.ow * k.N, k.N, gemm_ep_);
+      }
+    }
+  }
+
+  // Pixels [p0, p0 + rows) of image `img` of a channel-blocked tensor of `c` channels (blocks of
+  // b, `pixels` an image) as channels-last rows ([rows][c]): gathered from the blocks, or
+  // scattered back into them.
+  struct BlockRows {
+    int64_t c, b, pixels, img, p0, rows;
+    void gather(const float* blocked, float* out) const { b == 8 ? copy<8>(blocked, out, false) : copy<16>(blocked, out, false); }
+    void scatter(const float* in, float* blocked) const { b == 8 ? copy<8>(in, blocked, true) : copy<16>(in, blocked, true); }
+    // B floats at a time, a size the compiler copies inline
+    template <int64_t B>
+    void copy(const float* from, float* to, bool to_blocks) const {
+      for (int64_t cb = 0; cb < c / B; ++cb)
+        for (int64_t p = 0; p < rows; ++p) {
+          const int64_t in_blocks = ((img * (c / B) + cb) * pixels + p0 + p) * B, in_rows = p * c + cb * B;
+          std::memcpy(to + (to_blocks ? in_blocks : in_rows), from + (to_blocks ? in_rows : in_blocks), B * sizeof(float));
+        }
+    }
+  };
+
+  // KilnGemm::block: the product over channel blocks (see there). The output holds the summand
+  // when the epilogue accumulates (execute()), gathered into C's rows with A's.
+  void run_kiln_gemm_blocked(const float* x, const float* w, float* y) {
+    const KilnGemm& k = *gemm_;
+    const int64_t images = inputs[0]->shape[0], pixels = k.geo.h * k.geo.w;
+    if (k.block_team) {  // every pixel at once: A [images * pixels][K], C after it
+      float* a = static_cast<float*>(scratch);
+      float* c = a + k.block_rows * k.K;
+#pragma omp parallel for num_threads(k.threads) schedule(static)
+      for (int64_t img = 0; img < images; ++img) {
+        BlockRows{k.K, k.block, pixels, img, 0, pixels}.gather(x, a + img * pixels * k.K);
+        if (gemm_ep_.accumulate) BlockRows{k.N, k.block, pixels, img, 0, pixels}.gather(y, c + img * pixels * k.N);
+      }
+      gemm_f32::run(a, images * pixels, k.K, k.K, w, k.N, c, k.N, gemm_ep_);
+#pragma omp parallel for num_threads(k.threads) schedule(static)
+      for (int64_t img = 0; img < images; ++img) BlockRows{k.N, k.block, pixels, img, 0, pixels}.scatter(c + img * pixels * k.N, y);
+      return;
+    }
+    const int64_t chunks = (pixels + k.block_rows - 1) / k.block_rows, items = images * chunks;
+    const size_t per_thread = Arena::aligned(k.scratch_floats() * sizeof(float));
+#pragma omp parallel num_threads(k.threads)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      float* a = reinterpret_cast<float*>(static_cast<char*>(scratch) + per_thread * static_cast<size_t>(t));
+      float* c = a + k.block_rows * k.K;
+      for (int64_t item = items * t / nt; item < items * (t + 1) / nt; ++item) {
+        const int64_t img = item / chunks, p0 = item % chunks * k.block_rows, rows = std::min(k.block_rows, pixels - p0);
+        BlockRows{k.K, k.block, pixels, img, p0, rows}.gather(x, a);
+        const BlockRows out{k.N, k.block, pixels, img, p0, rows};
+        if (gemm_ep_.accumulate) out.gather(y, c);
+        gemm_f32::run_serial(a, rows, k.K, k.K, w, k.N, c, k.N, gemm_ep_);
+        out.scatter(c, y);
       }
     }
   }
