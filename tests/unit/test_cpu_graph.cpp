@@ -685,6 +685,33 @@ TEST(CpuConcatRows, ASourceInAnotherLayoutIsReorderedIntoItsSlice) {
   }
 }
 
+// The same into channel blocks: sources of whole blocks in the destination's layout are copied
+// as runs (one per image and source) and a plain one is reordered into its slice, where the
+// convolutions write channel blocks (AVX2 and AVX-512: nChw8c / nChw16c); oneDNN's generic
+// concat had the whole mix (its reference kernel on SqueezeNet's first fire module).
+TEST(CpuConcatRows, APlainSourceIsReorderedIntoItsSliceOfChannelBlocks) {
+  for (const Shape& xs : {Shape{2, 8, 10, 10}, Shape{1, 8, 4, 4}}) {
+    SCOPED_TRACE(shape_to_string(xs));
+    auto g = make_graph();
+    auto* x = g->add_input("x", {DType::f32, ir::PartialShape(xs)});
+    auto* y = g->add_input("y", {DType::f32, ir::PartialShape(Shape{xs[0], 16, xs[2], xs[3]})});
+    ir::Value* a = conv3x3(*g, x, 8, 16, 31, "ca", 0.3f);
+    ir::Value* b = conv3x3(*g, x, 8, 32, 33, "cb", 0.3f);
+    auto* cat = g->add_node("Concat", {a, y, b}, 1, "cat");
+    cat->attrs["axis"] = int64_t(1);
+    g->add_output(conv3x3(*g, cat->output(0), 64, 8, 35, "after", 0.3f));
+    auto cg = compare_with_reference(g, {random_tensor(xs, 36), random_tensor({xs[0], 16, xs[2], xs[3]}, 37)});
+    const cpu::Node* node = find(*cg, "cat");
+    ASSERT_NE(node, nullptr);
+    const cpu::Edge* out = node->outputs[0];
+    const auto& blk = out->is_plain() ? dnnl::memory::desc().data.format_desc.blocking : out->blocked->data.format_desc.blocking;
+    const bool channel_blocks = !out->is_plain() && blk.inner_nblks == 1 && blk.inner_idxs[0] == 1 && blk.inner_blks[0] <= 16;
+    if (channel_blocks) {
+      EXPECT_EQ(node->impl, "rows_reorders") << cg->describe();
+    }
+  }
+}
+
 // Outputs are written straight into the tensors run() returns (the previous run's when the
 // caller hands them back): also a Concat whose inputs are placed inside it, an output read by
 // later nodes, one listed twice, a Reshape view of another buffer, and a graph input as output.
