@@ -6,7 +6,7 @@
 # then, per stream, the median of each ratio over the rounds and its range.
 #
 # env: STREAMS="crnn bert bert-batch mnv2-batch" (also mnv3s-hw, mnv3s-hw60, effb0-hw, regnet-hw,
-#      resnext-hw, deeplab-hw; the list: dynamic_stream_ort.js)  THREADS=2  PASSES=3 (>= 2)  REPEAT=2
+#      resnext-hw, deeplab-hw, densenet-hw, googlenet-hw, squeezenet-hw; the list: dynamic_stream_ort.js)  THREADS=2  PASSES=3 (>= 2)  REPEAT=2
 #      KILN=build/kiln
 #      KILN_ARGS (default: --property inference_precision=f32; the plan cache keeps its default, 64)
 #      KILN_BENCH_CACHE (default ~/.cache/kiln-bench)

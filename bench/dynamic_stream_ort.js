@@ -15,7 +15,8 @@
 //   bert        bert6_dyn, [1, L], L = 8, 10, ..., 134
 //   bert-batch  bert6_dyn, [B, L], B = 1, 2, 4, 8 in turn, L as bert
 //   mnv2-batch  mnv2_dyn, [B, 3, H, W], B = 1, 2, 4, 8 in turn, H = 160-256, W = H + 0-96
-//   NAME-hw     NAME_hw (mnv3s, effb0, regnet, resnext, deeplab), 12 images [1 + i % 2, 3, 160 + 8i, 248 - 8i]
+//   NAME-hw     NAME_hw (mnv3s, effb0, regnet, resnext, deeplab, densenet, googlenet, squeezenet), 12 images
+//               [1 + i % 2, 3, 160 + 8i, 248 - 8i]
 //   NAME-hw60   the same network, 60 images two pixels apart
 //   (hw, hw60: the image shapes alone, for --gen)
 //

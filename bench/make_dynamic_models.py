@@ -242,6 +242,11 @@ TORCHVISION_HW = {  # model name -> (torchvision constructor, seed offset)
     "regnet_hw": ("regnet_y_400mf", 12),
     "resnext_hw": ("resnext50_32x4d", 13),
     "deeplab_hw": ("deeplabv3_mobilenet_v3_large", 14),
+    # channel concatenations between 1x1 and 3x3 convolutions (dense blocks, inception and
+    # fire modules): the layouts kiln's pointwise GEMM and oneDNN's convolutions meet in
+    "densenet_hw": ("densenet121", 15),
+    "googlenet_hw": ("googlenet", 16),
+    "squeezenet_hw": ("squeezenet1_1", 17),
 }
 
 
@@ -264,7 +269,9 @@ def init_torchvision(name):
         m = SegmentationOut(getattr(torchvision.models.segmentation, ctor)(weights=None, weights_backbone=None,
                                                                            aux_loss=False))
     else:
-        m = getattr(torchvision.models, ctor)(weights=None)
+        # (GoogLeNet without its training-time auxiliary heads, its weights initialised as torchvision does)
+        extra = {"aux_logits": False, "init_weights": True} if ctor == "googlenet" else {}
+        m = getattr(torchvision.models, ctor)(weights=None, **extra)
     # Linear layers as PyTorch initialises them (torchvision draws some from N(0, 0.01)), and
     # BatchNorm running statistics from random batches: with the initial ones (the identity) a
     # deep network's outputs shrink to about 1e-9 and any error passes an absolute tolerance

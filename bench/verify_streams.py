@@ -27,7 +27,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORT_JS = os.path.join(HERE, "dynamic_stream_ort.js")  # ORT's side, and the list of streams
-DEFAULT_STREAMS = "crnn bert bert-batch mnv2-batch mnv3s-hw effb0-hw regnet-hw resnext-hw deeplab-hw"
+DEFAULT_STREAMS = "crnn bert bert-batch mnv2-batch mnv3s-hw effb0-hw regnet-hw resnext-hw deeplab-hw densenet-hw googlenet-hw squeezenet-hw"
 
 
 def node_js(*args):
