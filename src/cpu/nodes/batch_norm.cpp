@@ -117,13 +117,18 @@ class BatchNormNode : public Node {
 Node::ChannelAffine batch_norm_affine(Node& bn) {
   KILN_CHECK(bn.kind() == NodeKind::BatchNorm && bn.source, cat("batch_norm_affine: '", bn.name, "' is no BatchNorm node"));
   const double eps = bn.source->attr_f("epsilon", 1e-5f);
-  std::vector<double> prm[4];  // scale, B, mean, var
-  for (size_t k = 0; k < 4; ++k) prm[k] = bn.inputs[1 + k]->constant.to_f64();
+  // f32 constants (batch_norm_supports), read in place: as doubles in vectors of their own it
+  // took a DenseNet-121 plan (58 of them fused into Concats) 0.6 ms of its 6
+  const float* prm[4];  // scale, B, mean, var
+  for (size_t k = 0; k < 4; ++k) prm[k] = bn.inputs[1 + k]->constant.data<float>();
+  const size_t channels = static_cast<size_t>(bn.inputs[1]->constant.size());
   Node::ChannelAffine f;
-  for (size_t c = 0; c < prm[0].size(); ++c) {
-    const double a = prm[0][c] / std::sqrt(prm[3][c] + eps);
-    f.scale.push_back(static_cast<float>(a));
-    f.shift.push_back(static_cast<float>(prm[1][c] - prm[2][c] * a));
+  f.scale.resize(channels);
+  f.shift.resize(channels);
+  for (size_t c = 0; c < channels; ++c) {
+    const double a = prm[0][c] / std::sqrt(static_cast<double>(prm[3][c]) + eps);
+    f.scale[c] = static_cast<float>(a);
+    f.shift[c] = static_cast<float>(prm[1][c] - prm[2][c] * a);
   }
   f.relu = !bn.post_ops()->empty();  // its one post-op: the fused ReLU
   return f;

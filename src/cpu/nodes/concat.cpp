@@ -287,14 +287,17 @@ class ConcatNode : public Node {
     // outputs in channel blocks from Winograd): 51 of its 58 Concats went to oneDNN's concat for
     // a converted source, 20.6 ms of a 66 ms inference at [1, 3, 224, 224].
     auto try_rows = [&] {
-      std::vector<Edge> converted(n);
       std::vector<Edge*> as_read(inputs.begin(), inputs.end());
+      std::vector<Edge> converted;  // (only as many as there are: an Edge is no small object)
+      converted.reserve(static_cast<size_t>(
+          std::count_if(req.begin(), req.end(), [](const InputLayout& r) { return r.kind == InputLayout::Kind::exact; })));
       for (size_t i = 0; i < n; ++i)
         if (req[i].kind == InputLayout::Kind::exact) {
-          converted[i].dtype = inputs[i]->dtype;
-          converted[i].shape = inputs[i]->shape;
-          converted[i].blocked = req[i].desc;
-          as_read[i] = &converted[i];
+          Edge& e = converted.emplace_back();
+          e.dtype = inputs[i]->dtype;
+          e.shape = inputs[i]->shape;
+          e.blocked = req[i].desc;
+          as_read[i] = &e;
         }
       foreign_.clear();
       rows_ = row_copy(as_read, *out, axis);
