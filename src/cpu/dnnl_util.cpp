@@ -70,6 +70,22 @@ bool has_padding(const dnnl::memory::desc& d) {
   return false;
 }
 
+std::optional<int64_t> channel_block(const dnnl::memory::desc& md) {
+  const auto& d = md.data;
+  if (d.format_kind != dnnl_blocked || has_padding(md) || d.ndims < 3 || d.data_type != dnnl_f32) return std::nullopt;
+  const auto& b = d.format_desc.blocking;
+  if (b.inner_nblks != 1 || b.inner_idxs[0] != 1) return std::nullopt;
+  const int64_t B = b.inner_blks[0];
+  int64_t expect = B;
+  for (int i = d.ndims; i-- > 0;) {
+    const int64_t outer = i == 1 ? d.dims[1] / B : d.dims[i];
+    if (outer == 1) continue;
+    if (b.strides[i] != expect) return std::nullopt;
+    expect *= outer;
+  }
+  return B;
+}
+
 namespace {
 
 template <class T>

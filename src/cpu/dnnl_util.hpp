@@ -58,6 +58,11 @@ bool same_element_offsets(const dnnl::memory::desc& a, const dnnl::memory::desc&
 // must stay zero, and some oneDNN 2.6 kernels mishandle the last, partial block.
 bool has_padding(const dnnl::memory::desc& d);
 
+// The block size B of an f32 layout (rank 3 or more) blocked on dim 1 only, without padding,
+// with the outer dims in plain order (nChw16c, nChw8c: element (n, c, h, w) at
+// ((n, c / B, h, w), c % B)), or nothing.
+std::optional<int64_t> channel_block(const dnnl::memory::desc& md);
+
 
 // The post-ops of `attr` as bytes: two attributes with equal keys give the same primitive
 // when post-ops are all they set. "" when a post-op kind is not known here (do not cache).

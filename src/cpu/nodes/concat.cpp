@@ -325,7 +325,7 @@ class ConcatNode : public Node {
     rows_.reset();
     foreign_.clear();
     pd_ = {};
-    if (target == ptag || target >= 0) {
+    if (target >= 0) {  // (plain among them)
       out->set_layout(target == ptag ? plain : memory::desc(to_dims(out->shape), dt, static_cast<tag>(target)));
       try_rows();
     }

@@ -118,8 +118,7 @@ class ConvolutionNode : public Node {
     const memory::desc nhwc(to_dims(inputs[i]->shape), memory::data_type::f32, tag::nhwc);
     if (const std::optional<KilnGemm> k = kiln_gemm_conv(false)) {
       if (static_cast<int>(i) == sum)
-        return InputLayout::exact(k->block ? memory::desc(to_dims(outputs[0]->shape), memory::data_type::f32,
-                                                          k->block == 8 ? tag::nChw8c : tag::nChw16c)
+        return InputLayout::exact(k->block ? memory::desc(to_dims(outputs[0]->shape), memory::data_type::f32, blocked_tag(k->block))
                                            : nhwc);
       // a pointwise one runs on its producer's channel blocks too (KilnGemm::block)
       const int64_t b = isa_at_least(Isa::avx512_core) ? 16 : 8;
@@ -259,7 +258,7 @@ class ConvolutionNode : public Node {
                                           1, x[0] * g.oh);
     if (const int64_t b = channel_block(*inputs[0]);
         b > 0 && k.pointwise && k.tap < 0 && k.K % b == 0 && k.N % b == 0 && (sum < 0 || channel_block(*inputs[sum]) == b) &&
-        (!with_readers || readers_take(memory::desc(to_dims(y), memory::data_type::f32, b == 8 ? tag::nChw8c : tag::nChw16c)))) {
+        (!with_readers || readers_take(memory::desc(to_dims(y), memory::data_type::f32, blocked_tag(b))))) {
       k.block = b;
       const int64_t pixels = g.h * g.w;
       // A's rows in about 128 KiB, a multiple of the GEMM's 6-row blocks
@@ -286,15 +285,15 @@ class ConvolutionNode : public Node {
     return true;
   }
 
-  // The channel block of an edge in nChw8c / nChw16c (one inner block, of the channels), else 0.
+  // The channel block of a 4-D edge in nChw8c / nChw16c (cpu::channel_block), else 0.
   static int64_t channel_block(const Edge& e) {
-    if (e.is_plain() || e.shape.size() != 4 || e.dtype != DType::f32) return 0;
-    const auto& blk = e.blocked->data.format_desc.blocking;
-    if (blk.inner_nblks != 1 || blk.inner_idxs[0] != 1 || (blk.inner_blks[0] != 8 && blk.inner_blks[0] != 16)) return 0;
-    const int64_t b = blk.inner_blks[0];
-    const memory::desc want(to_dims(e.shape), memory::data_type::f32, b == 8 ? tag::nChw8c : tag::nChw16c);
-    return want == *e.blocked ? b : 0;
+    if (e.is_plain() || e.shape.size() != 4) return 0;
+    const std::optional<int64_t> b = cpu::channel_block(*e.blocked);
+    return b && (*b == 8 || *b == 16) ? *b : 0;
   }
+
+  // The channel-blocked layout of blocks of b (8 or 16)
+  static tag blocked_tag(int64_t b) { return b == 16 ? tag::nChw16c : tag::nChw8c; }
 
   // A dilated window over a map smaller than its dilation (DeepLab's atrous pyramid: dilations
   // 12, 24 and 36 over a 10 x 15 map) where, at stride 1, every tap but one reads only padding
@@ -343,7 +342,7 @@ class ConvolutionNode : public Node {
     gemm_ep_.accumulate = sum >= 0;  // execute() starts the output from the summand
     to_gemm_epilogue_per_channel(post_ops_, sum >= 0 ? 1 : 0, k.N, gemm_ep_, nullptr);
     const Shape &x = inputs[0]->shape, &y = outputs[0]->shape;
-    const tag layout = k.block == 16 ? tag::nChw16c : k.block == 8 ? tag::nChw8c : tag::nhwc;
+    const tag layout = k.block ? blocked_tag(k.block) : tag::nhwc;
     const memory::desc out_desc(to_dims(y), memory::data_type::f32, layout);
     outputs[0]->set_layout(out_desc);
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
@@ -627,7 +626,7 @@ class ConvolutionNode : public Node {
       winograd_f32::transform_weights(static_cast<const float*>(inputs[1]->data), g.ic, g.oc,
                                       static_cast<float*>(dst.get_data_handle()));
     });
-    const tag layout = g.block == 16 ? tag::nChw16c : tag::nChw8c;
+    const tag layout = blocked_tag(g.block);
     const memory::desc in_blocked(to_dims(x), memory::data_type::f32, layout);
     const memory::desc out_blocked(to_dims(y), memory::data_type::f32, layout);
     outputs[0]->set_layout(out_blocked);

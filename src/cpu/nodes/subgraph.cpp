@@ -109,24 +109,6 @@ std::optional<Shape> permute_shape(const Shape& s, const std::vector<size_t>& pe
   return p;
 }
 
-// The block size B of a dense layout blocked on dim 1 only, with the outer dims in plain
-// order (nChw16c, nChw8c: element (n, c, h, w) at ((n, c / B, h, w), c % B)), or nothing.
-std::optional<int64_t> channel_block(const dnnl::memory::desc& md) {
-  const auto& d = md.data;
-  if (!dense_unpadded(md) || d.ndims < 3 || d.data_type != dnnl_f32) return std::nullopt;
-  const auto& b = d.format_desc.blocking;
-  if (b.inner_nblks != 1 || b.inner_idxs[0] != 1) return std::nullopt;
-  const int64_t B = b.inner_blks[0];
-  int64_t expect = B;
-  for (int i = d.ndims; i-- > 0;) {
-    const int64_t outer = i == 1 ? d.dims[1] / B : d.dims[i];
-    if (outer == 1) continue;
-    if (b.strides[i] != expect) return std::nullopt;
-    expect *= outer;
-  }
-  return B;
-}
-
 // `s` (numpy-aligned to the output's rank) in the blocked view [d0, C / B, d2.., B] of a
 // channel-blocked output with C channels; null when its plain bytes are not in that order:
 // the full shape (read in the blocked layout itself), a per-channel [.., C, 1, 1] (C / B
