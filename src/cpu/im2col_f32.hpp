@@ -39,6 +39,19 @@ struct Geometry {
 // Output rows [oh0, oh0 + rows) of one image `x` ([c][h][w]) into `out` ([rows * ow][row_stride()]).
 void rows(const Geometry& g, const float* x, int64_t oh0, int64_t rows, float* out);
 
+// A window over many channels (columns() > kMaxColumns, c a multiple of 8) from an input in
+// channel blocks of `block` floats ([c / block][h][w][block]; block == c: channels-last
+// [h][w][c]), block a multiple of 8 dividing c: output pixels [p0, p0 + rows) of one image `x`
+// (row-major over oh x ow) into `out` ([rows][columns()]), pixel p's column (ky * kw + kx) * c
+// + ch its window's tap (ky, kx) at channel ch, zeros where the tap reads padding. The weights
+// are packed in that order (window_weights). Every copy is a whole 8-float vector: AVX2, the
+// caller checks.
+void window_rows(const Geometry& g, int64_t block, const float* x, int64_t p0, int64_t rows, float* out);
+
+// The weights [m][c][kh][kw] as window_rows orders the columns: out[n][(ky * kw + kx) * c + ch]
+// (m x columns() floats), for gemm_f32::pack_b with stride_k 1 and stride_n columns().
+void window_weights(const Geometry& g, int64_t m, const float* w, float* out);
+
 // strided_pointwise(): the input pixels of output rows [oh0, oh0 + rows) of one image `x`,
 // channels-last ([h][w][c]), into `out` ([rows * ow][c]).
 void strided_pixels(const Geometry& g, const float* x, int64_t oh0, int64_t rows, float* out);

@@ -377,6 +377,62 @@ TEST(CpuDynamicShapes, DenseBlocksKeepChannelBlocksThroughPointwiseConvolutionsA
   }
 }
 
+TEST(CpuDynamicShapes, WindowConvolutionsOnKilnsGemmUntilTheShapeIsHot) {
+  // Windows over many channels that kiln's Winograd does not take (maps too small for it): a 3x3
+  // over the model's input (a channels-last gather), a 3x3 at stride 2 into 72 channels (a last
+  // group of 8 columns) over its producer's channel blocks, a dilated 3x3, a 3x3 onto a residual
+  // sum (a sum post-op), a 5x5 with uneven pads.
+  // Below AVX-512 with kiln's GEMM (AVX2): im2col rows and the GEMM, nothing made per shape,
+  // each a quick node; a frequent shape's hot rebuild takes oneDNN's direct kernels instead.
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 16, Dim::sym("h"), Dim::sym("w")})});
+  auto window = [&](ir::Value* v, int64_t ci, int64_t co, int64_t k, int64_t stride, int64_t dil,
+                    std::vector<int64_t> pads, uint32_t seed, const std::string& n) {
+    auto* c = g->add_node("Conv", {v, g->add_constant(n + "_w", random_tensor({co, ci, k, k}, seed, 0.2f)),
+                                   g->add_constant(n + "_b", random_tensor({co}, seed + 1, 0.2f))}, 1, n);
+    c->attrs["pads"] = pads;
+    c->attrs["strides"] = std::vector<int64_t>{stride, stride};
+    c->attrs["dilations"] = std::vector<int64_t>{dil, dil};
+    return c->output(0);
+  };
+  auto* a = g->add_node("Relu", {window(x, 16, 64, 3, 1, 1, {1, 1, 1, 1}, 1, "w_in")}, 1, "r_in")->output(0);
+  auto* b = g->add_node("Relu", {window(a, 64, 72, 3, 2, 1, {1, 1, 1, 1}, 3, "w_s2")}, 1, "r_s2")->output(0);
+  auto* d = g->add_node("Relu", {window(b, 72, 72, 3, 1, 2, {2, 2, 2, 2}, 5, "w_dil")}, 1, "r_dil")->output(0);
+  auto* e = window(d, 72, 72, 3, 1, 1, {1, 1, 1, 1}, 7, "w_sum");
+  auto* sum = g->add_node("Relu", {g->add_node("Add", {e, b}, 1, "res")->output(0)}, 1, "r_res")->output(0);
+  g->add_output(window(sum, 72, 64, 5, 1, 1, {2, 1, 2, 3}, 9, "w_5x5"));
+  const std::vector<std::vector<Shape>> stream = {{{1, 16, 20, 24}}, {{1, 16, 12, 16}}, {{2, 16, 24, 20}},
+                                                  {{1, 16, 9, 13}},  {{3, 16, 16, 16}}, {{1, 16, 20, 24}}};
+  auto ex = run_stream(g, stream, {"Convolution"});
+  const bool kiln = cpu::gemm_f32::available() && !cpu::isa_at_least(cpu::Isa::avx512_core);
+  const std::vector<std::string> windows = {"w_in", "w_s2", "w_dil", "w_sum", "w_5x5"};
+  for (const auto& s : stream) {
+    SCOPED_TRACE(shape_to_string(s[0]));
+    const auto& plan = ex->plan_for(s);
+    ASSERT_TRUE(plan.cpu);
+    size_t seen = 0;
+    for (const auto& n : plan.cpu->nodes()) {
+      if (n->kind() != cpu::NodeKind::Convolution) continue;
+      ++seen;
+      EXPECT_EQ(n->impl.rfind("kiln_im2col", 0) == 0, kiln) << n->name << ": " << n->impl;
+      EXPECT_EQ(n->quick_impl, kiln) << n->name;
+    }
+    EXPECT_EQ(seen, windows.size()) << plan.cpu->describe();
+  }
+  // a frequent shape: the hot rebuild runs oneDNN's kernels, with the same results
+  runtime::ReferenceExecutor ref(g);
+  const Tensor in = random_tensor({2, 16, 14, 18}, 99);
+  const auto want = ref.run({in});
+  std::vector<ProfilingInfo> profile;
+  for (size_t r = 0; r <= cpu::Executor::kHotRuns; ++r) expect_close(want[0], ex->run({in}, &profile)[0], 1e-4, 1e-4);
+  EXPECT_EQ(ex->hot_rebuilds(), kiln ? 1u : 0u);
+  for (const ProfilingInfo& p : profile) {
+    if (p.node_type == "Convolution") {
+      EXPECT_NE(p.exec_type.rfind("kiln", 0), 0u) << p.node_name << ": " << p.exec_type;
+    }
+  }
+}
+
 TEST(CpuDynamicShapes, ElementwiseBinaryResizeAndLrn) {
   // a broadcast binary, an elementwise chain (a snippets kernel), nearest upsampling, LRN, BatchNorm alone
   auto g = make_graph();

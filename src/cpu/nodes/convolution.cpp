@@ -120,6 +120,7 @@ class ConvolutionNode : public Node {
       if (static_cast<int>(i) == sum)
         return InputLayout::exact(k->block ? memory::desc(to_dims(outputs[0]->shape), memory::data_type::f32, blocked_tag(k->block))
                                            : nhwc);
+      if (k->window) return InputLayout::any();  // gathered from channel blocks or channels-last
       // a pointwise one runs on its producer's channel blocks too (KilnGemm::block)
       const int64_t b = isa_at_least(Isa::avx512_core) ? 16 : 8;
       if (k->pointwise && k->tap < 0 && k->K % b == 0 && k->N % b == 0) return InputLayout::any();
@@ -175,10 +176,19 @@ class ConvolutionNode : public Node {
   // 26 in 12 shapes, 7.3 ms); a
   // window over few channels (K = Cin * kh * kw up to im2col_f32::kMaxColumns: an image stem,
   // 3 x 3 x 3) the GEMM of its im2col rows, made per thread a few output rows at a time from
-  // plain NCHW. f32, 2-D, post-ops the GEMM's epilogue computes (a sum first). Other
-  // convolutions keep oneDNN's kernels.
+  // plain NCHW; below AVX-512, a window over more channels (a multiple of 8) that kiln's Winograd
+  // does not take (`window`: GoogLeNet's 3x3s over 14 x 14 and 7 x 7 maps, strided ones) the
+  // GEMM of its im2col rows gathered from channel blocks or channels-last (window_rows). f32,
+  // 2-D, post-ops the GEMM's epilogue computes (a sum first). Other convolutions keep oneDNN's
+  // kernels.
   struct KilnGemm {
     bool pointwise = true;
+    // a window over many channels: A's rows gathered by im2col_f32::window_rows from the input
+    // in channel blocks of `in_block` (0: channels-last), in items of `block_rows` output pixels
+    // (or all of them: `block_team`) as for `block`; the output in channel blocks of `block`
+    // (scattered from C's rows), or channels-last (0: the GEMM writes it)
+    bool window = false;
+    int64_t in_block = 0;
     bool strided = false;      // a strided 1x1 window: A gathered from x channels-last (strided_pixels)
     int64_t tap = -1;          // a window whose other taps all read padding: this one's offset (kh * KW + kw)
     std::optional<conv_taps_f32::Plan> taps;  // a window that mostly reads padding: a GEMM per live tap
@@ -192,7 +202,7 @@ class ConvolutionNode : public Node {
     bool team_gather = false;
     int64_t gather_rows = 0;
     // pointwise on channel blocks of `block` (nChw8c / nChw16c in and out, where the producer
-    // wrote them), else 0 (channels-last): pixels of an image gathered `block_rows` at a time
+    // wrote them; a window's output), else 0 (channels-last): pixels of an image gathered `block_rows` at a time
     // into channels-last rows of A, their product's rows scattered back into blocks, each
     // thread its own; or, with fewer such items than twice the team (a 7 x 7 map), all pixels
     // gathered at once for the team's GEMM (`block_team`)
@@ -201,12 +211,21 @@ class ConvolutionNode : public Node {
     bool block_team = false;
     int64_t lda() const { return strided ? geo.c : geo.row_stride(); }
     size_t scratch_floats() const {
-      if (block) return static_cast<size_t>(block_rows * (K + N));
+      if (block || window) return static_cast<size_t>(block_rows * (K + (block ? N : 0)));
       return static_cast<size_t>((team_gather ? gather_rows : rows) * geo.ow * lda());
     }
     size_t scratch_bytes() const {
       if (pointwise && !block) return 0;
       return Arena::aligned(scratch_floats() * sizeof(float)) * (team_gather || block_team ? 1 : static_cast<size_t>(threads));
+    }
+    // rows of A in about `floats` (a multiple of the GEMM's 6-row blocks) per item of an image's
+    // `pixels` output pixels, or all pixels at once for the team's GEMM where that leaves fewer
+    // items than twice the team
+    void share_rows(int64_t images, int64_t pixels, int64_t floats) {
+      block_rows = std::min(pixels, std::clamp<int64_t>(floats / K / 6 * 6, 24, 240));
+      const int64_t items = images * ((pixels + block_rows - 1) / block_rows);
+      block_team = items < 2 * threads;
+      if (block_team) block_rows = images * pixels;
     }
   };
   // A strided 1x1 runs its GEMM for the team, on its pixels gathered kGatherBytes at a time (all
@@ -247,7 +266,8 @@ class ConvolutionNode : public Node {
     }
     if (!k.pointwise && !k.strided && k.K > im2col_f32::kMaxColumns) {
       k.taps = conv_taps_f32::plan(g, x[0], k.N);  // (DeepLab's atrous pyramid over a small map)
-      if (!k.taps) return std::nullopt;
+      if (!k.taps && !window_gemm(k, with_readers)) return std::nullopt;
+      if (k.window) return k;
     }
     k.rows = std::max<int64_t>(1, std::min<int64_t>((48 + g.ow - 1) / g.ow, g.oh));  // 8 blocks of 6 rows of A
     const int64_t items = x[0] * ((g.oh + k.rows - 1) / k.rows);
@@ -260,14 +280,43 @@ class ConvolutionNode : public Node {
         b > 0 && k.pointwise && k.tap < 0 && k.K % b == 0 && k.N % b == 0 && (sum < 0 || channel_block(*inputs[sum]) == b) &&
         (!with_readers || readers_take(memory::desc(to_dims(y), memory::data_type::f32, blocked_tag(b))))) {
       k.block = b;
-      const int64_t pixels = g.h * g.w;
-      // A's rows in about 128 KiB, a multiple of the GEMM's 6-row blocks
-      k.block_rows = std::min(pixels, std::clamp<int64_t>((int64_t{32} << 10) / k.K / 6 * 6, 24, 240));
-      const int64_t items = x[0] * ((pixels + k.block_rows - 1) / k.block_rows);
-      k.block_team = items < 2 * k.threads;
-      if (k.block_team) k.block_rows = x[0] * pixels;
+      k.share_rows(x[0], g.h * g.w, int64_t{32} << 10);  // A's rows in about 128 KiB
     }
     return k;
+  }
+
+  // Whether kiln's GEMM runs this window convolution (KilnGemm::window), and then its layouts and
+  // items into `k`. oneDNN's direct kernel makes a primitive (JIT code) for every new shape:
+  // GoogLeNet's 16 such convolutions took about 3 ms of its 4 ms plan. Run as the GEMM of
+  // gathered windows they cost nothing to plan but run slower where the products are small
+  // against the copies (AMD Zen 2, 2 threads, in the model against oneDNN's direct kernel:
+  // GoogLeNet's 3x3s over 96-192 channels into 208-384 0.91-1.10 of the time, 16-48 channels
+  // into 48-128 1.05-1.3; SqueezeNet's 1.04-1.33; CRNN's 1.26-1.38 at [1, 3, 48, 96]). So the
+  // node counts as a quick one (Node::quick_impl): the graph of a shape that turns hot is built
+  // again with oneDNN's kernel. Where:
+  // - a graph for a new shape of a model whose shapes vary (not its hot rebuild);
+  // - below AVX-512 (oneDNN 2.6's AVX-512 kernels not measured against it);
+  // - input channels a multiple of 8 (whole vectors of a tap), output channels 64 or more: a
+  //   narrower product fills half of the GEMM's 64-column panel (312 x 1152 x 32 ran at 154
+  //   GFLOP/s against 189 for x 64), and DenseNet's 3x3s into 32 channels, alike in a whole
+  //   dense block, share one primitive of oneDNN's between them (densenet_hw 1.025 of the time);
+  // - where kiln's Winograd does not run it.
+  // The input read as the edge holds it, in channel blocks or else channels-last; the output in
+  // the blocks of the ISA's convolutions (8) where the readers (and the summand) take them, else
+  // channels-last.
+  bool window_gemm(KilnGemm& k, bool with_readers) const {
+    const im2col_f32::Geometry& g = k.geo;
+    if (!shapes_vary || isa_at_least(Isa::avx512_core) || g.c % 8 != 0 || k.N < 64 || kiln_winograd()) return false;
+    k.window = true;
+    if (const int64_t b = channel_block(*inputs[0]); b > 0 && g.c % b == 0) k.in_block = b;
+    const int sum = post_ops_.sum_input();
+    const memory::desc blocked(to_dims(outputs[0]->shape), memory::data_type::f32, blocked_tag(8));
+    if (k.N % 8 == 0 && (sum < 0 || channel_block(*inputs[static_cast<size_t>(sum)]) == 8) &&
+        (!with_readers || readers_take(blocked)))
+      k.block = 8;
+    // A's rows in about 256 KiB: B is 9 x C rows, read again by every item
+    k.share_rows(inputs[0]->shape[0], g.oh * g.ow, int64_t{16} << 10);  // A's rows in about 64 KiB
+    return true;
   }
 
   // Whether every reader of the output takes it in layout `d` (Node::expected_input_layout): a
@@ -320,7 +369,7 @@ class ConvolutionNode : public Node {
 
   std::vector<InputLayout> prepare_kiln_gemm(const KilnGemm& k) {
     gemm_ = k;
-    quick_impl = false;
+    quick_impl = k.window;  // the hot rebuild takes oneDNN's direct kernel (window_gemm)
     impl = k.pointwise || k.strided ? std::string(gemm_f32::impl_name())
            : k.taps                 ? cat("kiln_taps_", gemm_f32::impl_name() + 5)     // kiln_taps_gemm:...
                                     : cat("kiln_im2col_", gemm_f32::impl_name() + 5);  // kiln_im2col_gemm:...
@@ -330,11 +379,19 @@ class ConvolutionNode : public Node {
     // B(c, n) = W[n][c][tap]: every window-th float from the tap's
     const bool tap = k.tap >= 0;
     const int64_t stride_k = tap ? k.geo.kh * k.geo.kw : 1;
-    const std::string key = tap ? cat("conv/kiln_gemm/tap", k.tap, "/", gemm_f32::impl_name())
-                                : cat("conv/kiln_gemm/", gemm_f32::impl_name());
+    const std::string key = tap        ? cat("conv/kiln_gemm/tap", k.tap, "/", gemm_f32::impl_name())
+                            : k.window ? cat("conv/kiln_gemm/window/", gemm_f32::impl_name())
+                                       : cat("conv/kiln_gemm/", gemm_f32::impl_name());
     weights_ = pack_weights(inputs[1]->constant, key, packed, [&](memory& dst) {
-      gemm_f32::pack_b(static_cast<const float*>(inputs[1]->data) + (tap ? k.tap : 0), k.K, k.N, stride_k,
-                       k.K * stride_k, 1.0f, static_cast<float*>(dst.get_data_handle()));
+      const float* w = static_cast<const float*>(inputs[1]->data);
+      std::vector<float> reordered;  // a window's columns (tap, channel): window_rows' order
+      if (k.window) {
+        reordered.resize(static_cast<size_t>(k.K * k.N));
+        im2col_f32::window_weights(k.geo, k.N, w, reordered.data());
+        w = reordered.data();
+      }
+      gemm_f32::pack_b(w + (tap ? k.tap : 0), k.K, k.N, stride_k, k.K * stride_k, 1.0f,
+                       static_cast<float*>(dst.get_data_handle()));
     });
     const int sum = post_ops_.sum_input();
     gemm_ep_ = {};
@@ -347,7 +404,9 @@ class ConvolutionNode : public Node {
     outputs[0]->set_layout(out_desc);
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
     req[0] = k.pointwise || k.strided ? InputLayout::exact(memory::desc(to_dims(x), memory::data_type::f32, layout))
-                                      : InputLayout::plain();
+             : k.window ? InputLayout::exact(memory::desc(to_dims(x), memory::data_type::f32,
+                                                          k.in_block ? blocked_tag(k.in_block) : tag::nhwc))
+                        : InputLayout::plain();
     if (sum >= 0) req[static_cast<size_t>(sum)] = InputLayout::exact(out_desc);
     return req;
   }
@@ -384,8 +443,8 @@ class ConvolutionNode : public Node {
       conv_taps_f32::run(*k.taps, x, w, y, gemm_ep_, taps_last_, static_cast<float*>(scratch), k.threads);
       return;
     }
-    if (k.block) {
-      run_kiln_gemm_blocked(x, w, y);
+    if (k.block || k.window) {
+      run_kiln_gemm_rows(x, w, y);
       return;
     }
     if (k.pointwise) {
@@ -443,22 +502,39 @@ class ConvolutionNode : public Node {
     }
   };
 
-  // KilnGemm::block: the product over channel blocks (see there). The output holds the summand
-  // when the epilogue accumulates (execute()), gathered into C's rows with A's.
-  void run_kiln_gemm_blocked(const float* x, const float* w, float* y) {
+  // KilnGemm::block (a pointwise product over channel blocks) and KilnGemm::window (see there):
+  // A's rows gathered, then the GEMM into C's rows, scattered into the output's channel blocks
+  // (or, channels-last, the output's own rows). The output holds the summand when the epilogue
+  // accumulates (execute()), gathered into C's rows with A's.
+  void run_kiln_gemm_rows(const float* x, const float* w, float* y) {
     const KilnGemm& k = *gemm_;
-    const int64_t images = inputs[0]->shape[0], pixels = k.geo.h * k.geo.w;
-    if (k.block_team) {  // every pixel at once: A [images * pixels][K], C after it
+    const im2col_f32::Geometry& g = k.geo;
+    const int64_t images = inputs[0]->shape[0], pixels = g.oh * g.ow;
+    auto gather_a = [&](int64_t img, int64_t p0, int64_t rows, float* a) {
+      if (k.window)
+        im2col_f32::window_rows(g, k.in_block ? k.in_block : g.c, x + img * g.c * g.h * g.w, p0, rows, a);
+      else
+        BlockRows{k.K, k.block, pixels, img, p0, rows}.gather(x, a);
+    };
+    if (k.block_team) {  // every pixel at once: A [images * pixels][K], C after it (or the output)
       float* a = static_cast<float*>(scratch);
-      float* c = a + k.block_rows * k.K;
+      float* c = k.block ? a + k.block_rows * k.K : y;
 #pragma omp parallel for num_threads(k.threads) schedule(static)
-      for (int64_t img = 0; img < images; ++img) {
-        BlockRows{k.K, k.block, pixels, img, 0, pixels}.gather(x, a + img * pixels * k.K);
-        if (gemm_ep_.accumulate) BlockRows{k.N, k.block, pixels, img, 0, pixels}.gather(y, c + img * pixels * k.N);
+      for (int64_t item = 0; item < images * k.threads; ++item) {  // each image's pixels in a share per thread
+        const int64_t img = item / k.threads, p0 = pixels * (item % k.threads) / k.threads,
+                      p1 = pixels * (item % k.threads + 1) / k.threads;
+        gather_a(img, p0, p1 - p0, a + (img * pixels + p0) * k.K);
+        if (gemm_ep_.accumulate && k.block)
+          BlockRows{k.N, k.block, pixels, img, p0, p1 - p0}.gather(y, c + (img * pixels + p0) * k.N);
       }
       gemm_f32::run(a, images * pixels, k.K, k.K, w, k.N, c, k.N, gemm_ep_);
+      if (!k.block) return;
 #pragma omp parallel for num_threads(k.threads) schedule(static)
-      for (int64_t img = 0; img < images; ++img) BlockRows{k.N, k.block, pixels, img, 0, pixels}.scatter(c + img * pixels * k.N, y);
+      for (int64_t item = 0; item < images * k.threads; ++item) {
+        const int64_t img = item / k.threads, p0 = pixels * (item % k.threads) / k.threads,
+                      p1 = pixels * (item % k.threads + 1) / k.threads;
+        BlockRows{k.N, k.block, pixels, img, p0, p1 - p0}.scatter(c + (img * pixels + p0) * k.N, y);
+      }
       return;
     }
     const int64_t chunks = (pixels + k.block_rows - 1) / k.block_rows, items = images * chunks;
@@ -467,10 +543,14 @@ class ConvolutionNode : public Node {
     {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
       float* a = reinterpret_cast<float*>(static_cast<char*>(scratch) + per_thread * static_cast<size_t>(t));
-      float* c = a + k.block_rows * k.K;
       for (int64_t item = items * t / nt; item < items * (t + 1) / nt; ++item) {
         const int64_t img = item / chunks, p0 = item % chunks * k.block_rows, rows = std::min(k.block_rows, pixels - p0);
-        BlockRows{k.K, k.block, pixels, img, p0, rows}.gather(x, a);
+        gather_a(img, p0, rows, a);
+        if (!k.block) {  // channels-last: the output's rows are C's
+          gemm_f32::run_serial(a, rows, k.K, k.K, w, k.N, y + (img * pixels + p0) * k.N, k.N, gemm_ep_);
+          continue;
+        }
+        float* c = a + k.block_rows * k.K;
         const BlockRows out{k.N, k.block, pixels, img, p0, rows};
         if (gemm_ep_.accumulate) out.gather(y, c);
         gemm_f32::run_serial(a, rows, k.K, k.K, w, k.N, c, k.N, gemm_ep_);
