@@ -727,6 +727,76 @@ KILN_AVX2 inline __attribute__((always_inline)) void pass_6x8_asm(const float* a
 #undef KILN_STEP2
 #undef KILN_STEP1
 }
+// A 6-pixel x 16-channel block of a 1x1 convolution over channel blocks of 8 (nChw8c in and
+// out): A's rows are 6 consecutive pixels of a plane (32 bytes apart), its K in planes of 8
+// channels `pa` bytes apart, each plane's 8 steps at offsets 0-28 of the row; C's 16 columns are
+// two channel blocks of the output, rows 32 bytes apart from `c` (the first 8) and `c2` (the
+// next 8). No gather into rows, no scatter back: the convolution reads and writes the blocks
+// themselves. Accumulators as pass_6x16_asm's (acc[r][j] in ymm(2r + j)), the same `flags`;
+// n8: K / 8 (at least 1).
+KILN_AVX2 inline __attribute__((always_inline)) void pass_6x16_blocked8_asm(const float* a, int64_t pa,
+                                                                             const float* b, int64_t n8, float* c,
+                                                                             float* c2, const float* bias,
+                                                                             const float* lohi, int64_t flags) {
+#define KILN_BSTEP(OA, OB)                          \
+  "vmovups " #OB "(%[b]), %%ymm12\n\t"              \
+  "vmovups " #OB "+32(%[b]), %%ymm13\n\t"           \
+  "vbroadcastss " #OA "(%[a]), %%ymm14\n\t"         \
+  "vbroadcastss " #OA "+32(%[a]), %%ymm15\n\t"      \
+  "vfmadd231ps %%ymm12, %%ymm14, %%ymm0\n\t"        \
+  "vfmadd231ps %%ymm13, %%ymm14, %%ymm1\n\t"        \
+  "vbroadcastss " #OA "+64(%[a]), %%ymm14\n\t"      \
+  "vfmadd231ps %%ymm12, %%ymm15, %%ymm2\n\t"        \
+  "vfmadd231ps %%ymm13, %%ymm15, %%ymm3\n\t"        \
+  "vbroadcastss " #OA "+96(%[a]), %%ymm15\n\t"      \
+  "vfmadd231ps %%ymm12, %%ymm14, %%ymm4\n\t"        \
+  "vfmadd231ps %%ymm13, %%ymm14, %%ymm5\n\t"        \
+  "vbroadcastss " #OA "+128(%[a]), %%ymm14\n\t"     \
+  "vfmadd231ps %%ymm12, %%ymm15, %%ymm6\n\t"        \
+  "vfmadd231ps %%ymm13, %%ymm15, %%ymm7\n\t"        \
+  "vbroadcastss " #OA "+160(%[a]), %%ymm15\n\t"     \
+  "vfmadd231ps %%ymm12, %%ymm14, %%ymm8\n\t"        \
+  "vfmadd231ps %%ymm13, %%ymm14, %%ymm9\n\t"        \
+  "vfmadd231ps %%ymm12, %%ymm15, %%ymm10\n\t"       \
+  "vfmadd231ps %%ymm13, %%ymm15, %%ymm11\n\t"
+// the two channel blocks of C: the even accumulators at c, the odd ones at c2, a row 32 bytes on
+#define KILN_BROWS(OP)                                                                                 \
+  OP("(%[c])", 0) OP("32(%[c])", 2) OP("64(%[c])", 4) OP("96(%[c])", 6) OP("128(%[c])", 8)              \
+  OP("160(%[c])", 10) OP("(%[c2])", 1) OP("32(%[c2])", 3) OP("64(%[c2])", 5) OP("96(%[c2])", 7)         \
+  OP("128(%[c2])", 9) OP("160(%[c2])", 11)
+#define KILN_BADD(M, R) "vaddps " M ", %%ymm" #R ", %%ymm" #R "\n\t"
+#define KILN_BSTORE(M, R) "vmovups %%ymm" #R ", " M "\n\t"
+  asm volatile(
+      "test $2, %[fl]\n\t"
+      "jz 8f\n\t"
+      "vmovups (%[bias]), %%ymm0\n\t"
+      "vmovups 32(%[bias]), %%ymm1\n\t" KILN_COPY(0, 2) KILN_COPY(1, 3) KILN_COPY(0, 4) KILN_COPY(1, 5) KILN_COPY(0, 6)
+          KILN_COPY(1, 7) KILN_COPY(0, 8) KILN_COPY(1, 9) KILN_COPY(0, 10) KILN_COPY(1, 11)
+      "jmp 9f\n\t"
+      "8:\n\t" KILN_XOR(0) KILN_XOR(1) KILN_XOR(2) KILN_XOR(3) KILN_XOR(4) KILN_XOR(5) KILN_XOR(6) KILN_XOR(7)
+          KILN_XOR(8) KILN_XOR(9) KILN_XOR(10) KILN_XOR(11)
+      "9:\n\t"
+      "1:\n\t" KILN_BSTEP(0, 0) KILN_BSTEP(4, 64) KILN_BSTEP(8, 128) KILN_BSTEP(12, 192) KILN_BSTEP(16, 256)
+          KILN_BSTEP(20, 320) KILN_BSTEP(24, 384) KILN_BSTEP(28, 448)
+      "add %[pa], %[a]\n\t"
+      "add $512, %[b]\n\t"
+      "dec %[n8]\n\t"
+      "jnz 1b\n\t"
+      "test $1, %[fl]\n\t"
+      "jz 5f\n\t" KILN_BROWS(KILN_BADD)
+      "5:\n\t" KILN_CLAMPS(KILN_OP6("vmaxps", 14, 0, 2, 4, 6, 8, 10) KILN_OP6("vmaxps", 14, 1, 3, 5, 7, 9, 11),
+                           KILN_OP6("vminps", 15, 0, 2, 4, 6, 8, 10) KILN_OP6("vminps", 15, 1, 3, 5, 7, 9, 11))
+          KILN_BROWS(KILN_BSTORE)
+      : [a] "+r"(a), [b] "+r"(b), [n8] "+r"(n8)
+      : [pa] "r"(pa), [c] "r"(c), [c2] "r"(c2), [bias] "r"(bias), [lohi] "r"(lohi), [fl] "r"(flags)
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
+        "xmm13", "xmm14", "xmm15", "memory", "cc");
+#undef KILN_BSTEP
+#undef KILN_BROWS
+#undef KILN_BADD
+#undef KILN_BSTORE
+}
+
 #undef KILN_XOR
 #undef KILN_COPY
 #undef KILN_STORE6
@@ -1170,6 +1240,44 @@ void run_serial(const float* a, int64_t M, int64_t K, int64_t lda, const float* 
   KILN_CHECK(available(), "gemm_f32::run_serial: the ISA in use has neither AVX-512 nor AVX2");
   if (M <= 0 || N <= 0) return;
   run_any(a, M, K, lda, packed_b, N, c, ldc, epilogue, /*parallel=*/false);
+}
+
+bool blocked8_supports(const Epilogue& epilogue, int64_t K, int64_t N) {
+  float lo, hi;
+  return isa_at_least(Isa::avx2) && !isa_at_least(Isa::avx512_core) && K > 0 && K % 8 == 0 && N > 0 && N % 16 == 0 &&
+         as_clamp(epilogue.ops, &lo, &hi);
+}
+
+namespace {
+
+KILN_AVX2 void run_blocked8_avx2(const float* a, int64_t M, int64_t K, int64_t a_plane, const float* packed, int64_t N,
+                                 float* c, int64_t c_plane, const Epilogue& ep) {
+  float lohi[2];
+  as_clamp(ep.ops, &lohi[0], &lohi[1]);
+  const int64_t flags = asm_flags(ep.accumulate, ep.bias, lohi[0], lohi[1]);
+  const int64_t pa = a_plane * static_cast<int64_t>(sizeof(float));
+  for (int64_t n0 = 0; n0 < N; n0 += kPanel) {  // panel by panel: its slice of B stays in L2
+    const float* panel = packed + n0 / kPanel * K * kPanel;
+    const int64_t groups = std::min(kPanel, N - n0) / kGroupAvx2;
+    for (int64_t m0 = 0; m0 < M; m0 += kRows)
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t n = n0 + g * kGroupAvx2;  // the group's first column: channel blocks n / 8 and n / 8 + 1
+        float* cg = c + n / 8 * c_plane + m0 * 8;
+        pass_6x16_blocked8_asm(a + m0 * 8, pa, panel + g * K * kGroupAvx2, K / 8, cg, cg + c_plane,
+                               ep.bias ? ep.bias + n : nullptr, lohi, flags);
+      }
+  }
+}
+
+}  // namespace
+
+void run_serial_blocked8(const float* a, int64_t M, int64_t K, int64_t a_plane, const float* packed_b, int64_t N,
+                         float* c, int64_t c_plane, const Epilogue& epilogue) {
+  KILN_CHECK(blocked8_supports(epilogue, K, N) && M % kRows == 0,
+             "gemm_f32::run_serial_blocked8: needs AVX2 without AVX-512, K a multiple of 8, N of 16, M of 6 and a "
+             "clamp epilogue");
+  if (M <= 0) return;
+  run_blocked8_avx2(a, M, K, a_plane, packed_b, N, c, c_plane, epilogue);
 }
 
 }  // namespace kiln::cpu::gemm_f32

@@ -349,8 +349,9 @@ TEST(CpuDynamicShapes, DenseBlocksKeepChannelBlocksThroughPointwiseConvolutionsA
   ir::Value* t = conv3x3(*g, all->output(0), c, 32, 60, "t3x3", 0.1f);
   ir::Value* sum = g->add_node("Add", {pointwise(*g, t, 32, 32, 62, "t1x1"), t}, 1, "t_sum")->output(0);
   g->add_output(g->add_node("Relu", {sum}, 1, "t_relu")->output(0));
-  // small maps (the team's GEMM) and a large one (rows per thread), batch 1 and more
-  const std::vector<std::vector<Shape>> stream = {{{1, 16, 8, 8}},  {{1, 16, 40, 48}}, {{2, 16, 8, 24}},
+  // small maps (the team's GEMM) and large ones (rows per thread; 41 x 47: a last chunk of 7 pixels, a
+  // block of 6 in place and one gathered), batch 1 and more
+  const std::vector<std::vector<Shape>> stream = {{{1, 16, 8, 8}},  {{1, 16, 41, 47}}, {{2, 16, 8, 24}},
                                                   {{1, 16, 12, 8}}, {{2, 16, 40, 48}}, {{1, 16, 8, 8}}};
   // whole-network tolerance: Winograd's rounding at the large map, four layers deep
   auto ex = run_stream(g, stream, {"Convolution", "Concat"},

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cpu/gemm_f32.hpp"
+#include "cpu/isa.hpp"
 #include <kiln/error.hpp>
 
 #include "tensor_test_util.hpp"
@@ -410,6 +411,71 @@ TEST(GemmF32, ExpBelowTheNormalRangeIsZero) {
   EXPECT_EQ(c[0], 0.0f);
   EXPECT_NEAR(c[1], std::exp(-87.0), 1e-6 * std::exp(-87.0));  // still normal: kept
   EXPECT_EQ(c[2], 0.0f);
+}
+
+}  // namespace test_gemm_f32
+
+namespace test_gemm_f32 {
+
+TEST(GemmF32, ChannelBlocksOfEightInAndOutMatchADoubleReference) {
+  // run_serial_blocked8: A and C in channel blocks of 8 (a 1x1 convolution over nChw8c), read
+  // and written in place; planes wider than the rows computed (the rest of C stays as it was),
+  // a bias and a clamp, then C added (a residual sum) with a ReLU. Where the kernel is not
+  // there (AVX-512 packs B otherwise, below AVX2 nothing) blocked8_supports says so.
+  const int64_t M = 18, K = 40, N = 48, plane = 26;  // 3 blocks of 6 pixels of a 26-pixel plane
+  gemm::Epilogue clamp;
+  gemm::EpilogueOp op;
+  op.alg = dnnl::algorithm::eltwise_clip;
+  op.alpha = -0.5f, op.beta = 0.75f;
+  clamp.ops = {op};
+  if (!gemm::blocked8_supports(clamp, K, N)) {
+    EXPECT_TRUE(!gemm::available() || kiln::cpu::isa_at_least(kiln::cpu::Isa::avx512_core));
+    return;
+  }
+  EXPECT_FALSE(gemm::blocked8_supports(clamp, 36, N));  // K not whole blocks
+  EXPECT_FALSE(gemm::blocked8_supports(clamp, K, 40));  // N not whole groups of 16
+  gemm::Epilogue swish;
+  gemm::EpilogueOp s;
+  s.alg = dnnl::algorithm::eltwise_swish, s.alpha = 1.0f;
+  swish.ops = {s};
+  EXPECT_FALSE(gemm::blocked8_supports(swish, K, N));  // not a clamp
+  Problem p(M, K, N, 41);
+  std::vector<double> want, scale;
+  p.reference(want, scale);
+  // A(m, k) at (k / 8) * plane * 8 + m * 8 + k % 8
+  std::vector<float> a(static_cast<size_t>(K * plane), 0.0f);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < K; ++k) a[static_cast<size_t>((k / 8 * plane + m) * 8 + k % 8)] = p.a[m * p.lda + k];
+  const std::vector<float> packed = p.packed();
+  auto at = [&](int64_t m, int64_t n) { return static_cast<size_t>((n / 8 * plane + m) * 8 + n % 8); };
+  const std::vector<float> before = random_floats(static_cast<size_t>(N * plane), 43);
+  for (bool accumulate : {false, true}) {
+    SCOPED_TRACE(accumulate ? "C added, then a ReLU" : "bias, clip");
+    gemm::Epilogue ep;
+    ep.bias = accumulate ? nullptr : p.bias.data();
+    ep.accumulate = accumulate;
+    if (accumulate) {
+      gemm::EpilogueOp relu;
+      relu.alg = dnnl::algorithm::eltwise_relu;
+      ep.ops = {relu};
+    } else {
+      ep.ops = clamp.ops;
+    }
+    std::vector<float> c = before;
+    gemm::run_serial_blocked8(a.data(), M, K, plane * 8, packed.data(), N, c.data(), plane * 8, ep);
+    for (int64_t m = 0; m < plane; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        const float got = c[at(m, n)];
+        if (m >= M) {  // past the rows computed: untouched
+          EXPECT_EQ(got, before[at(m, n)]) << m << "," << n;
+          continue;
+        }
+        double v = want[static_cast<size_t>(m * N + n)];
+        v = accumulate ? std::max(0.0, v + before[at(m, n)]) : std::clamp(v + p.bias[static_cast<size_t>(n)], -0.5, 0.75);
+        EXPECT_NEAR(got, v, 1e-5 * (scale[static_cast<size_t>(m * N + n)] + 2.0)) << m << "," << n;
+      }
+  }
+  EXPECT_THROW(gemm::run_serial_blocked8(a.data(), 5, K, plane * 8, packed.data(), N, nullptr, plane * 8, clamp), Error);
 }
 
 }  // namespace test_gemm_f32

@@ -539,12 +539,22 @@ class ConvolutionNode : public Node {
     }
     const int64_t chunks = (pixels + k.block_rows - 1) / k.block_rows, items = images * chunks;
     const size_t per_thread = Arena::aligned(k.scratch_floats() * sizeof(float));
+    // a pointwise product over blocks of 8 the GEMM reads and writes in place (no copies but a
+    // chunk's last pixels, fewer than 6)
+    const bool in_place = !k.window && k.block == 8 && gemm_f32::blocked8_supports(gemm_ep_, k.K, k.N);
 #pragma omp parallel num_threads(k.threads)
     {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
       float* a = reinterpret_cast<float*>(static_cast<char*>(scratch) + per_thread * static_cast<size_t>(t));
       for (int64_t item = items * t / nt; item < items * (t + 1) / nt; ++item) {
-        const int64_t img = item / chunks, p0 = item % chunks * k.block_rows, rows = std::min(k.block_rows, pixels - p0);
+        int64_t img = item / chunks, p0 = item % chunks * k.block_rows, rows = std::min(k.block_rows, pixels - p0);
+        if (in_place) {  // the whole blocks of 6 pixels straight from the input's blocks into the output's
+          const int64_t whole = rows / 6 * 6;
+          gemm_f32::run_serial_blocked8(x + img * k.K * pixels + p0 * 8, whole, k.K, pixels * 8, w, k.N,
+                                        y + img * k.N * pixels + p0 * 8, pixels * 8, gemm_ep_);
+          p0 += whole, rows -= whole;
+          if (rows == 0) continue;
+        }
         gather_a(img, p0, rows, a);
         if (!k.block) {  // channels-last: the output's rows are C's
           gemm_f32::run_serial(a, rows, k.K, k.K, w, k.N, y + (img * pixels + p0) * k.N, k.N, gemm_ep_);
