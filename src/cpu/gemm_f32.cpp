@@ -1250,17 +1250,18 @@ bool blocked8_supports(const Epilogue& epilogue, int64_t K, int64_t N) {
 
 namespace {
 
-KILN_AVX2 void run_blocked8_avx2(const float* a, int64_t M, int64_t K, int64_t a_plane, const float* packed, int64_t N,
-                                 float* c, int64_t c_plane, const Epilogue& ep) {
+// Columns [n_begin, n_end) of run_serial_blocked8.
+KILN_AVX2 void run_blocked8_avx2(const float* a, int64_t M, int64_t K, int64_t a_plane, const float* packed, float* c,
+                                 int64_t c_plane, const Epilogue& ep, int64_t n_begin, int64_t n_end) {
   float lohi[2];
   as_clamp(ep.ops, &lohi[0], &lohi[1]);
   const int64_t flags = asm_flags(ep.accumulate, ep.bias, lohi[0], lohi[1]);
   const int64_t pa = a_plane * static_cast<int64_t>(sizeof(float));
-  for (int64_t n0 = 0; n0 < N; n0 += kPanel) {  // panel by panel: its slice of B stays in L2
+  for (int64_t n0 = n_begin / kPanel * kPanel; n0 < n_end; n0 += kPanel) {  // panel by panel: its B stays in L2
     const float* panel = packed + n0 / kPanel * K * kPanel;
-    const int64_t groups = std::min(kPanel, N - n0) / kGroupAvx2;
+    const int64_t g0 = std::max<int64_t>(n_begin - n0, 0) / kGroupAvx2, g1 = (std::min(n0 + kPanel, n_end) - n0) / kGroupAvx2;
     for (int64_t m0 = 0; m0 < M; m0 += kRows)
-      for (int64_t g = 0; g < groups; ++g) {
+      for (int64_t g = g0; g < g1; ++g) {
         const int64_t n = n0 + g * kGroupAvx2;  // the group's first column: channel blocks n / 8 and n / 8 + 1
         float* cg = c + n / 8 * c_plane + m0 * 8;
         pass_6x16_blocked8_asm(a + m0 * 8, pa, panel + g * K * kGroupAvx2, K / 8, cg, cg + c_plane,
@@ -1272,12 +1273,14 @@ KILN_AVX2 void run_blocked8_avx2(const float* a, int64_t M, int64_t K, int64_t a
 }  // namespace
 
 void run_serial_blocked8(const float* a, int64_t M, int64_t K, int64_t a_plane, const float* packed_b, int64_t N,
-                         float* c, int64_t c_plane, const Epilogue& epilogue) {
-  KILN_CHECK(blocked8_supports(epilogue, K, N) && M % kRows == 0,
-             "gemm_f32::run_serial_blocked8: needs AVX2 without AVX-512, K a multiple of 8, N of 16, M of 6 and a "
-             "clamp epilogue");
-  if (M <= 0) return;
-  run_blocked8_avx2(a, M, K, a_plane, packed_b, N, c, c_plane, epilogue);
+                         float* c, int64_t c_plane, const Epilogue& epilogue, int64_t n_begin, int64_t n_end) {
+  if (n_end < 0) n_end = N;
+  KILN_CHECK(blocked8_supports(epilogue, K, N) && M % kRows == 0 && n_begin % kGroupAvx2 == 0 &&
+                 n_end % kGroupAvx2 == 0 && 0 <= n_begin && n_begin <= n_end && n_end <= N,
+             "gemm_f32::run_serial_blocked8: needs AVX2 without AVX-512, K a multiple of 8, N of 16, M of 6, a "
+             "clamp epilogue and columns in whole groups of 16");
+  if (M <= 0 || n_begin == n_end) return;
+  run_blocked8_avx2(a, M, K, a_plane, packed_b, c, c_plane, epilogue, n_begin, n_end);
 }
 
 }  // namespace kiln::cpu::gemm_f32

@@ -348,7 +348,10 @@ TEST(CpuDynamicShapes, DenseBlocksKeepChannelBlocksThroughPointwiseConvolutionsA
   all->attrs["axis"] = int64_t(1);
   ir::Value* t = conv3x3(*g, all->output(0), c, 32, 60, "t3x3", 0.1f);
   ir::Value* sum = g->add_node("Add", {pointwise(*g, t, 32, 32, 62, "t1x1"), t}, 1, "t_sum")->output(0);
-  g->add_output(g->add_node("Relu", {sum}, 1, "t_relu")->output(0));
+  ir::Value* relu = g->add_node("Relu", {sum}, 1, "t_relu")->output(0);
+  g->add_output(relu);
+  // a narrow 1x1 (one group of 16 output channels: the team splits its pixels, not its columns)
+  g->add_output(conv3x3(*g, pointwise(*g, relu, 32, 16, 64, "narrow"), 16, 16, 66, "n3x3", 0.2f));
   // small maps (the team's GEMM) and large ones (rows per thread; 41 x 47: a last chunk of 7 pixels, a
   // block of 6 in place and one gathered), batch 1 and more
   const std::vector<std::vector<Shape>> stream = {{{1, 16, 8, 8}},  {{1, 16, 41, 47}}, {{2, 16, 8, 24}},

@@ -516,6 +516,13 @@ class ConvolutionNode : public Node {
       else
         BlockRows{k.K, k.block, pixels, img, p0, rows}.gather(x, a);
     };
+    // a pointwise product over blocks of 8 the GEMM reads and writes in place (no copies but an
+    // image's or a chunk's last pixels, fewer than 6)
+    const bool in_place = !k.window && k.block == 8 && gemm_f32::blocked8_supports(gemm_ep_, k.K, k.N);
+    if (k.block_team && in_place) {
+      run_blocked8_team(x, w, y);
+      return;
+    }
     if (k.block_team) {  // every pixel at once: A [images * pixels][K], C after it (or the output)
       float* a = static_cast<float*>(scratch);
       float* c = k.block ? a + k.block_rows * k.K : y;
@@ -539,9 +546,6 @@ class ConvolutionNode : public Node {
     }
     const int64_t chunks = (pixels + k.block_rows - 1) / k.block_rows, items = images * chunks;
     const size_t per_thread = Arena::aligned(k.scratch_floats() * sizeof(float));
-    // a pointwise product over blocks of 8 the GEMM reads and writes in place (no copies but a
-    // chunk's last pixels, fewer than 6)
-    const bool in_place = !k.window && k.block == 8 && gemm_f32::blocked8_supports(gemm_ep_, k.K, k.N);
 #pragma omp parallel num_threads(k.threads)
     {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -565,6 +569,45 @@ class ConvolutionNode : public Node {
         if (gemm_ep_.accumulate) out.gather(y, c);
         gemm_f32::run_serial(a, rows, k.K, k.K, w, k.N, c, k.N, gemm_ep_);
         out.scatter(c, y);
+      }
+    }
+  }
+
+  // KilnGemm::block_team on blocks of 8 in place (gemm_f32::run_serial_blocked8): the whole
+  // blocks of 6 pixels of every image split over the team by C's groups of 16 columns (each
+  // thread reads its share of B and all of the small A), or by blocks of pixels where there are
+  // fewer groups than threads; each image's last pixels (fewer than 6) gathered into rows, their
+  // product scattered back.
+  void run_blocked8_team(const float* x, const float* w, float* y) {
+    const KilnGemm& k = *gemm_;
+    const int64_t images = inputs[0]->shape[0], pixels = k.geo.h * k.geo.w, whole = pixels / 6 * 6;
+    const int64_t groups = k.N / 16, blocks = images * (whole / 6);
+#pragma omp parallel num_threads(k.threads)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      if (groups >= nt) {
+        const int64_t n0 = groups * t / nt * 16, n1 = groups * (t + 1) / nt * 16;
+        for (int64_t img = 0; img < images && whole > 0; ++img)
+          gemm_f32::run_serial_blocked8(x + img * k.K * pixels, whole, k.K, pixels * 8, w, k.N, y + img * k.N * pixels,
+                                        pixels * 8, gemm_ep_, n0, n1);
+      } else {
+        for (int64_t b = blocks * t / nt, end = blocks * (t + 1) / nt; b < end;) {  // a run of blocks of one image
+          const int64_t img = b / (whole / 6), first = b % (whole / 6), n = std::min(end - b, whole / 6 - first);
+          gemm_f32::run_serial_blocked8(x + img * k.K * pixels + first * 48, n * 6, k.K, pixels * 8, w, k.N,
+                                        y + img * k.N * pixels + first * 48, pixels * 8, gemm_ep_);
+          b += n;
+        }
+      }
+      if (whole < pixels) {
+        float* a = static_cast<float*>(scratch) + t * 6 * (k.K + k.N);  // (block_rows >= images * pixels rows)
+        float* c = a + 6 * k.K;
+        for (int64_t img = t; img < images; img += nt) {
+          BlockRows{k.K, 8, pixels, img, whole, pixels - whole}.gather(x, a);
+          const BlockRows out{k.N, 8, pixels, img, whole, pixels - whole};
+          if (gemm_ep_.accumulate) out.gather(y, c);
+          gemm_f32::run_serial(a, pixels - whole, k.K, k.K, w, k.N, c, k.N, gemm_ep_);
+          out.scatter(c, y);
+        }
       }
     }
   }
