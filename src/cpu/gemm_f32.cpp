@@ -797,6 +797,86 @@ KILN_AVX2 inline __attribute__((always_inline)) void pass_6x16_blocked8_asm(cons
 #undef KILN_BSTORE
 }
 
+// pass_6x16_asm's A (rows `lda` apart, K in steps of 4 then 1) into pass_6x16_blocked8_asm's C
+// (two channel blocks of 8, rows 32 bytes apart from c and c2): an im2col row block's product
+// stored straight into the output's channel blocks. No prefetch of a next panel.
+KILN_AVX2 inline __attribute__((always_inline)) void pass_6x16_to_blocked8_asm(const float* a, int64_t lda,
+                                                                                const float* b, int64_t kc, float* c,
+                                                                                float* c2, const float* bias,
+                                                                                const float* lohi, int64_t flags) {
+  const float* a3 = a + 3 * lda;
+  int64_t n4 = kc / 4, n1 = kc % 4;
+  const int64_t la = lda * 4;
+#define KILN_RSTEP(OA, OB)                           \
+  "vmovups " #OB "(%[b]), %%ymm12\n\t"               \
+  "vmovups " #OB "+32(%[b]), %%ymm13\n\t"            \
+  "vbroadcastss " #OA "(%[a]), %%ymm14\n\t"          \
+  "vbroadcastss " #OA "(%[a],%[la],1), %%ymm15\n\t"  \
+  "vfmadd231ps %%ymm12, %%ymm14, %%ymm0\n\t"         \
+  "vfmadd231ps %%ymm13, %%ymm14, %%ymm1\n\t"         \
+  "vbroadcastss " #OA "(%[a],%[la],2), %%ymm14\n\t"  \
+  "vfmadd231ps %%ymm12, %%ymm15, %%ymm2\n\t"         \
+  "vfmadd231ps %%ymm13, %%ymm15, %%ymm3\n\t"         \
+  "vbroadcastss " #OA "(%[a3]), %%ymm15\n\t"         \
+  "vfmadd231ps %%ymm12, %%ymm14, %%ymm4\n\t"         \
+  "vfmadd231ps %%ymm13, %%ymm14, %%ymm5\n\t"         \
+  "vbroadcastss " #OA "(%[a3],%[la],1), %%ymm14\n\t" \
+  "vfmadd231ps %%ymm12, %%ymm15, %%ymm6\n\t"         \
+  "vfmadd231ps %%ymm13, %%ymm15, %%ymm7\n\t"         \
+  "vbroadcastss " #OA "(%[a3],%[la],2), %%ymm15\n\t" \
+  "vfmadd231ps %%ymm12, %%ymm14, %%ymm8\n\t"         \
+  "vfmadd231ps %%ymm13, %%ymm14, %%ymm9\n\t"         \
+  "vfmadd231ps %%ymm12, %%ymm15, %%ymm10\n\t"        \
+  "vfmadd231ps %%ymm13, %%ymm15, %%ymm11\n\t"
+#define KILN_BROWS(OP)                                                                                 \
+  OP("(%[c])", 0) OP("32(%[c])", 2) OP("64(%[c])", 4) OP("96(%[c])", 6) OP("128(%[c])", 8)              \
+  OP("160(%[c])", 10) OP("(%[c2])", 1) OP("32(%[c2])", 3) OP("64(%[c2])", 5) OP("96(%[c2])", 7)         \
+  OP("128(%[c2])", 9) OP("160(%[c2])", 11)
+#define KILN_BADD(M, R) "vaddps " M ", %%ymm" #R ", %%ymm" #R "\n\t"
+#define KILN_BSTORE(M, R) "vmovups %%ymm" #R ", " M "\n\t"
+  asm volatile(
+      "test $2, %[fl]\n\t"
+      "jz 8f\n\t"
+      "vmovups (%[bias]), %%ymm0\n\t"
+      "vmovups 32(%[bias]), %%ymm1\n\t" KILN_COPY(0, 2) KILN_COPY(1, 3) KILN_COPY(0, 4) KILN_COPY(1, 5) KILN_COPY(0, 6)
+          KILN_COPY(1, 7) KILN_COPY(0, 8) KILN_COPY(1, 9) KILN_COPY(0, 10) KILN_COPY(1, 11)
+      "jmp 9f\n\t"
+      "8:\n\t" KILN_XOR(0) KILN_XOR(1) KILN_XOR(2) KILN_XOR(3) KILN_XOR(4) KILN_XOR(5) KILN_XOR(6) KILN_XOR(7)
+          KILN_XOR(8) KILN_XOR(9) KILN_XOR(10) KILN_XOR(11)
+      "9:\n\t"
+      "test %[n4], %[n4]\n\t"
+      "jz 2f\n\t"
+      "1:\n\t" KILN_RSTEP(0, 0) KILN_RSTEP(4, 64) KILN_RSTEP(8, 128) KILN_RSTEP(12, 192)
+      "add $16, %[a]\n\t"
+      "add $16, %[a3]\n\t"
+      "add $256, %[b]\n\t"
+      "dec %[n4]\n\t"
+      "jnz 1b\n\t"
+      "2:\n\t"
+      "test %[n1], %[n1]\n\t"
+      "jz 4f\n\t"
+      "3:\n\t" KILN_RSTEP(0, 0)
+      "add $4, %[a]\n\t"
+      "add $4, %[a3]\n\t"
+      "add $64, %[b]\n\t"
+      "dec %[n1]\n\t"
+      "jnz 3b\n\t"
+      "4:\n\t"
+      "test $1, %[fl]\n\t"
+      "jz 5f\n\t" KILN_BROWS(KILN_BADD)
+      "5:\n\t" KILN_CLAMPS(KILN_OP6("vmaxps", 14, 0, 2, 4, 6, 8, 10) KILN_OP6("vmaxps", 14, 1, 3, 5, 7, 9, 11),
+                           KILN_OP6("vminps", 15, 0, 2, 4, 6, 8, 10) KILN_OP6("vminps", 15, 1, 3, 5, 7, 9, 11))
+          KILN_BROWS(KILN_BSTORE)
+      : [a] "+r"(a), [a3] "+r"(a3), [b] "+r"(b), [n4] "+r"(n4), [n1] "+r"(n1)
+      : [la] "r"(la), [c] "r"(c), [c2] "r"(c2), [bias] "r"(bias), [lohi] "r"(lohi), [fl] "r"(flags)
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
+        "xmm13", "xmm14", "xmm15", "memory", "cc");
+#undef KILN_RSTEP
+#undef KILN_BROWS
+#undef KILN_BADD
+#undef KILN_BSTORE
+}
+
 #undef KILN_XOR
 #undef KILN_COPY
 #undef KILN_STORE6
@@ -1271,6 +1351,47 @@ KILN_AVX2 void run_blocked8_avx2(const float* a, int64_t M, int64_t K, int64_t a
 }
 
 }  // namespace
+
+namespace {
+
+// run_serial_to_blocked8's columns [n_begin, n_end): per panel, per block of 6 rows, K in slices
+// of kSlice (the row block's slice of A in L1, the panel's in L2), the bias from the first, C
+// added from the second (or from the first where the epilogue accumulates), the clamp at the last.
+KILN_AVX2 void run_to_blocked8_avx2(const float* a, int64_t M, int64_t K, int64_t lda, const float* packed, float* c,
+                                    int64_t c_plane, const Epilogue& ep, int64_t n_begin, int64_t n_end) {
+  float lohi[2];
+  as_clamp(ep.ops, &lohi[0], &lohi[1]);
+  for (int64_t n0 = n_begin / kPanel * kPanel; n0 < n_end; n0 += kPanel) {
+    const float* panel = packed + n0 / kPanel * K * kPanel;
+    const int64_t g0 = std::max<int64_t>(n_begin - n0, 0) / kGroupAvx2, g1 = (std::min(n0 + kPanel, n_end) - n0) / kGroupAvx2;
+    for (int64_t m0 = 0; m0 < M; m0 += kRows)
+      for (int64_t k0 = 0; k0 < K; k0 += kSlice) {
+        const int64_t kc = std::min(kSlice, K - k0);
+        const bool first = k0 == 0, last = k0 + kSlice >= K;
+        const int64_t flags = asm_flags(!first || ep.accumulate, first && ep.bias, last ? lohi[0] : -INFINITY,
+                                        last ? lohi[1] : INFINITY);
+        for (int64_t g = g0; g < g1; ++g) {
+          const int64_t n = n0 + g * kGroupAvx2;
+          float* cg = c + n / 8 * c_plane + m0 * 8;
+          pass_6x16_to_blocked8_asm(a + m0 * lda + k0, lda, panel + g * K * kGroupAvx2 + k0 * kGroupAvx2, kc, cg,
+                                    cg + c_plane, ep.bias ? ep.bias + n : nullptr, lohi, flags);
+        }
+      }
+  }
+}
+
+}  // namespace
+
+void run_serial_to_blocked8(const float* a, int64_t M, int64_t K, int64_t lda, const float* packed_b, int64_t N,
+                            float* c, int64_t c_plane, const Epilogue& epilogue, int64_t n_begin, int64_t n_end) {
+  if (n_end < 0) n_end = N;
+  KILN_CHECK(blocked8_supports(epilogue, 8, N) && K > 0 && M % kRows == 0 && n_begin % kGroupAvx2 == 0 &&
+                 n_end % kGroupAvx2 == 0 && 0 <= n_begin && n_begin <= n_end && n_end <= N,
+             "gemm_f32::run_serial_to_blocked8: needs AVX2 without AVX-512, N a multiple of 16, M of 6, a clamp "
+             "epilogue and columns in whole groups of 16");
+  if (M <= 0 || n_begin == n_end) return;
+  run_to_blocked8_avx2(a, M, K, lda, packed_b, c, c_plane, epilogue, n_begin, n_end);
+}
 
 void run_serial_blocked8(const float* a, int64_t M, int64_t K, int64_t a_plane, const float* packed_b, int64_t N,
                          float* c, int64_t c_plane, const Epilogue& epilogue, int64_t n_begin, int64_t n_end) {

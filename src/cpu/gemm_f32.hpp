@@ -102,6 +102,13 @@ bool blocked8_supports(const Epilogue& epilogue, int64_t K, int64_t N);
 void run_serial_blocked8(const float* a, int64_t M, int64_t K, int64_t a_plane, const float* packed_b, int64_t N,
                          float* c, int64_t c_plane, const Epilogue& epilogue, int64_t n_begin = 0, int64_t n_end = -1);
 
+// The same product from A in rows (row-major, lda; any K) into C in channel blocks of 8: an
+// im2col row block's product stored straight into the output's nChw8c, where
+// blocked8_supports(epilogue, 8, N) holds; M a multiple of 6.
+void run_serial_to_blocked8(const float* a, int64_t M, int64_t K, int64_t lda, const float* packed_b, int64_t N,
+                            float* c, int64_t c_plane, const Epilogue& epilogue, int64_t n_begin = 0,
+                            int64_t n_end = -1);
+
 // C = epilogue(C) on rows x ncols of C (ldc apart), column j taking the bias and operands of
 // column j (`accumulate` has no meaning here): for a kernel that computes C another way (the
 // depthwise convolution of depthwise_f32.hpp). available() must hold.

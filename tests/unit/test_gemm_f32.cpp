@@ -479,3 +479,54 @@ TEST(GemmF32, ChannelBlocksOfEightInAndOutMatchADoubleReference) {
 }
 
 }  // namespace test_gemm_f32
+
+namespace test_gemm_f32 {
+
+TEST(GemmF32, RowsIntoChannelBlocksOfEightMatchADoubleReference) {
+  // run_serial_to_blocked8: A in rows (an im2col's), C in channel blocks of 8 written in place,
+  // K within one slice and over three (the bias from the first, C added from the second, the
+  // clamp at the last); columns [16, 48) alone leave the others as they were.
+  gemm::Epilogue relu;
+  gemm::EpilogueOp op;
+  op.alg = dnnl::algorithm::eltwise_relu;
+  relu.ops = {op};
+  if (!gemm::blocked8_supports(relu, 8, 48)) {
+    EXPECT_TRUE(!gemm::available() || kiln::cpu::isa_at_least(kiln::cpu::Isa::avx512_core));
+    return;
+  }
+  const int64_t M = 12, N = 48, plane = 14;
+  for (int64_t K : {int64_t{27}, int64_t{1100}}) {
+    for (bool accumulate : {false, true}) {
+      for (bool part : {false, true}) {
+        SCOPED_TRACE(cat("K ", K, accumulate ? ", C added" : ", bias", part ? ", columns [16, 48)" : ""));
+        Problem p(M, K, N, 51);
+        std::vector<double> want, scale;
+        p.reference(want, scale);
+        const std::vector<float> packed = p.packed();
+        auto at = [&](int64_t m, int64_t n) { return static_cast<size_t>((n / 8 * plane + m) * 8 + n % 8); };
+        const std::vector<float> before = random_floats(static_cast<size_t>(N * plane), 53);
+        std::vector<float> c = before;
+        gemm::Epilogue ep = relu;
+        ep.bias = p.bias.data();
+        ep.accumulate = accumulate;
+        gemm::run_serial_to_blocked8(p.a.data(), M, K, p.lda, packed.data(), N, c.data(), plane * 8, ep, part ? 16 : 0,
+                                     N);
+        for (int64_t m = 0; m < plane; ++m)
+          for (int64_t n = 0; n < N; ++n) {
+            const float got = c[at(m, n)];
+            if (m >= M || (part && n < 16)) {
+              EXPECT_EQ(got, before[at(m, n)]) << m << "," << n;
+              continue;
+            }
+            const double v = want[static_cast<size_t>(m * N + n)] + p.bias[static_cast<size_t>(n)] +
+                             (accumulate ? before[at(m, n)] : 0.0);
+            EXPECT_NEAR(got, std::max(0.0, v), 1e-5 * (scale[static_cast<size_t>(m * N + n)] + 2.0)) << m << "," << n;
+          }
+      }
+    }
+  }
+  std::vector<float> a(64), b(64);
+  EXPECT_THROW(gemm::run_serial_to_blocked8(a.data(), 6, 8, 8, b.data(), 40, b.data(), 8, relu), Error);  // N % 16
+}
+
+}  // namespace test_gemm_f32

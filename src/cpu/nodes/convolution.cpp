@@ -505,7 +505,10 @@ class ConvolutionNode : public Node {
   // KilnGemm::block (a pointwise product over channel blocks) and KilnGemm::window (see there):
   // A's rows gathered, then the GEMM into C's rows, scattered into the output's channel blocks
   // (or, channels-last, the output's own rows). The output holds the summand when the epilogue
-  // accumulates (execute()), gathered into C's rows with A's.
+  // accumulates (execute()), gathered into C's rows with A's. Where the output is in blocks of 8
+  // and the epilogue a clamp (gemm_f32::blocked8_supports), whole blocks of 6 pixels skip the
+  // copies: a pointwise product reads and writes the blocks themselves (run_serial_blocked8), a
+  // window's stores its rows straight into the output's blocks (run_serial_to_blocked8).
   void run_kiln_gemm_rows(const float* x, const float* w, float* y) {
     const KilnGemm& k = *gemm_;
     const im2col_f32::Geometry& g = k.geo;
@@ -516,23 +519,43 @@ class ConvolutionNode : public Node {
       else
         BlockRows{k.K, k.block, pixels, img, p0, rows}.gather(x, a);
     };
-    // a pointwise product over blocks of 8 the GEMM reads and writes in place (no copies but an
-    // image's or a chunk's last pixels, fewer than 6)
-    const bool in_place = !k.window && k.block == 8 && gemm_f32::blocked8_supports(gemm_ep_, k.K, k.N);
-    if (k.block_team && in_place) {
-      run_blocked8_team(x, w, y);
-      return;
-    }
+    const bool direct = k.block == 8 && gemm_f32::blocked8_supports(gemm_ep_, k.window ? 8 : k.K, k.N);
+    // rows [p0, p0 + rows) of image `img` from A's rows `a` into C's rows `c`, scattered back
+    auto rows_via_c = [&](const float* a, float* c, int64_t img, int64_t p0, int64_t rows) {
+      const BlockRows out{k.N, k.block, pixels, img, p0, rows};
+      if (gemm_ep_.accumulate) out.gather(y, c);
+      gemm_f32::run_serial(a, rows, k.K, k.K, w, k.N, c, k.N, gemm_ep_);
+      out.scatter(c, y);
+    };
     if (k.block_team) {  // every pixel at once: A [images * pixels][K], C after it (or the output)
       float* a = static_cast<float*>(scratch);
       float* c = k.block ? a + k.block_rows * k.K : y;
+      if (direct && !k.window) {  // A is the input itself
+        team_blocks8(images, pixels, [&](int64_t img, int64_t b0, int64_t nb, int64_t n0, int64_t n1) {
+          gemm_f32::run_serial_blocked8(x + img * k.K * pixels + b0 * 48, nb * 6, k.K, pixels * 8, w, k.N,
+                                        y + img * k.N * pixels + b0 * 48, pixels * 8, gemm_ep_, n0, n1);
+        }, [&](int64_t img, int64_t p0, int64_t rows) {
+          gather_a(img, p0, rows, a + (img * pixels + p0) * k.K);
+          rows_via_c(a + (img * pixels + p0) * k.K, c + (img * pixels + p0) * k.N, img, p0, rows);
+        });
+        return;
+      }
 #pragma omp parallel for num_threads(k.threads) schedule(static)
       for (int64_t item = 0; item < images * k.threads; ++item) {  // each image's pixels in a share per thread
         const int64_t img = item / k.threads, p0 = pixels * (item % k.threads) / k.threads,
                       p1 = pixels * (item % k.threads + 1) / k.threads;
         gather_a(img, p0, p1 - p0, a + (img * pixels + p0) * k.K);
-        if (gemm_ep_.accumulate && k.block)
+        if (gemm_ep_.accumulate && k.block && !direct)
           BlockRows{k.N, k.block, pixels, img, p0, p1 - p0}.gather(y, c + (img * pixels + p0) * k.N);
+      }
+      if (direct) {  // a window's gathered rows into the output's blocks
+        team_blocks8(images, pixels, [&](int64_t img, int64_t b0, int64_t nb, int64_t n0, int64_t n1) {
+          gemm_f32::run_serial_to_blocked8(a + (img * pixels + b0 * 6) * k.K, nb * 6, k.K, k.K, w, k.N,
+                                           y + img * k.N * pixels + b0 * 48, pixels * 8, gemm_ep_, n0, n1);
+        }, [&](int64_t img, int64_t p0, int64_t rows) {
+          rows_via_c(a + (img * pixels + p0) * k.K, c + (img * pixels + p0) * k.N, img, p0, rows);
+        });
+        return;
       }
       gemm_f32::run(a, images * pixels, k.K, k.K, w, k.N, c, k.N, gemm_ep_);
       if (!k.block) return;
@@ -549,66 +572,58 @@ class ConvolutionNode : public Node {
 #pragma omp parallel num_threads(k.threads)
     {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      float* a = reinterpret_cast<float*>(static_cast<char*>(scratch) + per_thread * static_cast<size_t>(t));
+      float* const a = reinterpret_cast<float*>(static_cast<char*>(scratch) + per_thread * static_cast<size_t>(t));
+      float* const c = a + k.block_rows * k.K;
       for (int64_t item = items * t / nt; item < items * (t + 1) / nt; ++item) {
         int64_t img = item / chunks, p0 = item % chunks * k.block_rows, rows = std::min(k.block_rows, pixels - p0);
-        if (in_place) {  // the whole blocks of 6 pixels straight from the input's blocks into the output's
-          const int64_t whole = rows / 6 * 6;
+        const int64_t whole = direct ? rows / 6 * 6 : 0;
+        if (whole > 0 && !k.window) {  // the whole blocks of 6 pixels from the input's blocks into the output's
           gemm_f32::run_serial_blocked8(x + img * k.K * pixels + p0 * 8, whole, k.K, pixels * 8, w, k.N,
                                         y + img * k.N * pixels + p0 * 8, pixels * 8, gemm_ep_);
           p0 += whole, rows -= whole;
           if (rows == 0) continue;
+          gather_a(img, p0, rows, a);
+          rows_via_c(a, c, img, p0, rows);
+          continue;
         }
         gather_a(img, p0, rows, a);
         if (!k.block) {  // channels-last: the output's rows are C's
           gemm_f32::run_serial(a, rows, k.K, k.K, w, k.N, y + (img * pixels + p0) * k.N, k.N, gemm_ep_);
           continue;
         }
-        float* c = a + k.block_rows * k.K;
-        const BlockRows out{k.N, k.block, pixels, img, p0, rows};
-        if (gemm_ep_.accumulate) out.gather(y, c);
-        gemm_f32::run_serial(a, rows, k.K, k.K, w, k.N, c, k.N, gemm_ep_);
-        out.scatter(c, y);
+        if (whole > 0)  // a window's whole blocks of 6 rows straight into the output's blocks
+          gemm_f32::run_serial_to_blocked8(a, whole, k.K, k.K, w, k.N, y + img * k.N * pixels + p0 * 8, pixels * 8,
+                                           gemm_ep_);
+        if (whole < rows) rows_via_c(a + whole * k.K, c, img, p0 + whole, rows - whole);
       }
     }
   }
 
-  // KilnGemm::block_team on blocks of 8 in place (gemm_f32::run_serial_blocked8): the whole
-  // blocks of 6 pixels of every image split over the team by C's groups of 16 columns (each
-  // thread reads its share of B and all of the small A), or by blocks of pixels where there are
-  // fewer groups than threads; each image's last pixels (fewer than 6) gathered into rows, their
-  // product scattered back.
-  void run_blocked8_team(const float* x, const float* w, float* y) {
+  // The whole blocks of 6 output pixels of every image, over the team: split by C's groups of 16
+  // columns (each thread reads its share of B and all of the small A) or, with fewer groups than
+  // threads, by blocks of pixels: `whole(img, first block, blocks, n0, n1)` computes columns
+  // [n0, n1) of blocks [first, first + blocks) of image img in place. Then each image's last
+  // pixels (fewer than 6): `tail(img, p0, rows)`, images shared by the threads. (KilnGemm::block_team
+  // where gemm_f32::blocked8_supports.)
+  template <class Whole, class Tail>
+  void team_blocks8(int64_t images, int64_t pixels, const Whole& whole, const Tail& tail) {
     const KilnGemm& k = *gemm_;
-    const int64_t images = inputs[0]->shape[0], pixels = k.geo.h * k.geo.w, whole = pixels / 6 * 6;
-    const int64_t groups = k.N / 16, blocks = images * (whole / 6);
+    const int64_t per_image = pixels / 6, groups = k.N / 16, blocks = images * per_image;
 #pragma omp parallel num_threads(k.threads)
     {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
       if (groups >= nt) {
         const int64_t n0 = groups * t / nt * 16, n1 = groups * (t + 1) / nt * 16;
-        for (int64_t img = 0; img < images && whole > 0; ++img)
-          gemm_f32::run_serial_blocked8(x + img * k.K * pixels, whole, k.K, pixels * 8, w, k.N, y + img * k.N * pixels,
-                                        pixels * 8, gemm_ep_, n0, n1);
+        for (int64_t img = 0; img < images && per_image > 0; ++img) whole(img, 0, per_image, n0, n1);
       } else {
         for (int64_t b = blocks * t / nt, end = blocks * (t + 1) / nt; b < end;) {  // a run of blocks of one image
-          const int64_t img = b / (whole / 6), first = b % (whole / 6), n = std::min(end - b, whole / 6 - first);
-          gemm_f32::run_serial_blocked8(x + img * k.K * pixels + first * 48, n * 6, k.K, pixels * 8, w, k.N,
-                                        y + img * k.N * pixels + first * 48, pixels * 8, gemm_ep_);
+          const int64_t img = b / per_image, first = b % per_image, n = std::min(end - b, per_image - first);
+          whole(img, first, n, 0, k.N);
           b += n;
         }
       }
-      if (whole < pixels) {
-        float* a = static_cast<float*>(scratch) + t * 6 * (k.K + k.N);  // (block_rows >= images * pixels rows)
-        float* c = a + 6 * k.K;
-        for (int64_t img = t; img < images; img += nt) {
-          BlockRows{k.K, 8, pixels, img, whole, pixels - whole}.gather(x, a);
-          const BlockRows out{k.N, 8, pixels, img, whole, pixels - whole};
-          if (gemm_ep_.accumulate) out.gather(y, c);
-          gemm_f32::run_serial(a, pixels - whole, k.K, k.K, w, k.N, c, k.N, gemm_ep_);
-          out.scatter(c, y);
-        }
-      }
+      if (per_image * 6 < pixels)
+        for (int64_t img = t; img < images; img += nt) tail(img, per_image * 6, pixels - per_image * 6);
     }
   }
 
