@@ -280,6 +280,37 @@ TEST(CpuDynamicShapes, StemsAndPointwiseConvolutionsOnKilnsGemm) {
   expect_kiln_kernel(g, image_stream(3), cpu::NodeKind::Convolution, cpu::gemm_f32::available(), "");
 }
 
+TEST(CpuDynamicShapes, AStemReadByAPoolWritesChannelBlocks) {
+  // SqueezeNet's head: a stem (3x3 stride 2 over 3 channels, im2col rows) and a ReLU, a 3x3
+  // MaxPool, a 1x1 convolution: below AVX-512 (kiln's blocked kernels) the stem stores its
+  // product straight into channel blocks of 8, the pool keeps them and the 1x1 reads them in
+  // place: no Reorder but the output's. Elsewhere the same results.
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 3, Dim::sym("h"), Dim::sym("w")})});
+  auto* stem = g->add_node("Relu", {conv(*g, x, 3, 32, 3, 2, 1, 1, "stem")}, 1, "stem_relu")->output(0);
+  auto* pool = g->add_node("MaxPool", {stem}, 1, "pool");
+  pool->attrs["kernel_shape"] = std::vector<int64_t>{3, 3};
+  pool->attrs["strides"] = std::vector<int64_t>{2, 2};
+  pool->attrs["ceil_mode"] = int64_t(1);
+  g->add_output(g->add_node("Relu", {conv(*g, pool->output(0), 32, 16, 1, 1, 1, 3, "squeeze")}, 1, "sq_relu")->output(0));
+  const std::vector<std::vector<Shape>> stream = {{{1, 3, 30, 34}}, {{2, 3, 17, 23}}, {{1, 3, 40, 22}}, {{3, 3, 12, 12}}};
+  auto ex = run_stream(g, stream, {"Convolution", "Pooling"});
+  const bool blocks = cpu::gemm_f32::available() && !cpu::isa_at_least(cpu::Isa::avx512_core);
+  for (const auto& s : stream) {
+    SCOPED_TRACE(shape_to_string(s[0]));
+    const auto& plan = ex->plan_for(s);
+    ASSERT_TRUE(plan.cpu);
+    const cpu::Node* c = nullptr;
+    for (const auto& n : plan.cpu->nodes())
+      if (n->name == "stem") c = n.get();
+    ASSERT_NE(c, nullptr) << plan.cpu->describe();
+    EXPECT_EQ(c->outputs[0]->layout_name() == "blocked(8@dim1)", blocks) << plan.cpu->describe();
+    if (blocks) {
+      EXPECT_EQ(count_type(*plan.cpu, "Reorder"), 1u) << plan.cpu->describe();  // the output's
+    }
+  }
+}
+
 TEST(CpuDynamicShapes, HardSwishConvolutionsOnKilnsGemm) {
   // MobileNet-v3's stem (3x3 stride 2) and a 1x1 expansion, each followed by HardSwish: the
   // activation a post-op of kiln's GEMM (nothing made per shape) where it runs (AVX2)

@@ -202,7 +202,8 @@ class ConvolutionNode : public Node {
     bool team_gather = false;
     int64_t gather_rows = 0;
     // pointwise on channel blocks of `block` (nChw8c / nChw16c in and out, where the producer
-    // wrote them; a window's output), else 0 (channels-last): pixels of an image gathered `block_rows` at a time
+    // wrote them; a window's or an image stem's output: stem_into_blocks), else 0
+    // (channels-last): pixels of an image gathered `block_rows` at a time
     // into channels-last rows of A, their product's rows scattered back into blocks, each
     // thread its own; or, with fewer such items than twice the team (a 7 x 7 map), all pixels
     // gathered at once for the team's GEMM (`block_team`)
@@ -211,8 +212,9 @@ class ConvolutionNode : public Node {
     bool block_team = false;
     int64_t lda() const { return strided ? geo.c : geo.row_stride(); }
     size_t scratch_floats() const {
-      if (block || window) return static_cast<size_t>(block_rows * (K + (block ? N : 0)));
-      return static_cast<size_t>((team_gather ? gather_rows : rows) * geo.ow * lda());
+      if (window || (block && pointwise)) return static_cast<size_t>(block_rows * (K + (block ? N : 0)));
+      // (a stem into blocks: C's rows for a step's last pixels, fewer than 6, after A's)
+      return static_cast<size_t>((team_gather ? gather_rows : rows) * geo.ow * lda() + (block ? 6 * N : 0));
     }
     size_t scratch_bytes() const {
       if (pointwise && !block) return 0;
@@ -282,7 +284,24 @@ class ConvolutionNode : public Node {
       k.block = b;
       k.share_rows(x[0], g.h * g.w, int64_t{32} << 10);  // A's rows in about 128 KiB
     }
+    if (!k.pointwise && !k.strided && !k.taps && with_readers && stem_into_blocks(k, probe)) k.block = 8;
     return k;
+  }
+
+  // Whether an image stem (im2col rows from plain NCHW) writes channel blocks of 8, its whole
+  // blocks of 6 pixels stored straight into them (gemm_f32::run_serial_to_blocked8): where only
+  // poolings read it and take the blocks, below AVX-512, output channels a multiple of 16, a
+  // clamp epilogue, no sum. SqueezeNet's stem wrote channels-last, its pool too, so its first
+  // Fire module's 1x1s ran channels-last and its Concat reordered a source into channel blocks
+  // (a oneDNN reorder made for every new shape); the recogniser's first 3x3 after the pool takes
+  // blocks as well.
+  bool stem_into_blocks(const KilnGemm& k, const gemm_f32::Epilogue& probe) const {
+    if (isa_at_least(Isa::avx512_core) || k.N % 16 != 0 || post_ops_.sum_input() >= 0 || output_readers.empty() ||
+        !gemm_f32::blocked8_supports(probe, 8, k.N))
+      return false;
+    for (const Node* r : output_readers)
+      if (r->kind() != NodeKind::Pooling) return false;
+    return readers_take(memory::desc(to_dims(outputs[0]->shape), memory::data_type::f32, blocked_tag(8)));
   }
 
   // Whether kiln's GEMM runs this window convolution (KilnGemm::window), and then its layouts and
@@ -443,7 +462,7 @@ class ConvolutionNode : public Node {
       conv_taps_f32::run(*k.taps, x, w, y, gemm_ep_, taps_last_, static_cast<float*>(scratch), k.threads);
       return;
     }
-    if (k.block || k.window) {
+    if ((k.block && k.pointwise) || k.window) {
       run_kiln_gemm_rows(x, w, y);
       return;
     }
@@ -475,6 +494,16 @@ class ConvolutionNode : public Node {
           im2col_f32::strided_pixels(g, x + img * g.c * g.h * g.w, oh0, rows, cols);
         else
           im2col_f32::rows(g, x + img * g.c * g.h * g.w, oh0, rows, cols);
+        if (k.block) {  // a stem into the output's channel blocks (stem_into_blocks)
+          const int64_t pixels = g.oh * g.ow, p0 = oh0 * g.ow, n = rows * g.ow, whole = n / 6 * 6;
+          gemm_f32::run_serial_to_blocked8(cols, whole, k.K, k.lda(), w, k.N, y + img * k.N * pixels + p0 * 8,
+                                           pixels * 8, gemm_ep_);
+          if (whole == n) continue;
+          float* c = cols + n * k.lda();
+          gemm_f32::run_serial(cols + whole * k.lda(), n - whole, k.K, k.lda(), w, k.N, c, k.N, gemm_ep_);
+          BlockRows{k.N, 8, pixels, img, p0 + whole, n - whole}.scatter(c, y);
+          continue;
+        }
         gemm_f32::run_serial(cols, rows * g.ow, k.K, k.lda(), w, k.N, y + (img * g.oh + oh0) * g.ow * k.N, k.N, gemm_ep_);
       }
     }
