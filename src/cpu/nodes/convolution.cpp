@@ -11,8 +11,9 @@
 // arena (Node::scratch_bytes), not oneDNN's per-thread one: that one is made again at the
 // size of each larger primitive, so a stream of growing shapes faulted in fresh pages of
 // Winograd's transformed tiles (11 MB for a recogniser width) on every new shape.
-// Where the model's input shapes vary, 1x1 convolutions, windows over few channels (stems) and
-// windows that mostly read padding (conv_taps_f32.hpp) run kiln's GEMM instead (kiln_gemm_conv):
+// Where the model's input shapes vary, 1x1 convolutions, windows over few channels (stems),
+// windows that mostly read padding (conv_taps_f32.hpp) and, below AVX-512 in the graph of a new
+// shape, windows over many channels (window_gemm) run kiln's GEMM instead (kiln_gemm_conv):
 // nothing is made per shape.
 #include <algorithm>
 #include <cstring>
