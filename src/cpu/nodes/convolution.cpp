@@ -316,17 +316,19 @@ class ConvolutionNode : public Node {
   // again with oneDNN's kernel. Where:
   // - a graph for a new shape of a model whose shapes vary (not its hot rebuild);
   // - below AVX-512 (oneDNN 2.6's AVX-512 kernels not measured against it);
-  // - input channels a multiple of 8 (whole vectors of a tap), output channels 64 or more: a
+  // - input channels a multiple of 8 (whole vectors of a tap), output channels 48 or more: a
   //   narrower product fills half of the GEMM's 64-column panel (312 x 1152 x 32 ran at 154
   //   GFLOP/s against 189 for x 64), and DenseNet's 3x3s into 32 channels, alike in a whole
   //   dense block, share one primitive of oneDNN's between them (densenet_hw 1.025 of the time);
+  //   GoogLeNet's 16 -> 48 at 14 x 14 costs 0.01 ms a run more than oneDNN's kernel, which costs
+  //   about 0.13 ms to make for each new shape;
   // - where kiln's Winograd does not run it.
   // The input read as the edge holds it, in channel blocks or else channels-last; the output in
   // the blocks of the ISA's convolutions (8) where the readers (and the summand) take them, else
   // channels-last.
   bool window_gemm(KilnGemm& k, bool with_readers) const {
     const im2col_f32::Geometry& g = k.geo;
-    if (!shapes_vary || isa_at_least(Isa::avx512_core) || g.c % 8 != 0 || k.N < 64 || kiln_winograd()) return false;
+    if (!shapes_vary || isa_at_least(Isa::avx512_core) || g.c % 8 != 0 || k.N < 48 || kiln_winograd()) return false;
     k.window = true;
     if (const int64_t b = channel_block(*inputs[0]); b > 0 && g.c % b == 0) k.in_block = b;
     const int sum = post_ops_.sum_input();
