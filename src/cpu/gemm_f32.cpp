@@ -651,7 +651,6 @@ KILN_AVX2 inline __attribute__((always_inline)) void pass_6x16_asm(const float* 
       "5:\n\t" KILN_CLAMPS(KILN_OP6("vmaxps", 14, 0, 2, 4, 6, 8, 10) KILN_OP6("vmaxps", 14, 1, 3, 5, 7, 9, 11),
                            KILN_OP6("vminps", 15, 0, 2, 4, 6, 8, 10) KILN_OP6("vminps", 15, 1, 3, 5, 7, 9, 11))
           KILN_STORE6(0, 0, 2, 4, 6, 8, 10) KILN_STORE6(32, 1, 3, 5, 7, 9, 11) KILN_ASM_OPERANDS, "r11");
-#undef KILN_STEP
 }
 
 // The same for a last group of 8 columns (a panel of 40, 104 or 440 columns): 6 rows x 8
@@ -727,6 +726,35 @@ KILN_AVX2 inline __attribute__((always_inline)) void pass_6x8_asm(const float* a
 #undef KILN_STEP2
 #undef KILN_STEP1
 }
+// The two passes into channel blocks below: the 12 accumulators from the bias or zero (flags
+// bit 1); their rows of C, the even accumulators at c, the odd ones at c2, a row 32 bytes on;
+// C added (bit 0), the clamps (bits 2, 3), the store; what they clobber.
+#define KILN_INIT12                                                                                     \
+  "test $2, %[fl]\n\t"                                                                                  \
+  "jz 8f\n\t"                                                                                           \
+  "vmovups (%[bias]), %%ymm0\n\t"                                                                       \
+  "vmovups 32(%[bias]), %%ymm1\n\t" KILN_COPY(0, 2) KILN_COPY(1, 3) KILN_COPY(0, 4) KILN_COPY(1, 5)      \
+      KILN_COPY(0, 6) KILN_COPY(1, 7) KILN_COPY(0, 8) KILN_COPY(1, 9) KILN_COPY(0, 10) KILN_COPY(1, 11) \
+  "jmp 9f\n\t"                                                                                          \
+  "8:\n\t" KILN_XOR(0) KILN_XOR(1) KILN_XOR(2) KILN_XOR(3) KILN_XOR(4) KILN_XOR(5) KILN_XOR(6)          \
+      KILN_XOR(7) KILN_XOR(8) KILN_XOR(9) KILN_XOR(10) KILN_XOR(11)                                    \
+  "9:\n\t"
+#define KILN_BROWS(OP)                                                                                 \
+  OP("(%[c])", 0) OP("32(%[c])", 2) OP("64(%[c])", 4) OP("96(%[c])", 6) OP("128(%[c])", 8)              \
+  OP("160(%[c])", 10) OP("(%[c2])", 1) OP("32(%[c2])", 3) OP("64(%[c2])", 5) OP("96(%[c2])", 7)         \
+  OP("128(%[c2])", 9) OP("160(%[c2])", 11)
+#define KILN_BADD(M, R) "vaddps " M ", %%ymm" #R ", %%ymm" #R "\n\t"
+#define KILN_BSTORE(M, R) "vmovups %%ymm" #R ", " M "\n\t"
+#define KILN_BLOCKS_OUT                                                                                 \
+  "test $1, %[fl]\n\t"                                                                                  \
+  "jz 5f\n\t" KILN_BROWS(KILN_BADD)                                                                     \
+  "5:\n\t" KILN_CLAMPS(KILN_OP6("vmaxps", 14, 0, 2, 4, 6, 8, 10) KILN_OP6("vmaxps", 14, 1, 3, 5, 7, 9, 11), \
+                       KILN_OP6("vminps", 15, 0, 2, 4, 6, 8, 10) KILN_OP6("vminps", 15, 1, 3, 5, 7, 9, 11))  \
+      KILN_BROWS(KILN_BSTORE)
+#define KILN_CLOBBER12                                                                                 \
+  "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", \
+      "xmm13", "xmm14", "xmm15", "memory", "cc"
+
 // A 6-pixel x 16-channel block of a 1x1 convolution over channel blocks of 8 (nChw8c in and
 // out): A's rows are 6 consecutive pixels of a plane (32 bytes apart), its K in planes of 8
 // channels `pa` bytes apart, each plane's 8 steps at offsets 0-28 of the row; C's 16 columns are
@@ -759,45 +787,22 @@ KILN_AVX2 inline __attribute__((always_inline)) void pass_6x16_blocked8_asm(cons
   "vfmadd231ps %%ymm13, %%ymm14, %%ymm9\n\t"        \
   "vfmadd231ps %%ymm12, %%ymm15, %%ymm10\n\t"       \
   "vfmadd231ps %%ymm13, %%ymm15, %%ymm11\n\t"
-// the two channel blocks of C: the even accumulators at c, the odd ones at c2, a row 32 bytes on
-#define KILN_BROWS(OP)                                                                                 \
-  OP("(%[c])", 0) OP("32(%[c])", 2) OP("64(%[c])", 4) OP("96(%[c])", 6) OP("128(%[c])", 8)              \
-  OP("160(%[c])", 10) OP("(%[c2])", 1) OP("32(%[c2])", 3) OP("64(%[c2])", 5) OP("96(%[c2])", 7)         \
-  OP("128(%[c2])", 9) OP("160(%[c2])", 11)
-#define KILN_BADD(M, R) "vaddps " M ", %%ymm" #R ", %%ymm" #R "\n\t"
-#define KILN_BSTORE(M, R) "vmovups %%ymm" #R ", " M "\n\t"
   asm volatile(
-      "test $2, %[fl]\n\t"
-      "jz 8f\n\t"
-      "vmovups (%[bias]), %%ymm0\n\t"
-      "vmovups 32(%[bias]), %%ymm1\n\t" KILN_COPY(0, 2) KILN_COPY(1, 3) KILN_COPY(0, 4) KILN_COPY(1, 5) KILN_COPY(0, 6)
-          KILN_COPY(1, 7) KILN_COPY(0, 8) KILN_COPY(1, 9) KILN_COPY(0, 10) KILN_COPY(1, 11)
-      "jmp 9f\n\t"
-      "8:\n\t" KILN_XOR(0) KILN_XOR(1) KILN_XOR(2) KILN_XOR(3) KILN_XOR(4) KILN_XOR(5) KILN_XOR(6) KILN_XOR(7)
-          KILN_XOR(8) KILN_XOR(9) KILN_XOR(10) KILN_XOR(11)
-      "9:\n\t"
+      KILN_INIT12
       "1:\n\t" KILN_BSTEP(0, 0) KILN_BSTEP(4, 64) KILN_BSTEP(8, 128) KILN_BSTEP(12, 192) KILN_BSTEP(16, 256)
           KILN_BSTEP(20, 320) KILN_BSTEP(24, 384) KILN_BSTEP(28, 448)
       "add %[pa], %[a]\n\t"
       "add $512, %[b]\n\t"
       "dec %[n8]\n\t"
       "jnz 1b\n\t"
-      "test $1, %[fl]\n\t"
-      "jz 5f\n\t" KILN_BROWS(KILN_BADD)
-      "5:\n\t" KILN_CLAMPS(KILN_OP6("vmaxps", 14, 0, 2, 4, 6, 8, 10) KILN_OP6("vmaxps", 14, 1, 3, 5, 7, 9, 11),
-                           KILN_OP6("vminps", 15, 0, 2, 4, 6, 8, 10) KILN_OP6("vminps", 15, 1, 3, 5, 7, 9, 11))
-          KILN_BROWS(KILN_BSTORE)
+      KILN_BLOCKS_OUT
       : [a] "+r"(a), [b] "+r"(b), [n8] "+r"(n8)
       : [pa] "r"(pa), [c] "r"(c), [c2] "r"(c2), [bias] "r"(bias), [lohi] "r"(lohi), [fl] "r"(flags)
-      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
-        "xmm13", "xmm14", "xmm15", "memory", "cc");
+      : KILN_CLOBBER12);
 #undef KILN_BSTEP
-#undef KILN_BROWS
-#undef KILN_BADD
-#undef KILN_BSTORE
 }
 
-// pass_6x16_asm's A (rows `lda` apart, K in steps of 4 then 1) into pass_6x16_blocked8_asm's C
+// pass_6x16_asm's A (rows `lda` apart, K in steps of 4 then 1: its KILN_STEP) into pass_6x16_blocked8_asm's C
 // (two channel blocks of 8, rows 32 bytes apart from c and c2): an im2col row block's product
 // stored straight into the output's channel blocks. No prefetch of a next panel.
 KILN_AVX2 inline __attribute__((always_inline)) void pass_6x16_to_blocked8_asm(const float* a, int64_t lda,
@@ -807,46 +812,11 @@ KILN_AVX2 inline __attribute__((always_inline)) void pass_6x16_to_blocked8_asm(c
   const float* a3 = a + 3 * lda;
   int64_t n4 = kc / 4, n1 = kc % 4;
   const int64_t la = lda * 4;
-#define KILN_RSTEP(OA, OB)                           \
-  "vmovups " #OB "(%[b]), %%ymm12\n\t"               \
-  "vmovups " #OB "+32(%[b]), %%ymm13\n\t"            \
-  "vbroadcastss " #OA "(%[a]), %%ymm14\n\t"          \
-  "vbroadcastss " #OA "(%[a],%[la],1), %%ymm15\n\t"  \
-  "vfmadd231ps %%ymm12, %%ymm14, %%ymm0\n\t"         \
-  "vfmadd231ps %%ymm13, %%ymm14, %%ymm1\n\t"         \
-  "vbroadcastss " #OA "(%[a],%[la],2), %%ymm14\n\t"  \
-  "vfmadd231ps %%ymm12, %%ymm15, %%ymm2\n\t"         \
-  "vfmadd231ps %%ymm13, %%ymm15, %%ymm3\n\t"         \
-  "vbroadcastss " #OA "(%[a3]), %%ymm15\n\t"         \
-  "vfmadd231ps %%ymm12, %%ymm14, %%ymm4\n\t"         \
-  "vfmadd231ps %%ymm13, %%ymm14, %%ymm5\n\t"         \
-  "vbroadcastss " #OA "(%[a3],%[la],1), %%ymm14\n\t" \
-  "vfmadd231ps %%ymm12, %%ymm15, %%ymm6\n\t"         \
-  "vfmadd231ps %%ymm13, %%ymm15, %%ymm7\n\t"         \
-  "vbroadcastss " #OA "(%[a3],%[la],2), %%ymm15\n\t" \
-  "vfmadd231ps %%ymm12, %%ymm14, %%ymm8\n\t"         \
-  "vfmadd231ps %%ymm13, %%ymm14, %%ymm9\n\t"         \
-  "vfmadd231ps %%ymm12, %%ymm15, %%ymm10\n\t"        \
-  "vfmadd231ps %%ymm13, %%ymm15, %%ymm11\n\t"
-#define KILN_BROWS(OP)                                                                                 \
-  OP("(%[c])", 0) OP("32(%[c])", 2) OP("64(%[c])", 4) OP("96(%[c])", 6) OP("128(%[c])", 8)              \
-  OP("160(%[c])", 10) OP("(%[c2])", 1) OP("32(%[c2])", 3) OP("64(%[c2])", 5) OP("96(%[c2])", 7)         \
-  OP("128(%[c2])", 9) OP("160(%[c2])", 11)
-#define KILN_BADD(M, R) "vaddps " M ", %%ymm" #R ", %%ymm" #R "\n\t"
-#define KILN_BSTORE(M, R) "vmovups %%ymm" #R ", " M "\n\t"
   asm volatile(
-      "test $2, %[fl]\n\t"
-      "jz 8f\n\t"
-      "vmovups (%[bias]), %%ymm0\n\t"
-      "vmovups 32(%[bias]), %%ymm1\n\t" KILN_COPY(0, 2) KILN_COPY(1, 3) KILN_COPY(0, 4) KILN_COPY(1, 5) KILN_COPY(0, 6)
-          KILN_COPY(1, 7) KILN_COPY(0, 8) KILN_COPY(1, 9) KILN_COPY(0, 10) KILN_COPY(1, 11)
-      "jmp 9f\n\t"
-      "8:\n\t" KILN_XOR(0) KILN_XOR(1) KILN_XOR(2) KILN_XOR(3) KILN_XOR(4) KILN_XOR(5) KILN_XOR(6) KILN_XOR(7)
-          KILN_XOR(8) KILN_XOR(9) KILN_XOR(10) KILN_XOR(11)
-      "9:\n\t"
+      KILN_INIT12
       "test %[n4], %[n4]\n\t"
       "jz 2f\n\t"
-      "1:\n\t" KILN_RSTEP(0, 0) KILN_RSTEP(4, 64) KILN_RSTEP(8, 128) KILN_RSTEP(12, 192)
+      "1:\n\t" KILN_STEP(0, 0) KILN_STEP(4, 64) KILN_STEP(8, 128) KILN_STEP(12, 192)
       "add $16, %[a]\n\t"
       "add $16, %[a3]\n\t"
       "add $256, %[b]\n\t"
@@ -855,28 +825,26 @@ KILN_AVX2 inline __attribute__((always_inline)) void pass_6x16_to_blocked8_asm(c
       "2:\n\t"
       "test %[n1], %[n1]\n\t"
       "jz 4f\n\t"
-      "3:\n\t" KILN_RSTEP(0, 0)
+      "3:\n\t" KILN_STEP(0, 0)
       "add $4, %[a]\n\t"
       "add $4, %[a3]\n\t"
       "add $64, %[b]\n\t"
       "dec %[n1]\n\t"
       "jnz 3b\n\t"
       "4:\n\t"
-      "test $1, %[fl]\n\t"
-      "jz 5f\n\t" KILN_BROWS(KILN_BADD)
-      "5:\n\t" KILN_CLAMPS(KILN_OP6("vmaxps", 14, 0, 2, 4, 6, 8, 10) KILN_OP6("vmaxps", 14, 1, 3, 5, 7, 9, 11),
-                           KILN_OP6("vminps", 15, 0, 2, 4, 6, 8, 10) KILN_OP6("vminps", 15, 1, 3, 5, 7, 9, 11))
-          KILN_BROWS(KILN_BSTORE)
+      KILN_BLOCKS_OUT
       : [a] "+r"(a), [a3] "+r"(a3), [b] "+r"(b), [n4] "+r"(n4), [n1] "+r"(n1)
       : [la] "r"(la), [c] "r"(c), [c2] "r"(c2), [bias] "r"(bias), [lohi] "r"(lohi), [fl] "r"(flags)
-      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
-        "xmm13", "xmm14", "xmm15", "memory", "cc");
-#undef KILN_RSTEP
+      : KILN_CLOBBER12);
+}
+
+#undef KILN_STEP
+#undef KILN_INIT12
 #undef KILN_BROWS
 #undef KILN_BADD
 #undef KILN_BSTORE
-}
-
+#undef KILN_BLOCKS_OUT
+#undef KILN_CLOBBER12
 #undef KILN_XOR
 #undef KILN_COPY
 #undef KILN_STORE6
