@@ -187,7 +187,8 @@ class ConvolutionNode : public Node {
     // a window over many channels: A's rows gathered by im2col_f32::window_rows from the input
     // in channel blocks of `in_block` (0: channels-last), in items of `block_rows` output pixels
     // (or all of them: `block_team`) as for `block`; the output in channel blocks of `block`
-    // (scattered from C's rows), or channels-last (0: the GEMM writes it)
+    // (whole blocks of 6 pixels stored straight into them where gemm_f32::blocked8_supports,
+    // the rest scattered from C's rows), or channels-last (0: the GEMM writes it)
     bool window = false;
     int64_t in_block = 0;
     bool strided = false;      // a strided 1x1 window: A gathered from x channels-last (strided_pixels)
@@ -309,9 +310,10 @@ class ConvolutionNode : public Node {
   // items into `k`. oneDNN's direct kernel makes a primitive (JIT code) for every new shape:
   // GoogLeNet's 16 such convolutions took about 3 ms of its 4 ms plan. Run as the GEMM of
   // gathered windows they cost nothing to plan but run slower where the products are small
-  // against the copies (AMD Zen 2, 2 threads, in the model against oneDNN's direct kernel:
-  // GoogLeNet's 3x3s over 96-192 channels into 208-384 0.91-1.10 of the time, 16-48 channels
-  // into 48-128 1.05-1.3; SqueezeNet's 1.04-1.33; CRNN's 1.26-1.38 at [1, 3, 48, 96]). So the
+  // against the copies (AMD Zen 2, 2 threads, in the model against oneDNN's direct kernel, with
+  // the product still scattered into blocks: GoogLeNet's 3x3s over 96-192 channels into 208-384
+  // 0.91-1.10 of the time, 16-48 channels into 48-128 1.05-1.3; SqueezeNet's 1.04-1.33; CRNN's
+  // 1.26-1.38 at [1, 3, 48, 96], whose stores straight into the blocks then took 0.941). So the
   // node counts as a quick one (Node::quick_impl): the graph of a shape that turns hot is built
   // again with oneDNN's kernel. Where:
   // - a graph for a new shape of a model whose shapes vary (not its hot rebuild);
