@@ -123,7 +123,7 @@ KILN_AVX2 void pool_row(const Geometry& g, const int64_t* cols, const float* src
   }
 }
 
-// Max pooling of one output row separably (max_separable): each input column's max over the
+// Max pooling of one output row separably (where `separable`): each input column's max over the
 // window's rows, then each output's max over its window's columns of those. One window as kh x kw
 // taps was one chain of kh * kw dependent maxima per vector (four windows at a time:
 // latency-bound, GoogLeNet's 3x3 pools at stride 1 about 18 cycles a vector); separably the chains
