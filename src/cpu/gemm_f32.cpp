@@ -1298,6 +1298,17 @@ bool blocked8_supports(const Epilogue& epilogue, int64_t K, int64_t N) {
 
 namespace {
 
+// The groups of 16 columns of the panel from column n0 that lie in [n_begin, n_end): [*g0, *g1).
+inline void panel_groups(int64_t n0, int64_t n_begin, int64_t n_end, int64_t* g0, int64_t* g1) {
+  *g0 = std::max<int64_t>(n_begin - n0, 0) / kGroupAvx2;
+  *g1 = (std::min(n0 + kPanel, n_end) - n0) / kGroupAvx2;
+}
+
+// Whether columns [n_begin, n_end) of N are whole groups of 16 (the blocked passes' C).
+bool whole_groups(int64_t n_begin, int64_t n_end, int64_t N) {
+  return n_begin % kGroupAvx2 == 0 && n_end % kGroupAvx2 == 0 && 0 <= n_begin && n_begin <= n_end && n_end <= N;
+}
+
 // Columns [n_begin, n_end) of run_serial_blocked8.
 KILN_AVX2 void run_blocked8_avx2(const float* a, int64_t M, int64_t K, int64_t a_plane, const float* packed, float* c,
                                  int64_t c_plane, const Epilogue& ep, int64_t n_begin, int64_t n_end) {
@@ -1307,7 +1318,8 @@ KILN_AVX2 void run_blocked8_avx2(const float* a, int64_t M, int64_t K, int64_t a
   const int64_t pa = a_plane * static_cast<int64_t>(sizeof(float));
   for (int64_t n0 = n_begin / kPanel * kPanel; n0 < n_end; n0 += kPanel) {  // panel by panel: its B stays in L2
     const float* panel = packed + n0 / kPanel * K * kPanel;
-    const int64_t g0 = std::max<int64_t>(n_begin - n0, 0) / kGroupAvx2, g1 = (std::min(n0 + kPanel, n_end) - n0) / kGroupAvx2;
+    int64_t g0, g1;
+    panel_groups(n0, n_begin, n_end, &g0, &g1);
     for (int64_t m0 = 0; m0 < M; m0 += kRows)
       for (int64_t g = g0; g < g1; ++g) {
         const int64_t n = n0 + g * kGroupAvx2;  // the group's first column: channel blocks n / 8 and n / 8 + 1
@@ -1318,10 +1330,6 @@ KILN_AVX2 void run_blocked8_avx2(const float* a, int64_t M, int64_t K, int64_t a
   }
 }
 
-}  // namespace
-
-namespace {
-
 // run_serial_to_blocked8's columns [n_begin, n_end): per panel, per block of 6 rows, K in slices
 // of kSlice (the row block's slice of A in L1, the panel's in L2), the bias from the first, C
 // added from the second (or from the first where the epilogue accumulates), the clamp at the last.
@@ -1331,7 +1339,8 @@ KILN_AVX2 void run_to_blocked8_avx2(const float* a, int64_t M, int64_t K, int64_
   as_clamp(ep.ops, &lohi[0], &lohi[1]);
   for (int64_t n0 = n_begin / kPanel * kPanel; n0 < n_end; n0 += kPanel) {
     const float* panel = packed + n0 / kPanel * K * kPanel;
-    const int64_t g0 = std::max<int64_t>(n_begin - n0, 0) / kGroupAvx2, g1 = (std::min(n0 + kPanel, n_end) - n0) / kGroupAvx2;
+    int64_t g0, g1;
+    panel_groups(n0, n_begin, n_end, &g0, &g1);
     for (int64_t m0 = 0; m0 < M; m0 += kRows)
       for (int64_t k0 = 0; k0 < K; k0 += kSlice) {
         const int64_t kc = std::min(kSlice, K - k0);
@@ -1353,8 +1362,7 @@ KILN_AVX2 void run_to_blocked8_avx2(const float* a, int64_t M, int64_t K, int64_
 void run_serial_to_blocked8(const float* a, int64_t M, int64_t K, int64_t lda, const float* packed_b, int64_t N,
                             float* c, int64_t c_plane, const Epilogue& epilogue, int64_t n_begin, int64_t n_end) {
   if (n_end < 0) n_end = N;
-  KILN_CHECK(blocked8_supports(epilogue, 8, N) && K > 0 && M % kRows == 0 && n_begin % kGroupAvx2 == 0 &&
-                 n_end % kGroupAvx2 == 0 && 0 <= n_begin && n_begin <= n_end && n_end <= N,
+  KILN_CHECK(blocked8_supports(epilogue, 8, N) && K > 0 && M % kRows == 0 && whole_groups(n_begin, n_end, N),
              "gemm_f32::run_serial_to_blocked8: needs AVX2 without AVX-512, N a multiple of 16, M of 6, a clamp "
              "epilogue and columns in whole groups of 16");
   if (M <= 0 || n_begin == n_end) return;
@@ -1364,8 +1372,7 @@ void run_serial_to_blocked8(const float* a, int64_t M, int64_t K, int64_t lda, c
 void run_serial_blocked8(const float* a, int64_t M, int64_t K, int64_t a_plane, const float* packed_b, int64_t N,
                          float* c, int64_t c_plane, const Epilogue& epilogue, int64_t n_begin, int64_t n_end) {
   if (n_end < 0) n_end = N;
-  KILN_CHECK(blocked8_supports(epilogue, K, N) && M % kRows == 0 && n_begin % kGroupAvx2 == 0 &&
-                 n_end % kGroupAvx2 == 0 && 0 <= n_begin && n_begin <= n_end && n_end <= N,
+  KILN_CHECK(blocked8_supports(epilogue, K, N) && M % kRows == 0 && whole_groups(n_begin, n_end, N),
              "gemm_f32::run_serial_blocked8: needs AVX2 without AVX-512, K a multiple of 8, N of 16, M of 6, a "
              "clamp epilogue and columns in whole groups of 16");
   if (M <= 0 || n_begin == n_end) return;

@@ -338,8 +338,8 @@ class ConvolutionNode : public Node {
     if (k.N % 8 == 0 && (sum < 0 || channel_block(*inputs[static_cast<size_t>(sum)]) == 8) &&
         (!with_readers || readers_take(blocked)))
       k.block = 8;
-    // A's rows in about 256 KiB: B is 9 x C rows, read again by every item
-    k.share_rows(inputs[0]->shape[0], g.oh * g.ow, int64_t{16} << 10);  // A's rows in about 64 KiB
+    // A's rows in about 64 KiB (16 K floats: 1.5% faster than 64 K on GoogLeNet's windows)
+    k.share_rows(inputs[0]->shape[0], g.oh * g.ow, int64_t{16} << 10);
     return true;
   }
 
@@ -609,16 +609,14 @@ class ConvolutionNode : public Node {
       float* const a = reinterpret_cast<float*>(static_cast<char*>(scratch) + per_thread * static_cast<size_t>(t));
       float* const c = a + k.block_rows * k.K;
       for (int64_t item = items * t / nt; item < items * (t + 1) / nt; ++item) {
-        int64_t img = item / chunks, p0 = item % chunks * k.block_rows, rows = std::min(k.block_rows, pixels - p0);
-        const int64_t whole = direct ? rows / 6 * 6 : 0;
+        const int64_t img = item / chunks;
+        int64_t p0 = item % chunks * k.block_rows, rows = std::min(k.block_rows, pixels - p0);
+        int64_t whole = direct ? rows / 6 * 6 : 0;
         if (whole > 0 && !k.window) {  // the whole blocks of 6 pixels from the input's blocks into the output's
           gemm_f32::run_serial_blocked8(x + img * k.K * pixels + p0 * 8, whole, k.K, pixels * 8, w, k.N,
                                         y + img * k.N * pixels + p0 * 8, pixels * 8, gemm_ep_);
-          p0 += whole, rows -= whole;
+          p0 += whole, rows -= whole, whole = 0;  // the rest (fewer than 6) through C's rows below
           if (rows == 0) continue;
-          gather_a(img, p0, rows, a);
-          rows_via_c(a, c, img, p0, rows);
-          continue;
         }
         gather_a(img, p0, rows, a);
         if (!k.block) {  // channels-last: the output's rows are C's
