@@ -413,8 +413,8 @@ TEST(CpuDynamicShapes, DenseBlocksKeepChannelBlocksThroughPointwiseConvolutionsA
 }
 
 TEST(CpuDynamicShapes, WindowConvolutionsOnKilnsGemmUntilTheShapeIsHot) {
-  // Windows over many channels that kiln's Winograd does not take (maps too small for it): a 3x3
-  // over the model's input (a channels-last gather), a 3x3 at stride 2 into 72 channels (a last
+  // Windows over many channels that kiln's Winograd does not take (maps too small for it, or 16
+  // channels into fewer than 64): a 3x3 over the model's input (a channels-last gather), a 3x3 at stride 2 into 72 channels (a last
   // group of 8 columns) over its producer's channel blocks, a dilated 3x3, a 3x3 onto a residual
   // sum (a sum post-op), a 5x5 with uneven pads.
   // Below AVX-512 with kiln's GEMM (AVX2): im2col rows and the GEMM, nothing made per shape,
@@ -430,8 +430,8 @@ TEST(CpuDynamicShapes, WindowConvolutionsOnKilnsGemmUntilTheShapeIsHot) {
     c->attrs["dilations"] = std::vector<int64_t>{dil, dil};
     return c->output(0);
   };
-  auto* a = g->add_node("Relu", {window(x, 16, 64, 3, 1, 1, {1, 1, 1, 1}, 1, "w_in")}, 1, "r_in")->output(0);
-  auto* b = g->add_node("Relu", {window(a, 64, 72, 3, 2, 1, {1, 1, 1, 1}, 3, "w_s2")}, 1, "r_s2")->output(0);
+  auto* a = g->add_node("Relu", {window(x, 16, 56, 3, 1, 1, {1, 1, 1, 1}, 1, "w_in")}, 1, "r_in")->output(0);
+  auto* b = g->add_node("Relu", {window(a, 56, 72, 3, 2, 1, {1, 1, 1, 1}, 3, "w_s2")}, 1, "r_s2")->output(0);
   auto* d = g->add_node("Relu", {window(b, 72, 72, 3, 1, 2, {2, 2, 2, 2}, 5, "w_dil")}, 1, "r_dil")->output(0);
   auto* e = window(d, 72, 72, 3, 1, 1, {1, 1, 1, 1}, 7, "w_sum");
   auto* sum = g->add_node("Relu", {g->add_node("Add", {e, b}, 1, "res")->output(0)}, 1, "r_res")->output(0);

@@ -196,6 +196,8 @@ TEST(CpuWinograd, KilnsFourByThreeMatchesTheReferenceOnPartialTilesPaddingsAndOd
       {{1, 33, 42, 42}, 35, {0, 0, 0, 0}, false, false},   {{1, 64, 30, 23}, 40, {2, 0, 1, 2}, true, false},
       {{1, 128, 12, 60}, 256, {1, 1, 1, 1}, true, true},   {{1, 256, 14, 14}, 256, {1, 1, 1, 1}, true, true},
       {{2, 64, 20, 20}, 64, {2, 2, 2, 2}, false, true},
+      // few channels in and many out: SqueezeNet's Fire modules (16 -> 64), 20 in padded to 24
+      {{1, 16, 40, 38}, 64, {1, 1, 1, 1}, true, true},     {{2, 20, 18, 22}, 72, {1, 0, 1, 2}, true, false},
   };
   uint32_t seed = 60;
   for (const Case& c : cases) {
@@ -265,7 +267,7 @@ TEST(CpuWinograd, KilnsFourByThreeAddsAResidualBeforeTheRelu) {
 
 TEST(CpuWinograd, KilnsFourByThreeLeavesWhatItDoesNotCompute) {
   if (!kiln_winograd_here()) GTEST_SKIP() << "kiln's Winograd runs on AVX2 CPUs without AVX-512";
-  // too few channels in or out, too few tiles (7x7), a dilated window, and a post-op other than
+  // too few channels in, or few in and few out, too few out, too few tiles (7x7), a dilated window, and a post-op other than
   // ReLU (a Clip, which the fusion passes give the convolution)
   auto check = [](const std::shared_ptr<ir::Graph>& g, const Shape& x) {
     transforms::PassLog log;
@@ -275,10 +277,12 @@ TEST(CpuWinograd, KilnsFourByThreeLeavesWhatItDoesNotCompute) {
     EXPECT_NE(the_conv(*cg).impl, cpu::winograd_f32::impl_name()) << cg->describe();
   };
   EXPECT_TRUE(kiln_winograd_expected({1, 64, 40, 40}, 64));  // what the cases below change
-  EXPECT_FALSE(kiln_winograd_expected({1, 16, 40, 40}, 64));
+  EXPECT_FALSE(kiln_winograd_expected({1, 8, 40, 40}, 64));
+  EXPECT_FALSE(kiln_winograd_expected({1, 16, 40, 40}, 32));
   EXPECT_FALSE(kiln_winograd_expected({1, 64, 40, 40}, 16));
   EXPECT_FALSE(kiln_winograd_expected({1, 512, 7, 7}, 512));
-  check(conv_relu(16, 64), {1, 16, 40, 40});
+  check(conv_relu(8, 64), {1, 8, 40, 40});
+  check(conv_relu(16, 32), {1, 16, 40, 40});
   check(conv_relu(64, 16), {1, 64, 40, 40});
   check(conv_relu(512, 512), {1, 512, 7, 7});
   {
@@ -423,6 +427,24 @@ TEST(CpuWinograd, KilnsFourByThreeInSixteenChannelBlocksPaysWithManyChannelsOrTi
   cpu::winograd_f32::Geometry avx2 = geo(32, 64, 24, 100);
   avx2.block = 8;  // against oneDNN's direct AVX2 kernel it pays there
   EXPECT_TRUE(cpu::winograd_f32::pays(avx2));
+}
+
+TEST(CpuWinograd, KilnsFourByThreeOnAvx2TakesFewInputChannelsOnlyForManyOutputs) {
+  // below 32 channels in, the input transform pays only where 64 outputs or more share it and
+  // there are 40 tiles or more (winograd_f32.cpp: SqueezeNet's 16 -> 64 and 32 -> 128 faster,
+  // GoogLeNet's 16 -> 32 slower)
+  auto geo = [](int64_t ci, int64_t co, int64_t h, int64_t w) {
+    cpu::winograd_f32::Geometry g;
+    g.ic = ci, g.oc = co, g.ih = g.oh = h, g.iw = g.ow = w, g.block = 8;
+    return g;
+  };
+  EXPECT_TRUE(cpu::winograd_f32::pays(geo(16, 64, 52, 52)));    // 169 tiles
+  EXPECT_TRUE(cpu::winograd_f32::pays(geo(32, 128, 24, 28)));   // 42 tiles
+  EXPECT_FALSE(cpu::winograd_f32::pays(geo(32, 128, 20, 20)));  // 25 tiles
+  EXPECT_FALSE(cpu::winograd_f32::pays(geo(16, 32, 52, 52)));   // too few outputs
+  EXPECT_FALSE(cpu::winograd_f32::pays(geo(8, 64, 52, 52)));    // too few inputs
+  EXPECT_FALSE(cpu::winograd_f32::pays(geo(32, 48, 24, 28)));   // 42 tiles, 48 outputs: the 100-tile rule
+  EXPECT_TRUE(cpu::winograd_f32::pays(geo(32, 48, 40, 40)));    // 100 tiles
 }
 
 }  // namespace test_cpu_winograd
