@@ -157,7 +157,7 @@ bool available() { return isa_at_least(Isa::avx2) && gemm_f32::available(); }
 // AVX-512: its GEMMs on 16 lanes, in nChw16c (the transforms take 8 channels at a time either way)
 const char* impl_name() { return isa_at_least(Isa::avx512_core) ? "kiln_wino_4x3:avx512_core_f32" : "kiln_wino_4x3:avx2_f32"; }
 
-bool pays(const Geometry& g) {
+bool pays(const Geometry& g, bool against_im2col) {
   // Per layer against oneDNN's jit:avx2 direct kernel (AMD Zen 3, 2 threads, `-pc`, median of 2):
   // ResNet-50 56x56 and 28x28 layers 0.42-0.49 of its time, 14x14 with 256 channels 0.68-0.71,
   // 7x7 with 512 1.69; GoogLeNet 56x56 and 28x28 with 64-128 channels in 0.54-0.58, 28x28 with
@@ -176,12 +176,17 @@ bool pays(const Geometry& g) {
   // im2col GEMM that a new shape's window takes, or oneDNN's direct kernel below 48 outputs):
   // SqueezeNet-1.1's 16 -> 64 over 338 tiles 0.82 of its time, 32 -> 128 over 84 0.62;
   // GoogLeNet's 32 -> 96 over 98 0.82, but its 16 -> 32 1.7: few outputs leave the input
-  // transform unpaid.
+  // transform unpaid. Against the im2col GEMM only: GoogLeNet's inception 4 (96-160 -> 208-320
+  // over 13 x 13, 32 tiles) 0.56-0.69, at [1, 3, 232, 200] (14 x 12, 12 tiles) 0.77-0.93 (its
+  // inception 5, 7 x 7 over 8 tiles, 1.4-1.6: GEMMs of 8 rows); against oneDNN's direct kernel
+  // (fixed shapes, 224 x 224, 16 tiles) GoogLeNet level, SqueezeNet-1.1's 64 -> 256 over 13 x 13
+  // 1.06 of the whole model's time.
   const int64_t tiles = tile_count(g), fewer = std::min(g.ic, g.oc);
   if (g.block == 16)  // AVX-512, against oneDNN's Winograd made for the shape (winograd_f32.hpp)
     return g.ic >= 32 && g.oc >= 32 && ((tiles >= 12 && fewer >= 128) || tiles >= 250);
   if (g.ic >= 16 && g.ic < 64 && g.oc >= 64 && tiles >= 40) return true;
   if (g.ic < 32 || g.oc < 32) return false;
+  if (against_im2col && tiles >= 12 && fewer >= 64) return true;
   return tiles >= 100 || (tiles >= 40 && g.ic >= 64) || (tiles >= 16 && fewer >= 256);
 }
 

@@ -32,9 +32,11 @@ struct Geometry {
   int64_t block = 8;             // channels per block of src and dst: 8 (nChw8c) or 16 (nChw16c)
 };
 
-// Whether the kernel runs this convolution faster than oneDNN's direct AVX2 kernel, from the
-// channels and the number of 4x4 output tiles (measured per layer, winograd_f32.cpp).
-bool pays(const Geometry& g);
+// Whether the kernel runs this convolution faster than oneDNN's direct AVX2 kernel, or with
+// `against_im2col` than kiln's im2col GEMM (what a window takes in a new shape's graph below
+// AVX-512), from the channels and the number of 4x4 output tiles (measured per layer,
+// winograd_f32.cpp).
+bool pays(const Geometry& g, bool against_im2col = false);
 
 // Floats of the transformed, packed weights of an oc x ic x 3 x 3 convolution.
 size_t weights_floats(int64_t ic, int64_t oc);

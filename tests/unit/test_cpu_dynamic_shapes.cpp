@@ -412,10 +412,60 @@ TEST(CpuDynamicShapes, DenseBlocksKeepChannelBlocksThroughPointwiseConvolutionsA
   }
 }
 
+TEST(CpuDynamicShapes, SmallMapsTakeWinogradAgainstTheIm2colGemmUntilTheShapeIsHot) {
+  // A 3x3 over 64 channels and few tiles (12-32): in a new shape's graph below AVX-512 kiln's
+  // Winograd beats the im2col GEMM the window would take there, but not oneDNN's direct kernel
+  // (winograd_f32::pays): Winograd as a quick node, then the hot rebuild's direct kernel.
+  // Fewer than 12 tiles keep the im2col GEMM; 100 or more take Winograd in every graph.
+  auto g = make_graph();
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 64, Dim::sym("h"), Dim::sym("w")})});
+  auto* c = g->add_node("Conv", {x, g->add_constant("w", random_tensor({96, 64, 3, 3}, 11, 0.1f)),
+                                 g->add_constant("b", random_tensor({96}, 12, 0.2f))}, 1, "conv");
+  c->attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+  g->add_output(g->add_node("Relu", {c->output(0)}, 1, "relu")->output(0));
+  struct Case {
+    Shape x;
+    const char* impl;  // expected below AVX-512 with kiln's GEMM
+    bool quick;
+  } cases[] = {{{2, 64, 13, 13}, "kiln_wino", true},   // 32 tiles
+               {{1, 64, 14, 12}, "kiln_wino", true},   // 12 tiles
+               {{1, 64, 7, 7}, "kiln_im2col", true},   // 4 tiles
+               {{1, 64, 40, 40}, "kiln_wino", false}};  // 100 tiles
+  std::vector<std::vector<Shape>> stream;
+  for (const Case& k : cases) stream.push_back({k.x});
+  auto ex = run_stream(g, stream, {"Convolution"});
+  const bool kiln = cpu::gemm_f32::available() && !cpu::isa_at_least(cpu::Isa::avx512_core);
+  for (const Case& k : cases) {
+    SCOPED_TRACE(shape_to_string(k.x));
+    const cpu::Node* n = find(*ex->plan_for({k.x}).cpu, "conv");
+    ASSERT_NE(n, nullptr);
+    if (!kiln) {
+      EXPECT_EQ(n->impl.rfind("kiln_wino", 0), std::string::npos) << n->impl;
+      continue;
+    }
+    EXPECT_EQ(n->impl.rfind(k.impl, 0), 0u) << n->impl;
+    EXPECT_EQ(n->quick_impl, k.quick);
+  }
+  // the 32-tile shape turns hot: oneDNN's direct kernel, the same results
+  runtime::ReferenceExecutor ref(g);
+  const Tensor in = random_tensor({2, 64, 13, 13}, 13);
+  const auto want = ref.run({in});
+  std::vector<ProfilingInfo> profile;
+  for (size_t r = 0; r <= cpu::Executor::kHotRuns; ++r) expect_close(want[0], ex->run({in}, &profile)[0], 1e-4, 1e-4);
+  EXPECT_EQ(ex->hot_rebuilds(), kiln ? 1u : 0u);
+  bool seen = false;
+  for (const ProfilingInfo& p : profile)
+    if (p.node_type == "Convolution") {
+      seen = true;
+      EXPECT_EQ(p.exec_type.rfind("kiln", 0), std::string::npos) << p.node_name << ": " << p.exec_type;
+    }
+  EXPECT_TRUE(seen);
+}
+
 TEST(CpuDynamicShapes, WindowConvolutionsOnKilnsGemmUntilTheShapeIsHot) {
   // Windows over many channels that kiln's Winograd does not take (maps too small for it, or 16
-  // channels into fewer than 64): a 3x3 over the model's input (a channels-last gather), a 3x3 at stride 2 into 72 channels (a last
-  // group of 8 columns) over its producer's channel blocks, a dilated 3x3, a 3x3 onto a residual
+  // channels into fewer than 64): a 3x3 over the model's input (a channels-last gather), a 3x3 at stride 2 into 56 channels (a last
+  // group of 8 columns; fewer than 64, which Winograd takes from 12 tiles) over its producer's channel blocks, a dilated 3x3, a 3x3 onto a residual
   // sum (a sum post-op), a 5x5 with uneven pads.
   // Below AVX-512 with kiln's GEMM (AVX2): im2col rows and the GEMM, nothing made per shape,
   // each a quick node; a frequent shape's hot rebuild takes oneDNN's direct kernels instead.
@@ -431,11 +481,11 @@ TEST(CpuDynamicShapes, WindowConvolutionsOnKilnsGemmUntilTheShapeIsHot) {
     return c->output(0);
   };
   auto* a = g->add_node("Relu", {window(x, 16, 56, 3, 1, 1, {1, 1, 1, 1}, 1, "w_in")}, 1, "r_in")->output(0);
-  auto* b = g->add_node("Relu", {window(a, 56, 72, 3, 2, 1, {1, 1, 1, 1}, 3, "w_s2")}, 1, "r_s2")->output(0);
-  auto* d = g->add_node("Relu", {window(b, 72, 72, 3, 1, 2, {2, 2, 2, 2}, 5, "w_dil")}, 1, "r_dil")->output(0);
-  auto* e = window(d, 72, 72, 3, 1, 1, {1, 1, 1, 1}, 7, "w_sum");
+  auto* b = g->add_node("Relu", {window(a, 56, 56, 3, 2, 1, {1, 1, 1, 1}, 3, "w_s2")}, 1, "r_s2")->output(0);
+  auto* d = g->add_node("Relu", {window(b, 56, 56, 3, 1, 2, {2, 2, 2, 2}, 5, "w_dil")}, 1, "r_dil")->output(0);
+  auto* e = window(d, 56, 56, 3, 1, 1, {1, 1, 1, 1}, 7, "w_sum");
   auto* sum = g->add_node("Relu", {g->add_node("Add", {e, b}, 1, "res")->output(0)}, 1, "r_res")->output(0);
-  g->add_output(window(sum, 72, 64, 5, 1, 1, {2, 1, 2, 3}, 9, "w_5x5"));
+  g->add_output(window(sum, 56, 64, 5, 1, 1, {2, 1, 2, 3}, 9, "w_5x5"));
   const std::vector<std::vector<Shape>> stream = {{{1, 16, 20, 24}}, {{1, 16, 12, 16}}, {{2, 16, 24, 20}},
                                                   {{1, 16, 9, 13}},  {{3, 16, 16, 16}}, {{1, 16, 20, 24}}};
   auto ex = run_stream(g, stream, {"Convolution"});

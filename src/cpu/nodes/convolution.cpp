@@ -64,7 +64,8 @@ class ConvolutionNode : public Node {
     grouped_.reset();
     if (auto k = kiln_gemm_conv()) return prepare_kiln_gemm(*k);
     if (auto g = kiln_grouped()) return prepare_kiln_grouped(*g);
-    if (auto g = kiln_winograd()) return prepare_kiln_winograd(*g);
+    bool until_hot = false;
+    if (auto g = kiln_winograd(&until_hot)) return prepare_kiln_winograd(*g, until_hot);
     wino_.reset();
     const ir::Node& n = *source;
     const bool quick = shapes_vary && quick_to_create_is_safe();
@@ -765,9 +766,11 @@ class ConvolutionNode : public Node {
   // whose input shapes vary: a graph for a new shape; a hot rebuild takes oneDNN's first choice);
   // a convolution oneDNN's Winograd would take (winograd_candidate: f32, dense, stride 1), 4-D,
   // padding under the window, post-ops it computes (kiln_winograd_post_ops), and channels and
-  // tiles enough that it pays (winograd_f32::pays). In the blocked layout of the ISA's
-  // convolutions: nChw16c with AVX-512, nChw8c with AVX2.
-  std::optional<winograd_f32::Geometry> kiln_winograd() const {
+  // tiles enough that it pays (winograd_f32::pays): against oneDNN's direct kernel, or in the
+  // graph of a new shape below AVX-512, against kiln's im2col GEMM that window_gemm would run
+  // it on (then `*until_hot` is set: the hot rebuild asks again). In the blocked layout of the
+  // ISA's convolutions: nChw16c with AVX-512, nChw8c with AVX2.
+  std::optional<winograd_f32::Geometry> kiln_winograd(bool* until_hot = nullptr) const {
     const bool avx512 = isa_at_least(Isa::avx512_core);
     if (!winograd_f32::available() || (avx512 && !shapes_vary) || !winograd_candidate(post_ops_)) return std::nullopt;
     const Shape &x = inputs[0]->shape, &w = inputs[1]->shape, &y = outputs[0]->shape;
@@ -779,7 +782,12 @@ class ConvolutionNode : public Node {
     g.ih = x[2], g.iw = x[3], g.oh = y[2], g.ow = y[3];
     g.pad_t = geo.pad_l[0], g.pad_l = geo.pad_l[1];
     g.block = avx512 ? 16 : 8;
-    if (!kiln_winograd_post_ops(g) || !winograd_f32::pays(g)) return std::nullopt;
+    if (!kiln_winograd_post_ops(g)) return std::nullopt;
+    if (winograd_f32::pays(g)) return g;
+    // window_gemm's conditions but Winograd's (8 channels in: whole vectors of a tap; 48 out)
+    const bool against_im2col = shapes_vary && !avx512 && g.ic % 8 == 0 && g.oc >= 48;
+    if (!against_im2col || !winograd_f32::pays(g, true)) return std::nullopt;
+    if (until_hot) *until_hot = true;
     return g;
   }
 
@@ -794,11 +802,13 @@ class ConvolutionNode : public Node {
     return i == ops.size();
   }
 
-  std::vector<InputLayout> prepare_kiln_winograd(const winograd_f32::Geometry& g) {
+  // until_hot: taken where it beats only the im2col GEMM (kiln_winograd): a quick node, whose
+  // hot rebuild asks again against oneDNN's direct kernel.
+  std::vector<InputLayout> prepare_kiln_winograd(const winograd_f32::Geometry& g, bool until_hot) {
     const Shape &x = inputs[0]->shape, &y = outputs[0]->shape;
     wino_ = g;
     wino_threads_ = omp_get_max_threads();
-    quick_impl = false;
+    quick_impl = until_hot;
     impl = winograd_f32::impl_name();
     // transformed once per compiled model, through the weights cache
     const memory::desc packed({static_cast<int64_t>(winograd_f32::weights_floats(g.ic, g.oc))}, memory::data_type::f32, tag::a);
