@@ -6,6 +6,7 @@
 #include "transforms/fuse_matmul_integer_to_float.hpp"
 #include "transforms/fuse_squeeze_excite.hpp"
 #include "transforms/merge_group_convolution.hpp"
+#include "transforms/pool_before_pointwise_conv.hpp"
 #include "transforms/qdq_to_fake_quantize.hpp"
 #include "transforms/reduce_to_global_pooling.hpp"
 #include "transforms/remove_identity_ops.hpp"
@@ -30,6 +31,8 @@ const std::vector<Pass>& passes() {
       {kFoldPadIntoConvolution, fold_pad},
       {kMergeGroupConvolution, merge_group_convolution},
       {kFoldBatchNormalization, fold_batch_norm},
+      // after the above: a BatchNorm between the convolution and the pool is folded by then
+      {kAveragePoolBeforePointwiseConvolution, average_pool_before_pointwise_conv},
       {kReduceToGlobalPooling, reduce_to_global_pooling},
       {kFuseSqueezeExcite, fuse_squeeze_excite},  // after the above: its pool may be a ReduceMean
       {kScatterRowsToScatterND, scatter_rows_to_scatter_nd},

@@ -1,7 +1,8 @@
 #pragma once
 // The model-level (ir::Graph) passes of the CPU graph optimizer, in order:
-//   QdqToFakeQuantize, RemoveIdentityOps, FuseMatMulIntegerToFloat, FoldPadIntoConvolution, MergeGroupConvolution,
-//   FoldBatchNormalization, ReduceToGlobalPooling, ScatterRowsToScatterND,
+//   QdqToFakeQuantize, RemoveIdentityOps, FuseMatMulIntegerToFloat, FuseConvIntegerToFloat, FoldPadIntoConvolution,
+//   MergeGroupConvolution, FoldBatchNormalization, AveragePoolBeforePointwiseConvolution, ReduceToGlobalPooling,
+//   FuseSqueezeExcite, ScatterRowsToScatterND,
 // then constants and nodes left unread are dropped (ir::Graph::remove_dead, only when a
 // pass rewrote something) and shapes are inferred again (ir::infer_shapes).
 #include <set>
