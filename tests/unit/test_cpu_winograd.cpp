@@ -410,14 +410,17 @@ TEST(CpuWinograd, KilnsFourByThreeInSixteenChannelBlocksWritesZerosInThePadding)
 
 namespace test_cpu_winograd {
 
+// A one-image ci -> co convolution over an h x w map in channel blocks of `block`, for pays().
+cpu::winograd_f32::Geometry pays_geometry(int64_t ci, int64_t co, int64_t h, int64_t w, int64_t block) {
+  cpu::winograd_f32::Geometry g;
+  g.ic = ci, g.oc = co, g.ih = g.oh = h, g.iw = g.ow = w, g.block = block;
+  return g;
+}
+
 TEST(CpuWinograd, KilnsFourByThreeInSixteenChannelBlocksPaysWithManyChannelsOrTiles) {
   // with AVX-512 it stands against oneDNN's own Winograd made per shape: 128 channels and more
   // from a few tiles on, fewer channels from 250 tiles on (winograd_f32.cpp, measured per layer)
-  auto geo = [](int64_t ci, int64_t co, int64_t h, int64_t w) {
-    cpu::winograd_f32::Geometry g;
-    g.ic = ci, g.oc = co, g.ih = g.oh = h, g.iw = g.ow = w, g.block = 16;
-    return g;
-  };
+  auto geo = [](int64_t ci, int64_t co, int64_t h, int64_t w) { return pays_geometry(ci, co, h, w, 16); };
   EXPECT_TRUE(cpu::winograd_f32::pays(geo(128, 256, 6, 52)));    // 26 tiles
   EXPECT_FALSE(cpu::winograd_f32::pays(geo(128, 128, 4, 12)));   // 3 tiles
   EXPECT_FALSE(cpu::winograd_f32::pays(geo(64, 128, 12, 200)));  // 150 tiles
@@ -430,14 +433,10 @@ TEST(CpuWinograd, KilnsFourByThreeInSixteenChannelBlocksPaysWithManyChannelsOrTi
 }
 
 TEST(CpuWinograd, KilnsFourByThreeOnAvx2TakesFewInputChannelsOnlyForManyOutputs) {
-  // below 32 channels in, the input transform pays only where 64 outputs or more share it and
-  // there are 40 tiles or more (winograd_f32.cpp: SqueezeNet's 16 -> 64 and 32 -> 128 faster,
-  // GoogLeNet's 16 -> 32 slower)
-  auto geo = [](int64_t ci, int64_t co, int64_t h, int64_t w) {
-    cpu::winograd_f32::Geometry g;
-    g.ic = ci, g.oc = co, g.ih = g.oh = h, g.iw = g.ow = w, g.block = 8;
-    return g;
-  };
+  // 16 to 63 channels in: the input transform pays where 64 outputs or more share it, from 40
+  // tiles on (winograd_f32.cpp: SqueezeNet's 16 -> 64 and 32 -> 128 faster, GoogLeNet's 16 ->
+  // 32 slower); fewer than 16 in never
+  auto geo = [](int64_t ci, int64_t co, int64_t h, int64_t w) { return pays_geometry(ci, co, h, w, 8); };
   EXPECT_TRUE(cpu::winograd_f32::pays(geo(16, 64, 52, 52)));    // 169 tiles
   EXPECT_TRUE(cpu::winograd_f32::pays(geo(32, 128, 24, 28)));   // 42 tiles
   EXPECT_FALSE(cpu::winograd_f32::pays(geo(32, 128, 20, 20)));  // 25 tiles
@@ -445,6 +444,18 @@ TEST(CpuWinograd, KilnsFourByThreeOnAvx2TakesFewInputChannelsOnlyForManyOutputs)
   EXPECT_FALSE(cpu::winograd_f32::pays(geo(8, 64, 52, 52)));    // too few inputs
   EXPECT_FALSE(cpu::winograd_f32::pays(geo(32, 48, 24, 28)));   // 42 tiles, 48 outputs: the 100-tile rule
   EXPECT_TRUE(cpu::winograd_f32::pays(geo(32, 48, 40, 40)));    // 100 tiles
+}
+
+TEST(CpuWinograd, KilnsFourByThreeOnAvx2BeatsTheIm2colGemmOnFewerTilesThanOneDnn) {
+  // 64 channels in and out or more: against kiln's im2col GEMM (a new shape's window) from 12
+  // tiles, against oneDNN's direct kernel from 40 (or 16 with 256 channels)
+  auto geo = [](int64_t ci, int64_t co, int64_t h, int64_t w) { return pays_geometry(ci, co, h, w, 8); };
+  EXPECT_FALSE(cpu::winograd_f32::pays(geo(96, 208, 13, 13)));       // 16 tiles
+  EXPECT_TRUE(cpu::winograd_f32::pays(geo(96, 208, 13, 13), true));
+  EXPECT_TRUE(cpu::winograd_f32::pays(geo(112, 224, 14, 12), true));  // 12 tiles
+  EXPECT_FALSE(cpu::winograd_f32::pays(geo(160, 320, 7, 7), true));   // 4 tiles
+  EXPECT_FALSE(cpu::winograd_f32::pays(geo(128, 32, 13, 13), true));  // 32 outputs
+  EXPECT_TRUE(cpu::winograd_f32::pays(geo(256, 256, 13, 13)));        // 16 tiles, 256 channels
 }
 
 }  // namespace test_cpu_winograd
