@@ -38,10 +38,25 @@ int64_t tile_count(const Geometry& g) { return g.batch * ((g.oh + 3) / 4) * ((g.
 // and products (36 x tiles x (in + out) floats) a little over L2 at most; the rule above ran
 // 1.3-1.7x their time where it gave one block per thread (GoogLeNet's 64 -> 192 over [2, 64, 50,
 // 52], 174 tiles: 3.3-3.8 ms against 2.2 at 18) or 48 tiles (SqueezeNet's 16 -> 64: 0.42
-// against 0.31 ms); the recogniser's 128 -> 256 layer 1.82-1.85 at 12 against 1.86-1.94.
+// against 0.31 ms); the recogniser's 128 -> 256 layer 1.82-1.85 at 12 against 1.86-1.94. Of
+// the sizes up to that (whole 6-row GEMM blocks, or the tiles split evenly over the team), the
+// one whose busiest thread has the least to do, a block counting 3 tiles more for its 36 GEMM
+// calls and its weights: GoogLeNet's inception 4 at batch 1 (16 tiles) is two blocks of 8, not
+// one that leaves a thread idle (0.956x the model's time), at batch 2 two of 16 (0.34 against
+// 0.37-0.40 ms for 8 or 12); 98 tiles are blocks of 12, not 13 (1.15x the time: a GEMM's 1-row tail).
 int64_t tiles_per_block(const Geometry& g, int threads) {
   const int64_t icp = round8(g.ic), ocp = round8(g.oc);
-  if (g.block == 8) return icp + ocp <= 256 ? 18 : 12;
+  if (g.block == 8) {
+    const int64_t most = icp + ocp <= 256 ? 18 : 16, tiles = tile_count(g), team = std::max(threads, 1);
+    const int64_t even = (tiles + team - 1) / team;
+    int64_t best = std::min(even, most), best_load = -1;
+    for (int64_t tb : {even, int64_t{6}, int64_t{12}, int64_t{18}}) {
+      if (tb > most || tb < 1) continue;
+      const int64_t blocks = (tiles + tb - 1) / tb, load = (blocks + team - 1) / team * (tb + 3);
+      if (best_load < 0 || load < best_load || (load == best_load && tb > best)) best = tb, best_load = load;
+    }
+    return best;
+  }
   int64_t t = std::clamp<int64_t>((192 * 1024) / (36 * (icp + ocp)) / 6 * 6, 6, 48);
   if (36 * icp * ocp * static_cast<int64_t>(sizeof(float)) > (1 << 20)) {
     const int64_t per_thread = (tile_count(g) + threads - 1) / std::max(threads, 1);
