@@ -633,12 +633,14 @@ class ConvolutionNode : public Node {
   }
 
   // The whole blocks of 6 output pixels of every image, over the team: split by blocks of pixels
-  // where they share out evenly (a multiple of the team, or 8 a thread or more), else by C's groups
-  // of 16 columns (each thread reads its share of B and all of the small A) where there are as
-  // many as threads. By pixels, each thread reads all of B but only its share of A, and its
-  // share's blocks run every column group: GoogLeNet's inception 4 at batch 1, 168 x 528 x 256
-  // (2 threads, asm over blocks), 188 GFLOP/s against 154 by columns; 48 x 528 x 256 162 against
-  // 140; 42 x 832 x 384 (7 blocks) 156 against 160: `whole(img, first block, blocks, n0, n1)` computes columns
+  // where they share out evenly (a multiple of the team, or 8 a thread or more) and C is at most
+  // 512 columns wide, else by C's groups of 16 columns (each thread reads its share of B and all
+  // of the small A) where there are as many as threads. By pixels, each thread reads all of B
+  // but only its share of A, and its share's blocks run every column group. 2 threads, asm over
+  // blocks, GFLOP/s by pixels against by columns: GoogLeNet's inception 4 at batch 1, 168 x 528
+  // x 256, 188 against 154; 48 x 528 x 256 162 / 140; 48 x 2048 x 512 181 / 171; but 48 x 320 x
+  // 1280 (MobileNet-v2's last 1x1) 175 / 200, 48 x 512 x 2048 188 / 201, and 42 x 832 x 384 (7
+  // blocks) 156 / 160: `whole(img, first block, blocks, n0, n1)` computes columns
   // [n0, n1) of blocks [first, first + blocks) of image img in place. Then each image's last
   // pixels (fewer than 6): `tail(img, p0, rows)`, images shared by the threads. (KilnGemm::block_team
   // where gemm_f32::blocked8_supports.)
@@ -649,7 +651,7 @@ class ConvolutionNode : public Node {
 #pragma omp parallel num_threads(k.threads)
     {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      const bool by_pixels = blocks >= 2 * nt && (blocks % nt == 0 || blocks >= 8 * nt);
+      const bool by_pixels = k.N <= 512 && blocks >= 2 * nt && (blocks % nt == 0 || blocks >= 8 * nt);
       if (groups >= nt && !by_pixels) {
         const int64_t n0 = groups * t / nt * 16, n1 = groups * (t + 1) / nt * 16;
         for (int64_t img = 0; img < images && per_image > 0; ++img) whole(img, 0, per_image, n0, n1);
