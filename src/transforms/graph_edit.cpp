@@ -81,6 +81,18 @@ std::string other_reader(const ir::Graph& g, const ir::Value* v, const ir::Node*
   return "";
 }
 
+bool all_equal(const std::vector<int64_t>& v, int64_t x) {
+  for (int64_t e : v)
+    if (e != x) return false;
+  return true;
+}
+
+int64_t static_dim(const ir::Value* v, size_t d) {
+  const ir::PartialShape& s = v->type.shape;
+  if (!s.rank_known || s.rank() <= d || !s.dims[d].is_static()) return -1;
+  return s.dims[d].value;
+}
+
 bool all_equal(const Tensor& t, double value) {
   if (!t.defined()) return false;
   for (double d : t.to_f64())

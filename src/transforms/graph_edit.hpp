@@ -57,6 +57,11 @@ std::string other_reader(const ir::Graph& g, const ir::Value* v, const ir::Node*
 
 // Every element of `t` (any dtype, bool as 0 / 1; any shape) equals `value` exactly.
 bool all_equal(const Tensor& t, double value);
+// Every element of `v` (an attribute's integers) is `x` (true for none).
+bool all_equal(const std::vector<int64_t>& v, int64_t x);
+
+// Dim `d` of `v`'s shape where it is static, else -1 (unknown rank, too few dims, a symbol).
+int64_t static_dim(const ir::Value* v, size_t d);
 
 // A new f32 constant named after `base` (made unique).
 ir::Value* add_f32_constant(ir::Graph& g, const std::string& base, const std::vector<double>& values, Shape shape);

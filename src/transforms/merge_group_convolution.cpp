@@ -21,13 +21,6 @@ struct SplitPoint {
   std::string reason;            // non-empty: not a channel split, why (logged if a Conv reads a part)
 };
 
-// Static dim `d` of v, or -1.
-int64_t static_dim(const ir::Value* v, size_t d) {
-  const ir::PartialShape& s = v->type.shape;
-  if (!s.rank_known || s.rank() <= d || !s.dims[d].is_static()) return -1;
-  return s.dims[d].value;
-}
-
 int64_t normalized_axis(int64_t axis, const ir::Value* x) {
   const ir::PartialShape& s = x->type.shape;
   if (axis < 0 && s.rank_known) axis += static_cast<int64_t>(s.rank());

@@ -9,15 +9,6 @@ namespace kiln::transforms {
 
 namespace {
 
-bool all_of(const std::vector<int64_t>& v, int64_t x) {
-  return std::all_of(v.begin(), v.end(), [x](int64_t d) { return d == x; });
-}
-
-// A known dim of `s` at `k`, else -1.
-int64_t known(const ir::PartialShape& s, size_t k) {
-  return s.rank_known && k < s.rank() && s.dims[k].is_static() ? s.dims[k].value : -1;
-}
-
 // Empty when the AveragePool `pool` and the convolution `conv` that writes its input may swap,
 // else the first condition that fails.
 std::string why_not(const ir::Graph& g, const ir::Node& pool, const ir::Node* conv) {
@@ -31,17 +22,17 @@ std::string why_not(const ir::Graph& g, const ir::Node& pool, const ir::Node* co
   if (x->type.dtype != DType::f32) return cat("the convolution's input is ", dtype_name(x->type.dtype), ", not f32");
   if (!x->type.shape.rank_known || x->type.shape.rank() != 4) return "the convolution is not 2-D (a rank-4 input)";
   const ir::PartialShape& ws = w->type.shape;
-  const int64_t m = known(ws, 0), c_per_group = known(ws, 1);
-  if (!ws.rank_known || ws.rank() != 4 || known(ws, 2) != 1 || known(ws, 3) != 1 || m < 0 || c_per_group < 0)
+  const int64_t m = static_dim(w, 0), c_per_group = static_dim(w, 1);
+  if (!ws.rank_known || ws.rank() != 4 || static_dim(w, 2) != 1 || static_dim(w, 3) != 1 || m < 0 || c_per_group < 0)
     return cat("the convolution's window is not 1x1 (weights ", ws.to_string(), ")");
-  if (!all_of(conv->attr_ints("strides", {1, 1}), 1)) return "the convolution's strides are not 1";
-  if (!all_of(conv->attr_ints("pads", {0, 0, 0, 0}), 0)) return "the convolution pads its input";
+  if (!all_equal(conv->attr_ints("strides", {1, 1}), 1)) return "the convolution's strides are not 1";
+  if (!all_equal(conv->attr_ints("pads", {0, 0, 0, 0}), 0)) return "the convolution pads its input";
   // (a 1x1 window at stride 1 pads nothing under SAME_UPPER / SAME_LOWER either)
-  if (!all_of(pool.attr_ints("pads", {0, 0, 0, 0}), 0)) return "the pool pads its input";
+  if (!all_equal(pool.attr_ints("pads", {0, 0, 0, 0}), 0)) return "the pool pads its input";
   const std::string auto_pad = pool.attr_s("auto_pad", "NOTSET");
   if (auto_pad != "NOTSET" && auto_pad != "VALID") return cat("the pool's auto_pad is ", auto_pad);
   if (pool.attr_i("ceil_mode", 0) != 0) return "the pool's ceil_mode is 1 (partial windows at the edges)";
-  if (!all_of(pool.attr_ints("dilations", {1, 1}), 1)) return "the pool's dilations are not 1";
+  if (!all_equal(pool.attr_ints("dilations", {1, 1}), 1)) return "the pool's dilations are not 1";
   const std::vector<int64_t> kernel = pool.attr_ints("kernel_shape", {});
   const std::vector<int64_t> strides = pool.attr_ints("strides", {1, 1});
   if (kernel.size() != 2 || strides.size() != 2) return "the pool is not 2-D";

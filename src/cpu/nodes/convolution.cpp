@@ -307,6 +307,12 @@ class ConvolutionNode : public Node {
     return readers_take(memory::desc(to_dims(outputs[0]->shape), memory::data_type::f32, blocked_tag(8)));
   }
 
+  // window_gemm's conditions but Winograd's: the graph of a new shape below AVX-512, input
+  // channels a multiple of 8, 48 output channels or more (kiln_winograd asks them too).
+  bool window_gemm_fits(int64_t in_channels, int64_t out_channels) const {
+    return shapes_vary && !isa_at_least(Isa::avx512_core) && in_channels % 8 == 0 && out_channels >= 48;
+  }
+
   // Whether kiln's GEMM runs this window convolution (KilnGemm::window), and then its layouts and
   // items into `k`. oneDNN's direct kernel makes a primitive (JIT code) for every new shape:
   // GoogLeNet's 16 such convolutions took about 3 ms of its 4 ms plan. Run as the GEMM of
@@ -331,7 +337,7 @@ class ConvolutionNode : public Node {
   // channels-last.
   bool window_gemm(KilnGemm& k, bool with_readers) const {
     const im2col_f32::Geometry& g = k.geo;
-    if (!shapes_vary || isa_at_least(Isa::avx512_core) || g.c % 8 != 0 || k.N < 48 || kiln_winograd()) return false;
+    if (!window_gemm_fits(g.c, k.N) || kiln_winograd()) return false;
     k.window = true;
     if (const int64_t b = channel_block(*inputs[0]); b > 0 && g.c % b == 0) k.in_block = b;
     const int sum = post_ops_.sum_input();
@@ -791,9 +797,8 @@ class ConvolutionNode : public Node {
     g.block = avx512 ? 16 : 8;
     if (!kiln_winograd_post_ops(g)) return std::nullopt;
     if (winograd_f32::pays(g)) return g;
-    // window_gemm's conditions but Winograd's (8 channels in: whole vectors of a tap; 48 out)
-    const bool against_im2col = shapes_vary && !avx512 && g.ic % 8 == 0 && g.oc >= 48;
-    if (!against_im2col || !winograd_f32::pays(g, true)) return std::nullopt;
+    // where window_gemm would run it
+    if (!window_gemm_fits(g.ic, g.oc) || !winograd_f32::pays(g, true)) return std::nullopt;
     if (until_hot) *until_hot = true;
     return g;
   }

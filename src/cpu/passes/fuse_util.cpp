@@ -58,12 +58,6 @@ std::string sum_target_problem(Graph& g, const Node& host, const Node& add, cons
   return "";
 }
 
-bool all_equal(const std::vector<int64_t>& v, int64_t x) {
-  for (int64_t e : v)
-    if (e != x) return false;
-  return true;
-}
-
 std::string not_pointwise(const Node& n) {
   const ir::Node& s = *n.source;
   const Shape& w = n.inputs[1]->shape;

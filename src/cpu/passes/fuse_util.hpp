@@ -7,6 +7,7 @@
 
 #include "cpu/graph.hpp"
 #include "cpu/post_ops.hpp"
+#include "transforms/graph_edit.hpp"
 #include "transforms/pass_log.hpp"
 
 namespace kiln::cpu::passes {
@@ -33,8 +34,8 @@ std::string sum_target_problem(Graph& g, const Node& host, const Node& add, cons
 // "conv_7 -> relu_8"
 std::string arrow(const Node& a, const Node& b);
 
-// Whether every element of v is x.
-bool all_equal(const std::vector<int64_t>& v, int64_t x);
+// Whether every element of v is x (the ir passes' helper).
+using transforms::all_equal;
 // Why Convolution node `n` (over a rank-4 input) is not 1x1 (group 1, stride 1, undilated,
 // unpadded), or "".
 std::string not_pointwise(const Node& n);
