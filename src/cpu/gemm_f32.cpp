@@ -19,7 +19,15 @@ using namespace simd;
 
 constexpr int64_t kGroupAvx2 = 16;  // columns per group of a panel on AVX2 (gemm_f32.hpp)
 constexpr int kRows = 6;         // rows per block: 6 x 4 accumulators
-constexpr int64_t kSlice = 512;  // K per pass over C
+// K per pass over C: AVX-512 512 (as first tuned); AVX2 2048, so that the 6-row passes take every
+// product with K up to 2048 in one go (and its epilogue in registers: run_blocks' `lean`) instead
+// of storing C and adding to it per slice. Zen 2, 2 threads, the bias epilogue, C and A out of
+// cache, 512 -> 2048: [560, 1536] x [1536, 384] (BERT-6's FFN down-projection) 3494 -> 3417 us,
+// [1072, 1536] x [1536, 384] 6794 -> 6519, [338, 672] x [672, 112] (an EfficientNet-B0
+// projection) 290 -> 280, [3136, 1152] x [1152, 128] 5110 -> 4769, [196, 4608] x [4608, 512]
+// 5252 -> 4984; none slower (1024 and 1536 in between).
+constexpr int64_t kSlice = 512;
+constexpr int64_t kSliceAvx2 = 2048;
 constexpr int kPrefetch = 8;     // packed rows of B ahead (AVX-512 block) ...
 // ... but not in a K this short: 1x1 convolutions over 16-32 channels ran 15-30% faster without
 // (the prefetches took load slots from the broadcasts of A, and the panel was in L1 already)
@@ -1023,7 +1031,8 @@ void run_blocks(const BlockTable& blocks, int64_t width, const float* a, int64_t
     int64_t flags = 0;
     float lohi[2] = {-INFINITY, INFINITY};
   } lean;
-  if (&blocks == &kAvx2Blocks && K > 0 && K <= kSlice) {
+  const int64_t slice = &blocks == &kAvx2Blocks ? kSliceAvx2 : kSlice;
+  if (&blocks == &kAvx2Blocks && K > 0 && K <= slice) {
     if (as_clamp(ep.ops, &lean.lohi[0], &lean.lohi[1])) {
       lean.on = true;
     } else if ((lean.post = streamed(ep)) != Streamed::none) {
@@ -1066,10 +1075,10 @@ void run_blocks(const BlockTable& blocks, int64_t width, const float* a, int64_t
       if (lean.post != Streamed::none) stream_rows_avx2(lean.post, c + m0 * ldc + n0, kRows, ncols, ldc);
       return;
     }
-    for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kSlice) {
-      const int64_t kc = std::min(kSlice, K - k0);
+    for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += slice) {
+      const int64_t kc = std::min(slice, K - k0);
       fn(a + m0 * lda + k0, lda, packed + p * K * kPanel + k0 * width, K * width, kc, c + m0 * ldc + n0,
-                       ldc, ncols, n0, k0 == 0, k0 + kSlice >= K, ep, k0 == 0 ? next : Prefetch{});
+                       ldc, ncols, n0, k0 == 0, k0 + slice >= K, ep, k0 == 0 ? next : Prefetch{});
     }
   };
   // A band's items row block first, then panel, where all of B stays in L2 and the band's rows of
@@ -1331,8 +1340,8 @@ KILN_AVX2 void run_blocked8_avx2(const float* a, int64_t M, int64_t K, int64_t a
 }
 
 // run_serial_to_blocked8's columns [n_begin, n_end): per panel, per block of 6 rows, K in slices
-// of kSlice (the row block's slice of A in L1, the panel's in L2), the bias from the first, C
-// added from the second (or from the first where the epilogue accumulates), the clamp at the last.
+// of kSliceAvx2, the bias from the first, C added from the second (or from the first where the
+// epilogue accumulates), the clamp at the last.
 KILN_AVX2 void run_to_blocked8_avx2(const float* a, int64_t M, int64_t K, int64_t lda, const float* packed, float* c,
                                     int64_t c_plane, const Epilogue& ep, int64_t n_begin, int64_t n_end) {
   float lohi[2];
@@ -1342,9 +1351,9 @@ KILN_AVX2 void run_to_blocked8_avx2(const float* a, int64_t M, int64_t K, int64_
     int64_t g0, g1;
     panel_groups(n0, n_begin, n_end, &g0, &g1);
     for (int64_t m0 = 0; m0 < M; m0 += kRows)
-      for (int64_t k0 = 0; k0 < K; k0 += kSlice) {
-        const int64_t kc = std::min(kSlice, K - k0);
-        const bool first = k0 == 0, last = k0 + kSlice >= K;
+      for (int64_t k0 = 0; k0 < K; k0 += kSliceAvx2) {
+        const int64_t kc = std::min(kSliceAvx2, K - k0);
+        const bool first = k0 == 0, last = k0 + kSliceAvx2 >= K;
         const int64_t flags = asm_flags(!first || ep.accumulate, first && ep.bias, last ? lohi[0] : -INFINITY,
                                         last ? lohi[1] : INFINITY);
         for (int64_t g = g0; g < g1; ++g) {

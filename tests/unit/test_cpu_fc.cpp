@@ -9,6 +9,7 @@
 #include <optional>
 #include <random>
 
+#include "cpu/gemm_f32.hpp"
 #include "cpu/graph.hpp"
 #include "ir/op_registry.hpp"
 #include "runtime/reference_executor.hpp"
@@ -100,6 +101,44 @@ TEST(CpuFullyConnected, MatMulWithConstantWeights) {
     ASSERT_EQ(count_type(*cg, "FullyConnected"), 1u) << cg->describe();
     expect_jit(*cg, "FullyConnected");
   }
+}
+
+// A MatMul's bias arrives as an Add of one value per column fused into the FullyConnected; on
+// kiln's GEMM it becomes the epilogue's bias (hoist_bias), so it must be added once, before the
+// ops after it, and only where it has one value per column: a scalar Add and a second Add stay
+// ops. Shapes as in a model whose shapes vary (the GEMM on every CPU with AVX2), K within one
+// slice and over two.
+TEST(CpuFullyConnected, FusedBiasAddIsAddedOnceBeforeTheOpsAfterIt) {
+  struct Case {
+    const char* name;
+    std::vector<Shape> adds;  // the constants added in turn after the MatMul
+    bool relu;
+  };
+  const std::vector<Case> cases = {{"bias", {{40}}, false},
+                                   {"bias [1, N], relu", {{1, 40}}, true},
+                                   {"bias, second add, relu", {{40}, {40}}, true},
+                                   {"scalar add, bias", {{}, {40}}, false}};
+  uint32_t seed = 90;
+  for (int64_t K : {int64_t{24}, int64_t{2100}})
+    for (const Case& c : cases) {
+      SCOPED_TRACE(cat(c.name, ", K ", K));
+      auto g = make_graph(13);
+      auto* x = g->add_input("x", {DType::f32, ir::PartialShape(Shape{13, K})});
+      ir::Value* y = g->add_node("MatMul", {x, g->add_constant("w", random_tensor({K, 40}, seed++))}, 1, "mm")->output(0);
+      for (size_t i = 0; i < c.adds.size(); ++i)
+        y = g->add_node("Add", {y, g->add_constant(cat("b", i), random_tensor(c.adds[i], seed++))}, 1, cat("add", i))
+                ->output(0);
+      if (c.relu) y = g->add_node("Relu", {y}, 1, "relu")->output(0);
+      g->add_output(y);
+      transforms::PassLog log;
+      CompareOptions opt = fusing(&log);
+      opt.shape_agnostic = true;
+      auto cg = compare_with_reference(g, {random_tensor({13, K}, seed++)}, opt);
+      ASSERT_EQ(cg->nodes().size(), 1u) << "the Adds and the Relu fused: " << cg->describe();
+      if (cpu::gemm_f32::available()) {
+        EXPECT_EQ(cg->nodes()[0]->impl, cpu::gemm_f32::impl_name());
+      }
+    }
 }
 
 TEST(CpuFullyConnected, BlockedInputIsReorderedToPlain) {

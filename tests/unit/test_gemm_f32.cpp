@@ -65,7 +65,7 @@ TEST(GemmF32, BlocksAndTailsMatchADoubleReference) {
   }
   uint32_t seed = 10;
   for (int64_t M : {1, 5, 6, 7, 13})
-    for (int64_t K : {0, 1, 17, 600})  // 600: two slices of K, the second added to C
+    for (int64_t K : {0, 1, 17, 600, 2100})  // two slices of K, the second added to C: 600 with AVX-512, 2100 with AVX2
       for (int64_t N : {1, 15, 16, 17, 64, 65, 130})
         for (bool with_bias : {false, true}) {
           SCOPED_TRACE(testing::Message() << "M " << M << " K " << K << " N " << N << " bias " << with_bias);
@@ -116,7 +116,8 @@ TEST(GemmF32, EveryEpiloguePathWithAndWithoutCMatchesTheReference) {
        [](double x) { return gelu_erf(std::min(std::max(x, -0.5), 1.0)); }}};
   uint32_t seed = 500;
   for (int64_t M : {1, 6, 7})
-    for (int64_t K : {16, 19, 40, 530})  // short (B not fetched ahead; 19: steps past the last 4), one slice, two
+    // short (B not fetched ahead; 19: steps past the last 4), one slice, two (530 with AVX-512, 2100 with AVX2)
+    for (int64_t K : {16, 19, 40, 530, 2100})
       for (int64_t N : {8, 24, 40, 64, 88})
         for (bool accumulate : {false, true})
           for (bool with_bias : {false, true})
@@ -156,7 +157,8 @@ TEST(GemmF32, RowBandsAndPanelSplitsCoverEveryBlockOnceOverATeam) {
   uint32_t seed = 70;
   // (2000, 100): bands of 667-1000 rows of A past 256 KiB with B within it, which the AVX2 block
   // takes row block first (every panel of a row block before the next row block)
-  const std::pair<int64_t, int64_t> sizes[] = {{37, 40}, {37, 600}, {200, 40}, {200, 600}, {2000, 100}};
+  // K 600: two slices with AVX-512, 2100 with AVX2
+  const std::pair<int64_t, int64_t> sizes[] = {{37, 40}, {37, 600}, {37, 2100}, {200, 40}, {200, 600}, {2000, 100}};
   for (int threads : {1, 2, 3})
     for (const auto& [M, K] : sizes)
       for (int64_t N : {15, 64, 130, 300}) {
@@ -484,7 +486,7 @@ namespace test_gemm_f32 {
 
 TEST(GemmF32, RowsIntoChannelBlocksOfEightMatchADoubleReference) {
   // run_serial_to_blocked8: A in rows (an im2col's), C in channel blocks of 8 written in place,
-  // K within one slice and over three (the bias from the first, C added from the second, the
+  // K within one slice and over three of 2048 (the bias from the first, C added from the second, the
   // clamp at the last); columns [16, 48) alone leave the others as they were.
   gemm::Epilogue relu;
   gemm::EpilogueOp op;
@@ -495,7 +497,7 @@ TEST(GemmF32, RowsIntoChannelBlocksOfEightMatchADoubleReference) {
     return;
   }
   const int64_t M = 12, N = 48, plane = 14;
-  for (int64_t K : {int64_t{27}, int64_t{1100}}) {
+  for (int64_t K : {int64_t{27}, int64_t{1100}, int64_t{4200}}) {
     for (bool accumulate : {false, true}) {
       for (bool part : {false, true}) {
         SCOPED_TRACE(cat("K ", K, accumulate ? ", C added" : ", bias", part ? ", columns [16, 48)" : ""));
