@@ -4,6 +4,7 @@
 // and the nodes' working memory, get arena offsets by lifetime (memory_planner.cpp).
 // bind_arena / bind_views point the edges at their bytes (again whenever the arena moves).
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 
 #include "core/strings.hpp"
@@ -43,9 +44,25 @@ static bool same_layout(const dnnl::memory::desc& a, const dnnl::memory::desc& b
   return true;
 }
 
+// The same but for the stride of dim 0 (the images): a slice of a Concat's output along the
+// channels, for a batch of more than one image, as against the tensor alone.
+static bool same_but_images_apart(const dnnl::memory::desc& a, const dnnl::memory::desc& b) {
+  if (a.data.ndims < 2) return false;
+  dnnl::memory::desc c = b;
+  c.data.format_desc.blocking.strides[0] = a.data.format_desc.blocking.strides[0];
+  return a.data.format_kind == dnnl_blocked && b.data.format_kind == dnnl_blocked && same_layout(a, c);
+}
+
 void Graph::plan_concat_in_place() {
   std::unordered_map<const Edge*, int> graph_output;
   for (Edge* e : output_edges_) graph_output[e] = 1;
+  // an edge's producer, and how many nodes read it
+  std::unordered_map<const Edge*, const Node*> producer;
+  std::unordered_map<const Edge*, int> reads;
+  for (auto& n : nodes_) {
+    for (Edge* e : n->outputs) producer[e] = n.get();
+    for (Edge* e : n->inputs) ++reads[e];
+  }
   for (auto& node : nodes_) {
     const int axis = node->concat_axis();
     if (axis < 0) continue;
@@ -54,6 +71,7 @@ void Graph::plan_concat_in_place() {
     // every input must be a buffer of its own whose bytes are exactly one contiguous
     // slice of the output in the output's layout (e.g. N = 1 and whole channel blocks)
     std::vector<size_t> offsets;
+    std::vector<std::optional<dnnl::memory::desc>> apart;  // an input given images further apart
     std::unordered_map<const Edge*, int> seen;
     int64_t at = 0;
     bool ok = true;
@@ -70,7 +88,25 @@ void Graph::plan_concat_in_place() {
         dnnl::memory::desc sub = od.submemory_desc(dims, offs);
         const size_t byte_off = static_cast<size_t>(sub.data.offset0) * dtype_size(out->dtype);
         sub.data.offset0 = 0;
-        if (!same_layout(sub, in->desc()) || byte_off + in->bytes() > out->bytes()) ok = false;
+        apart.emplace_back();
+        if (!same_layout(sub, in->desc())) {
+          // images further apart than the input's own: where its producer writes each image where
+          // the layout says (kiln's kernels), and nothing else reads it (a batch of more than one
+          // image: GoogLeNet's and SqueezeNet's Concats of channel blocks, a copy each otherwise)
+          const auto p = producer.find(in);
+          if (!same_but_images_apart(sub, in->desc()) || reads[in] != 1 || p == producer.end() ||
+              p->second->outputs.empty() || p->second->outputs[0] != in || !p->second->writes_images_apart())
+            ok = false;
+          apart.back() = sub;
+        }
+        // the bytes it spans: its images, the last one's own size past the stride of the others
+        // (oneDNN's get_size() counts a whole stride for the last one as well)
+        const size_t images = in->shape.empty() ? 1 : static_cast<size_t>(std::max<int64_t>(in->shape[0], 1));
+        const size_t span = apart.back() ? (images - 1) * static_cast<size_t>(apart.back()->data.format_desc.blocking.strides[0]) *
+                                                   dtype_size(in->dtype) +
+                                               in->bytes() / images
+                                         : in->bytes();
+        if (byte_off + span > out->bytes()) ok = false;
         offsets.push_back(byte_off);
       } catch (const dnnl::error&) {
         ok = false;
@@ -81,6 +117,7 @@ void Graph::plan_concat_in_place() {
     for (size_t i = 0; i < node->inputs.size(); ++i) {
       node->inputs[i]->alias_of = out;
       node->inputs[i]->alias_offset = offsets[i];
+      if (apart[i]) node->inputs[i]->blocked = *apart[i];  // its producer writes the images that far apart
     }
     node->set_inputs_in_output();
     ++concat_in_place_nodes_;

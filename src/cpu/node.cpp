@@ -12,6 +12,13 @@ size_t Edge::bytes() const {
   return static_cast<size_t>(shape_size(shape)) * dtype_size(dtype);
 }
 
+int64_t Edge::image_stride() const {
+  if (blocked) return blocked->data.format_desc.blocking.strides[0];
+  int64_t n = 1;
+  for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
+  return n;
+}
+
 void Edge::set_layout(const dnnl::memory::desc& d) {
   if (is_plain_layout(d, shape, dtype)) blocked.reset();
   else blocked = d;

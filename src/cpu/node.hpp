@@ -62,6 +62,9 @@ struct Edge {
   size_t alias_offset = 0;   // ... starting this many bytes in (a Concat input inside the Concat's output)
 
   size_t bytes() const;
+  // Elements from one index of dim 0 (an image) to the next: the layout's stride, which the
+  // memory plan may make larger than an image's own size (Node::writes_images_apart).
+  int64_t image_stride() const;
   bool is_plain() const { return !blocked.has_value(); }
   // Takes a primitive's layout for this edge: plain when it is the row-major one.
   void set_layout(const dnnl::memory::desc& d);
@@ -199,6 +202,11 @@ class Node {
   // set_inputs_in_output(), after which execute() has nothing to copy.
   virtual int concat_axis() const { return -1; }
   virtual void set_inputs_in_output() {}
+  // Whether execute() writes output 0 wherever its layout puts each image, so that the memory
+  // plan may give it images further apart than its own size (its slice of a Concat's output
+  // of more channels, for a batch of more than one image): kiln's own kernels that address
+  // the output per image. Asked after prepare().
+  virtual bool writes_images_apart() const { return false; }
 
   // Working memory execute() needs besides its inputs and outputs (valid after prepare()),
   // e.g. attention scores. The graph's memory plan places it in the arena, alive during

@@ -155,7 +155,8 @@ KILN_AVX2 void transform_outputs(const Geometry& g, const float* m, const float*
       }
       __m256 b = zero;
       if (bias) b = simd::v_load8(bias + ob * kLanes, g.oc - ob * kLanes);  // padded lanes: 0
-      float* plane = dst + lanes_at(g.block, g.oc, g.oh * g.ow, at.n, ob);
+      float* plane = dst + (g.dst_image ? at.n * g.dst_image + lanes_at(g.block, g.oc, g.oh * g.ow, 0, ob)
+                                        : lanes_at(g.block, g.oc, g.oh * g.ow, at.n, ob));
       for (int64_t a = 0; a < rows; ++a) {
         __m256 r[4];
         at6(s[a], r);

@@ -30,6 +30,7 @@ struct Geometry {
   bool relu = false;             // max(x, 0) + alpha min(x, 0) after the bias and the sum
   float relu_alpha = 0.0f;
   int64_t block = 8;             // channels per block of src and dst: 8 (nChw8c) or 16 (nChw16c)
+  int64_t dst_image = 0;         // floats from one image of dst to the next (a Concat's slice); 0: dst's own size
 };
 
 // Whether the kernel runs this convolution faster than oneDNN's direct AVX2 kernel, or with

@@ -140,6 +140,14 @@ class ConvolutionNode : public Node {
     return wino_ ? winograd_f32::scratch_bytes(*wino_, wino_threads_) : pd_.scratchpad_desc().get_size();
   }
 
+  // kiln's Winograd, and its GEMM over channel blocks of the pointwise and window products, address
+  // the output per image (Edge::image_stride); not with a summand (start_from_summand copies it in
+  // as a whole tensor)
+  bool writes_images_apart() const override {
+    if (post_ops_.sum_input() >= 0) return false;
+    return wino_ || (gemm_ && gemm_->block != 0 && !gemm_->taps && (gemm_->pointwise || gemm_->window));
+  }
+
   void execute(dnnl::stream& stream) override {
     // a sum post-op adds to what the output holds: the summand, unless planned into its buffer
     if (int k = post_ops_.sum_input(); k >= 0) start_from_summand(stream, *inputs[static_cast<size_t>(k)], *outputs[0]);
@@ -152,7 +160,9 @@ class ConvolutionNode : public Node {
       return;
     }
     if (wino_) {
-      winograd_f32::run(*wino_, static_cast<const float*>(inputs[0]->data), static_cast<const float*>(weights_.get_data_handle()),
+      winograd_f32::Geometry g = *wino_;
+      g.dst_image = outputs[0]->image_stride();  // a Concat's slice: images further apart
+      winograd_f32::run(g, static_cast<const float*>(inputs[0]->data), static_cast<const float*>(weights_.get_data_handle()),
                         has_bias() ? static_cast<const float*>(inputs[2]->data) : nullptr, static_cast<float*>(outputs[0]->data),
                         scratch, wino_threads_);
       return;
@@ -561,12 +571,16 @@ class ConvolutionNode : public Node {
         BlockRows{k.K, k.block, pixels, img, p0, rows}.gather(x, a);
     };
     const bool direct = k.block == 8 && gemm_f32::blocked8_supports(gemm_ep_, k.window ? 8 : k.K, k.N);
+    // image `img` of the output in channel blocks: its own size apart, or further where the output
+    // is a slice of a Concat's (writes_images_apart)
+    const int64_t y_image = k.block ? outputs[0]->image_stride() : k.N * pixels;
+    auto yi = [&](int64_t img) { return y + img * y_image; };
     // rows [p0, p0 + rows) of image `img` from A's rows `a` into C's rows `c`, scattered back
     auto rows_via_c = [&](const float* a, float* c, int64_t img, int64_t p0, int64_t rows) {
-      const BlockRows out{k.N, k.block, pixels, img, p0, rows};
-      if (gemm_ep_.accumulate) out.gather(y, c);
+      const BlockRows out{k.N, k.block, pixels, 0, p0, rows};
+      if (gemm_ep_.accumulate) out.gather(yi(img), c);
       gemm_f32::run_serial(a, rows, k.K, k.K, w, k.N, c, k.N, gemm_ep_);
-      out.scatter(c, y);
+      out.scatter(c, yi(img));
     };
     if (k.block_team) {  // every pixel at once: A [images * pixels][K], C after it (or the output)
       float* a = static_cast<float*>(scratch);
@@ -574,7 +588,7 @@ class ConvolutionNode : public Node {
       if (direct && !k.window) {  // A is the input itself
         team_blocks8(images, pixels, [&](int64_t img, int64_t b0, int64_t nb, int64_t n0, int64_t n1) {
           gemm_f32::run_serial_blocked8(x + img * k.K * pixels + b0 * 48, nb * 6, k.K, pixels * 8, w, k.N,
-                                        y + img * k.N * pixels + b0 * 48, pixels * 8, gemm_ep_, n0, n1);
+                                        yi(img) + b0 * 48, pixels * 8, gemm_ep_, n0, n1);
         }, [&](int64_t img, int64_t p0, int64_t rows) {
           gather_a(img, p0, rows, a + (img * pixels + p0) * k.K);
           rows_via_c(a + (img * pixels + p0) * k.K, c + (img * pixels + p0) * k.N, img, p0, rows);
@@ -587,12 +601,12 @@ class ConvolutionNode : public Node {
                       p1 = pixels * (item % k.threads + 1) / k.threads;
         gather_a(img, p0, p1 - p0, a + (img * pixels + p0) * k.K);
         if (gemm_ep_.accumulate && k.block && !direct)
-          BlockRows{k.N, k.block, pixels, img, p0, p1 - p0}.gather(y, c + (img * pixels + p0) * k.N);
+          BlockRows{k.N, k.block, pixels, 0, p0, p1 - p0}.gather(yi(img), c + (img * pixels + p0) * k.N);
       }
       if (direct) {  // a window's gathered rows into the output's blocks
         team_blocks8(images, pixels, [&](int64_t img, int64_t b0, int64_t nb, int64_t n0, int64_t n1) {
           gemm_f32::run_serial_to_blocked8(a + (img * pixels + b0 * 6) * k.K, nb * 6, k.K, k.K, w, k.N,
-                                           y + img * k.N * pixels + b0 * 48, pixels * 8, gemm_ep_, n0, n1);
+                                           yi(img) + b0 * 48, pixels * 8, gemm_ep_, n0, n1);
         }, [&](int64_t img, int64_t p0, int64_t rows) {
           rows_via_c(a + (img * pixels + p0) * k.K, c + (img * pixels + p0) * k.N, img, p0, rows);
         });
@@ -604,7 +618,7 @@ class ConvolutionNode : public Node {
       for (int64_t item = 0; item < images * k.threads; ++item) {
         const int64_t img = item / k.threads, p0 = pixels * (item % k.threads) / k.threads,
                       p1 = pixels * (item % k.threads + 1) / k.threads;
-        BlockRows{k.N, k.block, pixels, img, p0, p1 - p0}.scatter(c + (img * pixels + p0) * k.N, y);
+        BlockRows{k.N, k.block, pixels, 0, p0, p1 - p0}.scatter(c + (img * pixels + p0) * k.N, yi(img));
       }
       return;
     }
@@ -621,7 +635,7 @@ class ConvolutionNode : public Node {
         int64_t whole = direct ? rows / 6 * 6 : 0;
         if (whole > 0 && !k.window) {  // the whole blocks of 6 pixels from the input's blocks into the output's
           gemm_f32::run_serial_blocked8(x + img * k.K * pixels + p0 * 8, whole, k.K, pixels * 8, w, k.N,
-                                        y + img * k.N * pixels + p0 * 8, pixels * 8, gemm_ep_);
+                                        yi(img) + p0 * 8, pixels * 8, gemm_ep_);
           p0 += whole, rows -= whole, whole = 0;  // the rest (fewer than 6) through C's rows below
           if (rows == 0) continue;
         }
@@ -631,8 +645,7 @@ class ConvolutionNode : public Node {
           continue;
         }
         if (whole > 0)  // a window's whole blocks of 6 rows straight into the output's blocks
-          gemm_f32::run_serial_to_blocked8(a, whole, k.K, k.K, w, k.N, y + img * k.N * pixels + p0 * 8, pixels * 8,
-                                           gemm_ep_);
+          gemm_f32::run_serial_to_blocked8(a, whole, k.K, k.K, w, k.N, yi(img) + p0 * 8, pixels * 8, gemm_ep_);
         if (whole < rows) rows_via_c(a + whole * k.K, c, img, p0 + whole, rows - whole);
       }
     }
