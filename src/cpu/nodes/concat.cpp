@@ -40,6 +40,7 @@
 #include "core/strings.hpp"
 #include "cpu/channel_affine.hpp"
 #include "cpu/dnnl_util.hpp"
+#include "cpu/work_share.hpp"
 #include "cpu/nodes/node_factory.hpp"
 #include "ir/infer_util.hpp"
 
@@ -450,22 +451,24 @@ class ConcatNode : public Node {
       affine_span(reinterpret_cast<const float*>(s), reinterpret_cast<float*>(d), static_cast<int64_t>(from / sizeof(float)),
                   static_cast<int64_t>(bytes / sizeof(float)), channel_of_[i], rc, *affine);
     };
+    // shared by WorkShare: each thread its contiguous share (the rows or images its producers'
+    // threads wrote, where they split the same way), then the other's last ones, so that a thread
+    // the host runs slower for a while does not hold the team
     if (rc.outer >= RowCopy::kManyRows) {
-#pragma omp parallel for schedule(static)
-      for (int64_t o = 0; o < rc.outer; ++o)
+      parallel_share(rc.outer, [&](int64_t o) {
         for (size_t i = 0; i < n; ++i)
           if (!rc.foreign[i]) copy(static_cast<size_t>(o), i, 0, rc.run[i]);
+      });
       return;
     }
     constexpr size_t kPiece = RowCopy::kPiece;
     const std::vector<size_t>& first = rc.first;
     const auto pieces = static_cast<int64_t>(first.back());
-#pragma omp parallel for schedule(static)
-    for (int64_t p = 0; p < pieces; ++p) {
+    parallel_share(pieces, [&](int64_t p) {
       const size_t job = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), static_cast<size_t>(p)) - first.begin()) - 1;
       const size_t o = job / n, i = job % n, from = (static_cast<size_t>(p) - first[job]) * kPiece;
       copy(o, i, from, std::min(kPiece, rc.run[i] - from));
-    }
+    });
   }
 
   // The affine of `count` values of a run from value `from` on, where value j of the run is of
