@@ -507,11 +507,12 @@ class ConvolutionNode : public Node {
     }
     const int64_t chunks = (g.oh + k.rows - 1) / k.rows, items = inputs[0]->shape[0] * chunks;
     const size_t per_thread = Arena::aligned(k.scratch_floats() * sizeof(float));
+    WorkShare shared(items, k.threads);  // each thread its items, then the others' last ones
 #pragma omp parallel num_threads(k.threads)
     {
-      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int t = omp_get_thread_num();
       float* cols = reinterpret_cast<float*>(static_cast<char*>(scratch) + per_thread * static_cast<size_t>(t));
-      for (int64_t item = items * t / nt; item < items * (t + 1) / nt; ++item) {
+      shared.run(t, [&](int64_t item) {
         const int64_t img = item / chunks, oh0 = item % chunks * k.rows, rows = std::min(k.rows, g.oh - oh0);
         if (k.strided)
           im2col_f32::strided_pixels(g, x + img * g.c * g.h * g.w, oh0, rows, cols);
@@ -521,14 +522,14 @@ class ConvolutionNode : public Node {
           const int64_t pixels = g.oh * g.ow, p0 = oh0 * g.ow, n = rows * g.ow, whole = n / 6 * 6;
           gemm_f32::run_serial_to_blocked8(cols, whole, k.K, k.lda(), w, k.N, y + img * k.N * pixels + p0 * 8,
                                            pixels * 8, gemm_ep_);
-          if (whole == n) continue;
+          if (whole == n) return;
           float* c = cols + n * k.lda();
           gemm_f32::run_serial(cols + whole * k.lda(), n - whole, k.K, k.lda(), w, k.N, c, k.N, gemm_ep_);
           BlockRows{k.N, 8, pixels, img, p0 + whole, n - whole}.scatter(c, y);
-          continue;
+          return;
         }
         gemm_f32::run_serial(cols, rows * g.ow, k.K, k.lda(), w, k.N, y + (img * g.oh + oh0) * g.ow * k.N, k.N, gemm_ep_);
-      }
+      });
     }
   }
 
@@ -775,16 +776,17 @@ class ConvolutionNode : public Node {
     const int64_t items = inputs[0]->shape[0] * g.oh;
     const bool epilogue = gemm_ep_.bias || !gemm_ep_.ops.empty();
     const size_t per_thread = Arena::aligned(static_cast<size_t>(grouped_conv_f32::scratch_floats(g)) * sizeof(float));
+    WorkShare shared(items, grouped_threads_);  // each thread its rows, then the others' last ones
 #pragma omp parallel num_threads(grouped_threads_)
     {
-      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int t = omp_get_thread_num();
       float* rows = reinterpret_cast<float*>(static_cast<char*>(scratch) + per_thread * static_cast<size_t>(t));
-      for (int64_t item = items * t / nt; item < items * (t + 1) / nt; ++item) {
+      shared.run(t, [&](int64_t item) {
         const int64_t img = item / g.oh, oy = item % g.oh;
         float* out = y + img * g.oh * g.ow * g.m;
         grouped_conv_f32::rows(g, x + img * g.h * g.w * g.c, w, oy, oy + 1, out, rows);
         if (epilogue) gemm_f32::apply_epilogue(out + oy * g.ow * g.m, g.ow, g.m, g.m, gemm_ep_);
-      }
+      });
     }
   }
 
