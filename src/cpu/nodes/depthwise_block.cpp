@@ -20,6 +20,7 @@
 #include <limits>
 
 #include "core/strings.hpp"
+#include "cpu/work_share.hpp"
 #include "cpu/arena.hpp"
 #include "cpu/depthwise_f32.hpp"
 #include "cpu/dnnl_util.hpp"
@@ -150,6 +151,11 @@ class DepthwiseBlockNode : public Node {
     const float* residual = inputs[kResidual] ? static_cast<const float*>(inputs[kResidual]->data) : nullptr;
     const bool in_place = residual && residual == y;
     if (in_place) residual = nullptr;  // y holds it already
+    // whole images, one thread each, shared by WorkShare (each thread its own images first, then
+    // the other's last ones: a thread the host runs slower for a while does not hold the team);
+    // then the rest, by all the threads together
+    const int64_t whole = n_ - n_ % threads_;
+    WorkShare images(whole, threads_);
 #pragma omp parallel num_threads(threads_)
     {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -157,9 +163,7 @@ class DepthwiseBlockNode : public Node {
       float* ring = reinterpret_cast<float*>(mine);
       float* d = reinterpret_cast<float*>(mine + ring_bytes_);
       float* cols = reinterpret_cast<float*>(mine + ring_bytes_ + d_bytes_);  // im2col's rows (window_)
-      // whole images, one thread each; then the rest, by all the threads together
-      const int64_t whole = n_ - n_ % nt;
-      for (int64_t img = whole * t / nt; img < whole * (t + 1) / nt; ++img) run_band(img, 0, 1, x, y, residual, ring, d, cols);
+      images.run(t, [&](int64_t img) { run_band(img, 0, 1, x, y, residual, ring, d, cols); });
       for (int64_t img = whole; img < n_; ++img) {
         if (split_channels_) {
           run_shared(img, t, nt, x, y, residual);
