@@ -311,6 +311,34 @@ TEST(CpuDynamicShapes, AStemReadByAPoolWritesChannelBlocks) {
   }
 }
 
+TEST(CpuDynamicShapes, PointwiseConvolutionsOverChannelBlocksSplitByPixelsOrColumns) {
+  // The head above with a 1x1 of 48 outputs (its blocks of 6 pixels shared by the team: parts of
+  // each image) and of 1040 (wider than 512: panels of 64 columns, a last one of 16, shared by the
+  // team), over maps of 2 to 16 blocks a row and batches of 1 to 3: below AVX-512 kiln's blocked
+  // kernel, the reference's results at every shape (each shape twice: a plan made and reused).
+  for (int64_t n : {int64_t{48}, int64_t{1040}}) {
+    SCOPED_TRACE(cat(n, " outputs"));
+    auto g = make_graph();
+    auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 3, Dim::sym("h"), Dim::sym("w")})});
+    auto* stem = g->add_node("Relu", {conv(*g, x, 3, 32, 3, 2, 1, 1, "stem")}, 1, "stem_relu")->output(0);
+    auto* pool = g->add_node("MaxPool", {stem}, 1, "pool");
+    pool->attrs["kernel_shape"] = std::vector<int64_t>{3, 3};
+    pool->attrs["strides"] = std::vector<int64_t>{2, 2};
+    g->add_output(g->add_node("Relu", {conv(*g, pool->output(0), 32, n, 1, 1, 1, 3, "pw")}, 1, "pw_relu")->output(0));
+    const std::vector<std::vector<Shape>> stream = {
+        {{1, 3, 30, 34}}, {{2, 3, 17, 23}}, {{3, 3, 12, 12}}, {{1, 3, 66, 70}}, {{2, 3, 9, 9}}};
+    auto ex = run_stream(g, stream, {"Convolution", "Pooling"});
+    if (!cpu::gemm_f32::available() || cpu::isa_at_least(cpu::Isa::avx512_core)) continue;
+    for (const auto& s : stream) {
+      for (const auto& node : ex->plan_for(s).cpu->nodes()) {
+        if (node->name == "pw") {
+          EXPECT_EQ(node->impl.rfind("kiln_gemm", 0), 0u) << shape_to_string(s[0]) << ": " << node->impl;
+        }
+      }
+    }
+  }
+}
+
 TEST(CpuDynamicShapes, HardSwishConvolutionsOnKilnsGemm) {
   // MobileNet-v3's stem (3x3 stride 2) and a 1x1 expansion, each followed by HardSwish: the
   // activation a post-op of kiln's GEMM (nothing made per shape) where it runs (AVX2)
