@@ -280,19 +280,30 @@ TEST(CpuDynamicShapes, StemsAndPointwiseConvolutionsOnKilnsGemm) {
   expect_kiln_kernel(g, image_stream(3), cpu::NodeKind::Convolution, cpu::gemm_f32::available(), "");
 }
 
+namespace {
+
+// SqueezeNet's head on an input x [n, 3, h, w] of symbolic dims: a stem (3x3 stride 2 over 3
+// channels into 32) and a ReLU, a 3x3 MaxPool of stride 2 (`ceil` its ceil_mode); its output.
+ir::Value* squeezenet_head(ir::Graph& g, bool ceil) {
+  auto* x = g.add_input("x", {DType::f32, dims({Dim::sym("n"), 3, Dim::sym("h"), Dim::sym("w")})});
+  auto* stem = g.add_node("Relu", {conv(g, x, 3, 32, 3, 2, 1, 1, "stem")}, 1, "stem_relu")->output(0);
+  auto* pool = g.add_node("MaxPool", {stem}, 1, "pool");
+  pool->attrs["kernel_shape"] = std::vector<int64_t>{3, 3};
+  pool->attrs["strides"] = std::vector<int64_t>{2, 2};
+  if (ceil) pool->attrs["ceil_mode"] = int64_t(1);
+  return pool->output(0);
+}
+
+}  // namespace
+
 TEST(CpuDynamicShapes, AStemReadByAPoolWritesChannelBlocks) {
   // SqueezeNet's head: a stem (3x3 stride 2 over 3 channels, im2col rows) and a ReLU, a 3x3
   // MaxPool, a 1x1 convolution: below AVX-512 (kiln's blocked kernels) the stem stores its
   // product straight into channel blocks of 8, the pool keeps them and the 1x1 reads them in
   // place: no Reorder but the output's. Elsewhere oneDNN's kernels, the same results.
   auto g = make_graph();
-  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 3, Dim::sym("h"), Dim::sym("w")})});
-  auto* stem = g->add_node("Relu", {conv(*g, x, 3, 32, 3, 2, 1, 1, "stem")}, 1, "stem_relu")->output(0);
-  auto* pool = g->add_node("MaxPool", {stem}, 1, "pool");
-  pool->attrs["kernel_shape"] = std::vector<int64_t>{3, 3};
-  pool->attrs["strides"] = std::vector<int64_t>{2, 2};
-  pool->attrs["ceil_mode"] = int64_t(1);
-  g->add_output(g->add_node("Relu", {conv(*g, pool->output(0), 32, 16, 1, 1, 1, 3, "squeeze")}, 1, "sq_relu")->output(0));
+  ir::Value* pool = squeezenet_head(*g, true);
+  g->add_output(g->add_node("Relu", {conv(*g, pool, 32, 16, 1, 1, 1, 3, "squeeze")}, 1, "sq_relu")->output(0));
   const std::vector<std::vector<Shape>> stream = {{{1, 3, 30, 34}}, {{2, 3, 17, 23}}, {{1, 3, 40, 22}}, {{3, 3, 12, 12}}};
   auto ex = run_stream(g, stream, {"Convolution", "Pooling"});
   const bool blocks = cpu::gemm_f32::available() && !cpu::isa_at_least(cpu::Isa::avx512_core);
@@ -319,12 +330,8 @@ TEST(CpuDynamicShapes, PointwiseConvolutionsOverChannelBlocksSplitByPixelsOrColu
   for (int64_t n : {int64_t{48}, int64_t{1040}}) {
     SCOPED_TRACE(cat(n, " outputs"));
     auto g = make_graph();
-    auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 3, Dim::sym("h"), Dim::sym("w")})});
-    auto* stem = g->add_node("Relu", {conv(*g, x, 3, 32, 3, 2, 1, 1, "stem")}, 1, "stem_relu")->output(0);
-    auto* pool = g->add_node("MaxPool", {stem}, 1, "pool");
-    pool->attrs["kernel_shape"] = std::vector<int64_t>{3, 3};
-    pool->attrs["strides"] = std::vector<int64_t>{2, 2};
-    g->add_output(g->add_node("Relu", {conv(*g, pool->output(0), 32, n, 1, 1, 1, 3, "pw")}, 1, "pw_relu")->output(0));
+    ir::Value* pool = squeezenet_head(*g, false);
+    g->add_output(g->add_node("Relu", {conv(*g, pool, 32, n, 1, 1, 1, 3, "pw")}, 1, "pw_relu")->output(0));
     const std::vector<std::vector<Shape>> stream = {
         {{1, 3, 30, 34}}, {{2, 3, 17, 23}}, {{3, 3, 12, 12}}, {{1, 3, 66, 70}}, {{2, 3, 9, 9}}};
     auto ex = run_stream(g, stream, {"Convolution", "Pooling"});
