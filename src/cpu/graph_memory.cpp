@@ -56,16 +56,13 @@ static bool same_but_images_apart(const dnnl::memory::desc& a, const dnnl::memor
 void Graph::plan_concat_in_place() {
   std::unordered_map<const Edge*, int> graph_output;
   for (Edge* e : output_edges_) graph_output[e] = 1;
-  // an edge's producer, and how many nodes read it: made when a Concat's input first needs them
-  // (a plan is made per new input shape; most have no Concat whose images lie apart)
+  // an edge's producer: made when a Concat's input first needs it (a plan is made per new input
+  // shape; most have no Concat whose images lie apart)
   std::unordered_map<const Edge*, const Node*> producer;
-  std::unordered_map<const Edge*, int> reads;
   auto index = [&] {
     if (!producer.empty()) return;
-    for (auto& n : nodes_) {
+    for (auto& n : nodes_)
       for (Edge* e : n->outputs) producer[e] = n.get();
-      for (Edge* e : n->inputs) ++reads[e];
-    }
   };
   for (auto& node : nodes_) {
     const int axis = node->concat_axis();
@@ -100,7 +97,7 @@ void Graph::plan_concat_in_place() {
           const bool apart_layout = same_but_images_apart(sub, in->desc());
           if (apart_layout) index();
           const auto p = producer.find(in);
-          if (!apart_layout || reads[in] != 1 || p == producer.end() ||
+          if (!apart_layout || readers_of(in).size() != 1 || p == producer.end() ||
               p->second->outputs.empty() || p->second->outputs[0] != in || !p->second->writes_images_apart())
             ok = false;
           apart.back() = sub;

@@ -187,4 +187,12 @@ inline std::shared_ptr<ir::Graph> bidirectional_lstm_graph(ir::PartialShape x_sh
   return g;
 }
 
+// The node of `g` that writes `e`, or null (a graph input).
+inline const cpu::Node* producer(const cpu::Graph& g, const cpu::Edge* e) {
+  for (const auto& n : g.nodes())
+    for (const cpu::Edge* o : n->outputs)
+      if (o == e) return n.get();
+  return nullptr;
+}
+
 }  // namespace kiln::test

@@ -377,14 +377,6 @@ ir::Value* pointwise(ir::Graph& g, ir::Value* v, int64_t ci, int64_t co, uint32_
                              g.add_constant(n + "_b", random_tensor({co}, seed + 1, 0.2f))}, 1, n)->output(0);
 }
 
-// The node that writes `e` in `g`, or null (a graph input).
-const cpu::Node* producer(const cpu::Graph& g, const cpu::Edge* e) {
-  for (const auto& n : g.nodes())
-    for (const cpu::Edge* o : n->outputs)
-      if (o == e) return n.get();
-  return nullptr;
-}
-
 }  // namespace
 
 TEST(CpuDynamicShapes, DenseBlocksKeepChannelBlocksThroughPointwiseConvolutionsAndConcats) {

@@ -652,10 +652,9 @@ TEST(CpuConcatInPlace, ImagesApartWhereTheProducersWriteThemSo) {
       if (n->name == "cat") cat_node = n.get();
     ASSERT_NE(cat_node, nullptr) << cg->describe();
     std::vector<const cpu::Node*> producers;
-    for (const cpu::Edge* in : cat_node->inputs)
-      for (auto& n : cg->nodes())
-        if (!n->outputs.empty() && n->outputs[0] == in) producers.push_back(n.get());
+    for (const cpu::Edge* in : cat_node->inputs) producers.push_back(producer(*cg, in));
     ASSERT_EQ(producers.size(), 2u) << cg->describe();
+    ASSERT_TRUE(producers[0] && producers[1]) << cg->describe();
     bool apart = true;
     for (const cpu::Node* p : producers) apart &= p->writes_images_apart();
     if (cpu::gemm_f32::available() && !cpu::isa_at_least(cpu::Isa::avx512_core)) {

@@ -675,9 +675,10 @@ class ConvolutionNode : public Node {
     const bool by_columns = groups >= team && !by_pixels;
     // By pixels: each image's blocks in equal parts, about 4 a thread in all (2 blocks or more
     // each), shared by WorkShare: a thread starts on its own images' parts (the images it wrote
-    // as the node before) and then takes the other's last ones. On this host one vCPU ran at half
-    // speed for minutes at a time while the other was busy; with a static split GoogLeNet's conv2
-    // (64 -> 64 over [2, 64, 50, 52], a chunk of items as here) took 418 us where 317 shared.
+    // as the node before) and then takes the other's last ones, as the chunked path above does
+    // (on this host one vCPU ran at half speed for minutes at a time while the other was busy:
+    // there GoogLeNet's conv2, 64 -> 64 over [2, 64, 50, 52], took 418 us split statically, 317
+    // shared).
     // By columns: items of 4 groups (a panel of B), every image's blocks each.
     const int64_t parts = per_image > 0 ? std::clamp<int64_t>((4 * team + images - 1) / images, 1, std::max<int64_t>(1, per_image / 2)) : 0;
     const int64_t panels = (groups + 3) / 4;
