@@ -29,6 +29,7 @@ KILN_AVX512 inline Reg zero() { return _mm512_setzero_ps(); }
 KILN_AVX512 inline Reg broadcast(float f) { return _mm512_set1_ps(f); }
 KILN_AVX512 inline Reg min(Reg a, Reg b) { return _mm512_min_ps(a, b); }
 KILN_AVX512 inline Reg max(Reg a, Reg b) { return _mm512_max_ps(a, b); }
+KILN_AVX512 inline Reg mul(Reg a, Reg b) { return _mm512_mul_ps(a, b); }
 #include "cpu/depthwise_f32_row.inc"
 #undef KILN_DW_TARGET
 }  // namespace v512
@@ -49,6 +50,7 @@ KILN_AVX2 inline Reg zero() { return _mm256_setzero_ps(); }
 KILN_AVX2 inline Reg broadcast(float f) { return _mm256_set1_ps(f); }
 KILN_AVX2 inline Reg min(Reg a, Reg b) { return _mm256_min_ps(a, b); }
 KILN_AVX2 inline Reg max(Reg a, Reg b) { return _mm256_max_ps(a, b); }
+KILN_AVX2 inline Reg mul(Reg a, Reg b) { return _mm256_mul_ps(a, b); }
 #include "cpu/depthwise_f32_row.inc"
 #undef KILN_DW_TARGET
 }  // namespace v256

@@ -37,11 +37,16 @@ struct Row {
   int64_t in_width = 0, out_width = 0;
   int64_t k = 3, stride = 1;
   int64_t pad_left = 0;  // input columns left of column 0 (zeros)
-  // then clamped to [lo, hi] (a ReLU or a Clip after the convolution; NaN stays NaN)
+  // hardswish: then v * clamp(hs_alpha * v + hs_beta, 0, 1) (a HardSwish after the convolution,
+  // applied as the row is stored rather than in a pass of its own over it; ONNX's: 1/6, 1/2) ...
+  bool hardswish = false;
+  float hs_alpha = 1.0f / 6.0f, hs_beta = 0.5f;
+  // ... then clamped to [lo, hi] (a ReLU or a Clip after the convolution; NaN stays NaN)
   float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
 };
 
-// out[x][c] = clamp(bias[c] + sum over i < k, j < k of rows[i][x * stride - pad_left + j][c] * w(c, i, j), lo, hi):
+// out[x][c] = clamp(act(bias[c] + sum over i < k, j < k of rows[i][x * stride - pad_left + j][c] * w(c, i, j)), lo, hi)
+// (act: the HardSwish where Row::hardswish, else none):
 // `rows` holds k pointers to input rows ([in_width][channels]; null: a row of zeros), `packed`
 // from pack_weights, `bias` [channels] or null. supports(k, stride) and available() must hold.
 void row(const Row& g, const float* const* rows, const float* packed, const float* bias, float* out);

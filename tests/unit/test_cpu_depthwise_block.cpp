@@ -26,7 +26,8 @@ struct Block {
   int64_t n = 1, cin = 16, ce = 48, cout = 16, h = 10, w = 12;
   int64_t k = 3, stride = 1, dil = 1;  // the depthwise window, its stride and dilation (pads dil * k / 2)
   bool expand = true, project = true, residual = true;
-  bool clip = true;  // Clip(0, 6) after the expansion and the depthwise convolution (else Relu)
+  bool clip = true;  // Clip(0, 6) after the expansion and the depthwise convolution (else Relu) ...
+  bool hardswish = false;  // ... or HardSwish (MobileNet-v3)
   int64_t ek = 1, estride = 1;  // the expansion's window (pads ek / 2) and stride: 1x1, or an image stem's
   bool from_input = false;      // x is the graph's input itself (else a Relu of it)
 };
@@ -35,10 +36,11 @@ struct Block {
 // cout] [+ x] (x an intermediate tensor, as in a network: the residual sum may accumulate into it;
 // or the input itself)
 std::shared_ptr<ir::Graph> block_graph(const Block& b) {
-  auto g = make_graph();
+  auto g = b.hardswish ? make_graph(14) : make_graph();  // (HardSwish: opset 14)
   auto* in = g->add_input("in", {DType::f32, ir::PartialShape(Shape{b.n, b.expand ? b.cin : b.ce, b.h, b.w})});
   ir::Value* x = b.from_input ? in : g->add_node("Relu", {in}, 1, "pre")->output(0);
   auto act = [&](ir::Value* v, const std::string& n) {
+    if (b.hardswish) return g->add_node("HardSwish", {v}, 1, n)->output(0);
     if (!b.clip) return g->add_node("Relu", {v}, 1, n)->output(0);
     return g->add_node("Clip", {v, g->add_constant(n + "_lo", Tensor::scalar<float>(0.0f)),
                                 g->add_constant(n + "_hi", Tensor::scalar<float>(6.0f))},
@@ -90,40 +92,43 @@ TEST(DepthwiseF32, RowMatchesTheDirectSum) {
     for (int64_t s : {1, 2})
       for (int64_t c : {5, 16, 24, 40})  // tails of 8 and 16 lanes
         for (int64_t iw : {1, 2, 7, 13})
-          for (int64_t pad : {int64_t(0), k / 2, k - 1}) {
-            const int64_t ow = (iw + 2 * pad - k) / s + 1;
-            if (ow < 1) continue;
-            SCOPED_TRACE(testing::Message() << "k " << k << " stride " << s << " channels " << c << " width " << iw
-                                            << " pad " << pad);
-            const uint32_t seed = static_cast<uint32_t>(k * 1000 + s * 100 + c * 10 + iw + pad);
-            const std::vector<float> w = random_floats(static_cast<size_t>(c * k * k), seed);
-            const std::vector<float> bias = random_floats(static_cast<size_t>(c), seed + 1);
-            std::vector<std::vector<float>> in(static_cast<size_t>(k));
-            std::vector<const float*> rows(static_cast<size_t>(k));
-            for (int64_t i = 0; i < k; ++i) {
-              in[i] = random_floats(static_cast<size_t>(iw * c), seed + 2 + static_cast<uint32_t>(i));
-              rows[i] = i == 1 ? nullptr : in[i].data();  // a padding row
-            }
-            std::vector<float> packed(static_cast<size_t>(dw::packed_size(c, k)));
-            dw::pack_weights(w.data(), c, k, packed.data());
-            dw::Row g;
-            g.channels = c, g.in_width = iw, g.out_width = ow, g.k = k, g.stride = s, g.pad_left = pad;
-            g.lo = -0.5f, g.hi = 0.75f;
-            std::vector<float> out(static_cast<size_t>(ow * c + 7), 99.0f);  // past the row: untouched
-            dw::row(g, rows.data(), packed.data(), bias.data(), out.data());
-            for (int64_t x = 0; x < ow; ++x)
-              for (int64_t ch = 0; ch < c; ++ch) {
-                double sum = bias[ch];
-                for (int64_t i = 0; i < k; ++i)
-                  for (int64_t j = 0; j < k; ++j) {
-                    const int64_t ix = x * s - pad + j;
-                    if (rows[i] && ix >= 0 && ix < iw) sum += static_cast<double>(in[i][ix * c + ch]) * w[(ch * k + i) * k + j];
-                  }
-                const double want = std::min(std::max(sum, -0.5), 0.75);
-                ASSERT_NEAR(out[x * c + ch], want, 1e-5) << "at " << x << ", " << ch;
+          for (int64_t pad : {int64_t(0), k / 2, k - 1})
+            for (bool hs : {false, true}) {
+              const int64_t ow = (iw + 2 * pad - k) / s + 1;
+              if (ow < 1) continue;
+              SCOPED_TRACE(testing::Message() << "k " << k << " stride " << s << " channels " << c << " width " << iw
+                                              << " pad " << pad << (hs ? " HardSwish" : ""));
+              const uint32_t seed = static_cast<uint32_t>(k * 1000 + s * 100 + c * 10 + iw + pad);
+              const std::vector<float> w = random_floats(static_cast<size_t>(c * k * k), seed);
+              const std::vector<float> bias = random_floats(static_cast<size_t>(c), seed + 1);
+              std::vector<std::vector<float>> in(static_cast<size_t>(k));
+              std::vector<const float*> rows(static_cast<size_t>(k));
+              for (int64_t i = 0; i < k; ++i) {
+                in[i] = random_floats(static_cast<size_t>(iw * c), seed + 2 + static_cast<uint32_t>(i));
+                rows[i] = i == 1 ? nullptr : in[i].data();  // a padding row
               }
-            for (size_t i = static_cast<size_t>(ow * c); i < out.size(); ++i) ASSERT_EQ(out[i], 99.0f);
-          }
+              std::vector<float> packed(static_cast<size_t>(dw::packed_size(c, k)));
+              dw::pack_weights(w.data(), c, k, packed.data());
+              dw::Row g;
+              g.channels = c, g.in_width = iw, g.out_width = ow, g.k = k, g.stride = s, g.pad_left = pad;
+              g.lo = -0.5f, g.hi = 0.75f;
+              g.hardswish = hs;  // then v * clamp(v / 6 + 1/2, 0, 1), before the clamp
+              std::vector<float> out(static_cast<size_t>(ow * c + 7), 99.0f);  // past the row: untouched
+              dw::row(g, rows.data(), packed.data(), bias.data(), out.data());
+              for (int64_t x = 0; x < ow; ++x)
+                for (int64_t ch = 0; ch < c; ++ch) {
+                  double sum = bias[ch];
+                  for (int64_t i = 0; i < k; ++i)
+                    for (int64_t j = 0; j < k; ++j) {
+                      const int64_t ix = x * s - pad + j;
+                      if (rows[i] && ix >= 0 && ix < iw) sum += static_cast<double>(in[i][ix * c + ch]) * w[(ch * k + i) * k + j];
+                    }
+                  if (hs) sum *= std::min(std::max(sum / 6.0 + 0.5, 0.0), 1.0);
+                  const double want = std::min(std::max(sum, -0.5), 0.75);
+                  ASSERT_NEAR(out[x * c + ch], want, 1e-5) << "at " << x << ", " << ch;
+                }
+              for (size_t i = static_cast<size_t>(ow * c); i < out.size(); ++i) ASSERT_EQ(out[i], 99.0f);
+            }
 }
 
 TEST(DepthwiseF32, NaNStaysThroughTheClamp) {
@@ -226,6 +231,15 @@ TEST(CpuFuseDepthwiseBlock, AnInvertedResidualIsOneNodeMatchingTheReference) {
   Block dil_bands;
   dil_bands.k = 5, dil_bands.dil = 2, dil_bands.h = 60, dil_bands.w = 20, dil_bands.ce = 32, dil_bands.residual = false;
   cases.push_back({"5x5 dilation 2, one image in row bands: the ring holds the dilated window", dil_bands});
+  // MobileNet-v3-small's 5x5 blocks: HardSwish after the expansion and after the depthwise
+  // convolution (the kernel applies the latter as it stores), at a map whose one image the
+  // threads split by channels, and at a batch of two
+  Block v3;
+  v3.k = 5, v3.h = 13, v3.w = 13, v3.cin = 24, v3.ce = 144, v3.hardswish = true, v3.project = false, v3.residual = false;
+  cases.push_back({"5x5 HardSwish blocks, one image", v3});
+  Block v3_batch = v3;
+  v3_batch.n = 2, v3_batch.h = 7, v3_batch.w = 9, v3_batch.stride = 2, v3_batch.project = true, v3_batch.cout = 24;
+  cases.push_back({"5x5 HardSwish blocks, stride 2, batch of 2, projected", v3_batch});
   Block dil_alone;
   dil_alone.dil = 2, dil_alone.expand = false, dil_alone.project = false, dil_alone.residual = false, dil_alone.ce = 19;
   cases.push_back({"dilation 2 alone, channel tails", dil_alone});

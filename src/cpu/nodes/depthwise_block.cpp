@@ -126,6 +126,15 @@ class DepthwiseBlockNode : public Node {
     // ReLUs and Clips: the depthwise kernel clamps as it stores, no pass of its own over D
     dw_lo_ = -std::numeric_limits<float>::infinity(), dw_hi_ = std::numeric_limits<float>::infinity();
     if (gemm_f32::as_clamp(ep2_.ops, &dw_lo_, &dw_hi_)) ep2_.ops.clear();
+    // a lone HardSwish (MobileNet-v3's) as the kernel stores, not in a pass of its own over D:
+    // that pass cost MobileNet-v3-small's blocks at batch 1 (13x13 and 7x7 maps, channels split
+    // between the threads) 10-27 us each of their 80-140
+    dw_hardswish_ = ep2_.ops.size() == 1 && ep2_.ops[0].kind == gemm_f32::EpilogueOp::Kind::eltwise &&
+                    ep2_.ops[0].alg == dnnl::algorithm::eltwise_hardswish;
+    if (dw_hardswish_) {
+      dw_hs_alpha_ = ep2_.ops[0].alpha, dw_hs_beta_ = ep2_.ops[0].beta;
+      ep2_.ops.clear();
+    }
     if (inputs[kW3]) {
       w3_ = pack_gemm(*inputs[kW3], ce_, cout_, cat("dwblock/1x1/", isa));
       ep3_ = {};
@@ -310,6 +319,7 @@ class DepthwiseBlockNode : public Node {
     depthwise_f32::Row g;
     g.channels = ce_, g.in_width = w_, g.out_width = wo_, g.k = k_, g.stride = stride_, g.pad_left = pad_l_;
     g.lo = dw_lo_, g.hi = dw_hi_;
+    g.hardswish = dw_hardswish_, g.hs_alpha = dw_hs_alpha_, g.hs_beta = dw_hs_beta_;
     return g;
   }
 
@@ -368,7 +378,9 @@ class DepthwiseBlockNode : public Node {
   memory w1_, w2_, w3_;
   gemm_f32::Epilogue ep1_, ep2_, ep3_;
   gemm_f32::Epilogue ep1_after_;  // ops of ep1_ applied after the product's pass (a lone Swish, AVX2)
-  float dw_lo_ = 0.0f, dw_hi_ = 0.0f;  // the depthwise kernel's clamp (ep2_ then holds the rest)
+  float dw_lo_ = 0.0f, dw_hi_ = 0.0f;  // the depthwise kernel's clamp (ep2_ then holds the rest) ...
+  bool dw_hardswish_ = false;          // ... or its HardSwish
+  float dw_hs_alpha_ = 0.0f, dw_hs_beta_ = 0.0f;
   bool split_channels_ = false;  // images left over go by channels (run_shared), else by rows
   int64_t batch_rows_ = 1, expand_rows_ = 1, ring_rows_ = 0;
   size_t shared_e_bytes_ = 0, shared_bytes_ = 0;  // run_shared's E and D, at the scratch's start
