@@ -285,19 +285,24 @@ TEST(GemmF32, EveryEpilogueOpMatchesItsDefinition) {
   for (int64_t j = 0; j < N; ++j) bias[j] = -2.0f + 4.0f * static_cast<float>(j) / (N - 1) + (j == 16 ? 1e-3f : 0.0f);
   std::vector<float> packed(static_cast<size_t>(gemm::packed_size(K, N)));
   gemm::pack_b(b.data(), K, N, N, 1, 1.0f, packed.data());
-  // through the GEMM, and through apply_epilogue on C already holding the products
+  // through the GEMM, through apply_epilogue on C already holding the products, and through it
+  // without a bias on C holding the sums (the ops alone: some go by a loop of their own)
   auto check = [&](const gemm::Epilogue& ep, const std::function<double(double, int64_t)>& f) {
-    std::vector<float> c(static_cast<size_t>(M * N)), applied(static_cast<size_t>(M * N));
+    std::vector<float> c(static_cast<size_t>(M * N)), applied(static_cast<size_t>(M * N)), ops_only(applied);
     gemm::run(a.data(), M, K, K, packed.data(), N, c.data(), N, ep);
     for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) applied[i * N + j] = a[i];
+      for (int64_t j = 0; j < N; ++j) applied[i * N + j] = a[i], ops_only[i * N + j] = a[i] + bias[j];
     gemm::apply_epilogue(applied.data(), M, N, N, ep);
+    gemm::Epilogue no_bias = ep;
+    no_bias.bias = nullptr;
+    gemm::apply_epilogue(ops_only.data(), M, N, N, no_bias);
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
         const double x = static_cast<double>(a[i]) + bias[j];
         const double want = f(x, j);
         ASSERT_NEAR(c[i * N + j], want, 2e-6 * (1.0 + std::fabs(want))) << "x = " << x;
         ASSERT_NEAR(applied[i * N + j], want, 2e-6 * (1.0 + std::fabs(want))) << "apply_epilogue, x = " << x;
+        ASSERT_NEAR(ops_only[i * N + j], want, 2e-6 * (1.0 + std::fabs(want))) << "apply_epilogue, no bias, x = " << x;
       }
   };
   for (const Case& k : eltwise) {
