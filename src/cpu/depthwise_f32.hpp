@@ -7,7 +7,7 @@
 // A square k x k window, k 3 or 5, the same stride 1 or 2 both ways, undilated (MobileNet's,
 // EfficientNet's). Channels 16 at a time (AVX-512) or 8 (AVX2), the window's weights in
 // registers, four output pixels at once so that each input vector loaded serves every output
-// whose window holds it. Below AVX2 (available()) the caller keeps oneDNN's convolution.
+// whose window holds it (5x5 at stride 1: the row's ends too, the columns outside it read as zeros). Below AVX2 (available()) the caller keeps oneDNN's convolution.
 #include <cstdint>
 #include <limits>
 
