@@ -273,6 +273,12 @@ KILN_AVX512 void block(const float* a, int64_t lda, const float* b, int64_t /*gs
 // memory, with the vectors in an array, cost the Swish 5.7 ns a vector where streaming two at
 // a time from C and back costs 3.3: Zen 2, 48 x 96 in L1). The multi-vector forms of the long
 // chains (Swish, GELU: a division and an exponential) interleave their U vectors.
+// HardSwish, oneDNN's form: x * clamp(alpha x + beta, 0, 1) (ONNX's: alpha 1/6, beta 1/2).
+KILN_AVX2 inline __m256 v_hardswish8(__m256 x, __m256 alpha, __m256 beta) {
+  return _mm256_mul_ps(x, _mm256_min_ps(_mm256_max_ps(_mm256_fmadd_ps(x, alpha, beta), _mm256_setzero_ps()),
+                                        _mm256_set1_ps(1.0f)));
+}
+
 template <int U>
 KILN_AVX2 inline __attribute__((always_inline)) void eltwise8_u(__m256* v, const EpilogueOp& op) {
   using A = dnnl::algorithm;
@@ -303,8 +309,7 @@ KILN_AVX2 inline __attribute__((always_inline)) void eltwise8_u(__m256* v, const
         return;
       }
       KILN_EACH(_mm256_mul_ps(x, v_logistic8(_mm256_mul_ps(alpha, x))));
-    case A::eltwise_hardswish:
-      KILN_EACH(_mm256_mul_ps(x, _mm256_min_ps(_mm256_max_ps(_mm256_fmadd_ps(x, alpha, beta), zero), one)));
+    case A::eltwise_hardswish: KILN_EACH(v_hardswish8(x, alpha, beta));
     case A::eltwise_abs: KILN_EACH(v_abs8(x));
     case A::eltwise_square: KILN_EACH(_mm256_mul_ps(x, x));
     case A::eltwise_exp: KILN_EACH(v_exp8(x));
@@ -383,10 +388,9 @@ struct StreamedOp {
     static_assert(S != Streamed::none);
     if constexpr (S == Streamed::swish) {
       v_swish8_n<U>(v);
-    } else if constexpr (S == Streamed::hardswish) {  // x * clamp(x / 6 + 1/2, 0, 1)
-      const __m256 sixth = _mm256_set1_ps(1.0f / 6.0f), half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
-      for (int i = 0; i < U; ++i)
-        v[i] = _mm256_mul_ps(v[i], _mm256_min_ps(_mm256_max_ps(_mm256_fmadd_ps(v[i], sixth, half), _mm256_setzero_ps()), one));
+    } else if constexpr (S == Streamed::hardswish) {  // ONNX's
+      const __m256 sixth = _mm256_set1_ps(1.0f / 6.0f), half = _mm256_set1_ps(0.5f);
+      for (int i = 0; i < U; ++i) v[i] = v_hardswish8(v[i], sixth, half);
     } else {
       v_gelu_erf8_n<U>(v);
     }
