@@ -5,9 +5,13 @@
 // the kernel rows of input (a null row is padding: zeros), so the vertical stride, padding and
 // batch stay with it; the row kernel does the horizontal ones.
 // A square k x k window, k 3 or 5, the same stride 1 or 2 both ways, undilated (MobileNet's,
-// EfficientNet's). Channels 16 at a time (AVX-512) or 8 (AVX2), the window's weights in
-// registers, four output pixels at once so that each input vector loaded serves every output
-// whose window holds it (5x5 at stride 1: the row's ends too, the columns outside it read as zeros). Below AVX2 (available()) the caller keeps oneDNN's convolution.
+// EfficientNet's). Channels 16 at a time (AVX-512) or 8 (AVX2), eight output pixels at once (four
+// in a narrow row) so that each input vector loaded serves every output whose window holds it,
+// their sums independent chains of FMAs, the weights of one kernel row in registers at a time.
+// With "same" padding (K / 2 columns left, the common case) the row's ends go in those groups
+// too, their columns outside the row skipped; other paddings take the ends a pixel at a time
+// (5x5 at stride 1: four at a time, the columns outside the row read as zeros). Below AVX2
+// (available()) the caller keeps oneDNN's convolution.
 #include <cstdint>
 #include <limits>
 

@@ -91,7 +91,7 @@ TEST(DepthwiseF32, RowMatchesTheDirectSum) {
   for (int64_t k : {3, 5})
     for (int64_t s : {1, 2})
       for (int64_t c : {5, 16, 24, 40})  // tails of 8 and 16 lanes
-        for (int64_t iw : {1, 2, 7, 13})
+        for (int64_t iw : {1, 2, 7, 9, 13, 21, 25, 30})  // (same_row's cases: groups of 4 and 8, the extra group)
           for (int64_t pad : {int64_t(0), k / 2, k - 1})
             for (bool hs : {false, true}) {
               const int64_t ow = (iw + 2 * pad - k) / s + 1;
