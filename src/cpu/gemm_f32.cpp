@@ -1318,7 +1318,7 @@ void run_serial(const float* a, int64_t M, int64_t K, int64_t lda, const float* 
 
 bool blocked8_supports(const Epilogue& epilogue, int64_t K, int64_t N) {
   float lo, hi;
-  return isa_at_least(Isa::avx2) && !isa_at_least(Isa::avx512_core) && K > 0 && K % 8 == 0 && N > 0 && N % 16 == 0 &&
+  return isa_at_least(Isa::avx2) && !isa_at_least(Isa::avx512_core) && K > 0 && K % 8 == 0 && N > 0 && N % 8 == 0 &&
          as_clamp(epilogue.ops, &lo, &hi);
 }
 
@@ -1330,14 +1330,36 @@ inline void panel_groups(int64_t n0, int64_t n_begin, int64_t n_end, int64_t* g0
   *g1 = (std::min(n0 + kPanel, n_end) - n0) / kGroupAvx2;
 }
 
-// Whether columns [n_begin, n_end) of N are whole groups of 16 (the blocked passes' C).
+// Whether columns [n_begin, n_end) of N are whole groups of 16 (the blocked passes' C), the last
+// one perhaps N's last 8 (HalfGroup).
 bool whole_groups(int64_t n_begin, int64_t n_end, int64_t N) {
-  return n_begin % kGroupAvx2 == 0 && n_end % kGroupAvx2 == 0 && 0 <= n_begin && n_begin <= n_end && n_end <= N;
+  return n_begin % kGroupAvx2 == 0 && (n_end % kGroupAvx2 == 0 || n_end == N) && 0 <= n_begin && n_begin <= n_end &&
+         n_end <= N;
 }
 
+// N's last 8 columns where N is 8 past a multiple of 16 and they are asked for (SqueezeNet's
+// classifier, 1000 channels): their group's pass computes 16 columns, the 8 past N (B's zero
+// padding) into `spare`, their bias from a copy padded with zeros. Before, such a layer gathered
+// its pixels into rows and scattered its product back into blocks.
+struct HalfGroup {
+  int64_t n = -1;  // the first of the 8 columns, or -1: none
+  alignas(32) float bias[kGroupAvx2] = {};
+  alignas(32) float spare[kRows * 8] = {};
+  HalfGroup(int64_t N, int64_t n_end, const float* b) {
+    if (N % kGroupAvx2 != 8 || n_end != N) return;
+    n = N - 8;
+    if (b) std::copy(b + n, b + N, bias);
+  }
+  // whether the panel of columns [n0, n0 + kPanel) holds them
+  bool in(int64_t n0) const { return n >= n0 && n < n0 + kPanel; }
+  const float* bias_or_null(const Epilogue& ep) const { return ep.bias ? bias : nullptr; }
+};
+
 // Columns [n_begin, n_end) of run_serial_blocked8.
-KILN_AVX2 void run_blocked8_avx2(const float* a, int64_t M, int64_t K, int64_t a_plane, const float* packed, float* c,
-                                 int64_t c_plane, const Epilogue& ep, int64_t n_begin, int64_t n_end) {
+KILN_AVX2 void run_blocked8_avx2(const float* a, int64_t M, int64_t K, int64_t a_plane, const float* packed,
+                                 int64_t N, float* c, int64_t c_plane, const Epilogue& ep, int64_t n_begin,
+                                 int64_t n_end) {
+  HalfGroup half(N, n_end, ep.bias);
   float lohi[2];
   as_clamp(ep.ops, &lohi[0], &lohi[1]);
   const int64_t flags = asm_flags(ep.accumulate, ep.bias, lohi[0], lohi[1]);
@@ -1353,14 +1375,20 @@ KILN_AVX2 void run_blocked8_avx2(const float* a, int64_t M, int64_t K, int64_t a
         pass_6x16_blocked8_asm(a + m0 * 8, pa, panel + g * K * kGroupAvx2, K / 8, cg, cg + c_plane,
                                ep.bias ? ep.bias + n : nullptr, lohi, flags);
       }
+    if (half.in(n0))
+      for (int64_t m0 = 0; m0 < M; m0 += kRows)
+        pass_6x16_blocked8_asm(a + m0 * 8, pa, panel + (half.n - n0) / kGroupAvx2 * K * kGroupAvx2, K / 8,
+                               c + half.n / 8 * c_plane + m0 * 8, half.spare, half.bias_or_null(ep), lohi, flags);
   }
 }
 
 // run_serial_to_blocked8's columns [n_begin, n_end): per panel, per block of 6 rows, K in slices
 // of kSliceAvx2, the bias from the first, C added from the second (or from the first where the
 // epilogue accumulates), the clamp at the last.
-KILN_AVX2 void run_to_blocked8_avx2(const float* a, int64_t M, int64_t K, int64_t lda, const float* packed, float* c,
-                                    int64_t c_plane, const Epilogue& ep, int64_t n_begin, int64_t n_end) {
+KILN_AVX2 void run_to_blocked8_avx2(const float* a, int64_t M, int64_t K, int64_t lda, const float* packed,
+                                    int64_t N, float* c, int64_t c_plane, const Epilogue& ep, int64_t n_begin,
+                                    int64_t n_end) {
+  HalfGroup half(N, n_end, ep.bias);
   float lohi[2];
   as_clamp(ep.ops, &lohi[0], &lohi[1]);
   for (int64_t n0 = n_begin / kPanel * kPanel; n0 < n_end; n0 += kPanel) {
@@ -1379,6 +1407,10 @@ KILN_AVX2 void run_to_blocked8_avx2(const float* a, int64_t M, int64_t K, int64_
           pass_6x16_to_blocked8_asm(a + m0 * lda + k0, lda, panel + g * K * kGroupAvx2 + k0 * kGroupAvx2, kc, cg,
                                     cg + c_plane, ep.bias ? ep.bias + n : nullptr, lohi, flags);
         }
+        if (half.in(n0))
+          pass_6x16_to_blocked8_asm(a + m0 * lda + k0, lda,
+                                    panel + (half.n - n0) / kGroupAvx2 * K * kGroupAvx2 + k0 * kGroupAvx2, kc,
+                                    c + half.n / 8 * c_plane + m0 * 8, half.spare, half.bias_or_null(ep), lohi, flags);
       }
   }
 }
@@ -1389,20 +1421,20 @@ void run_serial_to_blocked8(const float* a, int64_t M, int64_t K, int64_t lda, c
                             float* c, int64_t c_plane, const Epilogue& epilogue, int64_t n_begin, int64_t n_end) {
   if (n_end < 0) n_end = N;
   KILN_CHECK(blocked8_supports(epilogue, 8, N) && K > 0 && M % kRows == 0 && whole_groups(n_begin, n_end, N),
-             "gemm_f32::run_serial_to_blocked8: needs AVX2 without AVX-512, N a multiple of 16, M of 6, a clamp "
-             "epilogue and columns in whole groups of 16");
+             "gemm_f32::run_serial_to_blocked8: needs AVX2 without AVX-512, N a multiple of 8, M of 6, a clamp "
+             "epilogue and columns in whole groups of 16 (or up to N)");
   if (M <= 0 || n_begin == n_end) return;
-  run_to_blocked8_avx2(a, M, K, lda, packed_b, c, c_plane, epilogue, n_begin, n_end);
+  run_to_blocked8_avx2(a, M, K, lda, packed_b, N, c, c_plane, epilogue, n_begin, n_end);
 }
 
 void run_serial_blocked8(const float* a, int64_t M, int64_t K, int64_t a_plane, const float* packed_b, int64_t N,
                          float* c, int64_t c_plane, const Epilogue& epilogue, int64_t n_begin, int64_t n_end) {
   if (n_end < 0) n_end = N;
   KILN_CHECK(blocked8_supports(epilogue, K, N) && M % kRows == 0 && whole_groups(n_begin, n_end, N),
-             "gemm_f32::run_serial_blocked8: needs AVX2 without AVX-512, K a multiple of 8, N of 16, M of 6, a "
-             "clamp epilogue and columns in whole groups of 16");
+             "gemm_f32::run_serial_blocked8: needs AVX2 without AVX-512, K and N multiples of 8, M of 6, a "
+             "clamp epilogue and columns in whole groups of 16 (or up to N)");
   if (M <= 0 || n_begin == n_end) return;
-  run_blocked8_avx2(a, M, K, a_plane, packed_b, c, c_plane, epilogue, n_begin, n_end);
+  run_blocked8_avx2(a, M, K, a_plane, packed_b, N, c, c_plane, epilogue, n_begin, n_end);
 }
 
 }  // namespace kiln::cpu::gemm_f32

@@ -95,9 +95,9 @@ void run_serial(const float* a, int64_t M, int64_t K, int64_t lda, const float* 
 // in place: C(m, n) = epilogue(sum_k A(m, k) B(k, n)) with A(m, k) = a[(k / 8) * a_plane + m * 8
 // + k % 8] (m a pixel of a plane of a_plane floats, k a channel) and C(m, n) = c[(n / 8) * c_plane
 // + m * 8 + n % 8]; `packed_b` from pack_b. Where blocked8_supports(): AVX2 without AVX-512 (B
-// packed in groups of 16), K a multiple of 8, N of 16, the ops a clamp (as_clamp; a bias and
+// packed in groups of 16), K and N multiples of 8, the ops a clamp (as_clamp; a bias and
 // `accumulate` too); M a multiple of 6. On the calling thread; only C's columns [n_begin, n_end)
-// (multiples of 16; n_end -1: N), for a caller that splits the columns over its team.
+// (multiples of 16, n_end also N; -1: N), for a caller that splits the columns over its team.
 bool blocked8_supports(const Epilogue& epilogue, int64_t K, int64_t N);
 void run_serial_blocked8(const float* a, int64_t M, int64_t K, int64_t a_plane, const float* packed_b, int64_t N,
                          float* c, int64_t c_plane, const Epilogue& epilogue, int64_t n_begin = 0, int64_t n_end = -1);

@@ -429,7 +429,9 @@ TEST(GemmF32, ChannelBlocksOfEightInAndOutMatchADoubleReference) {
   // and written in place; planes wider than the rows computed (the rest of C stays as it was),
   // a bias and a clamp, then C added (a residual sum) with a ReLU. Where the kernel is not
   // there (AVX-512 packs B otherwise, below AVX2 nothing) blocked8_supports says so.
-  const int64_t M = 18, K = 40, N = 48, plane = 26;  // 3 blocks of 6 pixels of a 26-pixel plane
+  const int64_t M = 18, K = 40, plane = 26;  // 3 blocks of 6 pixels of a 26-pixel plane
+  for (int64_t N : {int64_t{48}, int64_t{40}, int64_t{8}}) {  // (40, 8: a last group of 8 columns)
+  SCOPED_TRACE(cat("N ", N));
   gemm::Epilogue clamp;
   gemm::EpilogueOp op;
   op.alg = dnnl::algorithm::eltwise_clip;
@@ -440,7 +442,7 @@ TEST(GemmF32, ChannelBlocksOfEightInAndOutMatchADoubleReference) {
     return;
   }
   EXPECT_FALSE(gemm::blocked8_supports(clamp, 36, N));  // K not whole blocks
-  EXPECT_FALSE(gemm::blocked8_supports(clamp, K, 40));  // N not whole groups of 16
+  EXPECT_FALSE(gemm::blocked8_supports(clamp, K, 36));  // N not whole blocks
   gemm::Epilogue swish;
   gemm::EpilogueOp s;
   s.alg = dnnl::algorithm::eltwise_swish, s.alpha = 1.0f;
@@ -483,6 +485,7 @@ TEST(GemmF32, ChannelBlocksOfEightInAndOutMatchADoubleReference) {
       }
   }
   EXPECT_THROW(gemm::run_serial_blocked8(a.data(), 5, K, plane * 8, packed.data(), N, nullptr, plane * 8, clamp), Error);
+  }
 }
 
 }  // namespace test_gemm_f32
@@ -492,7 +495,7 @@ namespace test_gemm_f32 {
 TEST(GemmF32, RowsIntoChannelBlocksOfEightMatchADoubleReference) {
   // run_serial_to_blocked8: A in rows (an im2col's), C in channel blocks of 8 written in place,
   // K within one slice and over three of 2048 (the bias from the first, C added from the second, the
-  // clamp at the last); columns [16, 48) alone leave the others as they were.
+  // clamp at the last); columns [16, N) alone leave the others as they were; N 40 ends in a group of 8.
   gemm::Epilogue relu;
   gemm::EpilogueOp op;
   op.alg = dnnl::algorithm::eltwise_relu;
@@ -501,11 +504,12 @@ TEST(GemmF32, RowsIntoChannelBlocksOfEightMatchADoubleReference) {
     EXPECT_TRUE(!gemm::available() || kiln::cpu::isa_at_least(kiln::cpu::Isa::avx512_core));
     return;
   }
-  const int64_t M = 12, N = 48, plane = 14;
+  const int64_t M = 12, plane = 14;
+  for (int64_t N : {int64_t{48}, int64_t{40}})  // (40: a last group of 8 columns)
   for (int64_t K : {int64_t{27}, int64_t{1100}, int64_t{4200}}) {
     for (bool accumulate : {false, true}) {
       for (bool part : {false, true}) {
-        SCOPED_TRACE(cat("K ", K, accumulate ? ", C added" : ", bias", part ? ", columns [16, 48)" : ""));
+        SCOPED_TRACE(cat("N ", N, ", K ", K, accumulate ? ", C added" : ", bias", part ? ", columns [16, N)" : ""));
         Problem p(M, K, N, 51);
         std::vector<double> want, scale;
         p.reference(want, scale);
@@ -533,7 +537,8 @@ TEST(GemmF32, RowsIntoChannelBlocksOfEightMatchADoubleReference) {
     }
   }
   std::vector<float> a(64), b(64);
-  EXPECT_THROW(gemm::run_serial_to_blocked8(a.data(), 6, 8, 8, b.data(), 40, b.data(), 8, relu), Error);  // N % 16
+  EXPECT_THROW(gemm::run_serial_to_blocked8(a.data(), 6, 8, 8, b.data(), 36, b.data(), 8, relu), Error);  // N % 8
+  EXPECT_THROW(gemm::run_serial_to_blocked8(a.data(), 6, 8, 8, b.data(), 40, b.data(), 8, relu, 0, 24), Error);  // 16s
 }
 
 }  // namespace test_gemm_f32

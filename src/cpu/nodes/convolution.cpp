@@ -304,13 +304,13 @@ class ConvolutionNode : public Node {
 
   // Whether an image stem (im2col rows from plain NCHW) writes channel blocks of 8, its whole
   // blocks of 6 pixels stored straight into them (gemm_f32::run_serial_to_blocked8): where only
-  // poolings read it and take the blocks, below AVX-512, output channels a multiple of 16, a
+  // poolings read it and take the blocks, below AVX-512, output channels a multiple of 8, a
   // clamp epilogue, no sum. SqueezeNet's stem wrote channels-last, its pool too, so its first
   // Fire module's 1x1s ran channels-last and its Concat reordered a source into channel blocks
   // (a oneDNN reorder made for every new shape); the recogniser's first 3x3 after the pool takes
   // blocks as well.
   bool stem_into_blocks(const KilnGemm& k, const gemm_f32::Epilogue& probe) const {
-    if (isa_at_least(Isa::avx512_core) || k.N % 16 != 0 || post_ops_.sum_input() >= 0 || output_readers.empty() ||
+    if (isa_at_least(Isa::avx512_core) || k.N % 8 != 0 || post_ops_.sum_input() >= 0 || output_readers.empty() ||
         !gemm_f32::blocked8_supports(probe, 8, k.N))
       return false;
     for (const Node* r : output_readers)
@@ -669,7 +669,8 @@ class ConvolutionNode : public Node {
   template <class Whole, class Tail>
   void team_blocks8(int64_t images, int64_t pixels, const Whole& whole, const Tail& tail) {
     const KilnGemm& k = *gemm_;
-    const int64_t per_image = pixels / 6, groups = k.N / 16, blocks = images * per_image;
+    // (groups of 16 columns; N's last 8 count as one: gemm_f32's HalfGroup)
+    const int64_t per_image = pixels / 6, groups = (k.N + 15) / 16, blocks = images * per_image;
     const int team = k.threads;
     const bool by_pixels = k.N <= 512 && blocks >= 2 * team && (blocks % team == 0 || blocks >= 8 * team);
     const bool by_columns = groups >= team && !by_pixels;
@@ -688,7 +689,7 @@ class ConvolutionNode : public Node {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
       if (by_columns) {
         shared.run(t, [&](int64_t p) {
-          const int64_t n0 = p * 64, n1 = std::min(groups, (p + 1) * 4) * 16;
+          const int64_t n0 = p * 64, n1 = std::min(k.N, (p + 1) * 64);
           for (int64_t img = 0; img < images; ++img) whole(img, 0, per_image, n0, n1);
         });
       } else {
