@@ -325,9 +325,10 @@ TEST(CpuDynamicShapes, AStemReadByAPoolWritesChannelBlocks) {
 TEST(CpuDynamicShapes, PointwiseConvolutionsOverChannelBlocksSplitByPixelsOrColumns) {
   // The head above with a 1x1 of 48 outputs (its blocks of 6 pixels shared by the team: parts of
   // each image) and of 1040 (wider than 512: panels of 64 columns, a last one of 16, shared by the
-  // team), over maps of 2 to 16 blocks a row and batches of 1 to 3: below AVX-512 kiln's blocked
+  // team), and of 40 and 1000 (a last 8 columns past a multiple of 16: SqueezeNet's classifier),
+  // over maps of 2 to 16 blocks a row and batches of 1 to 3: below AVX-512 kiln's blocked
   // kernel, the reference's results at every shape (each shape twice: a plan made and reused).
-  for (int64_t n : {int64_t{48}, int64_t{1040}}) {
+  for (int64_t n : {int64_t{48}, int64_t{1040}, int64_t{40}, int64_t{1000}}) {
     SCOPED_TRACE(cat(n, " outputs"));
     auto g = make_graph();
     ir::Value* pool = squeezenet_head(*g, false);
