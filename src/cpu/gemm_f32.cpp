@@ -1350,9 +1350,15 @@ struct HalfGroup {
     n = N - 8;
     if (b) std::copy(b + n, b + N, bias);
   }
-  // whether the panel of columns [n0, n0 + kPanel) holds them
-  bool in(int64_t n0) const { return n >= n0 && n < n0 + kPanel; }
-  const float* bias_or_null(const Epilogue& ep) const { return ep.bias ? bias : nullptr; }
+  // the groups past panel_groups' whole ones in the panel of columns [n0, n0 + kPanel): 1 where
+  // it holds the 8 columns
+  int64_t extra(int64_t n0) const { return n >= n0 && n < n0 + kPanel ? 1 : 0; }
+  // the group from column `col`: its second channel block of C (`c2` but for the 8 columns) and
+  // its bias
+  float* second(int64_t col, float* c2) { return col == n ? spare : c2; }
+  const float* bias_at(int64_t col, const Epilogue& ep) const {
+    return !ep.bias ? nullptr : col == n ? bias : ep.bias + col;
+  }
 };
 
 // Columns [n_begin, n_end) of run_serial_blocked8.
@@ -1369,16 +1375,12 @@ KILN_AVX2 void run_blocked8_avx2(const float* a, int64_t M, int64_t K, int64_t a
     int64_t g0, g1;
     panel_groups(n0, n_begin, n_end, &g0, &g1);
     for (int64_t m0 = 0; m0 < M; m0 += kRows)
-      for (int64_t g = g0; g < g1; ++g) {
+      for (int64_t g = g0; g < g1 + half.extra(n0); ++g) {
         const int64_t n = n0 + g * kGroupAvx2;  // the group's first column: channel blocks n / 8 and n / 8 + 1
         float* cg = c + n / 8 * c_plane + m0 * 8;
-        pass_6x16_blocked8_asm(a + m0 * 8, pa, panel + g * K * kGroupAvx2, K / 8, cg, cg + c_plane,
-                               ep.bias ? ep.bias + n : nullptr, lohi, flags);
+        pass_6x16_blocked8_asm(a + m0 * 8, pa, panel + g * K * kGroupAvx2, K / 8, cg, half.second(n, cg + c_plane),
+                               half.bias_at(n, ep), lohi, flags);
       }
-    if (half.in(n0))
-      for (int64_t m0 = 0; m0 < M; m0 += kRows)
-        pass_6x16_blocked8_asm(a + m0 * 8, pa, panel + (half.n - n0) / kGroupAvx2 * K * kGroupAvx2, K / 8,
-                               c + half.n / 8 * c_plane + m0 * 8, half.spare, half.bias_or_null(ep), lohi, flags);
   }
 }
 
@@ -1401,16 +1403,12 @@ KILN_AVX2 void run_to_blocked8_avx2(const float* a, int64_t M, int64_t K, int64_
         const bool first = k0 == 0, last = k0 + kSliceAvx2 >= K;
         const int64_t flags = asm_flags(!first || ep.accumulate, first && ep.bias, last ? lohi[0] : -INFINITY,
                                         last ? lohi[1] : INFINITY);
-        for (int64_t g = g0; g < g1; ++g) {
+        for (int64_t g = g0; g < g1 + half.extra(n0); ++g) {
           const int64_t n = n0 + g * kGroupAvx2;
           float* cg = c + n / 8 * c_plane + m0 * 8;
           pass_6x16_to_blocked8_asm(a + m0 * lda + k0, lda, panel + g * K * kGroupAvx2 + k0 * kGroupAvx2, kc, cg,
-                                    cg + c_plane, ep.bias ? ep.bias + n : nullptr, lohi, flags);
+                                    half.second(n, cg + c_plane), half.bias_at(n, ep), lohi, flags);
         }
-        if (half.in(n0))
-          pass_6x16_to_blocked8_asm(a + m0 * lda + k0, lda,
-                                    panel + (half.n - n0) / kGroupAvx2 * K * kGroupAvx2 + k0 * kGroupAvx2, kc,
-                                    c + half.n / 8 * c_plane + m0 * 8, half.spare, half.bias_or_null(ep), lohi, flags);
       }
   }
 }

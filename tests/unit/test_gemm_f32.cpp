@@ -431,60 +431,60 @@ TEST(GemmF32, ChannelBlocksOfEightInAndOutMatchADoubleReference) {
   // there (AVX-512 packs B otherwise, below AVX2 nothing) blocked8_supports says so.
   const int64_t M = 18, K = 40, plane = 26;  // 3 blocks of 6 pixels of a 26-pixel plane
   for (int64_t N : {int64_t{48}, int64_t{40}, int64_t{8}}) {  // (40, 8: a last group of 8 columns)
-  SCOPED_TRACE(cat("N ", N));
-  gemm::Epilogue clamp;
-  gemm::EpilogueOp op;
-  op.alg = dnnl::algorithm::eltwise_clip;
-  op.alpha = -0.5f, op.beta = 0.75f;
-  clamp.ops = {op};
-  if (!gemm::blocked8_supports(clamp, K, N)) {
-    EXPECT_TRUE(!gemm::available() || kiln::cpu::isa_at_least(kiln::cpu::Isa::avx512_core));
-    return;
-  }
-  EXPECT_FALSE(gemm::blocked8_supports(clamp, 36, N));  // K not whole blocks
-  EXPECT_FALSE(gemm::blocked8_supports(clamp, K, 36));  // N not whole blocks
-  gemm::Epilogue swish;
-  gemm::EpilogueOp s;
-  s.alg = dnnl::algorithm::eltwise_swish, s.alpha = 1.0f;
-  swish.ops = {s};
-  EXPECT_FALSE(gemm::blocked8_supports(swish, K, N));  // not a clamp
-  Problem p(M, K, N, 41);
-  std::vector<double> want, scale;
-  p.reference(want, scale);
-  // A(m, k) at (k / 8) * plane * 8 + m * 8 + k % 8
-  std::vector<float> a(static_cast<size_t>(K * plane), 0.0f);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t k = 0; k < K; ++k) a[static_cast<size_t>((k / 8 * plane + m) * 8 + k % 8)] = p.a[m * p.lda + k];
-  const std::vector<float> packed = p.packed();
-  auto at = [&](int64_t m, int64_t n) { return static_cast<size_t>((n / 8 * plane + m) * 8 + n % 8); };
-  const std::vector<float> before = random_floats(static_cast<size_t>(N * plane), 43);
-  for (bool accumulate : {false, true}) {
-    SCOPED_TRACE(accumulate ? "C added, then a ReLU" : "bias, clip");
-    gemm::Epilogue ep;
-    ep.bias = accumulate ? nullptr : p.bias.data();
-    ep.accumulate = accumulate;
-    if (accumulate) {
-      gemm::EpilogueOp relu;
-      relu.alg = dnnl::algorithm::eltwise_relu;
-      ep.ops = {relu};
-    } else {
-      ep.ops = clamp.ops;
+    SCOPED_TRACE(cat("N ", N));
+    gemm::Epilogue clamp;
+    gemm::EpilogueOp op;
+    op.alg = dnnl::algorithm::eltwise_clip;
+    op.alpha = -0.5f, op.beta = 0.75f;
+    clamp.ops = {op};
+    if (!gemm::blocked8_supports(clamp, K, N)) {
+      EXPECT_TRUE(!gemm::available() || kiln::cpu::isa_at_least(kiln::cpu::Isa::avx512_core));
+      return;
     }
-    std::vector<float> c = before;
-    gemm::run_serial_blocked8(a.data(), M, K, plane * 8, packed.data(), N, c.data(), plane * 8, ep);
-    for (int64_t m = 0; m < plane; ++m)
-      for (int64_t n = 0; n < N; ++n) {
-        const float got = c[at(m, n)];
-        if (m >= M) {  // past the rows computed: untouched
-          EXPECT_EQ(got, before[at(m, n)]) << m << "," << n;
-          continue;
-        }
-        double v = want[static_cast<size_t>(m * N + n)];
-        v = accumulate ? std::max(0.0, v + before[at(m, n)]) : std::clamp(v + p.bias[static_cast<size_t>(n)], -0.5, 0.75);
-        EXPECT_NEAR(got, v, 1e-5 * (scale[static_cast<size_t>(m * N + n)] + 2.0)) << m << "," << n;
+    EXPECT_FALSE(gemm::blocked8_supports(clamp, 36, N));  // K not whole blocks
+    EXPECT_FALSE(gemm::blocked8_supports(clamp, K, 36));  // N not whole blocks
+    gemm::Epilogue swish;
+    gemm::EpilogueOp s;
+    s.alg = dnnl::algorithm::eltwise_swish, s.alpha = 1.0f;
+    swish.ops = {s};
+    EXPECT_FALSE(gemm::blocked8_supports(swish, K, N));  // not a clamp
+    Problem p(M, K, N, 41);
+    std::vector<double> want, scale;
+    p.reference(want, scale);
+    // A(m, k) at (k / 8) * plane * 8 + m * 8 + k % 8
+    std::vector<float> a(static_cast<size_t>(K * plane), 0.0f);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < K; ++k) a[static_cast<size_t>((k / 8 * plane + m) * 8 + k % 8)] = p.a[m * p.lda + k];
+    const std::vector<float> packed = p.packed();
+    auto at = [&](int64_t m, int64_t n) { return static_cast<size_t>((n / 8 * plane + m) * 8 + n % 8); };
+    const std::vector<float> before = random_floats(static_cast<size_t>(N * plane), 43);
+    for (bool accumulate : {false, true}) {
+      SCOPED_TRACE(accumulate ? "C added, then a ReLU" : "bias, clip");
+      gemm::Epilogue ep;
+      ep.bias = accumulate ? nullptr : p.bias.data();
+      ep.accumulate = accumulate;
+      if (accumulate) {
+        gemm::EpilogueOp relu;
+        relu.alg = dnnl::algorithm::eltwise_relu;
+        ep.ops = {relu};
+      } else {
+        ep.ops = clamp.ops;
       }
-  }
-  EXPECT_THROW(gemm::run_serial_blocked8(a.data(), 5, K, plane * 8, packed.data(), N, nullptr, plane * 8, clamp), Error);
+      std::vector<float> c = before;
+      gemm::run_serial_blocked8(a.data(), M, K, plane * 8, packed.data(), N, c.data(), plane * 8, ep);
+      for (int64_t m = 0; m < plane; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          const float got = c[at(m, n)];
+          if (m >= M) {  // past the rows computed: untouched
+            EXPECT_EQ(got, before[at(m, n)]) << m << "," << n;
+            continue;
+          }
+          double v = want[static_cast<size_t>(m * N + n)];
+          v = accumulate ? std::max(0.0, v + before[at(m, n)]) : std::clamp(v + p.bias[static_cast<size_t>(n)], -0.5, 0.75);
+          EXPECT_NEAR(got, v, 1e-5 * (scale[static_cast<size_t>(m * N + n)] + 2.0)) << m << "," << n;
+        }
+    }
+    EXPECT_THROW(gemm::run_serial_blocked8(a.data(), 5, K, plane * 8, packed.data(), N, nullptr, plane * 8, clamp), Error);
   }
 }
 

@@ -310,8 +310,7 @@ class ConvolutionNode : public Node {
   // (a oneDNN reorder made for every new shape); the recogniser's first 3x3 after the pool takes
   // blocks as well.
   bool stem_into_blocks(const KilnGemm& k, const gemm_f32::Epilogue& probe) const {
-    if (isa_at_least(Isa::avx512_core) || k.N % 8 != 0 || post_ops_.sum_input() >= 0 || output_readers.empty() ||
-        !gemm_f32::blocked8_supports(probe, 8, k.N))
+    if (post_ops_.sum_input() >= 0 || output_readers.empty() || !gemm_f32::blocked8_supports(probe, 8, k.N))
       return false;
     for (const Node* r : output_readers)
       if (r->kind() != NodeKind::Pooling) return false;
