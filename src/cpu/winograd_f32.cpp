@@ -27,42 +27,33 @@ int64_t lanes_at(int64_t block, int64_t channels, int64_t pixels, int64_t n, int
 
 int64_t tile_count(const Geometry& g) { return g.batch * ((g.oh + 3) / 4) * ((g.ow + 3) / 4); }
 
-// Tiles per block of work. Each block reads all 36 transformed weight matrices: where they fit
-// in the L2 cache, blocks whose transformed inputs and products (36 x tiles x channels each) stay
-// within about 768 KiB (6 to 48 tiles, whole 6-row GEMM blocks); where they do not (more than
-// 1 MiB: 128 -> 256 channels are 4.7 MiB), one block per thread, up to 240 tiles, so that the
-// weights are read once per thread instead of once per small block (the recogniser's last layer,
-// [1, 128, 6, 200] -> 256 channels: 4.7 -> 3.4 ms; AVX-512, nChw16c).
-// AVX2 (nChw8c; AMD Zen 2, 512 KiB of L2 a core; one convolution, 2 threads, tiles per block
-// forced): 12 or 18 tiles were the fastest at every size measured, a block's transformed inputs
-// and products (36 x tiles x (in + out) floats) a little over L2 at most; the rule above ran
-// 1.3-1.7x their time where it gave one block per thread (GoogLeNet's 64 -> 192 over [2, 64, 50,
-// 52], 174 tiles: 3.3-3.8 ms against 2.2 at 18) or 48 tiles (SqueezeNet's 16 -> 64: 0.42
-// against 0.31 ms); the recogniser's 128 -> 256 layer 1.82-1.85 at 12 against 1.86-1.94. Of
-// the sizes up to that (whole 6-row GEMM blocks, or the tiles split evenly over the team), the
+// Tiles per block of work: whole 6-row GEMM blocks of 6, 12 or 18 tiles (16 at most where in
+// and out channels pass 256), or the tiles split evenly over the team if fewer; of those, the
 // one whose busiest thread has the least to do, a block counting 3 tiles more for its 36 GEMM
-// calls and its weights: GoogLeNet's inception 4 at batch 1 (16 tiles) is two blocks of 8, not
-// one that leaves a thread idle (0.956x the model's time), at batch 2 two of 16 (0.34 against
-// 0.37-0.40 ms for 8 or 12); 98 tiles are blocks of 12, not 13 (1.15x the time: a GEMM's 1-row tail).
+// calls and its weights. A block's transformed inputs and products (36 x tiles x (in + out)
+// floats) stay a little over L2 at most.
+// Measured on AVX2 (nChw8c; AMD Zen 2, 512 KiB of L2 a core; one convolution, 2 threads, tiles
+// per block forced): 12 or 18 tiles were the fastest at every size measured. The rule used
+// before, one block per thread where the weights pass 1 MiB (read once per thread instead of
+// once per small block) or 48 tiles, ran 1.3-1.7x their time: GoogLeNet's 64 -> 192 over [2, 64,
+// 50, 52], 174 tiles, 3.3-3.8 ms against 2.2 at 18; SqueezeNet's 16 -> 64 0.42 against 0.31 ms;
+// the recogniser's 128 -> 256 layer 1.82-1.85 at 12 against 1.86-1.94. GoogLeNet's inception 4
+// at batch 1 (16 tiles) is two blocks of 8, not one that leaves a thread idle (0.956x the
+// model's time), at batch 2 two of 16 (0.34 against 0.37-0.40 ms for 8 or 12); 98 tiles are
+// blocks of 12, not 13 (1.15x the time: a GEMM's 1-row tail). On AVX-512 (nChw16c; AMD Zen 4,
+// 1 MiB of L2 a core) the same: GoogLeNet's 64 -> 192 at [2, 3, 200, 208] took 2.4 ms a run
+// against 3.1 by the old rule (60 tiles a block).
 int64_t tiles_per_block(const Geometry& g, int threads) {
   const int64_t icp = round8(g.ic), ocp = round8(g.oc);
-  if (g.block == 8) {
-    const int64_t most = icp + ocp <= 256 ? 18 : 16, tiles = tile_count(g), team = std::max(threads, 1);
-    const int64_t even = (tiles + team - 1) / team;
-    int64_t best = std::min(even, most), best_load = -1;
-    for (int64_t tb : {even, int64_t{6}, int64_t{12}, int64_t{18}}) {
-      if (tb > most || tb < 1) continue;
-      const int64_t blocks = (tiles + tb - 1) / tb, load = (blocks + team - 1) / team * (tb + 3);
-      if (best_load < 0 || load < best_load || (load == best_load && tb > best)) best = tb, best_load = load;
-    }
-    return best;
+  const int64_t most = icp + ocp <= 256 ? 18 : 16, tiles = tile_count(g), team = std::max(threads, 1);
+  const int64_t even = (tiles + team - 1) / team;
+  int64_t best = std::min(even, most), best_load = -1;
+  for (int64_t tb : {even, int64_t{6}, int64_t{12}, int64_t{18}}) {
+    if (tb > most || tb < 1) continue;
+    const int64_t blocks = (tiles + tb - 1) / tb, load = (blocks + team - 1) / team * (tb + 3);
+    if (best_load < 0 || load < best_load || (load == best_load && tb > best)) best = tb, best_load = load;
   }
-  int64_t t = std::clamp<int64_t>((192 * 1024) / (36 * (icp + ocp)) / 6 * 6, 6, 48);
-  if (36 * icp * ocp * static_cast<int64_t>(sizeof(float)) > (1 << 20)) {
-    const int64_t per_thread = (tile_count(g) + threads - 1) / std::max(threads, 1);
-    t = std::max(t, std::min<int64_t>((per_thread + 5) / 6 * 6, 240));
-  }
-  return t;
+  return best;
 }
 
 size_t slice_floats(const Geometry& g, int threads) {
@@ -188,13 +179,14 @@ bool pays(const Geometry& g, bool against_im2col) {
   // DenseNet-121 (128 -> 32) 56x56 0.63, 28x28 0.93-0.99, 14x14 and 7x7 1.7-2.4; the recogniser
   // ([1, 32..128, 24..6, W]) 0.6-0.9. Few tiles make small GEMMs that read all 36 transformed
   // weight matrices for little work; few input channels leave the transforms' cost unpaid.
-  // With AVX-512 (nChw16c), against oneDNN's jit_wino_4x3 / jit_fp32_wino_2x3 (AMD Zen 4, 2
-  // threads, the recogniser's layers, medians of 3-4 `-pc` runs): 128 -> 128 and 128 -> 256
-  // channels 0.92-0.98 of its time at 26-264 tiles; 64 -> 128 1.07 at 150 tiles (about 1.4 at
-  // 40), 0.98 at 264; 32 -> 64 1.19 at 150, 0.94-0.95 at 600-1050: the transforms, on 8 lanes,
-  // weigh more with fewer channels. DeepLab's 256 -> 256 over 10 x 16 (12 tiles): 0.52 ms
-  // against oneDNN's 2x3 0.45-0.50, which besides is made for every new shape and packs the
-  // weights in a layout of its own (4 MB, 6.6 ms at the first shape): taken from 12 tiles.
+  // With AVX-512 (nChw16c) the same rule (AMD Zen 4, 2 threads, in the model at a shape's
+  // graph before it turns hot, 12 inferences): against oneDNN's Winograd and direct kernels,
+  // each made for every new shape, SqueezeNet-1.1's expansions at [1, 3, 176, 232] 0.67 ms
+  // against 1.25 (its 16 -> 64 and 32 -> 128, refused by the rule AVX-512 had before: 32 input
+  // channels at least, and 128 channels or 250 tiles); GoogLeNet level. (That rule came from
+  // the recogniser's layers against oneDNN's jit_wino_4x3 alone, one shape at a time: 128 ->
+  // 128 and 128 -> 256 0.92-0.98 of its time, 64 -> 128 1.07 at 150 tiles, 32 -> 64 1.19 at
+  // 150; what a new shape's kernels cost to make and to bring into cache was not counted.)
   // AVX2 (AMD Zen 2, 2 threads, in the model at [2, 3, 200, 208], 12 inferences, against kiln's
   // im2col GEMM that a new shape's window takes, or oneDNN's direct kernel below 48 outputs):
   // SqueezeNet-1.1's 16 -> 64 over 338 tiles 0.82 of its time, 32 -> 128 over 84 0.62;
@@ -205,8 +197,6 @@ bool pays(const Geometry& g, bool against_im2col) {
   // (fixed shapes, 224 x 224, 16 tiles) GoogLeNet level, SqueezeNet-1.1's 64 -> 256 over 13 x 13
   // 1.06 of the whole model's time.
   const int64_t tiles = tile_count(g), fewer = std::min(g.ic, g.oc);
-  if (g.block == 16)  // AVX-512, against oneDNN's Winograd made for the shape (winograd_f32.hpp)
-    return g.ic >= 32 && g.oc >= 32 && ((tiles >= 12 && fewer >= 128) || tiles >= 250);
   if (g.ic >= 16 && g.ic < 64 && g.oc >= 64 && tiles >= 40) return true;
   if (g.ic < 32 || g.oc < 32) return false;
   if (against_im2col && tiles >= 12 && fewer >= 64) return true;

@@ -33,10 +33,9 @@ struct Geometry {
   int64_t dst_image = 0;         // floats from one image of dst to the next (a Concat's slice); 0: dst's own size
 };
 
-// Whether the kernel runs this convolution faster than oneDNN's direct AVX2 kernel, or with
-// `against_im2col` than kiln's im2col GEMM (what a window takes in a new shape's graph below
-// AVX-512), from the channels and the number of 4x4 output tiles (measured per layer,
-// winograd_f32.cpp).
+// Whether the kernel runs this convolution faster than oneDNN's direct kernel, or with
+// `against_im2col` than kiln's im2col GEMM (what a window takes in a new shape's graph), from
+// the channels and the number of 4x4 output tiles (measured per layer, winograd_f32.cpp).
 bool pays(const Geometry& g, bool against_im2col = false);
 
 // Floats of the transformed, packed weights of an oc x ic x 3 x 3 convolution.

@@ -441,7 +441,7 @@ TEST(CpuDynamicShapes, DenseBlocksKeepChannelBlocksThroughPointwiseConvolutionsA
 }
 
 TEST(CpuDynamicShapes, SmallMapsTakeWinogradAgainstTheIm2colGemmUntilTheShapeIsHot) {
-  // A 3x3 over 64 channels and few tiles (12-32): in a new shape's graph below AVX-512 kiln's
+  // A 3x3 over 64 channels and few tiles (12-32): in a new shape's graph with AVX2 or AVX-512 kiln's
   // Winograd beats the im2col GEMM the window would take there, but not oneDNN's direct kernel
   // (winograd_f32::pays): Winograd as a quick node, then the hot rebuild's direct kernel.
   // Fewer than 12 tiles keep the im2col GEMM; 100 or more take Winograd in every graph.
@@ -453,7 +453,7 @@ TEST(CpuDynamicShapes, SmallMapsTakeWinogradAgainstTheIm2colGemmUntilTheShapeIsH
   g->add_output(g->add_node("Relu", {c->output(0)}, 1, "relu")->output(0));
   struct Case {
     Shape x;
-    const char* impl;  // expected below AVX-512 with kiln's GEMM
+    const char* impl;  // expected where kiln's GEMM runs (AVX2 at least)
     bool quick;
   } cases[] = {{{2, 64, 13, 13}, "kiln_wino", true},   // 32 tiles
                {{1, 64, 14, 12}, "kiln_wino", true},   // 12 tiles
@@ -462,7 +462,7 @@ TEST(CpuDynamicShapes, SmallMapsTakeWinogradAgainstTheIm2colGemmUntilTheShapeIsH
   std::vector<std::vector<Shape>> stream;
   for (const Case& k : cases) stream.push_back({k.x});
   auto ex = run_stream(g, stream, {"Convolution"});
-  const bool kiln = cpu::gemm_f32::available() && !cpu::isa_at_least(cpu::Isa::avx512_core);
+  const bool kiln = cpu::gemm_f32::available();  // AVX2 and AVX-512 alike
   for (const Case& k : cases) {
     SCOPED_TRACE(shape_to_string(k.x));
     const cpu::Node* n = find(*ex->plan_for({k.x}).cpu, "conv");
@@ -501,7 +501,7 @@ TEST(CpuDynamicShapes, WindowConvolutionsOnKilnsGemmUntilTheShapeIsHot) {
   // channels into fewer than 64): a 3x3 over the model's input (a channels-last gather), a 3x3 at stride 2 into 56 channels (a last
   // group of 8 columns; fewer than 64, which Winograd takes from 12 tiles) over its producer's channel blocks, a dilated 3x3, a 3x3 onto a residual
   // sum (a sum post-op), a 5x5 with uneven pads.
-  // Below AVX-512 with kiln's GEMM (AVX2): im2col rows and the GEMM, nothing made per shape,
+  // Where kiln's GEMM runs (AVX2, AVX-512): im2col rows and the GEMM, nothing made per shape,
   // each a quick node; a frequent shape's hot rebuild takes oneDNN's direct kernels instead.
   auto g = make_graph();
   auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 16, Dim::sym("h"), Dim::sym("w")})});
@@ -523,7 +523,7 @@ TEST(CpuDynamicShapes, WindowConvolutionsOnKilnsGemmUntilTheShapeIsHot) {
   const std::vector<std::vector<Shape>> stream = {{{1, 16, 20, 24}}, {{1, 16, 12, 16}}, {{2, 16, 24, 20}},
                                                   {{1, 16, 9, 13}},  {{3, 16, 16, 16}}, {{1, 16, 20, 24}}};
   auto ex = run_stream(g, stream, {"Convolution"});
-  const bool kiln = cpu::gemm_f32::available() && !cpu::isa_at_least(cpu::Isa::avx512_core);
+  const bool kiln = cpu::gemm_f32::available();  // AVX2 and AVX-512 alike
   const std::vector<std::string> windows = {"w_in", "w_s2", "w_dil", "w_sum", "w_5x5"};
   for (const auto& s : stream) {
     SCOPED_TRACE(shape_to_string(s[0]));

@@ -12,8 +12,8 @@
 // size of each larger primitive, so a stream of growing shapes faulted in fresh pages of
 // Winograd's transformed tiles (11 MB for a recogniser width) on every new shape.
 // Where the model's input shapes vary, 1x1 convolutions, windows over few channels (stems),
-// windows that mostly read padding (conv_taps_f32.hpp) and, below AVX-512 in the graph of a new
-// shape, windows over many channels (window_gemm) run kiln's GEMM instead (kiln_gemm_conv):
+// windows that mostly read padding (conv_taps_f32.hpp) and, in the graph of a new shape,
+// windows over many channels (window_gemm) run kiln's GEMM instead (kiln_gemm_conv):
 // nothing is made per shape.
 #include <algorithm>
 #include <cstring>
@@ -189,7 +189,7 @@ class ConvolutionNode : public Node {
   // 26 in 12 shapes, 7.3 ms); a
   // window over few channels (K = Cin * kh * kw up to im2col_f32::kMaxColumns: an image stem,
   // 3 x 3 x 3) the GEMM of its im2col rows, made per thread a few output rows at a time from
-  // plain NCHW; below AVX-512, a window over more channels (a multiple of 8) that kiln's Winograd
+  // plain NCHW; in a new shape's graph, a window over more channels (a multiple of 8) that kiln's Winograd
   // does not take (`window`: GoogLeNet's 3x3s over 14 x 14 and 7 x 7 maps, strided ones) the
   // GEMM of its im2col rows gathered from channel blocks or channels-last (window_rows). f32,
   // 2-D, post-ops the GEMM's epilogue computes (a sum first). Other convolutions keep oneDNN's
@@ -317,10 +317,10 @@ class ConvolutionNode : public Node {
     return readers_take(memory::desc(to_dims(outputs[0]->shape), memory::data_type::f32, blocked_tag(8)));
   }
 
-  // window_gemm's conditions but Winograd's: the graph of a new shape below AVX-512, input
-  // channels a multiple of 8, 48 output channels or more (kiln_winograd asks them too).
+  // window_gemm's conditions but Winograd's: the graph of a new shape, input channels a
+  // multiple of 8, 48 output channels or more (kiln_winograd asks them too).
   bool window_gemm_fits(int64_t in_channels, int64_t out_channels) const {
-    return shapes_vary && !isa_at_least(Isa::avx512_core) && in_channels % 8 == 0 && out_channels >= 48;
+    return shapes_vary && in_channels % 8 == 0 && out_channels >= 48;
   }
 
   // Whether kiln's GEMM runs this window convolution (KilnGemm::window), and then its layouts and
@@ -334,7 +334,11 @@ class ConvolutionNode : public Node {
   // node counts as a quick one (Node::quick_impl): the graph of a shape that turns hot is built
   // again with oneDNN's kernel. Where:
   // - a graph for a new shape of a model whose shapes vary (not its hot rebuild);
-  // - below AVX-512 (oneDNN 2.6's AVX-512 kernels not measured against it);
+  // - with AVX-512 too (AMD Zen 4, 2 threads, interleaved runs of each stream, least of 4: with
+  //   Winograd's rule of AVX2 as well, the first pass of SqueezeNet's stream took 0.61 of the
+  //   time with oneDNN's kernels made per shape, GoogLeNet's 0.77, DenseNet's 0.89, the
+  //   recogniser's 0.88; later passes 0.90, 0.96, 0.94 and 0.96: each shape's own JIT code and
+  //   weights, brought into cache again at each shape, cost more than the gathered windows);
   // - input channels a multiple of 8 (whole vectors of a tap), output channels 48 or more: a
   //   narrower product fills half of the GEMM's 64-column panel (312 x 1152 x 32 ran at 154
   //   GFLOP/s against 189 for x 64), and DenseNet's 3x3s into 32 channels, alike in a whole
@@ -343,18 +347,19 @@ class ConvolutionNode : public Node {
   //   about 0.13 ms to make for each new shape;
   // - where kiln's Winograd does not run it.
   // The input read as the edge holds it, in channel blocks or else channels-last; the output in
-  // the blocks of the ISA's convolutions (8) where the readers (and the summand) take them, else
-  // channels-last.
+  // the blocks of the ISA's convolutions (8, or 16 with AVX-512) where the readers (and the
+  // summand) take them, else channels-last.
   bool window_gemm(KilnGemm& k, bool with_readers) const {
     const im2col_f32::Geometry& g = k.geo;
     if (!window_gemm_fits(g.c, k.N) || kiln_winograd()) return false;
     k.window = true;
     if (const int64_t b = channel_block(*inputs[0]); b > 0 && g.c % b == 0) k.in_block = b;
     const int sum = post_ops_.sum_input();
-    const memory::desc blocked(to_dims(outputs[0]->shape), memory::data_type::f32, blocked_tag(8));
-    if (k.N % 8 == 0 && (sum < 0 || channel_block(*inputs[static_cast<size_t>(sum)]) == 8) &&
+    const int64_t b = isa_at_least(Isa::avx512_core) ? 16 : 8;
+    const memory::desc blocked(to_dims(outputs[0]->shape), memory::data_type::f32, blocked_tag(b));
+    if (k.N % b == 0 && (sum < 0 || channel_block(*inputs[static_cast<size_t>(sum)]) == b) &&
         (!with_readers || readers_take(blocked)))
-      k.block = 8;
+      k.block = b;
     // A's rows in about 64 KiB (16 K floats: 1.5% faster than 64 K on GoogLeNet's windows)
     k.share_rows(inputs[0]->shape[0], g.oh * g.ow, int64_t{16} << 10);
     return true;
@@ -810,7 +815,7 @@ class ConvolutionNode : public Node {
   // a convolution oneDNN's Winograd would take (winograd_candidate: f32, dense, stride 1), 4-D,
   // padding under the window, post-ops it computes (kiln_winograd_post_ops), and channels and
   // tiles enough that it pays (winograd_f32::pays): against oneDNN's direct kernel, or in the
-  // graph of a new shape below AVX-512, against kiln's im2col GEMM that window_gemm would run
+  // graph of a new shape, against kiln's im2col GEMM that window_gemm would run
   // it on (then `*until_hot` is set: the hot rebuild asks again). In the blocked layout of the
   // ISA's convolutions: nChw16c with AVX-512, nChw8c with AVX2.
   std::optional<winograd_f32::Geometry> kiln_winograd(bool* until_hot = nullptr) const {
