@@ -298,15 +298,17 @@ ir::Value* squeezenet_head(ir::Graph& g, bool ceil) {
 
 TEST(CpuDynamicShapes, AStemReadByAPoolWritesChannelBlocks) {
   // SqueezeNet's head: a stem (3x3 stride 2 over 3 channels, im2col rows) and a ReLU, a 3x3
-  // MaxPool, a 1x1 convolution: below AVX-512 (kiln's blocked kernels) the stem stores its
-  // product straight into channel blocks of 8, the pool keeps them and the 1x1 reads them in
-  // place: no Reorder but the output's. Elsewhere oneDNN's kernels, the same results.
+  // MaxPool, a 1x1 convolution: where kiln's GEMM runs the stem writes its product into the
+  // ISA's channel blocks (8 below AVX-512, straight from the asm pass; 16 with it, scattered
+  // from C's rows), the pool keeps them and the 1x1 reads them in place: no Reorder but the
+  // output's. Below AVX2 oneDNN's kernels, the same results.
   auto g = make_graph();
   ir::Value* pool = squeezenet_head(*g, true);
   g->add_output(g->add_node("Relu", {conv(*g, pool, 32, 16, 1, 1, 1, 3, "squeeze")}, 1, "sq_relu")->output(0));
   const std::vector<std::vector<Shape>> stream = {{{1, 3, 30, 34}}, {{2, 3, 17, 23}}, {{1, 3, 40, 22}}, {{3, 3, 12, 12}}};
   auto ex = run_stream(g, stream, {"Convolution", "Pooling"});
-  const bool blocks = cpu::gemm_f32::available() && !cpu::isa_at_least(cpu::Isa::avx512_core);
+  const bool blocks = cpu::gemm_f32::available();
+  const int64_t block = cpu::isa_at_least(cpu::Isa::avx512_core) ? 16 : 8;
   for (const auto& s : stream) {
     SCOPED_TRACE(shape_to_string(s[0]));
     const auto& plan = ex->plan_for(s);
@@ -317,7 +319,7 @@ TEST(CpuDynamicShapes, AStemReadByAPoolWritesChannelBlocks) {
     ASSERT_NE(c, nullptr) << plan.cpu->describe();
     if (!blocks) continue;  // (oneDNN's kernels choose: SSE4.1's convolution writes nChw8c too)
     EXPECT_EQ(c->impl.rfind("kiln_im2col", 0), 0u) << c->impl;
-    EXPECT_EQ(c->outputs[0]->layout_name(), "blocked(8@dim1)") << plan.cpu->describe();
+    EXPECT_EQ(c->outputs[0]->layout_name(), cat("blocked(", block, "@dim1)")) << plan.cpu->describe();
     EXPECT_EQ(count_type(*plan.cpu, "Reorder"), 1u) << plan.cpu->describe();  // the output's
   }
 }
@@ -343,6 +345,42 @@ TEST(CpuDynamicShapes, PointwiseConvolutionsOverChannelBlocksSplitByPixelsOrColu
           EXPECT_EQ(node->impl.rfind("kiln_gemm", 0), 0u) << shape_to_string(s[0]) << ": " << node->impl;
         }
       }
+    }
+  }
+}
+
+TEST(CpuDynamicShapes, PointwiseConvolutionsReadChannelBlocksAndWriteChannelsLast) {
+  // A 1x1 into 20 outputs (no whole channel block) after a 3x3 window that writes the ISA's
+  // channel blocks (kiln's im2col GEMM): where kiln's GEMM runs (AVX2, AVX-512) the 1x1 gathers
+  // its rows from those blocks and writes its own output channels-last, no Reorder before it
+  // (SqueezeNet's 1000-channel classifier, GoogLeNet's 1x1s into 24 channels with AVX-512's
+  // blocks of 16); the reference's results at every shape, with and without a residual.
+  for (bool residual : {false, true}) {
+    SCOPED_TRACE(residual ? "with a residual" : "alone");
+    auto g = make_graph();
+    auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), 32, Dim::sym("h"), Dim::sym("w")})});
+    auto* y = residual ? g->add_input("y", {DType::f32, dims({Dim::sym("n"), 20, Dim::sym("h"), Dim::sym("w")})}) : nullptr;
+    auto* win = g->add_node("Relu", {conv(*g, x, 32, 64, 3, 1, 1, 1, "win")}, 1, "win_relu")->output(0);
+    ir::Value* pw = conv(*g, win, 64, 20, 1, 1, 1, 3, "pw");
+    if (residual) pw = g->add_node("Add", {pw, y}, 1, "res")->output(0);
+    g->add_output(g->add_node("Relu", {pw}, 1, "pw_relu")->output(0));
+    std::vector<std::vector<Shape>> stream = {{{1, 32, 12, 14}}, {{2, 32, 9, 11}}, {{1, 32, 20, 16}}};
+    if (residual)
+      for (auto& s : stream) s.push_back({s[0][0], 20, s[0][2], s[0][3]});
+    auto ex = run_stream(g, stream, {"Convolution"});
+    if (!cpu::gemm_f32::available()) continue;
+    const int64_t block = cpu::isa_at_least(cpu::Isa::avx512_core) ? 16 : 8;
+    for (const auto& s : stream) {
+      SCOPED_TRACE(shape_to_string(s[0]));
+      const auto& plan = ex->plan_for(s);
+      const cpu::Node* n = find(*plan.cpu, "pw");
+      ASSERT_NE(n, nullptr) << plan.cpu->describe();
+      EXPECT_EQ(n->impl.rfind("kiln_gemm", 0), 0u) << n->impl;
+      const cpu::Node* p = producer(*plan.cpu, n->inputs[0]);
+      ASSERT_NE(p, nullptr);
+      EXPECT_EQ(p->name, "win") << plan.cpu->describe();
+      EXPECT_EQ(n->inputs[0]->layout_name(), cat("blocked(", block, "@dim1)")) << plan.cpu->describe();
+      EXPECT_EQ(n->outputs[0]->layout_name(), "blocked()") << "channels-last\n" << plan.cpu->describe();
     }
   }
 }

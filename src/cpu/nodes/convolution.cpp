@@ -126,7 +126,7 @@ class ConvolutionNode : public Node {
       if (k->window) return InputLayout::any();  // gathered from channel blocks or channels-last
       // a pointwise one runs on its producer's channel blocks too (KilnGemm::block)
       const int64_t b = isa_at_least(Isa::avx512_core) ? 16 : 8;
-      if (k->pointwise && k->tap < 0 && k->K % b == 0 && k->N % b == 0) return InputLayout::any();
+      if (k->pointwise && k->tap < 0 && k->K % b == 0) return InputLayout::any();
       return k->pointwise || k->strided || k->taps ? InputLayout::exact(nhwc) : InputLayout::plain();
     }
     if (i == 0 && kiln_grouped()) return InputLayout::exact(nhwc);
@@ -197,7 +197,8 @@ class ConvolutionNode : public Node {
   struct KilnGemm {
     bool pointwise = true;
     // a window over many channels: A's rows gathered by im2col_f32::window_rows from the input
-    // in channel blocks of `in_block` (0: channels-last), in items of `block_rows` output pixels
+    // in channel blocks of `in_block` (0: channels-last; a pointwise one's input too, see
+    // `block`), in items of `block_rows` output pixels
     // (or all of them: `block_team`) as for `block`; the output in channel blocks of `block`
     // (whole blocks of 6 pixels stored straight into them where gemm_f32::blocked8_supports,
     // the rest scattered from C's rows), or channels-last (0: the GEMM writes it)
@@ -215,23 +216,26 @@ class ConvolutionNode : public Node {
     // `rows` output rows of an image and runs a GEMM of its own on them
     bool team_gather = false;
     int64_t gather_rows = 0;
-    // pointwise on channel blocks of `block` (nChw8c / nChw16c in and out, where the producer
-    // wrote them; a window's or an image stem's output: stem_into_blocks), else 0
-    // (channels-last): pixels of an image gathered `block_rows` at a time
-    // into channels-last rows of A, their product's rows scattered back into blocks, each
-    // thread its own; or, with fewer such items than twice the team (a 7 x 7 map), all pixels
-    // gathered at once for the team's GEMM (`block_team`)
+    // pointwise on channel blocks of `in_block` (nChw8c / nChw16c, where the producer wrote
+    // them), its output in blocks of `block` (the same, where its readers and its summand take
+    // them; a window's or an image stem's output too: stem_into_blocks), else 0 (channels-last):
+    // pixels of an image gathered `block_rows` at a time into channels-last rows of A, their
+    // product's rows scattered back into blocks or written as the output's rows, each thread
+    // its own; or, with fewer such items than twice the team (a 7 x 7 map), all pixels gathered
+    // at once for the team's GEMM (`block_team`)
     int64_t block = 0;
     int64_t block_rows = 0;
     bool block_team = false;
     int64_t lda() const { return strided ? geo.c : geo.row_stride(); }
     size_t scratch_floats() const {
-      if (window || (block && pointwise)) return static_cast<size_t>(block_rows * (K + (block ? N : 0)));
-      // (a stem into blocks: C's rows for a step's last pixels, fewer than 6, after A's)
-      return static_cast<size_t>((team_gather ? gather_rows : rows) * geo.ow * lda() + (block ? 6 * N : 0));
+      if (window || (in_block && pointwise)) return static_cast<size_t>(block_rows * (K + (block ? N : 0)));
+      // (a stem into blocks: C's rows after A's, for a step's last pixels, fewer than 6, in
+      // blocks of 8; for all of them in blocks of 16)
+      return static_cast<size_t>((team_gather ? gather_rows : rows) * geo.ow * lda() +
+                                 (block == 8 ? 6 * N : block ? rows * geo.ow * N : 0));
     }
     size_t scratch_bytes() const {
-      if (pointwise && !block) return 0;
+      if (pointwise && !in_block) return 0;
       return Arena::aligned(scratch_floats() * sizeof(float)) * (team_gather || block_team ? 1 : static_cast<size_t>(threads));
     }
     // rows of A in about `floats` (a multiple of the GEMM's 6-row blocks) per item of an image's
@@ -292,29 +296,41 @@ class ConvolutionNode : public Node {
     if (k.team_gather)
       k.gather_rows = std::clamp<int64_t>(static_cast<int64_t>(kGatherBytes / (static_cast<size_t>(g.ow * g.c) * sizeof(float))),
                                           1, x[0] * g.oh);
-    if (const int64_t b = channel_block(*inputs[0]);
-        b > 0 && k.pointwise && k.tap < 0 && k.K % b == 0 && k.N % b == 0 && (sum < 0 || channel_block(*inputs[sum]) == b) &&
-        (!with_readers || readers_take(memory::desc(to_dims(y), memory::data_type::f32, blocked_tag(b))))) {
-      k.block = b;
-      k.share_rows(x[0], g.h * g.w, int64_t{32} << 10);  // A's rows in about 128 KiB
+    // a pointwise product reads its producer's channel blocks (no Reorder before it), and writes
+    // blocks where its readers and summand take them, else channels-last (no Reorder after it:
+    // SqueezeNet's 1000-channel classifier and GoogLeNet's 1x1s into 24 channels with AVX-512's
+    // blocks of 16, ResNeXt's first 1x1s read by kiln's channels-last grouped convolution)
+    if (const int64_t b = channel_block(*inputs[0]); b > 0 && k.pointwise && k.tap < 0 && k.K % b == 0) {
+      const bool out_blocks =
+          k.N % b == 0 && (sum < 0 || channel_block(*inputs[sum]) == b) &&
+          (!with_readers || readers_take(memory::desc(to_dims(y), memory::data_type::f32, blocked_tag(b))));
+      if (out_blocks || sum < 0 || channel_block(*inputs[sum]) == 0) {
+        k.in_block = b;
+        k.block = out_blocks ? b : 0;
+        k.share_rows(x[0], g.h * g.w, int64_t{32} << 10);  // A's rows in about 128 KiB
+      }
     }
-    if (!k.pointwise && !k.strided && !k.taps && with_readers && stem_into_blocks(k, probe)) k.block = 8;
+    if (!k.pointwise && !k.strided && !k.taps && with_readers) k.block = stem_into_blocks(k, probe);
     return k;
   }
 
-  // Whether an image stem (im2col rows from plain NCHW) writes channel blocks of 8, its whole
-  // blocks of 6 pixels stored straight into them (gemm_f32::run_serial_to_blocked8): where only
-  // poolings read it and take the blocks, below AVX-512, output channels a multiple of 8, a
-  // clamp epilogue, no sum. SqueezeNet's stem wrote channels-last, its pool too, so its first
-  // Fire module's 1x1s ran channels-last and its Concat reordered a source into channel blocks
-  // (a oneDNN reorder made for every new shape); the recogniser's first 3x3 after the pool takes
-  // blocks as well.
-  bool stem_into_blocks(const KilnGemm& k, const gemm_f32::Epilogue& probe) const {
-    if (post_ops_.sum_input() >= 0 || output_readers.empty() || !gemm_f32::blocked8_supports(probe, 8, k.N))
-      return false;
+  // The channel block (8 or 16) an image stem (im2col rows from plain NCHW) writes, or 0 for
+  // channels-last: where only poolings read it and take the blocks, output channels a multiple
+  // of the block, no sum. Below AVX-512 blocks of 8, its whole blocks of 6 pixels stored
+  // straight into them (gemm_f32::run_serial_to_blocked8: a clamp epilogue); with AVX-512
+  // blocks of 16, its rows scattered into them from C's. SqueezeNet's stem wrote channels-last,
+  // its pool too, so its first Fire module's 1x1s ran channels-last and its Concat reordered a
+  // source into channel blocks (a oneDNN reorder made for every new shape); the recogniser's
+  // first 3x3 after the pool takes blocks as well (a Reorder of the pool's output with AVX-512).
+  int64_t stem_into_blocks(const KilnGemm& k, const gemm_f32::Epilogue& probe) const {
+    const bool avx512 = isa_at_least(Isa::avx512_core);
+    const int64_t b = avx512 ? 16 : 8;
+    if (post_ops_.sum_input() >= 0 || output_readers.empty() || k.N % b != 0 ||
+        (!avx512 && !gemm_f32::blocked8_supports(probe, 8, k.N)))
+      return 0;
     for (const Node* r : output_readers)
-      if (r->kind() != NodeKind::Pooling) return false;
-    return readers_take(memory::desc(to_dims(outputs[0]->shape), memory::data_type::f32, blocked_tag(8)));
+      if (r->kind() != NodeKind::Pooling) return 0;
+    return readers_take(memory::desc(to_dims(outputs[0]->shape), memory::data_type::f32, blocked_tag(b))) ? b : 0;
   }
 
   // window_gemm's conditions but Winograd's: the graph of a new shape, input channels a
@@ -449,10 +465,9 @@ class ConvolutionNode : public Node {
     const memory::desc out_desc(to_dims(y), memory::data_type::f32, layout);
     outputs[0]->set_layout(out_desc);
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
-    req[0] = k.pointwise || k.strided ? InputLayout::exact(memory::desc(to_dims(x), memory::data_type::f32, layout))
-             : k.window ? InputLayout::exact(memory::desc(to_dims(x), memory::data_type::f32,
-                                                          k.in_block ? blocked_tag(k.in_block) : tag::nhwc))
-                        : InputLayout::plain();
+    req[0] = k.pointwise || k.strided || k.window
+                 ? InputLayout::exact(memory::desc(to_dims(x), memory::data_type::f32, k.in_block ? blocked_tag(k.in_block) : tag::nhwc))
+                 : InputLayout::plain();
     if (sum >= 0) req[static_cast<size_t>(sum)] = InputLayout::exact(out_desc);
     return req;
   }
@@ -489,7 +504,7 @@ class ConvolutionNode : public Node {
       conv_taps_f32::run(*k.taps, x, w, y, gemm_ep_, taps_last_, static_cast<float*>(scratch), k.threads);
       return;
     }
-    if ((k.block && k.pointwise) || k.window) {
+    if ((k.in_block && k.pointwise) || k.window) {
       run_kiln_gemm_rows(x, w, y);
       return;
     }
@@ -523,13 +538,14 @@ class ConvolutionNode : public Node {
         else
           im2col_f32::rows(g, x + img * g.c * g.h * g.w, oh0, rows, cols);
         if (k.block) {  // a stem into the output's channel blocks (stem_into_blocks)
-          const int64_t pixels = g.oh * g.ow, p0 = oh0 * g.ow, n = rows * g.ow, whole = n / 6 * 6;
-          gemm_f32::run_serial_to_blocked8(cols, whole, k.K, k.lda(), w, k.N, y + img * k.N * pixels + p0 * 8,
-                                           pixels * 8, gemm_ep_);
+          const int64_t pixels = g.oh * g.ow, p0 = oh0 * g.ow, n = rows * g.ow, whole = k.block == 8 ? n / 6 * 6 : 0;
+          if (whole > 0)
+            gemm_f32::run_serial_to_blocked8(cols, whole, k.K, k.lda(), w, k.N, y + img * k.N * pixels + p0 * 8,
+                                             pixels * 8, gemm_ep_);
           if (whole == n) return;
           float* c = cols + n * k.lda();
           gemm_f32::run_serial(cols + whole * k.lda(), n - whole, k.K, k.lda(), w, k.N, c, k.N, gemm_ep_);
-          BlockRows{k.N, 8, pixels, img, p0 + whole, n - whole}.scatter(c, y);
+          BlockRows{k.N, k.block, pixels, img, p0 + whole, n - whole}.scatter(c, y);
           return;
         }
         gemm_f32::run_serial(cols, rows * g.ow, k.K, k.lda(), w, k.N, y + (img * g.oh + oh0) * g.ow * k.N, k.N, gemm_ep_);
@@ -574,7 +590,7 @@ class ConvolutionNode : public Node {
       if (k.window)
         im2col_f32::window_rows(g, k.in_block ? k.in_block : g.c, x + img * g.c * g.h * g.w, p0, rows, a);
       else
-        BlockRows{k.K, k.block, pixels, img, p0, rows}.gather(x, a);
+        BlockRows{k.K, k.in_block, pixels, img, p0, rows}.gather(x, a);
     };
     const bool direct = k.block == 8 && gemm_f32::blocked8_supports(gemm_ep_, k.window ? 8 : k.K, k.N);
     // image `img` of the output in channel blocks: its own size apart, or further where the output
