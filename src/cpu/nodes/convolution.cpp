@@ -334,7 +334,7 @@ class ConvolutionNode : public Node {
   }
 
   // window_gemm's conditions but Winograd's: the graph of a new shape, input channels a
-  // multiple of 8, 48 output channels or more (kiln_winograd asks them too).
+  // multiple of 8, 48 output channels or more (kiln_winograd asks the channels too).
   bool window_gemm_fits(int64_t in_channels, int64_t out_channels) const {
     return shapes_vary && in_channels % 8 == 0 && out_channels >= 48;
   }
@@ -827,16 +827,20 @@ class ConvolutionNode : public Node {
 
   // kiln's Winograd F(4x4, 3x3) (winograd_f32.hpp) where oneDNN has none (a CPU with AVX2 and no
   // AVX-512), or where oneDNN's would make a JIT kernel for every new shape (AVX-512, a model
-  // whose input shapes vary: a graph for a new shape; a hot rebuild takes oneDNN's first choice);
+  // whose input shapes vary: a graph for a new shape, and its hot rebuild, where oneDNN's
+  // kernels ran slower);
   // a convolution oneDNN's Winograd would take (winograd_candidate: f32, dense, stride 1), 4-D,
   // padding under the window, post-ops it computes (kiln_winograd_post_ops), and channels and
   // tiles enough that it pays (winograd_f32::pays): against oneDNN's direct kernel, or in the
   // graph of a new shape, against kiln's im2col GEMM that window_gemm would run
-  // it on (then `*until_hot` is set: the hot rebuild asks again). In the blocked layout of the
+  // it on (then below AVX-512 `*until_hot` is set: the hot rebuild asks again and takes
+  // oneDNN's direct kernel; with AVX-512 the hot rebuild keeps it). In the blocked layout of the
   // ISA's convolutions: nChw16c with AVX-512, nChw8c with AVX2.
   std::optional<winograd_f32::Geometry> kiln_winograd(bool* until_hot = nullptr) const {
     const bool avx512 = isa_at_least(Isa::avx512_core);
-    if (!winograd_f32::available() || (avx512 && !shapes_vary) || !winograd_candidate(post_ops_)) return std::nullopt;
+    // (with AVX-512 only in the graphs of a model whose shapes vary, its hot rebuilds included;
+    // fixed shapes keep oneDNN's Winograd where winograd_pays)
+    if (!winograd_f32::available() || (avx512 && !shape_agnostic) || !winograd_candidate(post_ops_)) return std::nullopt;
     const Shape &x = inputs[0]->shape, &w = inputs[1]->shape, &y = outputs[0]->shape;
     if (x.size() != 4) return std::nullopt;
     const ConvGeometry geo = conv_geometry(*source, x, w, y);
@@ -848,8 +852,14 @@ class ConvolutionNode : public Node {
     g.block = avx512 ? 16 : 8;
     if (!kiln_winograd_post_ops(g)) return std::nullopt;
     if (winograd_f32::pays(g)) return g;
-    // where window_gemm would run it
-    if (!window_gemm_fits(g.ic, g.oc) || !winograd_f32::pays(g, true)) return std::nullopt;
+    // where window_gemm would run it (its channels), against the im2col GEMM
+    if (g.ic % 8 != 0 || g.oc < 48 || !winograd_f32::pays(g, true)) return std::nullopt;
+    // With AVX-512 in a hot rebuild too: there oneDNN's brgconv and 2x3 Winograd took 1.15-1.6x
+    // kiln's time on these layers (AMD Zen 4, 2 threads, SqueezeNet at [1, 3, 176, 232]: its
+    // 64 -> 256 over 10 x 14, 12 tiles, 140 us against 176; 32 -> 128 over 21 x 28 118 against
+    // 189-195), so nothing to rebuild it for
+    if (avx512) return g;
+    if (!shapes_vary) return std::nullopt;  // below AVX-512 a hot rebuild takes oneDNN's direct kernel
     if (until_hot) *until_hot = true;
     return g;
   }
