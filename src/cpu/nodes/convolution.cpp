@@ -124,9 +124,8 @@ class ConvolutionNode : public Node {
         return InputLayout::exact(k->block ? memory::desc(to_dims(outputs[0]->shape), memory::data_type::f32, blocked_tag(k->block))
                                            : nhwc);
       if (k->window) return InputLayout::any();  // gathered from channel blocks or channels-last
-      // a pointwise one runs on its producer's channel blocks too (KilnGemm::block)
-      const int64_t b = isa_at_least(Isa::avx512_core) ? 16 : 8;
-      if (k->pointwise && k->tap < 0 && k->K % b == 0) return InputLayout::any();
+      // a pointwise one reads its producer's channel blocks too (KilnGemm::in_block)
+      if (k->pointwise && k->tap < 0 && k->K % isa_block() == 0) return InputLayout::any();
       return k->pointwise || k->strided || k->taps ? InputLayout::exact(nhwc) : InputLayout::plain();
     }
     if (i == 0 && kiln_grouped()) return InputLayout::exact(nhwc);
@@ -301,10 +300,11 @@ class ConvolutionNode : public Node {
     // SqueezeNet's 1000-channel classifier and GoogLeNet's 1x1s into 24 channels with AVX-512's
     // blocks of 16, ResNeXt's first 1x1s read by kiln's channels-last grouped convolution)
     if (const int64_t b = channel_block(*inputs[0]); b > 0 && k.pointwise && k.tap < 0 && k.K % b == 0) {
+      const int64_t sum_block = sum < 0 ? -1 : channel_block(*inputs[sum]);  // -1: no summand, 0: channels-last
       const bool out_blocks =
-          k.N % b == 0 && (sum < 0 || channel_block(*inputs[sum]) == b) &&
+          k.N % b == 0 && (sum_block < 0 || sum_block == b) &&
           (!with_readers || readers_take(memory::desc(to_dims(y), memory::data_type::f32, blocked_tag(b))));
-      if (out_blocks || sum < 0 || channel_block(*inputs[sum]) == 0) {
+      if (out_blocks || sum_block <= 0) {  // a channels-last output: its summand channels-last too
         k.in_block = b;
         k.block = out_blocks ? b : 0;
         k.share_rows(x[0], g.h * g.w, int64_t{32} << 10);  // A's rows in about 128 KiB
@@ -323,20 +323,23 @@ class ConvolutionNode : public Node {
   // source into channel blocks (a oneDNN reorder made for every new shape); the recogniser's
   // first 3x3 after the pool takes blocks as well (a Reorder of the pool's output with AVX-512).
   int64_t stem_into_blocks(const KilnGemm& k, const gemm_f32::Epilogue& probe) const {
-    const bool avx512 = isa_at_least(Isa::avx512_core);
-    const int64_t b = avx512 ? 16 : 8;
+    const int64_t b = isa_block();
     if (post_ops_.sum_input() >= 0 || output_readers.empty() || k.N % b != 0 ||
-        (!avx512 && !gemm_f32::blocked8_supports(probe, 8, k.N)))
+        (b == 8 && !gemm_f32::blocked8_supports(probe, 8, k.N)))
       return 0;
     for (const Node* r : output_readers)
       if (r->kind() != NodeKind::Pooling) return 0;
     return readers_take(memory::desc(to_dims(outputs[0]->shape), memory::data_type::f32, blocked_tag(b))) ? b : 0;
   }
 
-  // window_gemm's conditions but Winograd's: the graph of a new shape, input channels a
-  // multiple of 8, 48 output channels or more (kiln_winograd asks the channels too).
+  // window_gemm's conditions but Winograd's: the graph of a new shape and window_channels.
   bool window_gemm_fits(int64_t in_channels, int64_t out_channels) const {
-    return shapes_vary && in_channels % 8 == 0 && out_channels >= 48;
+    return shapes_vary && window_channels(in_channels, out_channels);
+  }
+  // The channels window_gemm takes (kiln_winograd asks them too): input channels a multiple
+  // of 8, 48 output channels or more.
+  static bool window_channels(int64_t in_channels, int64_t out_channels) {
+    return in_channels % 8 == 0 && out_channels >= 48;
   }
 
   // Whether kiln's GEMM runs this window convolution (KilnGemm::window), and then its layouts and
@@ -371,7 +374,7 @@ class ConvolutionNode : public Node {
     k.window = true;
     if (const int64_t b = channel_block(*inputs[0]); b > 0 && g.c % b == 0) k.in_block = b;
     const int sum = post_ops_.sum_input();
-    const int64_t b = isa_at_least(Isa::avx512_core) ? 16 : 8;
+    const int64_t b = isa_block();
     const memory::desc blocked(to_dims(outputs[0]->shape), memory::data_type::f32, blocked_tag(b));
     if (k.N % b == 0 && (sum < 0 || channel_block(*inputs[static_cast<size_t>(sum)]) == b) &&
         (!with_readers || readers_take(blocked)))
@@ -405,6 +408,8 @@ class ConvolutionNode : public Node {
 
   // The channel-blocked layout of blocks of b (8 or 16)
   static tag blocked_tag(int64_t b) { return b == 16 ? tag::nChw16c : tag::nChw8c; }
+  // The channel block of the ISA's convolutions: 16 with AVX-512 (oneDNN's nChw16c), else 8
+  static int64_t isa_block() { return isa_at_least(Isa::avx512_core) ? 16 : 8; }
 
   // A dilated window over a map smaller than its dilation (DeepLab's atrous pyramid: dilations
   // 12, 24 and 36 over a 10 x 15 map) where, at stride 1, every tap but one reads only padding
@@ -849,11 +854,11 @@ class ConvolutionNode : public Node {
     g.batch = x[0], g.ic = w[1], g.oc = w[0];
     g.ih = x[2], g.iw = x[3], g.oh = y[2], g.ow = y[3];
     g.pad_t = geo.pad_l[0], g.pad_l = geo.pad_l[1];
-    g.block = avx512 ? 16 : 8;
+    g.block = isa_block();
     if (!kiln_winograd_post_ops(g)) return std::nullopt;
     if (winograd_f32::pays(g)) return g;
     // where window_gemm would run it (its channels), against the im2col GEMM
-    if (g.ic % 8 != 0 || g.oc < 48 || !winograd_f32::pays(g, true)) return std::nullopt;
+    if (!window_channels(g.ic, g.oc) || !winograd_f32::pays(g, true)) return std::nullopt;
     // With AVX-512 in a hot rebuild too: there oneDNN's brgconv and 2x3 Winograd took 1.15-1.6x
     // kiln's time on these layers (AMD Zen 4, 2 threads, SqueezeNet at [1, 3, 176, 232]: its
     // 64 -> 256 over 10 x 14, 12 tiles, 140 us against 176; 32 -> 128 over 21 x 28 118 against
