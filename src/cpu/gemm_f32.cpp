@@ -69,7 +69,9 @@ KILN_AVX512 void eltwise16_n(__m512* v, int n, const EpilogueOp& op) {
       if (op.alpha == 1.0f) {
         int i = 0;
         for (; i + 4 <= n; i += 4) v_swish_n<4>(v + i);
-        for (; i < n; ++i) v_swish_n<1>(v + i);
+        if (n - i == 3) v_swish_n<3>(v + i);  // the last ones together too, not one chain at a time
+        if (n - i == 2) v_swish_n<2>(v + i);
+        if (n - i == 1) v_swish_n<1>(v + i);
         return;
       }
       KILN_EACH(_mm512_mul_ps(x, v_logistic(_mm512_mul_ps(alpha, x))));
@@ -1262,6 +1264,14 @@ namespace {
 constexpr int kChunk = 16;
 
 KILN_AVX512 void apply_epilogue_avx512(float* c, int64_t rows, int64_t ncols, int64_t ldc, const Epilogue& ep) {
+  // Rows stored one after another, under ops that read no column's operand (no bias, eltwise
+  // ops only): one long row, so that a chunk holds kChunk vectors however few a row has. A
+  // depthwise block's Swish over 32 channels was two vectors a chunk, each Swish's 17 dependent
+  // operations waiting on the one before (EfficientNet-B0's stem block, 2 vectors a pixel)
+  if (ldc == ncols && rows > 1 && !ep.bias &&
+      std::all_of(ep.ops.begin(), ep.ops.end(), [](const EpilogueOp& op) { return op.kind == EpilogueOp::Kind::eltwise; })) {
+    ncols *= rows, ldc = ncols, rows = 1;
+  }
   __m512 v[kChunk];
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c0 = 0; c0 < ncols; c0 += kChunk * 16) {

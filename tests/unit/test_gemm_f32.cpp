@@ -348,14 +348,16 @@ TEST(GemmF32, EveryEpilogueOpMatchesItsDefinition) {
 // apply_epilogue over rows wider than the vectors it takes at a time (16 of 16 or 8 lanes),
 // rows apart by more than their width: every column once, with its own bias and operand, and
 // the floats between the rows left as they were. Also a lone Swish without a bias (a depthwise
-// block's: on AVX2 its own loop, swish_rows_avx2).
+// block's: on AVX2 its own loop, swish_rows_avx2), and rows with no gap (ldc = ncols), which a
+// lone Swish takes as one long row (AVX-512): a last vector across rows, a tail past the last.
 TEST(GemmF32, ApplyEpilogueTakesWideRowsAChunkAtATimeAndLeavesTheGapsBetweenRows) {
   if (!gemm::available()) GTEST_SKIP() << "no AVX2: the kernel does not run (see BlocksAndTails...)";
   using A = dnnl::algorithm;
+  for (const int64_t gap : {11, 0})
   for (const bool lone_swish : {false, true})
-  for (const int64_t ncols : {1, 15, 16, 17, 129, 256, 300}) {
-    SCOPED_TRACE(testing::Message() << ncols << (lone_swish ? " lone Swish" : ""));
-    const int64_t rows = 3, ldc = ncols + 11;
+  for (const int64_t ncols : {1, 15, 16, 17, 20, 129, 256, 300}) {
+    SCOPED_TRACE(testing::Message() << ncols << " columns, gap " << gap << (lone_swish ? " lone Swish" : ""));
+    const int64_t rows = 3, ldc = ncols + gap;
     const std::vector<float> bias = random_floats(static_cast<size_t>(ncols), 11, -1.0f, 1.0f);
     const std::vector<float> scale = random_floats(static_cast<size_t>(ncols), 12, 0.5f, 2.0f);
     std::vector<float> c = random_floats(static_cast<size_t>(rows * ldc), 13, -8.0f, 8.0f);
