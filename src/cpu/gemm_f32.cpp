@@ -147,14 +147,14 @@ KILN_AVX512 inline __attribute__((always_inline)) void steps512(const float* a, 
 // The epilogue of a block whose ops are not all clamps: `out` [rows][NV] the products, nv of the
 // NV vectors with columns; C added (unless `first` without accumulate), the bias, the ops, stored.
 KILN_AVX512 void epilogue_in_memory(__m512* out, int rows, int NV, int nv, float* c, int64_t ldc, int64_t ncols,
-                                    int64_t n0, bool first, const Epilogue& ep) {
+                                    int64_t n0, bool first, const Epilogue& ep, int64_t vs = 16) {
   for (int j = 0; j < nv; ++j) {
     const int64_t col = j * 16;
     const __mmask16 m = tail_mask(ncols - col);
     const __m512 bias = ep.bias ? _mm512_maskz_loadu_ps(m, ep.bias + n0 + col) : _mm512_setzero_ps();
     for (int r = 0; r < rows; ++r) {
       __m512& v = out[r * NV + j];
-      if (!first || ep.accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, c + r * ldc + col));
+      if (!first || ep.accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, c + r * ldc + j * vs));
       v = _mm512_add_ps(v, bias);
     }
   }
@@ -169,7 +169,7 @@ KILN_AVX512 void epilogue_in_memory(__m512* out, int rows, int NV, int nv, float
   }
   for (int j = 0; j < nv; ++j) {
     const __mmask16 m = tail_mask(ncols - j * 16);
-    for (int r = 0; r < rows; ++r) _mm512_mask_storeu_ps(c + r * ldc + j * 16, m, out[r * NV + j]);
+    for (int r = 0; r < rows; ++r) _mm512_mask_storeu_ps(c + r * ldc + j * vs, m, out[r * NV + j]);
   }
 }
 
@@ -190,10 +190,12 @@ KILN_AVX512 void epilogue_in_memory(__m512* out, int rows, int NV, int nv, float
 
 // The AVX-512 block's store where its epilogue stays in registers: the nv vectors with columns
 // of each row, C added (ADD_C), the bias (ADD_BIAS), clamped to [lo, hi] (CLAMP).
+// (`vs`: the floats between C's vectors of a row: 16, or a plane of channel blocks of 16)
 template <int MR, int NV, bool ADD_C, bool ADD_BIAS, bool CLAMP>
 KILN_AVX512 inline __attribute__((always_inline)) void store_block(const __m512 (&acc)[MR][NV], int nv, float* c,
                                                                    int64_t ldc, int64_t ncols, int64_t n0,
-                                                                   const float* bias, __m512 lo, __m512 hi) {
+                                                                   const float* bias, __m512 lo, __m512 hi,
+                                                                   int64_t vs = 16) {
 #pragma GCC unroll 8
   for (int j = 0; j < NV; ++j) {
     if (j >= nv) break;
@@ -203,7 +205,7 @@ KILN_AVX512 inline __attribute__((always_inline)) void store_block(const __m512 
     if constexpr (ADD_BIAS) b = _mm512_maskz_loadu_ps(m, bias + n0 + col);
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
-      float* cr = c + r * ldc + col;
+      float* cr = c + r * ldc + j * vs;
       __m512 v = acc[r][j];
       if constexpr (ADD_C) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, cr));
       if constexpr (ADD_BIAS) v = _mm512_add_ps(v, b);
@@ -269,6 +271,86 @@ KILN_AVX512 void block(const float* a, int64_t lda, const float* b, int64_t /*gs
   }
   if (in_registers) return block_body<MR, NV, true, true>(a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, spread, next, lo, hi);
   block_body<MR, NV, true, false>(a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, spread, next, lo, hi);
+}
+
+// run_serial_blocked16's block: rows [0, MR) of A, in channel blocks of 16 (`a_plane` > 0: each
+// plane of 16 channels a run of steps with its pixels 16 floats apart) or in rows (lda apart),
+// times kc packed rows of a panel, into C: its rows ldc apart, a row's vectors `vs` (16, or a
+// plane of channel blocks of 16 with ldc 16); `first` / `last` as block()'s. B's rows fetched
+// ahead where K is long, as block() does.
+template <int MR, int NV, bool PREFETCH, bool IN_REGISTERS>
+KILN_AVX512 inline __attribute__((always_inline)) void block16_body(const float* a, int64_t lda, int64_t a_plane,
+                                                                    const float* b, int64_t kc, float* c, int64_t ldc,
+                                                                    int64_t vs, int64_t ncols, int64_t n0, bool first,
+                                                                    bool last, const Epilogue& ep, float lo, float hi) {
+  __m512 acc[MR][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) acc[r][j] = _mm512_setzero_ps();
+  if (a_plane == 0) {
+    steps512<MR, NV, PREFETCH>(a, lda, b, kc, 0, Prefetch{}, acc);
+  } else {
+    for (int64_t q = 0; q < kc; q += 16) steps512<MR, NV, PREFETCH>(a + q / 16 * a_plane, 16, b + q * kPanel, 16, 0, Prefetch{}, acc);
+  }
+  const int nv = static_cast<int>(std::min<int64_t>(NV, (ncols + 15) / 16));
+  if constexpr (!IN_REGISTERS) {
+    __m512 out[MR * NV];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) out[r * NV + j] = acc[r][j];
+    epilogue_in_memory(out, MR, NV, nv, c, ldc, ncols, n0, first, ep, vs);
+  } else {
+    const __m512 lov = _mm512_set1_ps(lo), hiv = _mm512_set1_ps(hi);
+    const bool add_c = !first || ep.accumulate, add_bias = last && ep.bias, clamp = last && !ep.ops.empty();
+    KILN_STORE_CASE(store_block, MR, NV, add_c, add_bias, clamp, acc, nv, c, ldc, ncols, n0, ep.bias, lov, hiv, vs);
+  }
+}
+
+template <int MR, int NV>
+KILN_AVX512 void block16(const float* a, int64_t lda, int64_t a_plane, const float* b, int64_t kc, float* c, int64_t ldc,
+                         int64_t vs, int64_t ncols, int64_t n0, bool first, bool last, const Epilogue& ep) {
+  float lo = -INFINITY, hi = INFINITY;
+  const bool in_registers = !last || as_clamp(ep.ops, &lo, &hi);  // (decided before the accumulators live)
+  if (kc <= kShortK) {
+    if (in_registers) return block16_body<MR, NV, false, true>(a, lda, a_plane, b, kc, c, ldc, vs, ncols, n0, first, last, ep, lo, hi);
+    return block16_body<MR, NV, false, false>(a, lda, a_plane, b, kc, c, ldc, vs, ncols, n0, first, last, ep, lo, hi);
+  }
+  if (in_registers) return block16_body<MR, NV, true, true>(a, lda, a_plane, b, kc, c, ldc, vs, ncols, n0, first, last, ep, lo, hi);
+  block16_body<MR, NV, true, false>(a, lda, a_plane, b, kc, c, ldc, vs, ncols, n0, first, last, ep, lo, hi);
+}
+
+using Block16Fn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t, int64_t, int64_t,
+                           int64_t, bool, bool, const Epilogue&);
+// By the vectors of 16 columns the panel has, then rows.
+constexpr Block16Fn kBlocks16[4][kRows] = {
+    {block16<1, 1>, block16<2, 1>, block16<3, 1>, block16<4, 1>, block16<5, 1>, block16<6, 1>},
+    {block16<1, 2>, block16<2, 2>, block16<3, 2>, block16<4, 2>, block16<5, 2>, block16<6, 2>},
+    {block16<1, 3>, block16<2, 3>, block16<3, 3>, block16<4, 3>, block16<5, 3>, block16<6, 3>},
+    {block16<1, 4>, block16<2, 4>, block16<3, 4>, block16<4, 4>, block16<5, 4>, block16<6, 4>}};
+
+// Columns [n_begin, n_end) of run_serial_blocked16's product: panel by panel, each over A's rows
+// in blocks of 6 (the last fewer), K in slices.
+KILN_AVX512 void run_blocked16_avx512(const float* a, int64_t M, int64_t K, int64_t lda, int64_t a_plane,
+                                      const float* packed_b, float* c, int64_t ldc, int64_t c_plane, const Epilogue& ep,
+                                      int64_t n_begin, int64_t n_end) {
+  const int64_t row = c_plane ? 16 : ldc, vs = c_plane ? c_plane : 16;  // C's rows, and a row's vectors, apart
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += kPanel) {
+    const int64_t ncols = std::min(kPanel, n_end - n0);
+    const float* panel = packed_b + n0 / kPanel * K * kPanel;
+    float* c_panel = c + (c_plane ? n0 / 16 * c_plane : n0);
+    for (int64_t m0 = 0; m0 < M; m0 += kRows) {
+      const int rows = static_cast<int>(std::min<int64_t>(kRows, M - m0));
+      const Block16Fn fn = kBlocks16[(ncols + 15) / 16 - 1][rows - 1];
+      for (int64_t k0 = 0; k0 < K; k0 += kSlice) {
+        const int64_t kc = std::min(kSlice, K - k0);
+        const float* ak = a_plane ? a + m0 * 16 + k0 / 16 * a_plane : a + m0 * lda + k0;
+        fn(ak, lda, a_plane, panel + k0 * kPanel, kc, c_panel + m0 * row, row, vs, ncols, n0, k0 == 0, k0 + kSlice >= K,
+           ep);
+      }
+    }
+  }
 }
 
 // `op` on the U vectors v[0, U), which the caller holds in registers (inlined: a call through
@@ -1433,6 +1515,24 @@ void run_serial_to_blocked8(const float* a, int64_t M, int64_t K, int64_t lda, c
              "epilogue and columns in whole groups of 16 (or up to N)");
   if (M <= 0 || n_begin == n_end) return;
   run_to_blocked8_avx2(a, M, K, lda, packed_b, N, c, c_plane, epilogue, n_begin, n_end);
+}
+
+bool blocked16_supports(bool a_in_blocks, bool c_in_blocks, int64_t K, int64_t N) {
+  return isa_at_least(Isa::avx512_core) && K > 0 && N > 0 && (!a_in_blocks || K % 16 == 0) &&
+         (!c_in_blocks || N % 16 == 0);
+}
+
+void run_serial_blocked16(const float* a, int64_t M, int64_t K, int64_t lda, int64_t a_plane, const float* packed_b,
+                          int64_t N, float* c, int64_t ldc, int64_t c_plane, const Epilogue& epilogue, int64_t n_begin,
+                          int64_t n_end) {
+  if (n_end < 0) n_end = N;
+  KILN_CHECK(blocked16_supports(a_plane > 0, c_plane > 0, K, N) && 0 <= n_begin && n_begin <= n_end && n_end <= N &&
+                 n_begin % kPanel == 0 && (n_end % kPanel == 0 || n_end == N) && (a_plane > 0 || lda >= K) &&
+                 (c_plane > 0 || ldc >= N),
+             "gemm_f32::run_serial_blocked16: needs AVX-512, K a multiple of 16 where A is in blocks, N where C is, "
+             "and columns in whole panels of 64 (or up to N)");
+  if (M <= 0 || n_begin == n_end) return;
+  run_blocked16_avx512(a, M, K, lda, a_plane, packed_b, c, ldc, c_plane, epilogue, n_begin, n_end);
 }
 
 void run_serial_blocked8(const float* a, int64_t M, int64_t K, int64_t a_plane, const float* packed_b, int64_t N,

@@ -102,6 +102,19 @@ bool blocked8_supports(const Epilogue& epilogue, int64_t K, int64_t N);
 void run_serial_blocked8(const float* a, int64_t M, int64_t K, int64_t a_plane, const float* packed_b, int64_t N,
                          float* c, int64_t c_plane, const Epilogue& epilogue, int64_t n_begin = 0, int64_t n_end = -1);
 
+// AVX-512: the product with A, C or both in channel blocks of 16 (nChw16c planes), read and
+// written in place: no gather of A's rows, no scatter of C's. A(m, k) = a[(k / 16) * a_plane +
+// m * 16 + k % 16] where a_plane > 0 (a 1x1 convolution reading its producer's blocks), else
+// a[m * lda + k] (an im2col row block of a window); C(m, n) = c[(n / 16) * c_plane + m * 16 + n %
+// 16] where c_plane > 0, else c[m * ldc + n]. Any epilogue (bias, ops, `accumulate`: C's values
+// where it lies the summand). Where blocked16_supports(): AVX-512, K a multiple of 16 where A is
+// in blocks, N where C is; any M. On the calling thread; only C's columns [n_begin, n_end)
+// (multiples of 64, n_end also N; -1: N), for a caller that splits the columns over its team.
+bool blocked16_supports(bool a_in_blocks, bool c_in_blocks, int64_t K, int64_t N);
+void run_serial_blocked16(const float* a, int64_t M, int64_t K, int64_t lda, int64_t a_plane, const float* packed_b,
+                          int64_t N, float* c, int64_t ldc, int64_t c_plane, const Epilogue& epilogue,
+                          int64_t n_begin = 0, int64_t n_end = -1);
+
 // The same product from A in rows (row-major, lda; any K) into C in channel blocks of 8: an
 // im2col row block's product stored straight into the output's nChw8c, where
 // blocked8_supports(epilogue, 8, N) holds; M a multiple of 6.

@@ -544,3 +544,92 @@ TEST(GemmF32, RowsIntoChannelBlocksOfEightMatchADoubleReference) {
 }
 
 }  // namespace test_gemm_f32
+
+namespace test_gemm_f32 {
+
+TEST(GemmF32, ChannelBlocksOfSixteenMatchADoubleReference) {
+  // run_serial_blocked16 (AVX-512): A in channel blocks of 16 (a 1x1 convolution over nChw16c)
+  // or in rows (an im2col's, lda past K), C in channel blocks of 16 or in rows (ldc past N),
+  // written in place; planes and rows wider than what is computed, whose other floats stay as they
+  // were; M 13 (a last block of 1 row); N 80 (a last panel of 16 columns; 72 into rows: a last
+  // vector of 8); K within one slice and over two of 512; epilogues in registers (bias and clip),
+  // through memory (a Swish, a per-column multiply) and C added (a residual sum, then a ReLU);
+  // columns [64, N) alone. Elsewhere blocked16_supports says no.
+  const int64_t M = 13, plane = 17;
+  if (!gemm::blocked16_supports(true, true, 32, 80)) {
+    EXPECT_FALSE(kiln::cpu::isa_at_least(kiln::cpu::Isa::avx512_core));
+    return;
+  }
+  EXPECT_FALSE(gemm::blocked16_supports(true, true, 40, 80));   // K not whole blocks, A in blocks
+  EXPECT_TRUE(gemm::blocked16_supports(false, true, 27, 80));   // any K from rows
+  EXPECT_FALSE(gemm::blocked16_supports(false, true, 27, 40));  // N not whole blocks, C in blocks
+  EXPECT_TRUE(gemm::blocked16_supports(true, false, 32, 40));   // any N into rows
+  using A = dnnl::algorithm;
+  for (int64_t K : {int64_t{48}, int64_t{1040}})
+  for (int layout = 0; layout < 3; ++layout)  // A and C in blocks; A in rows; C in rows
+  for (int form = 0; form < 3; ++form)
+  for (bool part : {false, true}) {
+    const bool a_blocks = layout != 1, c_blocks = layout != 2;
+    const int64_t N = c_blocks ? 80 : 72, ldc = N + 5;
+    SCOPED_TRACE(cat("K ", K, a_blocks ? ", A in blocks" : ", A in rows", c_blocks ? ", C in blocks" : ", C in rows",
+                     ", epilogue ", form, part ? ", columns [64, N)" : ""));
+    const std::vector<float> scale_col = random_floats(static_cast<size_t>(N), 61, 0.5f, 2.0f);
+    Problem p(M, K, N, 57);
+    std::vector<double> want, scale;
+    p.reference(want, scale);
+    const std::vector<float> packed = p.packed();
+    std::vector<float> a(static_cast<size_t>(K * plane), 0.0f);  // A(m, k) at (k / 16) * plane * 16 + m * 16 + k % 16
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < K; ++k) a[static_cast<size_t>((k / 16 * plane + m) * 16 + k % 16)] = p.a[m * p.lda + k];
+    auto at = [&](int64_t m, int64_t n) {
+      return static_cast<size_t>(c_blocks ? (n / 16 * plane + m) * 16 + n % 16 : m * ldc + n);
+    };
+    const int64_t c_floats = c_blocks ? (N + 15) / 16 * 16 * plane : plane * ldc;
+    const std::vector<float> before = random_floats(static_cast<size_t>(c_floats), 59);
+    std::vector<float> c = before;
+    gemm::Epilogue ep;
+    gemm::EpilogueOp op;
+    if (form == 0) {  // bias, clip: in registers
+      ep.bias = p.bias.data();
+      op.alg = A::eltwise_clip, op.alpha = -0.5f, op.beta = 0.75f;
+      ep.ops = {op};
+    } else if (form == 1) {  // bias, Swish, a per-column multiply: through memory
+      ep.bias = p.bias.data();
+      op.alg = A::eltwise_swish, op.alpha = 1.0f;
+      gemm::EpilogueOp mul;
+      mul.kind = gemm::EpilogueOp::Kind::binary;
+      mul.alg = A::binary_mul;
+      mul.set_operand(Tensor::from_vector<float>(scale_col, {N}));
+      ep.ops = {op, mul};
+    } else {  // C added, then a ReLU
+      ep.accumulate = true;
+      op.alg = A::eltwise_relu;
+      ep.ops = {op};
+    }
+    gemm::run_serial_blocked16(a_blocks ? a.data() : p.a.data(), M, K, a_blocks ? 0 : p.lda, a_blocks ? plane * 16 : 0,
+                               packed.data(), N, c.data(), c_blocks ? 0 : ldc, c_blocks ? plane * 16 : 0, ep,
+                               part ? 64 : 0);
+    for (int64_t m = 0; m < plane; ++m)
+      for (int64_t n = 0; n < (c_blocks ? N : ldc); ++n) {
+        const float got = c[at(m, n)];
+        if (m >= M || n >= N || (part && n < 64)) {
+          ASSERT_EQ(got, before[at(m, n)]) << m << "," << n;
+          continue;
+        }
+        double v = want[static_cast<size_t>(m * N + n)];
+        if (form == 0) v = std::clamp(v + p.bias[static_cast<size_t>(n)], -0.5, 0.75);
+        if (form == 1) {
+          v += p.bias[static_cast<size_t>(n)];
+          v = v / (1.0 + std::exp(-v)) * scale_col[static_cast<size_t>(n)];
+        }
+        if (form == 2) v = std::max(0.0, v + before[at(m, n)]);
+        ASSERT_NEAR(got, v, 1e-5 * (scale[static_cast<size_t>(m * N + n)] + 2.0)) << m << "," << n;
+      }
+  }
+  std::vector<float> x(64 * 64), b(64 * 64);
+  EXPECT_THROW(gemm::run_serial_blocked16(x.data(), 6, 40, 0, 64, b.data(), 64, b.data(), 0, 64, {}), Error);  // K % 16
+  EXPECT_THROW(gemm::run_serial_blocked16(x.data(), 6, 16, 16, 0, b.data(), 80, b.data(), 0, 96, {}, 16), Error);  // 64s
+  EXPECT_THROW(gemm::run_serial_blocked16(x.data(), 6, 16, 16, 0, b.data(), 40, b.data(), 0, 96, {}), Error);  // N % 16
+}
+
+}  // namespace test_gemm_f32
