@@ -220,17 +220,26 @@ KILN_AVX512 inline __attribute__((always_inline)) void store_block(const __m512 
 // first product to the store only where each case is its own straight-line code and every loop
 // over them is unrolled, so that each index is a constant (GCC kept them on the stack otherwise:
 // ~100 vector loads and stores a block; K = 16, N = 96 ran at 75 GF/s a core, now 90).
+// A in rows (lda apart), or where `a_plane` > 0 in channel blocks of 16 (run_serial_blocked16:
+// each plane of 16 channels a run of steps with its pixels 16 floats apart); C's rows ldc apart,
+// a row's vectors `vs` (16, or a plane of channel blocks of 16 with ldc 16). (block() passes
+// a_plane 0 and vs 16, constants once inlined.)
 template <int MR, int NV, bool PREFETCH, bool IN_REGISTERS>
 KILN_AVX512 inline __attribute__((always_inline)) void block_body(const float* a, int64_t lda, const float* b, int64_t kc,
                                                                   float* c, int64_t ldc, int64_t ncols, int64_t n0,
                                                                   bool first, bool last, const Epilogue& ep,
-                                                                  int64_t spread, Prefetch next, float lo, float hi) {
+                                                                  int64_t spread, Prefetch next, float lo, float hi,
+                                                                  int64_t a_plane = 0, int64_t vs = 16) {
   __m512 acc[MR][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
     for (int j = 0; j < NV; ++j) acc[r][j] = _mm512_setzero_ps();
-  steps512<MR, NV, PREFETCH>(a, lda, b, kc, spread, next, acc);
+  if (a_plane == 0) {
+    steps512<MR, NV, PREFETCH>(a, lda, b, kc, spread, next, acc);
+  } else {
+    for (int64_t q = 0; q < kc; q += 16) steps512<MR, NV, PREFETCH>(a + q / 16 * a_plane, 16, b + q * kPanel, 16, 0, next, acc);
+  }
   const int nv = static_cast<int>(std::min<int64_t>(NV, (ncols + 15) / 16));  // vectors with columns
   if constexpr (!IN_REGISTERS) {
     __m512 out[MR * NV];
@@ -238,11 +247,11 @@ KILN_AVX512 inline __attribute__((always_inline)) void block_body(const float* a
     for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
       for (int j = 0; j < NV; ++j) out[r * NV + j] = acc[r][j];
-    epilogue_in_memory(out, MR, NV, nv, c, ldc, ncols, n0, first, ep);
+    epilogue_in_memory(out, MR, NV, nv, c, ldc, ncols, n0, first, ep, vs);
   } else {
     const __m512 lov = _mm512_set1_ps(lo), hiv = _mm512_set1_ps(hi);
     const bool add_c = !first || ep.accumulate, add_bias = last && ep.bias, clamp = last && !ep.ops.empty();
-    KILN_STORE_CASE(store_block, MR, NV, add_c, add_bias, clamp, acc, nv, c, ldc, ncols, n0, ep.bias, lov, hiv);
+    KILN_STORE_CASE(store_block, MR, NV, add_c, add_bias, clamp, acc, nv, c, ldc, ncols, n0, ep.bias, lov, hiv, vs);
   }
 }
 
@@ -273,52 +282,20 @@ KILN_AVX512 void block(const float* a, int64_t lda, const float* b, int64_t /*gs
   block_body<MR, NV, true, false>(a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, spread, next, lo, hi);
 }
 
-// run_serial_blocked16's block: rows [0, MR) of A, in channel blocks of 16 (`a_plane` > 0: each
-// plane of 16 channels a run of steps with its pixels 16 floats apart) or in rows (lda apart),
-// times kc packed rows of a panel, into C: its rows ldc apart, a row's vectors `vs` (16, or a
-// plane of channel blocks of 16 with ldc 16); `first` / `last` as block()'s. B's rows fetched
-// ahead where K is long, as block() does.
-template <int MR, int NV, bool PREFETCH, bool IN_REGISTERS>
-KILN_AVX512 inline __attribute__((always_inline)) void block16_body(const float* a, int64_t lda, int64_t a_plane,
-                                                                    const float* b, int64_t kc, float* c, int64_t ldc,
-                                                                    int64_t vs, int64_t ncols, int64_t n0, bool first,
-                                                                    bool last, const Epilogue& ep, float lo, float hi) {
-  __m512 acc[MR][NV];
-#pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 8
-    for (int j = 0; j < NV; ++j) acc[r][j] = _mm512_setzero_ps();
-  if (a_plane == 0) {
-    steps512<MR, NV, PREFETCH>(a, lda, b, kc, 0, Prefetch{}, acc);
-  } else {
-    for (int64_t q = 0; q < kc; q += 16) steps512<MR, NV, PREFETCH>(a + q / 16 * a_plane, 16, b + q * kPanel, 16, 0, Prefetch{}, acc);
-  }
-  const int nv = static_cast<int>(std::min<int64_t>(NV, (ncols + 15) / 16));
-  if constexpr (!IN_REGISTERS) {
-    __m512 out[MR * NV];
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 8
-      for (int j = 0; j < NV; ++j) out[r * NV + j] = acc[r][j];
-    epilogue_in_memory(out, MR, NV, nv, c, ldc, ncols, n0, first, ep, vs);
-  } else {
-    const __m512 lov = _mm512_set1_ps(lo), hiv = _mm512_set1_ps(hi);
-    const bool add_c = !first || ep.accumulate, add_bias = last && ep.bias, clamp = last && !ep.ops.empty();
-    KILN_STORE_CASE(store_block, MR, NV, add_c, add_bias, clamp, acc, nv, c, ldc, ncols, n0, ep.bias, lov, hiv, vs);
-  }
-}
-
+// run_serial_blocked16's block (block_body's A in blocks or rows, C's vectors `vs` apart): as
+// block(), B's rows fetched ahead where K is long, nothing brought into L2 ahead.
 template <int MR, int NV>
 KILN_AVX512 void block16(const float* a, int64_t lda, int64_t a_plane, const float* b, int64_t kc, float* c, int64_t ldc,
                          int64_t vs, int64_t ncols, int64_t n0, bool first, bool last, const Epilogue& ep) {
   float lo = -INFINITY, hi = INFINITY;
   const bool in_registers = !last || as_clamp(ep.ops, &lo, &hi);  // (decided before the accumulators live)
+  const Prefetch none;
   if (kc <= kShortK) {
-    if (in_registers) return block16_body<MR, NV, false, true>(a, lda, a_plane, b, kc, c, ldc, vs, ncols, n0, first, last, ep, lo, hi);
-    return block16_body<MR, NV, false, false>(a, lda, a_plane, b, kc, c, ldc, vs, ncols, n0, first, last, ep, lo, hi);
+    if (in_registers) return block_body<MR, NV, false, true>(a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, 0, none, lo, hi, a_plane, vs);
+    return block_body<MR, NV, false, false>(a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, 0, none, lo, hi, a_plane, vs);
   }
-  if (in_registers) return block16_body<MR, NV, true, true>(a, lda, a_plane, b, kc, c, ldc, vs, ncols, n0, first, last, ep, lo, hi);
-  block16_body<MR, NV, true, false>(a, lda, a_plane, b, kc, c, ldc, vs, ncols, n0, first, last, ep, lo, hi);
+  if (in_registers) return block_body<MR, NV, true, true>(a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, 0, none, lo, hi, a_plane, vs);
+  block_body<MR, NV, true, false>(a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, 0, none, lo, hi, a_plane, vs);
 }
 
 using Block16Fn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t, int64_t, int64_t,
