@@ -219,7 +219,36 @@ KILN_AVX512 inline __attribute__((always_inline)) void store_block(const __m512 
 // clamps: store_block), or a lone Swish over each row's vectors in registers (its chains
 // interleaved; through memory, an array of the block's vectors, it cost EfficientNet's
 // expansions about 1.4x the time a vector).
-enum Epi { kEpiMemory, kEpiRegisters, kEpiSwish };
+enum Epi { kEpiMemory, kEpiRegisters, kEpiSwish, kEpiGelu, kEpiHardSwish };
+
+// The lone op an epilogue's ops are, taken in registers (kEpiSwish: SiLU; kEpiGelu: GELU by erf,
+// a BERT's FFN; kEpiHardSwish: MobileNet-v3's), else kEpiMemory.
+Epi lone_op_epi(const std::vector<EpilogueOp>& ops) {
+  if (is_lone_swish(ops)) return kEpiSwish;
+  if (ops.size() != 1 || ops[0].kind != EpilogueOp::Kind::eltwise) return kEpiMemory;
+  if (ops[0].alg == dnnl::algorithm::eltwise_gelu_erf) return kEpiGelu;
+  if (ops[0].alg == dnnl::algorithm::eltwise_hardswish) return kEpiHardSwish;
+  return kEpiMemory;
+}
+
+// `op` (lone_op_epi's EPI) on a row's vectors in registers: eltwise16_n's arithmetic.
+template <Epi EPI, int NV>
+KILN_AVX512 inline __attribute__((always_inline)) void lone_op(__m512 (&v)[NV], const EpilogueOp& op) {
+  if constexpr (EPI == kEpiSwish) {
+    v_swish_n<NV>(v);
+  } else if constexpr (EPI == kEpiGelu) {
+    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f), r2 = _mm512_set1_ps(0.70710678f);
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j)
+      v[j] = _mm512_mul_ps(_mm512_mul_ps(half, v[j]), _mm512_add_ps(one, v_erf(_mm512_mul_ps(v[j], r2))));
+  } else {
+    const __m512 alpha = _mm512_set1_ps(op.alpha), beta = _mm512_set1_ps(op.beta), zero = _mm512_setzero_ps(),
+                 one = _mm512_set1_ps(1.0f);
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j)
+      v[j] = _mm512_mul_ps(v[j], _mm512_min_ps(_mm512_max_ps(_mm512_fmadd_ps(v[j], alpha, beta), zero), one));
+  }
+}
 
 // The block's products and epilogue, B fetched ahead or not (PREFETCH), the epilogue as EPI says. The accumulators stay in registers from the
 // first product to the store only where each case is its own straight-line code and every loop
@@ -253,7 +282,7 @@ KILN_AVX512 inline __attribute__((always_inline)) void block_body(const float* a
 #pragma GCC unroll 8
       for (int j = 0; j < NV; ++j) out[r * NV + j] = acc[r][j];
     epilogue_in_memory(out, MR, NV, nv, c, ldc, ncols, n0, first, ep, vs);
-  } else if constexpr (EPI == kEpiSwish) {  // the last slice of K: C added where it holds a sum, the bias, the Swish
+  } else if constexpr (EPI != kEpiRegisters) {  // the last slice of K: C added where it holds a sum, the bias, the op
     const bool add_c = !first || ep.accumulate;
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
@@ -265,7 +294,7 @@ KILN_AVX512 inline __attribute__((always_inline)) void block_body(const float* a
         if (add_c) v[j] = _mm512_add_ps(v[j], _mm512_maskz_loadu_ps(m, c + r * ldc + j * vs));
         if (ep.bias) v[j] = _mm512_add_ps(v[j], _mm512_maskz_loadu_ps(m, ep.bias + n0 + j * 16));
       }
-      v_swish_n<NV>(v);
+      lone_op<EPI, NV>(v, ep.ops[0]);
 #pragma GCC unroll 8
       for (int j = 0; j < NV; ++j)
         if (j < nv) _mm512_mask_storeu_ps(c + r * ldc + j * vs, tail_mask(ncols - j * 16), v[j]);
@@ -275,6 +304,26 @@ KILN_AVX512 inline __attribute__((always_inline)) void block_body(const float* a
     const bool add_c = !first || ep.accumulate, add_bias = last && ep.bias, clamp = last && !ep.ops.empty();
     KILN_STORE_CASE(store_block, MR, NV, add_c, add_bias, clamp, acc, nv, c, ldc, ncols, n0, ep.bias, lov, hiv, vs);
   }
+}
+
+// block_body for the epilogue `epi` (decided before the accumulators live: a call after the
+// products would spill all of them, every vector register being the caller's to save).
+template <int MR, int NV, bool PREFETCH>
+KILN_AVX512 inline __attribute__((always_inline)) void block_epi(Epi epi, const float* a, int64_t lda, const float* b,
+                                                                 int64_t kc, float* c, int64_t ldc, int64_t ncols,
+                                                                 int64_t n0, bool first, bool last, const Epilogue& ep,
+                                                                 int64_t spread, Prefetch next, float lo, float hi,
+                                                                 int64_t a_plane, int64_t vs) {
+#define KILN_BODY(E) \
+  return block_body<MR, NV, PREFETCH, E>(a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, spread, next, lo, hi, a_plane, vs)
+  switch (epi) {
+    case kEpiRegisters: KILN_BODY(kEpiRegisters);
+    case kEpiSwish: KILN_BODY(kEpiSwish);
+    case kEpiGelu: KILN_BODY(kEpiGelu);
+    case kEpiHardSwish: KILN_BODY(kEpiHardSwish);
+    default: KILN_BODY(kEpiMemory);
+  }
+#undef KILN_BODY
 }
 
 // One block: rows [0, MR) of a (lda apart) times a panel slice of kc packed rows, into C.
@@ -290,21 +339,13 @@ KILN_AVX512 void block(const float* a, int64_t lda, const float* b, int64_t /*gs
   // at once; blocks of fewer rows all at once
   const int64_t spread = MR == kRows ? std::min(next.lines, kc / 2) : 0;
   Prefetch{next.p + spread * 64, next.lines - spread}.burst();
-  // The epilogue: in registers where it only adds (C, the bias) and clamps (most often), else
-  // through memory. Decided before the accumulators live: a call after the products would
-  // spill all of them (every vector register is the caller's to save).
+  // The epilogue: in registers where it only adds (C, the bias) and clamps (most often) or is one
+  // Swish, GELU or HardSwish, else through memory (block_epi).
   float lo = -INFINITY, hi = INFINITY;
-  const bool in_registers = !last || as_clamp(ep.ops, &lo, &hi);
-  const bool swish = !in_registers && is_lone_swish(ep.ops);
+  const Epi epi = !last || as_clamp(ep.ops, &lo, &hi) ? kEpiRegisters : lone_op_epi(ep.ops);
   // K <= kShortK: the panel's few rows stay in L1 from the block before, B not fetched ahead
-  if (kc <= kShortK) {
-    if (in_registers) return block_body<MR, NV, false, kEpiRegisters>(a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, spread, next, lo, hi);
-    if (swish) return block_body<MR, NV, false, kEpiSwish>(a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, spread, next, lo, hi);
-    return block_body<MR, NV, false, kEpiMemory>(a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, spread, next, lo, hi);
-  }
-  if (in_registers) return block_body<MR, NV, true, kEpiRegisters>(a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, spread, next, lo, hi);
-  if (swish) return block_body<MR, NV, true, kEpiSwish>(a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, spread, next, lo, hi);
-  block_body<MR, NV, true, kEpiMemory>(a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, spread, next, lo, hi);
+  if (kc <= kShortK) return block_epi<MR, NV, false>(epi, a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, spread, next, lo, hi, 0, 16);
+  block_epi<MR, NV, true>(epi, a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, spread, next, lo, hi, 0, 16);
 }
 
 // run_serial_blocked16's block (block_body's A in blocks or rows, C's vectors `vs` apart): as
@@ -313,17 +354,9 @@ template <int MR, int NV>
 KILN_AVX512 void block16(const float* a, int64_t lda, int64_t a_plane, const float* b, int64_t kc, float* c, int64_t ldc,
                          int64_t vs, int64_t ncols, int64_t n0, bool first, bool last, const Epilogue& ep) {
   float lo = -INFINITY, hi = INFINITY;
-  const bool in_registers = !last || as_clamp(ep.ops, &lo, &hi);  // (decided before the accumulators live)
-  const bool swish = !in_registers && is_lone_swish(ep.ops);
-  const Prefetch none;
-  if (kc <= kShortK) {
-    if (in_registers) return block_body<MR, NV, false, kEpiRegisters>(a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, 0, none, lo, hi, a_plane, vs);
-    if (swish) return block_body<MR, NV, false, kEpiSwish>(a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, 0, none, lo, hi, a_plane, vs);
-    return block_body<MR, NV, false, kEpiMemory>(a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, 0, none, lo, hi, a_plane, vs);
-  }
-  if (in_registers) return block_body<MR, NV, true, kEpiRegisters>(a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, 0, none, lo, hi, a_plane, vs);
-  if (swish) return block_body<MR, NV, true, kEpiSwish>(a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, 0, none, lo, hi, a_plane, vs);
-  block_body<MR, NV, true, kEpiMemory>(a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, 0, none, lo, hi, a_plane, vs);
+  const Epi epi = !last || as_clamp(ep.ops, &lo, &hi) ? kEpiRegisters : lone_op_epi(ep.ops);
+  if (kc <= kShortK) return block_epi<MR, NV, false>(epi, a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, 0, Prefetch{}, lo, hi, a_plane, vs);
+  block_epi<MR, NV, true>(epi, a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, 0, Prefetch{}, lo, hi, a_plane, vs);
 }
 
 using Block16Fn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t, int64_t, int64_t,

@@ -553,8 +553,9 @@ TEST(GemmF32, ChannelBlocksOfSixteenMatchADoubleReference) {
   // written in place; planes and rows wider than what is computed, whose other floats stay as they
   // were; M 13 (a last block of 1 row); N 80 (a last panel of 16 columns; 72 into rows: a last
   // vector of 8); K within one slice and over two of 512; epilogues in registers (bias and clip),
-  // through memory (a Swish, a per-column multiply) and C added (a residual sum, then a ReLU);
-  // columns [64, N) alone. Elsewhere blocked16_supports says no.
+  // through memory (a Swish, a per-column multiply), C added (a residual sum, then a ReLU), and a
+  // lone Swish in registers after the bias or after C added; columns [64, N) alone. Elsewhere
+  // blocked16_supports says no.
   const int64_t M = 13, plane = 17;
   if (!gemm::blocked16_supports(true, true, 32, 80)) {
     EXPECT_FALSE(kiln::cpu::isa_at_least(kiln::cpu::Isa::avx512_core));
@@ -567,7 +568,7 @@ TEST(GemmF32, ChannelBlocksOfSixteenMatchADoubleReference) {
   using A = dnnl::algorithm;
   for (int64_t K : {int64_t{48}, int64_t{1040}})
   for (int layout = 0; layout < 3; ++layout)  // A and C in blocks; A in rows; C in rows
-  for (int form = 0; form < 3; ++form)
+  for (int form = 0; form < 5; ++form)
   for (bool part : {false, true}) {
     const bool a_blocks = layout != 1, c_blocks = layout != 2;
     const int64_t N = c_blocks ? 80 : 72, ldc = N + 5;
@@ -601,9 +602,14 @@ TEST(GemmF32, ChannelBlocksOfSixteenMatchADoubleReference) {
       mul.alg = A::binary_mul;
       mul.set_operand(Tensor::from_vector<float>(scale_col, {N}));
       ep.ops = {op, mul};
-    } else {  // C added, then a ReLU
+    } else if (form == 2) {  // C added, then a ReLU
       ep.accumulate = true;
       op.alg = A::eltwise_relu;
+      ep.ops = {op};
+    } else {  // a lone Swish, in registers: after the bias (3), after C added (4)
+      ep.bias = form == 3 ? p.bias.data() : nullptr;
+      ep.accumulate = form == 4;
+      op.alg = A::eltwise_swish, op.alpha = 1.0f;
       ep.ops = {op};
     }
     gemm::run_serial_blocked16(a_blocks ? a.data() : p.a.data(), M, K, a_blocks ? 0 : p.lda, a_blocks ? plane * 16 : 0,
@@ -623,6 +629,10 @@ TEST(GemmF32, ChannelBlocksOfSixteenMatchADoubleReference) {
           v = v / (1.0 + std::exp(-v)) * scale_col[static_cast<size_t>(n)];
         }
         if (form == 2) v = std::max(0.0, v + before[at(m, n)]);
+        if (form >= 3) {
+          v += form == 3 ? p.bias[static_cast<size_t>(n)] : before[at(m, n)];
+          v = v / (1.0 + std::exp(-v));
+        }
         ASSERT_NEAR(got, v, 1e-5 * (scale[static_cast<size_t>(m * N + n)] + 2.0)) << m << "," << n;
       }
   }
