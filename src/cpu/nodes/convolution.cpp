@@ -199,8 +199,9 @@ class ConvolutionNode : public Node {
     // in channel blocks of `in_block` (0: channels-last; a pointwise one's input too, see
     // `block`), in items of `block_rows` output pixels
     // (or all of them: `block_team`) as for `block`; the output in channel blocks of `block`
-    // (whole blocks of 6 pixels stored straight into them where gemm_f32::blocked8_supports,
-    // the rest scattered from C's rows), or channels-last (0: the GEMM writes it)
+    // (blocks of 16: stored straight into them, direct16(); blocks of 8: whole blocks of 6 pixels
+    // stored straight into them where gemm_f32::blocked8_supports, the rest scattered from C's
+    // rows), or channels-last (0: the GEMM writes it)
     bool window = false;
     int64_t in_block = 0;
     bool strided = false;      // a strided 1x1 window: A gathered from x channels-last (strided_pixels)
@@ -218,20 +219,34 @@ class ConvolutionNode : public Node {
     // pointwise on channel blocks of `in_block` (nChw8c / nChw16c, where the producer wrote
     // them), its output in blocks of `block` (the same, where its readers and its summand take
     // them; a window's or an image stem's output too: stem_into_blocks), else 0 (channels-last):
-    // pixels of an image gathered `block_rows` at a time into channels-last rows of A, their
-    // product's rows scattered back into blocks or written as the output's rows, each thread
-    // its own; or, with fewer such items than twice the team (a 7 x 7 map), all pixels gathered
-    // at once for the team's GEMM (`block_team`)
+    // pixels of an image `block_rows` at a time, each thread its own, or, with fewer such items
+    // than twice the team (a 7 x 7 map), all pixels at once for the team (`block_team`): with
+    // blocks of 16 the product reads and writes the blocks itself (direct16()); with blocks of 8
+    // the pixels gathered into channels-last rows of A, their product's rows scattered back into
+    // blocks (but whole blocks of 6 pixels, gemm_f32::blocked8_supports) or written as the
+    // output's rows
     int64_t block = 0;
     int64_t block_rows = 0;
     bool block_team = false;
     int64_t lda() const { return strided ? geo.c : geo.row_stride(); }
+    // AVX-512 (gemm_f32::run_serial_blocked16): a pointwise product over blocks of 16 reads them
+    // and writes the output's blocks of 16 or its rows itself, a window's gathered rows go
+    // straight into the output's blocks of 16 (a stem's too: run_kiln_gemm). No C rows; a
+    // pointwise one no A rows either (1x1 over 2400 pixels, one thread, Zen 4, against gathered
+    // rows and a scatter: 64 -> 64 channels 220 -> 179 us, 128 -> 16 137 -> 86, 16 -> 64 69 ->
+    // 52; 600 x 512 -> 64 402 -> 337)
+    bool direct16() const {
+      const bool a16 = pointwise && in_block == 16;
+      return (a16 || (window && block == 16)) && (block == 16 || block == 0) &&
+             gemm_f32::blocked16_supports(a16, block == 16, K, N);
+    }
     size_t scratch_floats() const {
-      if (window || (in_block && pointwise)) return static_cast<size_t>(block_rows * (K + (block ? N : 0)));
-      // (a stem into blocks: C's rows after A's, for a step's last pixels, fewer than 6, in
-      // blocks of 8; for all of them in blocks of 16)
-      return static_cast<size_t>((team_gather ? gather_rows : rows) * geo.ow * lda() +
-                                 (block == 8 ? 6 * N : block ? rows * geo.ow * N : 0));
+      if (window || (in_block && pointwise)) {
+        if (direct16()) return static_cast<size_t>(window ? block_rows * K : 0);
+        return static_cast<size_t>(block_rows * (K + (block ? N : 0)));
+      }
+      // (a stem into blocks of 8: C's rows after A's, for a step's last pixels, fewer than 6)
+      return static_cast<size_t>((team_gather ? gather_rows : rows) * geo.ow * lda() + (block == 8 ? 6 * N : 0));
     }
     size_t scratch_bytes() const {
       if (pointwise && !in_block) return 0;
@@ -318,7 +333,7 @@ class ConvolutionNode : public Node {
   // channels-last: where only poolings read it and take the blocks, output channels a multiple
   // of the block, no sum. Below AVX-512 blocks of 8, its whole blocks of 6 pixels stored
   // straight into them (gemm_f32::run_serial_to_blocked8: a clamp epilogue); with AVX-512
-  // blocks of 16, its rows scattered into them from C's. SqueezeNet's stem wrote channels-last,
+  // blocks of 16, all its rows straight into them (run_serial_blocked16). SqueezeNet's stem wrote channels-last,
   // its pool too, so its first Fire module's 1x1s ran channels-last and its Concat reordered a
   // source into channel blocks (a oneDNN reorder made for every new shape); the recogniser's
   // first 3x3 after the pool takes blocks as well (a Reorder of the pool's output with AVX-512).
@@ -544,7 +559,7 @@ class ConvolutionNode : public Node {
           im2col_f32::rows(g, x + img * g.c * g.h * g.w, oh0, rows, cols);
         if (k.block) {  // a stem into the output's channel blocks (stem_into_blocks)
           const int64_t pixels = g.oh * g.ow, p0 = oh0 * g.ow, n = rows * g.ow, whole = k.block == 8 ? n / 6 * 6 : 0;
-          if (k.block == 16 && gemm_f32::blocked16_supports(false, true, k.K, k.N)) {  // AVX-512: straight into them
+          if (k.block == 16) {  // AVX-512: straight into them
             gemm_f32::run_serial_blocked16(cols, n, k.K, k.lda(), 0, w, k.N, y + img * k.N * pixels + p0 * 16, 0,
                                            pixels * 16, gemm_ep_);
             return;
@@ -603,14 +618,7 @@ class ConvolutionNode : public Node {
         BlockRows{k.K, k.in_block, pixels, img, p0, rows}.gather(x, a);
     };
     const bool direct = k.block == 8 && gemm_f32::blocked8_supports(gemm_ep_, k.window ? 8 : k.K, k.N);
-    // AVX-512: the product reads the input's blocks of 16 itself (pointwise) and writes the
-    // output's blocks of 16 itself (or its rows, channels-last), any epilogue, any rows; a
-    // window's gathered rows into the output's blocks too. No gather of A's rows, no scatter of
-    // C's (1x1 over 2400 pixels, one thread, Zen 4: 64 -> 64 channels 220 -> 179 us, 128 -> 16
-    // 137 -> 86, 16 -> 64 69 -> 52; 600 x 512 -> 64 402 -> 337)
-    const bool a16 = !k.window && k.in_block == 16;
-    const bool direct16 = (a16 || (k.window && k.block == 16)) && (k.block == 16 || k.block == 0) &&
-                          gemm_f32::blocked16_supports(a16, k.block == 16, k.K, k.N);
+    const bool direct16 = k.direct16(), a16 = direct16 && !k.window;  // (a16: A is the input's blocks)
     // image `img` of the output in channel blocks: its own size apart, or further where the output
     // is a slice of a Concat's (writes_images_apart)
     const int64_t y_image = k.block ? outputs[0]->image_stride() : k.N * pixels;
@@ -652,7 +660,7 @@ class ConvolutionNode : public Node {
         const int64_t n1 = by_panels ? std::min(k.N, panels * (t + 1) / nt * gemm_f32::kPanel) : k.N;
         const int64_t p0 = by_panels ? 0 : pixels * t / nt, p1 = by_panels ? pixels : pixels * (t + 1) / nt;
         for (int64_t img = 0; img < images && n0 < n1 && p0 < p1; ++img)
-          product16(a + (img * pixels + p0) * k.K, img, p0, p1 - p0, n0, n1);
+          product16(k.window ? a + (img * pixels + p0) * k.K : nullptr, img, p0, p1 - p0, n0, n1);
       }
       return;
     }
@@ -703,15 +711,15 @@ class ConvolutionNode : public Node {
     {
       const int t = omp_get_thread_num();
       float* const a = reinterpret_cast<float*>(static_cast<char*>(scratch) + per_thread * static_cast<size_t>(t));
-      float* const c = a + k.block_rows * k.K;
       shared.run(t, [&](int64_t item) {
         const int64_t img = item / chunks;
         int64_t p0 = item % chunks * k.block_rows, rows = std::min(k.block_rows, pixels - p0);
-        if (direct16) {
+        if (direct16) {  // (a pointwise one has no scratch)
           if (k.window) gather_a(img, p0, rows, a);
-          product16(a, img, p0, rows, 0, k.N);
+          product16(k.window ? a : nullptr, img, p0, rows, 0, k.N);
           return;
         }
+        float* const c = a + k.block_rows * k.K;
         int64_t whole = direct ? rows / 6 * 6 : 0;
         if (whole > 0 && !k.window) {  // the whole blocks of 6 pixels from the input's blocks into the output's
           gemm_f32::run_serial_blocked8(x + img * k.K * pixels + p0 * 8, whole, k.K, pixels * 8, w, k.N,
