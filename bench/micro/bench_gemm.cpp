@@ -8,6 +8,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 #include <algorithm>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -238,5 +239,71 @@ BENCHMARK(BM_GemmKiln)->Args({1302, 32, 48})->Args({324, 32, 48})->Args({1302, 3
 BENCHMARK(BM_GemmOneDnn)->Args({1302, 32, 48})->Args({324, 32, 48})->Args({1302, 32, 64})->Args({1302, 128, 48})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_GemmKilnColdC)->REGNET_SHAPES;
 BENCHMARK(BM_GemmOneDnn)->REGNET_SHAPES;
+
+// A 1x1 convolution over nChw16c in and out on one thread (run_serial), bias and ReLU: the
+// pixels' rows gathered from the blocks, the GEMM, C's rows scattered back (how kiln ran it
+// with AVX-512 before run_serial_blocked16), against run_serial_blocked16 reading and writing the
+// blocks itself. [M pixels, K, N].
+void blocked16_problem(benchmark::State& s, bool in_place) {
+  const int64_t M = s.range(0), K = s.range(1), N = s.range(2);
+  if (!cpu::gemm_f32::blocked16_supports(true, true, K, N)) {
+    s.SkipWithError("no AVX-512 (or K, N not whole blocks of 16)");
+    return;
+  }
+  WithBias p(M, K, N);  // p.a as the blocks: A(m, k) at (k / 16) * M * 16 + m * 16 + k % 16
+  cpu::gemm_f32::EpilogueOp relu;
+  relu.alg = dnnl::algorithm::eltwise_relu;
+  p.ep.ops.push_back(relu);
+  std::vector<float> rows_a(static_cast<size_t>(M * K)), rows_c(static_cast<size_t>(M * N));
+  for (auto _ : s) {
+    if (in_place) {
+      cpu::gemm_f32::run_serial_blocked16(p.a.data(), M, K, 0, M * 16, p.packed.data(), N, p.c.data(), 0, M * 16, p.ep);
+    } else {
+      for (int64_t b = 0; b < K / 16; ++b)
+        for (int64_t m = 0; m < M; ++m) std::memcpy(&rows_a[m * K + b * 16], &p.a[(b * M + m) * 16], 64);
+      cpu::gemm_f32::run_serial(rows_a.data(), M, K, K, p.packed.data(), N, rows_c.data(), N, p.ep);
+      for (int64_t b = 0; b < N / 16; ++b)
+        for (int64_t m = 0; m < M; ++m) std::memcpy(&p.c[(b * M + m) * 16], &rows_c[m * N + b * 16], 64);
+    }
+    benchmark::DoNotOptimize(p.c.data());
+  }
+  s.SetItemsProcessed(s.iterations() * 2 * M * N * K);
+}
+void BM_Blocks16ViaRows(benchmark::State& s) { blocked16_problem(s, false); }
+void BM_Blocks16InPlace(benchmark::State& s) { blocked16_problem(s, true); }
+#define BLOCKS16_SHAPES \
+  Args({2400, 64, 64})->Args({2400, 128, 16})->Args({2400, 16, 64})->Args({2400, 32, 128})->Args({600, 256, 256}) \
+      ->Args({600, 512, 64})->Unit(benchmark::kMicrosecond)
+BENCHMARK(BM_Blocks16ViaRows)->BLOCKS16_SHAPES;
+BENCHMARK(BM_Blocks16InPlace)->BLOCKS16_SHAPES;
+
+// apply_epilogue's lone Swish over [rows, 32] stored one after another (a depthwise block's D of
+// 32 channels), on one thread: row by row (a call per row) against the whole at once.
+void swish_rows(benchmark::State& s, bool whole) {
+  const int64_t rows = s.range(0), cols = 32;
+  if (!cpu::gemm_f32::available()) {
+    s.SkipWithError("no AVX2: kiln's GEMM does not run here");
+    return;
+  }
+  const auto src = uniform(rows * cols, 4);
+  std::vector<float> c = src;
+  cpu::gemm_f32::Epilogue ep;
+  cpu::gemm_f32::EpilogueOp swish;
+  swish.alg = dnnl::algorithm::eltwise_swish;
+  swish.alpha = 1.0f;
+  ep.ops.push_back(swish);
+  for (auto _ : s) {
+    if (whole)
+      cpu::gemm_f32::apply_epilogue(c.data(), rows, cols, cols, ep);
+    else
+      for (int64_t r = 0; r < rows; ++r) cpu::gemm_f32::apply_epilogue(c.data() + r * cols, 1, cols, cols, ep);
+    benchmark::DoNotOptimize(c.data());
+  }
+  s.SetItemsProcessed(s.iterations() * rows * cols / 16);  // vectors
+}
+void BM_SwishRowByRow(benchmark::State& s) { swish_rows(s, false); }
+void BM_SwishWhole(benchmark::State& s) { swish_rows(s, true); }
+BENCHMARK(BM_SwishRowByRow)->Arg(448)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_SwishWhole)->Arg(448)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
