@@ -43,7 +43,8 @@ void BM_GroupedConv(benchmark::State& state) {
 }
 // RegNet-Y-400MF's stages at a 224 x 224 input: 48 channels at 56, 104 at 28, 208 at 14, 440 at 7
 BENCHMARK(BM_GroupedConv)->Name("BM_GroupedConvRegNet")->Args({48, 56, 1, 8})->Args({104, 28, 1, 8})->Args({208, 14, 1, 8})->Args({440, 7, 1, 8})->Args({104, 56, 2, 8});
-// ResNeXt-50 32x4d's first stage at a 224 x 224 input: 128 channels, 32 groups of 4, at 56
-BENCHMARK(BM_GroupedConv)->Name("BM_GroupedConvResNeXt")->Args({128, 56, 1, 4});
+// ResNeXt-50 32x4d's stages at a 224 x 224 input (32 groups: of 4 channels at 56, 8 at 28, 16 at
+// 14, 32 at 7), and the first layer of the last three, at stride 2
+BENCHMARK(BM_GroupedConv)->Name("BM_GroupedConvResNeXt")->Args({128, 56, 1, 4})->Args({256, 28, 1, 8})->Args({512, 14, 1, 16})->Args({1024, 7, 1, 32})->Args({256, 56, 2, 8})->Args({512, 28, 2, 16})->Args({1024, 14, 2, 32})->Args({512, 13, 1, 16})->Args({128, 52, 1, 4});
 
 }  // namespace

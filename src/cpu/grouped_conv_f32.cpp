@@ -28,11 +28,21 @@ namespace v512 {
 #define KILN_GC_TARGET __attribute__((target("avx512f,avx512dq,avx512vl,fma")))
 constexpr int kAccumulators = 24;
 #include "cpu/grouped_conv_f32_row.inc"
+#include "cpu/grouped_conv_f32_zmm.inc"
 #undef KILN_GC_TARGET
 }  // namespace v512
 
 // Input columns a row of the window spans, from -pad_l on: up to the last output pixel's last tap.
 int64_t padded_width(const Geometry& g) { return (g.ow - 1) * g.stride_w + (g.kw - 1) * g.dil_w + 1; }
+
+// Floats from one pixel to the next in rows() copies of the input rows: c, and a cache line more
+// for the 16-lane forms' long runs where c is a multiple of 64 floats (256 bytes). Else a run's
+// pixels and taps (ResNeXt's 512 channels: 2 KiB apart, 4 KiB at stride 2) all fall in one or
+// two of L1's 64 sets, more lines than its 8 ways: at stride 2 a run of 14 pixels read 29 lines
+// of one set, and went at half the speed of runs of 7 (BM_GroupedConvResNeXt/512/28/2/16, one
+// thread: 49 -> 87 GFLOP/s). Not for the 8-lane forms: their runs are short, and a copy a pixel
+// instead of one a row cost groups of 4 and 8 a fifth of their time.
+int64_t padded_pixel(const Geometry& g) { return g.out_per_group() >= 16 && g.c % 64 == 0 ? g.c + 16 : g.c; }
 
 }  // namespace
 
@@ -70,7 +80,7 @@ void pack_weights(const Geometry& g, const float* w, float* out) {
           out[((group * taps + t) * cg + ci) * og + o] = w[((group * og + o) * cg + ci) * taps + t];
 }
 
-int64_t scratch_floats(const Geometry& g) { return g.kh * padded_width(g) * g.c; }
+int64_t scratch_floats(const Geometry& g) { return g.kh * padded_width(g) * padded_pixel(g); }
 
 void rows(const Geometry& g, const float* x, const float* packed, int64_t oy0, int64_t oy1, float* y, float* scratch) {
   KILN_CHECK(available() && g.groups > 0 && g.c % g.groups == 0 && g.m % g.groups == 0 &&
@@ -78,7 +88,12 @@ void rows(const Geometry& g, const float* x, const float* packed, int64_t oy0, i
              "grouped_conv_f32::rows: no kernel for these channels a group on the ISA in use");
   const bool wide = isa_at_least(Isa::avx512_core);
   const bool s1k3 = !pairs(g) && g.out_per_group() == 8 && g.stride_w == 1 && g.dil_w == 1 && g.kw == 3;
+  // 16 lanes for groups of 16 or 32 outputs on AVX-512
+  const bool z = wide && !pairs(g) && (g.out_per_group() == 16 || g.out_per_group() == 32);
+  const bool zs1k3 = g.stride_w == 1 && g.dil_w == 1 && g.kw == 3;
   const RowFn fn = pairs(g) ? (wide ? v512::pair_row : v256::pair_row)
+                   : z      ? (g.out_per_group() == 16 ? (zs1k3 ? v512::zrow<1, true> : v512::zrow<1, false>)
+                                                       : (zs1k3 ? v512::zrow<2, true> : v512::zrow<2, false>))
                    : s1k3   ? (wide ? v512::row_s1k3 : v256::row_s1k3)
                             : (wide ? v512::kRows : v256::kRows)[g.out_per_group() / 8 - 1];
   // a window row's columns: `left` of padding, `inside` of the input, then padding (a crafted
@@ -86,6 +101,8 @@ void rows(const Geometry& g, const float* x, const float* packed, int64_t oy0, i
   const int64_t wp = padded_width(g), left = std::min(g.pad_l, wp), inside = std::clamp<int64_t>(wp - g.pad_l, 0, g.w);
   // whether every window row reads only inside the input row: the input is read in place
   const bool in_place = g.pad_l == 0 && wp <= g.w;
+  Geometry k = g;  // the kernels' view: the pixel stride of the rows they read
+  k.xs = in_place ? g.c : padded_pixel(g);
   // the window rows' pointers: on the stack for windows of up to 16 rows (the node calls this
   // once per output row), else on the heap
   const float* stack_rows[16];
@@ -95,16 +112,21 @@ void rows(const Geometry& g, const float* x, const float* packed, int64_t oy0, i
     for (int64_t i = 0; i < g.kh; ++i) {
       const int64_t iy = oy * g.stride_h - g.pad_t + i * g.dil_h;
       const float* src = iy >= 0 && iy < g.h ? x + iy * g.w * g.c : nullptr;
-      if (src && !in_place) {  // the row between its padding's zeros
-        float* row = scratch + i * wp * g.c;
-        std::fill(row, row + left * g.c, 0.0f);
-        std::memcpy(row + left * g.c, src, static_cast<size_t>(inside * g.c) * sizeof(float));
-        std::fill(row + (left + inside) * g.c, row + wp * g.c, 0.0f);
+      if (src && !in_place) {  // the row between its padding's zeros, k.xs floats a pixel
+        float* row = scratch + i * wp * k.xs;
+        std::fill(row, row + left * k.xs, 0.0f);
+        if (k.xs == g.c) {
+          std::memcpy(row + left * g.c, src, static_cast<size_t>(inside * g.c) * sizeof(float));
+        } else {
+          for (int64_t p = 0; p < inside; ++p)
+            std::memcpy(row + (left + p) * k.xs, src + p * g.c, static_cast<size_t>(g.c) * sizeof(float));
+        }
+        std::fill(row + (left + inside) * k.xs, row + wp * k.xs, 0.0f);
         src = row;
       }
       in[i] = src;
     }
-    fn(g, in, packed, y + oy * g.ow * g.m);
+    fn(k, in, packed, y + oy * g.ow * g.m);
   }
 }
 

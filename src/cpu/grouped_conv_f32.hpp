@@ -38,6 +38,9 @@ struct Geometry {
   int64_t oh = 0, ow = 0;       // output size
   int64_t stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
   int64_t pad_t = 0, pad_l = 0;  // input rows above row 0 / columns left of column 0
+  // Set by rows(), not by callers: floats from one input pixel to the next in the rows the
+  // kernels read (c in the input itself; more in rows() copies, see padded_pixel)
+  int64_t xs = 0;
   int64_t in_per_group() const { return c / groups; }
   int64_t out_per_group() const { return m / groups; }
 };

@@ -102,6 +102,24 @@ TEST(GroupedConvF32, GroupsOfEightToThirtyTwoMatchDirectLoop) {
   check({16, 16, 2, 4, 9, 3, 1, 1, 2, 2});    // padding past a tap: every third column zeros
 }
 
+// Groups of 16 and 32 outputs: on AVX-512 the 16-lane forms (runs of up to 28 pixels for 16 a
+// group, 14 for 32; 28 and 12 at stride 1 over 3 columns), and where the channels are a multiple
+// of 64 the input rows copied a cache line apart a pixel; the 8-lane forms elsewhere.
+TEST(GroupedConvF32, GroupsOfSixteenAndThirtyTwoMatchDirectLoop) {
+  if (!gc::available()) GTEST_SKIP() << "grouped_conv_f32 needs AVX2";
+  for (int64_t w : {1, 2, 7, 12, 13, 14, 15, 27, 28, 29, 57}) {
+    check({32, 32, 2, 3, w, 3, 1, 1, 1, 1});   // 16 a group, stride 1, 3 columns
+    check({64, 64, 2, 3, w, 3, 1, 1, 1, 1});   // 32 a group, stride 1, 3 columns
+    check({64, 64, 4, 3, w, 3, 2, 1, 1, 1});   // 16 a group, stride 2, 64 channels: rows a line apart a pixel
+  }
+  check({128, 128, 4, 5, 30, 3, 2, 1, 1, 1});  // 32 a group, stride 2, rows a line apart a pixel
+  check({128, 128, 8, 6, 13, 3, 1, 1, 1, 1});  // 16 a group, stride 1, rows a line apart a pixel
+  check({64, 64, 2, 6, 11, 3, 1, 2, 2, 2});    // dilated
+  check({48, 96, 3, 5, 9, 5, 1, 1, 2, 0});     // 16 in, 32 out a group, 5x5, padded above only
+  check({64, 64, 4, 6, 20, 3, 1, 1, 0, 0});    // unpadded: read in place, c a pixel
+  check({32, 32, 2, 4, 9, 3, 1, 1, 2, 2});     // padding past a tap
+}
+
 TEST(GroupedConvF32, GroupsOfFourMatchDirectLoop) {
   if (!gc::available()) GTEST_SKIP() << "grouped_conv_f32 needs AVX2";
   // ResNeXt-50 32x4d's first stage, small: 128 channels, 32 groups of 4
