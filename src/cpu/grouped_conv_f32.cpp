@@ -15,7 +15,7 @@ namespace kiln::cpu::grouped_conv_f32 {
 namespace {
 
 using PixelsFn = void (*)(const Geometry&, const float* const*, const float*, int64_t, int64_t, float*);
-using RowFn = void (*)(const Geometry&, const float* const*, const float*, float*);
+using RowFn = void (*)(const Geometry&, const float* const*, const float*, float*, int64_t, int64_t);
 
 namespace v256 {
 #define KILN_GC_TARGET KILN_AVX2
@@ -80,7 +80,31 @@ void pack_weights(const Geometry& g, const float* w, float* out) {
           out[((group * taps + t) * cg + ci) * og + o] = w[((group * og + o) * cg + ci) * taps + t];
 }
 
-int64_t scratch_floats(const Geometry& g) { return g.kh * padded_width(g) * padded_pixel(g); }
+namespace {
+
+// Input rows a band of `b` output rows reads at most (its window rows, each copied once).
+int64_t band_input_rows(const Geometry& g, int64_t b) {
+  return std::min(b * g.kh, (b - 1) * g.stride_h + (g.kh - 1) * g.dil_h + 1);
+}
+
+// The bytes of a band's copied input rows rows() aims for: with a unit's weights, in L2 of every
+// CPU kiln runs on (256 KiB and up).
+constexpr int64_t kBandBytes = 160 << 10;
+
+// The units a row is computed in (groups, or pairs of groups of 4) and their packed weights' floats.
+int64_t units(const Geometry& g) { return pairs(g) ? g.m / 8 : g.groups; }
+int64_t unit_floats(const Geometry& g) { return packed_size(g) / units(g); }
+
+}  // namespace
+
+int64_t band_rows(const Geometry& g) {
+  const int64_t row = std::max<int64_t>(1, padded_width(g) * padded_pixel(g) * static_cast<int64_t>(sizeof(float)));
+  int64_t b = 1;
+  while (b < g.oh && band_input_rows(g, b + 1) * row <= kBandBytes) ++b;
+  return b;
+}
+
+int64_t scratch_floats(const Geometry& g) { return band_input_rows(g, band_rows(g)) * padded_width(g) * padded_pixel(g); }
 
 void rows(const Geometry& g, const float* x, const float* packed, int64_t oy0, int64_t oy1, float* y, float* scratch) {
   KILN_CHECK(available() && g.groups > 0 && g.c % g.groups == 0 && g.m % g.groups == 0 &&
@@ -103,30 +127,53 @@ void rows(const Geometry& g, const float* x, const float* packed, int64_t oy0, i
   const bool in_place = g.pad_l == 0 && wp <= g.w;
   Geometry k = g;  // the kernels' view: the pixel stride of the rows they read
   k.xs = in_place ? g.c : padded_pixel(g);
-  // the window rows' pointers: on the stack for windows of up to 16 rows (the node calls this
-  // once per output row), else on the heap
-  const float* stack_rows[16];
-  std::vector<const float*> heap_rows(g.kh > 16 ? static_cast<size_t>(g.kh) : 0);
-  const float** in = g.kh > 16 ? heap_rows.data() : stack_rows;
-  for (int64_t oy = oy0; oy < oy1; ++oy) {
-    for (int64_t i = 0; i < g.kh; ++i) {
-      const int64_t iy = oy * g.stride_h - g.pad_t + i * g.dil_h;
-      const float* src = iy >= 0 && iy < g.h ? x + iy * g.w * g.c : nullptr;
-      if (src && !in_place) {  // the row between its padding's zeros, k.xs floats a pixel
-        float* row = scratch + i * wp * k.xs;
-        std::fill(row, row + left * k.xs, 0.0f);
-        if (k.xs == g.c) {
-          std::memcpy(row + left * g.c, src, static_cast<size_t>(inside * g.c) * sizeof(float));
-        } else {
-          for (int64_t p = 0; p < inside; ++p)
-            std::memcpy(row + (left + p) * k.xs, src + p * g.c, static_cast<size_t>(g.c) * sizeof(float));
+  // Bands of output rows: each input row a band reads copied once (not once for each output row
+  // that reads it), and per band, units of at most kUnitBytes of weights for every row of the
+  // band (a unit's weights read from L1 for each row, not from L2 or beyond: ResNeXt's last
+  // stage has 1.2 MiB of weights, a unit of 36 KiB).
+  const int64_t band = band_rows(g), slots = band_input_rows(g, band);
+  constexpr int64_t kUnitBytes = 16 << 10;
+  const int64_t per_unit = unit_floats(g), n_units = units(g);
+  const int64_t unit_step = std::max<int64_t>(1, kUnitBytes / std::max<int64_t>(1, per_unit * 4));
+  // the band's window rows' pointers (kh a row) and the input row in each scratch slot: on the
+  // stack up to 64 of each, else on the heap
+  const int64_t ptrs = band * g.kh;
+  const float* stack_rows[64];
+  int64_t stack_slots[64];
+  std::vector<const float*> heap_rows(ptrs > 64 ? static_cast<size_t>(ptrs) : 0);
+  std::vector<int64_t> heap_slots(slots > 64 ? static_cast<size_t>(slots) : 0);
+  const float** in = ptrs > 64 ? heap_rows.data() : stack_rows;
+  int64_t* slot_row = slots > 64 ? heap_slots.data() : stack_slots;
+  for (int64_t b0 = oy0; b0 < oy1; b0 += band) {
+    const int64_t b1 = std::min(oy1, b0 + band);
+    int64_t used = 0;  // scratch slots holding a row of this band
+    for (int64_t oy = b0; oy < b1; ++oy)
+      for (int64_t i = 0; i < g.kh; ++i) {
+        const int64_t iy = oy * g.stride_h - g.pad_t + i * g.dil_h;
+        const float* src = iy >= 0 && iy < g.h ? x + iy * g.w * g.c : nullptr;
+        if (src && !in_place) {  // the row between its padding's zeros, k.xs floats a pixel, once a band
+          int64_t slot = 0;
+          while (slot < used && slot_row[slot] != iy) ++slot;
+          float* row = scratch + slot * wp * k.xs;
+          if (slot == used) {
+            slot_row[used++] = iy;
+            std::fill(row, row + left * k.xs, 0.0f);
+            if (k.xs == g.c) {
+              std::memcpy(row + left * g.c, src, static_cast<size_t>(inside * g.c) * sizeof(float));
+            } else {
+              for (int64_t p = 0; p < inside; ++p)
+                std::memcpy(row + (left + p) * k.xs, src + p * g.c, static_cast<size_t>(g.c) * sizeof(float));
+            }
+            std::fill(row + (left + inside) * k.xs, row + wp * k.xs, 0.0f);
+          }
+          src = row;
         }
-        std::fill(row + (left + inside) * k.xs, row + wp * k.xs, 0.0f);
-        src = row;
+        in[(oy - b0) * g.kh + i] = src;
       }
-      in[i] = src;
+    for (int64_t u0 = 0; u0 < n_units; u0 += unit_step) {
+      const int64_t u1 = std::min(n_units, u0 + unit_step);
+      for (int64_t oy = b0; oy < b1; ++oy) fn(k, in + (oy - b0) * g.kh, packed, y + oy * g.ow * g.m, u0, u1);
     }
-    fn(k, in, packed, y + oy * g.ow * g.m);
   }
 }
 

@@ -52,7 +52,11 @@ int64_t packed_size(const Geometry& g);
 // channel (ci + k) mod 4).
 void pack_weights(const Geometry& g, const float* w, float* out);
 
-// Floats of working memory rows() needs (the window's input rows with their padding).
+// Output rows rows() computes together: each input row they read copied once, each group's
+// weights read once for all of them. The caller's work items are best this many rows.
+int64_t band_rows(const Geometry& g);
+
+// Floats of working memory rows() needs (a band's input rows with their padding).
 int64_t scratch_floats(const Geometry& g);
 
 // Output rows [oy0, oy1) of one image: y[oy][ox][o] (channels-last, m channels) = the sum over

@@ -120,6 +120,24 @@ TEST(GroupedConvF32, GroupsOfSixteenAndThirtyTwoMatchDirectLoop) {
   check({32, 32, 2, 4, 9, 3, 1, 1, 2, 2});     // padding past a tap
 }
 
+// Rows wide enough that a call's rows are several bands (grouped_conv_f32::band_rows): each
+// band's input rows copied into the scratch once, shared by its output rows.
+TEST(GroupedConvF32, BandsOfRowsMatchDirectLoop) {
+  if (!gc::available()) GTEST_SKIP() << "grouped_conv_f32 needs AVX2";
+  const Case cases[] = {
+      {128, 128, 32, 16, 60, 3, 1, 1, 1, 1},  // groups of 4: bands of 3 rows
+      {128, 128, 16, 17, 60, 3, 2, 2, 2, 2},  // groups of 8, stride 2, dilated
+      {256, 256, 16, 12, 60, 3, 1, 1, 1, 1},  // groups of 16: a band a row
+      {256, 256, 8, 9, 70, 3, 2, 1, 1, 1},    // groups of 32, stride 2
+  };
+  for (const Case& t : cases) {
+    const gc::Geometry g = geometry(t);
+    EXPECT_GE(gc::band_rows(g), 1);
+    EXPECT_LT(gc::band_rows(g), g.oh / 2) << "c " << t.c << " w " << t.w << ": one band a call, not several";
+    check(t);
+  }
+}
+
 TEST(GroupedConvF32, GroupsOfFourMatchDirectLoop) {
   if (!gc::available()) GTEST_SKIP() << "grouped_conv_f32 needs AVX2";
   // ResNeXt-50 32x4d's first stage, small: 128 channels, 32 groups of 4

@@ -858,25 +858,29 @@ class ConvolutionNode : public Node {
     return req;
   }
 
-  // Output rows shared by the team, each row's bias and post-ops applied while it is in cache.
+  // Bands of output rows shared by the team (grouped_conv_f32::band_rows a band, or fewer where
+  // that leaves a thread less than two), each band's bias and post-ops applied while it is in cache.
   void run_kiln_grouped() {
     const grouped_conv_f32::Geometry& g = *grouped_;
     const float* x = static_cast<const float*>(inputs[0]->data);
     const float* w = static_cast<const float*>(weights_.get_data_handle());
     float* y = static_cast<float*>(outputs[0]->data);
-    const int64_t items = inputs[0]->shape[0] * g.oh;
+    const int64_t images = inputs[0]->shape[0], per_band = grouped_conv_f32::band_rows(g);
+    const int64_t bands = std::min(g.oh, std::max((g.oh + per_band - 1) / per_band, (2 * grouped_threads_ + images - 1) / images));
+    const int64_t items = images * bands;
     const bool epilogue = gemm_ep_.bias || !gemm_ep_.ops.empty();
     const size_t per_thread = Arena::aligned(static_cast<size_t>(grouped_conv_f32::scratch_floats(g)) * sizeof(float));
-    WorkShare shared(items, grouped_threads_);  // each thread its rows, then the others' last ones
+    WorkShare shared(items, grouped_threads_);  // each thread its bands, then the others' last ones
 #pragma omp parallel num_threads(grouped_threads_)
     {
       const int t = omp_get_thread_num();
       float* rows = reinterpret_cast<float*>(static_cast<char*>(scratch) + per_thread * static_cast<size_t>(t));
       shared.run(t, [&](int64_t item) {
-        const int64_t img = item / g.oh, oy = item % g.oh;
+        const int64_t img = item / bands, band = item % bands;
+        const int64_t oy0 = g.oh * band / bands, oy1 = g.oh * (band + 1) / bands;
         float* out = y + img * g.oh * g.ow * g.m;
-        grouped_conv_f32::rows(g, x + img * g.h * g.w * g.c, w, oy, oy + 1, out, rows);
-        if (epilogue) gemm_f32::apply_epilogue(out + oy * g.ow * g.m, g.ow, g.m, g.m, gemm_ep_);
+        grouped_conv_f32::rows(g, x + img * g.h * g.w * g.c, w, oy0, oy1, out, rows);
+        if (epilogue) gemm_f32::apply_epilogue(out + oy0 * g.ow * g.m, (oy1 - oy0) * g.ow, g.m, g.m, gemm_ep_);
       });
     }
   }
