@@ -131,44 +131,47 @@ void rows(const Geometry& g, const float* x, const float* packed, int64_t oy0, i
   // that reads it), and per band, units of at most kUnitBytes of weights for every row of the
   // band (a unit's weights read from L1 for each row, not from L2 or beyond: ResNeXt's last
   // stage has 1.2 MiB of weights, a unit of 36 KiB).
-  const int64_t band = band_rows(g), slots = band_input_rows(g, band);
+  const int64_t band = band_rows(g);
   constexpr int64_t kUnitBytes = 16 << 10;
   const int64_t per_unit = unit_floats(g), n_units = units(g);
   const int64_t unit_step = std::max<int64_t>(1, kUnitBytes / std::max<int64_t>(1, per_unit * 4));
-  // the band's window rows' pointers (kh a row) and the input row in each scratch slot: on the
-  // stack up to 64 of each, else on the heap
+  // the band's window rows' pointers (kh an output row): on the stack up to 64, else on the heap
   const int64_t ptrs = band * g.kh;
   const float* stack_rows[64];
-  int64_t stack_slots[64];
   std::vector<const float*> heap_rows(ptrs > 64 ? static_cast<size_t>(ptrs) : 0);
-  std::vector<int64_t> heap_slots(slots > 64 ? static_cast<size_t>(slots) : 0);
   const float** in = ptrs > 64 ? heap_rows.data() : stack_rows;
-  int64_t* slot_row = slots > 64 ? heap_slots.data() : stack_slots;
+  // input row iy into `row` between its padding's zeros, k.xs floats a pixel
+  auto copy_row = [&](int64_t iy, float* row) {
+    const float* src = x + iy * g.w * g.c;
+    std::fill(row, row + left * k.xs, 0.0f);
+    if (k.xs == g.c) {
+      std::memcpy(row + left * g.c, src, static_cast<size_t>(inside * g.c) * sizeof(float));
+    } else {
+      for (int64_t p = 0; p < inside; ++p)
+        std::memcpy(row + (left + p) * k.xs, src + p * g.c, static_cast<size_t>(g.c) * sizeof(float));
+    }
+    std::fill(row + (left + inside) * k.xs, row + wp * k.xs, 0.0f);
+  };
   for (int64_t b0 = oy0; b0 < oy1; b0 += band) {
-    const int64_t b1 = std::min(oy1, b0 + band);
-    int64_t used = 0;  // scratch slots holding a row of this band
+    const int64_t b1 = std::min(oy1, b0 + band), first = b0 * g.stride_h - g.pad_t;
+    // The band's input rows in scratch: where its windows span no more rows than they read
+    // (band_input_rows), each row of the span once, at its offset from the first; else (windows
+    // dilated apart) each window row in a slot of its own
+    const int64_t span = (b1 - 1 - b0) * g.stride_h + (g.kh - 1) * g.dil_h + 1;
+    const bool by_offset = span <= (b1 - b0) * g.kh;
+    if (!in_place && by_offset)
+      for (int64_t r = 0; r < span; ++r)
+        if (first + r >= 0 && first + r < g.h) copy_row(first + r, scratch + r * wp * k.xs);
     for (int64_t oy = b0; oy < b1; ++oy)
       for (int64_t i = 0; i < g.kh; ++i) {
-        const int64_t iy = oy * g.stride_h - g.pad_t + i * g.dil_h;
+        const int64_t iy = oy * g.stride_h - g.pad_t + i * g.dil_h, slot = (oy - b0) * g.kh + i;
         const float* src = iy >= 0 && iy < g.h ? x + iy * g.w * g.c : nullptr;
-        if (src && !in_place) {  // the row between its padding's zeros, k.xs floats a pixel, once a band
-          int64_t slot = 0;
-          while (slot < used && slot_row[slot] != iy) ++slot;
-          float* row = scratch + slot * wp * k.xs;
-          if (slot == used) {
-            slot_row[used++] = iy;
-            std::fill(row, row + left * k.xs, 0.0f);
-            if (k.xs == g.c) {
-              std::memcpy(row + left * g.c, src, static_cast<size_t>(inside * g.c) * sizeof(float));
-            } else {
-              for (int64_t p = 0; p < inside; ++p)
-                std::memcpy(row + (left + p) * k.xs, src + p * g.c, static_cast<size_t>(g.c) * sizeof(float));
-            }
-            std::fill(row + (left + inside) * k.xs, row + wp * k.xs, 0.0f);
-          }
+        if (src && !in_place) {
+          float* row = scratch + (by_offset ? iy - first : slot) * wp * k.xs;
+          if (!by_offset) copy_row(iy, row);
           src = row;
         }
-        in[(oy - b0) * g.kh + i] = src;
+        in[slot] = src;
       }
     for (int64_t u0 = 0; u0 < n_units; u0 += unit_step) {
       const int64_t u1 = std::min(n_units, u0 + unit_step);

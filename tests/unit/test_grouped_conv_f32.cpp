@@ -136,6 +136,11 @@ TEST(GroupedConvF32, BandsOfRowsMatchDirectLoop) {
     EXPECT_LT(gc::band_rows(g), g.oh / 2) << "c " << t.c << " w " << t.w << ": one band a call, not several";
     check(t);
   }
+  // bands of many rows whose windows span more rows than they read (dilated 4 apart: each window
+  // row a slot of its own) or skip rows (stride 3 over 2 rows)
+  check({16, 16, 2, 20, 9, 3, 1, 4, 4, 4});
+  check({16, 16, 2, 23, 9, 2, 3, 1, 1, 1});
+  check({32, 32, 2, 20, 9, 3, 2, 3, 3, 3});
 }
 
 TEST(GroupedConvF32, GroupsOfFourMatchDirectLoop) {
