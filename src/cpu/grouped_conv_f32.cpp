@@ -40,9 +40,13 @@ int64_t padded_width(const Geometry& g) { return (g.ow - 1) * g.stride_w + (g.kw
 // pixels and taps (ResNeXt's 512 channels: 2 KiB apart, 4 KiB at stride 2) all fall in one or
 // two of L1's 64 sets, more lines than its 8 ways: at stride 2 a run of 14 pixels read 29 lines
 // of one set, and went at half the speed of runs of 7 (BM_GroupedConvResNeXt/512/28/2/16, one
-// thread: 49 -> 87 GFLOP/s). Not for the 8-lane forms: their runs are short, and a copy a pixel
-// instead of one a row cost groups of 4 and 8 a fifth of their time.
-int64_t padded_pixel(const Geometry& g) { return g.out_per_group() >= 16 && g.c % 64 == 0 ? g.c + 16 : g.c; }
+// thread: 49 -> 87 GFLOP/s). Not for the 8-lane forms (below AVX-512, or groups of 4, 8 or 24):
+// their runs are short, and a copy a pixel instead of one a row cost groups of 4 and 8 a fifth of
+// their time.
+int64_t padded_pixel(const Geometry& g) {
+  const bool zmm = isa_at_least(Isa::avx512_core) && (g.out_per_group() == 16 || g.out_per_group() == 32);
+  return zmm && g.c % 64 == 0 ? g.c + 16 : g.c;
+}
 
 }  // namespace
 
