@@ -15,7 +15,10 @@
 // per run (pair_pixels). Groups of 8 at stride 1 over 3 columns broadcast each input value once
 // for the three taps that read it (pixels_s1k3). 8-lane vectors, on AVX-512 CPUs too (Zen 4 runs two 8-lane
 // multiply-adds a cycle, as many lanes as one of 16), there in AVX-512's 32 registers: runs of
-// up to 24 pixels (groups of 4: 6), against 12 (3) with AVX2 (grouped_conv_f32_row.inc). Below
+// up to 24 pixels (groups of 4: 6), against 12 (3) with AVX2 (grouped_conv_f32_row.inc); but
+// groups of 16 or 32 outputs on AVX-512 in 16-lane vectors, runs of up to 28 pixels (half the
+// instructions a pixel: grouped_conv_f32_zmm.inc). Output rows go in bands (band_rows): each
+// input row a band reads copied once, each group's weights read once for all its rows. Below
 // AVX2 (available()) the caller keeps oneDNN's convolution.
 #include <cstdint>
 
