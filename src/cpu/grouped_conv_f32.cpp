@@ -35,6 +35,12 @@ constexpr int kAccumulators = 24;
 // Input columns a row of the window spans, from -pad_l on: up to the last output pixel's last tap.
 int64_t padded_width(const Geometry& g) { return (g.ow - 1) * g.stride_w + (g.kw - 1) * g.dil_w + 1; }
 
+// Whether the 16-lane forms compute the groups (grouped_conv_f32_zmm.inc): 16 or 32 outputs a
+// group, on AVX-512.
+bool sixteen_lanes(const Geometry& g) {
+  return isa_at_least(Isa::avx512_core) && (g.out_per_group() == 16 || g.out_per_group() == 32);
+}
+
 // Floats from one pixel to the next in rows() copies of the input rows: c, and a cache line more
 // for the 16-lane forms' long runs where c is a multiple of 64 floats (256 bytes). Else a run's
 // pixels and taps (ResNeXt's 512 channels: 2 KiB apart, 4 KiB at stride 2) all fall in one or
@@ -43,10 +49,7 @@ int64_t padded_width(const Geometry& g) { return (g.ow - 1) * g.stride_w + (g.kw
 // thread: 49 -> 87 GFLOP/s). Not for the 8-lane forms (below AVX-512, or groups of 4, 8 or 24):
 // their runs are short, and a copy a pixel instead of one a row cost groups of 4 and 8 a fifth of
 // their time.
-int64_t padded_pixel(const Geometry& g) {
-  const bool zmm = isa_at_least(Isa::avx512_core) && (g.out_per_group() == 16 || g.out_per_group() == 32);
-  return zmm && g.c % 64 == 0 ? g.c + 16 : g.c;
-}
+int64_t padded_pixel(const Geometry& g) { return sixteen_lanes(g) && g.c % 64 == 0 ? g.c + 16 : g.c; }
 
 }  // namespace
 
@@ -115,13 +118,13 @@ void rows(const Geometry& g, const float* x, const float* packed, int64_t oy0, i
                  supports(g.in_per_group(), g.out_per_group(), g.groups),
              "grouped_conv_f32::rows: no kernel for these channels a group on the ISA in use");
   const bool wide = isa_at_least(Isa::avx512_core);
-  const bool s1k3 = !pairs(g) && g.out_per_group() == 8 && g.stride_w == 1 && g.dil_w == 1 && g.kw == 3;
-  // 16 lanes for groups of 16 or 32 outputs on AVX-512
-  const bool z = wide && !pairs(g) && (g.out_per_group() == 16 || g.out_per_group() == 32);
-  const bool zs1k3 = g.stride_w == 1 && g.dil_w == 1 && g.kw == 3;
+  // stride 1, undilated, 3 columns a window: each input value broadcast once for its three taps
+  const bool s1k3_window = g.stride_w == 1 && g.dil_w == 1 && g.kw == 3;
+  const bool s1k3 = !pairs(g) && g.out_per_group() == 8 && s1k3_window;
   const RowFn fn = pairs(g) ? (wide ? v512::pair_row : v256::pair_row)
-                   : z      ? (g.out_per_group() == 16 ? (zs1k3 ? v512::zrow<1, true> : v512::zrow<1, false>)
-                                                       : (zs1k3 ? v512::zrow<2, true> : v512::zrow<2, false>))
+                   : sixteen_lanes(g)
+                       ? (g.out_per_group() == 16 ? (s1k3_window ? v512::zrow<1, true> : v512::zrow<1, false>)
+                                                  : (s1k3_window ? v512::zrow<2, true> : v512::zrow<2, false>))
                    : s1k3   ? (wide ? v512::row_s1k3 : v256::row_s1k3)
                             : (wide ? v512::kRows : v256::kRows)[g.out_per_group() / 8 - 1];
   // a window row's columns: `left` of padding, `inside` of the input, then padding (a crafted
