@@ -55,7 +55,9 @@ int64_t padded_pixel(const Geometry& g) { return sixteen_lanes(g) && g.c % 64 ==
 
 bool available() { return isa_at_least(Isa::avx2); }
 
-const char* impl_name() { return "kiln_grouped_conv:avx2_f32"; }
+const char* impl_name() {
+  return isa_at_least(Isa::avx512_core) ? "kiln_grouped_conv:avx512_core_f32" : "kiln_grouped_conv:avx2_f32";
+}
 
 namespace {
 // Groups of 4 input and 4 output channels, taken two at a time (pair_row).

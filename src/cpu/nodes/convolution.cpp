@@ -832,11 +832,18 @@ class ConvolutionNode : public Node {
   //   GEMM, channels-last) below AVX-512, where oneDNN's AVX2 kernel for ResNeXt's groups wants
   //   channel blocks, with Reorders on either side. AMD EPYC Zen 2 (AVX2), 2 threads, a shape
   //   run 60 times, kiln's kernel kept against oneDNN's (adjacent pairs): resnext_hw at [2, 3,
-  //   208, 200] 0.96-0.98, regnet_hw at [2, 3, 200, 208] 0.92-0.93 of the time. With AVX-512
-  //   oneDNN's kernel was the faster (RegNet's 16 at [2, 3, 224, 224] 1.8-2.0 ms against kiln's
-  //   2.4-2.7, AMD Zen 4).
+  //   208, 200] 0.96-0.98, regnet_hw at [2, 3, 200, 208] 0.92-0.93 of the time;
+  // - in those graphs with AVX-512, for groups of 4 input and 4 output channels, where oneDNN's
+  //   JIT kernel wants channel blocks too: resnext_hw at [2, 3, 200, 208] hot, the first stage's
+  //   three grouped layers and their Reorders 2660 us, kiln's kernel 1316 (AMD Zen 4, 2 threads,
+  //   node medians, 2 alternations). Its other groups stay on oneDNN's kernel there, which reads
+  //   channels-last: groups of 8 1413 us against kiln's 1700, of 16 and 32 level.
   bool kiln_grouped_when_fixed() const {
-    return !onednn_grouped_jit() || (shape_agnostic && !isa_at_least(Isa::avx512_core));
+    if (!onednn_grouped_jit()) return true;
+    if (!shape_agnostic) return false;
+    const Shape& w = inputs[1]->shape;
+    const bool fours = w[1] == 4 && w[0] / source->attr_i("group", 1) == 4;
+    return !isa_at_least(Isa::avx512_core) || fours;
   }
 
   std::vector<InputLayout> prepare_kiln_grouped(const grouped_conv_f32::Geometry& g) {
