@@ -130,8 +130,12 @@ struct Prefetch {
 
 // One step of K for the AVX-512 block: row k of the packed panel (`b`, 64 floats a row; its
 // first NV vectors) times the element of A at column k in each of the MR rows (lda apart), into
-// the MR x NV accumulators; B's row kPrefetch ahead brought into L1.
-template <int MR, int NV, bool PREFETCH = true>
+// the MR x NV accumulators; B's row kPrefetch ahead brought into L1. HALF: the last vector holds
+// 8 columns, its loads and multiply-adds 8 lanes wide (the upper 8 lanes of its accumulators
+// zero, never stored). A core that splits a 16-lane multiply-add in two halves (AMD Zen 4) does
+// half the work for it: a last panel of 24 columns (a 1x1 convolution into 24 channels,
+// MobileNet's and EfficientNet's) 3 halves where 4 computed 8 columns for nothing.
+template <int MR, int NV, bool PREFETCH = true, bool HALF = false>
 KILN_AVX512 inline __attribute__((always_inline)) void step512(const float* a, int64_t lda, const float* b, int64_t k,
                                                                __m512 (&acc)[MR][NV]) {
   const float* bk = b + k * kPanel;
@@ -139,27 +143,36 @@ KILN_AVX512 inline __attribute__((always_inline)) void step512(const float* a, i
 #pragma GCC unroll 8
   for (int j = 0; j < NV; ++j) {
     if (PREFETCH) _mm_prefetch(reinterpret_cast<const char*>(bk + kPrefetch * kPanel + 16 * j), _MM_HINT_T0);
-    bv[j] = _mm512_loadu_ps(bk + 16 * j);
+    if (HALF && j == NV - 1)
+      bv[j] = _mm512_zextps256_ps512(_mm256_loadu_ps(bk + 16 * j));
+    else
+      bv[j] = _mm512_loadu_ps(bk + 16 * j);
   }
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r) {
     const __m512 av = _mm512_set1_ps(a[r * lda + k]);
 #pragma GCC unroll 8
-    for (int j = 0; j < NV; ++j) acc[r][j] = _mm512_fmadd_ps(av, bv[j], acc[r][j]);
+    for (int j = 0; j < NV; ++j) {
+      if (HALF && j == NV - 1)
+        acc[r][j] = _mm512_zextps256_ps512(_mm256_fmadd_ps(_mm512_castps512_ps256(av), _mm512_castps512_ps256(bv[j]),
+                                                           _mm512_castps512_ps256(acc[r][j])));
+      else
+        acc[r][j] = _mm512_fmadd_ps(av, bv[j], acc[r][j]);
+    }
   }
 }
 
 // Steps [0, kc) of K, the first 2 * spread of them each pair bringing a line of `next` into L2.
-template <int MR, int NV, bool PREFETCH>
+template <int MR, int NV, bool PREFETCH, bool HALF = false>
 KILN_AVX512 inline __attribute__((always_inline)) void steps512(const float* a, int64_t lda, const float* b, int64_t kc,
                                                                 int64_t spread, Prefetch next, __m512 (&acc)[MR][NV]) {
   int64_t k = 0;
   for (int64_t line = 0; line < spread; ++line, k += 2) {
     _mm_prefetch(next.p + line * 64, _MM_HINT_T1);
-    step512<MR, NV, PREFETCH>(a, lda, b, k, acc);
-    step512<MR, NV, PREFETCH>(a, lda, b, k + 1, acc);
+    step512<MR, NV, PREFETCH, HALF>(a, lda, b, k, acc);
+    step512<MR, NV, PREFETCH, HALF>(a, lda, b, k + 1, acc);
   }
-  for (; k < kc; ++k) step512<MR, NV, PREFETCH>(a, lda, b, k, acc);
+  for (; k < kc; ++k) step512<MR, NV, PREFETCH, HALF>(a, lda, b, k, acc);
 }
 
 // The epilogue of a block whose ops are not all clamps: `out` [rows][NV] the products, nv of the
@@ -280,7 +293,7 @@ Epi epi_of(const Epilogue& ep, bool last, float* lo, float* hi) {
 // each plane of 16 channels a run of steps with its pixels 16 floats apart); C's rows ldc apart,
 // a row's vectors `vs` (16, or a plane of channel blocks of 16 with ldc 16). (block() passes
 // a_plane 0 and vs 16, constants once inlined.)
-template <int MR, int NV, bool PREFETCH, Epi EPI>
+template <int MR, int NV, bool PREFETCH, Epi EPI, bool HALF = false>
 KILN_AVX512 inline __attribute__((always_inline)) void block_body(const float* a, int64_t lda, const float* b, int64_t kc,
                                                                   float* c, int64_t ldc, int64_t ncols, int64_t n0,
                                                                   bool first, bool last, const Epilogue& ep,
@@ -292,7 +305,7 @@ KILN_AVX512 inline __attribute__((always_inline)) void block_body(const float* a
 #pragma GCC unroll 8
     for (int j = 0; j < NV; ++j) acc[r][j] = _mm512_setzero_ps();
   if (a_plane == 0) {
-    steps512<MR, NV, PREFETCH>(a, lda, b, kc, spread, next, acc);
+    steps512<MR, NV, PREFETCH, HALF>(a, lda, b, kc, spread, next, acc);
   } else {
     for (int64_t q = 0; q < kc; q += 16) steps512<MR, NV, PREFETCH>(a + q / 16 * a_plane, 16, b + q * kPanel, 16, 0, next, acc);
   }
@@ -330,14 +343,14 @@ KILN_AVX512 inline __attribute__((always_inline)) void block_body(const float* a
 
 // block_body for the epilogue `epi` (decided before the accumulators live: a call after the
 // products would spill all of them, every vector register being the caller's to save).
-template <int MR, int NV, bool PREFETCH>
+template <int MR, int NV, bool PREFETCH, bool HALF = false>
 KILN_AVX512 inline __attribute__((always_inline)) void block_epi(Epi epi, const float* a, int64_t lda, const float* b,
                                                                  int64_t kc, float* c, int64_t ldc, int64_t ncols,
                                                                  int64_t n0, bool first, bool last, const Epilogue& ep,
                                                                  int64_t spread, Prefetch next, float lo, float hi,
                                                                  int64_t a_plane, int64_t vs) {
 #define KILN_BODY(E) \
-  return block_body<MR, NV, PREFETCH, E>(a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, spread, next, lo, hi, a_plane, vs)
+  return block_body<MR, NV, PREFETCH, E, HALF>(a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, spread, next, lo, hi, a_plane, vs)
   switch (epi) {
     case kEpiRegisters: KILN_BODY(kEpiRegisters);
     case kEpiSwish: KILN_BODY(kEpiSwish);
@@ -352,8 +365,9 @@ KILN_AVX512 inline __attribute__((always_inline)) void block_epi(Epi epi, const 
 // `first`: C is written, else added to; `last`: the epilogue runs (bias before the ops).
 // (`gstride`, the floats between groups of a panel, is the AVX2 block's: here a panel is one group)
 // NV: the vectors of 16 columns computed, 4 but in a last panel of at most 48 columns (a 1x1
-// convolution's 16, 24 or 32 output channels: computing the whole panel did 2-4x the products).
-template <int MR, int NV = 4>
+// convolution's 16, 24 or 32 output channels: computing the whole panel did 2-4x the products);
+// HALF: the last of them 8 columns (step512).
+template <int MR, int NV = 4, bool HALF = false>
 KILN_AVX512 void block(const float* a, int64_t lda, const float* b, int64_t /*gstride*/, int64_t kc, float* c, int64_t ldc,
                        int64_t ncols, int64_t n0, bool first, bool last, const Epilogue& ep, Prefetch next) {
   // the full block spreads `next` over its loop (a line per 2 steps of K, so that the misses
@@ -366,8 +380,9 @@ KILN_AVX512 void block(const float* a, int64_t lda, const float* b, int64_t /*gs
   float lo = -INFINITY, hi = INFINITY;
   const Epi epi = epi_of(ep, last, &lo, &hi);
   // K <= kShortK: the panel's few rows stay in L1 from the block before, B not fetched ahead
-  if (kc <= kShortK) return block_epi<MR, NV, false>(epi, a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, spread, next, lo, hi, 0, 16);
-  block_epi<MR, NV, true>(epi, a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, spread, next, lo, hi, 0, 16);
+  if (kc <= kShortK)
+    return block_epi<MR, NV, false, HALF>(epi, a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, spread, next, lo, hi, 0, 16);
+  block_epi<MR, NV, true, HALF>(epi, a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, spread, next, lo, hi, 0, 16);
 }
 
 // run_serial_blocked16's block (block_body's A in blocks or rows, C's vectors `vs` apart): as
@@ -1143,6 +1158,13 @@ constexpr BlockTable kAvx512Blocks = {
     {block<1, 2>, block<2, 2>, block<3, 2>, block<4, 2>, block<5, 2>, block<6, 2>},
     {block<1, 3>, block<2, 3>, block<3, 3>, block<4, 3>, block<5, 3>, block<6, 3>},
     {block<1, 4>, block<2, 4>, block<3, 4>, block<4, 4>, block<5, 4>, block<6, 4>}};
+// A last panel whose last vector has at most 8 columns (up to 8, 24, 40 or 56 of them): that
+// vector 8 lanes wide (step512's HALF)
+constexpr BlockTable kAvx512HalfBlocks = {
+    {block<1, 1, true>, block<2, 1, true>, block<3, 1, true>, block<4, 1, true>, block<5, 1, true>, block<6, 1, true>},
+    {block<1, 2, true>, block<2, 2, true>, block<3, 2, true>, block<4, 2, true>, block<5, 2, true>, block<6, 2, true>},
+    {block<1, 3, true>, block<2, 3, true>, block<3, 3, true>, block<4, 3, true>, block<5, 3, true>, block<6, 3, true>},
+    {block<1, 4, true>, block<2, 4, true>, block<3, 4, true>, block<4, 4, true>, block<5, 4, true>, block<6, 4, true>}};
 constexpr BlockTable kAvx2Blocks = {
     {block_avx2<1>, block_avx2<2>, block_avx2<3>, block_avx2<4>, block_avx2<5>, block_avx2<6>},
     {block_avx2<1>, block_avx2<2>, block_avx2<3>, block_avx2<4>, block_avx2<5>, block_avx2<6>},
@@ -1229,7 +1251,9 @@ void run_blocks(const BlockTable& blocks, int64_t width, const float* a, int64_t
       next.lines = std::min(panel_lines, l + share) - l;
     }
     const int64_t n0 = p * kPanel, ncols = std::min(kPanel, N - n0);
-    const BlockFn fn = blocks[(ncols + 15) / 16 - 1][rows - 1];
+    // (a last panel whose last vector has at most 8 columns: that vector's products 8 lanes wide)
+    const bool half = &blocks == &kAvx512Blocks && ncols % 16 != 0 && ncols % 16 <= 8;
+    const BlockFn fn = (half ? kAvx512HalfBlocks : blocks)[(ncols + 15) / 16 - 1][rows - 1];
     if (lean.on && rows == kRows) {
       lean_block_avx2(a + m0 * lda, lda, packed + p * K * kPanel, K * width, K, c + m0 * ldc + n0, ldc, ncols, n0,
                       lean_ep, next, lean.lohi, lean.flags, fn);

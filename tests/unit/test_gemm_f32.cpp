@@ -90,8 +90,9 @@ TEST(GemmF32, BlocksAndTailsMatchADoubleReference) {
 // The block stores through one of several epilogue paths, chosen per call: C added or not
 // (accumulate, or a second slice of K), a bias or not, ReLU / Clip chains as one clamp in
 // registers, or ops through memory (GELU after a clamp). Each path, over short K (B not fetched
-// ahead), one slice and two, last panels of 8, 24 and 40 columns and row tails, against the
-// definition: clamp(C + A B + bias).
+// ahead), one slice and two, last panels of 8, 16, 24, 40 and 56 columns (those of 8, 24, 40 and
+// 56 with their last vector 8 lanes wide on AVX-512) and row tails, against the definition:
+// ops(C + A B + bias).
 TEST(GemmF32, EveryEpiloguePathWithAndWithoutCMatchesTheReference) {
   if (!gemm::available()) GTEST_SKIP() << "below AVX2: no kernel (BlocksAndTailsMatchADoubleReference checks the error)";
   using A = dnnl::algorithm;
@@ -113,12 +114,16 @@ TEST(GemmF32, EveryEpiloguePathWithAndWithoutCMatchesTheReference) {
       {"relu, clip", {op(A::eltwise_relu, 0, 0), op(A::eltwise_clip, -1.0f, 0.75f)},
        [](double x) { return std::min(std::max(x, 0.0), 0.75); }},
       {"clip, gelu", {op(A::eltwise_clip_v2, -0.5f, 1.0f), op(A::eltwise_gelu_erf, 0, 0)},
-       [](double x) { return gelu_erf(std::min(std::max(x, -0.5), 1.0)); }}};
+       [](double x) { return gelu_erf(std::min(std::max(x, -0.5), 1.0)); }},
+      // lone ops in the block's registers
+      {"gelu", {op(A::eltwise_gelu_erf, 0, 0)}, [](double x) { return gelu_erf(x); }},
+      {"hardswish", {op(A::eltwise_hardswish, 1.0f / 6, 0.5f)},
+       [](double x) { return x * std::min(std::max(x / 6 + 0.5, 0.0), 1.0); }}};
   uint32_t seed = 500;
   for (int64_t M : {1, 6, 7})
     // short (B not fetched ahead; 19: steps past the last 4), one slice, two (530 with AVX-512, 2100 with AVX2)
     for (int64_t K : {16, 19, 40, 530, 2100})
-      for (int64_t N : {8, 24, 40, 64, 88})
+      for (int64_t N : {8, 16, 24, 40, 56, 64, 88, 120})
         for (bool accumulate : {false, true})
           for (bool with_bias : {false, true})
             for (const Ops& chain : chains) {
