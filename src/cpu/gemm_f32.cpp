@@ -307,7 +307,8 @@ KILN_AVX512 inline __attribute__((always_inline)) void block_body(const float* a
   if (a_plane == 0) {
     steps512<MR, NV, PREFETCH, HALF>(a, lda, b, kc, spread, next, acc);
   } else {
-    for (int64_t q = 0; q < kc; q += 16) steps512<MR, NV, PREFETCH>(a + q / 16 * a_plane, 16, b + q * kPanel, 16, 0, next, acc);
+    for (int64_t q = 0; q < kc; q += 16)
+      steps512<MR, NV, PREFETCH, HALF>(a + q / 16 * a_plane, 16, b + q * kPanel, 16, 0, next, acc);
   }
   const int nv = static_cast<int>(std::min<int64_t>(NV, (ncols + 15) / 16));  // vectors with columns
   if constexpr (EPI == kEpiMemory) {
@@ -387,13 +388,14 @@ KILN_AVX512 void block(const float* a, int64_t lda, const float* b, int64_t /*gs
 
 // run_serial_blocked16's block (block_body's A in blocks or rows, C's vectors `vs` apart): as
 // block(), B's rows fetched ahead where K is long, nothing brought into L2 ahead.
-template <int MR, int NV>
+template <int MR, int NV, bool HALF = false>
 KILN_AVX512 void block16(const float* a, int64_t lda, int64_t a_plane, const float* b, int64_t kc, float* c, int64_t ldc,
                          int64_t vs, int64_t ncols, int64_t n0, bool first, bool last, const Epilogue& ep) {
   float lo = -INFINITY, hi = INFINITY;
   const Epi epi = epi_of(ep, last, &lo, &hi);
-  if (kc <= kShortK) return block_epi<MR, NV, false>(epi, a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, 0, Prefetch{}, lo, hi, a_plane, vs);
-  block_epi<MR, NV, true>(epi, a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, 0, Prefetch{}, lo, hi, a_plane, vs);
+  if (kc <= kShortK)
+    return block_epi<MR, NV, false, HALF>(epi, a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, 0, Prefetch{}, lo, hi, a_plane, vs);
+  block_epi<MR, NV, true, HALF>(epi, a, lda, b, kc, c, ldc, ncols, n0, first, last, ep, 0, Prefetch{}, lo, hi, a_plane, vs);
 }
 
 using Block16Fn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t, int64_t, int64_t,
@@ -404,6 +406,12 @@ constexpr Block16Fn kBlocks16[4][kRows] = {
     {block16<1, 2>, block16<2, 2>, block16<3, 2>, block16<4, 2>, block16<5, 2>, block16<6, 2>},
     {block16<1, 3>, block16<2, 3>, block16<3, 3>, block16<4, 3>, block16<5, 3>, block16<6, 3>},
     {block16<1, 4>, block16<2, 4>, block16<3, 4>, block16<4, 4>, block16<5, 4>, block16<6, 4>}};
+// C in rows whose last vector has at most 8 columns: that vector 8 lanes wide (step512's HALF)
+constexpr Block16Fn kBlocks16Half[4][kRows] = {
+    {block16<1, 1, true>, block16<2, 1, true>, block16<3, 1, true>, block16<4, 1, true>, block16<5, 1, true>, block16<6, 1, true>},
+    {block16<1, 2, true>, block16<2, 2, true>, block16<3, 2, true>, block16<4, 2, true>, block16<5, 2, true>, block16<6, 2, true>},
+    {block16<1, 3, true>, block16<2, 3, true>, block16<3, 3, true>, block16<4, 3, true>, block16<5, 3, true>, block16<6, 3, true>},
+    {block16<1, 4, true>, block16<2, 4, true>, block16<3, 4, true>, block16<4, 4, true>, block16<5, 4, true>, block16<6, 4, true>}};
 
 // Columns [n_begin, n_end) of run_serial_blocked16's product: panel by panel, each over A's rows
 // in blocks of 6 (the last fewer), K in slices.
@@ -417,7 +425,8 @@ KILN_AVX512 void run_blocked16_avx512(const float* a, int64_t M, int64_t K, int6
     float* c_panel = c + (c_plane ? n0 / 16 * c_plane : n0);
     for (int64_t m0 = 0; m0 < M; m0 += kRows) {
       const int rows = static_cast<int>(std::min<int64_t>(kRows, M - m0));
-      const Block16Fn fn = kBlocks16[(ncols + 15) / 16 - 1][rows - 1];
+      const bool half = ncols % 16 != 0 && ncols % 16 <= 8;
+      const Block16Fn fn = (half ? kBlocks16Half : kBlocks16)[(ncols + 15) / 16 - 1][rows - 1];
       for (int64_t k0 = 0; k0 < K; k0 += kSlice) {
         const int64_t kc = std::min(kSlice, K - k0);
         const float* ak = a_plane ? a + m0 * 16 + k0 / 16 * a_plane : a + m0 * lda + k0;
