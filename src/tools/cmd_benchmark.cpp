@@ -424,7 +424,7 @@ int cmd_benchmark(const BenchmarkOptions& given) {
   }
   } catch (const Error& e) {
     progress.clear();
-    throw Error(in.explain(e));  // naming the dims set to 1, the likely cause
+    throw Error(in.explain(e));  // naming the defaulted dims, the likely cause
   }
   progress.clear();
   const std::vector<double>& times = loop.latencies_ms;

@@ -46,7 +46,7 @@ int cmd_inspect(const InspectOptions& o) {
   try {
     g = compiled.get_runtime_model(shapes);
   } catch (const Error& e) {
-    throw Error(in.explain(e));  // naming the dims set to 1, the likely cause
+    throw Error(in.explain(e));  // naming the defaulted dims, the likely cause
   }
   if (!in.defaulted_dims_hint.empty()) std::cout << "note          " << in.defaulted_dims_hint << "\n";
   if (!g.reference_reason.empty()) {

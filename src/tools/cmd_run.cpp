@@ -116,7 +116,7 @@ int cmd_run(const RunOptions& o) {
       times.push_back(ms_since(t0));
     }
   } catch (const Error& e) {
-    throw Error(in.explain(e));  // naming the dims set to 1, the likely cause
+    throw Error(in.explain(e));  // naming the defaulted dims, the likely cause
   }
 
   const auto& outs = compiled.outputs();

@@ -43,7 +43,7 @@ TEST(CliUtil, DataShapeGroups) {
   EXPECT_NE(error_of("", {ids}).find("no shapes"), std::string::npos);
 }
 
-TEST(CliUtil, DynamicDimsSetToOneAreNamedWithHowToGiveThem) {
+TEST(CliUtil, DefaultedDynamicDimsAreNamedWithTheirValuesAndHowToGiveThem) {
   PortInfo ids, mask, img;
   ids.name = "ids";
   ids.dtype = DType::i64;
@@ -60,12 +60,31 @@ TEST(CliUtil, DynamicDimsSetToOneAreNamedWithHowToGiveThem) {
   EXPECT_EQ(in.defaulted_dims, (std::vector<std::string>{"batch"}));  // once, though two inputs have it
   EXPECT_EQ(in.defaulted_unnamed, (std::vector<std::string>{"img dim 2"}));
   EXPECT_EQ(in.defaulted_dims_hint,
-            "the dynamic dims 'batch', the unnamed img dim 2 were set to 1, since no --shape gave them; give them: "
-            "--shape batch=N --shape img=[d0,d1,...]");
+            "no --shape gave the dynamic dims, so 'batch' = 1, the unnamed img dim 2 = 1; give them: --shape batch=N "
+            "--shape img=[d0,d1,...]");
+  // an image's height and width: 224, one value a symbol wherever it appears
+  PortInfo image, side;
+  image.name = "image";
+  image.dtype = DType::f32;
+  image.shape = {-1, 3, -1, -1};
+  image.dim_names = {"batch", "", "height", "width"};
+  side.name = "side";
+  side.dtype = DType::f32;
+  side.shape = {-1, -1};
+  side.dim_names = {"batch", "width"};
+  PreparedInputs im = prepare_inputs({image, side}, {}, {}, true, 0);
+  EXPECT_EQ(im.tensors[0].shape(), (Shape{1, 3, 224, 224}));
+  EXPECT_EQ(im.tensors[1].shape(), (Shape{1, 224}));
+  EXPECT_EQ(im.defaulted_dims, (std::vector<std::string>{"batch", "height", "width"}));
+  EXPECT_EQ(im.defaulted_dims_hint,
+            "no --shape gave the dynamic dims, so 'batch' = 1, 'height' = 224, 'width' = 224 (an image's height and "
+            "width 224, as compile_model probes, any other dim 1); give them: --shape batch=N --shape height=N "
+            "--shape width=N");
+  EXPECT_EQ(prepare_inputs({image}, {}, {"height=48"}, true, 0).tensors[0].shape(), (Shape{1, 3, 48, 224}));
   // every dim given: nothing to say
   EXPECT_EQ(prepare_inputs({ids, mask, img}, {}, {"batch=2", "sequence=3", "img=[1,3,5]"}, true, 0).defaulted_dims_hint,
             "");
-  // an error then says what was set to 1; without defaulted dims it stays as it was
+  // an error then says what was defaulted; without defaulted dims it stays as it was
   EXPECT_EQ(in.explain(Error("too small")), "too small\n  (" + in.defaulted_dims_hint + ")");
   EXPECT_EQ(prepare_inputs({img}, {}, {"img=[1,3,5]"}, true, 0).explain(Error("too small")), "too small");
 }
@@ -103,6 +122,11 @@ TEST(CliUtil, ConcreteShapeAndRandom) {
   p.dim_names = {"batch", "", ""};
   EXPECT_EQ(concrete_shape(p, {}), (Shape{1, 1, 3}));
   EXPECT_EQ(concrete_shape(p, {{"batch", 4}}), (Shape{4, 1, 3}));
+  PortInfo img = p;  // 4-D: the last two dims an image's height and width
+  img.shape = {-1, 3, -1, -1};
+  img.dim_names = {"", "", "", "w"};
+  EXPECT_EQ(concrete_shape(img, {}), (Shape{1, 3, 224, 224}));
+  EXPECT_EQ(concrete_shape(img, {{"w", 96}}), (Shape{1, 3, 224, 96}));
   p.rank_known = false;
   EXPECT_THROW(concrete_shape(p, {}), Error);
 

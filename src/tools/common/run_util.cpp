@@ -62,8 +62,10 @@ void bind_symbols(const PortInfo& port, const Shape& shape, std::map<std::string
       symbols.emplace(port.dim_names[i], shape[i]);
 }
 
-// The sentence of PreparedInputs::defaulted_dims_hint.
-std::string hint_for(const std::vector<std::string>& defaulted_dims, const std::vector<std::string>& defaulted_unnamed) {
+// The sentence of PreparedInputs::defaulted_dims_hint: the dims (symbols, then unnamed ones)
+// with the values they were given.
+std::string hint_for(const std::vector<std::string>& defaulted_dims, const std::vector<std::string>& defaulted_unnamed,
+                     const std::vector<int64_t>& values) {
   std::vector<std::string> names, give;
   for (const std::string& sym : defaulted_dims) {
     names.push_back(cat("'", sym, "'"));
@@ -74,11 +76,15 @@ std::string hint_for(const std::vector<std::string>& defaulted_dims, const std::
     give.push_back(cat("--shape ", d.substr(0, d.rfind(" dim ")), "=[d0,d1,...]"));
   }
   if (names.empty()) return "";
+  std::vector<std::string> set;
+  for (size_t i = 0; i < names.size(); ++i) set.push_back(cat(names[i], " = ", values.at(i)));
   std::sort(give.begin(), give.end());
   give.erase(std::unique(give.begin(), give.end()), give.end());
-  return cat(names.size() > 1 ? "the dynamic dims " : "the dynamic dim ", join(names, ", "),
-             names.size() > 1 ? " were" : " was", " set to 1, since no --shape gave ", names.size() > 1 ? "them" : "it",
-             "; give ", names.size() > 1 ? "them" : "it", ": ", join(give, " "));
+  const bool many = names.size() > 1;
+  const bool image = std::any_of(values.begin(), values.end(), [](int64_t v) { return v != 1; });
+  return cat("no --shape gave the dynamic dim", many ? "s" : "", ", so ", join(set, ", "),
+             image ? " (an image's height and width 224, as compile_model probes, any other dim 1)" : "", "; give ",
+             many ? "them" : "it", ": ", join(give, " "));
 }
 
 }  // namespace
@@ -139,26 +145,34 @@ PreparedInputs prepare_inputs(const std::vector<PortInfo>& ports, const std::vec
     throw Error(cat("missing input", missing.size() > 1 ? "s " : " ", join(missing, ", "),
                     ": give --input NAME=FILE (.npy or .pb) or use --random-inputs"));
   std::mt19937 rng(seed);
+  // a symbol no --shape gave takes the value of its first defaulted place everywhere
+  std::map<std::string, int64_t> with_defaults = symbols;
+  std::vector<int64_t> symbol_values, unnamed_values;
   for (size_t i = 0; i < ports.size(); ++i) {
     if (r.tensors[i].defined()) continue;
     auto it = shapes.find(ports[i].name);
-    Shape shape = it != shapes.end() ? it->second : concrete_shape(ports[i], symbols);
+    Shape shape = it != shapes.end() ? it->second : concrete_shape(ports[i], with_defaults);
     if (it == shapes.end())
       for (size_t d = 0; d < ports[i].shape.size(); ++d) {
         if (ports[i].shape[d] >= 0) continue;
         const std::string sym = d < ports[i].dim_names.size() ? ports[i].dim_names[d] : std::string();
-        if (sym.empty())
+        if (sym.empty()) {
           r.defaulted_unnamed.push_back(cat(ports[i].name, " dim ", d));
-        else if (!symbols.count(sym) &&
-                 std::find(r.defaulted_dims.begin(), r.defaulted_dims.end(), sym) == r.defaulted_dims.end())
+          unnamed_values.push_back(shape[d]);
+        } else if (!symbols.count(sym) &&
+                   std::find(r.defaulted_dims.begin(), r.defaulted_dims.end(), sym) == r.defaulted_dims.end()) {
           r.defaulted_dims.push_back(sym);
+          symbol_values.push_back(shape[d]);
+          with_defaults.emplace(sym, shape[d]);
+        }
       }
     KILN_CHECK(ports[i].dtype != DType::undefined,
                cat("input '", ports[i].name, "' has no declared element type; give it with --input"));
     r.tensors[i] = random_tensor(ports[i].name, ports[i].dtype, shape, rng);
     r.sources[i] = cat("random, seed ", seed);
   }
-  r.defaulted_dims_hint = hint_for(r.defaulted_dims, r.defaulted_unnamed);
+  symbol_values.insert(symbol_values.end(), unnamed_values.begin(), unnamed_values.end());
+  r.defaulted_dims_hint = hint_for(r.defaulted_dims, r.defaulted_unnamed, symbol_values);
   return r;
 }
 
@@ -243,6 +257,8 @@ std::pair<std::string, Shape> parse_shape_spec(const std::string& spec) {
   return {name, shape};
 }
 
+int64_t default_dim(size_t rank, size_t index) { return rank == 4 && index >= 2 ? 224 : 1; }
+
 Shape concrete_shape(const PortInfo& port, const std::map<std::string, int64_t>& symbols) {
   KILN_CHECK(port.rank_known, cat("input '", port.name, "' has an unknown rank: give its shape with --shape ",
                                   port.name, "=[d0,d1,...]"));
@@ -254,7 +270,7 @@ Shape concrete_shape(const PortInfo& port, const std::map<std::string, int64_t>&
     }
     const std::string& sym = i < port.dim_names.size() ? port.dim_names[i] : std::string();
     auto it = sym.empty() ? symbols.end() : symbols.find(sym);
-    s.push_back(it != symbols.end() ? it->second : 1);
+    s.push_back(it != symbols.end() ? it->second : default_dim(port.shape.size(), i));
   }
   return s;
 }

@@ -21,9 +21,13 @@ std::pair<std::string, Shape> parse_shape_spec(const std::string& spec);
 // Splits "NAME=VALUE" at the first '='; no '=' -> ("", spec).
 std::pair<std::string, std::string> split_assignment(const std::string& spec);
 
-// Concrete shape for a model input: `given` when non-empty-optional (has_value), else
-// the declared dims with dynamic ones taken from `symbols` (by dim name) or 1.
-// Throws when the rank is unknown and no shape was given.
+// The value a dynamic dim no --shape gives takes: the height and width of a 4-D input (dims 2
+// and 3, an image's) 224, the size compile_model probes such a model at and vision models are
+// mostly served at (a 1x1 image timed a model at nothing like its use); any other dim 1.
+int64_t default_dim(size_t rank, size_t index);
+
+// Concrete shape for a model input: the declared dims with dynamic ones taken from `symbols`
+// (by dim name), else default_dim. Throws when the rank is unknown.
 Shape concrete_shape(const PortInfo& port, const std::map<std::string, int64_t>& symbols);
 
 // Random data for an input: floats U[-1,1); bool 50/50; integers by name: names with
@@ -37,12 +41,12 @@ Tensor random_tensor(const std::string& name, DType dtype, const Shape& shape, s
 struct PreparedInputs {
   std::vector<Tensor> tensors;       // one per model input, in port order
   std::vector<std::string> sources;  // file name or "random, seed N"
-  // Dynamic dims of random inputs that no --shape gave and that were set to 1: their symbols
-  // (each once), and "x dim 2" for a dim without a name.
+  // Dynamic dims of random inputs that no --shape gave, set to default_dim: their symbols
+  // (each once, one value wherever it appears), and "x dim 2" for a dim without a name.
   std::vector<std::string> defaulted_dims;
   std::vector<std::string> defaulted_unnamed;
-  // "" when nothing was defaulted; else a sentence naming those dims and how to give them,
-  // for the CLI's note and for errors of a model that does not run at size 1.
+  // "" when nothing was defaulted; else a sentence naming those dims, their values and how to
+  // give them, for the CLI's note and for errors of a model that does not run at those sizes.
   std::string defaulted_dims_hint;
   // An error of compiling or running with these inputs, with the hint when there is one
   // (the likely cause).
