@@ -162,6 +162,9 @@ KILN_AVX512 inline __attribute__((always_inline)) void step512(const float* a, i
   }
 }
 
+// Whether a panel of `ncols` columns ends in a vector of at most 8 of them (the HALF blocks)
+constexpr bool half_last_vector(int64_t ncols) { return ncols % 16 != 0 && ncols % 16 <= 8; }
+
 // Steps [0, kc) of K, the first 2 * spread of them each pair bringing a line of `next` into L2.
 template <int MR, int NV, bool PREFETCH, bool HALF = false>
 KILN_AVX512 inline __attribute__((always_inline)) void steps512(const float* a, int64_t lda, const float* b, int64_t kc,
@@ -425,8 +428,7 @@ KILN_AVX512 void run_blocked16_avx512(const float* a, int64_t M, int64_t K, int6
     float* c_panel = c + (c_plane ? n0 / 16 * c_plane : n0);
     for (int64_t m0 = 0; m0 < M; m0 += kRows) {
       const int rows = static_cast<int>(std::min<int64_t>(kRows, M - m0));
-      const bool half = ncols % 16 != 0 && ncols % 16 <= 8;
-      const Block16Fn fn = (half ? kBlocks16Half : kBlocks16)[(ncols + 15) / 16 - 1][rows - 1];
+      const Block16Fn fn = (half_last_vector(ncols) ? kBlocks16Half : kBlocks16)[(ncols + 15) / 16 - 1][rows - 1];
       for (int64_t k0 = 0; k0 < K; k0 += kSlice) {
         const int64_t kc = std::min(kSlice, K - k0);
         const float* ak = a_plane ? a + m0 * 16 + k0 / 16 * a_plane : a + m0 * lda + k0;
@@ -1260,8 +1262,7 @@ void run_blocks(const BlockTable& blocks, int64_t width, const float* a, int64_t
       next.lines = std::min(panel_lines, l + share) - l;
     }
     const int64_t n0 = p * kPanel, ncols = std::min(kPanel, N - n0);
-    // (a last panel whose last vector has at most 8 columns: that vector's products 8 lanes wide)
-    const bool half = &blocks == &kAvx512Blocks && ncols % 16 != 0 && ncols % 16 <= 8;
+    const bool half = &blocks == &kAvx512Blocks && half_last_vector(ncols);
     const BlockFn fn = (half ? kAvx512HalfBlocks : blocks)[(ncols + 15) / 16 - 1][rows - 1];
     if (lean.on && rows == kRows) {
       lean_block_avx2(a + m0 * lda, lda, packed + p * K * kPanel, K * width, K, c + m0 * ldc + n0, ldc, ncols, n0,
