@@ -14,6 +14,7 @@
 #include "api/compile_cache.hpp"
 #include "api/properties.hpp"
 #include "api/runtime_model.hpp"
+#include "core/probe_dims.hpp"
 #include "core/strings.hpp"
 #include "cpu/compile_pipeline.hpp"
 #include "cpu/executor.hpp"
@@ -221,16 +222,13 @@ static std::optional<std::vector<Shape>> declared_static_shapes(const Model& m) 
 // that what no shape changes (stages 0-2 of the compile pipeline, the packed weights, each
 // stream's arena and first runtime graph) is done by compile_model, as ONNX Runtime does it
 // in its session's creation, and the first inference costs what any new shape costs (BERT-6
-// with its 40 MiB of weights: 30-40 ms less). A leading dynamic dim is 1 (a batch); the last
-// two of a 4-D input (an image's height and width) 224, the size vision models are mostly
-// trained and served at, so that the kernels chosen by the size of a feature map (Winograd,
-// the taps kernel), and the weights they pack, are a real image's (DeepLabV3's first image
-// packed 15 ms of weights for them when the probe was 64x64); any other dim 64. A symbol has
-// one value everywhere (compile_ahead falls back to all 64s where the model does not take 224).
-// None when an input is not a tensor of known rank, or when an input
-// would hold more than 2^20 elements even with every dim but the batch at 64 (a probe that
-// large could grow the arenas beyond what the user's shapes need, and they keep their largest
-// size).
+// with its 40 MiB of weights: 30-40 ms less). Each dynamic dim takes `probe_dim`
+// (core/probe_dims.hpp, which the CLI's default shapes take too): an image's height and width
+// 224, so that the kernels chosen by the size of a feature map (Winograd, the taps kernel), and
+// the weights they pack, are a real image's (DeepLabV3's first image packed 15 ms of weights for
+// them when the probe was 64x64). A symbol has one value everywhere (compile_ahead falls back to
+// all 64s where the model does not take 224). None when an input is not a tensor of known rank,
+// or when an input would hold more than kProbeMaxElements even with every dim but the batch at 64.
 static std::optional<std::vector<Shape>> probe_shapes(const Model& m, bool image_sizes = true) {
   std::unordered_map<std::string, int64_t> symbols;
   std::vector<Shape> shapes;
@@ -240,13 +238,12 @@ static std::optional<std::vector<Shape>> probe_shapes(const Model& m, bool image
     Shape s;
     for (size_t i = 0; i < ps.rank(); ++i) {
       const ir::Dim& d = ps.dims[i];
-      const int64_t guess = i == 0 && ps.rank() > 1 ? 1 : image_sizes && ps.rank() == 4 && i >= 2 ? 224 : 64;
+      const int64_t guess = probe_dim(ps.rank(), i, image_sizes);
       s.push_back(d.is_static() ? d.value : d.is_symbolic() ? symbols.try_emplace(d.symbol, guess).first->second : guess);
     }
-    constexpr int64_t kMaxElements = int64_t{1} << 20;
     int64_t elements = 1;
     for (int64_t d : s) {
-      if (d > 0 && elements > kMaxElements / d) return image_sizes ? probe_shapes(m, false) : std::nullopt;
+      if (d > 0 && elements > kProbeMaxElements / d) return image_sizes ? probe_shapes(m, false) : std::nullopt;
       elements *= d;
     }
     shapes.push_back(std::move(s));

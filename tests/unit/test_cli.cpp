@@ -60,8 +60,14 @@ TEST(CliUtil, DefaultedDynamicDimsAreNamedWithTheirValuesAndHowToGiveThem) {
   EXPECT_EQ(in.defaulted_dims, (std::vector<std::string>{"batch"}));  // once, though two inputs have it
   EXPECT_EQ(in.defaulted_unnamed, (std::vector<std::string>{"img dim 2"}));
   EXPECT_EQ(in.defaulted_dims_hint,
-            "no --shape gave the dynamic dims, so 'batch' = 1, the unnamed img dim 2 = 1; give them: --shape batch=N "
+            "no --shape gave the dynamic dims, so 'batch' = 1, the unnamed img dim 2 = 64 (compile_model's probe: a "
+            "leading dim 1, an image's height and width 224, any other dim 64); give them: --shape batch=N "
             "--shape img=[d0,d1,...]");
+  // a sequence's length: 64, as compile_model probes (one token timed a BERT at nothing like its use)
+  EXPECT_EQ(prepare_inputs({ids, mask}, {}, {}, true, 0).tensors[1].shape(), (Shape{1, 64}));
+  EXPECT_EQ(prepare_inputs({ids, mask}, {}, {"batch=1"}, true, 0).defaulted_dims_hint,
+            "no --shape gave the dynamic dim, so 'sequence' = 64 (compile_model's probe: a leading dim 1, an image's "
+            "height and width 224, any other dim 64); give it: --shape sequence=N");
   // an image's height and width: 224, one value a symbol wherever it appears
   PortInfo image, side;
   image.name = "image";
@@ -77,10 +83,20 @@ TEST(CliUtil, DefaultedDynamicDimsAreNamedWithTheirValuesAndHowToGiveThem) {
   EXPECT_EQ(im.tensors[1].shape(), (Shape{1, 224}));
   EXPECT_EQ(im.defaulted_dims, (std::vector<std::string>{"batch", "height", "width"}));
   EXPECT_EQ(im.defaulted_dims_hint,
-            "no --shape gave the dynamic dims, so 'batch' = 1, 'height' = 224, 'width' = 224 (an image's height and "
-            "width 224, as compile_model probes, any other dim 1); give them: --shape batch=N --shape height=N "
-            "--shape width=N");
+            "no --shape gave the dynamic dims, so 'batch' = 1, 'height' = 224, 'width' = 224 (compile_model's probe: "
+            "a leading dim 1, an image's height and width 224, any other dim 64); give them: --shape batch=N "
+            "--shape height=N --shape width=N");
   EXPECT_EQ(prepare_inputs({image}, {}, {"height=48"}, true, 0).tensors[0].shape(), (Shape{1, 3, 48, 224}));
+  // channels dynamic too: 64 x 224 x 224 is past kProbeMaxElements, so every dim but the batch 64,
+  // the other inputs' included, as compile_model's probe falls back
+  PortInfo any = image;
+  any.shape = {-1, -1, -1, -1};
+  any.dim_names = {"batch", "channels", "height", "width"};
+  PreparedInputs big = prepare_inputs({any, side}, {}, {}, true, 0);
+  EXPECT_EQ(big.tensors[0].shape(), (Shape{1, 64, 64, 64}));
+  EXPECT_EQ(big.tensors[1].shape(), (Shape{1, 64}));
+  EXPECT_EQ(big.defaulted_dims, (std::vector<std::string>{"batch", "channels", "height", "width"}));
+  EXPECT_EQ(prepare_inputs({any}, {}, {"channels=3"}, true, 0).tensors[0].shape(), (Shape{1, 3, 224, 224}));
   // every dim given: nothing to say
   EXPECT_EQ(prepare_inputs({ids, mask, img}, {}, {"batch=2", "sequence=3", "img=[1,3,5]"}, true, 0).defaulted_dims_hint,
             "");
@@ -120,13 +136,14 @@ TEST(CliUtil, ConcreteShapeAndRandom) {
   p.dtype = DType::i64;
   p.shape = {-1, -1, 3};
   p.dim_names = {"batch", "", ""};
-  EXPECT_EQ(concrete_shape(p, {}), (Shape{1, 1, 3}));
-  EXPECT_EQ(concrete_shape(p, {{"batch", 4}}), (Shape{4, 1, 3}));
+  EXPECT_EQ(concrete_shape(p, {}), (Shape{1, 64, 3}));
+  EXPECT_EQ(concrete_shape(p, {{"batch", 4}}), (Shape{4, 64, 3}));
   PortInfo img = p;  // 4-D: the last two dims an image's height and width
   img.shape = {-1, 3, -1, -1};
   img.dim_names = {"", "", "", "w"};
   EXPECT_EQ(concrete_shape(img, {}), (Shape{1, 3, 224, 224}));
   EXPECT_EQ(concrete_shape(img, {{"w", 96}}), (Shape{1, 3, 224, 96}));
+  EXPECT_EQ(concrete_shape(img, {}, /*image_sizes=*/false), (Shape{1, 3, 64, 64}));
   p.rank_known = false;
   EXPECT_THROW(concrete_shape(p, {}), Error);
 

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "core/dispatch.hpp"
+#include "core/probe_dims.hpp"
 #include "core/strings.hpp"
 #include "tools/common/tensor_file.hpp"
 
@@ -81,10 +82,10 @@ std::string hint_for(const std::vector<std::string>& defaulted_dims, const std::
   std::sort(give.begin(), give.end());
   give.erase(std::unique(give.begin(), give.end()), give.end());
   const bool many = names.size() > 1;
-  const bool image = std::any_of(values.begin(), values.end(), [](int64_t v) { return v != 1; });
+  const bool probe = std::any_of(values.begin(), values.end(), [](int64_t v) { return v != 1; });
   return cat("no --shape gave the dynamic dim", many ? "s" : "", ", so ", join(set, ", "),
-             image ? " (an image's height and width 224, as compile_model probes, any other dim 1)" : "", "; give ",
-             many ? "them" : "it", ": ", join(give, " "));
+             probe ? " (compile_model's probe: a leading dim 1, an image's height and width 224, any other dim 64)" : "",
+             "; give ", many ? "them" : "it", ": ", join(give, " "));
 }
 
 }  // namespace
@@ -145,30 +146,51 @@ PreparedInputs prepare_inputs(const std::vector<PortInfo>& ports, const std::vec
     throw Error(cat("missing input", missing.size() > 1 ? "s " : " ", join(missing, ", "),
                     ": give --input NAME=FILE (.npy or .pb) or use --random-inputs"));
   std::mt19937 rng(seed);
-  // a symbol no --shape gave takes the value of its first defaulted place everywhere
-  std::map<std::string, int64_t> with_defaults = symbols;
+  // The dynamic dims no --shape gave take probe_dim, compile_model's probe: a symbol the value of
+  // its first defaulted place everywhere; as there, without image sizes where an input would
+  // hold more than kProbeMaxElements with them.
+  std::vector<Shape> defaulted(ports.size());
+  std::map<std::string, int64_t> with_defaults;
   std::vector<int64_t> symbol_values, unnamed_values;
-  for (size_t i = 0; i < ports.size(); ++i) {
-    if (r.tensors[i].defined()) continue;
-    auto it = shapes.find(ports[i].name);
-    Shape shape = it != shapes.end() ? it->second : concrete_shape(ports[i], with_defaults);
-    if (it == shapes.end())
+  for (const bool image_sizes : {true, false}) {
+    with_defaults = symbols;
+    symbol_values.clear();
+    unnamed_values.clear();
+    r.defaulted_dims.clear();
+    r.defaulted_unnamed.clear();
+    bool too_large = false;
+    for (size_t i = 0; i < ports.size(); ++i) {
+      if (r.tensors[i].defined()) continue;
+      auto it = shapes.find(ports[i].name);
+      if (it != shapes.end()) {
+        defaulted[i] = it->second;
+        continue;
+      }
+      defaulted[i] = concrete_shape(ports[i], with_defaults, image_sizes);
+      int64_t elements = 1;
+      for (int64_t d : defaulted[i]) elements = d > 0 && elements > kProbeMaxElements / d ? kProbeMaxElements + 1 : elements * d;
+      too_large = too_large || elements > kProbeMaxElements;
       for (size_t d = 0; d < ports[i].shape.size(); ++d) {
         if (ports[i].shape[d] >= 0) continue;
         const std::string sym = d < ports[i].dim_names.size() ? ports[i].dim_names[d] : std::string();
         if (sym.empty()) {
           r.defaulted_unnamed.push_back(cat(ports[i].name, " dim ", d));
-          unnamed_values.push_back(shape[d]);
+          unnamed_values.push_back(defaulted[i][d]);
         } else if (!symbols.count(sym) &&
                    std::find(r.defaulted_dims.begin(), r.defaulted_dims.end(), sym) == r.defaulted_dims.end()) {
           r.defaulted_dims.push_back(sym);
-          symbol_values.push_back(shape[d]);
-          with_defaults.emplace(sym, shape[d]);
+          symbol_values.push_back(defaulted[i][d]);
+          with_defaults.emplace(sym, defaulted[i][d]);
         }
       }
+    }
+    if (!image_sizes || !too_large) break;
+  }
+  for (size_t i = 0; i < ports.size(); ++i) {
+    if (r.tensors[i].defined()) continue;
     KILN_CHECK(ports[i].dtype != DType::undefined,
                cat("input '", ports[i].name, "' has no declared element type; give it with --input"));
-    r.tensors[i] = random_tensor(ports[i].name, ports[i].dtype, shape, rng);
+    r.tensors[i] = random_tensor(ports[i].name, ports[i].dtype, defaulted[i], rng);
     r.sources[i] = cat("random, seed ", seed);
   }
   symbol_values.insert(symbol_values.end(), unnamed_values.begin(), unnamed_values.end());
@@ -257,9 +279,7 @@ std::pair<std::string, Shape> parse_shape_spec(const std::string& spec) {
   return {name, shape};
 }
 
-int64_t default_dim(size_t rank, size_t index) { return rank == 4 && index >= 2 ? 224 : 1; }
-
-Shape concrete_shape(const PortInfo& port, const std::map<std::string, int64_t>& symbols) {
+Shape concrete_shape(const PortInfo& port, const std::map<std::string, int64_t>& symbols, bool image_sizes) {
   KILN_CHECK(port.rank_known, cat("input '", port.name, "' has an unknown rank: give its shape with --shape ",
                                   port.name, "=[d0,d1,...]"));
   Shape s;
@@ -270,7 +290,7 @@ Shape concrete_shape(const PortInfo& port, const std::map<std::string, int64_t>&
     }
     const std::string& sym = i < port.dim_names.size() ? port.dim_names[i] : std::string();
     auto it = sym.empty() ? symbols.end() : symbols.find(sym);
-    s.push_back(it != symbols.end() ? it->second : default_dim(port.shape.size(), i));
+    s.push_back(it != symbols.end() ? it->second : probe_dim(port.shape.size(), i, image_sizes));
   }
   return s;
 }

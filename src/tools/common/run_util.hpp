@@ -21,14 +21,11 @@ std::pair<std::string, Shape> parse_shape_spec(const std::string& spec);
 // Splits "NAME=VALUE" at the first '='; no '=' -> ("", spec).
 std::pair<std::string, std::string> split_assignment(const std::string& spec);
 
-// The value a dynamic dim no --shape gives takes: the height and width of a 4-D input (dims 2
-// and 3, an image's) 224, the size compile_model probes such a model at and vision models are
-// mostly served at (a 1x1 image timed a model at nothing like its use); any other dim 1.
-int64_t default_dim(size_t rank, size_t index);
-
 // Concrete shape for a model input: the declared dims with dynamic ones taken from `symbols`
-// (by dim name), else default_dim. Throws when the rank is unknown.
-Shape concrete_shape(const PortInfo& port, const std::map<std::string, int64_t>& symbols);
+// (by dim name), else probe_dim (core/probe_dims.hpp: compile_model's probe, a batch 1, an
+// image's height and width 224 where `image_sizes`, any other dim 64). Throws when the rank is
+// unknown.
+Shape concrete_shape(const PortInfo& port, const std::map<std::string, int64_t>& symbols, bool image_sizes = true);
 
 // Random data for an input: floats U[-1,1); bool 50/50; integers by name: names with
 // "mask" -> 1, "type_ids"/"segment" -> [0,2), "ids" -> [0,100), u8 -> [0,256), others [0,10).
@@ -41,7 +38,7 @@ Tensor random_tensor(const std::string& name, DType dtype, const Shape& shape, s
 struct PreparedInputs {
   std::vector<Tensor> tensors;       // one per model input, in port order
   std::vector<std::string> sources;  // file name or "random, seed N"
-  // Dynamic dims of random inputs that no --shape gave, set to default_dim: their symbols
+  // Dynamic dims of random inputs that no --shape gave, set to probe_dim: their symbols
   // (each once, one value wherever it appears), and "x dim 2" for a dim without a name.
   std::vector<std::string> defaulted_dims;
   std::vector<std::string> defaulted_unnamed;
