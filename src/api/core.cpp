@@ -241,11 +241,7 @@ static std::optional<std::vector<Shape>> probe_shapes(const Model& m, bool image
       const int64_t guess = probe_dim(ps.rank(), i, image_sizes);
       s.push_back(d.is_static() ? d.value : d.is_symbolic() ? symbols.try_emplace(d.symbol, guess).first->second : guess);
     }
-    int64_t elements = 1;
-    for (int64_t d : s) {
-      if (d > 0 && elements > kProbeMaxElements / d) return image_sizes ? probe_shapes(m, false) : std::nullopt;
-      elements *= d;
-    }
+    if (exceeds_probe_elements(s)) return image_sizes ? probe_shapes(m, false) : std::nullopt;
     shapes.push_back(std::move(s));
   }
   return shapes;

@@ -5,6 +5,7 @@
 // what the CLI times or shows is the graph compile_model made.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace kiln {
 
@@ -23,5 +24,15 @@ constexpr int64_t probe_dim(size_t rank, size_t index, bool image_sizes = true) 
 // whose channels are dynamic as well: 64 x 224 x 224 would grow the arenas beyond the sizes the
 // user's shapes need, and arenas keep their largest size).
 constexpr int64_t kProbeMaxElements = int64_t{1} << 20;
+
+// Whether a shape holds more than kProbeMaxElements (without overflowing on the way).
+inline bool exceeds_probe_elements(const std::vector<int64_t>& dims) {
+  int64_t elements = 1;
+  for (int64_t d : dims) {
+    if (d > 0 && elements > kProbeMaxElements / d) return true;
+    elements *= d;
+  }
+  return false;
+}
 
 }  // namespace kiln

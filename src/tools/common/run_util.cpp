@@ -167,9 +167,7 @@ PreparedInputs prepare_inputs(const std::vector<PortInfo>& ports, const std::vec
         continue;
       }
       defaulted[i] = concrete_shape(ports[i], with_defaults, image_sizes);
-      int64_t elements = 1;
-      for (int64_t d : defaulted[i]) elements = d > 0 && elements > kProbeMaxElements / d ? kProbeMaxElements + 1 : elements * d;
-      too_large = too_large || elements > kProbeMaxElements;
+      too_large = too_large || exceeds_probe_elements(defaulted[i]);
       for (size_t d = 0; d < ports[i].shape.size(); ++d) {
         if (ports[i].shape[d] >= 0) continue;
         const std::string sym = d < ports[i].dim_names.size() ? ports[i].dim_names[d] : std::string();
