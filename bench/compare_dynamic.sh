@@ -28,10 +28,28 @@ for stream in $STREAMS; do
   spec="$(node "$ORT_JS" --gen "$stream")"
   # shapes per input: "]," only separates inputs
   groups=$(node -e 'const s=process.argv[1].split("],")[0]; console.log((s.match(/\[/g)||[]).length)' "$spec")
+  # A stream with an attention mask: kiln runs ORT's very inputs (written by one untimed pass of
+  # dynamic_stream_ort.js, each input's files in a directory of its own in group order), whose
+  # masks pad the last quarter of every sequence as ORT's generator does; kiln's own random
+  # inputs attend to every key. Other streams: -data_shape, random inputs (their values do not
+  # change the work).
+  kiln_inputs=(-data_shape "$spec")
+  if [[ "$spec" == *mask* ]]; then
+    rm -rf "$TMP/dump" "$TMP/in"
+    node "$ORT_JS" "$model" --shapes "$spec" --threads "$THREADS" --passes 1 --dump "$TMP/dump" > "$TMP/dump.log" 2>&1
+    kiln_inputs=()
+    for input in $(node -e 'for (const p of process.argv[1].split("],")) console.log(p.split("[")[0])' "$spec"); do
+      mkdir -p "$TMP/in/$input"
+      for ((g = 0; g < groups; g++)); do
+        ln -s "$TMP/dump/${g}_in_${input}.npy" "$TMP/in/$input/$(printf %05d "$g").npy"
+      done
+      kiln_inputs+=(-i "$input=$TMP/in/$input")
+    done
+  fi
   for round in $(seq 1 "$REPEAT"); do
     run_kiln() {
       # shellcheck disable=SC2086
-      "$KILN" benchmark "$model" -data_shape "$spec" -niter $((groups * PASSES)) -nthreads "$THREADS" $KILN_ARGS \
+      "$KILN" benchmark "$model" "${kiln_inputs[@]}" -niter $((groups * PASSES)) -nthreads "$THREADS" $KILN_ARGS \
         --json "$TMP/kiln.json" > "$TMP/kiln.log" 2>&1
     }
     run_ort() { node "$ORT_JS" "$model" --shapes "$spec" --threads "$THREADS" --passes "$PASSES" > "$TMP/ort.log" 2>&1; }

@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "cpu/attention_f32.hpp"
 #include "cpu/executor.hpp"
 #include "cpu/graph.hpp"
 #include "ir/op_registry.hpp"
@@ -149,5 +150,35 @@ void BM_ConvReluSumBlock(benchmark::State& s) {
 BENCHMARK(BM_ConvReluSumBlock)->Args({64, 56, 0})->Args({64, 56, 1})->Args({256, 14, 0})->Args({256, 14, 1})->Unit(benchmark::kMicrosecond);
 
 }  // namespace
+
+// kiln's attention kernel alone on a padded batch: BERT-6's heads (6 x 64) at [8, L], each
+// sequence's last `pad` percent of keys masked as Hugging Face masks them (finfo.min added);
+// skip 1 leaves those keys out (attended_keys), 0 computes them. 2 threads.
+void BM_AttentionF32Padded(benchmark::State& s) {
+  namespace att = cpu::attention_f32;
+  if (!att::available()) {
+    s.SkipWithError("neither AVX-512 nor AVX2");
+    return;
+  }
+  const int64_t L = s.range(0), pad = s.range(1);
+  att::Geometry g{8, 6, 6, L, L, 64, 64, true, 0.125f, false, {}};
+  g.skip_masked_keys = s.range(2) != 0;
+  const Tensor q = random_tensor({8, L, 384}, 1), k = random_tensor({8, L, 384}, 2), v = random_tensor({8, L, 384}, 3);
+  std::vector<float> mask(static_cast<size_t>(8 * L), 0.0f), y(static_cast<size_t>(8 * L * 384));
+  const int64_t valid = L - L * pad / 100;
+  for (int64_t b = 0; b < 8; ++b)
+    for (int64_t t = valid; t < L; ++t) mask[static_cast<size_t>(b * L + t)] = -3.4028235e38f;
+  att::Mask m;
+  m.data = mask.data();
+  m.dims[0] = 8;
+  m.dims[3] = L;
+  std::vector<char> scratch(att::scratch_bytes(g, 2));
+  for (auto _ : s)
+    att::run(g, q.data<float>(), k.data<float>(), v.data<float>(), m, y.data(), scratch.data(), 2);
+  s.counters["keys"] = static_cast<double>(g.skip_masked_keys ? valid : L);
+}
+BENCHMARK(BM_AttentionF32Padded)
+    ->Args({134, 25, 0})->Args({134, 25, 1})->Args({134, 0, 1})->Args({384, 25, 0})->Args({384, 25, 1})
+    ->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();

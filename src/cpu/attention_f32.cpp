@@ -132,6 +132,40 @@ KILN_AVX2 void scale_rows_avx2(float* y, int64_t rows, int64_t cols, int64_t ld,
 
 using ScaleRowsFn = void (*)(float*, int64_t, int64_t, int64_t, const float*);
 
+// The largest |x| over `n` rows of `len` values, `ld` apart, as the bits of a float: a positive
+// float's bits order as integers, and an infinity or NaN anywhere gives at least those of +inf.
+KILN_AVX512 uint32_t max_abs_bits_avx512(const float* x, int64_t n, int64_t len, int64_t ld) {
+  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
+  __m512i most = _mm512_setzero_si512();
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < len; i += 16) {
+      const __m512i bits = _mm512_castps_si512(_mm512_maskz_loadu_ps(tail_mask(len - i), x + r * ld + i));
+      most = _mm512_max_epu32(most, _mm512_and_si512(bits, magnitude));
+    }
+  return _mm512_reduce_max_epu32(most);
+}
+
+KILN_AVX2 uint32_t max_abs_bits_avx2(const float* x, int64_t n, int64_t len, int64_t ld) {
+  const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF);
+  __m256i most = _mm256_setzero_si256();
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < len; i += 8) {
+      const __m256i bits = _mm256_castps_si256(v_load8(x + r * ld + i, len - i));  // lanes past len: 0
+      most = _mm256_max_epu32(most, _mm256_and_si256(bits, magnitude));
+    }
+  alignas(32) uint32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), most);
+  return *std::max_element(lanes, lanes + 8);
+}
+
+using MaxAbsBitsFn = uint32_t (*)(const float*, int64_t, int64_t, int64_t);
+
+double bits_float(uint32_t bits) {
+  float x;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+}
+
 // K^T of one kv head ([T, D] rows ld apart) as gemm_f32's packed B [D, T], times the scale:
 // each group of a panel ([D][width], gemm_f32.hpp) the transpose of `width` rows of K.
 void pack_kt(TransposeFn transpose, const float* k, int64_t T, int64_t D, int64_t ld, float scale, float* out) {
@@ -282,10 +316,11 @@ struct Kernels {
   TransposeFn transpose;
   SoftmaxRowFn softmax_row;
   ScaleRowsFn scale_rows;
+  MaxAbsBitsFn max_abs_bits;
 };
 const Kernels& kernels() {
-  static const Kernels avx512{transpose_avx512, softmax_row_avx512, scale_rows_avx512},
-      avx2{transpose_avx2, softmax_row_avx2, scale_rows_avx2};
+  static const Kernels avx512{transpose_avx512, softmax_row_avx512, scale_rows_avx512, max_abs_bits_avx512},
+      avx2{transpose_avx2, softmax_row_avx2, scale_rows_avx2, max_abs_bits_avx2};
   return isa_at_least(Isa::avx512_core) ? avx512 : avx2;
 }
 
@@ -299,21 +334,27 @@ struct Layout {
   int64_t row() const { return packed ? heads * size : size; }
 };
 
-// Query rows [s0, s1) of head h of batch b (`pack`: K^T and V of its kv head packed first).
+// Query rows [s0, s1) of head h of batch b against its first T keys (attended_keys; `pack`: K^T and
+// V of its kv head packed first, for those T keys).
 void head(const Kernels& f, const Geometry& g, const float* q, const float* k, const float* v, const Mask& mask, float* y,
           float* kt_pack, float* v_pack, float* scores, float* factors, int64_t b, int64_t h, int64_t s0, int64_t s1,
-          bool pack) {
+          int64_t T, bool pack) {
   const Layout lq{g.Hq, g.S, g.D, g.packed}, lk{g.Hkv, g.T, g.D, g.packed}, lv{g.Hkv, g.T, g.Dv, g.packed},
       ly{g.Hq, g.S, g.Dv, g.packed};
+  const int64_t rows = s1 - s0;
+  float* yh = y + ly.base(b, h) + s0 * ly.row();
+  if (T == 0) {  // no row attends to any key: zeros, as the softmax of a fully masked row gives
+    for (int64_t s = 0; s < rows; ++s) std::memset(yh + s * ly.row(), 0, static_cast<size_t>(g.Dv) * sizeof(float));
+    return;
+  }
   const int64_t hk = h / (g.Hq / g.Hkv);
-  if (pack) {  // a new kv head (query heads of one group share it)
-    pack_kt(f.transpose, k + lk.base(b, hk), g.T, g.D, lk.row(), g.scale, kt_pack);
-    gemm_f32::pack_b(v + lv.base(b, hk), g.T, g.Dv, lv.row(), 1, 1.0f, v_pack);
+  if (pack) {  // a new kv head (query heads of one group share it), or other keys of it
+    pack_kt(f.transpose, k + lk.base(b, hk), T, g.D, lk.row(), g.scale, kt_pack);
+    gemm_f32::pack_b(v + lv.base(b, hk), T, g.Dv, lv.row(), 1, 1.0f, v_pack);
   }
   const gemm_f32::Epilogue none;
-  const int64_t rows = s1 - s0;
-  gemm_f32::run_serial(q + lq.base(b, h) + s0 * lq.row(), rows, g.D, lq.row(), kt_pack, g.T, scores, g.T, none);
-  // the mask row of (b, h, s): offsets along each broadcast dim
+  gemm_f32::run_serial(q + lq.base(b, h) + s0 * lq.row(), rows, g.D, lq.row(), kt_pack, T, scores, T, none);
+  // the mask row of (b, h, s): offsets along each broadcast dim (its first T values)
   const int64_t* md = mask.dims;
   const int64_t mstep = md[3] == 1 ? 0 : 1;
   const int64_t mbase = (md[0] == 1 ? 0 : b) * md[1] * md[2] * md[3] + (md[1] == 1 ? 0 : h) * md[2] * md[3];
@@ -322,11 +363,10 @@ void head(const Kernels& f, const Geometry& g, const float* q, const float* k, c
     const int64_t off = mbase + (md[2] == 1 ? 0 : s0 + s) * md[3];
     const float* mf = mask.data && !mask.boolean ? static_cast<const float*>(mask.data) + off : nullptr;
     const uint8_t* mb = mask.data && mask.boolean ? static_cast<const uint8_t*>(mask.data) + off : nullptr;
-    factors[s] = f.softmax_row(scores + s * g.T, g.T, mf, mb, mstep, g.causal ? s0 + s : -1, g.probs);
+    factors[s] = f.softmax_row(scores + s * T, T, mf, mb, mstep, g.causal ? s0 + s : -1, g.probs);
     scaled |= factors[s] != 1.0f;
   }
-  float* yh = y + ly.base(b, h) + s0 * ly.row();
-  gemm_f32::run_serial(scores, rows, g.T, g.T, v_pack, g.Dv, yh, ly.row(), none);
+  gemm_f32::run_serial(scores, rows, T, T, v_pack, g.Dv, yh, ly.row(), none);
   if (scaled) f.scale_rows(yh, rows, g.Dv, ly.row(), factors);
 }
 
@@ -345,6 +385,54 @@ const char* impl_name() {
 }
 
 size_t scratch_bytes(const Geometry& g, int threads) { return parts(g).bytes() * static_cast<size_t>(std::max(1, threads)); }
+
+int64_t attended_keys(const Geometry& g, const float* q, const float* k, const float* v, const Mask& mask, int64_t b,
+                      int64_t h, int64_t s0, int64_t s1) {
+  const int64_t* md = mask.dims;
+  if (!available()) return g.T;
+  const Kernels& f = kernels();
+  // a mask per key, the same for every query row; quantized probabilities that keep 0 at 0
+  if (!g.skip_masked_keys || !mask.data || md[2] != 1 || md[3] != g.T || g.T < 2) return g.T;
+  if (g.probs.on && g.probs.apply(0.0f) != 0.0f) return g.T;
+  const int64_t moff = (md[0] == 1 ? 0 : b) * md[1] * md[3] + (md[1] == 1 ? 0 : h) * md[3];
+  int64_t kept = g.T;
+  if (mask.boolean) {
+    const uint8_t* m = static_cast<const uint8_t*>(mask.data) + moff;
+    while (kept > 0 && !m[kept - 1]) --kept;
+  } else {
+    if (g.causal) return g.T;  // the key of the largest mask value may lie after a row's position
+    const float* m = static_cast<const float*>(mask.data) + moff;
+    float best = -std::numeric_limits<float>::infinity();
+    for (int64_t t = 0; t < g.T; ++t) {
+      if (std::isnan(m[t])) return g.T;
+      best = std::max(best, m[t]);
+    }
+    if (!std::isfinite(best)) return g.T;  // every key -inf (the kernel's zeros), or a +inf key
+    // candidates: trailing keys at least 104 below the best; the exact test follows
+    float dropped_best = -std::numeric_limits<float>::infinity();
+    while (kept > 1 && m[kept - 1] <= best - 104.0f) dropped_best = std::max(dropped_best, m[--kept]);
+    if (kept == g.T) return g.T;
+    // |score| <= |scale| D max|q| max|k| for any row and key: a dropped key's masked score is at
+    // most dropped_best + bound, the best key's at least best - bound, and the difference must
+    // stay 104 below after the float additions round (2^-20 of the magnitudes). (max|q|, max|k|
+    // rather than the rows' lengths: one vector max each, where lengths in double cost more than
+    // the keys saved.) Not finite: no bound.
+    const Layout lq{g.Hq, g.S, g.D, g.packed}, lk{g.Hkv, g.T, g.D, g.packed};
+    const double bound =
+        std::fabs(static_cast<double>(g.scale)) * static_cast<double>(g.D) *
+        bits_float(f.max_abs_bits(q + lq.base(b, h) + s0 * lq.row(), s1 - s0, g.D, lq.row())) *
+        bits_float(f.max_abs_bits(k + lk.base(b, h / (g.Hq / g.Hkv)), g.T, g.D, lk.row()));
+    if (!std::isfinite(bound)) return g.T;
+    const double dropped = std::isinf(dropped_best) ? 0.0 : static_cast<double>(dropped_best);
+    const double slack = std::ldexp(std::fabs(static_cast<double>(best)) + std::fabs(dropped) + 2 * bound, -20);
+    if (!std::isinf(dropped_best) && !(dropped + 2 * bound + 104.0 + slack <= best)) return g.T;
+  }
+  if (kept == g.T) return g.T;
+  // a dropped key's probability is exactly 0: its V row must be finite for 0 * v to be 0
+  const Layout lv{g.Hkv, g.T, g.Dv, g.packed};
+  const uint32_t v_bits = f.max_abs_bits(v + lv.base(b, h / (g.Hq / g.Hkv)) + kept * lv.row(), g.T - kept, g.Dv, lv.row());
+  return v_bits < 0x7F800000u ? kept : g.T;  // below +inf's bits: finite
+}
 
 void transpose(const float* in, int64_t rows, int64_t cols, int64_t ld_in, float alpha, float* out, int64_t ld_out) {
   KILN_CHECK(available(), "attention_f32::transpose: the ISA in use has neither AVX-512 nor AVX2");
@@ -372,14 +460,17 @@ void run(const Geometry& g, const float* q, const float* k, const float* v, cons
   auto work = [&](int ithr) {
     float* base = reinterpret_cast<float*>(static_cast<char*>(scratch) + p.bytes() * static_cast<size_t>(ithr));
     float *kt = base, *vp = base + p.kt, *sc = vp + p.v, *fac = sc + p.scores;
-    int64_t packed_b = -1, packed_hk = -1;
+    int64_t packed_b = -1, packed_hk = -1, packed_t = -1;
     heads.run(ithr, [&](int64_t w) {
       const int64_t hw = w / chunks, c = w % chunks;
       const int64_t b = hw / g.Hq, h = hw % g.Hq, hk = h / (g.Hq / g.Hkv);
-      const bool pack = b != packed_b || hk != packed_hk;
-      head(f, g, q, k, v, mask, y, kt, vp, sc, fac, b, h, g.S * c / chunks, g.S * (c + 1) / chunks, pack);
+      const int64_t s0 = g.S * c / chunks, s1 = g.S * (c + 1) / chunks;
+      const int64_t T = attended_keys(g, q, k, v, mask, b, h, s0, s1);
+      const bool pack = b != packed_b || hk != packed_hk || T != packed_t;
+      head(f, g, q, k, v, mask, y, kt, vp, sc, fac, b, h, s0, s1, T, pack);
       packed_b = b;
       packed_hk = hk;
+      packed_t = T;
     });
   };
   if (team == 1) {

@@ -6,6 +6,9 @@
 // Per (batch, query head, run of query rows), on one thread of the team (a head's rows split
 // into runs where the heads are too few for the team to share evenly):
 //   K^T of its kv head packed in the GEMM's panels, times the scale (16x16 transposes)
+//   keys at the end that the mask removes from every row of the item dropped (a padded batch:
+//   attended_keys; their probabilities would be exactly 0: the same result, but for the order
+//   in which gemm_f32 sums the other keys' terms, which follows their count)
 //   scores[rows, T] = Q K^T                       (gemm_f32::run_serial)
 //   scores += mask (float, or bool: false -> -inf), causal keys -> -inf
 //   softmax over T in place; a row with every key masked becomes zeros (as ONNX wants);
@@ -35,6 +38,10 @@ struct Geometry {
   float scale = 1.0f;
   bool causal = false;  // key t > query s masked (no past keys)
   ProbsQuant probs;     // off: the probabilities stay f32
+  // Keys at the end of the sequence whose probabilities are provably exactly 0 for every query
+  // row are left out of the products and the softmax (attended_keys); off: every key computed
+  // (the same results to rounding: tests compare the two)
+  bool skip_masked_keys = true;
 };
 
 // A mask broadcast to [B, Hq, S, T] from `dims` (each 1 or the full size); null data: none.
@@ -56,6 +63,19 @@ size_t scratch_bytes(const Geometry& g, int threads);
 // was asked for). available() must hold.
 void run(const Geometry& g, const float* q, const float* k, const float* v, const Mask& mask, float* y, void* scratch,
          int threads);
+
+// How many keys, from the start, the query rows [s0, s1) of head h of batch b compute: T, less the
+// keys at the end whose probabilities are exactly 0 in every one of those rows (a padded batch's
+// mask), 0 when no row attends to any key. Only a mask that is the same for every query row
+// ([.., .., 1, T]) drops keys:
+//   bool: the keys after the last true one (their scores are -inf);
+//   float: the trailing keys whose mask is at least 104 + 2 |scale| max|q| max|k| (plus the
+//   rounding of the additions) below the row's largest mask value: a key there scores at least 104
+//   below that key's, and e^-104 is 0 in f32. Not with a causal limit (the largest-mask key may be
+//   in the future of a row), nor where a value is not finite;
+//   both: the dropped keys' V rows finite (0 * inf would be NaN), quantized probabilities keep 0.
+int64_t attended_keys(const Geometry& g, const float* q, const float* k, const float* v, const Mask& mask, int64_t b,
+                      int64_t h, int64_t s0, int64_t s1);
 
 // For tests: out[j * ld_out + i] = alpha * in[i * ld_in + j], i < rows, j < cols, as the
 // K^T packing does it.

@@ -165,4 +165,141 @@ TEST(AttentionF32, NoDenormalProbabilities) {
   EXPECT_EQ(y[0], 0.0f);
 }
 
+namespace {
+
+// A padded batch: batch b attends to its first valid[b] keys; the mask is [B, 1, 1, T], float
+// (`pad` added at padded keys, 0 elsewhere) or bool.
+struct Padded {
+  att::Geometry g;
+  std::vector<int64_t> valid;
+  float pad = -3.4028235e38f;  // Hugging Face's finfo(f32).min
+  bool boolean = false;
+};
+
+struct PaddedData {
+  std::vector<float> q, k, v, mf;
+  std::vector<uint8_t> mb;
+  att::Mask mask;
+};
+
+PaddedData padded_data(const Padded& c, float qk_range = 1.0f) {
+  const att::Geometry& g = c.g;
+  PaddedData d;
+  d.q = random_floats(static_cast<size_t>(g.B * g.Hq * g.S * g.D), 11, -qk_range, qk_range);
+  d.k = random_floats(static_cast<size_t>(g.B * g.Hkv * g.T * g.D), 12, -qk_range, qk_range);
+  d.v = random_floats(static_cast<size_t>(g.B * g.Hkv * g.T * g.Dv), 13);
+  const int64_t dims[4] = {g.B, 1, 1, g.T};
+  for (int i = 0; i < 4; ++i) d.mask.dims[i] = dims[i];
+  for (int64_t b = 0; b < g.B; ++b)
+    for (int64_t t = 0; t < g.T; ++t) {
+      d.mf.push_back(t < c.valid[static_cast<size_t>(b)] ? 0.0f : c.pad);
+      d.mb.push_back(t < c.valid[static_cast<size_t>(b)] ? 1 : 0);
+    }
+  d.mask.boolean = c.boolean;
+  d.mask.data = c.boolean ? static_cast<const void*>(d.mb.data()) : static_cast<const void*>(d.mf.data());
+  return d;
+}
+
+std::vector<float> run_padded(const att::Geometry& g, const PaddedData& d, int threads) {
+  std::vector<float> y(static_cast<size_t>(g.B * g.Hq * g.S * g.Dv), 99.0f);
+  std::vector<char> scratch(att::scratch_bytes(g, threads));
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  att::run(g, d.q.data(), d.k.data(), d.v.data(), d.mask, y.data(), scratch.data(), threads);
+  omp_set_num_threads(before);
+  return y;
+}
+
+}  // namespace
+
+TEST(AttentionF32, PaddedKeysAreLeftOutWithTheSameResults) {
+  // A padded batch's trailing keys weigh exactly 0 in every row: left out, the outputs are those
+  // the kernel gives when it computes them (skip_masked_keys off) but for the order in which
+  // the GEMM sums the other keys' terms (the AVX2 kernel pairs K steps by four and by parity:
+  // a few ulp), for Hugging Face's
+  // finfo.min mask, the older -10000, -inf and a bool mask; both layouts, grouped-query, one
+  // batch with no padding and one with a single key, on one thread and two.
+  if (!att::available()) GTEST_SKIP() << "neither AVX-512 nor AVX2: the kernel does not run (see HeadsMatch...)";
+  const std::vector<Padded> cases = {
+      {{3, 4, 4, 40, 40, 16, 16, true, 0.25f, false, {}}, {30, 40, 1}},
+      {{2, 4, 2, 35, 35, 8, 12, false, 0.35f, false, {}}, {20, 27}, -10000.0f},
+      {{2, 2, 2, 70, 70, 64, 64, true, 0.125f, false, {}}, {53, 17}, -std::numeric_limits<float>::infinity()},
+      {{2, 2, 1, 33, 33, 16, 16, true, 0.2f, false, {}}, {25, 9}, 0.0f, true},
+      {{2, 2, 2, 24, 24, 16, 16, true, 0.2f, true, {}}, {18, 24}, 0.0f, true},  // causal, bool
+  };
+  for (size_t i = 0; i < cases.size(); ++i)
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(testing::Message() << "case " << i << ", " << threads << " threads");
+      const PaddedData d = padded_data(cases[i]);
+      att::Geometry g = cases[i].g;
+      // every item of batch b computes valid[b] keys (one query row's range is enough to ask)
+      for (int64_t b = 0; b < g.B; ++b)
+        EXPECT_EQ(att::attended_keys(g, d.q.data(), d.k.data(), d.v.data(), d.mask, b, 1, 0, g.S),
+                  cases[i].valid[static_cast<size_t>(b)]);
+      const std::vector<float> skipped = run_padded(g, d, threads);
+      g.skip_masked_keys = false;
+      EXPECT_EQ(att::attended_keys(g, d.q.data(), d.k.data(), d.v.data(), d.mask, 0, 0, 0, g.S), g.T);
+      const std::vector<float> computed = run_padded(g, d, threads);
+      for (size_t e = 0; e < computed.size(); ++e)
+        ASSERT_NEAR(skipped[e], computed[e], 1e-6f * std::max(1.0f, std::fabs(computed[e]))) << "element " << e;
+    }
+}
+
+TEST(AttentionF32, KeysAreKeptWhereTheirWeightCouldBeNonZero) {
+  // attended_keys keeps every key where leaving one out could change a result.
+  if (!att::available()) GTEST_SKIP() << "neither AVX-512 nor AVX2: the kernel does not run (see HeadsMatch...)";
+  const Padded base{{1, 2, 2, 16, 16, 8, 8, true, 0.5f, false, {}}, {10}, -10000.0f};
+  const att::Geometry& g = base.g;
+  {  // scores that can reach 10000: Q and K of length ~ 8 * 60, scale 0.5 -> |score| up to ~14400
+    const PaddedData d = padded_data(base, 60.0f);
+    EXPECT_EQ(att::attended_keys(g, d.q.data(), d.k.data(), d.v.data(), d.mask, 0, 0, 0, g.S), g.T);
+    std::vector<float> y = run_padded(g, d, 1);
+    att::Geometry dense = g;
+    dense.skip_masked_keys = false;
+    EXPECT_EQ(y, run_padded(dense, d, 1));  // every key computed: the very same sums
+  }
+  PaddedData d = padded_data(base);
+  EXPECT_EQ(att::attended_keys(g, d.q.data(), d.k.data(), d.v.data(), d.mask, 0, 0, 0, g.S), 10);
+  {  // a padded key's V not finite: 0 * inf is NaN, as computing the key gives
+    PaddedData e = d;
+    e.v[static_cast<size_t>((12 * 2 + 1) * g.Dv + 3)] = std::numeric_limits<float>::infinity();  // key 12, head 1
+    EXPECT_EQ(att::attended_keys(g, e.q.data(), e.k.data(), e.v.data(), e.mask, 0, 1, 0, g.S), g.T);
+    EXPECT_EQ(att::attended_keys(g, e.q.data(), e.k.data(), e.v.data(), e.mask, 0, 0, 0, g.S), 10);  // head 0's V
+  }
+  {  // a NaN in the mask, or a causal limit with a float mask: every key
+    PaddedData e = d;
+    e.mf[3] = std::numeric_limits<float>::quiet_NaN();
+    e.mask.data = e.mf.data();  // the copy's own mask
+    EXPECT_EQ(att::attended_keys(g, e.q.data(), e.k.data(), e.v.data(), e.mask, 0, 0, 0, g.S), g.T);
+    att::Geometry causal = g;
+    causal.causal = true;
+    EXPECT_EQ(att::attended_keys(causal, d.q.data(), d.k.data(), d.v.data(), d.mask, 0, 0, 0, g.S), g.T);
+  }
+  {  // a mask per query row ([1, 1, S, T]): every key
+    PaddedData e = d;
+    e.mf.resize(static_cast<size_t>(g.S * g.T));
+    for (int64_t s = 0; s < g.S; ++s)
+      for (int64_t t = 0; t < g.T; ++t) e.mf[static_cast<size_t>(s * g.T + t)] = t < 10 ? 0.0f : -10000.0f;
+    const int64_t dims[4] = {1, 1, g.S, g.T};
+    for (int i = 0; i < 4; ++i) e.mask.dims[i] = dims[i];
+    e.mask.data = e.mf.data();
+    EXPECT_EQ(att::attended_keys(g, e.q.data(), e.k.data(), e.v.data(), e.mask, 0, 0, 0, g.S), g.T);
+  }
+  {  // quantized probabilities whose 0 does not stay 0 (zero point outside [qmin, qmax])
+    att::Geometry quant = g;
+    quant.probs = {true, 1.0f / 255, 0.0f, 1.0f, 255.0f};
+    EXPECT_EQ(att::attended_keys(quant, d.q.data(), d.k.data(), d.v.data(), d.mask, 0, 0, 0, g.S), g.T);
+    quant.probs.qmin = 0.0f;
+    EXPECT_EQ(att::attended_keys(quant, d.q.data(), d.k.data(), d.v.data(), d.mask, 0, 0, 0, g.S), 10);
+  }
+  {  // a bool mask that attends to nothing: no key, and zeros out
+    Padded none = base;
+    none.boolean = true;
+    none.valid = {0};
+    const PaddedData e = padded_data(none);
+    EXPECT_EQ(att::attended_keys(g, e.q.data(), e.k.data(), e.v.data(), e.mask, 0, 0, 0, g.S), 0);
+    for (float x : run_padded(g, e, 2)) ASSERT_EQ(x, 0.0f);
+  }
+}
+
 }  // namespace test_attention_f32
