@@ -3,7 +3,9 @@
 # for each stream, REPEAT rounds of [kiln, ORT] (order alternating), each a fresh process
 # running every shape of the stream PASSES times. Prints, per round, the first pass (every
 # shape new), the mean of the later passes, peak resident memory, and the kiln / ORT ratios;
-# then, per stream, the median of each ratio over the rounds and its range.
+# then, per stream, the median of each ratio over the rounds and its range. A stream with an
+# attention mask gives kiln ORT's own inputs (one untimed pass dumps them), so that both see the
+# same padded masks.
 #
 # env: STREAMS="crnn bert bert-batch mnv2-batch" (also mnv3s-hw, mnv3s-hw60, effb0-hw, regnet-hw,
 #      resnext-hw, deeplab-hw, densenet-hw, googlenet-hw, squeezenet-hw; the list: dynamic_stream_ort.js)  THREADS=2  PASSES=3 (>= 2)  REPEAT=2
