@@ -391,41 +391,63 @@ int64_t attended_keys(const Geometry& g, const float* q, const float* k, const f
   const int64_t* md = mask.dims;
   if (!available()) return g.T;
   const Kernels& f = kernels();
-  // a mask per key, the same for every query row; quantized probabilities that keep 0 at 0
-  if (!g.skip_masked_keys || !mask.data || md[2] != 1 || md[3] != g.T || g.T < 2) return g.T;
+  // a mask per key (one row for every query, or a row per query); quantized probabilities that
+  // keep 0 at 0
+  if (!g.skip_masked_keys || !mask.data || md[3] != g.T || g.T < 2 || (md[2] != 1 && md[2] != g.S)) return g.T;
   if (g.probs.on && g.probs.apply(0.0f) != 0.0f) return g.T;
-  const int64_t moff = (md[0] == 1 ? 0 : b) * md[1] * md[3] + (md[1] == 1 ? 0 : h) * md[3];
-  int64_t kept = g.T;
+  const int64_t rows = md[2] == 1 ? 1 : s1 - s0;  // the mask rows of the item
+  const int64_t first = (md[0] == 1 ? 0 : b) * md[1] * md[2] * md[3] + (md[1] == 1 ? 0 : h) * md[2] * md[3] +
+                        (md[2] == 1 ? 0 : s0) * md[3];
+  int64_t kept = 0;  // the most keys a row of the item keeps
   if (mask.boolean) {
-    const uint8_t* m = static_cast<const uint8_t*>(mask.data) + moff;
-    while (kept > 0 && !m[kept - 1]) --kept;
-  } else {
-    if (g.causal) return g.T;  // the key of the largest mask value may lie after a row's position
-    const float* m = static_cast<const float*>(mask.data) + moff;
-    float best = -std::numeric_limits<float>::infinity();
-    for (int64_t t = 0; t < g.T; ++t) {
-      if (std::isnan(m[t])) return g.T;
-      best = std::max(best, m[t]);
+    for (int64_t r = 0; r < rows && kept < g.T; ++r) {
+      const uint8_t* m = static_cast<const uint8_t*>(mask.data) + first + r * md[3];
+      int64_t keep = g.T;
+      while (keep > kept && !m[keep - 1]) --keep;
+      kept = std::max(kept, keep);
     }
-    if (!std::isfinite(best)) return g.T;  // every key -inf (the kernel's zeros), or a +inf key
-    // candidates: trailing keys at least 104 below the best; the exact test follows
-    float dropped_best = -std::numeric_limits<float>::infinity();
-    while (kept > 1 && m[kept - 1] <= best - 104.0f) dropped_best = std::max(dropped_best, m[--kept]);
+  } else {
+    if (g.causal) return g.T;  // the key of a row's largest mask value may lie after its position
+    // a row's largest mask value (NaN, or none finite: every key kept)
+    auto best_of = [&](const float* m) {
+      float best = -std::numeric_limits<float>::infinity();
+      for (int64_t t = 0; t < g.T; ++t) {
+        if (std::isnan(m[t])) return std::numeric_limits<float>::quiet_NaN();
+        best = std::max(best, m[t]);
+      }
+      return best;
+    };
+    // candidates: the trailing keys at least 104 below the row's best, in every row; the exact
+    // test follows
+    for (int64_t r = 0; r < rows && kept < g.T; ++r) {
+      const float* m = static_cast<const float*>(mask.data) + first + r * md[3];
+      const float best = best_of(m);
+      if (!std::isfinite(best)) return g.T;  // a NaN; every key -inf (the kernel's zeros); a +inf key
+      int64_t keep = g.T;
+      while (keep > std::max<int64_t>(kept, 1) && m[keep - 1] <= best - 104.0f) --keep;
+      kept = std::max(kept, keep);
+    }
     if (kept == g.T) return g.T;
     // |score| <= |scale| D max|q| max|k| for any row and key: a dropped key's masked score is at
-    // most dropped_best + bound, the best key's at least best - bound, and the difference must
-    // stay 104 below after the float additions round (2^-20 of the magnitudes). (max|q|, max|k|
-    // rather than the rows' lengths: one vector max each, where lengths in double cost more than
-    // the keys saved.) Not finite: no bound.
+    // most its mask value + bound, the row's best key's at least its value - bound, and the
+    // difference must stay 104 below after the float additions round (2^-20 of the magnitudes).
+    // (max|q|, max|k| rather than the rows' lengths: one vector max each, where lengths in
+    // double cost more than the keys saved.) Not finite: no bound.
     const Layout lq{g.Hq, g.S, g.D, g.packed}, lk{g.Hkv, g.T, g.D, g.packed};
     const double bound =
         std::fabs(static_cast<double>(g.scale)) * static_cast<double>(g.D) *
         bits_float(f.max_abs_bits(q + lq.base(b, h) + s0 * lq.row(), s1 - s0, g.D, lq.row())) *
         bits_float(f.max_abs_bits(k + lk.base(b, h / (g.Hq / g.Hkv)), g.T, g.D, lk.row()));
     if (!std::isfinite(bound)) return g.T;
-    const double dropped = std::isinf(dropped_best) ? 0.0 : static_cast<double>(dropped_best);
-    const double slack = std::ldexp(std::fabs(static_cast<double>(best)) + std::fabs(dropped) + 2 * bound, -20);
-    if (!std::isinf(dropped_best) && !(dropped + 2 * bound + 104.0 + slack <= best)) return g.T;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* m = static_cast<const float*>(mask.data) + first + r * md[3];
+      const double best = best_of(m);
+      const float dropped_best = *std::max_element(m + kept, m + g.T);
+      if (std::isinf(dropped_best)) continue;  // -inf: e^-inf is 0 whatever the score
+      const double dropped = dropped_best;
+      const double slack = std::ldexp(std::fabs(best) + std::fabs(dropped) + 2 * bound, -20);
+      if (!(dropped + 2 * bound + 104.0 + slack <= best)) return g.T;
+    }
   }
   if (kept == g.T) return g.T;
   // a dropped key's probability is exactly 0: its V row must be finite for 0 * v to be 0

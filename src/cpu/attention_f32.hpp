@@ -66,10 +66,10 @@ void run(const Geometry& g, const float* q, const float* k, const float* v, cons
 
 // How many keys, from the start, the query rows [s0, s1) of head h of batch b compute: T, less the
 // keys at the end whose probabilities are exactly 0 in every one of those rows (a padded batch's
-// mask), 0 when no row attends to any key. Only a mask that is the same for every query row
-// ([.., .., 1, T]) drops keys:
-//   bool: the keys after the last true one (their scores are -inf);
-//   float: the trailing keys whose mask is at least 104 + 2 |scale| max|q| max|k| (plus the
+// mask), 0 when no row attends to any key. A mask of a row per key ([.., .., 1 or S, T]; no other
+// broadcast) drops the keys that every row of the item drops:
+//   bool: the keys after a row's last true one (their scores are -inf);
+//   float: the trailing keys whose mask is at least 104 + 2 D |scale| max|q| max|k| (plus the
 //   rounding of the additions) below the row's largest mask value: a key there scores at least 104
 //   below that key's, and e^-104 is 0 in f32. Not with a causal limit (the largest-mask key may be
 //   in the future of a row), nor where a value is not finite;

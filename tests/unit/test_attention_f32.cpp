@@ -275,15 +275,25 @@ TEST(AttentionF32, KeysAreKeptWhereTheirWeightCouldBeNonZero) {
     causal.causal = true;
     EXPECT_EQ(att::attended_keys(causal, d.q.data(), d.k.data(), d.v.data(), d.mask, 0, 0, 0, g.S), g.T);
   }
-  {  // a mask per query row ([1, 1, S, T]): every key
+  {  // a mask per query row ([1, 1, S, T], as newer exporters expand it): the keys every row
+     // of the item drops; a row that keeps them all keeps them for the item
     PaddedData e = d;
     e.mf.resize(static_cast<size_t>(g.S * g.T));
     for (int64_t s = 0; s < g.S; ++s)
-      for (int64_t t = 0; t < g.T; ++t) e.mf[static_cast<size_t>(s * g.T + t)] = t < 10 ? 0.0f : -10000.0f;
+      for (int64_t t = 0; t < g.T; ++t) e.mf[static_cast<size_t>(s * g.T + t)] = t < 10 + s % 3 ? 0.0f : -10000.0f;
     const int64_t dims[4] = {1, 1, g.S, g.T};
     for (int i = 0; i < 4; ++i) e.mask.dims[i] = dims[i];
     e.mask.data = e.mf.data();
+    EXPECT_EQ(att::attended_keys(g, e.q.data(), e.k.data(), e.v.data(), e.mask, 0, 0, 0, g.S), 12);
+    EXPECT_EQ(att::attended_keys(g, e.q.data(), e.k.data(), e.v.data(), e.mask, 0, 0, 3, 4), 10);  // row 3 alone
+    std::vector<float> y = run_padded(g, e, 2);
+    att::Geometry dense = g;
+    dense.skip_masked_keys = false;
+    const std::vector<float> want = run_padded(dense, e, 2);
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], want[i], 1e-6f * std::max(1.0f, std::fabs(want[i])));
+    e.mf[static_cast<size_t>(5 * g.T + g.T - 1)] = 0.0f;  // row 5 attends to the last key
     EXPECT_EQ(att::attended_keys(g, e.q.data(), e.k.data(), e.v.data(), e.mask, 0, 0, 0, g.S), g.T);
+    EXPECT_EQ(att::attended_keys(g, e.q.data(), e.k.data(), e.v.data(), e.mask, 0, 0, 6, g.S), 12);
   }
   {  // quantized probabilities whose 0 does not stay 0 (zero point outside [qmin, qmax])
     att::Geometry quant = g;
