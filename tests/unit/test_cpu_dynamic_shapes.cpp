@@ -1098,6 +1098,39 @@ TEST(CpuDynamicShapes, AttentionWithAMaskOverEveryLengthAndBatch) {
   expect_attention_impl(g, stream);
 }
 
+TEST(CpuDynamicShapes, AttentionOverPaddedBatchesOfEveryLength) {
+  // A padded batch, as a tokenizer makes it: sequence i of the batch attends to its first
+  // valid_i keys, the rest masked with Hugging Face's finfo(f32).min (attention_f32 leaves those
+  // keys out, attended_keys); lengths grow, shrink and alternate, batches of 1 to 4, one sequence
+  // with a single key and one without padding, against the reference executor. The outputs at
+  // padded query positions are compared too: they attend to the valid keys like any other row.
+  auto g = make_graph();
+  g->opset_imports["kiln"] = 1;
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), Dim::sym("L"), 32})});
+  auto* mask = g->add_input("mask", {DType::f32, dims({Dim::sym("n"), 1, 1, Dim::sym("L")})});
+  ir::Node* a = g->add_node("MultiHeadAttention", {x, x, x, mask}, 1, "mha", "kiln");
+  a->attrs["num_heads"] = ir::Attribute(int64_t{2});
+  a->attrs["scale"] = ir::Attribute(0.25f);
+  g->add_output(a->output(0));
+  ir::infer_shapes(*g);
+  runtime::ReferenceExecutor ref(g);
+  cpu::Executor ex(g, {});
+  const std::vector<std::vector<int64_t>> batches = {{20}, {40, 31}, {7, 12, 1, 12}, {40}, {9, 3}, {64, 50, 33}};
+  std::vector<std::vector<Shape>> stream;
+  for (int pass = 0; pass < 2; ++pass)
+    for (const auto& valid : batches) {
+      const int64_t n = static_cast<int64_t>(valid.size()), L = *std::max_element(valid.begin(), valid.end());
+      SCOPED_TRACE(cat("pass ", pass, ", n ", n, ", L ", L));
+      Tensor m(DType::f32, {n, 1, 1, L});
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t t = 0; t < L; ++t) m.data<float>()[b * L + t] = t < valid[static_cast<size_t>(b)] ? 0.0f : -3.4028235e38f;
+      const std::vector<Tensor> in = {random_tensor({n, L, 32}, static_cast<uint32_t>(L)), m};
+      expect_close(ref.run(in)[0], ex.run(in)[0], 1e-4, 1e-4);
+      if (pass == 0) stream.push_back({{n, L, 32}, {n, 1, 1, L}});
+    }
+  expect_attention_impl(g, stream);
+}
+
 TEST(CpuDynamicShapes, GroupedQueryCausalAttentionOverEveryLength) {
   // ONNX Attention (opset 23), [n, heads, L, 8] with 4 query heads on 2 kv heads, causal
   auto g = make_graph(23);
