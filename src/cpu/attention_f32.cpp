@@ -334,6 +334,12 @@ struct Layout {
   int64_t row() const { return packed ? heads * size : size; }
 };
 
+// The element offset of the mask row of (b, h, query s), broadcast along each dim of size 1.
+int64_t mask_row(const Mask& mask, int64_t b, int64_t h, int64_t s) {
+  const int64_t* md = mask.dims;
+  return (((md[0] == 1 ? 0 : b) * md[1] + (md[1] == 1 ? 0 : h)) * md[2] + (md[2] == 1 ? 0 : s)) * md[3];
+}
+
 // Query rows [s0, s1) of head h of batch b against its first T keys (attended_keys; `pack`: K^T and
 // V of its kv head packed first, for those T keys).
 void head(const Kernels& f, const Geometry& g, const float* q, const float* k, const float* v, const Mask& mask, float* y,
@@ -354,13 +360,10 @@ void head(const Kernels& f, const Geometry& g, const float* q, const float* k, c
   }
   const gemm_f32::Epilogue none;
   gemm_f32::run_serial(q + lq.base(b, h) + s0 * lq.row(), rows, g.D, lq.row(), kt_pack, T, scores, T, none);
-  // the mask row of (b, h, s): offsets along each broadcast dim (its first T values)
-  const int64_t* md = mask.dims;
-  const int64_t mstep = md[3] == 1 ? 0 : 1;
-  const int64_t mbase = (md[0] == 1 ? 0 : b) * md[1] * md[2] * md[3] + (md[1] == 1 ? 0 : h) * md[2] * md[3];
+  const int64_t mstep = mask.dims[3] == 1 ? 0 : 1;  // (its first T values)
   bool scaled = false;  // a row left unnormalized: its output row is scaled after the product
   for (int64_t s = 0; s < rows; ++s) {
-    const int64_t off = mbase + (md[2] == 1 ? 0 : s0 + s) * md[3];
+    const int64_t off = mask_row(mask, b, h, s0 + s);
     const float* mf = mask.data && !mask.boolean ? static_cast<const float*>(mask.data) + off : nullptr;
     const uint8_t* mb = mask.data && mask.boolean ? static_cast<const uint8_t*>(mask.data) + off : nullptr;
     factors[s] = f.softmax_row(scores + s * T, T, mf, mb, mstep, g.causal ? s0 + s : -1, g.probs);
@@ -396,8 +399,7 @@ int64_t attended_keys(const Geometry& g, const float* q, const float* k, const f
   if (!g.skip_masked_keys || !mask.data || md[3] != g.T || g.T < 2 || (md[2] != 1 && md[2] != g.S)) return g.T;
   if (g.probs.on && g.probs.apply(0.0f) != 0.0f) return g.T;
   const int64_t rows = md[2] == 1 ? 1 : s1 - s0;  // the mask rows of the item
-  const int64_t first = (md[0] == 1 ? 0 : b) * md[1] * md[2] * md[3] + (md[1] == 1 ? 0 : h) * md[2] * md[3] +
-                        (md[2] == 1 ? 0 : s0) * md[3];
+  const int64_t first = mask_row(mask, b, h, s0), hk = h / (g.Hq / g.Hkv);
   int64_t kept = 0;  // the most keys a row of the item keeps
   if (mask.boolean) {
     for (int64_t r = 0; r < rows && kept < g.T; ++r) {
@@ -437,7 +439,7 @@ int64_t attended_keys(const Geometry& g, const float* q, const float* k, const f
     const double bound =
         std::fabs(static_cast<double>(g.scale)) * static_cast<double>(g.D) *
         bits_float(f.max_abs_bits(q + lq.base(b, h) + s0 * lq.row(), s1 - s0, g.D, lq.row())) *
-        bits_float(f.max_abs_bits(k + lk.base(b, h / (g.Hq / g.Hkv)), g.T, g.D, lk.row()));
+        bits_float(f.max_abs_bits(k + lk.base(b, hk), g.T, g.D, lk.row()));
     if (!std::isfinite(bound)) return g.T;
     for (int64_t r = 0; r < rows; ++r) {
       const float* m = static_cast<const float*>(mask.data) + first + r * md[3];
@@ -452,7 +454,7 @@ int64_t attended_keys(const Geometry& g, const float* q, const float* k, const f
   if (kept == g.T) return g.T;
   // a dropped key's probability is exactly 0: its V row must be finite for 0 * v to be 0
   const Layout lv{g.Hkv, g.T, g.Dv, g.packed};
-  const uint32_t v_bits = f.max_abs_bits(v + lv.base(b, h / (g.Hq / g.Hkv)) + kept * lv.row(), g.T - kept, g.Dv, lv.row());
+  const uint32_t v_bits = f.max_abs_bits(v + lv.base(b, hk) + kept * lv.row(), g.T - kept, g.Dv, lv.row());
   return v_bits < 0x7F800000u ? kept : g.T;  // below +inf's bits: finite
 }
 

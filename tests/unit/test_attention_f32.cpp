@@ -179,7 +179,20 @@ struct Padded {
 struct PaddedData {
   std::vector<float> q, k, v, mf;
   std::vector<uint8_t> mb;
-  att::Mask mask;
+  int64_t dims[4] = {1, 1, 1, 1};
+  bool boolean = false;
+  // the mask over this data's own mf / mb (a copy of the data has its own)
+  att::Mask mask() const {
+    att::Mask m;
+    for (int i = 0; i < 4; ++i) m.dims[i] = dims[i];
+    m.boolean = boolean;
+    m.data = boolean ? static_cast<const void*>(mb.data()) : static_cast<const void*>(mf.data());
+    return m;
+  }
+  // attended_keys over this data
+  int64_t keys(const att::Geometry& g, int64_t b, int64_t h, int64_t s0, int64_t s1) const {
+    return att::attended_keys(g, q.data(), k.data(), v.data(), mask(), b, h, s0, s1);
+  }
 };
 
 PaddedData padded_data(const Padded& c, float qk_range = 1.0f) {
@@ -189,14 +202,13 @@ PaddedData padded_data(const Padded& c, float qk_range = 1.0f) {
   d.k = random_floats(static_cast<size_t>(g.B * g.Hkv * g.T * g.D), 12, -qk_range, qk_range);
   d.v = random_floats(static_cast<size_t>(g.B * g.Hkv * g.T * g.Dv), 13);
   const int64_t dims[4] = {g.B, 1, 1, g.T};
-  for (int i = 0; i < 4; ++i) d.mask.dims[i] = dims[i];
+  for (int i = 0; i < 4; ++i) d.dims[i] = dims[i];
   for (int64_t b = 0; b < g.B; ++b)
     for (int64_t t = 0; t < g.T; ++t) {
       d.mf.push_back(t < c.valid[static_cast<size_t>(b)] ? 0.0f : c.pad);
       d.mb.push_back(t < c.valid[static_cast<size_t>(b)] ? 1 : 0);
     }
-  d.mask.boolean = c.boolean;
-  d.mask.data = c.boolean ? static_cast<const void*>(d.mb.data()) : static_cast<const void*>(d.mf.data());
+  d.boolean = c.boolean;
   return d;
 }
 
@@ -205,7 +217,7 @@ std::vector<float> run_padded(const att::Geometry& g, const PaddedData& d, int t
   std::vector<char> scratch(att::scratch_bytes(g, threads));
   const int before = omp_get_max_threads();
   omp_set_num_threads(threads);
-  att::run(g, d.q.data(), d.k.data(), d.v.data(), d.mask, y.data(), scratch.data(), threads);
+  att::run(g, d.q.data(), d.k.data(), d.v.data(), d.mask(), y.data(), scratch.data(), threads);
   omp_set_num_threads(before);
   return y;
 }
@@ -234,11 +246,10 @@ TEST(AttentionF32, PaddedKeysAreLeftOutWithTheSameResults) {
       att::Geometry g = cases[i].g;
       // every item of batch b computes valid[b] keys (one query row's range is enough to ask)
       for (int64_t b = 0; b < g.B; ++b)
-        EXPECT_EQ(att::attended_keys(g, d.q.data(), d.k.data(), d.v.data(), d.mask, b, 1, 0, g.S),
-                  cases[i].valid[static_cast<size_t>(b)]);
+        EXPECT_EQ(d.keys(g, b, 1, 0, g.S), cases[i].valid[static_cast<size_t>(b)]);
       const std::vector<float> skipped = run_padded(g, d, threads);
       g.skip_masked_keys = false;
-      EXPECT_EQ(att::attended_keys(g, d.q.data(), d.k.data(), d.v.data(), d.mask, 0, 0, 0, g.S), g.T);
+      EXPECT_EQ(d.keys(g, 0, 0, 0, g.S), g.T);
       const std::vector<float> computed = run_padded(g, d, threads);
       for (size_t e = 0; e < computed.size(); ++e)
         ASSERT_NEAR(skipped[e], computed[e], 1e-6f * std::max(1.0f, std::fabs(computed[e]))) << "element " << e;
@@ -252,28 +263,27 @@ TEST(AttentionF32, KeysAreKeptWhereTheirWeightCouldBeNonZero) {
   const att::Geometry& g = base.g;
   {  // scores that can reach 10000: Q and K of length ~ 8 * 60, scale 0.5 -> |score| up to ~14400
     const PaddedData d = padded_data(base, 60.0f);
-    EXPECT_EQ(att::attended_keys(g, d.q.data(), d.k.data(), d.v.data(), d.mask, 0, 0, 0, g.S), g.T);
+    EXPECT_EQ(d.keys(g, 0, 0, 0, g.S), g.T);
     std::vector<float> y = run_padded(g, d, 1);
     att::Geometry dense = g;
     dense.skip_masked_keys = false;
     EXPECT_EQ(y, run_padded(dense, d, 1));  // every key computed: the very same sums
   }
   PaddedData d = padded_data(base);
-  EXPECT_EQ(att::attended_keys(g, d.q.data(), d.k.data(), d.v.data(), d.mask, 0, 0, 0, g.S), 10);
+  EXPECT_EQ(d.keys(g, 0, 0, 0, g.S), 10);
   {  // a padded key's V not finite: 0 * inf is NaN, as computing the key gives
     PaddedData e = d;
     e.v[static_cast<size_t>((12 * 2 + 1) * g.Dv + 3)] = std::numeric_limits<float>::infinity();  // key 12, head 1
-    EXPECT_EQ(att::attended_keys(g, e.q.data(), e.k.data(), e.v.data(), e.mask, 0, 1, 0, g.S), g.T);
-    EXPECT_EQ(att::attended_keys(g, e.q.data(), e.k.data(), e.v.data(), e.mask, 0, 0, 0, g.S), 10);  // head 0's V
+    EXPECT_EQ(e.keys(g, 0, 1, 0, g.S), g.T);
+    EXPECT_EQ(e.keys(g, 0, 0, 0, g.S), 10);  // head 0's V
   }
   {  // a NaN in the mask, or a causal limit with a float mask: every key
     PaddedData e = d;
     e.mf[3] = std::numeric_limits<float>::quiet_NaN();
-    e.mask.data = e.mf.data();  // the copy's own mask
-    EXPECT_EQ(att::attended_keys(g, e.q.data(), e.k.data(), e.v.data(), e.mask, 0, 0, 0, g.S), g.T);
+    EXPECT_EQ(e.keys(g, 0, 0, 0, g.S), g.T);
     att::Geometry causal = g;
     causal.causal = true;
-    EXPECT_EQ(att::attended_keys(causal, d.q.data(), d.k.data(), d.v.data(), d.mask, 0, 0, 0, g.S), g.T);
+    EXPECT_EQ(d.keys(causal, 0, 0, 0, g.S), g.T);
   }
   {  // a mask per query row ([1, 1, S, T], as newer exporters expand it): the keys every row
      // of the item drops; a row that keeps them all keeps them for the item
@@ -282,32 +292,31 @@ TEST(AttentionF32, KeysAreKeptWhereTheirWeightCouldBeNonZero) {
     for (int64_t s = 0; s < g.S; ++s)
       for (int64_t t = 0; t < g.T; ++t) e.mf[static_cast<size_t>(s * g.T + t)] = t < 10 + s % 3 ? 0.0f : -10000.0f;
     const int64_t dims[4] = {1, 1, g.S, g.T};
-    for (int i = 0; i < 4; ++i) e.mask.dims[i] = dims[i];
-    e.mask.data = e.mf.data();
-    EXPECT_EQ(att::attended_keys(g, e.q.data(), e.k.data(), e.v.data(), e.mask, 0, 0, 0, g.S), 12);
-    EXPECT_EQ(att::attended_keys(g, e.q.data(), e.k.data(), e.v.data(), e.mask, 0, 0, 3, 4), 10);  // row 3 alone
+    for (int i = 0; i < 4; ++i) e.dims[i] = dims[i];
+    EXPECT_EQ(e.keys(g, 0, 0, 0, g.S), 12);
+    EXPECT_EQ(e.keys(g, 0, 0, 3, 4), 10);  // row 3 alone
     std::vector<float> y = run_padded(g, e, 2);
     att::Geometry dense = g;
     dense.skip_masked_keys = false;
     const std::vector<float> want = run_padded(dense, e, 2);
     for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], want[i], 1e-6f * std::max(1.0f, std::fabs(want[i])));
     e.mf[static_cast<size_t>(5 * g.T + g.T - 1)] = 0.0f;  // row 5 attends to the last key
-    EXPECT_EQ(att::attended_keys(g, e.q.data(), e.k.data(), e.v.data(), e.mask, 0, 0, 0, g.S), g.T);
-    EXPECT_EQ(att::attended_keys(g, e.q.data(), e.k.data(), e.v.data(), e.mask, 0, 0, 6, g.S), 12);
+    EXPECT_EQ(e.keys(g, 0, 0, 0, g.S), g.T);
+    EXPECT_EQ(e.keys(g, 0, 0, 6, g.S), 12);
   }
   {  // quantized probabilities whose 0 does not stay 0 (zero point outside [qmin, qmax])
     att::Geometry quant = g;
     quant.probs = {true, 1.0f / 255, 0.0f, 1.0f, 255.0f};
-    EXPECT_EQ(att::attended_keys(quant, d.q.data(), d.k.data(), d.v.data(), d.mask, 0, 0, 0, g.S), g.T);
+    EXPECT_EQ(d.keys(quant, 0, 0, 0, g.S), g.T);
     quant.probs.qmin = 0.0f;
-    EXPECT_EQ(att::attended_keys(quant, d.q.data(), d.k.data(), d.v.data(), d.mask, 0, 0, 0, g.S), 10);
+    EXPECT_EQ(d.keys(quant, 0, 0, 0, g.S), 10);
   }
   {  // a bool mask that attends to nothing: no key, and zeros out
     Padded none = base;
     none.boolean = true;
     none.valid = {0};
     const PaddedData e = padded_data(none);
-    EXPECT_EQ(att::attended_keys(g, e.q.data(), e.k.data(), e.v.data(), e.mask, 0, 0, 0, g.S), 0);
+    EXPECT_EQ(e.keys(g, 0, 0, 0, g.S), 0);
     for (float x : run_padded(g, e, 2)) ASSERT_EQ(x, 0.0f);
   }
 }

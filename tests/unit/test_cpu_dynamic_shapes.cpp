@@ -125,6 +125,20 @@ void expect_attention_impl(const std::shared_ptr<ir::Graph>& g, const std::vecto
   expect_kiln_kernel(g, stream, cpu::NodeKind::Attention, cpu::attention_f32::available(), cpu::attention_f32::impl_name());
 }
 
+// kiln's MultiHeadAttention over x [n, L, hidden] (as query, key and value) with an additive mask
+// [n, 1, 1, L]: inputs "x" and "mask".
+std::shared_ptr<ir::Graph> self_attention_graph(int64_t hidden, int64_t heads, float scale) {
+  auto g = make_graph();
+  g->opset_imports["kiln"] = 1;
+  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), Dim::sym("L"), hidden})});
+  auto* mask = g->add_input("mask", {DType::f32, dims({Dim::sym("n"), 1, 1, Dim::sym("L")})});
+  ir::Node* a = g->add_node("MultiHeadAttention", {x, x, x, mask}, 1, "mha", "kiln");
+  a->attrs["num_heads"] = ir::Attribute(heads);
+  a->attrs["scale"] = ir::Attribute(scale);
+  g->add_output(a->output(0));
+  return g;
+}
+
 ir::Value* conv(ir::Graph& g, ir::Value* x, int64_t ci, int64_t co, uint32_t seed, const std::string& name) {
   return conv3x3(g, x, ci, co, seed, name, 0.5f);
 }
@@ -1083,14 +1097,7 @@ TEST(CpuDynamicShapes, AttentionWithAMaskOverEveryLengthAndBatch) {
   // self-attention over [n, L, 16] with an additive mask [n, 1, 1, L]: the scores and the mask
   // copy live in the arena (Node::scratch), sized per plan; a plan that kept another length's
   // sizes or buffers reads or writes outside them (AddressSanitizer) or gives wrong values
-  auto g = make_graph();
-  g->opset_imports["kiln"] = 1;
-  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), Dim::sym("L"), 16})});
-  auto* mask = g->add_input("mask", {DType::f32, dims({Dim::sym("n"), 1, 1, Dim::sym("L")})});
-  ir::Node* a = g->add_node("MultiHeadAttention", {x, x, x, mask}, 1, "mha", "kiln");
-  a->attrs["num_heads"] = ir::Attribute(int64_t{4});
-  a->attrs["scale"] = ir::Attribute(0.5f);
-  g->add_output(a->output(0));
+  auto g = self_attention_graph(16, 4, 0.5f);
   std::vector<std::vector<Shape>> stream = {{{1, 8, 16}, {1, 1, 1, 8}},   {{1, 40, 16}, {1, 1, 1, 40}},
                                             {{3, 12, 16}, {3, 1, 1, 12}}, {{1, 40, 16}, {1, 1, 1, 40}},
                                             {{2, 3, 16}, {2, 1, 1, 3}},   {{4, 33, 16}, {4, 1, 1, 33}}};
@@ -1104,14 +1111,7 @@ TEST(CpuDynamicShapes, AttentionOverPaddedBatchesOfEveryLength) {
   // keys out, attended_keys); lengths grow, shrink and alternate, batches of 1 to 4, one sequence
   // with a single key and one without padding, against the reference executor. The outputs at
   // padded query positions are compared too: they attend to the valid keys like any other row.
-  auto g = make_graph();
-  g->opset_imports["kiln"] = 1;
-  auto* x = g->add_input("x", {DType::f32, dims({Dim::sym("n"), Dim::sym("L"), 32})});
-  auto* mask = g->add_input("mask", {DType::f32, dims({Dim::sym("n"), 1, 1, Dim::sym("L")})});
-  ir::Node* a = g->add_node("MultiHeadAttention", {x, x, x, mask}, 1, "mha", "kiln");
-  a->attrs["num_heads"] = ir::Attribute(int64_t{2});
-  a->attrs["scale"] = ir::Attribute(0.25f);
-  g->add_output(a->output(0));
+  auto g = self_attention_graph(32, 2, 0.25f);
   ir::infer_shapes(*g);
   runtime::ReferenceExecutor ref(g);
   cpu::Executor ex(g, {});
