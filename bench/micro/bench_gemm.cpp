@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <sys/mman.h>
 #include <vector>
 
 #include "cpu/dnnl_util.hpp"
@@ -305,5 +306,67 @@ void BM_SwishRowByRow(benchmark::State& s) { swish_rows(s, false); }
 void BM_SwishWhole(benchmark::State& s) { swish_rows(s, true); }
 BENCHMARK(BM_SwishRowByRow)->Arg(448)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SwishWhole)->Arg(448)->Unit(benchmark::kMicrosecond);
+
+// BERT-6's FullyConnected products in model order at M tokens: per layer Q, K, V and the output
+// projection ([M, 384] x [384, 384]), the FFN's [384, 1536] (bias and GELU) and [1536, 384], each
+// layer with its own weights (range(1) = 1: 42 MB in all, more than the L3: each inference reads
+// them from memory, as a batch of one does) or every layer with the first's (0: 7 MB, from the
+// caches). The difference is what the weights' traffic costs the products where M is small.
+// range(2) = 1: the weights on 2 MiB pages (advised as transparent huge pages, as the weights
+// cache places a FullyConnected's: WeightsCache::Pages::streamed), else on 4 KiB pages.
+void BM_GemmKilnBertStack(benchmark::State& s) {
+  const int64_t M = s.range(0), H = 384, F = 1536, layers = 6;
+  const bool own = s.range(1) != 0;
+  if (!cpu::gemm_f32::available()) {
+    s.SkipWithError("no AVX2: kiln's GEMM does not run here");
+    return;
+  }
+  struct Product {
+    int64_t K, N;
+    bool gelu;
+  };
+  const Product per_layer[] = {{H, H, false}, {H, H, false}, {H, H, false}, {H, H, false}, {H, F, true}, {F, H, false}};
+  std::vector<float*> packed;
+  size_t total = 0;
+  for (int64_t l = 0; l < (own ? layers : 1); ++l)
+    for (const Product& p : per_layer) total += static_cast<size_t>(cpu::gemm_f32::packed_size(p.K, p.N));
+  const size_t huge = size_t{2} << 20, bytes = (total * 4 + huge - 1) / huge * huge + huge;
+  void* pool = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (pool == MAP_FAILED) {
+    s.SkipWithError("no memory for the weights");
+    return;
+  }
+  float* at = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(pool) + huge - 1) / huge * huge);
+  if (s.range(2)) madvise(at, bytes - huge, MADV_HUGEPAGE);
+  for (int64_t l = 0; l < (own ? layers : 1); ++l)
+    for (const Product& p : per_layer) {
+      const auto b = uniform(p.K * p.N, static_cast<uint32_t>(packed.size() + 7));
+      packed.push_back(at);
+      at += cpu::gemm_f32::packed_size(p.K, p.N);
+      cpu::gemm_f32::pack_b(b.data(), p.K, p.N, p.N, 1, 1.0f, packed.back());
+    }
+  const auto a = uniform(M * F, 1), bias = uniform(F, 3);
+  std::vector<float> c(static_cast<size_t>(M * F));
+  cpu::gemm_f32::Epilogue plain, gelu;
+  plain.bias = gelu.bias = bias.data();
+  cpu::gemm_f32::EpilogueOp op;
+  op.alg = dnnl::algorithm::eltwise_gelu_erf;
+  gelu.ops.push_back(op);
+  for (auto _ : s) {
+    size_t w = 0;
+    for (int64_t l = 0; l < layers; ++l)
+      for (const Product& p : per_layer) {
+        cpu::gemm_f32::run(a.data(), M, p.K, p.K, packed[w], p.N, c.data(), p.N, p.gelu ? gelu : plain);
+        w = own ? w + 1 : (w + 1) % packed.size();
+      }
+    benchmark::DoNotOptimize(c.data());
+  }
+  s.SetItemsProcessed(s.iterations() * layers * 2 * M * (4 * H * H + 2 * H * F));
+  munmap(pool, bytes);
+}
+BENCHMARK(BM_GemmKilnBertStack)
+    ->Args({8, 0, 0})->Args({8, 1, 0})->Args({8, 1, 1})->Args({32, 0, 0})->Args({32, 1, 0})->Args({32, 1, 1})
+    ->Args({64, 0, 0})->Args({64, 1, 0})->Args({64, 1, 1})->Args({134, 0, 0})->Args({134, 1, 0})->Args({134, 1, 1})
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

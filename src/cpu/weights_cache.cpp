@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "core/pages.hpp"
 #include "core/strings.hpp"
@@ -25,7 +26,7 @@ size_t drop_pages(const void* p, size_t n) {
 }  // namespace
 
 dnnl::memory WeightsCache::get(const Tensor& source, const std::string& variant, const dnnl::memory::desc& target,
-                               const Pack& pack) {
+                               const Pack& pack, Pages pages) {
   // the source's size is part of the key: two views of one storage with other sizes differ
   const std::pair<const void*, std::string> key{source.raw(), cat(source.byte_size(), "|", variant)};
   // Packing runs under the lock: it happens once per weight, at plan build time, and two
@@ -40,12 +41,39 @@ dnnl::memory WeightsCache::get(const Tensor& source, const std::string& variant,
   KILN_CHECK(!released_.count(source.raw()),
              cat("internal: a weight of ", source.byte_size(), " bytes was given back after packing (every reader had "
                  "its copy) and is now asked for in another layout (variant ", variant, ")"));
-  dnnl::memory m(target, cpu_engine());
+  void* room = pages == Pages::streamed ? allocate_streamed(target.get_size()) : nullptr;
+  dnnl::memory m = room ? dnnl::memory(target, cpu_engine(), room) : dnnl::memory(target, cpu_engine());
   pack(m);
   same_source.push_back({source, target, m});
   ++count_;
   bytes_ += target.get_size();
   return m;
+}
+
+WeightsCache::~WeightsCache() {
+  for (const Chunk& c : chunks_) ::munmap(c.base, c.size);
+}
+
+void* WeightsCache::allocate_streamed(size_t bytes) {
+  constexpr size_t kAlign = 64, kHuge = size_t{2} << 20, kChunk = size_t{16} << 20;
+  bytes = (bytes + kAlign - 1) / kAlign * kAlign;
+  if (bytes == 0) return nullptr;
+  if (chunks_.empty() || chunks_.back().size - chunks_.back().used < bytes) {
+    // a new chunk; the rest of the last one stays unused (never touched: no memory behind it)
+    const size_t size = std::max(kChunk, (bytes + kHuge - 1) / kHuge * kHuge);
+    void* raw = ::mmap(nullptr, size + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return nullptr;
+    const uintptr_t start = reinterpret_cast<uintptr_t>(raw), aligned = (start + kHuge - 1) / kHuge * kHuge;
+    if (aligned > start) ::munmap(raw, aligned - start);  // the slack before and after the aligned range
+    if (const size_t tail = start + kHuge - aligned; tail > 0) ::munmap(reinterpret_cast<void*>(aligned + size), tail);
+    // no transparent huge pages on this system (EINVAL): 4 KiB pages, as before
+    ::madvise(reinterpret_cast<void*>(aligned), size, MADV_HUGEPAGE);
+    chunks_.push_back({reinterpret_cast<char*>(aligned), size, 0});
+  }
+  Chunk& c = chunks_.back();
+  void* p = c.base + c.used;
+  c.used += bytes;
+  return p;
 }
 
 std::vector<WeightsCache::Packed> WeightsCache::snapshot() const {
@@ -113,9 +141,9 @@ void PackRecorder::record(const Tensor& source) {
 }
 
 dnnl::memory pack_weights(const Tensor& source, const std::string& variant, const dnnl::memory::desc& target,
-                          const WeightsCache::Pack& pack) {
+                          const WeightsCache::Pack& pack, WeightsCache::Pages pages) {
   PackRecorder::record(source);
-  if (WeightsCache* cache = WeightsCache::current()) return cache->get(source, variant, target, pack);
+  if (WeightsCache* cache = WeightsCache::current()) return cache->get(source, variant, target, pack, pages);
   dnnl::memory m(target, cpu_engine());
   pack(m);
   return m;

@@ -24,13 +24,29 @@ namespace kiln::cpu {
 
 class WeightsCache {
  public:
+  WeightsCache() = default;
+  ~WeightsCache();
+  WeightsCache(const WeightsCache&) = delete;
+  WeightsCache& operator=(const WeightsCache&) = delete;
+
   // Fills `dst` (allocated in the target layout) from the source constant.
   using Pack = std::function<void(dnnl::memory& dst)>;
+
+  // Where packed weights live. `streamed`: weights a product reads once per inference for a few
+  // rows of activations (FullyConnected, recurrent gates, integer MatMul at a batch of one), whose
+  // time goes to fetching them: 2 MiB pages (transparent huge pages, advised), so that the TLB
+  // does not miss every 4 KiB. BERT-6 at [1, 8..134] (42 MB of weights, past the L2 TLB's reach
+  // of 12 MiB on Zen 4): the stream's later passes 0.93 of the time (medians of 10 alternations),
+  // its compile 24-29 ms against 38-49. `reused`: the others (convolutions read each weight for
+  // many pixels), on oneDNN's allocation as before: advising ResNeXt-50's convolution weights
+  // cost its compile 480-1020 ms against 120-160 (a huge page's first touch on this virtual
+  // machine is backed 4 KiB at a time by the host, see cpu/arena.cpp) for nothing measurable.
+  enum class Pages { reused, streamed };
 
   // The packed weights for (source, variant, target): made by `pack` on first request,
   // the same memory after. Thread-safe.
   dnnl::memory get(const Tensor& source, const std::string& variant, const dnnl::memory::desc& target,
-                   const Pack& pack);
+                   const Pack& pack, Pages pages = Pages::reused);
 
   // Every packed weight: its source, the key its variant is stored under, layout and memory
   // (for the model cache, cpu/model_cache.hpp).
@@ -77,6 +93,16 @@ class WeightsCache {
     dnnl::memory::desc desc;
     dnnl::memory packed;
   };
+  // Room for `streamed` weights: `bytes` from the chunks below (64-byte aligned), null when no
+  // chunk can be had (the caller lets oneDNN allocate instead). Under mutex_.
+  void* allocate_streamed(size_t bytes);
+  // Mappings of anonymous memory, 2 MiB aligned and advised as transparent huge pages, that the
+  // streamed weights are carved from one after another; unmapped with the cache.
+  struct Chunk {
+    char* base = nullptr;
+    size_t size = 0, used = 0;
+  };
+  std::vector<Chunk> chunks_;
   mutable std::mutex mutex_;
   std::map<std::pair<const void*, std::string>, std::vector<Entry>> entries_;
   std::set<const void*> released_;  // the addresses of the sources given back
@@ -101,9 +127,9 @@ class PackRecorder {
 };
 
 // For nodes: the weights packed into `target` through the current cache, or into a
-// private copy when there is none.
+// private copy when there is none (oneDNN's allocation, whatever `pages` asks).
 dnnl::memory pack_weights(const Tensor& source, const std::string& variant, const dnnl::memory::desc& target,
-                          const WeightsCache::Pack& pack);
+                          const WeightsCache::Pack& pack, WeightsCache::Pages pages = WeightsCache::Pages::reused);
 
 // dst <- src through a oneDNN reorder, on this thread, waiting for it.
 void reorder_into(dnnl::memory& src, dnnl::memory& dst);

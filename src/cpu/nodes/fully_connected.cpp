@@ -102,7 +102,8 @@ class FullyConnectedNode : public Node {
                                                         : memory::desc({K_, N_}, f32, tag::ab);
                               memory wsrc(wplain, cpu_engine(), const_cast<float*>(pw));
                               reorder_into(wsrc, dst);
-                            });
+                            },
+                            WeightsCache::Pages::streamed);
     if (!bias_vals_.empty()) {
       bias_ = memory(bias_md(), cpu_engine());
       std::memcpy(bias_.get_data_handle(), bias_vals_.data(), bias_vals_.size() * sizeof(float));
@@ -239,7 +240,8 @@ class FullyConnectedNode : public Node {
                               // B(k, n): w[k][n], or w[n][k] when transposed
                               gemm_f32::pack_b(w.data<float>(), K_, N_, tb_ ? 1 : N_, tb_ ? K_ : 1, alpha_,
                                                static_cast<float*>(dst.get_data_handle()));
-                            });
+                            },
+                            WeightsCache::Pages::streamed);
     outputs[0]->blocked.reset();
     std::vector<InputLayout> req(inputs.size(), InputLayout::any());
     req[0] = InputLayout::plain();

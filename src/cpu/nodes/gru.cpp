@@ -42,7 +42,7 @@ class GruNode : public Node {
         return pack_weights(e->constant, cat("gru/kiln/", which, "/", d), packed, [&](memory& dst) {
           gemm_f32::pack_b(static_cast<const float*>(e->data) + (d * G3 + row0) * K, K, cols, 1, K, 1.0f,
                            static_cast<float*>(dst.get_data_handle()));
-        });
+        }, WeightsCache::Pages::streamed);
       };
       packed_[d][0] = pack(inputs[1], g_.C, 0, G3, "W");
       packed_[d][1] = pack(inputs[2], H, 0, 2 * H, "Rzr");

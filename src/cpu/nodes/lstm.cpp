@@ -143,7 +143,7 @@ class LstmNode : public Node {
           // B(k, n) = W[d][n][k]: the transpose of the ONNX [4H, K] matrix
           gemm_f32::pack_b(static_cast<const float*>(e->data) + d * G4 * K, K, G4, 1, K, 1.0f,
                            static_cast<float*>(dst.get_data_handle()));
-        });
+        }, WeightsCache::Pages::streamed);
       };
       kpacked_[d][0] = pack(inputs[1], C_, "W");
       kpacked_[d][1] = pack(inputs[2], H, "R");
@@ -204,7 +204,7 @@ class LstmNode : public Node {
                     src[((d0 + dd) * 4 * H + kOnnxGate[g] * H + h) * K + k];
         memory m(memory::desc({1, nd, K, 4, H}, f32, tag::ldigo), cpu_engine(), plain.data());
         reorder_into(m, dst);
-      });
+      }, WeightsCache::Pages::streamed);
     };
     p.weights_layer = pack(inputs[1], p.pd.weights_layer_desc(), C, "W");
     p.weights_iter = pack(inputs[2], p.pd.weights_iter_desc(), H, "R");

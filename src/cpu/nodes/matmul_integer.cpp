@@ -243,7 +243,7 @@ class MatMulIntegerNode : public Node {
       weights_ = pack_weights(b, cat("matmulinteger/s16/zb", hash), packed, [&](memory& dst) {
         gemm_s16::pack_b(b.raw(), b.dtype() == DType::i8, K_, N_, zbv.data(),
                          static_cast<int16_t*>(dst.get_data_handle()));
-      });
+      }, WeightsCache::Pages::streamed);
     }
     if (op_.qlinear)
       requant_ = requantization(inputs[1]->constant, inputs[4]->constant, inputs[6]->constant, inputs[7]->constant, N_);
