@@ -57,7 +57,8 @@ WeightsCache::~WeightsCache() {
 void* WeightsCache::allocate_streamed(size_t bytes) {
   constexpr size_t kAlign = 64, kHuge = size_t{2} << 20, kChunk = size_t{16} << 20;
   bytes = (bytes + kAlign - 1) / kAlign * kAlign;
-  if (bytes == 0) return nullptr;
+  streamed_bytes_ += bytes;
+  if (bytes == 0 || streamed_bytes_ <= kSmallPagesUpTo) return nullptr;
   if (chunks_.empty() || chunks_.back().size - chunks_.back().used < bytes) {
     // a new chunk; the rest of the last one stays unused (never touched: no memory behind it)
     const size_t size = std::max(kChunk, (bytes + kHuge - 1) / kHuge * kHuge);

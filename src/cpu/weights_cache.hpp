@@ -93,9 +93,13 @@ class WeightsCache {
     dnnl::memory::desc desc;
     dnnl::memory packed;
   };
-  // Room for `streamed` weights: `bytes` from the chunks below (64-byte aligned), null when no
-  // chunk can be had (the caller lets oneDNN allocate instead). Under mutex_.
+  // Room for `streamed` weights: `bytes` from the chunks below (64-byte aligned), or null: the
+  // caller lets oneDNN allocate instead, for the first kSmallPagesUpTo bytes of streamed weights
+  // (a model whose weights the TLB reaches on 4 KiB pages: no chunk, no 2 MiB page faulted in for
+  // a few KB), and when no chunk can be had. Under mutex_.
   void* allocate_streamed(size_t bytes);
+  static constexpr size_t kSmallPagesUpTo = size_t{4} << 20;
+  size_t streamed_bytes_ = 0;
   // Mappings of anonymous memory, 2 MiB aligned and advised as transparent huge pages, that the
   // streamed weights are carved from one after another; unmapped with the cache.
   struct Chunk {

@@ -1,6 +1,7 @@
 // WeightsCache's placement of packed weights: `streamed` weights (FullyConnected, recurrent gates)
-// carved from its own 2 MiB-aligned chunks advised as transparent huge pages, `reused` ones on
-// oneDNN's allocation; either way packed once and read back as packed.
+// past the first 4 MiB of them carved from its own 2 MiB-aligned chunks advised as transparent
+// huge pages, the first 4 MiB and `reused` ones on oneDNN's allocation; either way packed once and
+// read back as packed.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -69,47 +70,55 @@ void expect_packed(const memory& m, int64_t floats, float seed) {
   EXPECT_EQ(d[floats - 1], static_cast<float>(floats - 1) * 0.5f + seed);
 }
 
-TEST(WeightsCache, StreamedWeightsLiveOnHugePageAdvisedChunksAndKeepTheirValues) {
+TEST(WeightsCache, StreamedWeightsPastTheFirstMegabytesLiveOnHugePageAdvisedChunks) {
   cpu::WeightsCache cache;
-  Tensor a(DType::f32, Shape{4}), b(DType::f32, Shape{4}), c(DType::f32, Shape{4}), d(DType::f32, Shape{4});
+  std::vector<Tensor> sources;
+  for (int i = 0; i < 5; ++i) sources.emplace_back(DType::f32, Shape{4});
   int packed = 0;
-  // a small one, one of a few MB, one larger than a chunk (16 MiB), another small one after it
-  const int64_t sizes[] = {100, 3 << 18, 5 << 20, 1000};
-  const Tensor* sources[] = {&a, &b, &c, &d};
+  // 1 MiB (within the first 4 MiB: 4 KiB pages), 5 MiB (past them: a chunk), a small one after it
+  // in the same chunk, one larger than a chunk (20 MiB: a chunk of its own), a small one after it
+  const int64_t sizes[] = {1 << 18, 5 << 18, 100, 5 << 20, 1000};
+  const bool in_chunk[] = {false, true, true, true, true};
   std::vector<memory> got;
-  for (int i = 0; i < 4; ++i)
-    got.push_back(pack(cache, *sources[i], "w", sizes[i], static_cast<float>(i), Pages::streamed, &packed));
-  EXPECT_EQ(packed, 4);
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 5; ++i)
+    got.push_back(pack(cache, sources[static_cast<size_t>(i)], "w", sizes[i], static_cast<float>(i), Pages::streamed,
+                       &packed));
+  EXPECT_EQ(packed, 5);
+  for (int i = 0; i < 5; ++i) {
     SCOPED_TRACE(i);
     expect_packed(got[static_cast<size_t>(i)], sizes[i], static_cast<float>(i));  // a later one wrote over none
     EXPECT_EQ(reinterpret_cast<uintptr_t>(got[static_cast<size_t>(i)].get_data_handle()) % 64, 0u);
   }
   // asked again: the same memory, not packed again
-  EXPECT_EQ(pack(cache, b, "w", sizes[1], 1.0f, Pages::streamed, &packed).get_data_handle(), got[1].get_data_handle());
-  EXPECT_EQ(packed, 4);
+  EXPECT_EQ(pack(cache, sources[1], "w", sizes[1], 1.0f, Pages::streamed, &packed).get_data_handle(),
+            got[1].get_data_handle());
+  EXPECT_EQ(packed, 5);
   size_t total = 0;
   for (int64_t s : sizes) total += static_cast<size_t>(s) * sizeof(float);
   EXPECT_EQ(cache.bytes(), total);
-  EXPECT_EQ(cache.entries(), 4u);
+  EXPECT_EQ(cache.entries(), 5u);
 
-  // the advice reached the kernel where it takes advice: THP "madvise" or "always"
+  // the advice reached the kernel where it takes advice (THP "madvise"; "always" makes every
+  // mapping eligible)
   const std::string mode = thp_mode();
-  const int eligible = thp_eligible(got[1].get_data_handle());
-  if (eligible < 0 || (mode != "madvise" && mode != "always")) GTEST_SKIP() << "THP mode '" << mode << "'";
-  for (const memory& m : got) EXPECT_EQ(thp_eligible(m.get_data_handle()), 1);
+  if (thp_eligible(got[1].get_data_handle()) < 0 || (mode != "madvise" && mode != "always"))
+    GTEST_SKIP() << "THP mode '" << mode << "'";
+  for (int i = 0; i < 5; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(thp_eligible(got[static_cast<size_t>(i)].get_data_handle()), in_chunk[i] || mode == "always" ? 1 : 0);
+  }
 }
 
 TEST(WeightsCache, ReusedWeightsStayOnOneDnnsAllocation) {
   cpu::WeightsCache cache;
   Tensor w(DType::f32, Shape{4}), v(DType::f32, Shape{4});
   int packed = 0;
-  const memory reused = pack(cache, w, "w", 3 << 18, 2.0f, Pages::reused, &packed);
-  const memory streamed = pack(cache, v, "w", 3 << 18, 3.0f, Pages::streamed, &packed);
-  expect_packed(reused, 3 << 18, 2.0f);
-  expect_packed(streamed, 3 << 18, 3.0f);
+  const memory reused = pack(cache, w, "w", 5 << 18, 2.0f, Pages::reused, &packed);
+  const memory streamed = pack(cache, v, "w", 5 << 18, 3.0f, Pages::streamed, &packed);  // 5 MiB: a chunk
+  expect_packed(reused, 5 << 18, 2.0f);
+  expect_packed(streamed, 5 << 18, 3.0f);
   // one source in both placements is one entry per layout: the placement is not part of the key
-  EXPECT_EQ(pack(cache, w, "w", 3 << 18, 2.0f, Pages::streamed, &packed).get_data_handle(), reused.get_data_handle());
+  EXPECT_EQ(pack(cache, w, "w", 5 << 18, 2.0f, Pages::streamed, &packed).get_data_handle(), reused.get_data_handle());
   EXPECT_EQ(packed, 2);
   const std::string mode = thp_mode();
   if (mode != "madvise" || thp_eligible(streamed.get_data_handle()) < 0) GTEST_SKIP() << "THP mode '" << mode << "'";
