@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <vector>
 
+#include "core/pages.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/gemm_f32.hpp"
 #include "cpu/gemm_s16.hpp"
@@ -330,14 +331,14 @@ void BM_GemmKilnBertStack(benchmark::State& s) {
   size_t total = 0;
   for (int64_t l = 0; l < (own ? layers : 1); ++l)
     for (const Product& p : per_layer) total += static_cast<size_t>(cpu::gemm_f32::packed_size(p.K, p.N));
-  const size_t huge = size_t{2} << 20, bytes = (total * 4 + huge - 1) / huge * huge + huge;
-  void* pool = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (pool == MAP_FAILED) {
+  const size_t bytes = (total * 4 + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  float* pool = static_cast<float*>(map_huge_aligned(bytes));
+  if (!pool) {
     s.SkipWithError("no memory for the weights");
     return;
   }
-  float* at = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(pool) + huge - 1) / huge * huge);
-  if (s.range(2)) madvise(at, bytes - huge, MADV_HUGEPAGE);
+  if (s.range(2)) madvise(pool, bytes, MADV_HUGEPAGE);
+  float* at = pool;
   for (int64_t l = 0; l < (own ? layers : 1); ++l)
     for (const Product& p : per_layer) {
       const auto b = uniform(p.K * p.N, static_cast<uint32_t>(packed.size() + 7));

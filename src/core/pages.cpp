@@ -26,6 +26,16 @@ PageSpan whole_pages(uintptr_t lo, uintptr_t hi) {
   return {(lo + page - 1) / page * page, hi / page * page};
 }
 
+void* map_huge_aligned(size_t size) {
+  void* raw = ::mmap(nullptr, size + kHugePageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  if (aligned > start) ::munmap(raw, aligned - start);  // the slack before and after the aligned range
+  if (const size_t tail = start + kHugePageBytes - aligned; tail > 0) ::munmap(reinterpret_cast<void*>(aligned + size), tail);
+  return reinterpret_cast<void*>(aligned);
+}
+
 bool populate_pages(const void* begin, size_t bytes) {
   if (g_refused.load(std::memory_order_relaxed)) return false;
   const PageSpan s = whole_pages(begin, bytes);

@@ -24,6 +24,14 @@ inline PageSpan whole_pages(const void* p, size_t bytes) {
   return whole_pages(lo, lo + bytes);
 }
 
+// The size of a transparent huge page on x86-64: what the arena and the weights cache align to.
+inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+
+// `size` bytes (a multiple of kHugePageBytes) of fresh anonymous memory aligned to kHugePageBytes,
+// so that the system can back it with whole huge pages (THP "always", or where advised); null when
+// the memory cannot be had. Give it back with munmap(p, size).
+void* map_huge_aligned(size_t size);
+
 // Populates the whole pages inside [begin, begin + bytes). False only when the system cannot
 // (an older kernel: asked once, then never again), after which pages fault in at their first
 // touch as they would have; another failure (no memory) also leaves the range's pages to their

@@ -5,7 +5,6 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <cstdlib>
 
 #include "core/pages.hpp"
@@ -15,32 +14,22 @@ namespace kiln::cpu {
 
 namespace {
 
-constexpr size_t kHuge = size_t{2} << 20;
+constexpr size_t kHuge = kHugePageBytes;
 
 // `size` bytes (a multiple of Arena::kAlignment) from malloc: arenas below 2 MiB.
 void* allocate_small(size_t size) { return std::aligned_alloc(Arena::kAlignment, size); }
 
-// `size` bytes (a multiple of 2 MiB) of fresh anonymous memory aligned to 2 MiB (where the
-// system gives every mapping transparent huge pages, THP "always", whole ones). Not advised as
-// huge pages (MADV_HUGEPAGE) any more: on the virtual machines measured a huge page's first touch
-// may have to be backed by the host 4 KiB at a time, 8.8 us per 4 KiB of memory the guest never
-// used against 1.4-1.7 us on small pages, and the advice bought nothing once the pages were in.
-// 2026-12-05, the same binary with and without it, interleaved: MobileNetV2 f32's first inference
-// 24-48 ms with it against 6-9 without, ResNet-50's 74-87 against 36-40, their later ones the
-// same (min 3.36-3.48 / 3.34-3.42 ms, 33.1-37.7 / 33.0-33.2 ms); EfficientNet-B0's first pass over
-// 12 new shapes, whose arena grows into fresh memory as they do, 213-280 ms against 121-134, its
-// later passes the same (95-106 ms). (On 2026-11-27 the advice had measured 4% faster and a
-// quicker first inference for MobileNetV2: the host's memory, not kiln, decides.) Null when the
-// memory cannot be had.
-void* map_aligned(size_t size) {
-  void* raw = ::mmap(nullptr, size + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) return nullptr;
-  const uintptr_t start = reinterpret_cast<uintptr_t>(raw), aligned = (start + kHuge - 1) / kHuge * kHuge;
-  if (aligned > start) ::munmap(raw, aligned - start);  // the slack before and after the aligned range
-  if (const size_t tail = start + size + kHuge - (aligned + size); tail > 0)
-    ::munmap(reinterpret_cast<void*>(aligned + size), tail);
-  return reinterpret_cast<void*>(aligned);
-}
+// Arenas from 2 MiB on: core/pages.hpp's map_huge_aligned (where the system gives every mapping
+// transparent huge pages, THP "always", whole ones). Not advised as huge pages (MADV_HUGEPAGE) any
+// more: on the virtual machines measured a huge page's first touch may have to be backed by the
+// host 4 KiB at a time, 8.8 us per 4 KiB of memory the guest never used against 1.4-1.7 us on
+// small pages, and the advice bought nothing once the pages were in. 2026-12-05, the same binary
+// with and without it, interleaved: MobileNetV2 f32's first inference 24-48 ms with it against
+// 6-9 without, ResNet-50's 74-87 against 36-40, their later ones the same (min 3.36-3.48 /
+// 3.34-3.42 ms, 33.1-37.7 / 33.0-33.2 ms); EfficientNet-B0's first pass over 12 new shapes, whose
+// arena grows into fresh memory as they do, 213-280 ms against 121-134, its later passes the same
+// (95-106 ms). (On 2026-11-27 the advice had measured 4% faster and a quicker first inference for
+// MobileNetV2: the host's memory, not kiln, decides.)
 
 }  // namespace
 
@@ -74,7 +63,7 @@ void* Arena::reserve(size_t bytes) {
       return true;
     }
     size = (size + kHuge - 1) / kHuge * kHuge;
-    void* p = map_aligned(size);
+    void* p = map_huge_aligned(size);
     if (!p) return false;
     if (mapped_ && ::mremap(data_, capacity_, capacity_, MREMAP_MAYMOVE | MREMAP_FIXED, p) != MAP_FAILED) {
       data_ = nullptr;  // its pages are the front of p now

@@ -3,7 +3,6 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <cstdint>
 
 #include "core/pages.hpp"
 #include "core/strings.hpp"
@@ -55,21 +54,18 @@ WeightsCache::~WeightsCache() {
 }
 
 void* WeightsCache::allocate_streamed(size_t bytes) {
-  constexpr size_t kAlign = 64, kHuge = size_t{2} << 20, kChunk = size_t{16} << 20;
+  constexpr size_t kAlign = 64, kHuge = kHugePageBytes, kChunk = size_t{16} << 20;
   bytes = (bytes + kAlign - 1) / kAlign * kAlign;
   streamed_bytes_ += bytes;
   if (bytes == 0 || streamed_bytes_ <= kSmallPagesUpTo) return nullptr;
   if (chunks_.empty() || chunks_.back().size - chunks_.back().used < bytes) {
     // a new chunk; the rest of the last one stays unused (never touched: no memory behind it)
     const size_t size = std::max(kChunk, (bytes + kHuge - 1) / kHuge * kHuge);
-    void* raw = ::mmap(nullptr, size + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED) return nullptr;
-    const uintptr_t start = reinterpret_cast<uintptr_t>(raw), aligned = (start + kHuge - 1) / kHuge * kHuge;
-    if (aligned > start) ::munmap(raw, aligned - start);  // the slack before and after the aligned range
-    if (const size_t tail = start + kHuge - aligned; tail > 0) ::munmap(reinterpret_cast<void*>(aligned + size), tail);
+    char* base = static_cast<char*>(map_huge_aligned(size));
+    if (!base) return nullptr;
     // no transparent huge pages on this system (EINVAL): 4 KiB pages, as before
-    ::madvise(reinterpret_cast<void*>(aligned), size, MADV_HUGEPAGE);
-    chunks_.push_back({reinterpret_cast<char*>(aligned), size, 0});
+    ::madvise(base, size, MADV_HUGEPAGE);
+    chunks_.push_back({base, size, 0});
   }
   Chunk& c = chunks_.back();
   void* p = c.base + c.used;
