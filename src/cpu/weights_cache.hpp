@@ -37,7 +37,7 @@ class WeightsCache {
   // time goes to fetching them: 2 MiB pages (transparent huge pages, advised), so that the TLB
   // does not miss every 4 KiB. BERT-6 at [1, 8..134] (42 MB of weights, past the L2 TLB's reach
   // of 12 MiB on Zen 4): the stream's later passes 0.93 of the time (medians of 10 alternations),
-  // its compile 24-29 ms against 38-49. `reused`: the others (convolutions read each weight for
+  // its compile 19-240 ms against 38-49 (the host backing fresh memory, below). `reused`: the others (convolutions read each weight for
   // many pixels), on oneDNN's allocation as before: advising ResNeXt-50's convolution weights
   // cost its compile 480-1020 ms against 120-160 (a huge page's first touch on this virtual
   // machine is backed 4 KiB at a time by the host, see cpu/arena.cpp) for nothing measurable.
