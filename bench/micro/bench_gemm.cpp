@@ -331,7 +331,7 @@ void BM_GemmKilnBertStack(benchmark::State& s) {
   size_t total = 0;
   for (int64_t l = 0; l < (own ? layers : 1); ++l)
     for (const Product& p : per_layer) total += static_cast<size_t>(cpu::gemm_f32::packed_size(p.K, p.N));
-  const size_t bytes = (total * 4 + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  const size_t bytes = whole_huge_pages(total * sizeof(float));
   float* pool = static_cast<float*>(map_huge_aligned(bytes));
   if (!pool) {
     s.SkipWithError("no memory for the weights");

@@ -27,6 +27,11 @@ inline PageSpan whole_pages(const void* p, size_t bytes) {
 // The size of a transparent huge page on x86-64: what the arena and the weights cache align to.
 inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 
+// `bytes` rounded up to whole huge pages: a size map_huge_aligned takes.
+inline constexpr size_t whole_huge_pages(size_t bytes) {
+  return (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+}
+
 // `size` bytes (a multiple of kHugePageBytes) of fresh anonymous memory aligned to kHugePageBytes,
 // so that the system can back it with whole huge pages (THP "always", or where advised); null when
 // the memory cannot be had. Give it back with munmap(p, size).

@@ -14,8 +14,6 @@ namespace kiln::cpu {
 
 namespace {
 
-constexpr size_t kHuge = kHugePageBytes;
-
 // `size` bytes (a multiple of Arena::kAlignment) from malloc: arenas below 2 MiB.
 void* allocate_small(size_t size) { return std::aligned_alloc(Arena::kAlignment, size); }
 
@@ -55,14 +53,14 @@ void* Arena::reserve(size_t bytes) {
   if (bytes <= capacity_) return data_;
   const size_t grown = capacity_ + capacity_ / 2;
   auto place = [&](size_t size) -> bool {  // an arena of `size` bytes; false: out of memory
-    if (size < kHuge) {
+    if (size < kHugePageBytes) {
       release();  // the old bytes go first: never both at once
       data_ = allocate_small(size);
       if (!data_) return false;
       capacity_ = size;
       return true;
     }
-    size = (size + kHuge - 1) / kHuge * kHuge;
+    size = whole_huge_pages(size);
     void* p = map_huge_aligned(size);
     if (!p) return false;
     if (mapped_ && ::mremap(data_, capacity_, capacity_, MREMAP_MAYMOVE | MREMAP_FIXED, p) != MAP_FAILED) {

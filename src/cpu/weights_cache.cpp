@@ -54,13 +54,13 @@ WeightsCache::~WeightsCache() {
 }
 
 void* WeightsCache::allocate_streamed(size_t bytes) {
-  constexpr size_t kAlign = 64, kHuge = kHugePageBytes, kChunk = size_t{16} << 20;
+  constexpr size_t kAlign = 64, kChunk = size_t{16} << 20;
   bytes = (bytes + kAlign - 1) / kAlign * kAlign;
   streamed_bytes_ += bytes;
   if (bytes == 0 || streamed_bytes_ <= kSmallPagesUpTo) return nullptr;
   if (chunks_.empty() || chunks_.back().size - chunks_.back().used < bytes) {
     // a new chunk; the rest of the last one stays unused (never touched: no memory behind it)
-    const size_t size = std::max(kChunk, (bytes + kHuge - 1) / kHuge * kHuge);
+    const size_t size = std::max(kChunk, whole_huge_pages(bytes));
     char* base = static_cast<char*>(map_huge_aligned(size));
     if (!base) return nullptr;
     // no transparent huge pages on this system (EINVAL): 4 KiB pages, as before
